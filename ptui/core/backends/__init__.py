@@ -1,0 +1,39 @@
+"""Device backends.  open_backend() picks one: explicit choice, else a detected Jetson, else sim."""
+from __future__ import annotations
+
+from ..detect import detect
+from ..devices import Device, get_device
+from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
+
+__all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
+
+
+def open_backend(kind: str | None = None, device: str | None = None, *, root: str = "/",
+                 clock=None, seed: int = 0, sample_interval: float | None = None
+                 ) -> tuple[Backend, str]:
+    """Return (backend, one-line note on why this backend)."""
+    det = detect(root)
+    if kind in (None, "auto"):
+        if det.device is None:
+            kind = "sim"
+            note = f"SIMULATED device: {det.reason}"
+        else:
+            kind = "sysfs"
+            note = det.reason
+    else:
+        note = f"backend {kind} chosen on the command line"
+    if kind == "sim":
+        from .sim import SimJetson
+        dev: Device = get_device(device or "orin-agx")
+        kw = {"sample_interval": sample_interval} if sample_interval else {}
+        return SimJetson(dev, clock=clock, seed=seed, **kw), note
+    if device is None and det.device is None:
+        raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
+    dev = get_device(device) if device else det.device
+    if kind == "sysfs":
+        from .sysfs import SysfsBackend
+        return SysfsBackend(dev, root=root), note
+    if kind == "jtop":
+        from .jtop import JtopBackend
+        return JtopBackend(dev), note
+    raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs or jtop")

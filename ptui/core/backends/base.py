@@ -1,0 +1,88 @@
+"""The interface every device backend implements: the simulator, sysfs and jtop."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from ..devices import Device
+from ..modes import Mode
+
+
+class BackendError(RuntimeError):
+    """A device operation failed (no permission, no sensor, service down...)."""
+
+
+class ApplyError(BackendError):
+    """Applying a mode failed or did not read back; the backend rolled back."""
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """One snapshot of the device.  Any field may be None when its sensor is missing."""
+    t: float                              # seconds on the backend's clock
+    power_w: float | None                 # module total (sum of rails or the input rail)
+    rails: dict[str, float] = field(default_factory=dict)   # W per INA3221 rail
+    cpu_mhz: float | None = None
+    gpu_mhz: float | None = None
+    mem_mhz: float | None = None
+    cores_online: int | None = None
+    gpu_load: float | None = None         # percent
+    temps: dict[str, float] = field(default_factory=dict)   # degrees C per thermal zone
+    nvpmodel: str | None = None
+
+
+@dataclass(frozen=True)
+class MinibatchEvent:
+    t_end: float        # when the minibatch finished (backend clock)
+    ms: float           # its duration
+    index: int          # index since the training run started
+
+
+class Backend(ABC):
+    kind: str = "?"
+    simulated: bool = False
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+
+    @abstractmethod
+    def read(self) -> Telemetry:
+        """Sample all sensors once."""
+
+    @abstractmethod
+    def current_mode(self) -> Mode:
+        """The mode the device is in now, read from the device."""
+
+    @abstractmethod
+    def apply_mode(self, mode: Mode) -> Mode:
+        """Apply and verify a mode; return the read-back.  Raises ApplyError after rolling back."""
+
+    def snapshot(self):
+        """Opaque state to return to later with restore() (the mode before ptui touched it)."""
+        return self.current_mode()
+
+    def restore(self, snap) -> None:
+        self.apply_mode(snap)
+
+    # Profiling needs a training workload that reports minibatches: the simulator runs its own,
+    # real boards run a probe inside a training script.
+    def start_training(self, workload) -> None:
+        raise BackendError(f"the {self.kind} backend cannot run a built-in workload")
+
+    def stop_training(self) -> None:
+        pass
+
+    def events(self, interval: float | None = None):
+        """Yield MinibatchEvent and Telemetry objects in time order."""
+        raise BackendError(f"the {self.kind} backend cannot stream measurements")
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def clock(self):
+        from ..clock import RealClock
+        c = getattr(self, "_clock", None)
+        if c is None:
+            c = self._clock = RealClock()
+        return c

@@ -1,0 +1,20 @@
+"""The error types ptui reports as one line (anything else is a bug and shows a traceback)."""
+from __future__ import annotations
+
+
+def known_errors() -> tuple[type[BaseException], ...]:
+    from .backends.base import BackendError
+    from .csvio import CSVError
+    from .devices import DeviceError
+    from .modes import ModeError
+    from .profiler import ProfileError
+    from .store import StoreError
+    from .workloads import WorkloadError
+    extra: list[type[BaseException]] = []
+    try:
+        from .predictor import ModelError
+        extra.append(ModelError)
+    except ImportError:  # pragma: no cover
+        pass
+    return (BackendError, CSVError, DeviceError, ModeError, ProfileError, StoreError,
+            WorkloadError, PermissionError, FileNotFoundError, IsADirectoryError, *extra)

@@ -1,0 +1,127 @@
+"""Power modes: an immutable (cores, cpu_mhz, gpu_mhz, mem_mhz) value, validation and grids.
+
+Frequencies are kept in MHz as given by the device tables (e.g. 114.75, 665.6).  A mode read from
+user input is snapped to the table value it matches within 0.01 MHz; anything else is rejected
+with a message that names the valid values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .devices import Device
+
+_TOL_MHZ = 0.01
+
+
+class ModeError(ValueError):
+    """A mode that is not on the device's tables."""
+
+
+def fmt_mhz(x: float) -> str:
+    """Shortest exact text for a table frequency: 204, 665.6, 1300.5, 114.75."""
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True, order=True)
+class Mode:
+    cores: int
+    cpu_mhz: float
+    gpu_mhz: float
+    mem_mhz: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.cores}c/{fmt_mhz(self.cpu_mhz)}/{fmt_mhz(self.gpu_mhz)}/{fmt_mhz(self.mem_mhz)}"
+
+    def as_tuple(self) -> tuple[int, float, float, float]:
+        return (self.cores, self.cpu_mhz, self.gpu_mhz, self.mem_mhz)
+
+    def as_dict(self) -> dict:
+        return {"cores": self.cores, "cpu_mhz": self.cpu_mhz, "gpu_mhz": self.gpu_mhz,
+                "mem_mhz": self.mem_mhz}
+
+    def __str__(self) -> str:
+        return (f"{self.cores} cores, CPU {fmt_mhz(self.cpu_mhz)} MHz, "
+                f"GPU {fmt_mhz(self.gpu_mhz)} MHz, EMC {fmt_mhz(self.mem_mhz)} MHz")
+
+
+def _snap(value: float, table: Sequence[float], what: str, device_name: str) -> float:
+    for v in table:
+        if abs(v - value) <= _TOL_MHZ:
+            return v
+    valid = ", ".join(fmt_mhz(v) for v in table)
+    raise ModeError(f"{what} {fmt_mhz(value)} MHz is not available on {device_name}; "
+                    f"valid values: {valid}")
+
+
+def make_mode(device: "Device", cores, cpu_mhz, gpu_mhz, mem_mhz) -> Mode:
+    """Validate against the device tables and return the canonical Mode."""
+    try:
+        c = int(cores)
+        if c != float(cores):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ModeError(f"core count {cores!r} is not an integer") from None
+    if not 1 <= c <= device.max_cores:
+        raise ModeError(f"core count {c} is not available on {device.name}; "
+                        f"valid values: 1..{device.max_cores}")
+    return Mode(
+        c,
+        _snap(float(cpu_mhz), device.cpu_mhz, "CPU frequency", device.name),
+        _snap(float(gpu_mhz), device.gpu_mhz, "GPU frequency", device.name),
+        _snap(float(mem_mhz), device.mem_mhz, "EMC frequency", device.name),
+    )
+
+
+def full_space(device: "Device") -> list[Mode]:
+    return [Mode(c, f, g, m) for c, f, g, m in product(
+        range(1, device.max_cores + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz)]
+
+
+def pt_grid_cpu(device: "Device") -> list[float]:
+    """PowerTrain's CPU points: every other table frequency, skipping the two slowest,
+    always keeping the maximum (on Orin AGX this gives the paper's 14 points)."""
+    pts = list(device.cpu_mhz[2::2])
+    if device.cpu_mhz[-1] not in pts:
+        pts.append(device.cpu_mhz[-1])
+    return pts
+
+
+def pt_grid_cores(device: "Device") -> list[int]:
+    return list(range(2, device.max_cores + 1, 2))
+
+
+def pt_grid(device: "Device") -> list[Mode]:
+    """PowerTrain's profiling grid: even core counts x every other CPU frequency (without the two
+    slowest) x all GPU x all EMC frequencies.  Orin AGX: 6 x 14 x 13 x 4 = 4,368."""
+    return [Mode(c, f, g, m) for c, f, g, m in product(
+        pt_grid_cores(device), pt_grid_cpu(device), device.gpu_mhz, device.mem_mhz)]
+
+
+def transition_order(modes: Iterable[Mode]) -> list[Mode]:
+    """Order modes so consecutive ones differ in as few (and as cheap) knobs as possible.
+
+    EMC changes are the most expensive (clock lock and retraining), then core hot-plug, then GPU and
+    CPU DVFS.  Modes are sorted high to low (Jetson DVFS steps down cheaply) in a snake order:
+    EMC outermost, then cores, GPU, CPU, with the direction of each inner level alternating so that
+    the last mode of one block is next to the first of the following one.
+    """
+    modes = sorted(set(modes))
+    out: list[Mode] = []
+
+    def level(group: list[Mode], depth: int, descending: bool) -> None:
+        if depth == 4:
+            out.extend(group)
+            return
+        attr = ("mem_mhz", "cores", "gpu_mhz", "cpu_mhz")[depth]
+        keys = sorted({getattr(m, attr) for m in group}, reverse=descending)
+        flip = descending
+        for k in keys:
+            level([m for m in group if getattr(m, attr) == k], depth + 1, flip)
+            flip = not flip
+
+    level(modes, 0, True)
+    return out

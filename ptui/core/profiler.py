@@ -1,0 +1,310 @@
+"""Guided N-mode profiling, following PowerTrain's protocol (paper section 2.5).
+
+For each mode: apply it and verify the read-back; drop the minibatch that straddled the switch and
+the first one after it; wait until power is stable (a sliding window of samples whose spread is
+within a tolerance); then record at least 40 clean minibatches and enough power samples to cover
+them.  Result per mode: median minibatch time (ms), mean power (W), plus spread and counts.
+Every finished mode is committed to the session store before the next starts.  On normal exit,
+Ctrl-C or any error the device goes back to the state it was in before the run.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from .backends.base import ApplyError, Backend, BackendError, MinibatchEvent
+from .devices import Device
+from .modes import Mode, transition_order
+from .store import SessionInfo, Store, StoreError
+from .workloads import Workload
+
+
+class ProfileError(RuntimeError):
+    pass
+
+
+class ProfileAborted(ProfileError):
+    pass
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    min_minibatches: int = 40
+    min_power_samples: int = 5
+    window: int = 4              # samples in the stability window
+    stable_tol: float = 0.03     # (max - min) / mean of the window
+    min_settle_s: float = 1.0
+    settle_timeout_s: float = 30.0
+    mode_timeout_s: float = 1800.0
+    sample_interval: float | None = None   # None: the backend's default
+
+
+@dataclass
+class ModeResult:
+    mode: Mode
+    time_ms: float
+    power_w: float
+    time_ms_p25: float
+    time_ms_p75: float
+    power_w_std: float
+    n_minibatches: int
+    n_power: int
+    settle_s: float
+    mode_s: float
+    stable: bool
+
+    def row(self) -> dict:
+        d = asdict(self)
+        d.pop("mode")
+        d.update(self.mode.as_dict())
+        return d
+
+
+@dataclass
+class Progress:
+    """What the profiler reports after each mode (and the UI polls while a mode runs)."""
+    done: int
+    total: int
+    mode: Mode | None
+    last: ModeResult | None
+    device_time_s: float
+    phase: str = ""
+    live_power_w: float | None = None
+    live_minibatch_ms: float | None = None
+
+
+@dataclass
+class Control:
+    """Thread-safe pause/abort switches for a running profile (used by the app)."""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _run: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._run.set()
+
+    def abort(self) -> None:
+        self._stop.set()
+        self._run.set()
+
+    def pause(self) -> None:
+        self._run.clear()
+
+    def resume(self) -> None:
+        self._run.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._run.is_set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self) -> None:
+        while not self._run.wait(0.1):
+            pass
+        if self._stop.is_set():
+            raise ProfileAborted("profile aborted")
+
+
+def choose_modes(device: Device, *, count: int | None = None, modes: list[Mode] | None = None,
+                 grid: str | None = None, seed: int = 0) -> list[Mode]:
+    """The plan: given modes, the whole PowerTrain grid, or `count` random grid modes (seeded);
+    ordered so transitions are cheap."""
+    if modes is not None:
+        chosen = list(dict.fromkeys(modes))
+    elif grid == "pt":
+        chosen = device.pt_grid()
+    else:
+        g = device.pt_grid()
+        n = 50 if count is None else count
+        if not 1 <= n <= len(g):
+            raise ProfileError(f"--count must be between 1 and {len(g)} for {device.name}, got {n}")
+        chosen = random.Random(seed).sample(g, n)
+    return transition_order(chosen)
+
+
+def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mode_s: float,
+              stable: bool) -> ModeResult:
+    q = statistics.quantiles(mbs, n=4) if len(mbs) >= 2 else [mbs[0]] * 3
+    return ModeResult(mode, statistics.median(mbs), statistics.fmean(pw), q[0], q[2],
+                      statistics.pstdev(pw) if len(pw) > 1 else 0.0, len(mbs), len(pw),
+                      settle_s, mode_s, stable)
+
+
+class Profiler:
+    def __init__(self, backend: Backend, workload: Workload, store: Store, session: str,
+                 config: ProfileConfig | None = None) -> None:
+        self.backend = backend
+        self.workload = workload
+        self.store = store
+        self.session = session
+        self.cfg = config or ProfileConfig()
+        self.control = Control()
+        self.progress: Progress | None = None
+
+    # -- one mode -----------------------------------------------------------------------------
+    def measure(self, events, mode: Mode, *, record: bool = True) -> ModeResult | None:
+        be, cfg, clock = self.backend, self.cfg, self.backend.clock
+        t_start = clock.now()
+        got = be.apply_mode(mode)
+        if got != mode or be.current_mode() != mode:
+            raise ApplyError(f"mode {mode.key} did not read back (device reports {be.current_mode().key})")
+        t_a = clock.now()
+        window: deque[float] = deque(maxlen=cfg.window)
+        stable_at: float | None = None
+        stable = True
+        dropped_first = False
+        mbs: list[float] = []
+        pw: list[float] = []
+        for ev in events:
+            now = clock.now()
+            if isinstance(ev, MinibatchEvent):
+                if ev.t_end <= t_a + 1e-9:
+                    continue                       # straddled the switch
+                if not dropped_first:
+                    dropped_first = True           # the first minibatch in a new mode is slow
+                    continue
+                if self.progress:
+                    self.progress.live_minibatch_ms = ev.ms
+                if stable_at is not None and ev.t_end - ev.ms / 1000.0 >= stable_at - 1e-9:
+                    mbs.append(ev.ms)
+            else:
+                if ev.power_w is None:
+                    raise BackendError("no power reading: the device reports no power sensor")
+                if self.progress:
+                    self.progress.live_power_w = ev.power_w
+                if stable_at is None:
+                    window.append(ev.power_w)
+                    if len(window) == cfg.window and ev.t - t_a >= cfg.min_settle_s:
+                        lo, hi = min(window), max(window)
+                        if (hi - lo) <= cfg.stable_tol * (sum(window) / len(window)):
+                            stable_at = ev.t
+                    if stable_at is None and ev.t - t_a >= cfg.settle_timeout_s:
+                        stable_at, stable = ev.t, False
+                    if stable_at is not None and self.progress:
+                        self.progress.phase = "recording"
+                elif ev.t > stable_at:
+                    pw.append(ev.power_w)
+            if stable_at is not None and (not record or (
+                    len(mbs) >= cfg.min_minibatches and len(pw) >= cfg.min_power_samples)):
+                break
+            if now - t_a > cfg.mode_timeout_s:
+                raise ProfileError(f"mode {mode.key}: no result after {cfg.mode_timeout_s:.0f} s "
+                                   f"({len(mbs)} minibatches) — is the workload still training?")
+            if self.control.aborted or self.control.paused:
+                self.control.wait()
+        if not record:
+            return None
+        return summarise(mode, mbs, pw, stable_at - t_a, clock.now() - t_start, stable)
+
+    # -- a whole session ------------------------------------------------------------------------
+    def run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
+            ) -> list[ModeResult]:
+        be, clock = self.backend, self.backend.clock
+        plan = info.plan
+        done = self.store.done_indices(self.session)
+        t0 = clock.now()
+        base_time = info.device_time_s
+        results: list[ModeResult] = []
+        snap = be.snapshot()
+        self.progress = Progress(len(done), len(plan), None, None, base_time, "starting")
+        status = "failed"
+        try:
+            be.start_training(self.workload)
+            events = be.events(self.cfg.sample_interval)
+            todo = [i for i in range(len(plan)) if i not in done]
+            if todo and todo[0] > 0 and (todo[0] - 1) in done:
+                # resuming: bring the board to the state the uninterrupted run would be in,
+                # training in the previous mode with settled power
+                self.progress.phase = "warming up"
+                self.measure(events, plan[todo[0] - 1], record=False)
+                clock.sleep(0.0)
+            for i in todo:
+                mode = plan[i]
+                self.progress.mode, self.progress.phase = mode, "settling"
+                self.control.wait()
+                r = self.measure(events, mode)
+                dev_t = base_time + (clock.now() - t0)
+                self.store.save_result(self.session, i, r.row(), dev_t)
+                results.append(r)
+                self.progress.done += 1
+                self.progress.last = r
+                self.progress.device_time_s = dev_t
+                if on_progress:
+                    on_progress(self.progress)
+            status = "done"
+        except (KeyboardInterrupt, ProfileAborted):
+            status = "aborted"
+            raise
+        finally:
+            try:
+                be.stop_training()
+            finally:
+                restore_error = None
+                try:
+                    be.restore(snap)
+                except Exception as e:  # noqa: BLE001 - report, don't mask the original error
+                    restore_error = e
+                try:
+                    self.store.set_status(self.session, status, base_time + (clock.now() - t0))
+                except StoreError:
+                    pass
+                self.progress.phase = status
+                if restore_error is not None:
+                    raise BackendError(f"could not restore the original mode: {restore_error}")
+        return results
+
+
+def session_rows(store: Store, session: str) -> list[dict]:
+    return [r for _, r in store.results(session)]
+
+
+def wall_timer():
+    t = time.perf_counter()
+    return lambda: time.perf_counter() - t
+
+
+PROFILE_HEADER = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
+                  "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
+                  "stable")
+
+
+def profile_rows(store: Store, session: str) -> list[list[str]]:
+    """The session's finished modes as CSV cells, in plan order."""
+    from .csvio import fmt_value, mode_cells
+    out = []
+    for _, r in store.results(session):
+        m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_HEADER[4:]])
+    return out
+
+
+def open_session(store: Store, name: str, *, resume: bool, device: Device, workload: Workload,
+                 seed: int, backend_kind: str, plan_fn: Callable[[], list[Mode]],
+                 original_mode: Mode | None, params: dict) -> SessionInfo:
+    """Create a new session with the plan from plan_fn, or reopen one to resume it."""
+    info = store.get_session(name)
+    if resume:
+        if info is None:
+            raise ProfileError(f"no session named {name!r} to resume "
+                               f"(list them with: ptui sessions)")
+        if info.device != device.name:
+            raise ProfileError(f"session {name!r} was profiled on {info.device}, not {device.name}")
+        if info.workload != workload.name or info.batch_size != workload.batch_size:
+            raise ProfileError(f"session {name!r} profiles {info.workload} at batch size "
+                               f"{info.batch_size}, not {workload.name} at {workload.batch_size}")
+        return info
+    if info is not None:
+        raise ProfileError(f"session {name!r} already exists; add --resume to continue it "
+                           f"or pick another --session name")
+    plan = plan_fn()
+    store.create_session(name, device=device.name, workload=workload.name,
+                         batch_size=workload.batch_size, seed=seed, backend=backend_kind,
+                         plan=plan, params=params, original_mode=original_mode)
+    return store.get_session(name)

@@ -1,0 +1,161 @@
+"""SQLite session store for profiling runs (resumable, crash-safe).
+
+One database in the user data directory (``$PTUI_DATA_DIR``, else ``$XDG_DATA_HOME/ptui``, else
+``~/.local/share/ptui``).  Every finished mode is committed before the next one starts, in WAL mode
+with full synchronisation, so a run killed at any point (even ``kill -9``) loses no finished mode.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .modes import Mode
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    name TEXT PRIMARY KEY,
+    device TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    batch_size INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    backend TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    status TEXT NOT NULL,
+    original_mode TEXT,
+    plan TEXT NOT NULL,
+    params TEXT NOT NULL,
+    device_time_s REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS results (
+    session TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    cores INTEGER NOT NULL, cpu_mhz REAL NOT NULL, gpu_mhz REAL NOT NULL, mem_mhz REAL NOT NULL,
+    time_ms REAL NOT NULL, power_w REAL NOT NULL,
+    time_ms_p25 REAL, time_ms_p75 REAL, power_w_std REAL,
+    n_minibatches INTEGER, n_power INTEGER, settle_s REAL, mode_s REAL, stable INTEGER,
+    PRIMARY KEY (session, idx)
+);
+"""
+
+RESULT_FIELDS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
+                 "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
+                 "stable")
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def data_dir() -> Path:
+    env = os.environ.get("PTUI_DATA_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "ptui"
+
+
+@dataclass
+class SessionInfo:
+    name: str
+    device: str
+    workload: str
+    batch_size: int
+    seed: int
+    backend: str
+    status: str
+    original_mode: Mode | None
+    plan: list[Mode]
+    params: dict
+    device_time_s: float
+    created: float
+    n_done: int = 0
+
+
+class Store:
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else data_dir() / "sessions.sqlite"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as e:
+            raise StoreError(f"cannot open session store {self.path}: {e}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- sessions ---------------------------------------------------------------------------
+    def create_session(self, name: str, *, device: str, workload: str, batch_size: int, seed: int,
+                       backend: str, plan: list[Mode], params: dict,
+                       original_mode: Mode | None) -> None:
+        now = time.time()
+        try:
+            self.db.execute(
+                "INSERT INTO sessions (name, device, workload, batch_size, seed, backend, created,"
+                " updated, status, original_mode, plan, params) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (name, device, workload, batch_size, seed, backend, now, now, "running",
+                 json.dumps(original_mode.as_tuple()) if original_mode else None,
+                 json.dumps([m.as_tuple() for m in plan]), json.dumps(params)))
+        except sqlite3.IntegrityError:
+            raise StoreError(f"session {name!r} already exists; resume it with --resume "
+                             f"or choose another --session name") from None
+
+    def get_session(self, name: str) -> SessionInfo | None:
+        row = self.db.execute(
+            "SELECT name, device, workload, batch_size, seed, backend, status, original_mode, plan,"
+            " params, device_time_s, created FROM sessions WHERE name=?", (name,)).fetchone()
+        if row is None:
+            return None
+        n_done = self.db.execute("SELECT COUNT(*) FROM results WHERE session=?", (name,)).fetchone()[0]
+        orig = Mode(*json.loads(row[7])) if row[7] else None
+        return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], orig,
+                           [Mode(*t) for t in json.loads(row[8])], json.loads(row[9]), row[10],
+                           row[11], n_done)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        names = [r[0] for r in self.db.execute("SELECT name FROM sessions ORDER BY created DESC")]
+        return [s for s in (self.get_session(n) for n in names) if s]
+
+    def set_status(self, name: str, status: str, device_time_s: float | None = None) -> None:
+        if device_time_s is None:
+            self.db.execute("UPDATE sessions SET status=?, updated=? WHERE name=?",
+                            (status, time.time(), name))
+        else:
+            self.db.execute("UPDATE sessions SET status=?, updated=?, device_time_s=? WHERE name=?",
+                            (status, time.time(), device_time_s, name))
+
+    def delete_session(self, name: str) -> None:
+        self.db.execute("DELETE FROM sessions WHERE name=?", (name,))
+
+    # -- results ------------------------------------------------------------------------------
+    def save_result(self, session: str, idx: int, row: dict, device_time_s: float) -> None:
+        """Commit one finished mode and the session's device time atomically."""
+        vals = [row.get(k) for k in RESULT_FIELDS]
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(
+                f"INSERT INTO results (session, idx, {', '.join(RESULT_FIELDS)}) "
+                f"VALUES (?, ?, {', '.join('?' * len(RESULT_FIELDS))})", [session, idx, *vals])
+            self.db.execute("UPDATE sessions SET updated=?, device_time_s=? WHERE name=?",
+                            (time.time(), device_time_s, session))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def results(self, session: str) -> list[tuple[int, dict]]:
+        cur = self.db.execute(
+            f"SELECT idx, {', '.join(RESULT_FIELDS)} FROM results WHERE session=? ORDER BY idx",
+            (session,))
+        return [(r[0], dict(zip(RESULT_FIELDS, r[1:]))) for r in cur]
+
+    def done_indices(self, session: str) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT idx FROM results WHERE session=?", (session,))}
