@@ -65,15 +65,17 @@ def cmd_profile(a) -> int:
     if a.resume and not a.session:
         raise CLIError("--resume needs --session NAME")
     existing = store.get_session(a.session) if a.session else None
+    if a.resume and existing is None:
+        raise CLIError(f"no session named {a.session!r} to resume (list them with: ptui sessions)")
     device_name = a.device or (existing.device if existing else None)
-    backend, note = open_backend(a.backend, device_name, seed=a.seed if a.seed is not None else 0,
-                                 sample_interval=a.sample_interval)
-    _info(note)
-    dev = backend.device
+    seed = a.seed if a.seed is not None else (existing.seed if existing else 0)
     wl_name = a.workload or existing.workload
     bs = a.batch_size or (existing.batch_size if existing else 16)
     workload = get_workload(wl_name, bs)
-    seed = a.seed if a.seed is not None else (existing.seed if existing else 0)
+    backend, note = open_backend(a.backend, device_name, seed=seed,
+                                 sample_interval=a.sample_interval)
+    _info(note)
+    dev = backend.device
     name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def plan():

@@ -32,6 +32,11 @@ class ProfileAborted(ProfileError):
     pass
 
 
+class SessionError(ProfileError):
+    """A session that cannot be created or resumed as asked (bad input, exit code 2)."""
+    exit_code = 2
+
+
 @dataclass(frozen=True)
 class ProfileConfig:
     min_minibatches: int = 40
@@ -124,7 +129,7 @@ def choose_modes(device: Device, *, count: int | None = None, modes: list[Mode] 
         g = device.pt_grid()
         n = 50 if count is None else count
         if not 1 <= n <= len(g):
-            raise ProfileError(f"--count must be between 1 and {len(g)} for {device.name}, got {n}")
+            raise SessionError(f"--count must be between 1 and {len(g)} for {device.name}, got {n}")
         chosen = random.Random(seed).sample(g, n)
     return transition_order(chosen)
 
@@ -292,16 +297,16 @@ def open_session(store: Store, name: str, *, resume: bool, device: Device, workl
     info = store.get_session(name)
     if resume:
         if info is None:
-            raise ProfileError(f"no session named {name!r} to resume "
+            raise SessionError(f"no session named {name!r} to resume "
                                f"(list them with: ptui sessions)")
         if info.device != device.name:
-            raise ProfileError(f"session {name!r} was profiled on {info.device}, not {device.name}")
+            raise SessionError(f"session {name!r} was profiled on {info.device}, not {device.name}")
         if info.workload != workload.name or info.batch_size != workload.batch_size:
-            raise ProfileError(f"session {name!r} profiles {info.workload} at batch size "
+            raise SessionError(f"session {name!r} profiles {info.workload} at batch size "
                                f"{info.batch_size}, not {workload.name} at {workload.batch_size}")
         return info
     if info is not None:
-        raise ProfileError(f"session {name!r} already exists; add --resume to continue it "
+        raise SessionError(f"session {name!r} already exists; add --resume to continue it "
                            f"or pick another --session name")
     plan = plan_fn()
     store.create_session(name, device=device.name, workload=workload.name,
