@@ -139,6 +139,126 @@ def cmd_sessions(a) -> int:
     return EXIT_OK
 
 
+def _refuse_overwrite_into(path) -> None:
+    from pathlib import Path
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CLIError(f"{p} exists and is not a model directory; nothing written")
+
+
+def cmd_reference_build(a) -> int:
+    from .core.csvio import read_profile
+    from .core.devices import get_device
+    dev = get_device(a.device)
+    modes, t, p = read_profile(a.profile, dev, min_modes=100)
+    _refuse_overwrite_into(a.out)
+    from .core import train
+    t0 = time.perf_counter()
+    model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
+                                  f"profile {a.profile}", seed=a.seed, progress=_info)
+    model.save(a.out)
+    m = model.meta["metrics"]
+    _info(f"reference for {dev.name}/{a.workload} from {len(modes)} modes -> {a.out} "
+          f"({time.perf_counter() - t0:.1f} s); hold-out MAPE time {m['time']['holdout_mape']:.1f} %, "
+          f"power {m['power']['holdout_mape']:.1f} %")
+    return EXIT_OK
+
+
+def cmd_fit(a) -> int:
+    from .core.csvio import read_profile
+    from .core.devices import get_device
+    from .core.predictor import bundled_reference, load_model
+    dev = get_device(a.device)
+    modes, t, p = read_profile(a.profile, dev)
+    ref = load_model(a.reference or bundled_reference())
+    _refuse_overwrite_into(a.out)
+    from .core import train
+    t0 = time.perf_counter()
+    model = train.transfer(ref, dev, modes, t, p, workload=a.workload or "custom",
+                           source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
+                           scratch=a.scratch, progress=_info)
+    el = time.perf_counter() - t0
+    model.save(a.out)
+    m = model.meta["metrics"]
+    kind = "trained from scratch" if a.scratch else (
+        f"transferred from {ref.meta.get('reference_workload')} on {ref.device.name}")
+    print(f"model for {dev.name} {kind}, {len(modes)} modes -> {a.out} ({el:.1f} s)")
+    print(f"cross-validated MAPE: time {m['time']['cv_mape']:.1f} %, power {m['power']['cv_mape']:.1f} %")
+    return EXIT_OK
+
+
+def _predict_table(a):
+    from .core.csvio import read_modes
+    from .core.devices import get_device
+    from .core.pareto import Table
+    from .core.predictor import load_model
+    model = load_model(a.model)
+    if getattr(a, "device", None) and get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    modes = read_modes(a.modes, model.device) if a.modes else model.device.full_space()
+    return model, Table.from_prediction(modes, model.predict(modes))
+
+
+def cmd_predict(a) -> int:
+    from .core.csvio import fmt_value, mode_cells, write_csv
+    model, tab = _predict_table(a)
+    rows = ([*mode_cells(m), fmt_value(float(tab.time_ms[i])), fmt_value(float(tab.power_w[i])),
+             fmt_value(float(tab.time_ms_std[i])), fmt_value(float(tab.power_w_std[i]))]
+            for i, m in enumerate(tab.modes))
+    write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w",
+                      "time_ms_std", "power_w_std"), rows)
+    if a.out not in (None, "-"):
+        _info(f"predicted {len(tab)} modes of {model.device.name} -> {a.out}")
+    return EXIT_OK
+
+
+def cmd_pareto(a) -> int:
+    import json
+    from .core.pareto import choose, front_indices
+    if a.budget_w is None and a.deadline_ms is None and a.objective is None:
+        raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    model, tab = _predict_table(a)
+    wl_mb = a.batches_per_epoch
+    if wl_mb is None:
+        from .core.workloads import WORKLOADS
+        w = WORKLOADS.get(str(model.meta.get("workload")))
+        wl_mb = w.minibatches_per_epoch if w else None
+    d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
+               risk=None if a.risk == 0 else a.risk)
+    front = front_indices(tab.time_ms, tab.power_w)
+
+    def point(i):
+        m = tab.modes[i]
+        t, pw = float(tab.time_ms[i]), float(tab.power_w[i])
+        out = {"mode": m.as_dict(), "time_ms": round(t, 4), "power_w": round(pw, 4),
+               "time_ms_std": round(float(tab.time_ms_std[i]), 4),
+               "power_w_std": round(float(tab.power_w_std[i]), 4),
+               "epoch_s": round(t * wl_mb / 1000.0, 3) if wl_mb else None}
+        out["energy_wh"] = (round(pw * out["epoch_s"] * a.epochs / 3600.0, 4)
+                            if wl_mb and a.epochs else None)
+        return out
+
+    res = point(d.index)
+    res["goal"] = d.goal
+    res["exceed_prob"] = d.exceed_prob
+    res["front"] = [point(int(i)) for i in front]
+    if a.json:
+        print(json.dumps(res))
+        return EXIT_OK
+    print(f"goal: {d.goal}")
+    print(f"mode: {d.mode}")
+    print(f"predicted: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+    if res["epoch_s"]:
+        print(f"epoch: {res['epoch_s'] / 60:.2f} min" + (
+            f"; {a.epochs} epochs: {res['epoch_s'] * a.epochs / 3600:.2f} h, {res['energy_wh']:.1f} Wh"
+            if a.epochs else ""))
+    print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
+          f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
+    print(f"Pareto front: {len(front)} of {len(tab)} modes")
+    return EXIT_OK
+
+
 # -- parser --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptui", description="Pick the right Jetson power mode for DNN "
@@ -176,6 +296,49 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("sessions", help="list profiling sessions")
     se.set_defaults(fn=cmd_sessions)
+
+    rb = sub.add_parser("reference", help="build reference predictors from a large profile")
+    rsub = rb.add_subparsers(dest="refcmd", metavar="build", required=True)
+    rbb = rsub.add_parser("build", help="train reference NNs on a full profile")
+    rbb.add_argument("--device", required=True)
+    rbb.add_argument("--profile", required=True, help="profile CSV (the reference corpus)")
+    rbb.add_argument("--workload", default="resnet18", help="name of the profiled workload")
+    rbb.add_argument("--source", help="provenance text stored in the metadata")
+    rbb.add_argument("--seed", type=int, default=0)
+    rbb.add_argument("--out", required=True, help="model directory")
+    rbb.set_defaults(fn=cmd_reference_build)
+
+    f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile")
+    f.add_argument("--device", required=True)
+    f.add_argument("--profile", required=True)
+    f.add_argument("--out", required=True, help="model directory")
+    f.add_argument("--reference", help="reference model directory (default: bundled Orin AGX ResNet-18)")
+    f.add_argument("--loss", choices=("mse", "mape"), default="mse")
+    f.add_argument("--workload", help="name of the profiled workload (metadata)")
+    f.add_argument("--scratch", action="store_true", help="train from scratch (NN baseline)")
+    f.add_argument("--seed", type=int, default=0)
+    f.set_defaults(fn=cmd_fit)
+
+    pd = sub.add_parser("predict", help="predict time and power for modes")
+    pd.add_argument("--model", required=True)
+    pd.add_argument("--device", help="fail unless the model is for this device")
+    pd.add_argument("--modes", help="CSV of modes (default: the device's whole mode space)")
+    pd.add_argument("--out", help="CSV file (default: stdout)")
+    pd.set_defaults(fn=cmd_predict)
+
+    pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal")
+    pa.add_argument("--model", required=True)
+    pa.add_argument("--device", help="fail unless the model is for this device")
+    pa.add_argument("--modes", help="CSV of candidate modes (default: all modes)")
+    pa.add_argument("--budget-w", type=float)
+    pa.add_argument("--deadline-ms", type=float)
+    pa.add_argument("--objective", choices=("energy",))
+    pa.add_argument("--epochs", type=int, default=None)
+    pa.add_argument("--batches-per-epoch", type=int, default=None)
+    pa.add_argument("--risk", type=float, default=0.05,
+                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    pa.add_argument("--json", action="store_true")
+    pa.set_defaults(fn=cmd_pareto)
     return p
 
 

@@ -132,3 +132,24 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         except OSError:
             pass
         raise
+
+
+def read_profile(path, device: Device, *, min_modes: int = 10):
+    """A profile CSV as (modes, time_ms array, power_w array).  Identical duplicate rows are
+    merged; duplicates with conflicting values are an error."""
+    import numpy as np
+    rows = read_csv(path, device, need=PROFILE_COLS)
+    seen: dict[Mode, tuple[int, float, float]] = {}
+    for i, (m, v) in enumerate(rows):
+        prev = seen.get(m)
+        if prev is not None:
+            if abs(prev[1] - v["time_ms"]) > 1e-9 * prev[1] or abs(prev[2] - v["power_w"]) > 1e-9 * prev[2]:
+                raise CSVError(f"{path}: mode {m.key} appears twice with different values "
+                               f"({prev[1]:g} ms/{prev[2]:g} W vs {v['time_ms']:g} ms/{v['power_w']:g} W)")
+            continue
+        seen[m] = (i, v["time_ms"], v["power_w"])
+    if len(seen) < min_modes:
+        raise CSVError(f"{path}: {len(seen)} distinct modes; at least {min_modes} are needed "
+                       f"(profile more with: ptui profile --count 50)")
+    modes = list(seen)
+    return (modes, np.array([seen[m][1] for m in modes]), np.array([seen[m][2] for m in modes]))

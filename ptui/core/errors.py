@@ -11,10 +11,13 @@ def known_errors() -> tuple[type[BaseException], ...]:
     from .store import StoreError
     from .workloads import WorkloadError
     extra: list[type[BaseException]] = []
+    from .pareto import InfeasibleError
+    from .predictor import ModelError
+    extra += [ModelError, InfeasibleError]
     try:
-        from .predictor import ModelError
-        extra.append(ModelError)
-    except ImportError:  # pragma: no cover
+        from .train import TrainError
+        extra.append(TrainError)
+    except ImportError:  # no torch: nothing can raise it
         pass
     return (BackendError, CSVError, DeviceError, ModeError, ProfileError, StoreError,
             WorkloadError, PermissionError, FileNotFoundError, IsADirectoryError, *extra)

@@ -1,0 +1,198 @@
+"""PowerTrain time and power predictors: numpy inference, plain-array model files.
+
+A model directory holds ``meta.json`` (device, reference workload, scalers, provenance, metrics) and
+``time.npz`` / ``power.npz`` (weights as plain float32 arrays, loaded with allow_pickle=False).
+
+Network (PowerTrain §3.1): inputs (cores, CPU, GPU, EMC frequency) -> dense 256 -> 128 -> 64 -> 1,
+ReLU, dropout after the first two layers (training only), linear output.  Two deliberate
+refinements over the paper, both measured in docs/accuracy.md:
+  * inputs are fractions of the device's maximum before StandardScaler, so a reference trained on
+    one board lines up with another board's tables when transferred;
+  * the target is log(time) / log(power), standardised, so the MSE loss weighs a 10 % error on a
+    fast mode like a 10 % error on a slow one (the evaluation metric is MAPE).
+Uncertainty: ``heads`` holds K last layers (the fine-tuned one plus bootstrap refits shrunk toward
+it); the spread across heads is combined with the cross-validated residual of the fit, so
+``*_std`` reflects how wrong the model has actually been on held-out modes.
+Training lives in ``train.py`` (torch, imported only there).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .devices import Device, get_device
+from .modes import Mode
+
+FORMAT = "ptui-powertrain-1"
+TARGETS = ("time", "power")
+
+
+class ModelError(ValueError):
+    """Missing, corrupt or mismatched model files."""
+
+
+def features(device: Device, modes) -> np.ndarray:
+    """Raw model inputs: each knob as a fraction of the device's maximum."""
+    if isinstance(modes, np.ndarray):
+        a = modes.astype(np.float64)
+    else:
+        a = np.array([m.as_tuple() for m in modes], dtype=np.float64).reshape(-1, 4)
+    return a / np.array([device.max_cores, device.cpu_mhz[-1], device.gpu_mhz[-1], device.mem_mhz[-1]])
+
+
+@dataclass
+class Net:
+    """One target's network: scaler, body layers, K output heads, target scaling."""
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    layers: list[tuple[np.ndarray, np.ndarray]]     # body: (W [in, out], b [out]) x 3, ReLU
+    heads_w: np.ndarray                              # [K, 64]
+    heads_b: np.ndarray                              # [K]
+    y_mean: float
+    y_scale: float
+    resid_sd: float = 0.0                            # cross-validated residual sd, log units
+
+    def body(self, X: np.ndarray) -> np.ndarray:
+        h = ((X - self.x_mean) / self.x_scale).astype(np.float32)
+        for W, b in self.layers:
+            h = h @ W
+            h += b
+            np.maximum(h, 0.0, out=h)
+        return h
+
+    def predict_log(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of log(target) over the heads."""
+        h = self.body(X)
+        out = h @ self.heads_w.T + self.heads_b            # [n, K]
+        out = out.astype(np.float64) * self.y_scale + self.y_mean
+        mu = out.mean(axis=1)
+        sd = out.std(axis=1) if out.shape[1] > 1 else np.zeros_like(mu)
+        return mu, np.sqrt(sd ** 2 + self.resid_sd ** 2)
+
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Point estimate and sd in the target's units (log-normal)."""
+        mu, sd = self.predict_log(X)
+        mid = np.exp(mu)                      # the median: the point estimate that minimises MAPE
+        return mid, mid * np.sqrt(np.expm1(sd ** 2))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "heads_w": self.heads_w,
+             "heads_b": self.heads_b,
+             "y": np.array([self.y_mean, self.y_scale, self.resid_sd], dtype=np.float64)}
+        for i, (W, b) in enumerate(self.layers):
+            d[f"W{i}"], d[f"b{i}"] = W, b
+        return d
+
+    @classmethod
+    def from_arrays(cls, d) -> "Net":
+        layers = []
+        i = 0
+        while f"W{i}" in d:
+            layers.append((np.asarray(d[f"W{i}"], np.float32), np.asarray(d[f"b{i}"], np.float32)))
+            i += 1
+        y = d["y"]
+        net = cls(np.asarray(d["x_mean"], np.float64), np.asarray(d["x_scale"], np.float64), layers,
+                  np.asarray(d["heads_w"], np.float32), np.asarray(d["heads_b"], np.float32),
+                  float(y[0]), float(y[1]), float(y[2]))
+        net.check()
+        return net
+
+    def check(self) -> None:
+        dims = [4] + [W.shape[1] for W, _ in self.layers]
+        for (W, b), din in zip(self.layers, dims):
+            if W.shape[0] != din or b.shape != (W.shape[1],):
+                raise ValueError("layer shapes do not chain")
+        if self.heads_w.ndim != 2 or self.heads_w.shape[1] != dims[-1]:
+            raise ValueError("head shape does not match the body")
+        if self.heads_b.shape != (self.heads_w.shape[0],) or self.x_mean.shape != (4,):
+            raise ValueError("bad head bias or scaler shape")
+        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b] + [a for l in self.layers for a in l]
+        if not all(np.all(np.isfinite(a)) for a in arrays) or not math.isfinite(self.y_scale):
+            raise ValueError("non-finite weights")
+
+
+@dataclass
+class Model:
+    device: Device
+    time: Net
+    power: Net
+    meta: dict = field(default_factory=dict)
+
+    def predict(self, modes) -> dict[str, np.ndarray]:
+        X = features(self.device, modes)
+        t, ts = self.time.predict(X)
+        p, ps = self.power.predict(X)
+        return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
+
+    def save(self, directory: str | Path) -> None:
+        """Write atomically: into a temporary sibling directory, then swap it in."""
+        import os
+        import shutil
+        import tempfile
+        d = Path(directory)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))
+        os.chmod(tmp, 0o755)
+        try:
+            meta = dict(self.meta, format=FORMAT, device=self.device.name)
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            for name, net in (("time", self.time), ("power", self.power)):
+                np.savez(tmp / f"{name}.npz", **net.to_arrays())
+            if d.exists():
+                old = d.with_name(f".{d.name}.old")
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(d, old)
+                os.replace(tmp, d)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, d)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def load_model(directory: str | Path) -> Model:
+    d = Path(directory)
+    if not d.is_dir():
+        raise ModelError(f"{d}: no model directory here (build one with ptui fit or ptui reference build)")
+    try:
+        meta = json.loads((d / "meta.json").read_text())
+    except FileNotFoundError:
+        raise ModelError(f"{d}: meta.json is missing; not a ptui model") from None
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{d}/meta.json is corrupt: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ModelError(f"{d}/meta.json: not a {FORMAT} model")
+    try:
+        device = get_device(meta.get("device", ""))
+    except ValueError as e:
+        raise ModelError(f"{d}/meta.json: {e}") from None
+    nets = {}
+    for name in TARGETS:
+        f = d / f"{name}.npz"
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                nets[name] = Net.from_arrays({k: z[k] for k in z.files})
+        except FileNotFoundError:
+            raise ModelError(f"{f}: missing") from None
+        except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
+            raise ModelError(f"{f}: corrupt model file ({type(e).__name__}: {e})") from None
+    return Model(device, nets["time"], nets["power"], meta)
+
+
+def bundled_reference(device_name: str = "orin-agx") -> Path:
+    from importlib import resources
+    return Path(str(resources.files("ptui.assets") / f"reference-{device_name}-resnet18"))
+
+
+def mape(pred: np.ndarray, true: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred - true) / true) * 100.0)
+
+
+def modes_array(modes: list[Mode]) -> np.ndarray:
+    return np.array([m.as_tuple() for m in modes], dtype=np.float64)

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from ptui.core.devices import get_device
+from ptui.core.pareto import InfeasibleError, Table, choose, front_indices
+
+ORIN = get_device("orin-agx")
+
+
+def table(n=400, seed=0, sd=0.0):
+    rng = np.random.default_rng(seed)
+    modes = rng.choice(ORIN.full_space(), n, replace=False).tolist()
+    p = rng.uniform(10, 55, n)
+    t = 3000 / p * rng.uniform(0.8, 1.6, n)
+    return Table(modes, t, p, t * sd, p * sd)
+
+
+def test_front_matches_brute_force():
+    tab = table()
+    f = set(front_indices(tab.time_ms, tab.power_w).tolist())
+    brute = {i for i in range(len(tab)) if not any(
+        (tab.time_ms[j] <= tab.time_ms[i] and tab.power_w[j] <= tab.power_w[i]
+         and (tab.time_ms[j] < tab.time_ms[i] or tab.power_w[j] < tab.power_w[i])) for j in range(len(tab)))}
+    assert f == brute
+    idx = front_indices(tab.time_ms, tab.power_w)
+    assert np.all(np.diff(tab.power_w[idx]) >= 0) and np.all(np.diff(tab.time_ms[idx]) < 0)
+
+
+def test_budget_picks_fastest_within():
+    tab = table()
+    d = choose(tab, budget_w=30, risk=None)
+    ok = tab.power_w <= 30
+    assert d.power_w <= 30 and d.time_ms == tab.time_ms[ok].min()
+
+
+def test_risk_aware_is_more_conservative():
+    tab = table(sd=0.05)
+    plain = choose(tab, budget_w=30, risk=None)
+    safe = choose(tab, budget_w=30, risk=0.05)
+    assert safe.power_w < plain.power_w and safe.time_ms >= plain.time_ms
+    assert safe.exceed_prob <= 0.05
+    # a mean 1.645 sd below the budget is the 5 % line for a normal; log-normal is close
+    assert safe.power_w + 1.5 * safe.power_w_std <= 30 + 1e-9
+
+
+def test_deadline_and_energy():
+    tab = table()
+    d = choose(tab, deadline_ms=100, risk=None)
+    ok = tab.time_ms <= 100
+    assert d.power_w == tab.power_w[ok].min()
+    e = choose(tab, objective="energy", risk=None)
+    assert e.time_ms * e.power_w == pytest.approx((tab.time_ms * tab.power_w).min())
+    eb = choose(tab, objective="energy", budget_w=20, risk=None)
+    assert eb.power_w <= 20
+
+
+def test_infeasible_names_closest():
+    tab = table()
+    with pytest.raises(InfeasibleError, match=r"no mode stays within 5 W.*lowest-power mode is"):
+        choose(tab, budget_w=5, risk=None)
+    with pytest.raises(InfeasibleError, match="the fastest is"):
+        choose(tab, deadline_ms=0.5, risk=None)
