@@ -134,3 +134,32 @@ def test_corrupt_models(tmp_path, ref, cli):
     few = write(tmp_path / "few.csv", "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n4,729.6,114.75,204,1,1\n")
     rc, _, _ = cli("fit", "--device", "orin-agx", "--profile", few, "--out", tmp_path / "keep")
     assert rc == 2 and (tmp_path / "keep" / "time.npz").read_bytes() == before
+
+
+def test_scaling_equals_sklearn_standard_scaler():
+    from sklearn.preprocessing import StandardScaler
+    from ptui.core import train
+    from ptui.core.predictor import features
+    rng = np.random.default_rng(0)
+    modes = rng.choice(ORIN.full_space(), 40, replace=False).tolist()
+    X = features(ORIN, modes)
+    y = rng.uniform(10, 100, 40)
+    net = train.train_net(X, y, epochs=2)
+    sc = StandardScaler().fit(X)
+    assert np.allclose(net.x_mean, sc.mean_) and np.allclose(net.x_scale, sc.scale_)
+
+
+def test_stacked_members_keep_their_own_data_and_scaling():
+    """Members trained together keep their own rows, scalers and weights."""
+    from ptui.core import train
+    from ptui.core.predictor import features
+    rng = np.random.default_rng(1)
+    modes = rng.choice(ORIN.full_space(), 30, replace=False).tolist()
+    X, y = features(ORIN, modes), rng.uniform(10, 100, 30)
+    a = train.train_many(X, y, [train.Member(np.arange(30), None, (0, 0, 0), 5)], epochs=5)[0]
+    b = train.train_many(X, y, [train.Member(np.arange(30), None, (0, 0, 0), 5),
+                                train.Member(np.arange(20), None, (0, 0, 0), 6)], epochs=5)
+    assert b[1].layers[0][0].shape == (4, 256)
+    assert np.allclose(a.x_mean, b[0].x_mean) and a.y_mean == b[0].y_mean
+    assert np.allclose(b[1].x_mean, X[:20].mean(axis=0)) and b[1].y_mean == np.log(y[:20]).mean()
+    assert not np.allclose(b[0].layers[0][0], b[1].layers[0][0])
