@@ -1,0 +1,75 @@
+"""Plan, apply, verify, roll back a power mode.
+
+apply_mode(): snapshot the current state, apply, read every value back; on a mismatch or an error
+roll back to the snapshot and say what failed.  Backends describe the exact writes in plan().
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .backends.base import ApplyError, Backend
+from .modes import Mode, fmt_mhz
+
+
+@dataclass
+class Plan:
+    current: Mode
+    target: Mode
+    steps: list[str] = field(default_factory=list)   # human-readable, in order
+
+    @property
+    def noop(self) -> bool:
+        return self.current == self.target
+
+
+@dataclass
+class ApplyResult:
+    ok: bool
+    target: Mode
+    readback: Mode | None
+    snapshot: object
+    message: str
+
+
+def plan(backend: Backend, target: Mode) -> Plan:
+    """The exact steps, in a legal order (raise max before min, lower min before max)."""
+    cur = backend.current_mode()
+    if hasattr(backend, "plan_writes"):
+        return Plan(cur, target, backend.plan_writes(target))
+    steps = []
+    if target.cores > cur.cores:
+        steps.append(f"bring cores {cur.cores}..{target.cores - 1} online")
+    elif target.cores < cur.cores:
+        steps.append(f"take cores {target.cores}..{cur.cores - 1} offline")
+    for label, a, b in (("CPU", cur.cpu_mhz, target.cpu_mhz), ("GPU", cur.gpu_mhz, target.gpu_mhz),
+                        ("EMC", cur.mem_mhz, target.mem_mhz)):
+        if b > a:
+            steps.append(f"{label}: raise max to {fmt_mhz(b)} MHz, then min to {fmt_mhz(b)} MHz")
+        elif b < a:
+            steps.append(f"{label}: lower min to {fmt_mhz(b)} MHz, then max to {fmt_mhz(b)} MHz")
+    if not steps:
+        steps.append("nothing to change: the device is already in this mode")
+    steps.append("read every value back and compare; roll back to the snapshot on any mismatch")
+    return Plan(cur, target, steps)
+
+
+def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
+    snap = backend.snapshot()
+    try:
+        got = backend.apply_mode(target)
+        rb = backend.current_mode()
+        if got != target or rb != target:
+            raise ApplyError(f"read-back {rb.key} does not match {target.key}")
+    except Exception as e:  # noqa: BLE001 - any failure means roll back
+        try:
+            backend.restore(snap)
+            back = "rolled back to the previous mode"
+        except Exception as e2:  # noqa: BLE001
+            back = f"ROLLBACK FAILED ({e2}); check the device"
+        return ApplyResult(False, target, None, snap, f"apply failed: {e}; {back}")
+    return ApplyResult(True, target, rb, snap, f"applied and verified {rb.key}")
+
+
+def rollback(backend: Backend, snapshot) -> Mode:
+    backend.restore(snapshot)
+    return backend.current_mode()

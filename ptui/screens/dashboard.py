@@ -1,0 +1,58 @@
+"""Dashboard: live power per rail, clocks, cores, GPU load, temperatures, mode, power plot."""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from ..core.modes import Mode, fmt_mhz
+from ..widgets.powerplot import PowerPlot
+
+
+def _na(v, fmt="{:.1f}", unit="") -> str:
+    return "n/a" if v is None else fmt.format(v) + unit
+
+
+class DashboardScreen(Screen):
+    def compose(self) -> ComposeResult:
+        yield Header()
+        st = self.app.state
+        badge = "SIMULATED" if st.backend.simulated else st.backend.kind
+        yield Static(f"[b]{badge}[/b]  {st.backend.device.title} — {st.note}",
+                     id="banner", classes="sim" if st.backend.simulated else "panel")
+        with Horizontal(id="dash-top"):
+            yield Static(id="power", classes="panel")
+            yield Static(id="clocks", classes="panel")
+            yield Static(id="thermal", classes="panel")
+        yield PowerPlot(id="power-plot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_view()
+        self.set_interval(0.5, self.refresh_view)
+
+    def refresh_view(self) -> None:
+        st = self.app.state
+        t = st.sampler.latest()
+        if t is None:
+            msg = st.sampler.error or "waiting for the first sample…"
+            self.query_one("#power", Static).update(f"[b]Power[/b]\n{msg}")
+            return
+        rails = "\n".join(f"{name:<16} {_na(w, '{:6.2f}', ' W')}" for name, w in t.rails.items()) or "no rails"
+        self.query_one("#power", Static).update(
+            f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
+        mode = "n/a"
+        if None not in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
+            mode = Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz).key
+        mb = st.sampler.minibatch_ms
+        self.query_one("#clocks", Static).update(
+            f"[b]Mode[/b] {mode}  ({t.nvpmodel or 'custom'})\n"
+            f"cores online {_na(t.cores_online, '{}')}\n"
+            f"CPU {_na(t.cpu_mhz and fmt_mhz(t.cpu_mhz), '{}', ' MHz')}   "
+            f"GPU {_na(t.gpu_mhz and fmt_mhz(t.gpu_mhz), '{}', ' MHz')}\n"
+            f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}   GPU load {_na(t.gpu_load, '{:.0f}', ' %')}\n"
+            f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'no workload running'}")
+        temps = "\n".join(f"{k:<6} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
+        self.query_one("#thermal", Static).update(f"[b]Thermal[/b]\n{temps}")
+        self.query_one(PowerPlot).show(st.sampler.history())

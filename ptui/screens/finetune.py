@@ -1,0 +1,110 @@
+"""Fine-tune: transfer the bundled reference predictors onto a profile, in a worker."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicator, Static
+
+from ..core.store import data_dir
+
+
+class FinetuneScreen(Screen):
+    AUTO_FOCUS = "#go"
+    BINDINGS = [Binding("t", "train", "Fine-tune")]
+    COMMANDS_ = (("Fine-tune predictors", "Transfer the reference NNs onto the profile", "action_train"),)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(classes="form"):
+            yield Label("profile CSV")
+            yield Input(id="profile", placeholder="a profile from the Profile screen or ptui profile")
+            yield Button("Fine-tune (t)", id="go", variant="primary")
+        yield Static(id="info", classes="panel")
+        yield Static(id="result", classes="panel")
+        yield LoadingIndicator(id="spinner")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#spinner").display = False
+        self.on_screen_resume()
+
+    def on_screen_resume(self) -> None:
+        st = self.app.state
+        inp = self.query_one("#profile", Input)
+        if st.profile_csv and not inp.value:
+            inp.value = str(st.profile_csv)
+        self.query_one("#info", Static).update(
+            "Transfer learning (PowerTrain §3.2): the bundled Orin AGX ResNet-18 reference networks get "
+            "a fresh last layer and are fine-tuned on your profile; 5-fold cross-validation picks the "
+            "recipe per target (transfer, transfer without dropout, or training from scratch — the NN "
+            "baseline) and gives honest error figures.")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_train()
+
+    def action_train(self) -> None:
+        if self.busy:
+            return
+        path = self.query_one("#profile", Input).value.strip()
+        if not path:
+            self.app.notify_error("give a profile CSV (run one on the Profile screen first)")
+            return
+        self.busy = True
+        self.query_one("#spinner").display = True
+        self.query_one("#result", Static).update("loading the profile and PyTorch…")
+        self.fit(Path(path))
+
+    @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
+    def fit(self, path: Path) -> None:
+        st = self.app.state
+        dev = st.backend.device
+        try:
+            from ..core.csvio import read_profile
+            from ..core.predictor import bundled_reference, load_model
+            modes, t, p = read_profile(path, dev)
+            ref = load_model(bundled_reference())
+            from ..core import train          # torch is imported here, only when fine-tuning
+            t0 = time.perf_counter()
+            model = train.transfer(ref, dev, modes, t, p, workload=st.workload,
+                                   source=f"profile {path}",
+                                   progress=lambda m: self.app.call_from_thread(self.say, m))
+            el = time.perf_counter() - t0
+            out = data_dir() / "models" / path.stem
+            model.save(out)
+            st.model_dir = out
+            self.app.call_from_thread(self.done, model.meta["metrics"], len(modes), el, out)
+        except Exception as e:  # noqa: BLE001 - shown in the app
+            self.app.call_from_thread(self.failed, str(e))
+
+    def say(self, msg: str) -> None:
+        self.query_one("#result", Static).update(msg + "…")
+
+    def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
+        self.busy = False
+        self.query_one("#spinner").display = False
+        lines = [f"[b]Fine-tuned on {n} modes in {seconds:.1f} s[/b] → {out}", "",
+                 f"{'':8}{'cross-validated MAPE':>22}{'from scratch (NN)':>20}   recipe"]
+        for tgt in ("time", "power"):
+            m = metrics[tgt]
+            scratch = m.get("candidates_cv_mape", {}).get("scratch")
+            lines.append(f"{tgt:<8}{m.get('cv_mape', float('nan')):>21.1f}%"
+                         f"{(f'{scratch:.1f}%' if scratch is not None else 'n/a'):>20}   {m.get('choice')}")
+        lines += ["", "Next: 4 Pareto to pick a mode."]
+        self.query_one("#result", Static).update("\n".join(lines))
+        self.app.notify("fine-tuning finished")
+
+    def failed(self, msg: str) -> None:
+        self.busy = False
+        self.query_one("#spinner").display = False
+        self.query_one("#result", Static).update(f"[red]fine-tuning failed: {msg}[/red]")
+        self.app.notify_error(f"fine-tuning failed: {msg}")

@@ -1,0 +1,273 @@
+"""Pareto: every predicted mode (epoch time vs power), the front, goals, details; pick a mode.
+
+Works from a fine-tuned model (predicts the device's whole mode space) or a profile CSV (the
+measured modes only), without any device.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+from textual_plotext import PlotextPlot
+
+from ..core.modes import fmt_mhz
+from ..core.pareto import InfeasibleError, Table, choose, front_indices
+from ..core.workloads import WORKLOADS
+
+OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline", "deadline"),
+              ("least energy", "energy")]
+
+
+def load_table(path: Path, device):
+    """(Table, model or None, batches per epoch) from a model directory or a profile CSV."""
+    if path.is_dir():
+        from ..core.predictor import load_model
+        model = load_model(path)
+        modes = model.device.full_space()
+        w = WORKLOADS.get(str(model.meta.get("workload")))
+        return Table.from_prediction(modes, model.predict(modes)), model, (w.minibatches_per_epoch if w else None)
+    from ..core.csvio import read_profile
+    modes, t, p = read_profile(path, device, min_modes=1)
+    return Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None
+
+
+class ParetoScreen(Screen):
+    AUTO_FOCUS = "#front"
+    BINDINGS = [Binding("enter", "pick", "Apply this mode"), Binding("l", "load", "Load"),
+                Binding("g", "goal", "Go to goal")]
+    COMMANDS_ = (("Load predictions", "Load the model or profile in the path box", "action_load"),
+                 ("Pick the mode for the goal", "Jump to the mode that meets the goal", "action_goal"),
+                 ("Apply the selected mode", "Go to Apply with the selected mode", "action_pick"))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: Table | None = None
+        self.model = None
+        self.front: np.ndarray = np.array([], dtype=int)
+        self.mb_per_epoch = 3125
+        self.sel: int | None = None          # index into self.table
+        self.goal_idx: int | None = None
+        self.goal_text = ""
+        self.sample: np.ndarray = np.array([], dtype=int)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(classes="form"):
+            yield Label("model/profile")
+            yield Input(id="path", placeholder="model directory or profile CSV")
+            yield Button("Load (l)", id="load")
+        with Horizontal(classes="form"):
+            yield Label("budget W")
+            yield Input("30", id="budget", type="number")
+            yield Label("deadline s/epoch")
+            yield Input("", id="deadline", type="number")
+            yield Label("epochs")
+            yield Input("10", id="epochs", type="integer")
+            yield Select(OBJECTIVES, value="budget", allow_blank=False, id="objective")
+        with Horizontal():
+            yield PlotextPlot(id="pareto-plot")
+            with Vertical(id="pareto-side"):
+                yield Static(id="details", classes="panel")
+                yield DataTable(id="front", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#front", DataTable).add_columns("cores", "CPU", "GPU", "EMC", "epoch min", "W")
+        self.on_screen_resume()
+
+    def on_screen_resume(self) -> None:
+        st = self.app.state
+        inp = self.query_one("#path", Input)
+        src = st.model_dir or st.profile_csv
+        if src and inp.value != str(src) and (self.table is None or not inp.value):
+            inp.value = str(src)
+            self.action_load()
+        elif self.table is None:
+            self.query_one("#details", Static).update(
+                "Load a fine-tuned model (3 Fine-tune) or a profile CSV, then set a budget.")
+
+    @on(Button.Pressed, "#load")
+    def action_load(self) -> None:
+        path = self.query_one("#path", Input).value.strip()
+        if not path:
+            self.app.notify_error("give a model directory or a profile CSV")
+            return
+        self.query_one("#details", Static).update("predicting every mode…")
+        self.load(Path(path))
+
+    @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
+    def load(self, path: Path) -> None:
+        try:
+            tab, model, mb = load_table(path, self.app.state.backend.device)
+        except Exception as e:  # noqa: BLE001
+            self.app.call_from_thread(self.app.notify_error, str(e))
+            self.app.call_from_thread(self.query_one("#details", Static).update, f"[red]{e}[/red]")
+            return
+        self.app.call_from_thread(self.loaded, tab, model, mb)
+
+    def loaded(self, tab: Table, model, mb) -> None:
+        self.table, self.model = tab, model
+        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch
+        self.front = front_indices(tab.time_ms, tab.power_w)
+        rng = np.random.default_rng(0)
+        n = len(tab)
+        self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
+        dt = self.query_one("#front", DataTable)
+        dt.clear()
+        for i in self.front:
+            m = tab.modes[i]
+            dt.add_row(str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz),
+                       f"{self.epoch_s(i) / 60:.2f}", f"{tab.power_w[i]:.1f}")
+        dt.focus()
+        self.action_goal()
+
+    # -- goal --------------------------------------------------------------------------------
+    def _num(self, wid: str) -> float | None:
+        v = self.query_one(wid, Input).value.strip()
+        try:
+            return float(v) if v else None
+        except ValueError:
+            return None
+
+    def epoch_s(self, i: int) -> float:
+        return float(self.table.time_ms[i]) * self.mb_per_epoch / 1000.0
+
+    @on(Input.Submitted)
+    @on(Select.Changed, "#objective")
+    def action_goal(self, _event=None) -> None:
+        if self.table is None:
+            return
+        obj = self.query_one("#objective", Select).value
+        budget, deadline_s = self._num("#budget"), self._num("#deadline")
+        risk = 0.05 if self.model is not None else None
+        try:
+            if obj == "budget":
+                if budget is None:
+                    raise ValueError("set a power budget in W")
+                d = choose(self.table, budget_w=budget, risk=risk)
+            elif obj == "deadline":
+                if deadline_s is None:
+                    raise ValueError("set a deadline in seconds per epoch")
+                d = choose(self.table, deadline_ms=deadline_s * 1000.0 / self.mb_per_epoch, risk=risk)
+            else:
+                d = choose(self.table, objective="energy", budget_w=budget, risk=risk)
+        except (InfeasibleError, ValueError) as e:
+            self.goal_idx = None
+            self.app.notify(str(e), severity="warning", timeout=8)
+            self.select(self.sel if self.sel is not None else int(self.front[-1]))
+            return
+        self.goal_idx, self.goal_text = d.index, d.goal
+        self.select(d.index)
+
+    def select(self, i: int) -> None:
+        self.sel = i
+        pos = np.flatnonzero(self.front == i)
+        dt = self.query_one("#front", DataTable)
+        if len(pos) and dt.cursor_row != int(pos[0]):
+            dt.move_cursor(row=int(pos[0]))
+        self.show_details(i)
+        self.draw()
+
+    @on(DataTable.RowHighlighted, "#front")
+    def row_moved(self, event: DataTable.RowHighlighted) -> None:
+        if self.table is None or not 0 <= event.cursor_row < len(self.front):
+            return
+        i = int(self.front[event.cursor_row])
+        if i != self.sel:
+            self.select(i)
+
+    def best_preset(self, budget):
+        """The fastest NVIDIA preset predicted to fit the budget (presets power-gate TPCs on the
+        device; the prediction uses their clocks and cores)."""
+        if self.model is None:
+            return None
+        dev = self.model.device
+        pred = self.model.predict([p.mode for p in dev.presets])
+        fits = [(float(pred["time_ms"][k]), float(pred["power_w"][k]), p) for k, p in enumerate(dev.presets)
+                if budget is None or pred["power_w"][k] <= budget]
+        return min(fits, key=lambda x: x[0]) if fits else None
+
+    def show_details(self, i: int) -> None:
+        goal = self.goal_text if i == self.goal_idx else None
+        tab = self.table
+        m = tab.modes[i]
+        t, p = float(tab.time_ms[i]), float(tab.power_w[i])
+        ts, ps = float(tab.time_ms_std[i]), float(tab.power_w_std[i])
+        epochs = int(self._num("#epochs") or 1)
+        ep = self.epoch_s(i)
+        total_h = ep * epochs / 3600.0
+        energy = p * total_h
+        budget = self._num("#budget")
+        lines = [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
+                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  EMC {fmt_mhz(m.mem_mhz)} MHz",
+                 f"minibatch {t:.1f} ms ± {ts:.1f}",
+                 f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
+                 f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",
+                 "(measured)" if self.model is None else "(predicted)"]
+        bp = self.best_preset(budget)
+        if bp:
+            bt, bpw, pre = bp
+            b_total = bt * self.mb_per_epoch / 1000.0 * epochs / 3600.0
+            lines.append(f"vs {pre.name} ({bt:.0f} ms, {bpw:.1f} W): time {100 * (t - bt) / bt:+.0f} %, "
+                         f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f} %")
+        elif self.model is not None:
+            lines.append("no NVIDIA preset fits this budget")
+        lines.append("[dim]enter: apply this mode[/dim]")
+        self.query_one("#details", Static).update("\n".join(lines))
+
+    def draw(self) -> None:
+        tab = self.table
+        plot = self.query_one("#pareto-plot", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        s = self.sample
+        k = 60.0 / 1000.0 * self.mb_per_epoch / 60.0     # ms -> epoch minutes
+        plt.scatter((tab.time_ms[s] * k).tolist(), tab.power_w[s].tolist(), marker="dot", color="gray")
+        f = self.front
+        plt.plot((tab.time_ms[f] * k).tolist(), tab.power_w[f].tolist(), color="green", label="front")
+        dev = self.app.state.backend.device
+        if self.model is not None:
+            pm = [p.mode for p in dev.presets]
+            pred = self.model.predict(pm)
+            plt.scatter((pred["time_ms"] * k).tolist(), pred["power_w"].tolist(), marker="P", color="cyan",
+                        label="presets")
+        cur = self.app.state.backend.current_mode()
+        if cur in set(tab.modes):
+            ci = tab.modes.index(cur)
+            plt.scatter([float(tab.time_ms[ci] * k)], [float(tab.power_w[ci])], marker="C", color="yellow",
+                        label="current")
+        if self.sel is not None:
+            plt.scatter([float(tab.time_ms[self.sel] * k)], [float(tab.power_w[self.sel])], marker="@",
+                        color="red", label="selected")
+        budget = self._num("#budget")
+        if budget:
+            plt.hline(budget, "red")
+        plt.xscale("log")
+        plt.xlabel("epoch time (min)")
+        plt.ylabel("W")
+        plt.title("predicted modes" if self.model is not None else "measured modes")
+        plot.refresh()
+
+    def action_pick(self) -> None:
+        if self.table is None or self.sel is None:
+            self.app.notify_error("load predictions and select a mode first")
+            return
+        i = self.sel
+        st = self.app.state
+        st.selected = self.table.modes[i]
+        st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
+                            "power_w_std": float(self.table.power_w_std[i])}
+        self.app.switch_mode("apply")
+
+    @on(DataTable.RowSelected, "#front")
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        if self.table is not None and 0 <= event.cursor_row < len(self.front):
+            self.sel = int(self.front[event.cursor_row])
+            self.action_pick()
