@@ -39,7 +39,7 @@ class DashboardScreen(Screen):
             msg = st.sampler.error or "waiting for the first sample…"
             self.query_one("#power", Static).update(f"[b]Power[/b]\n{msg}")
             return
-        rails = "\n".join(f"{name:<16} {_na(w, '{:6.2f}', ' W')}" for name, w in t.rails.items()) or "no rails"
+        rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}" for name, w in t.rails.items()) or "no rails"
         self.query_one("#power", Static).update(
             f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
         mode = "n/a"
@@ -47,12 +47,13 @@ class DashboardScreen(Screen):
             mode = Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz).key
         mb = st.sampler.minibatch_ms
         self.query_one("#clocks", Static).update(
-            f"[b]Mode[/b] {mode}  ({t.nvpmodel or 'custom'})\n"
-            f"cores online {_na(t.cores_online, '{}')}\n"
-            f"CPU {_na(t.cpu_mhz and fmt_mhz(t.cpu_mhz), '{}', ' MHz')}   "
+            f"[b]Mode[/b] {mode}\n"
+            f"nvpmodel {t.nvpmodel or 'custom mode'}\n"
+            f"cores {_na(t.cores_online, '{}')}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
+            f"CPU {_na(t.cpu_mhz and fmt_mhz(t.cpu_mhz), '{}', ' MHz')}\n"
             f"GPU {_na(t.gpu_mhz and fmt_mhz(t.gpu_mhz), '{}', ' MHz')}\n"
-            f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}   GPU load {_na(t.gpu_load, '{:.0f}', ' %')}\n"
-            f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'no workload running'}")
-        temps = "\n".join(f"{k:<6} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
+            f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}\n"
+            f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'idle'}")
+        temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
         self.query_one("#thermal", Static).update(f"[b]Thermal[/b]\n{temps}")
         self.query_one(PowerPlot).show(st.sampler.history())

@@ -228,7 +228,7 @@ class ParetoScreen(Screen):
         plt.clear_data()
         plt.clear_figure()
         s = self.sample
-        k = 60.0 / 1000.0 * self.mb_per_epoch / 60.0     # ms -> epoch minutes
+        k = self.mb_per_epoch / 1000.0 / 60.0             # ms per minibatch -> minutes per epoch
         plt.scatter((tab.time_ms[s] * k).tolist(), tab.power_w[s].tolist(), marker="dot", color="gray")
         f = self.front
         plt.plot((tab.time_ms[f] * k).tolist(), tab.power_w[f].tolist(), color="green", label="front")

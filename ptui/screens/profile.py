@@ -61,10 +61,9 @@ class ProfileScreen(Screen):
             yield Input("50", id="count", type="integer")
             yield Label("seed")
             yield Input("0", id="seed", type="integer")
-            yield Button("Start (s)", id="start", variant="primary")
         with Horizontal(classes="form"):
-            yield Label("resume")
-            yield Select([], id="resume", prompt="an unfinished session")
+            yield Button("Start (s)", id="start", variant="primary")
+            yield Select([], id="resume", prompt="resume…")
             yield Button("Resume", id="resume-btn")
         yield Static(id="plan", classes="panel")
         yield ProgressBar(id="progress", show_eta=False)
@@ -75,6 +74,7 @@ class ProfileScreen(Screen):
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)
         t.add_columns("#", "mode", "time ms", "power W", "minibatches", "samples", "settle s")
+        self.query_one("#progress", ProgressBar).display = False
         self.refresh_sessions()
         self.update_plan()
         self.set_interval(0.5, self.poll)
@@ -150,6 +150,9 @@ class ProfileScreen(Screen):
         self.query_one("#results", DataTable).clear()
         self.session = name
         self.started = time.monotonic()
+        bar = self.query_one("#progress", ProgressBar)
+        bar.display = True
+        bar.update(total=n if not resume else None, progress=0)
         self.query_one("#status", Static).update(f"starting session {name}…")
         self.run_profile(name, resume, wl, n, seed)
 
