@@ -259,6 +259,74 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
+def _snapshot_path(device: str):
+    from .core.store import data_dir
+    return data_dir() / f"last-apply-{device}.json"
+
+
+def cmd_apply(a) -> int:
+    from .core.apply import apply_mode, plan
+    from .core.backends import open_backend
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    _info(note)
+    dev = backend.device
+    mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
+    p = plan(backend, mode)
+    print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
+    for k, step in enumerate(p.steps, 1):
+        print(f"  {k}. {step}")
+    if a.dry_run:
+        print("dry run: nothing written")
+        return EXIT_OK
+    if not a.yes:
+        if not sys.stdin.isatty():
+            raise CLIError("add --yes to apply without a confirmation prompt (or --dry-run to only plan)")
+        if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("not applied")
+            return EXIT_OK
+    res = apply_mode(backend, mode)
+    if not res.ok:
+        raise CLIError(res.message, EXIT_ERR)
+    if not backend.simulated:
+        from .core.backends.sysfs import save_snapshot
+        save_snapshot(_snapshot_path(dev.name), dev.name, res.snapshot)
+    print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
+                              f"; undo with: ptui restore"))
+    if a.persist:
+        if not hasattr(backend, "persist"):
+            raise CLIError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend cannot")
+        print(backend.persist(mode))
+    return EXIT_OK
+
+
+def cmd_restore(a) -> int:
+    from .core.backends import open_backend
+    from .core.backends.sysfs import load_snapshot
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    _info(note)
+    dev = backend.device
+    if backend.simulated:
+        p = dev.preset(dev.default_preset)
+        backend.apply_preset(p.id)
+        print(f"simulated board back in its default mode {p.name}")
+        return EXIT_OK
+    snap = load_snapshot(_snapshot_path(dev.name))
+    if snap and snap.get("device") == dev.name:
+        backend.restore(snap["state"])
+        _snapshot_path(dev.name).unlink()
+        print(f"restored the state before the last ptui apply: {backend.current_mode().key}")
+        return EXIT_OK
+    import subprocess
+    pid = dev.default_preset
+    r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {(r.stdout + r.stderr).strip()[:200]}",
+                       EXIT_ERR)
+    print(f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}")
+    return EXIT_OK
+
+
 # -- parser --------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptui", description="Pick the right Jetson power mode for DNN "
@@ -339,6 +407,25 @@ def build_parser() -> argparse.ArgumentParser:
                     help="max probability of exceeding the budget/deadline (0 = use the mean)")
     pa.add_argument("--json", action="store_true")
     pa.set_defaults(fn=cmd_pareto)
+
+    ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
+    ap_.add_argument("--device")
+    ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    ap_.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    ap_.add_argument("--cores", type=int, required=True)
+    ap_.add_argument("--cpu-mhz", type=float, required=True)
+    ap_.add_argument("--gpu-mhz", type=float, required=True)
+    ap_.add_argument("--mem-mhz", type=float, required=True)
+    ap_.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    ap_.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    ap_.add_argument("--persist", action="store_true", help="keep the mode across reboots (nvpmodel)")
+    ap_.set_defaults(fn=cmd_apply)
+
+    rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
+    rs.add_argument("--device")
+    rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    rs.set_defaults(fn=cmd_restore)
     return p
 
 

@@ -8,11 +8,12 @@ from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
 
 
-def open_backend(kind: str | None = None, device: str | None = None, *, root: str = "/",
+def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
                  clock=None, seed: int = 0, sample_interval: float | None = None
                  ) -> tuple[Backend, str]:
     """Return (backend, one-line note on why this backend)."""
-    det = detect(root)
+    det = detect(root or "/")
+    root = root or "/"
     if kind in (None, "auto"):
         if det.device is None:
             kind = "sim"

@@ -1,0 +1,395 @@
+"""Real Jetson through sysfs/debugfs, under a configurable root (tests use an emulated tree).
+
+Reads: INA3221 rails (hwmon, found by glob), CPU online/cpufreq, GPU devfreq (Orin JetPack 5 and
+6 paths, Xavier), EMC (bpmp debugfs), GPU load, thermal zones, the nvpmodel status file.
+Writes (root): core hot-plug, cpufreq min/max per cluster policy, GPU devfreq min/max, EMC rate
+lock — in a legal order (raise max before min, lower min before max), every value read back.
+Telemetry files are kept open and re-read with pread, so a sample costs a few syscalls.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..devices import Device
+from ..modes import Mode, fmt_mhz, make_mode
+from .base import ApplyError, Backend, BackendError, Telemetry
+
+GPU_DEVFREQ = ("sys/class/devfreq/17000000.gpu",
+               "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu",
+               "sys/devices/17000000.ga10b/devfreq/17000000.ga10b",
+               "sys/devices/17000000.gv11b/devfreq/17000000.gv11b")
+GPU_LOAD = ("sys/devices/platform/gpu.0/load", "sys/devices/gpu.0/load",
+            "sys/devices/platform/bus@0/17000000.gpu/load")
+EMC_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
+NVPMODEL_STATUS = "var/lib/nvpmodel/status"
+
+
+@dataclass
+class Write:
+    path: Path
+    value: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"echo {self.value} > {self.path}    # {self.why}"
+
+
+class SysfsBackend(Backend):
+    kind = "sysfs"
+    simulated = False
+
+    def __init__(self, device: Device, root: str | os.PathLike = "/", nvpmodel_cmd: str = "nvpmodel",
+                 nvpmodel_conf: str | None = None) -> None:
+        super().__init__(device)
+        self.root = Path(root)
+        self.nvpmodel_cmd = nvpmodel_cmd
+        self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
+        self._fds: dict[Path, int] = {}
+        self.gpu_dir = next((self.root / p for p in GPU_DEVFREQ if (self.root / p).is_dir()), None)
+        self.gpu_load = next((self.root / p for p in GPU_LOAD if (self.root / p).exists()), None)
+        self.emc_dir = self.root / EMC_DIR if (self.root / EMC_DIR).is_dir() else None
+        self.rails = self._find_rails()
+        self.zones = self._find_zones()
+
+    # -- discovery ------------------------------------------------------------------------------
+    def _find_rails(self) -> list[tuple[str, Path, Path]]:
+        """(label, voltage file, current file) for every INA3221 channel with a real rail."""
+        out = []
+        dirs = sorted(set(glob.glob(str(self.root / "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*")))
+                      | {d for d in glob.glob(str(self.root / "sys/bus/i2c/devices/*/hwmon/hwmon*"))
+                         if _read_text(Path(d).parent.parent / "name") == "ina3221"})
+        for d in dirs:
+            for label_f in sorted(Path(d).glob("in*_label")):
+                k = label_f.name[2:-6]
+                label = _read_text(label_f)
+                if not label or "NC" in label.split("_") or label.lower().startswith("sum"):
+                    continue
+                v, c = Path(d) / f"in{k}_input", Path(d) / f"curr{k}_input"
+                if v.exists() and c.exists():
+                    out.append((label, v, c))
+        return out
+
+    def _find_zones(self) -> list[tuple[str, Path]]:
+        zones = []
+        for z in sorted(glob.glob(str(self.root / "sys/devices/virtual/thermal/thermal_zone*"))):
+            name = _read_text(Path(z) / "type")
+            if name and (Path(z) / "temp").exists():
+                zones.append((name.split("-")[0].split("_")[0], Path(z) / "temp"))
+        return zones
+
+    def _cpu(self, n: int) -> Path:
+        return self.root / f"sys/devices/system/cpu/cpu{n}"
+
+    # -- reading --------------------------------------------------------------------------------
+    def _pread(self, path: Path) -> str | None:
+        fd = self._fds.get(path)
+        try:
+            if fd is None:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY)
+            return os.pread(fd, 4096, 0).decode().strip()
+        except OSError:
+            if fd is not None:
+                self._fds.pop(path, None)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            return None
+
+    def _num(self, path: Path | None) -> float | None:
+        if path is None:
+            return None
+        t = self._pread(path)
+        try:
+            return float(t.split()[0]) if t else None
+        except ValueError:
+            return None
+
+    def online_cores(self) -> int:
+        n = 0
+        for c in range(self.device.max_cores):
+            f = self._cpu(c) / "online"
+            v = self._num(f) if f.exists() else 1.0        # cpu0 has no 'online' file
+            n += 1 if v == 1 else 0
+        return n
+
+    def _cluster_policy_cpu(self, cluster) -> int | None:
+        for c in cluster:
+            f = self._cpu(c) / "online"
+            if (not f.exists() or self._num(f) == 1) and (self._cpu(c) / "cpufreq").is_dir():
+                return c
+        return None
+
+    def read(self) -> Telemetry:
+        rails = {}
+        for label, vf, cf in self.rails:
+            v, c = self._num(vf), self._num(cf)
+            if v is not None and c is not None:
+                rails[label] = round(v * c / 1e6, 3)
+        if not rails:
+            total = None
+        elif self.device.total_rail and self.device.total_rail in rails:
+            total = rails[self.device.total_rail]
+        else:
+            total = round(sum(rails.values()), 3)
+        pc = self._cluster_policy_cpu(self.device.cpu_clusters[0])
+        cpu = self._num(self._cpu(pc) / "cpufreq/scaling_cur_freq") if pc is not None else None
+        gpu = self._num(self.gpu_dir / "cur_freq") if self.gpu_dir else None
+        emc = self._num(self.emc_dir / "rate") if self.emc_dir else None
+        load = self._num(self.gpu_load)
+        temps = {}
+        for name, f in self.zones:
+            t = self._num(f)
+            if t is not None and t > -256000:
+                temps[name] = round(t / 1000.0, 1)
+        status = _read_text(self.root / NVPMODEL_STATUS)
+        return Telemetry(
+            t=self.clock.now(), power_w=total, rails=rails,
+            cpu_mhz=cpu / 1000.0 if cpu else None, gpu_mhz=gpu / 1e6 if gpu else None,
+            mem_mhz=emc / 1e6 if emc else None, cores_online=self.online_cores(),
+            gpu_load=load / 10.0 if load is not None else None, temps=temps,
+            nvpmodel=self._nvp_name(status))
+
+    def _nvp_name(self, status: str | None) -> str | None:
+        if not status or "pmode:" not in status:
+            return None
+        try:
+            pid = int(status.split("pmode:")[1].split()[0])
+            return self.device.preset(pid).name
+        except (ValueError, BackendError, Exception):  # noqa: BLE001 - unknown id: show it raw
+            return f"mode {status.split('pmode:')[1].split()[0]}"
+
+    def current_mode(self) -> Mode:
+        """The pinned mode: cores online, the cluster minimum (= maximum when pinned) frequencies."""
+        dev = self.device
+        pc = self._cluster_policy_cpu(dev.cpu_clusters[0])
+        if pc is None or self.gpu_dir is None or self.emc_dir is None:
+            raise BackendError("cannot read the current mode: cpufreq, GPU devfreq or EMC debugfs "
+                               f"missing under {self.root} (debugfs needs root)")
+        cpu = self._num(self._cpu(pc) / "cpufreq/scaling_max_freq")
+        gpu = self._num(self.gpu_dir / "max_freq")
+        emc = self._num(self.emc_dir / "rate")
+        return _nearest_mode(dev, self.online_cores(), cpu / 1000.0, gpu / 1e6, emc / 1e6)
+
+    # -- writing --------------------------------------------------------------------------------
+    def _state(self) -> dict:
+        """Everything apply can change, to restore it exactly."""
+        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None}
+        for c in range(1, self.device.max_cores):
+            f = self._cpu(c) / "online"
+            if f.exists():
+                st["online"][c] = _read_text(f)
+        for cl in self.device.cpu_clusters:
+            pc = self._cluster_policy_cpu(cl)
+            if pc is not None:
+                d = self._cpu(pc) / "cpufreq"
+                st["cpufreq"][pc] = (_read_text(d / "scaling_min_freq"), _read_text(d / "scaling_max_freq"))
+        if self.gpu_dir:
+            st["gpu"] = (_read_text(self.gpu_dir / "min_freq"), _read_text(self.gpu_dir / "max_freq"))
+        if self.emc_dir:
+            st["emc"] = (_read_text(self.emc_dir / "mrq_rate_locked"), _read_text(self.emc_dir / "rate"))
+        return st
+
+    def snapshot(self):
+        return self._state()
+
+    def plan_writes(self, target: Mode) -> list[str]:
+        return [str(w) for w in self._writes(target)] + [
+            "read back every file above and compare; on any mismatch restore the snapshot"]
+
+    def _writes(self, target: Mode) -> list[Write]:
+        dev = self.device
+        if self.gpu_dir is None or self.emc_dir is None:
+            raise BackendError(f"GPU devfreq or EMC debugfs not found under {self.root}")
+        w: list[Write] = []
+        cur_online = {c for c in range(dev.max_cores)
+                      if not (self._cpu(c) / "online").exists() or self._num(self._cpu(c) / "online") == 1}
+        want = set(range(target.cores))
+        for c in sorted(want - cur_online):
+            w.append(Write(self._cpu(c) / "online", "1", f"bring cpu{c} online"))
+        khz = int(round(target.cpu_mhz * 1000))
+        for cl in dev.cpu_clusters:
+            alive = [c for c in cl if c in want]
+            if not alive:
+                continue
+            d = self._cpu(alive[0]) / "cpufreq"
+            cur_max = self._num(d / "scaling_max_freq") or 0
+            order = (("scaling_max_freq", "scaling_min_freq") if khz > cur_max
+                     else ("scaling_min_freq", "scaling_max_freq"))
+            for f in order:
+                w.append(Write(d / f, str(khz), f"CPU cluster {cl[0]}-{cl[-1]} {f[8:11]} {fmt_mhz(target.cpu_mhz)} MHz"))
+        hz = int(round(target.gpu_mhz * 1e6))
+        cur_gmax = self._num(self.gpu_dir / "max_freq") or 0
+        for f in (("max_freq", "min_freq") if hz > cur_gmax else ("min_freq", "max_freq")):
+            w.append(Write(self.gpu_dir / f, str(hz), f"GPU {f[:3]} {fmt_mhz(target.gpu_mhz)} MHz"))
+        w.append(Write(self.emc_dir / "mrq_rate_locked", "1", "lock the EMC rate"))
+        w.append(Write(self.emc_dir / "rate", str(int(round(target.mem_mhz * 1e6))),
+                       f"EMC {fmt_mhz(target.mem_mhz)} MHz"))
+        for c in sorted(cur_online - want, reverse=True):
+            if c == 0:
+                continue
+            w.append(Write(self._cpu(c) / "online", "0", f"take cpu{c} offline"))
+        return w
+
+    def _write(self, path: Path, value: str) -> None:
+        """One sysfs write (tests replace this to inject failures)."""
+        with open(path, "w") as fh:
+            fh.write(value)
+
+    def _do(self, writes: list[Write]) -> None:
+        for wr in writes:
+            try:
+                self._write(wr.path, wr.value)
+            except PermissionError:
+                raise BackendError("applying a mode needs root: run it again with sudo, e.g. "
+                                   "`sudo $(which ptui) apply ...`") from None
+            except OSError as e:
+                raise ApplyError(f"writing {wr.value} to {wr.path} failed: {e.strerror or e}") from None
+
+    def apply_mode(self, mode: Mode) -> Mode:
+        mode = make_mode(self.device, *mode.as_tuple())
+        snap = self._state()
+        try:
+            writes = self._writes(mode)
+            self._do(writes)
+            bad = [f"{wr.path} reads {_read_text(wr.path)!r}, wrote {wr.value}" for wr in writes
+                   if _read_text(wr.path) != wr.value
+                   and not (wr.path.name == "online" and wr.value == "0" and not wr.path.exists())]
+            if bad:
+                raise ApplyError("read-back mismatch: " + "; ".join(bad[:3]))
+            got = self.current_mode()
+            if got != mode:
+                raise ApplyError(f"device reports {got.key} after applying {mode.key}")
+            return got
+        except BackendError as e:
+            if isinstance(e, ApplyError) or "root" not in str(e):
+                try:
+                    self.restore(snap)
+                except Exception as e2:  # noqa: BLE001
+                    raise ApplyError(f"{e}; ROLLBACK FAILED: {e2}") from None
+                raise ApplyError(f"{e}; rolled back to the previous state") from None
+            raise
+
+    def restore(self, snap) -> None:
+        """Write a snapshot back: cores online first, frequencies (legal order), cores offline."""
+        if isinstance(snap, Mode):
+            self.apply_mode(snap)
+            return
+        ws: list[Write] = []
+        online = {int(k): v for k, v in snap["online"].items()}
+        for c, v in sorted(online.items()):
+            if v == "1":
+                ws.append(Write(self._cpu(c) / "online", "1", "restore"))
+        for pc, (mn, mx) in snap["cpufreq"].items():
+            d = self._cpu(int(pc)) / "cpufreq"
+            cur_max = self._num(d / "scaling_max_freq") or 0
+            pairs = [("scaling_max_freq", mx), ("scaling_min_freq", mn)] if float(mx) > cur_max else \
+                    [("scaling_min_freq", mn), ("scaling_max_freq", mx)]
+            ws += [Write(d / f, v, "restore") for f, v in pairs]
+        if snap["gpu"] and self.gpu_dir:
+            mn, mx = snap["gpu"]
+            cur_max = self._num(self.gpu_dir / "max_freq") or 0
+            pairs = [("max_freq", mx), ("min_freq", mn)] if float(mx) > cur_max else \
+                    [("min_freq", mn), ("max_freq", mx)]
+            ws += [Write(self.gpu_dir / f, v, "restore") for f, v in pairs]
+        if snap["emc"] and self.emc_dir:
+            locked, rate = snap["emc"]
+            ws.append(Write(self.emc_dir / "rate", rate, "restore"))
+            ws.append(Write(self.emc_dir / "mrq_rate_locked", locked, "restore"))
+        for c, v in sorted(online.items(), reverse=True):
+            if v == "0":
+                ws.append(Write(self._cpu(c) / "online", "0", "restore"))
+        self._do(ws)
+
+    # -- persistence (nvpmodel) -------------------------------------------------------------------
+    def persist(self, mode: Mode, mode_id: int = 99, name: str = "PTUI") -> str:
+        """Write a custom POWER_MODEL into the nvpmodel conf (backup kept) and select it."""
+        conf = self.nvpmodel_conf
+        try:
+            text = conf.read_text()
+        except OSError as e:
+            raise BackendError(f"cannot read {conf}: {e.strerror or e}") from None
+        backup = conf.with_name(conf.name + ".ptui-backup")
+        if not backup.exists():
+            backup.write_text(text)
+        block = nvpmodel_block(self.device, mode, mode_id, name)
+        conf.write_text(_replace_power_model(text, mode_id, block))
+        try:
+            r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
+                               timeout=20, input="NO\n")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise BackendError(f"nvpmodel -m {mode_id} failed: {e}") from None
+        if r.returncode not in (0, 255) or "NVPM ERROR" in (r.stdout + r.stderr):
+            raise BackendError(f"nvpmodel -m {mode_id} failed: {(r.stdout + r.stderr).strip()[:200]}")
+        return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
+                f"{backup}; it survives a reboot")
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+
+def nvpmodel_block(device: Device, mode: Mode, mode_id: int, name: str) -> str:
+    """A POWER_MODEL block pinning the mode (CPU kHz, GPU and EMC Hz); TPC mask unchanged."""
+    lines = [f"< POWER_MODEL ID={mode_id} NAME={name} >"]
+    for c in range(1, device.max_cores):
+        lines.append(f"CPU_ONLINE CORE_{c} {1 if c < mode.cores else 0}")
+    prefix = "CPU_DENVER" if device.name == "xavier-agx" else "CPU_A78"
+    khz = int(round(mode.cpu_mhz * 1000))
+    for i, cl in enumerate(device.cpu_clusters):
+        if cl[0] < mode.cores:
+            lines += [f"{prefix}_{i} MIN_FREQ {khz}", f"{prefix}_{i} MAX_FREQ {khz}"]
+    hz = int(round(mode.gpu_mhz * 1e6))
+    lines += [f"GPU MIN_FREQ {hz}", f"GPU MAX_FREQ {hz}",
+              f"EMC MAX_FREQ {0 if mode.mem_mhz == device.mem_mhz[-1] else int(round(mode.mem_mhz * 1e6))}"]
+    return "\n".join(lines) + "\n"
+
+
+def _replace_power_model(text: str, mode_id: int, block: str) -> str:
+    out, skip = [], False
+    for line in text.splitlines(keepends=True):
+        s = line.strip()
+        if s.startswith("< POWER_MODEL") and f"ID={mode_id} " in s + " ":
+            skip = True
+            continue
+        if skip and s.startswith("<"):
+            skip = False
+        if not skip:
+            out.append(line)
+    body = "".join(out)
+    i = body.find("< PM_CONFIG")
+    return body[:i] + block + "\n" + body[i:] if i >= 0 else body + "\n" + block
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _nearest_mode(dev: Device, cores: int, cpu, gpu, emc) -> Mode:
+    def snap(v, table):
+        return min(table, key=lambda x: abs(x - v))
+    return Mode(max(1, cores), snap(cpu, dev.cpu_mhz), snap(gpu, dev.gpu_mhz), snap(emc, dev.mem_mhz))
+
+
+def save_snapshot(path: Path, device: str, snap) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"device": device, "state": snap}))
+
+
+def load_snapshot(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

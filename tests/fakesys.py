@@ -1,0 +1,108 @@
+"""An emulated Jetson AGX Orin sysfs/debugfs tree, driven by the simulator.
+
+build(root) writes the files ptui's sysfs backend (and jtop) read; Driver.step() plays the kernel
+and the board: it reads the knobs ptui wrote, puts the simulated Jetson in that mode, and writes the
+simulated rails, clocks, load and temperatures back into the tree.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptui.core.backends.sim import SimJetson
+from ptui.core.devices import get_device
+from ptui.core.modes import Mode
+
+ORIN = get_device("orin-agx")
+RAIL_VOLTS = {"VDD_GPU_SOC": 5000, "VDD_CPU_CV": 5000, "VIN_SYS_5V0": 5000, "VDDQ_VDD2_1V8AO": 5000}
+
+
+def w(path: Path, text) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{text}\n")
+
+
+def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
+    mode = mode or ORIN.preset(nvp_id).mode
+    cpu = root / "sys/devices/system/cpu"
+    khz = " ".join(str(int(round(f * 1000))) for f in ORIN.cpu_mhz)
+    for c in range(12):
+        d = cpu / f"cpu{c}"
+        if c:
+            w(d / "online", 1 if c < mode.cores else 0)
+        f = int(round(mode.cpu_mhz * 1000))
+        for name, v in (("scaling_min_freq", f), ("scaling_max_freq", f), ("scaling_cur_freq", f),
+                        ("cpuinfo_min_freq", 115200), ("cpuinfo_max_freq", 2201600),
+                        ("scaling_available_frequencies", khz), ("scaling_governor", "schedutil")):
+            w(d / "cpufreq" / name, v)
+    gpu = root / "sys/class/devfreq/17000000.gpu"
+    g = int(round(mode.gpu_mhz * 1e6))
+    for name, v in (("min_freq", g), ("max_freq", g), ("cur_freq", g), ("governor", "nvhost_podgov"),
+                    ("available_frequencies", " ".join(str(int(round(x * 1e6))) for x in ORIN.gpu_mhz))):
+        w(gpu / name, v)
+    w(root / "sys/devices/platform/gpu.0/load", 0)
+    emc = root / "sys/kernel/debug/bpmp/debug/clk/emc"
+    for name, v in (("rate", int(mode.mem_mhz * 1e6)), ("min_rate", 204000000), ("max_rate", 3199000000),
+                    ("mrq_rate_locked", 0), ("state", 1)):
+        w(emc / name, v)
+    w(root / "sys/kernel/debug/bpmp/debug/emc/possible_rates",
+      " ".join(str(int(x * 1000)) for x in ORIN.mem_mhz))
+    for addr, chans in (("1-0040", ("VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0")),
+                        ("1-0041", ("NC", "VDDQ_VDD2_1V8AO", "NC"))):
+        dev = root / "sys/bus/i2c/devices" / addr
+        w(dev / "name", "ina3221")
+        hw = dev / "hwmon/hwmon3"
+        for k, label in enumerate(chans, start=1):
+            w(hw / f"in{k}_label", label)
+            w(hw / f"in{k}_input", 5000)
+            w(hw / f"curr{k}_input", 0)
+        drv = root / "sys/bus/i2c/drivers/ina3221"
+        drv.mkdir(parents=True, exist_ok=True)
+        link = drv / addr
+        if not link.exists():
+            link.symlink_to(dev)
+    for i, name in enumerate(("CPU-therm", "GPU-therm", "SOC0-therm", "tj-therm", "CV0-therm")):
+        z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
+        w(z / "type", name)
+        w(z / "temp", -256000 if name.startswith("CV0") else 40000)
+    w(root / "var/lib/nvpmodel/status", f"pmode:{nvp_id:04d} fmode:quiet")
+    w(root / "proc/device-tree/model", "NVIDIA Jetson AGX Orin Developer Kit")
+    return root
+
+
+def read_mode(root: Path) -> Mode:
+    cores = 1 + sum(int((root / f"sys/devices/system/cpu/cpu{c}/online").read_text()) for c in range(1, 12))
+    cpu = int((root / "sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq").read_text()) / 1000
+    gpu = int((root / "sys/class/devfreq/17000000.gpu/max_freq").read_text()) / 1e6
+    emc = int((root / "sys/kernel/debug/bpmp/debug/clk/emc/rate").read_text()) / 1e6
+    return ORIN.mode(cores, cpu, gpu, emc)
+
+
+class Driver:
+    """The board: follows the knobs in the tree and writes the simulator's sensors into it."""
+
+    def __init__(self, root: Path, sim: SimJetson | None = None) -> None:
+        self.root = root
+        self.sim = sim or SimJetson(ORIN, start_mode=read_mode(root))
+
+    def step(self, dt: float = 0.5) -> None:
+        root = self.root
+        mode = read_mode(root)
+        if mode != self.sim.current_mode():
+            self.sim.apply_mode(mode)
+        self.sim.clock.sleep(dt)
+        t = self.sim.read()
+        hw = {"1-0040": root / "sys/bus/i2c/devices/1-0040/hwmon/hwmon3",
+              "1-0041": root / "sys/bus/i2c/devices/1-0041/hwmon/hwmon3"}
+        for addr, k, rail in (("1-0040", 1, "VDD_GPU_SOC"), ("1-0040", 2, "VDD_CPU_CV"),
+                              ("1-0040", 3, "VIN_SYS_5V0"), ("1-0041", 2, "VDDQ_VDD2_1V8AO")):
+            mv = RAIL_VOLTS[rail]
+            w(hw[addr] / f"in{k}_input", mv)
+            w(hw[addr] / f"curr{k}_input", int(round(t.rails[rail] * 1e6 / mv)))
+        for c in range(12):
+            d = root / f"sys/devices/system/cpu/cpu{c}/cpufreq"
+            w(d / "scaling_cur_freq", (d / "scaling_max_freq").read_text().strip())
+        gpu = root / "sys/class/devfreq/17000000.gpu"
+        w(gpu / "cur_freq", (gpu / "max_freq").read_text().strip())
+        w(root / "sys/devices/platform/gpu.0/load", int((t.gpu_load or 0) * 10))
+        for i, name in enumerate(("CPU", "GPU", "SOC", "tj")):
+            w(root / f"sys/devices/virtual/thermal/thermal_zone{i}/temp", int(t.temps[name] * 1000))

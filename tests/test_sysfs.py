@@ -1,0 +1,172 @@
+"""The sysfs backend against an emulated Orin AGX tree driven by the simulator."""
+import pytest
+
+from ptui.core.apply import apply_mode, plan
+from ptui.core.backends.base import ApplyError, BackendError
+from ptui.core.backends.sysfs import SysfsBackend
+from ptui.core.detect import detect
+from ptui.core.devices import get_device
+from ptui.core.workloads import get_workload
+
+from . import fakesys
+
+ORIN = get_device("orin-agx")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return fakesys.build(tmp_path / "root")
+
+
+def test_detects_orin_from_device_tree(tree, tmp_path):
+    assert detect(tree).device.name == "orin-agx"
+    assert detect(tmp_path / "nothing").device is None
+    assert "no Jetson found" in detect(tmp_path / "nothing").reason
+
+
+def test_reads_rails_clocks_thermal(tree):
+    drv = fakesys.Driver(tree)
+    drv.sim.start_training(get_workload("resnet18"))
+    for _ in range(10):
+        drv.step()
+    be = SysfsBackend(ORIN, root=tree)
+    t = be.read()
+    assert set(t.rails) == set(ORIN.rails)                    # NC channels skipped
+    assert t.power_w == pytest.approx(sum(t.rails.values()), abs=0.01)
+    assert t.power_w == pytest.approx(drv.sim.read().power_w, rel=0.05)
+    assert (t.cpu_mhz, t.gpu_mhz, t.mem_mhz, t.cores_online) == (1728.0, 624.75, 3199.0, 8)
+    assert t.nvpmodel == "MODE_30W"
+    assert "CV0" not in t.temps and 30 < t.temps["GPU"] < 90
+    assert be.current_mode() == ORIN.preset("MODE_30W").mode
+    be.close()
+
+
+def test_missing_sensors_are_none_not_errors(tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    t = SysfsBackend(ORIN, root=root).read()
+    assert t.power_w is None and t.rails == {} and t.gpu_mhz is None and t.temps == {}
+    with pytest.raises(BackendError, match="debugfs needs root"):
+        SysfsBackend(ORIN, root=root).current_mode()
+
+
+def test_plan_order_is_legal(tree):
+    be = SysfsBackend(ORIN, root=tree)
+    up = be.plan_writes(ORIN.maxn)                      # from 8c/1728/624.75 to 12c/2201.6/1300.5
+    assert up[0].endswith("# bring cpu8 online")
+    i_max, i_min = (next(i for i, s in enumerate(up) if f"cpu0/cpufreq/{f}" in s)
+                    for f in ("scaling_max_freq", "scaling_min_freq"))
+    assert i_max < i_min                                # raising: max before min
+    low = be.plan_writes(ORIN.mode(2, 268.8, 114.75, 204))
+    i_max, i_min = (next(i for i, s in enumerate(low) if f"devfreq/17000000.gpu/{f}" in s)
+                    for f in ("max_freq", "min_freq"))
+    assert i_min < i_max                                # lowering: min before max
+    offline = [i for i, s in enumerate(low) if "offline" in s]
+    assert len(offline) == 6 and min(offline) > i_max    # cores go offline after the clocks
+    assert "mrq_rate_locked" in " ".join(low)
+    assert "read back" in low[-1]
+
+
+def test_apply_verify_restore_and_power_responds(tree):
+    drv = fakesys.Driver(tree)
+    drv.sim.start_training(get_workload("resnet18"))
+    be = SysfsBackend(ORIN, root=tree)
+    for _ in range(8):
+        drv.step()
+    before_files = {p: p.read_text().strip() for p in tree.rglob("*") if p.is_file() and "online" in p.name}
+    p_before = be.read().power_w
+    res = apply_mode(be, ORIN.mode(4, 729.6, 318.75, 665.6))
+    assert res.ok, res.message
+    assert fakesys.read_mode(tree) == ORIN.mode(4, 729.6, 318.75, 665.6)
+    for _ in range(10):
+        drv.step()
+    assert be.read().power_w < 0.7 * p_before           # the emulated board responds
+    be.restore(res.snapshot)
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+    assert {p: p.read_text().strip() for p in before_files} == before_files
+
+
+def test_failing_write_rolls_back(tree, monkeypatch):
+    be = SysfsBackend(ORIN, root=tree)
+    orig = be._write
+
+    def flaky(path, value):
+        if path.name == "max_freq" and "devfreq" in str(path) and value == "1300500000":
+            raise OSError(22, "Invalid argument")
+        orig(path, value)
+
+    monkeypatch.setattr(be, "_write", flaky)
+    res = apply_mode(be, ORIN.maxn)
+    assert not res.ok and "Invalid argument" in res.message and "rolled back" in res.message
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode     # cores 8..11 offline again
+
+
+def test_kernel_rounding_is_caught(tree, monkeypatch):
+    be = SysfsBackend(ORIN, root=tree)
+    orig = be._write
+
+    def rounding(path, value):
+        orig(path, "2133000000" if path.name == "rate" and value == "204000000" else value)
+
+    monkeypatch.setattr(be, "_write", rounding)
+    with pytest.raises(ApplyError, match="read-back mismatch.*rate"):
+        be.apply_mode(ORIN.mode(8, 1728, 624.75, 204))
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+
+
+def test_no_root_says_sudo(tree, monkeypatch):
+    be = SysfsBackend(ORIN, root=tree)
+
+    def denied(path, value):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(be, "_write", denied)
+    with pytest.raises(BackendError, match="needs root.*sudo"):
+        be.apply_mode(ORIN.maxn)
+
+
+def test_persist_writes_nvpmodel_conf(tree, tmp_path):
+    conf = tree / "etc/nvpmodel.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("< POWER_MODEL ID=0 NAME=MAXN >\nCPU_ONLINE CORE_1 1\n\n< PM_CONFIG DEFAULT=2 >\n")
+    log = tmp_path / "nvp.log"
+    fake = tmp_path / "nvpmodel"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n")
+    fake.chmod(0o755)
+    be = SysfsBackend(ORIN, root=tree, nvpmodel_cmd=str(fake))
+    msg = be.persist(ORIN.mode(4, 729.6, 318.75, 665.6))
+    text = conf.read_text()
+    assert "< POWER_MODEL ID=99 NAME=PTUI >" in text and "GPU MAX_FREQ 318750000" in text
+    assert "CPU_A78_0 MIN_FREQ 729600" in text and "CPU_A78_1" not in text   # cluster 1 offline
+    assert "EMC MAX_FREQ 665600000" in text and "CPU_ONLINE CORE_4 0" in text
+    assert text.index("ID=99") < text.index("< PM_CONFIG")
+    assert (tree / "etc/nvpmodel.conf.ptui-backup").read_text().startswith("< POWER_MODEL ID=0")
+    assert log.read_text().strip() == "-m 99" and "survives a reboot" in msg
+    be.persist(ORIN.maxn)                                  # replaces, does not duplicate
+    assert conf.read_text().count("ID=99") == 1 and "EMC MAX_FREQ 0" in conf.read_text()
+
+
+def test_cli_apply_dry_run_apply_restore(tree, cli):
+    args = ["--backend", "sysfs", "--sysfs-root", tree, "--cores", "4", "--cpu-mhz", "729.6",
+            "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
+    rc, out, err = cli("apply", *args, "--dry-run")
+    assert rc == 0 and "dry run: nothing written" in out and "scaling_min_freq" in out
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+    rc, out, err = cli("apply", *args)
+    assert rc == 2 and "--yes" in err                            # no tty: never silently applies
+    rc, out, err = cli("apply", *args, "--yes")
+    assert rc == 0, err
+    assert "applied and verified 4c/729.6/318.75/665.6" in out
+    assert fakesys.read_mode(tree) == ORIN.mode(4, 729.6, 318.75, 665.6)
+    rc, out, err = cli("restore", "--backend", "sysfs", "--sysfs-root", tree)
+    assert rc == 0 and "restored" in out
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+
+
+def test_cli_apply_rejects_off_table_and_wrong_device(tree, cli):
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, "--cores", "4",
+                     "--cpu-mhz", "1000", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes")
+    assert rc == 2 and "valid values" in err
+    rc, _, err = cli("apply", "--backend", "sim", "--device", "orin-nano", "--cores", "12",
+                     "--cpu-mhz", "2201.6", "--gpu-mhz", "1300.5", "--mem-mhz", "3199", "--yes")
+    assert rc == 2 and "not available on orin-nano" in err
