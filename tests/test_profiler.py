@@ -164,3 +164,18 @@ def test_resume_checks(tmp_path, cli):
     rc, _, err = cli("profile", "--workload", "bert-base", "--session", "s1", "--resume",
                      "--out", tmp_path / "x.csv")
     assert rc == 2 and "profiles lstm" in err
+
+
+def test_thermal_guard_stops_and_restores(tmp_path):
+    from ptui.core.profiler import ThermalLimit
+    store = Store(tmp_path / "s.db")
+    plan = choose_modes(ORIN, count=6, seed=3)
+    sim, prof, info = start(store, "hot", plan)
+    # idle junction is 41.2 °C; MAXN heats it (60 s time constant) past 41.5 within seconds
+    prof.cfg = ProfileConfig(thermal_limit_c=41.5)
+    hot_plan = [ORIN.maxn] + plan
+    info.plan = hot_plan
+    with pytest.raises(ThermalLimit, match="thermal guard: .* reached"):
+        prof.run(info)
+    assert sim.current_mode() == ORIN.preset("MODE_30W").mode and sim.workload is None
+    assert store.get_session("hot").status == "failed"

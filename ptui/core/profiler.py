@@ -32,6 +32,10 @@ class ProfileAborted(ProfileError):
     pass
 
 
+class ThermalLimit(ProfileError):
+    """A thermal zone reached the limit: profiling stops and the mode is restored."""
+
+
 class SessionError(ProfileError):
     """A session that cannot be created or resumed as asked (bad input, exit code 2)."""
     exit_code = 2
@@ -47,6 +51,7 @@ class ProfileConfig:
     settle_timeout_s: float = 30.0
     mode_timeout_s: float = 1800.0
     sample_interval: float | None = None   # None: the backend's default
+    thermal_limit_c: float = 85.0          # stop and restore when any zone reaches this
 
 
 @dataclass
@@ -182,6 +187,12 @@ class Profiler:
             else:
                 if ev.power_w is None:
                     raise BackendError("no power reading: the device reports no power sensor")
+                hot = [(z, c) for z, c in ev.temps.items() if c >= cfg.thermal_limit_c]
+                if hot:
+                    z, c = max(hot, key=lambda x: x[1])
+                    raise ThermalLimit(f"thermal guard: {z} reached {c:.1f} °C (limit "
+                                       f"{cfg.thermal_limit_c:.0f} °C) in mode {mode.key}; profiling "
+                                       f"stopped and the original mode restored")
                 if self.progress:
                     self.progress.live_power_w = ev.power_w
                 if stable_at is None:

@@ -55,6 +55,9 @@ class SysfsBackend(Backend):
         self.emc_dir = self.root / EMC_DIR if (self.root / EMC_DIR).is_dir() else None
         self.rails = self._find_rails()
         self.zones = self._find_zones()
+        self._online = [(c, self._cpu(c) / "online") for c in range(device.max_cores)
+                        if (self._cpu(c) / "online").exists()]
+        self._always_on = device.max_cores - len(self._online)     # cpu0 has no 'online' file
 
     # -- discovery ------------------------------------------------------------------------------
     def _find_rails(self) -> list[tuple[str, Path, Path]]:
@@ -111,12 +114,7 @@ class SysfsBackend(Backend):
             return None
 
     def online_cores(self) -> int:
-        n = 0
-        for c in range(self.device.max_cores):
-            f = self._cpu(c) / "online"
-            v = self._num(f) if f.exists() else 1.0        # cpu0 has no 'online' file
-            n += 1 if v == 1 else 0
-        return n
+        return self._always_on + sum(1 for _, f in self._online if self._num(f) == 1)
 
     def _cluster_policy_cpu(self, cluster) -> int | None:
         for c in cluster:
@@ -147,7 +145,7 @@ class SysfsBackend(Backend):
             t = self._num(f)
             if t is not None and t > -256000:
                 temps[name] = round(t / 1000.0, 1)
-        status = _read_text(self.root / NVPMODEL_STATUS)
+        status = self._pread(self.root / NVPMODEL_STATUS)
         return Telemetry(
             t=self.clock.now(), power_w=total, rails=rails,
             cpu_mhz=cpu / 1000.0 if cpu else None, gpu_mhz=gpu / 1e6 if gpu else None,
