@@ -37,10 +37,12 @@ def plan(backend: Backend, target: Mode) -> Plan:
     if hasattr(backend, "plan_writes"):
         return Plan(cur, target, backend.plan_writes(target))
     steps = []
+    def cores(a, b):
+        return f"core {a}" if a == b else f"cores {a}..{b}"
     if target.cores > cur.cores:
-        steps.append(f"bring cores {cur.cores}..{target.cores - 1} online")
+        steps.append(f"bring {cores(cur.cores, target.cores - 1)} online")
     elif target.cores < cur.cores:
-        steps.append(f"take cores {target.cores}..{cur.cores - 1} offline")
+        steps.append(f"take {cores(target.cores, cur.cores - 1)} offline")
     for label, a, b in (("CPU", cur.cpu_mhz, target.cpu_mhz), ("GPU", cur.gpu_mhz, target.gpu_mhz),
                         ("EMC", cur.mem_mhz, target.mem_mhz)):
         if b > a:

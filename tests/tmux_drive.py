@@ -1,0 +1,95 @@
+"""Drive the real ptui app in a real terminal (tmux): send keys, read the screen, check it.
+
+Walks the whole user journey on the simulated Orin AGX: dashboard, a 50-mode profile, fine-tune,
+a 30 W budget on the Pareto screen, apply, roll back.  Run directly to save the captures:
+    python tests/tmux_drive.py --out docs/screens.txt
+tests/test_tmux.py runs it under pytest (skipped where tmux is missing).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Term:
+    def __init__(self, data_dir: str, cols: int = 110, rows: int = 36, speed: float = 400) -> None:
+        self.name = f"ptui-{os.getpid()}"
+        cmd = (f"PTUI_DATA_DIR={data_dir} {sys.executable} -m ptui --speed {speed}")
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(cols), "-y", str(rows),
+                        "-c", str(ROOT), cmd], check=True)
+
+    def keys(self, *keys: str) -> None:
+        for k in keys:
+            subprocess.run(["tmux", "send-keys", "-t", self.name, k], check=True)
+            time.sleep(0.3)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"], capture_output=True,
+                              text=True, check=True).stdout
+
+    def wait_for(self, text: str, timeout: float = 90.0) -> str:
+        end = time.time() + timeout
+        while time.time() < end:
+            s = self.screen()
+            if text in s:
+                return s
+            time.sleep(0.3)
+        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def journey(out: Path | None = None) -> dict[str, str]:
+    caps: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as d:
+        t = Term(d)
+        try:
+            caps["dashboard"] = t.wait_for("VDD_GPU_SOC")
+            assert "SIMULATED" in caps["dashboard"] and "MODE_30W" in caps["dashboard"]
+            t.keys("2")
+            t.wait_for("Plan ResNet-18 bs16: 50 random")
+            t.keys("s")
+            caps["profile"] = t.wait_for("profile finished", timeout=180)
+            assert "50 modes saved" in caps["profile"].replace("\n", " ") or "saved to" in caps["profile"]
+            t.keys("3")
+            t.wait_for("profile CSV")
+            t.keys("t")
+            caps["finetune"] = t.wait_for("cross-validated MAPE", timeout=180)
+            t.keys("4")
+            caps["pareto"] = t.wait_for("fastest within 30 W", timeout=60)
+            t.keys("Enter")
+            caps["apply-plan"] = t.wait_for("press y to apply")
+            t.keys("y")
+            time.sleep(1.5)
+            caps["apply-done"] = t.wait_for("measured")
+            assert "applied and verified" in caps["apply-done"]
+            t.keys("r")
+            caps["rolled-back"] = t.wait_for("rolled back to 8c/1728/624.75/3199")
+            t.keys("1")
+            caps["dashboard-after"] = t.wait_for("MODE_30W")
+            t.keys("q")
+        finally:
+            t.close()
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(f"===== {k} =====\n{v}\n" for k, v in caps.items()))
+    return caps
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if not shutil.which("tmux"):
+        sys.exit("tmux is not installed")
+    caps = journey(a.out)
+    print(f"ok: {len(caps)} screens checked" + (f", captures in {a.out}" if a.out else ""))
