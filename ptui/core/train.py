@@ -25,8 +25,17 @@ except ImportError as e:  # pragma: no cover - exercised on machines without tor
     raise ImportError("training needs PyTorch: pip install torch==2.13.0 (CPU build) — on a "
                       "Jetson use NVIDIA's torch") from e
 
-# small stacked networks: two threads halve the backward/optimizer time, more only add overhead
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+def _pick_threads() -> int:
+    """Two threads halve the time of these small stacked networks on an idle machine; on a busy
+    one (a training job beside ptui) extra OpenMP threads only spin against it, so use one."""
+    cpus = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0] > max(0.5, cpus - 1.5)
+    except OSError:
+        busy = False
+    return 1 if busy or cpus < 2 else 2
 
 HIDDEN = (256, 128, 64)
 DROPOUT = (0.4, 0.3, 0.0)
@@ -59,6 +68,7 @@ def train_many(X: np.ndarray, y: np.ndarray, members: list[Member], *, epochs: i
     y = np.asarray(y, np.float64)
     if np.any(~np.isfinite(y)) or np.any(y <= 0):
         raise TrainError("targets must be positive finite numbers")
+    torch.set_num_threads(_pick_threads())
     ly = np.log(y)
     M = len(members)
     widths = (4,) + HIDDEN + (1,)
