@@ -56,10 +56,8 @@ def cmd_profile(a) -> int:
     from .core.store import Store
     from .core.workloads import get_workload
 
-    if a.command_line:
-        from .core.userscript import profile_script  # issue 4: the user's own training script
-        return profile_script(a)
-    if not a.workload and not a.resume:
+    script = list(a.command_line)
+    if not script and not a.workload and not a.resume:
         raise CLIError("--workload is required (or --resume an existing --session)")
     store = Store()
     if a.resume and not a.session:
@@ -69,10 +67,19 @@ def cmd_profile(a) -> int:
         raise CLIError(f"no session named {a.session!r} to resume (list them with: ptui sessions)")
     device_name = a.device or (existing.device if existing else None)
     seed = a.seed if a.seed is not None else (existing.seed if existing else 0)
-    wl_name = a.workload or existing.workload
     bs = a.batch_size or (existing.batch_size if existing else 16)
-    workload = get_workload(wl_name, bs)
-    backend, note = open_backend(a.backend, device_name, seed=seed,
+    clock = None
+    if script or (existing and existing.workload == "script"):
+        from dataclasses import replace
+        from .core.clock import RealClock
+        if not script:
+            raise CLIError("resume a script session with the same command after --")
+        workload = replace(get_workload("resnet18", bs), name="script", model=" ".join(script)[:60],
+                           task="user script")
+        clock = RealClock()
+    else:
+        workload = get_workload(a.workload or existing.workload, bs)
+    backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
                                  sample_interval=a.sample_interval)
     _info(note)
     dev = backend.device
@@ -89,7 +96,15 @@ def cmd_profile(a) -> int:
     todo = len(info.plan) - info.n_done
     _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
           f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
-    prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval))
+    source = None
+    if script:
+        from .core.store import data_dir
+        from .core.userscript import ScriptSource
+        log = data_dir() / "logs" / f"{name}.log"
+        source = ScriptSource(backend, script, log, stand_in=get_workload(a.workload or "resnet18", bs))
+        _info(f"running {' '.join(script)!r} under the minibatch probe; its output goes to {log}")
+    prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
+                    source=source)
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
     wall0 = time.perf_counter()
 
@@ -359,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
     pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
     pr.add_argument("--out", required=True, help="CSV file for the results")
-    pr.add_argument("command_line", nargs="*", help="after --: your own training command")
+    pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
+                    "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
     pr.set_defaults(fn=cmd_profile)
 
     se = sub.add_parser("sessions", help="list profiling sessions")

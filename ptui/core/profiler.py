@@ -149,8 +149,9 @@ def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mo
 
 class Profiler:
     def __init__(self, backend: Backend, workload: Workload, store: Store, session: str,
-                 config: ProfileConfig | None = None) -> None:
+                 config: ProfileConfig | None = None, source=None) -> None:
         self.backend = backend
+        self.source = source            # e.g. userscript.ScriptSource; None = the backend's own workload
         self.workload = workload
         self.store = store
         self.session = session
@@ -232,8 +233,12 @@ class Profiler:
         self.progress = Progress(len(done), len(plan), None, None, base_time, "starting")
         status = "failed"
         try:
-            be.start_training(self.workload)
-            events = be.events(self.cfg.sample_interval)
+            if self.source is not None:
+                self.source.start()
+                events = self.source.events(self.cfg.sample_interval)
+            else:
+                be.start_training(self.workload)
+                events = be.events(self.cfg.sample_interval)
             todo = [i for i in range(len(plan)) if i not in done]
             if todo and todo[0] > 0 and (todo[0] - 1) in done:
                 # resuming: bring the board to the state the uninterrupted run would be in,
@@ -260,7 +265,10 @@ class Profiler:
             raise
         finally:
             try:
-                be.stop_training()
+                if self.source is not None:
+                    self.source.stop()
+                else:
+                    be.stop_training()
             finally:
                 restore_error = None
                 try:
