@@ -6,6 +6,7 @@ simulated rails, clocks, load and temperatures back into the tree.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ptui.core.backends.sim import SimJetson
@@ -21,6 +22,18 @@ def w(path: Path, text) -> None:
     path.write_text(f"{text}\n")
 
 
+def wp(path: Path, text) -> None:
+    """Rewrite a sensor file in place, as sysfs appears to readers: never empty, never truncated
+    mid-read.  The new text is padded with spaces to the old length instead of truncating."""
+    data = f"{text}\n".encode()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        old = os.fstat(fd).st_size
+        os.pwrite(fd, data + b" " * max(0, old - len(data)), 0)
+    finally:
+        os.close(fd)
+
+
 def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
     mode = mode or ORIN.preset(nvp_id).mode
     cpu = root / "sys/devices/system/cpu"
@@ -34,7 +47,17 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
                         ("cpuinfo_min_freq", 115200), ("cpuinfo_max_freq", 2201600),
                         ("scaling_available_frequencies", khz), ("scaling_governor", "schedutil")):
             w(d / "cpufreq" / name, v)
-    gpu = root / "sys/class/devfreq/17000000.gpu"
+    # JetPack 6 layout: class/devfreq/17000000.gpu -> the GPU device's devfreq dir, device -> ../..
+    gdev = root / "sys/devices/platform/bus@0/17000000.gpu"
+    gpu = gdev / "devfreq/17000000.gpu"
+    gpu.mkdir(parents=True, exist_ok=True)
+    (root / "sys/class/devfreq").mkdir(parents=True, exist_ok=True)
+    if not (root / "sys/class/devfreq/17000000.gpu").exists():
+        (root / "sys/class/devfreq/17000000.gpu").symlink_to("../../devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu")
+        (gpu / "device").symlink_to("../..")
+    for name, v in (("of_node/name", "gpu"), ("load", 0), ("railgate_enable", 0), ("tpc_pg_mask", 0),
+                    ("enable_3d_scaling", 1), ("power/control", "auto")):
+        w(gdev / name, v)
     g = int(round(mode.gpu_mhz * 1e6))
     for name, v in (("min_freq", g), ("max_freq", g), ("cur_freq", g), ("governor", "nvhost_podgov"),
                     ("available_frequencies", " ".join(str(int(round(x * 1e6))) for x in ORIN.gpu_mhz))):
@@ -55,6 +78,8 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
             w(hw / f"in{k}_label", label)
             w(hw / f"in{k}_input", 5000)
             w(hw / f"curr{k}_input", 0)
+            w(hw / f"curr{k}_max", 20000)
+            w(hw / f"curr{k}_crit", 30000)
         drv = root / "sys/bus/i2c/drivers/ina3221"
         drv.mkdir(parents=True, exist_ok=True)
         link = drv / addr
@@ -65,8 +90,25 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
         w(z / "type", name)
         w(z / "temp", -256000 if name.startswith("CV0") else 40000)
     w(root / "var/lib/nvpmodel/status", f"pmode:{nvp_id:04d} fmode:quiet")
+    # what the genuine jtop service also reads (its JTOP_TESTING tree is this sys/ directory)
+    w(root / "sys/kernel/actmon_avg_activity/mc_all", 0)
+    w(root / "sys/kernel/debug/nvmap/iovmm/maps", "total 0K")
+    (root / "sys/kernel/debug/clk").mkdir(parents=True, exist_ok=True)
+    (root / "sys/class/power_supply").mkdir(parents=True, exist_ok=True)
+    for name, v in (("product_name", "Jetson AGX Orin (emulated by ptui tests)"), ("sys_vendor", "NVIDIA"),
+                    ("board_name", "p3701-0000")):
+        w(root / "sys/devices/virtual/dmi/id" / name, v)
+    write_stat(root, mode.cores, 0)
     w(root / "proc/device-tree/model", "NVIDIA Jetson AGX Orin Developer Kit")
     return root
+
+
+def write_stat(root: Path, cores: int, tick: int) -> None:
+    """/proc/stat for jtop: counters that keep growing, about 50 % busy."""
+    u, idle = 100 + 50 * tick, 100 + 50 * tick
+    lines = [f"cpu  {u * cores} 0 0 {idle * cores} 0 0 0 0 0 0"]
+    lines += [f"cpu{c} {u} 0 0 {idle} 0 0 0 0 0 0" for c in range(cores)]
+    wp(root / "sys/stat", "\n".join(lines + ["intr 0"]))
 
 
 def read_mode(root: Path) -> Mode:
@@ -83,10 +125,14 @@ class Driver:
     def __init__(self, root: Path, sim: SimJetson | None = None) -> None:
         self.root = root
         self.sim = sim or SimJetson(ORIN, start_mode=read_mode(root))
+        self.tick = 0
 
     def step(self, dt: float = 0.5) -> None:
         root = self.root
-        mode = read_mode(root)
+        try:
+            mode = read_mode(root)
+        except (ValueError, OSError):      # ptui is writing a knob right now
+            return
         if mode != self.sim.current_mode():
             self.sim.apply_mode(mode)
         self.sim.clock.sleep(dt)
@@ -96,13 +142,16 @@ class Driver:
         for addr, k, rail in (("1-0040", 1, "VDD_GPU_SOC"), ("1-0040", 2, "VDD_CPU_CV"),
                               ("1-0040", 3, "VIN_SYS_5V0"), ("1-0041", 2, "VDDQ_VDD2_1V8AO")):
             mv = RAIL_VOLTS[rail]
-            w(hw[addr] / f"in{k}_input", mv)
-            w(hw[addr] / f"curr{k}_input", int(round(t.rails[rail] * 1e6 / mv)))
+            wp(hw[addr] / f"in{k}_input", mv)
+            wp(hw[addr] / f"curr{k}_input", int(round(t.rails[rail] * 1e6 / mv)))
         for c in range(12):
             d = root / f"sys/devices/system/cpu/cpu{c}/cpufreq"
-            w(d / "scaling_cur_freq", (d / "scaling_max_freq").read_text().strip())
+            wp(d / "scaling_cur_freq", (d / "scaling_max_freq").read_text().strip())
         gpu = root / "sys/class/devfreq/17000000.gpu"
-        w(gpu / "cur_freq", (gpu / "max_freq").read_text().strip())
-        w(root / "sys/devices/platform/gpu.0/load", int((t.gpu_load or 0) * 10))
+        wp(gpu / "cur_freq", (gpu / "max_freq").read_text().strip())
+        wp(root / "sys/devices/platform/gpu.0/load", int((t.gpu_load or 0) * 10))
+        wp(root / "sys/devices/platform/bus@0/17000000.gpu/load", int((t.gpu_load or 0) * 10))
+        self.tick += 1
+        write_stat(root, mode.cores, self.tick)
         for i, name in enumerate(("CPU", "GPU", "SOC", "tj")):
-            w(root / f"sys/devices/virtual/thermal/thermal_zone{i}/temp", int(t.temps[name] * 1000))
+            wp(root / f"sys/devices/virtual/thermal/thermal_zone{i}/temp", int(t.temps[name] * 1000))

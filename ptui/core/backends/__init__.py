@@ -19,8 +19,9 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
             kind = "sim"
             note = f"SIMULATED device: {det.reason}"
         else:
-            kind = "sysfs"
-            note = det.reason
+            from .jtop import jtop_available
+            kind = "jtop" if jtop_available() else "sysfs"
+            note = f"{det.reason}; using {kind}"
     else:
         note = f"backend {kind} chosen on the command line"
     if kind == "sim":
@@ -36,5 +37,5 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         return SysfsBackend(dev, root=root), note
     if kind == "jtop":
         from .jtop import JtopBackend
-        return JtopBackend(dev), note
+        return JtopBackend(dev, root=root), note
     raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs or jtop")

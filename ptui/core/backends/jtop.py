@@ -1,0 +1,110 @@
+"""Real Jetson through the jetson-stats (jtop) service: telemetry and nvpmodel.
+
+jetson-stats is AGPL and optional: it is imported only when its service socket exists.  jtop cannot
+set frequencies or cores, so applying a mode goes through the sysfs backend (root).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..devices import Device
+from ..modes import Mode
+from .base import Backend, BackendError, Telemetry
+from .sysfs import SysfsBackend
+
+JTOP_SOCKET = "/run/jtop.sock"
+
+
+def jtop_available() -> bool:
+    if not os.path.exists(JTOP_SOCKET):
+        return False
+    try:
+        import importlib.util
+        return importlib.util.find_spec("jtop") is not None
+    except ValueError:
+        return False
+
+
+class JtopBackend(Backend):
+    kind = "jtop"
+    simulated = False
+
+    def __init__(self, device: Device, interval: float = 0.5, root: str | os.PathLike = "/") -> None:
+        super().__init__(device)
+        if not os.path.exists(JTOP_SOCKET):
+            raise BackendError("the jtop service is not running (no /run/jtop.sock): "
+                               "sudo systemctl restart jtop, or use --backend sysfs")
+        try:
+            from jtop import JtopException, jtop
+        except ImportError:
+            raise BackendError("the jtop service runs but jetson-stats is not installed here: "
+                               "pip install jetson-stats (same version as the service)") from None
+        self._jtop_exc = JtopException
+        try:
+            self._j = jtop(interval=interval)
+            self._j.start()
+        except Exception as e:  # noqa: BLE001 - JtopException, EOFError, OSError...: all one line
+            msg = (str(e).splitlines() or [type(e).__name__])[0]
+            raise BackendError(f"cannot connect to the jtop service: {msg}") from None
+        self._sysfs = SysfsBackend(device, root=root)
+
+    def read(self) -> Telemetry:
+        j = self._j
+        try:
+            j.ok(spin=True)
+            power = j.power or {}
+            cpu = j.cpu or {}
+            gpu = dict(j.gpu) if j.gpu else {}
+            mem = j.memory or {}
+            temps_raw = j.temperature or {}
+            nvp = j.nvpmodel
+        except self._jtop_exc as e:
+            raise BackendError(f"jtop: {str(e).splitlines()[0]}") from None
+        rails = {name: round(r.get("power", 0) / 1000.0, 3) for name, r in power.get("rail", {}).items()
+                 if r.get("online", True)}
+        tot = power.get("tot", {}).get("power")
+        cores = [c for c in cpu.get("cpu", []) if c.get("online")]
+        cpu_khz = next((c["freq"]["cur"] for c in cores if c.get("freq")), None)
+        g = next(iter(gpu.values()), None)
+        gpu_khz = g["freq"]["cur"] if g and g.get("freq") else None
+        load = g["status"].get("load") if g and g.get("status") else None
+        emc = mem.get("EMC", {})
+        temps = {k: round(v["temp"], 1) for k, v in temps_raw.items()
+                 if v.get("online", True) and v.get("temp", -256) > -256}
+        return Telemetry(
+            t=self.clock.now(), power_w=round(tot / 1000.0, 3) if tot is not None else None,
+            rails=rails, cpu_mhz=cpu_khz / 1000.0 if cpu_khz else None,
+            gpu_mhz=gpu_khz / 1000.0 if gpu_khz else None,
+            mem_mhz=emc.get("cur") / 1000.0 if emc.get("cur") else None,
+            cores_online=len(cores) if cores else None, gpu_load=load, temps=temps,
+            nvpmodel=str(nvp) if nvp is not None else None)
+
+    # applying goes through sysfs: jtop has no frequency or core controls
+    def current_mode(self) -> Mode:
+        return self._sysfs.current_mode()
+
+    def apply_mode(self, mode: Mode) -> Mode:
+        return self._sysfs.apply_mode(mode)
+
+    def snapshot(self):
+        return self._sysfs.snapshot()
+
+    def restore(self, snap) -> None:
+        self._sysfs.restore(snap)
+
+    def plan_writes(self, target: Mode) -> list[str]:
+        return self._sysfs.plan_writes(target)
+
+    def persist(self, mode: Mode) -> str:
+        return self._sysfs.persist(mode)
+
+    def close(self) -> None:
+        try:
+            self._j.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection
+            pass
+        self._sysfs.close()
+
+
+__all__ = ["JtopBackend", "jtop_available", "Path"]

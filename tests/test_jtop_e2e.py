@@ -1,0 +1,102 @@
+"""End to end: the genuine jetson-stats service on an emulated Orin AGX tree driven by the simulator.
+
+ptui's jtop and sysfs backends read what the simulator writes; `ptui apply` through sysfs changes the
+tree, the emulated power responds (seen through jtop), and `ptui restore` puts everything back.
+"""
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from . import fakesys
+from .jtop_fixture import JtopService, unavailable
+
+WHY = unavailable()
+needs_service = pytest.mark.skipif(WHY is not None, reason=f"jtop end-to-end test: {WHY}")
+
+
+def ptui(*args, tmp):
+    from .conftest import subprocess_env
+    r = subprocess.run([sys.executable, "-m", "ptui", *map(str, args)], capture_output=True, text=True,
+                       env=subprocess_env(tmp), timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture
+def board(tmp_path):
+    from ptui.core.workloads import get_workload
+    root = fakesys.build(tmp_path / "root")
+    drv = fakesys.Driver(root)
+    drv.sim.start_training(get_workload("resnet18"))
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            drv.step(0.1)
+            time.sleep(0.05)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    svc = JtopService(root)
+    svc.start()
+    yield root, drv
+    svc.stop()
+    stop.set()
+    th.join(5)
+
+
+def settle(be, pred, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        t = be.read()
+        if pred(t):
+            return t
+        time.sleep(0.2)
+    return be.read()
+
+
+@needs_service
+def test_jtop_sysfs_apply_restore(board, tmp_path):
+    from ptui.core.backends.jtop import JtopBackend
+    from ptui.core.backends.sysfs import SysfsBackend
+    from ptui.core.devices import get_device
+    root, drv = board
+    orin = get_device("orin-agx")
+    jt = JtopBackend(orin, interval=0.2, root=root)
+    sf = SysfsBackend(orin, root=root)
+    try:
+        t = settle(jt, lambda t: t.power_w and t.power_w > 30)
+        assert set(t.rails) == set(orin.rails)
+        assert t.power_w == pytest.approx(drv.sim.read().power_w, rel=0.1)
+        assert t.power_w == pytest.approx(sf.read().power_w, rel=0.1)
+        assert (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == (8, 1728.0, 624.75, 3199.0)
+        assert "GPU" in t.temps
+        high = t.power_w
+        rc, out, err = ptui("apply", "--backend", "jtop", "--sysfs-root", root, "--cores", "4",
+                            "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes",
+                            tmp=tmp_path)
+        assert rc == 0, err
+        assert fakesys.read_mode(root) == orin.mode(4, 729.6, 318.75, 665.6)
+        low = settle(jt, lambda t: t.cores_online == 4 and t.power_w < 0.7 * high)
+        assert low.cores_online == 4 and low.cpu_mhz == 729.6 and low.gpu_mhz == 318.75
+        assert low.power_w < 0.7 * high                       # the emulated board responds
+        rc, out, err = ptui("restore", "--backend", "jtop", "--sysfs-root", root, tmp=tmp_path)
+        assert rc == 0 and "restored" in out, err
+        back = settle(jt, lambda t: t.cores_online == 8 and t.power_w > 0.9 * high)
+        assert (back.cores_online, back.cpu_mhz, back.gpu_mhz, back.mem_mhz) == (8, 1728.0, 624.75, 3199.0)
+    finally:
+        jt.close()
+        sf.close()
+
+
+def test_jtop_service_down_message():
+    from ptui.core.backends.base import BackendError
+    from ptui.core.backends.jtop import JtopBackend
+    from ptui.core.devices import get_device
+    import os
+    if os.path.exists("/run/jtop.sock"):
+        pytest.skip("a jtop service is running")
+    with pytest.raises(BackendError, match="jtop service is not running"):
+        JtopBackend(get_device("orin-agx"))
