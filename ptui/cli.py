@@ -239,7 +239,7 @@ def cmd_pareto(a) -> int:
         w = WORKLOADS.get(str(model.meta.get("workload")))
         wl_mb = w.minibatches_per_epoch if w else None
     d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk)
+               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w)
     front = front_indices(tab.time_ms, tab.power_w)
 
     def point(i):
@@ -421,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--batches-per-epoch", type=int, default=None)
     pa.add_argument("--risk", type=float, default=0.05,
                     help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    pa.add_argument("--tolerance-w", type=float, default=0.0,
+                    help="with --risk: the overshoot above the budget you can live with (W)")
     pa.add_argument("--json", action="store_true")
     pa.set_defaults(fn=cmd_pareto)
 

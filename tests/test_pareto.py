@@ -60,3 +60,13 @@ def test_infeasible_names_closest():
         choose(tab, budget_w=5, risk=None)
     with pytest.raises(InfeasibleError, match="the fastest is"):
         choose(tab, deadline_ms=0.5, risk=None)
+
+
+def test_tolerance_relaxes_the_risk_only_above_the_budget():
+    tab = table(sd=0.05)
+    strict = choose(tab, budget_w=30, risk=0.05)
+    tol = choose(tab, budget_w=30, risk=0.05, tolerance_w=1.0)
+    assert tol.time_ms <= strict.time_ms
+    assert tol.power_w <= 30                          # the mean still stays within the budget
+    with pytest.raises(ValueError, match="must not be negative"):
+        choose(tab, budget_w=30, risk=0.05, tolerance_w=-1)

@@ -84,8 +84,12 @@ class Decision:
 
 
 def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05) -> Decision:
-    """Pick the mode for a goal; raises InfeasibleError naming the closest option."""
+           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0
+           ) -> Decision:
+    """Pick the mode for a goal; raises InfeasibleError naming the closest option.
+
+    With risk, a mode qualifies when P(power > budget + tolerance) <= risk, and its predicted
+    mean power stays within the budget."""
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
     n = len(table)
     ok = np.ones(n, dtype=bool)
@@ -95,11 +99,12 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
     if budget_w is not None:
         if budget_w <= 0:
             raise ValueError(f"--budget-w must be positive, got {budget_w}")
+        if tolerance_w < 0:
+            raise ValueError(f"--tolerance-w must not be negative, got {tolerance_w}")
+        ok &= p <= budget_w
         if risk is not None and np.any(ps > 0):
-            prob = _exceed_prob(p, ps, budget_w)
+            prob = _exceed_prob(p, ps, budget_w + tolerance_w)
             ok &= prob <= risk
-        else:
-            ok &= p <= budget_w
     if deadline_ms is not None:
         if deadline_ms <= 0:
             raise ValueError(f"--deadline-ms must be positive, got {deadline_ms}")
@@ -117,7 +122,9 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
         goal = f"lowest power meeting {deadline_ms:g} ms per minibatch"
         i = idx[np.lexsort((t[idx], p[idx]))[0]]
     elif budget_w is not None:
-        goal = f"fastest within {budget_w:g} W" + (f" (risk {risk:g})" if prob is not None else "")
+        goal = f"fastest within {budget_w:g} W" + (
+            f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
+            if prob is not None else "")
         i = idx[np.lexsort((p[idx], t[idx]))[0]]
     else:
         raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
