@@ -174,32 +174,25 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
         comp_ms = B * wp.gflop / (dp.flops_per_cycle * fg * tpc_share * wp.gpu_eff * dp.gpu_eff) * 1000.0
         gpu_bytes = B * wp.gb_per_sample + wp.gb_fixed
         cpu_bytes = B * wp.data_mb / 1000.0
-        # first pass without contention to estimate the CPU's share of DRAM bandwidth
-        mem_ms = gpu_bytes / bw * 1000.0
-        t_gpu = _smax(comp_ms, mem_ms, wp.roof_p)
         w = workload.workers
         # more runnable processes than cores: context switches and cache thrashing
         data_ms = data_ms * (1.0 + 0.15 * np.maximum(0.0, (w + 1.0 - n) / n))
-        if w == 0:
-            t_step = _smax(t_gpu, host_ms, 4.0)
-            t0 = t_step + B * data_ms
-        else:
-            par = np.minimum(w, np.maximum(n - 1.0, 1.0))
-            t0 = np.maximum(_smax(_smax(t_gpu, host_ms, 4.0), B * data_ms / par, 6.0),
-                            (B * data_ms + host_ms) / np.minimum(n, w + 1.0))
-        # shared DRAM: the CPU pipeline's traffic takes bandwidth from the GPU
-        cpu_rate = cpu_bytes / (t0 / 1000.0)
-        bw_gpu = bw * np.clip(1.0 - cpu_rate / bw, 0.5, 1.0)
-        mem_ms = gpu_bytes / bw_gpu * 1000.0
-        t_gpu = _smax(comp_ms, mem_ms, wp.roof_p)
-        if w == 0:
-            t = _smax(t_gpu, host_ms, 4.0) + B * data_ms
-            busy = np.minimum(n, 1.0 + 0.15)
-        else:
+
+        def pipeline(t_gpu):
+            """Minibatch time and busy cores, given the GPU time of a step."""
+            if w == 0:                   # no workers: the host loads data, then runs the step
+                return _smax(t_gpu, host_ms, 4.0) + B * data_ms, np.minimum(n, 1.15)
             par = np.minimum(w, np.maximum(n - 1.0, 1.0))
             t = np.maximum(_smax(_smax(t_gpu, host_ms, 4.0), B * data_ms / par, 6.0),
                            (B * data_ms + host_ms) / np.minimum(n, w + 1.0))
-            busy = np.minimum(n, (B * data_ms + host_ms) / t + 0.15)
+            return t, np.minimum(n, (B * data_ms + host_ms) / t + 0.15)
+
+        # first pass without contention, to estimate the CPU pipeline's share of DRAM bandwidth
+        t0, _ = pipeline(_smax(comp_ms, gpu_bytes / bw * 1000.0, wp.roof_p))
+        cpu_rate = cpu_bytes / (t0 / 1000.0)
+        bw_gpu = bw * np.clip(1.0 - cpu_rate / bw, 0.5, 1.0)
+        t_gpu = _smax(comp_ms, gpu_bytes / bw_gpu * 1000.0, wp.roof_p)
+        t, busy = pipeline(t_gpu)
         gpu_util = np.clip(t_gpu / t, 0.0, 1.0)
         # cycles stalled on DRAM toggle far less logic than FMA-bound cycles
         comp_frac = np.clip(comp_ms / t_gpu, 0.0, 1.0)
