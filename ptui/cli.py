@@ -80,9 +80,16 @@ def cmd_profile(a) -> int:
     else:
         workload = get_workload(a.workload or existing.workload, bs)
     backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
-                                 sample_interval=a.sample_interval)
+                                 sample_interval=a.sample_interval, root=a.sysfs_root)
     _info(note)
     dev = backend.device
+    if not script and not backend.simulated:
+        # a real board: run ptui's own plain-torch training loop for the workload under the probe
+        from .workloads_torch_names import BUILTIN
+        if workload.name not in BUILTIN:
+            raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
+                           f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
+        script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
     name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def plan():
@@ -373,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--session", help="session name (to resume later)")
     pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
     pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
+    pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     pr.add_argument("--out", required=True, help="CSV file for the results")
     pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")

@@ -74,3 +74,54 @@ def test_script_that_never_steps(tmp_path):
     finally:
         src.stop()
     assert src.proc.poll() is not None
+
+
+@pytest.fixture
+def emulated_board(tmp_path):
+    import threading
+    import time as _t
+    from ptui.core.workloads import get_workload
+    from . import fakesys
+    root = fakesys.build(tmp_path / "root")
+    drv = fakesys.Driver(root)
+    drv.sim.start_training(get_workload("resnet18"))
+    stop = threading.Event()
+
+    def run():
+        while not stop.is_set():
+            drv.step(0.05)
+            _t.sleep(0.05)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    yield root
+    stop.set()
+    th.join(5)
+
+
+def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
+    from . import fakesys
+    root = emulated_board
+    before = fakesys.read_mode(root)
+    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
+                       "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
+                       script, "100000")
+    assert rc == 0, err
+    rows = (tmp_path / "s.csv").read_text().splitlines()[1:]
+    assert len(rows) == 2 and all(20.0 <= float(r.split(",")[4]) < 500 for r in rows)
+    assert all(float(r.split(",")[5]) > 5 for r in rows)          # power read from the INA3221 files
+    assert fakesys.read_mode(root) == before                       # restored
+
+
+def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
+    from . import fakesys
+    root = emulated_board
+    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
+                       "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
+                       "--out", tmp_path / "l.csv")
+    assert rc == 0, err
+    assert "ptui.workloads_torch lstm" in err
+    assert len((tmp_path / "l.csv").read_text().splitlines()) == 2
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "yolov8n",
+                     "--out", tmp_path / "y.csv")
+    assert rc == 2 and "no built-in training loop for yolov8n" in err

@@ -36,6 +36,7 @@ class ApplyScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.tick()
         self.set_interval(0.5, self.tick)
 
     def on_screen_resume(self) -> None:

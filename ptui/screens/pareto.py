@@ -178,6 +178,8 @@ class ParetoScreen(Screen):
     def row_moved(self, event: DataTable.RowHighlighted) -> None:
         if self.table is None or not 0 <= event.cursor_row < len(self.front):
             return
+        if event.cursor_row != event.data_table.cursor_row:
+            return          # stale: the table was rebuilt or moved to the goal since this was sent
         i = int(self.front[event.cursor_row])
         if i != self.sel:
             self.select(i)
@@ -268,6 +270,5 @@ class ParetoScreen(Screen):
 
     @on(DataTable.RowSelected, "#front")
     def row_selected(self, event: DataTable.RowSelected) -> None:
-        if self.table is not None and 0 <= event.cursor_row < len(self.front):
-            self.sel = int(self.front[event.cursor_row])
-            self.action_pick()
+        # the selection follows the cursor (row_moved); a goal mode off the front stays selected
+        self.action_pick()
