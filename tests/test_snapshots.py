@@ -1,4 +1,7 @@
 """Snapshot tests: what each screen looks like (SVG snapshots under tests/__snapshots__)."""
+import os
+from pathlib import Path
+
 import pytest
 
 from ptui.app import AppState, PtuiApp
@@ -11,6 +14,7 @@ from ptui.core.workloads import get_workload
 
 ORIN = get_device("orin-agx")
 SIZE = (100, 32)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def deterministic_app(**kw) -> PtuiApp:
@@ -46,12 +50,15 @@ def test_finetune_screen(snap_compare):
     assert snap_compare(deterministic_app(), press=["3"], terminal_size=SIZE)
 
 
-def test_pareto_screen(snap_compare):
+def test_pareto_screen(snap_compare, monkeypatch):
     async def run_before(pilot):
         await pilot.press("4")
         await pilot.app.workers.wait_for_complete()
         await pilot.pause(0.3)
-    assert snap_compare(deterministic_app(model_dir=bundled_reference()), run_before=run_before,
+    # a relative path, so the picture does not depend on where the repository is checked out
+    model = Path(os.path.relpath(bundled_reference(), ROOT))
+    monkeypatch.chdir(ROOT)
+    assert snap_compare(deterministic_app(model_dir=model), run_before=run_before,
                         terminal_size=(110, 36))
 
 
