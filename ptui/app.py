@@ -74,10 +74,17 @@ class PtuiApp(App):
         self.notify(msg, severity="error", timeout=8)
 
     async def action_quit(self) -> None:
-        for name in ("profile", "apply"):
-            scr = self._screen_for(name)
-            if scr is not None and hasattr(scr, "shutdown"):
-                scr.shutdown()
+        """Quit, but never leave the board in a mode the user did not choose: a running profile is
+        aborted and its worker restores the original mode before the app exits."""
+        import asyncio
+        scr = self._screen_for("profile")
+        if scr is not None and getattr(scr, "profiler", None) is not None:
+            self.notify("aborting the profile and restoring the original mode…", timeout=15)
+            scr.shutdown()
+            try:
+                await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
+            except asyncio.TimeoutError:
+                self.notify_error("the profile did not stop within 20 s; check the device mode")
         self.state.sampler.stop()
         self.exit()
 

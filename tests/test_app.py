@@ -172,3 +172,25 @@ async def test_pareto_from_profile_without_device(tmp_path):
         scr = app.screen
         assert len(scr.table) == 20 and scr.model is None
         assert "(measured)" in str(scr.query_one("#details").render())
+
+
+async def test_quit_mid_profile_restores_mode(monkeypatch):
+    import ptui.core.profiler as P
+    real = P.Profiler.measure
+
+    def slow(self, *a, **k):
+        time.sleep(0.05)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(P.Profiler, "measure", slow)
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        await pilot.pause(0.4)
+        assert sim.workload is not None                 # profiling is under way
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert sim.current_mode() == original and sim.workload is None

@@ -188,11 +188,3 @@ def load_model(directory: str | Path) -> Model:
 def bundled_reference(device_name: str = "orin-agx") -> Path:
     from importlib import resources
     return Path(str(resources.files("ptui.assets") / f"reference-{device_name}-resnet18"))
-
-
-def mape(pred: np.ndarray, true: np.ndarray) -> float:
-    return float(np.mean(np.abs(pred - true) / true) * 100.0)
-
-
-def modes_array(modes: list[Mode]) -> np.ndarray:
-    return np.array([m.as_tuple() for m in modes], dtype=np.float64)

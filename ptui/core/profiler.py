@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import statistics
 import threading
-import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -283,15 +282,6 @@ class Profiler:
                 if restore_error is not None:
                     raise BackendError(f"could not restore the original mode: {restore_error}")
         return results
-
-
-def session_rows(store: Store, session: str) -> list[dict]:
-    return [r for _, r in store.results(session)]
-
-
-def wall_timer():
-    t = time.perf_counter()
-    return lambda: time.perf_counter() - t
 
 
 PROFILE_HEADER = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
