@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from .devices import Device, get_device
-from .modes import Mode
 
 FORMAT = "ptui-powertrain-1"
 TARGETS = ("time", "power")
