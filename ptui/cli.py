@@ -292,6 +292,10 @@ def cmd_apply(a) -> int:
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
+    if a.preset is not None:
+        return _apply_preset(a, backend)
+    if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
+        raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
     p = plan(backend, mode)
     print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
@@ -318,6 +322,29 @@ def cmd_apply(a) -> int:
         if not hasattr(backend, "persist"):
             raise CLIError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend cannot")
         print(backend.persist(mode))
+    return EXIT_OK
+
+
+def _apply_preset(a, backend) -> int:
+    dev = backend.device
+    p = dev.preset(a.preset)
+    how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
+           "sim": "on the simulated board"}.get(backend.kind, "")
+    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how} -> {p.mode.key}"
+          f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
+    if a.dry_run:
+        print("dry run: nothing written")
+        return EXIT_OK
+    if not a.yes:
+        raise CLIError("add --yes to select a preset without a confirmation prompt")
+    if not hasattr(backend, "apply_preset"):
+        raise CLIError(f"the {backend.kind} backend cannot select presets")
+    snap = backend.snapshot()
+    backend.apply_preset(p.id)
+    if not backend.simulated:
+        from .core.backends.sysfs import save_snapshot
+        save_snapshot(_snapshot_path(dev.name), dev.name, snap)
+    print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
     return EXIT_OK
 
 
@@ -438,10 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap_.add_argument("--device")
     ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
     ap_.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
-    ap_.add_argument("--cores", type=int, required=True)
-    ap_.add_argument("--cpu-mhz", type=float, required=True)
-    ap_.add_argument("--gpu-mhz", type=float, required=True)
-    ap_.add_argument("--mem-mhz", type=float, required=True)
+    ap_.add_argument("--cores", type=int)
+    ap_.add_argument("--cpu-mhz", type=float)
+    ap_.add_argument("--gpu-mhz", type=float)
+    ap_.add_argument("--mem-mhz", type=float)
+    ap_.add_argument("--preset", help="an NVIDIA nvpmodel preset instead (name or id, e.g. MODE_30W)")
     ap_.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ap_.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     ap_.add_argument("--persist", action="store_true", help="keep the mode across reboots (nvpmodel)")

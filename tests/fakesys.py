@@ -155,3 +155,58 @@ class Driver:
         write_stat(root, mode.cores, self.tick)
         for i, name in enumerate(("CPU", "GPU", "SOC", "tj")):
             wp(root / f"sys/devices/virtual/thermal/thermal_zone{i}/temp", int(t.temps[name] * 1000))
+
+
+NVPMODEL = r'''#!{python}
+# Emulated nvpmodel for ptui's tests: -p --verbose, -q, -m N on the emulated tree {root}
+import json, sys
+from pathlib import Path
+ROOT = Path({root!r})
+PRESETS = json.loads({presets!r})
+status = ROOT / "var/lib/nvpmodel/status"
+def put(rel, v):
+    p = ROOT / rel
+    p.write_text(f"{{v}}\n")
+args = sys.argv[1:]
+if args[:1] == ["-p"]:
+    print("NVPM VERB: Config file: /etc/nvpmodel.conf")
+    print("NVPM VERB: PM_CONFIG: DEFAULT=MODE_30W(2)")
+    for p in PRESETS:
+        print(f"NVPM VERB: POWER_MODEL: ID={{p['id']}} NAME={{p['name']}}")
+        print("NVPM VERB: PARAM TPC_POWER_GATING TPC_PG_MASK 0")
+elif args[:1] == ["-q"]:
+    cur = int(status.read_text().split("pmode:")[1].split()[0])
+    name = next(p["name"] for p in PRESETS if p["id"] == cur)
+    print(f"NV Power Mode: {{name}}")
+    print(cur)
+elif args[:1] == ["-m"]:
+    p = next((p for p in PRESETS if p["id"] == int(args[1])), None)
+    if p is None:
+        print("NVPM ERROR: invalid power mode"); sys.exit(1)
+    c, f, g, m = p["mode"]
+    for core in range(1, 12):
+        if core < c:
+            put(f"sys/devices/system/cpu/cpu{{core}}/online", 1)
+    for core in range(12):
+        for k in ("scaling_max_freq", "scaling_min_freq"):
+            put(f"sys/devices/system/cpu/cpu{{core}}/cpufreq/{{k}}", int(round(f * 1000)))
+    for k in ("max_freq", "min_freq"):
+        put(f"sys/class/devfreq/17000000.gpu/{{k}}", int(round(g * 1e6)))
+    put("sys/kernel/debug/bpmp/debug/clk/emc/rate", int(round(m * 1e6)))
+    for core in range(11, 0, -1):
+        if core >= c:
+            put(f"sys/devices/system/cpu/cpu{{core}}/online", 0)
+    status.write_text(f"pmode:{{p['id']:04d}} fmode:quiet\n")
+'''
+
+
+def install_nvpmodel(bin_dir: Path, root: Path) -> Path:
+    import json
+    import sys
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    presets = json.dumps([{"id": p.id, "name": p.name, "mode": list(p.mode.as_tuple())}
+                          for p in ORIN.presets])
+    f = bin_dir / "nvpmodel"
+    f.write_text(NVPMODEL.format(python=sys.executable, root=str(root), presets=presets))
+    f.chmod(0o755)
+    return f

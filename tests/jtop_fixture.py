@@ -46,8 +46,9 @@ def _config_dir() -> Path:
 
 
 class JtopService:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, bin_dir: Path | None = None) -> None:
         self.root = root                       # emulated tree: root/sys is what jtop sees as /sys
+        self.bin_dir = bin_dir                 # fake nvpmodel etc., first on the service's PATH
         self.proc: subprocess.Popen | None = None
         self.log = root / "jtop-service.log"
         self.had_config = _config_dir().exists()
@@ -60,6 +61,8 @@ class JtopService:
         FAKE.symlink_to(self.root / "sys")
         jtop_bin = Path(sys.executable).with_name("jtop")
         env = dict(os.environ, JTOP_SERVICE="1", JTOP_TESTING="1")
+        if self.bin_dir:
+            env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         script = f"mount --bind {self.root / 'sys'} /sys && exec {jtop_bin} --force"
         self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                                      env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)

@@ -39,7 +39,8 @@ def board(tmp_path):
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
-    svc = JtopService(root)
+    svc = JtopService(root, bin_dir=tmp_path / "bin")
+    fakesys.install_nvpmodel(tmp_path / "bin", root)
     svc.start()
     yield root, drv
     svc.stop()
@@ -79,13 +80,24 @@ def test_jtop_sysfs_apply_restore(board, tmp_path):
                             tmp=tmp_path)
         assert rc == 0, err
         assert fakesys.read_mode(root) == orin.mode(4, 729.6, 318.75, 665.6)
-        low = settle(jt, lambda t: t.cores_online == 4 and t.power_w < 0.7 * high)
+        low = settle(jt, lambda t: t.cores_online == 4 and t.cpu_mhz == 729.6 and t.power_w < 0.7 * high)
         assert low.cores_online == 4 and low.cpu_mhz == 729.6 and low.gpu_mhz == 318.75
         assert low.power_w < 0.7 * high                       # the emulated board responds
         rc, out, err = ptui("restore", "--backend", "jtop", "--sysfs-root", root, tmp=tmp_path)
         assert rc == 0 and "restored" in out, err
-        back = settle(jt, lambda t: t.cores_online == 8 and t.power_w > 0.9 * high)
+        back = settle(jt, lambda t: t.cores_online == 8 and t.cpu_mhz == 1728.0 and t.power_w > 0.9 * high)
         assert (back.cores_online, back.cpu_mhz, back.gpu_mhz, back.mem_mhz) == (8, 1728.0, 624.75, 3199.0)
+        # an NVIDIA preset, selected through the jtop service's nvpmodel control
+        assert settle(jt, lambda t: t.nvpmodel == "MODE_30W").nvpmodel == "MODE_30W"
+        rc, out, err = ptui("apply", "--backend", "jtop", "--sysfs-root", root, "--preset", "MODE_15W",
+                            "--yes", tmp=tmp_path)
+        assert rc == 0 and "selected MODE_15W" in out, err
+        p15 = settle(jt, lambda t: (t.nvpmodel, t.cores_online, t.cpu_mhz) == ("MODE_15W", 4, 1113.6))
+        assert (p15.nvpmodel, p15.cores_online, p15.cpu_mhz) == ("MODE_15W", 4, 1113.6)
+        rc, out, err = ptui("restore", "--backend", "jtop", "--sysfs-root", root, tmp=tmp_path)
+        assert rc == 0, err
+        again = settle(jt, lambda t: (t.nvpmodel, t.cores_online, t.cpu_mhz) == ("MODE_30W", 8, 1728.0))
+        assert (again.nvpmodel, again.cores_online, again.cpu_mhz) == ("MODE_30W", 8, 1728.0)
     finally:
         jt.close()
         sf.close()

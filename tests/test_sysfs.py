@@ -170,3 +170,14 @@ def test_cli_apply_rejects_off_table_and_wrong_device(tree, cli):
     rc, _, err = cli("apply", "--backend", "sim", "--device", "orin-nano", "--cores", "12",
                      "--cpu-mhz", "2201.6", "--gpu-mhz", "1300.5", "--mem-mhz", "3199", "--yes")
     assert rc == 2 and "not available on orin-nano" in err
+
+
+def test_preset_through_nvpmodel_and_restore(tree, tmp_path, cli):
+    nvp = fakesys.install_nvpmodel(tmp_path / "bin", tree)
+    be = SysfsBackend(ORIN, root=tree, nvpmodel_cmd=str(nvp))
+    snap = be.snapshot()
+    assert be.apply_preset("MODE_15W") == ORIN.preset("MODE_15W").mode
+    assert be.read().nvpmodel == "MODE_15W" and fakesys.read_mode(tree).cores == 4
+    be.restore(snap)
+    assert be.read().nvpmodel == "MODE_30W"
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode

@@ -91,10 +91,43 @@ class JtopBackend(Backend):
         return self._sysfs.snapshot()
 
     def restore(self, snap) -> None:
+        """The nvpmodel mode goes back through the service, then the exact values through sysfs."""
+        nvp = snap.get("nvpmodel") if isinstance(snap, dict) else None
+        cur = self._j.nvpmodel
+        if nvp is not None and cur is not None and cur.id != nvp and not self._select_nvpmodel(nvp):
+            raise BackendError(f"jtop did not switch back to nvpmodel {nvp}")
         self._sysfs.restore(snap)
 
     def plan_writes(self, target: Mode) -> list[str]:
         return self._sysfs.plan_writes(target)
+
+    def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> bool:
+        """Ask the service to switch nvpmodel mode; True once it reports the new mode."""
+        import time
+        if self._j.nvpmodel is None:
+            raise BackendError("the jtop service reports no nvpmodel on this board")
+        try:
+            self._j.nvpmodel = mode_id
+        except self._jtop_exc as e:
+            raise BackendError(f"jtop refused nvpmodel {mode_id}: {str(e).splitlines()[0]}") from None
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self._j.ok(spin=True)
+            if self._j.nvpmodel is not None and self._j.nvpmodel.id == mode_id:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def apply_preset(self, key, timeout: float = 15.0) -> Mode:
+        """Select an NVIDIA preset through the jtop service (it runs nvpmodel as root), wait for
+        it, and verify the board's clocks through sysfs; roll back on a mismatch."""
+        p = self.device.preset(key)
+        snap = self._sysfs.snapshot()
+        if self._select_nvpmodel(p.id, timeout) and self.current_mode() == p.mode:
+            return p.mode
+        self.restore(snap)
+        raise ApplyError(f"nvpmodel {p.name} not reached through jtop within {timeout:.0f} s "
+                         f"(board reports {self.current_mode().key}); rolled back")
 
     def persist(self, mode: Mode) -> str:
         return self._sysfs.persist(mode)

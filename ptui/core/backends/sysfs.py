@@ -177,7 +177,9 @@ class SysfsBackend(Backend):
     # -- writing --------------------------------------------------------------------------------
     def _state(self) -> dict:
         """Everything apply can change, to restore it exactly."""
-        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None}
+        status = _read_text(self.root / NVPMODEL_STATUS) or ""
+        nvp = int(status.split("pmode:")[1].split()[0]) if "pmode:" in status else None
+        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None, "nvpmodel": nvp}
         for c in range(1, self.device.max_cores):
             f = self._cpu(c) / "online"
             if f.exists():
@@ -278,6 +280,9 @@ class SysfsBackend(Backend):
         if isinstance(snap, Mode):
             self.apply_mode(snap)
             return
+        now = _read_text(self.root / NVPMODEL_STATUS) or ""
+        if snap.get("nvpmodel") is not None and f"pmode:{snap['nvpmodel']:04d}" not in now:
+            self._nvpmodel(snap["nvpmodel"])            # back to the preset first, then the exact values
         ws: list[Write] = []
         online = {int(k): v for k, v in snap["online"].items()}
         for c, v in sorted(online.items()):
@@ -304,6 +309,32 @@ class SysfsBackend(Backend):
                 ws.append(Write(self._cpu(c) / "online", "0", "restore"))
         self._do(ws)
 
+    # -- nvpmodel presets and persistence ---------------------------------------------------------
+    def _nvpmodel(self, mode_id: int) -> None:
+        try:
+            r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
+                               timeout=20, input="NO\n")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise BackendError(f"nvpmodel -m {mode_id} failed: {e}") from None
+        out = (r.stdout + r.stderr).strip()
+        if r.returncode not in (0, 255) or "NVPM ERROR" in out:
+            raise BackendError(f"nvpmodel -m {mode_id} failed: {out[:200]}")
+        if "reboot" in out.lower():
+            raise BackendError(f"nvpmodel mode {mode_id} needs a reboot (GPU power-gating change); "
+                               f"ptui will not reboot the board: run `sudo nvpmodel -m {mode_id}` yourself")
+
+    def apply_preset(self, key) -> Mode:
+        """Select an NVIDIA preset with nvpmodel and verify the board reached its caps."""
+        p = self.device.preset(key)
+        snap = self._state()
+        self._nvpmodel(p.id)
+        got = self.current_mode()
+        if got != p.mode:
+            self.restore(snap)
+            raise ApplyError(f"after nvpmodel -m {p.id} the board reports {got.key}, not {p.mode.key}; "
+                             f"rolled back")
+        return got
+
     # -- persistence (nvpmodel) -------------------------------------------------------------------
     def persist(self, mode: Mode, mode_id: int = 99, name: str = "PTUI") -> str:
         """Write a custom POWER_MODEL into the nvpmodel conf (backup kept) and select it."""
@@ -317,13 +348,7 @@ class SysfsBackend(Backend):
             backup.write_text(text)
         block = nvpmodel_block(self.device, mode, mode_id, name)
         conf.write_text(_replace_power_model(text, mode_id, block))
-        try:
-            r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
-                               timeout=20, input="NO\n")
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise BackendError(f"nvpmodel -m {mode_id} failed: {e}") from None
-        if r.returncode not in (0, 255) or "NVPM ERROR" in (r.stdout + r.stderr):
-            raise BackendError(f"nvpmodel -m {mode_id} failed: {(r.stdout + r.stderr).strip()[:200]}")
+        self._nvpmodel(mode_id)
         return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
                 f"{backup}; it survives a reboot")
 
