@@ -48,10 +48,10 @@ class Term:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
 
 
-def journey(out: Path | None = None) -> dict[str, str]:
+def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[str, str]:
     caps: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as d:
-        t = Term(d)
+        t = Term(d, cols, rows)
         try:
             caps["dashboard"] = t.wait_for("VDD_GPU_SOC")
             assert "SIMULATED" in caps["dashboard"] and "MODE_30W" in caps["dashboard"]
@@ -76,7 +76,9 @@ def journey(out: Path | None = None) -> dict[str, str]:
             caps["rolled-back"] = t.wait_for("rolled back to 8c/1728/624.75/3199")
             t.keys("1")
             caps["dashboard-after"] = t.wait_for("MODE_30W")
-            t.keys("q")
+            t.keys("?")
+            caps["help"] = t.wait_for("Screens")
+            t.keys("Escape", "q")
         finally:
             t.close()
     if out:
@@ -88,8 +90,10 @@ def journey(out: Path | None = None) -> dict[str, str]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--cols", type=int, default=110)
+    ap.add_argument("--rows", type=int, default=36)
     a = ap.parse_args()
     if not shutil.which("tmux"):
         sys.exit("tmux is not installed")
-    caps = journey(a.out)
+    caps = journey(a.out, a.cols, a.rows)
     print(f"ok: {len(caps)} screens checked" + (f", captures in {a.out}" if a.out else ""))
