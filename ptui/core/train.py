@@ -32,7 +32,7 @@ def _pick_threads() -> int:
     one (a training job beside ptui) extra OpenMP threads only spin against it, so use one."""
     cpus = os.cpu_count() or 1
     try:
-        busy = os.getloadavg()[0] > max(0.5, cpus - 1.5)
+        busy = os.getloadavg()[0] > max(0.5, cpus - 0.5)       # another job keeps most cores busy
     except OSError:
         busy = False
     return 1 if busy or cpus < 2 else 2

@@ -28,7 +28,15 @@ class DashboardScreen(Screen):
         yield PowerPlot(id="power-plot")
         yield Footer()
 
+    def _set(self, wid: str, text: str) -> None:
+        """Update a panel; a layout pass (the costly part) only when its line count changes."""
+        lines = text.count("\n")
+        layout = self._lines.get(wid) != lines
+        self._lines[wid] = lines
+        self.query_one(wid, Static).update(text, layout=layout)
+
     def on_mount(self) -> None:
+        self._lines: dict[str, int] = {}
         self._tick = 0
         self.refresh_view()
         self.set_interval(0.5, self.refresh_view)
@@ -41,16 +49,15 @@ class DashboardScreen(Screen):
         t = st.sampler.latest()
         if t is None:
             msg = st.sampler.error or "waiting for the first sample…"
-            self.query_one("#power", Static).update(f"[b]Power[/b]\n{msg}")
+            self._set("#power", f"[b]Power[/b]\n{msg}")
             return
         rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}" for name, w in t.rails.items()) or "no rails"
-        self.query_one("#power", Static).update(
-            f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
+        self._set("#power", f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
         mode = "n/a"
         if None not in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
             mode = Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz).key
         mb = st.sampler.minibatch_ms
-        self.query_one("#clocks", Static).update(
+        self._set("#clocks",
             f"[b]Mode[/b] {mode}\n"
             f"nvpmodel {t.nvpmodel or 'custom mode'}\n"
             f"cores {_na(t.cores_online, '{}')}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
@@ -59,6 +66,6 @@ class DashboardScreen(Screen):
             f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}\n"
             f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'idle'}")
         temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
-        self.query_one("#thermal", Static).update(f"[b]Thermal[/b]\n{temps}")
-        if self._tick % 2:                           # the plot (the costly part) at 1 Hz
+        self._set("#thermal", f"[b]Thermal[/b]\n{temps}")
+        if self._tick % 4 == 1:                      # the 60 s plot (the costly part) every 2 s
             self.query_one(PowerPlot).show(st.sampler.history())
