@@ -69,9 +69,8 @@ def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[st
             t.keys("Enter")
             caps["apply-plan"] = t.wait_for("press y to apply")
             t.keys("y")
-            time.sleep(1.5)
-            caps["apply-done"] = t.wait_for("measured")
-            assert "applied and verified" in caps["apply-done"]
+            caps["apply-done"] = t.wait_for("10 s measurement done", timeout=60)
+            assert "applied and verified" in caps["apply-done"] and "predicted" in caps["apply-done"]
             t.keys("r")
             caps["rolled-back"] = t.wait_for("rolled back to 8c/1728/624.75/3199")
             t.keys("1")

@@ -82,6 +82,14 @@ class ApplyScreen(Screen):
             self.snapshot = res.snapshot
             self.measure_from = time.monotonic()
             self.app.notify(res.message)
+            be = self.app.state.backend
+            if be.simulated and be.workload is None:
+                # on a real board the user's training job is running; the simulated board runs the
+                # profiled workload in its place, so measured power can be compared with the prediction
+                from ..core.workloads import WORKLOADS, get_workload
+                name = self.app.state.workload if self.app.state.workload in WORKLOADS else "resnet18"
+                be.start_training(get_workload(name))
+                self.app.notify(f"simulated board now trains {name} as your training job")
         else:
             self.app.notify_error(res.message)
         self.query_one("#result", Static).update(("[green]" if res.ok else "[red]") + res.message
@@ -100,7 +108,8 @@ class ApplyScreen(Screen):
             return
         meas = sum(recent) / len(recent)
         pred = st.selected_pred.get("power_w")
-        txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s"
+        who = f" (simulated {st.backend.workload.name} training)" if st.backend.simulated and st.backend.workload else ""
+        txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
         if pred:
             txt += f"   predicted {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
         if el >= 10:
