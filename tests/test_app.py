@@ -118,15 +118,7 @@ async def test_apply_failure_rolls_back():
         assert sim.current_mode() == ORIN.preset("MODE_30W").mode
 
 
-async def test_abort_mid_profile_restores_mode(monkeypatch):
-    import ptui.core.profiler as P
-    real = P.Profiler.measure
-
-    def slow(self, *a, **k):
-        time.sleep(0.05)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(P.Profiler, "measure", slow)
+async def test_abort_mid_profile_restores_mode(slow_profiler):
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(100, 32)) as pilot:
@@ -174,15 +166,7 @@ async def test_pareto_from_profile_without_device(tmp_path):
         assert "(measured)" in str(scr.query_one("#details").render())
 
 
-async def test_quit_mid_profile_restores_mode(monkeypatch):
-    import ptui.core.profiler as P
-    real = P.Profiler.measure
-
-    def slow(self, *a, **k):
-        time.sleep(0.05)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(P.Profiler, "measure", slow)
+async def test_quit_mid_profile_restores_mode(slow_profiler):
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(100, 32)) as pilot:

@@ -5,7 +5,6 @@ tree, the emulated power responds (seen through jtop), and `ptui restore` puts e
 """
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -25,27 +24,13 @@ def ptui(*args, tmp):
 
 
 @pytest.fixture
-def board(tmp_path):
-    from ptui.core.workloads import get_workload
-    root = fakesys.build(tmp_path / "root")
-    drv = fakesys.Driver(root)
-    drv.sim.start_training(get_workload("resnet18"))
-    stop = threading.Event()
-
-    def run():
-        while not stop.is_set():
-            drv.step(0.1)
-            time.sleep(0.05)
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
+def board(emulated_board, tmp_path):
+    root, drv = emulated_board
     svc = JtopService(root, bin_dir=tmp_path / "bin")
     fakesys.install_nvpmodel(tmp_path / "bin", root)
     svc.start()
     yield root, drv
     svc.stop()
-    stop.set()
-    th.join(5)
 
 
 def settle(be, pred, timeout=10.0):

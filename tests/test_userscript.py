@@ -76,32 +76,9 @@ def test_script_that_never_steps(tmp_path):
     assert src.proc.poll() is not None
 
 
-@pytest.fixture
-def emulated_board(tmp_path):
-    import threading
-    import time as _t
-    from ptui.core.workloads import get_workload
-    from . import fakesys
-    root = fakesys.build(tmp_path / "root")
-    drv = fakesys.Driver(root)
-    drv.sim.start_training(get_workload("resnet18"))
-    stop = threading.Event()
-
-    def run():
-        while not stop.is_set():
-            drv.step(0.05)
-            _t.sleep(0.05)
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    yield root
-    stop.set()
-    th.join(5)
-
-
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
     from . import fakesys
-    root = emulated_board
+    root, _ = emulated_board
     before = fakesys.read_mode(root)
     rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
                        "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
@@ -114,8 +91,7 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
 
 
 def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
-    from . import fakesys
-    root = emulated_board
+    root, _ = emulated_board
     rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
                        "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
                        "--out", tmp_path / "l.csv")

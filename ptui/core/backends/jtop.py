@@ -93,8 +93,8 @@ class JtopBackend(Backend):
     def restore(self, snap) -> None:
         """The nvpmodel mode goes back through the service, then the exact values through sysfs."""
         nvp = snap.get("nvpmodel") if isinstance(snap, dict) else None
-        cur = self._j.nvpmodel
-        if nvp is not None and cur is not None and cur.id != nvp and not self._select_nvpmodel(nvp):
+        cur = self._sysfs.snapshot().get("nvpmodel")            # the board's own status file
+        if nvp is not None and cur != nvp and not self._select_nvpmodel(nvp):
             raise BackendError(f"jtop did not switch back to nvpmodel {nvp}")
         self._sysfs.restore(snap)
 
@@ -104,6 +104,10 @@ class JtopBackend(Backend):
     def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> bool:
         """Ask the service to switch nvpmodel mode; True once it reports the new mode."""
         import time
+        end = time.monotonic() + 5.0
+        while self._j.nvpmodel is None and time.monotonic() < end:   # first sample not in yet
+            self._j.ok(spin=True)
+            time.sleep(0.05)
         if self._j.nvpmodel is None:
             raise BackendError("the jtop service reports no nvpmodel on this board")
         try:
