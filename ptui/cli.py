@@ -9,6 +9,8 @@ import argparse
 import sys
 import time
 
+from .core.clock import hms
+
 EXIT_OK, EXIT_ERR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_INT = 0, 1, 2, 3, 130
 
 
@@ -24,11 +26,6 @@ def _err(msg: str) -> None:
 
 def _info(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -286,6 +283,13 @@ def _snapshot_path(device: str):
     return data_dir() / f"last-apply-{device}.json"
 
 
+def _remember_for_restore(backend, snap) -> None:
+    """Keep the pre-apply state so `ptui restore` can return to it (a real board only)."""
+    if not backend.simulated:
+        from .core.backends.sysfs import save_snapshot
+        save_snapshot(_snapshot_path(backend.device.name), backend.device.name, snap)
+
+
 def cmd_apply(a) -> int:
     from .core.apply import apply_mode, plan
     from .core.backends import open_backend
@@ -313,9 +317,7 @@ def cmd_apply(a) -> int:
     res = apply_mode(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    if not backend.simulated:
-        from .core.backends.sysfs import save_snapshot
-        save_snapshot(_snapshot_path(dev.name), dev.name, res.snapshot)
+    _remember_for_restore(backend, res.snapshot)
     print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
                               f"; undo with: ptui restore"))
     if a.persist:
@@ -341,9 +343,7 @@ def _apply_preset(a, backend) -> int:
         raise CLIError(f"the {backend.kind} backend cannot select presets")
     snap = backend.snapshot()
     backend.apply_preset(p.id)
-    if not backend.simulated:
-        from .core.backends.sysfs import save_snapshot
-        save_snapshot(_snapshot_path(dev.name), dev.name, snap)
+    _remember_for_restore(backend, snap)
     print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
     return EXIT_OK
 

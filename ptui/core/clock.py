@@ -4,6 +4,12 @@ from __future__ import annotations
 import time
 
 
+def hms(seconds: float) -> str:
+    """Seconds as H:MM:SS (device times, ETAs)."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 class Clock:
     virtual = False
 

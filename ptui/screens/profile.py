@@ -11,16 +11,12 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Static
 
+from ..core.clock import hms
 from ..core.csvio import write_csv
 from ..core.profiler import (PROFILE_HEADER, ProfileAborted, Profiler, choose_modes, open_session,
                              profile_rows)
 from ..core.store import Store, data_dir
 from ..core.workloads import WORKLOADS, get_workload
-
-
-def hms(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | None:
