@@ -17,6 +17,7 @@ Training lives in ``train.py`` (torch, imported only there).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -182,6 +183,12 @@ def load_model(directory: str | Path) -> Model:
         except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
             raise ModelError(f"{f}: corrupt model file ({type(e).__name__}: {e})") from None
     return Model(device, nets["time"], nets["power"], meta)
+
+
+@functools.lru_cache(maxsize=4)
+def load_bundled(device_name: str = "orin-agx") -> Model:
+    """The bundled reference, loaded once per process (it is never modified: fitting copies it)."""
+    return load_model(bundled_reference(device_name))
 
 
 def bundled_reference(device_name: str = "orin-agx") -> Path:

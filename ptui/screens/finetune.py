@@ -70,9 +70,9 @@ class FinetuneScreen(Screen):
         dev = st.backend.device
         try:
             from ..core.csvio import read_profile
-            from ..core.predictor import bundled_reference, load_model
+            from ..core.predictor import load_bundled
             modes, t, p = read_profile(path, dev)
-            ref = load_model(bundled_reference())
+            ref = load_bundled()
             from ..core import train          # torch is imported here, only when fine-tuning
             t0 = time.perf_counter()
             model = train.transfer(ref, dev, modes, t, p, workload=st.workload,

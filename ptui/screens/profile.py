@@ -22,8 +22,8 @@ from ..core.workloads import WORKLOADS, get_workload
 def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | None:
     """Rough device time of a plan, from the bundled reference's minibatch times."""
     try:
-        from ..core.predictor import bundled_reference, load_model
-        ref = load_model(bundled_reference(device.name))
+        from ..core.predictor import load_bundled
+        ref = load_bundled(device.name)
     except Exception:  # noqa: BLE001 - no reference for this device: no estimate
         return None
     t = ref.predict(modes)["time_ms"] / 1000.0
