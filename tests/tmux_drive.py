@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _flat(s: str) -> str:
+    """Text with line breaks, panel borders and runs of spaces collapsed to one space."""
+    return re.sub(r"[\s│┃║]+", " ", s)
 
 
 class Term:
@@ -36,10 +42,12 @@ class Term:
                               text=True, check=True).stdout
 
     def wait_for(self, text: str, timeout: float = 90.0) -> str:
+        """Wait until `text` is on screen, also when the terminal wrapped it inside a panel."""
+        want = _flat(text)
         end = time.time() + timeout
         while time.time() < end:
             s = self.screen()
-            if text in s:
+            if want in _flat(s):
                 return s
             time.sleep(0.3)
         raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
