@@ -1,10 +1,6 @@
-import os
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401 (re-exported)
 
 
 @pytest.fixture(autouse=True)
@@ -14,30 +10,9 @@ def _data_dir(tmp_path, monkeypatch):
     yield
 
 
-def run_cli(*args):
-    """Run the CLI in-process and return (rc, stdout, stderr) via capsys-free capture."""
-    import contextlib
-    import io
-    from ptui.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(list(map(str, args)))
-    return rc, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def cli():
     return run_cli
-
-
-def subprocess_env(tmp_path):
-    env = dict(os.environ)
-    env["PTUI_DATA_DIR"] = str(tmp_path / "data")
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
-PY = sys.executable
 
 
 @pytest.fixture
@@ -47,7 +22,7 @@ def emulated_board(tmp_path):
     import threading
     import time as _time
     from ptui.core.workloads import get_workload
-    from . import fakesys
+    from tests.support import fakesys
     root = fakesys.build(tmp_path / "root")
     drv = fakesys.Driver(root)
     drv.sim.start_training(get_workload("resnet18"))

@@ -152,7 +152,7 @@ async def test_help_and_palette_commands():
 
 
 async def test_pareto_from_profile_without_device(tmp_path):
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
     rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
                          "--out", tmp_path / "p.csv")
     assert rc == 0, err

@@ -2,8 +2,8 @@
 
 Walks the whole user journey on the simulated Orin AGX: dashboard, a 50-mode profile, fine-tune,
 a 30 W budget on the Pareto screen, apply, roll back.  Run directly to save the captures:
-    python tests/tmux_drive.py --out docs/screens.txt
-tests/test_tmux.py runs it under pytest (skipped where tmux is missing).
+    python tests/support/tmux_drive.py --out docs/screens.txt
+tests/functional/test_tmux.py runs it under pytest (skipped where tmux is missing).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _flat(s: str) -> str:

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from .tmux_drive import journey
+from tests.support.tmux_drive import journey
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed on this machine")

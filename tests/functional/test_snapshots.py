@@ -1,4 +1,4 @@
-"""Snapshot tests: what each screen looks like (SVG snapshots under tests/__snapshots__)."""
+"""Snapshot tests: what each screen looks like (SVG snapshots under tests/functional/__snapshots__)."""
 import os
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from ptui.core.workloads import get_workload
 
 ORIN = get_device("orin-agx")
 SIZE = (100, 32)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def deterministic_app(**kw) -> PtuiApp:

@@ -17,7 +17,7 @@ def ref():
 
 @pytest.fixture(scope="module")
 def profile50(tmp_path_factory):
-    from tests.conftest import run_cli
+    from tests.support.cli import run_cli
     import os
     d = tmp_path_factory.mktemp("p")
     os.environ["PTUI_DATA_DIR"] = str(d / "data")

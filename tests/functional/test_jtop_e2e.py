@@ -9,15 +9,15 @@ import time
 
 import pytest
 
-from . import fakesys
-from .jtop_fixture import JtopService, unavailable
+from tests.support import fakesys
+from tests.support.jtop_fixture import JtopService, unavailable
 
 WHY = unavailable()
 needs_service = pytest.mark.skipif(WHY is not None, reason=f"jtop end-to-end test: {WHY}")
 
 
 def ptui(*args, tmp):
-    from .conftest import subprocess_env
+    from tests.support.cli import subprocess_env
     r = subprocess.run([sys.executable, "-m", "ptui", *map(str, args)], capture_output=True, text=True,
                        env=subprocess_env(tmp), timeout=60)
     return r.returncode, r.stdout, r.stderr

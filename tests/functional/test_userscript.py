@@ -77,7 +77,7 @@ def test_script_that_never_steps(tmp_path):
 
 
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
-    from . import fakesys
+    from tests.support import fakesys
     root, _ = emulated_board
     before = fakesys.read_mode(root)
     rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",

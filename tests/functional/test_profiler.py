@@ -11,7 +11,7 @@ from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_sessi
 from ptui.core.store import Store
 from ptui.core.workloads import get_workload
 
-from .conftest import PY, subprocess_env
+from tests.support.cli import PY, subprocess_env
 
 ORIN = get_device("orin-agx")
 WL = get_workload("resnet18")

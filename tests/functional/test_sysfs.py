@@ -8,7 +8,7 @@ from ptui.core.detect import detect
 from ptui.core.devices import get_device
 from ptui.core.workloads import get_workload
 
-from . import fakesys
+from tests.support import fakesys
 
 ORIN = get_device("orin-agx")
 

@@ -1,0 +1,25 @@
+"""Helpers shared by the tests: run the CLI in-process, or as a subprocess with its own store."""
+import contextlib
+import io
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def run_cli(*args):
+    """Run the CLI in-process and return (rc, stdout, stderr)."""
+    from ptui.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(map(str, args)))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def subprocess_env(tmp_path):
+    env = dict(os.environ)
+    env["PTUI_DATA_DIR"] = str(tmp_path / "data")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
