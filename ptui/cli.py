@@ -77,7 +77,8 @@ def cmd_profile(a) -> int:
     else:
         workload = get_workload(a.workload or existing.workload, bs)
     backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
-                                 sample_interval=a.sample_interval, root=a.sysfs_root)
+                                 sample_interval=a.sample_interval, root=a.sysfs_root,
+                                 corpus=a.corpus)
     _info(note)
     dev = backend.device
     if not script and not backend.simulated:
@@ -89,14 +90,32 @@ def cmd_profile(a) -> int:
         script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
     name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
 
+    from .core.active import Goal, make_plan
+    sp = existing.params if existing and a.resume else {}
+    strategy = sp.get("strategy") or a.strategy or "random"
+    cands = backend.candidates() if backend.kind == "replay" else None   # recorded modes only
+    goal_d = sp.get("goal") or {"budget_w": a.budget_w, "deadline_ms": a.deadline_ms,
+                                "objective": a.objective}
+    goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
+    count = sp.get("count", a.count)
+    planner = None
+    if not (a.modes or a.grid):
+        from .core.predictor import load_bundled
+        first, planner = make_plan(dev, strategy, count=count, seed=seed, candidates=cands,
+                                   goal=goal, reference=load_bundled() if strategy == "active" else None)
+    params = {"out": a.out, "strategy": strategy, "count": count,
+              "goal": goal.as_dict() if goal else None}
+
     def plan():
         if a.modes:
             return choose_modes(dev, modes=read_modes(a.modes, dev))
-        return choose_modes(dev, count=a.count, grid=a.grid, seed=seed)
+        if a.grid:
+            return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=a.grid)
+        return first
 
     info = open_session(store, name, resume=a.resume, device=dev, workload=workload, seed=seed,
                         backend_kind=backend.kind, plan_fn=plan,
-                        original_mode=backend.current_mode(), params={"out": a.out})
+                        original_mode=backend.current_mode(), params=params)
     todo = len(info.plan) - info.n_done
     _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
           f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
@@ -108,7 +127,10 @@ def cmd_profile(a) -> int:
         source = ScriptSource(backend, script, log, stand_in=get_workload(a.workload or "resnet18", bs))
         _info(f"running {' '.join(script)!r} under the minibatch probe; its output goes to {log}")
     prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
-                    source=source)
+                    source=source, planner=planner)
+    if planner is not None:
+        _info(f"active profiling for the goal '{planner.goal.describe()}': up to {planner.count} "
+              f"modes, stopping early once the decision is confident")
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
     wall0 = time.perf_counter()
 
@@ -138,6 +160,12 @@ def cmd_profile(a) -> int:
     rows = profile_rows(store, name)
     write_csv(a.out, PROFILE_HEADER, rows)
     final = store.get_session(name)
+    if planner is not None:
+        _info(f"stopped: {planner.stop_reason}")
+        best = planner.best()
+        if best:
+            _info(f"best measured mode for the goal: {best[0].key} "
+                  f"(P(meets the goal) {best[1]:.0%} by the model)")
     sim = " (simulated)" if backend.simulated else ""
     _info(f"profiled {len(rows)} modes -> {a.out}; device time {hms(final.device_time_s)}{sim}, "
           f"wall time {time.perf_counter() - wall0:.1f} s")
@@ -401,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "training (PowerTrain). With no command, opens the app.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (app; default: detected)")
-    p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None,
+    p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
                    help="device backend for the app (default: auto)")
     p.add_argument("--speed", type=float, default=1.0,
                    help="simulator clock speed for the app (default 1 = real time)")
@@ -415,13 +443,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("profile", help="profile a training workload on a set of power modes")
     pr.add_argument("--device")
-    pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm")
     pr.add_argument("--batch-size", type=int, default=None)
     g = pr.add_mutually_exclusive_group()
     g.add_argument("--count", type=int, default=None, help="random grid modes to profile (default 50)")
     g.add_argument("--modes", help="CSV of modes to profile")
     g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
+    pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
+                    help="which modes to profile: random (PowerTrain's protocol, the default), "
+                         "space-filling, or active (needs a goal; stops early when confident)")
+    pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
+    pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
+    pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")
+    pr.add_argument("--corpus", help="with --backend replay: the recorded profile CSV that acts as the board")
     pr.add_argument("--seed", type=int, default=None)
     pr.add_argument("--session", help="session name (to resume later)")
     pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")

@@ -46,9 +46,17 @@ class _CV:
                 "cv_coverage90": float(np.mean(z <= Z90) * 100), "_z": z}
 
 
-def folds(n: int, seed: int, k: int = CV_FOLDS) -> np.ndarray:
+MIN_MODES = 6
+
+
+def n_folds(n: int) -> int:
+    """5-fold cross-validation, fewer folds (at least 2 rows each) for very small profiles."""
+    return min(CV_FOLDS, n // 2)
+
+
+def folds(n: int, seed: int) -> np.ndarray:
     """Fold of each row; the same assignment as train.fit_target uses for the networks."""
-    return np.random.default_rng(seed + 1).permutation(n) % k
+    return np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
 
 
 # -- Gaussian processes ------------------------------------------------------------------------
@@ -150,7 +158,7 @@ def _nn_candidates(X, y, ref_net, names, seed, loss):
     from . import train
     n = len(y)
     fold = folds(n, seed)
-    jobs = [(nm, f) for nm in names for f in range(CV_FOLDS)]
+    jobs = [(nm, f) for nm in names for f in range(n_folds(n))]
     members = []
     for nm, f in jobs:
         c = train.CANDIDATES[nm]
@@ -220,7 +228,7 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     metrics = {"method": method, "choice": choice, "cv_mape": best["cv_mape"],
                "cv_resid_sd": best["cv_resid_sd"], "cv_coverage90": best["cv_coverage90"],
                "cv_coverage90_calibrated": float(np.mean(z_cal <= Z90) * 100),
-               "sd_scale": scale, "cv_folds": CV_FOLDS,
+               "sd_scale": scale, "cv_folds": n_folds(n),
                "candidates_cv_mape": {k: v["cv_mape"] for k, v in scores.items()}}
     if skipped:
         metrics["note"] = skipped
@@ -237,8 +245,8 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     A = raw_modes(modes)
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
-    if len(A) < 2 * CV_FOLDS:
-        raise PtuiInputError(f"fitting needs at least {2 * CV_FOLDS} profiled modes, got {len(A)}")
+    if len(A) < MIN_MODES:
+        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes, got {len(A)}")
     for nm, y in (("time", t), ("power", p)):
         if y.shape != (len(A),) or not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise PtuiInputError(f"{nm} values must be positive finite numbers, one per mode")
