@@ -250,18 +250,18 @@ class ActivePlanner:
             return None
         confident = n >= max(10, self.n_initial + 4) and acq.incumbent is not None \
             and acq.score < STOP_EI and acq.p_feasible >= STOP_FEASIBLE
-        if confident or n >= self.count - 1:
-            # before stopping, measure the mode the decision would pick if it is only predicted:
-            # a pick is then a measured mode, never worse than the best measured one
+        if confident or n == self.count - 1:
+            # before stopping (or in the last slot), measure the mode the decision would pick if
+            # it is only predicted: a pick is then a measured mode, never worse than the best
+            # measured one
             pick = self.decide(rows)
             if pick is not None and not measured[pick]:
                 self.verifying = self.candidates[pick]
                 return self.verifying
-            self.stop_reason = (
-                f"confident after {n} modes: no unprofiled mode is expected to improve on the best "
-                f"measured one by more than {STOP_EI:.1%}" if confident else
-                f"reached --count {self.count} profiled modes")
-            return None
+            if confident:
+                self.stop_reason = (f"confident after {n} modes: no unprofiled mode is expected to "
+                                    f"improve on the best measured one by more than {STOP_EI:.1%}")
+                return None
         return self.candidates[acq.index]
 
     def decide(self, rows: list[dict]) -> int | None:
@@ -337,7 +337,10 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
     from .modes import transition_order
     if strategy not in STRATEGIES:
         raise PtuiInputError(f"unknown strategy {strategy!r}; choose {', '.join(STRATEGIES)}")
-    cands = list(candidates) if candidates is not None else device.pt_grid()
+    # random and space-filling draw from PowerTrain's grid; active searches every mode the board
+    # has (the decision is made over all of them), on the replay device the recorded ones
+    cands = list(candidates) if candidates is not None else (
+        device.full_space() if strategy == "active" else device.pt_grid())
     n = 50 if count is None else count
     if not 1 <= n <= len(cands):
         raise PtuiInputError(f"--count must be between 1 and {len(cands)} here, got {n}")

@@ -60,11 +60,18 @@ def folds(n: int, seed: int) -> np.ndarray:
 
 
 # -- Gaussian processes ------------------------------------------------------------------------
-def _kernel(dim: int):
+NOISE_FLOOR = 0.004        # relative sd of a profiled mode's median time / mean power
+
+
+def _kernel(dim: int, y_sd: float):
+    """C * RBF(ARD) + white noise; the noise may not drop below NOISE_FLOOR (in the normalised
+    units the regressor works in): a profiled value is a measurement, and a GP that believed it
+    exact would claim sub-0.1 % certainty next to it."""
     from sklearn.gaussian_process.kernels import RBF, WhiteKernel
     from sklearn.gaussian_process.kernels import ConstantKernel as C
+    floor = min((NOISE_FLOOR / max(y_sd, 1e-9)) ** 2, 0.05)
     return (C(1.0, (1e-3, 1e3)) * RBF(np.ones(dim), (5e-2, 1e3))
-            + WhiteKernel(1e-3, (1e-6, 0.5)))
+            + WhiteKernel(max(1e-3, 2 * floor), (floor, 0.5)))
 
 
 def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None):
@@ -89,7 +96,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
         M = np.vstack([np.ones_like(ref_log), ref_log]).T
         a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
         r = ly - (a + b * ref_log)
-    gpr = GaussianProcessRegressor(kernel if kernel is not None else _kernel(F.shape[1]),
+    gpr = GaussianProcessRegressor(kernel if kernel is not None else _kernel(F.shape[1], float(np.std(r))),
                                    normalize_y=True, n_restarts_optimizer=restarts or 0,
                                    optimizer=_short_lbfgs if restarts is None else "fmin_l_bfgs_b",
                                    random_state=seed)
