@@ -541,14 +541,49 @@ def _profile_args(pr, *, tune: bool) -> None:
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
 
 
+GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
+
+
+def _subparsers(p: argparse.ArgumentParser):
+    """Every subcommand's parser, nested ones (reference build) included."""
+    for act in p._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in dict.fromkeys(act.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
+
+
+def _share_global_options(p: argparse.ArgumentParser) -> None:
+    """Global options work before or after the subcommand.  A subcommand's copy defaults to SUPPRESS,
+    so when it is not given there the value given before the subcommand (or the global default) stays;
+    a subcommand that needs one (required=True) is checked after parsing instead (see main)."""
+    glob = {o: p._option_string_actions[o] for o in GLOBAL_OPTIONS}
+    for sp in _subparsers(p):
+        need = []
+        for opt, ga in glob.items():
+            own = sp._option_string_actions.get(opt)
+            if own is None:
+                sp.add_argument(opt, dest=ga.dest, type=ga.type, choices=ga.choices, metavar=ga.metavar,
+                                default=argparse.SUPPRESS, help=ga.help)
+                continue
+            own.default = argparse.SUPPRESS
+            if own.required:
+                own.required = False
+                need.append(opt)
+        if need:
+            sp.set_defaults(_required_globals=(sp.prog, tuple(need)))
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptui", description="Pick the right Jetson power mode for DNN "
-                                "training (PowerTrain). With no command, opens the app.")
+                                "training (PowerTrain). With no command, opens the app. Global options "
+                                "(--device, --backend, --speed) go before or after the command.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (app; default: detected)")
+    p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (default: detected)")
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
-                   help="device backend for the app (default: auto)")
+                   help="device backend (default: auto)")
+    p.add_argument("--corpus", help="with --backend replay: a recorded profile CSV that acts as the board")
+    p.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     p.add_argument("--speed", type=float, default=1.0,
                    help="simulator clock speed for the app (default 1 = real time)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -643,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
     rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     rs.set_defaults(fn=cmd_restore)
+    _share_global_options(p)
     return p
 
 
@@ -653,6 +689,11 @@ def main(argv: list[str] | None = None) -> int:
         a = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    prog, need = getattr(a, "_required_globals", ("", ()))
+    missing = [o for o in need if getattr(a, o[2:].replace("-", "_")) is None]
+    if missing:
+        _err(f"{prog} needs {' and '.join(missing)} (before or after the command)")
+        return EXIT_INPUT
     if a.version:
         from . import __version__
         print(f"ptui {__version__}")
