@@ -295,3 +295,19 @@ def test_infeasible_names_the_closest_modes():
         choose(tab, budget_w=10, deadline_ms=20, risk=None)
     assert m[0].key in str(ei.value) and m[1].key in str(ei.value)
     assert "with risk" not in str(ei.value)
+
+
+def test_table_from_prediction():
+    m = MODES[:3]
+    tab = Table.from_prediction(m, {"time_ms": [100, 50, 80], "power_w": [10, 30, 20]})
+    assert len(tab) == 3 and tab.modes == list(m)
+    for a in (tab.time_ms, tab.power_w, tab.time_ms_std, tab.power_w_std):
+        assert a.dtype == np.float64 and a.shape == (3,)
+    assert tab.time_ms_std.tolist() == [0.0, 0.0, 0.0] and tab.power_w_std.tolist() == [0.0] * 3
+    assert choose(tab, budget_w=25).exceed_prob is None          # no spread: the plain rule
+    tab = Table.from_prediction(m, {"time_ms": [100, 50, 80], "power_w": [10, 30, 20],
+                                    "time_ms_std": [1, 2, 3], "power_w_std": [1, 1, 2]})
+    assert tab.time_ms_std.tolist() == [1.0, 2.0, 3.0] and tab.power_w_std.dtype == np.float64
+    assert tab.power_w_std.tolist() == [1.0, 1.0, 2.0]
+    d = choose(tab, budget_w=25)
+    assert d.index == 2 and d.exceed_prob == pytest.approx(p_exceed(20, 2, 25), abs=1e-6)
