@@ -185,10 +185,16 @@ class SysfsBackend(Backend):
             if f.exists():
                 st["online"][c] = _read_text(f)
         for cl in self.device.cpu_clusters:
+            # an offline cluster keeps its limits for when it comes back: record them too where
+            # the kernel lets us read them (apply may bring the cluster online and pin it)
             pc = self._cluster_policy_cpu(cl)
+            if pc is None:
+                pc = next((c for c in cl if (self._cpu(c) / "cpufreq").is_dir()), None)
             if pc is not None:
                 d = self._cpu(pc) / "cpufreq"
-                st["cpufreq"][pc] = (_read_text(d / "scaling_min_freq"), _read_text(d / "scaling_max_freq"))
+                mn, mx = _read_text(d / "scaling_min_freq"), _read_text(d / "scaling_max_freq")
+                if mn and mx:
+                    st["cpufreq"][pc] = (mn, mx)
         if self.gpu_dir:
             st["gpu"] = (_read_text(self.gpu_dir / "min_freq"), _read_text(self.gpu_dir / "max_freq"))
         if self.emc_dir:
@@ -288,8 +294,20 @@ class SysfsBackend(Backend):
         for c, v in sorted(online.items()):
             if v == "1":
                 ws.append(Write(self._cpu(c) / "online", "1", "restore"))
-        for pc, (mn, mx) in snap["cpufreq"].items():
-            d = self._cpu(int(pc)) / "cpufreq"
+        limits = {int(pc): v for pc, v in snap["cpufreq"].items()}
+        first = next(iter(limits.values()), None)
+        for cl in self.device.cpu_clusters:
+            pc = next((c for c in cl if c in limits), None)
+            on = [c for c in cl if c == 0 or not (self._cpu(c) / "online").exists()
+                  or online.get(c) == "1" or self._num(self._cpu(c) / "online") == 1]
+            if pc is None and on and first is not None and (self._cpu(on[0]) / "cpufreq").is_dir():
+                # online now, offline and unreadable at the snapshot (an inactive policy):
+                # nvpmodel pins every cluster alike, so give it the first cluster's limits
+                limits[on[0]], pc = first, on[0]
+            if pc is None or pc not in on:
+                continue                             # stays offline: its limits are untouched
+            mn, mx = limits[pc]
+            d = self._cpu(pc) / "cpufreq"
             cur_max = self._num(d / "scaling_max_freq") or 0
             pairs = [("scaling_max_freq", mx), ("scaling_min_freq", mn)] if float(mx) > cur_max else \
                     [("scaling_min_freq", mn), ("scaling_max_freq", mx)]
@@ -327,7 +345,15 @@ class SysfsBackend(Backend):
         """Select an NVIDIA preset with nvpmodel and verify the board reached its caps."""
         p = self.device.preset(key)
         snap = self._state()
-        self._nvpmodel(p.id)
+        try:
+            self._nvpmodel(p.id)
+        except BackendError as e:
+            # nvpmodel can fail (or stop for a reboot) after changing part of the board
+            try:
+                self.restore(snap)
+            except Exception as e2:  # noqa: BLE001
+                raise BackendError(f"{e}; ROLLBACK FAILED: {e2}; check the device") from None
+            raise BackendError(f"{e}; the previous state was restored") from None
         got = self.current_mode()
         if got != p.mode:
             self.restore(snap)
