@@ -366,15 +366,26 @@ class SysfsBackend(Backend):
         """Write a custom POWER_MODEL into the nvpmodel conf (backup kept) and select it."""
         conf = self.nvpmodel_conf
         try:
-            text = conf.read_text()
+            raw = conf.read_bytes()
         except OSError as e:
             raise BackendError(f"cannot read {conf}: {e.strerror or e}") from None
+        text = raw.decode("utf-8", "surrogateescape")       # bytes we do not touch stay as they are
         backup = conf.with_name(conf.name + ".ptui-backup")
-        if not backup.exists():
-            backup.write_text(text)
-        block = nvpmodel_block(self.device, mode, mode_id, name)
-        conf.write_text(_replace_power_model(text, mode_id, block))
-        self._nvpmodel(mode_id)
+        made_backup = not backup.exists()
+        try:
+            if made_backup:                                 # the first original is the one kept
+                _write_atomic(backup, raw)
+            block = nvpmodel_block(self.device, mode, mode_id, name)
+            _write_atomic(conf, _replace_power_model(text, mode_id, block).encode("utf-8", "surrogateescape"))
+        except OSError as e:
+            raise BackendError(f"cannot write {conf}: {e.strerror or e}") from None
+        try:
+            self._nvpmodel(mode_id)
+        except BackendError as e:
+            _write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
+            if made_backup:
+                backup.unlink()
+            raise BackendError(f"{e}; {conf} left as it was") from None
         return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
                 f"{backup}; it survives a reboot")
 
@@ -417,6 +428,28 @@ def _replace_power_model(text: str, mode_id: int, block: str) -> str:
     body = "".join(out)
     i = body.find("< PM_CONFIG")
     return body[:i] + block + "\n" + body[i:] if i >= 0 else body + "\n" + block
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace a file's bytes in one step (temp file + rename), keeping its permissions."""
+    import tempfile
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        except OSError:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _read_text(path: Path) -> str | None:
