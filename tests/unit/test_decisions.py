@@ -311,3 +311,33 @@ def test_table_from_prediction():
     assert tab.power_w_std.tolist() == [1.0, 1.0, 2.0]
     d = choose(tab, budget_w=25)
     assert d.index == 2 and d.exceed_prob == pytest.approx(p_exceed(20, 2, 25), abs=1e-6)
+
+
+# -- the CLI names the brute-force mode ---------------------------------------------------------
+@pytest.mark.parametrize("args, goal", [
+    (("--budget-w", "30"), dict(budget=30.0, risk=0.05)),
+    (("--budget-w", "30", "--risk", "0"), dict(budget=30.0, risk=None)),
+    (("--budget-w", "25", "--tolerance-w", "2"), dict(budget=25.0, risk=0.05, tol=2.0)),
+    (("--budget-w", "20", "--risk", "0.2"), dict(budget=20.0, risk=0.2)),
+    (("--deadline-ms", "150"), dict(deadline=150.0, risk=0.05)),
+    (("--deadline-ms", "150", "--risk", "0"), dict(deadline=150.0, risk=None)),
+    (("--objective", "energy", "--budget-w", "20"), dict(objective="energy", budget=20.0, risk=0.05)),
+    (("--objective", "energy", "--risk", "0"), dict(objective="energy", risk=None)),
+])
+def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
+    import json
+    from ptui.core.csvio import mode_cells, write_csv
+    from ptui.core.predictor import bundled_reference, load_bundled
+    model = load_bundled("orin-agx")
+    modes = random.Random(4).sample(MODES, 1500)
+    write_csv(tmp_path / "modes.csv", ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), map(mode_cells, modes))
+    tab = Table.from_prediction(modes, model.predict(modes))
+    want = modes[brute(tab, **goal)]
+    sel = ("--model", bundled_reference(), "--modes", tmp_path / "modes.csv")
+    rc, out, err = cli("pareto", *sel, *args, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["mode"] == want.as_dict()
+    rc, out, err = cli("pareto", *sel, *args)
+    assert rc == 0, err
+    assert (f"apply with: ptui apply --cores {want.cores} --cpu-mhz {want.cpu_mhz:g} "
+            f"--gpu-mhz {want.gpu_mhz:g} --mem-mhz {want.mem_mhz:g}") in out
