@@ -50,9 +50,12 @@ def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", profile50, "--out", tmp_path / "m",
                        "--workload", "mobilenetv3")
     assert rc == 0, err
-    assert "cross-validated MAPE: time" in out
+    assert "cross-validated MAPE" in out and "90 % interval covered" in out
     meta = json.loads((tmp_path / "m" / "meta.json").read_text())
-    assert meta["kind"] == "transfer" and meta["trained_on"]["modes"] == 50
+    assert meta["method"] == "auto" and meta["trained_on"]["modes"] == 50
+    for target in ("time", "power"):
+        m = meta["metrics"][target]
+        assert m["choice"] == min(m["candidates_cv_mape"], key=m["candidates_cv_mape"].get)
     rc, _, err = cli("predict", "--model", tmp_path / "m", "--out", tmp_path / "all.csv")
     assert rc == 0, err
     lines = (tmp_path / "all.csv").read_text().splitlines()
