@@ -159,10 +159,9 @@ def cmd_sessions(a) -> int:
 
 
 def _refuse_overwrite_into(path) -> None:
-    from pathlib import Path
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise CLIError(f"{p} exists and is not a model directory; nothing written")
+    """Before training: refuse an --out that ptui may not replace (see core.modeldir)."""
+    from .core.modeldir import check_out_dir
+    check_out_dir(path)
 
 
 def cmd_reference_build(a) -> int:
@@ -215,7 +214,10 @@ def _predict_table(a):
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     modes = read_modes(a.modes, model.device) if a.modes else model.device.full_space()
-    return model, Table.from_prediction(modes, model.predict(modes))
+    from .core.predictor import check_predictions
+    pred = model.predict(modes)
+    check_predictions(pred, str(a.model))
+    return model, Table.from_prediction(modes, pred)
 
 
 def cmd_predict(a) -> int:
@@ -262,7 +264,8 @@ def cmd_pareto(a) -> int:
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
     if a.json:
-        print(json.dumps(res))
+        from .core.modeldir import finite_json
+        print(json.dumps(finite_json(res), allow_nan=False))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
