@@ -47,16 +47,19 @@ def cmd_modes(a) -> int:
 
 def cmd_profile(a) -> int:
     from .core.backends import open_backend
-    from .core.csvio import read_modes, write_csv
-    from .core.profiler import (PROFILE_HEADER, ProfileConfig, Profiler, choose_modes,
-                                open_session, profile_rows)
+    from .core.csvio import check_out_file, read_modes
+    from .core.profiler import (ProfileConfig, Profiler, choose_modes, open_session,
+                                save_profile)
     from .core.store import Store
     from .core.workloads import get_workload
 
     script = list(a.command_line)
     if not script and not a.workload and not a.resume:
         raise CLIError("--workload is required (or --resume an existing --session)")
+    check_out_file(a.out)
     store = Store()
+    if store.notice:
+        _info(store.notice)
     if a.resume and not a.session:
         raise CLIError("--resume needs --session NAME")
     existing = store.get_session(a.session) if a.session else None
@@ -87,7 +90,7 @@ def cmd_profile(a) -> int:
             raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
                            f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
         script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
-    name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = a.session or store.free_name(f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}")
 
     def plan():
         if a.modes:
@@ -121,25 +124,20 @@ def cmd_profile(a) -> int:
     try:
         prof.run(info, show)
     except KeyboardInterrupt:
-        write_csv(a.out, PROFILE_HEADER, profile_rows(store, name))
-        _info(f"interrupted: device restored to its original mode; {len(profile_rows(store, name))}"
-              f" finished modes saved to {a.out}; resume with: ptui profile --session {name} --resume"
-              f" --out {a.out}")
+        _info(f"interrupted: device restored to its original mode; {save_profile(a.out, store, name)};"
+              f" resume with: ptui profile --session {name} --resume --out {a.out}")
         return EXIT_INT
     except Exception:
-        rows = profile_rows(store, name)
-        if rows:
-            write_csv(a.out, PROFILE_HEADER, rows)
+        _info(save_profile(a.out, store, name))
         _info(f"the device was restored to its original mode; finished modes are kept in session "
               f"{name} (resume with --session {name} --resume)")
         raise
     finally:
         backend.close()
-    rows = profile_rows(store, name)
-    write_csv(a.out, PROFILE_HEADER, rows)
+    saved = save_profile(a.out, store, name)
     final = store.get_session(name)
     sim = " (simulated)" if backend.simulated else ""
-    _info(f"profiled {len(rows)} modes -> {a.out}; device time {hms(final.device_time_s)}{sim}, "
+    _info(f"profiled: {saved}; device time {hms(final.device_time_s)}{sim}, "
           f"wall time {time.perf_counter() - wall0:.1f} s")
     return EXIT_OK
 
@@ -147,6 +145,8 @@ def cmd_profile(a) -> int:
 def cmd_sessions(a) -> int:
     from .core.store import Store
     store = Store()
+    if store.notice:
+        _info(store.notice)
     rows = store.list_sessions()
     if not rows:
         _info(f"no profiling sessions in {store.path}")
@@ -192,10 +192,14 @@ def cmd_fit(a) -> int:
     _refuse_overwrite_into(a.out)
     from .core import train
     t0 = time.perf_counter()
-    model = train.transfer(ref, dev, modes, t, p, workload=a.workload or "custom",
+    from .core.csvio import profile_tags
+    tags = profile_tags(a.profile)                 # a ptui profile names its workload
+    workload = a.workload or tags.get("workload") or "custom"
+    model = train.transfer(ref, dev, modes, t, p, workload=workload,
                            source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
                            scratch=a.scratch, progress=_info)
     el = time.perf_counter() - t0
+    _remember_epoch_size(model, workload, tags.get("batch_size"))
     model.save(a.out)
     m = model.meta["metrics"]
     kind = "trained from scratch" if a.scratch else (
@@ -203,6 +207,15 @@ def cmd_fit(a) -> int:
     print(f"model for {dev.name} {kind}, {len(modes)} modes -> {a.out} ({el:.1f} s)")
     print(f"cross-validated MAPE: time {m['time']['cv_mape']:.1f} %, power {m['power']['cv_mape']:.1f} %")
     return EXIT_OK
+
+
+def _remember_epoch_size(model, workload: str, batch_size) -> None:
+    """Record the profiled workload's minibatches per epoch so pareto can turn time into epochs."""
+    from .core.workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
+        w = w.with_batch(int(batch_size))
+        model.meta.update(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
 
 
 def _predict_table(a):
@@ -239,7 +252,7 @@ def cmd_pareto(a) -> int:
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     model, tab = _predict_table(a)
-    wl_mb = a.batches_per_epoch
+    wl_mb = a.batches_per_epoch or model.meta.get("batches_per_epoch")
     if wl_mb is None:
         from .core.workloads import WORKLOADS
         w = WORKLOADS.get(str(model.meta.get("workload")))
@@ -294,11 +307,13 @@ def _remember_for_restore(backend, snap) -> None:
 
 
 def cmd_apply(a) -> int:
-    from .core.apply import apply_mode, plan
+    from .core.apply import apply_mode, check_persist, plan
     from .core.backends import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
+    if a.persist:
+        check_persist(backend)          # before anything is applied
     if a.preset is not None:
         return _apply_preset(a, backend)
     if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
@@ -342,12 +357,12 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    if not hasattr(backend, "apply_preset"):
-        raise CLIError(f"the {backend.kind} backend cannot select presets")
-    snap = backend.snapshot()
-    backend.apply_preset(p.id)
+    from .core.apply import select_preset
+    snap = select_preset(backend, p)
     _remember_for_restore(backend, snap)
     print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    if a.persist:
+        print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
 
 
@@ -364,19 +379,14 @@ def cmd_restore(a) -> int:
         return EXIT_OK
     snap = load_snapshot(_snapshot_path(dev.name))
     if snap and snap.get("device") == dev.name:
-        backend.restore(snap["state"])
+        from .core.apply import restore_snapshot
+        now = restore_snapshot(backend, snap["state"])
         _snapshot_path(dev.name).unlink()
-        print(f"restored the state before the last ptui apply: {backend.current_mode().key}")
+        print(f"restored the state before the last ptui apply: {now.key}")
         return EXIT_OK
-    import subprocess
-    pid = dev.default_preset
-    r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {(r.stdout + r.stderr).strip()[:200]}",
-                       EXIT_ERR)
-    print(f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}")
-    return EXIT_OK
+    raise CLIError(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be undone "
+                   f"(the board stays in {backend.current_mode().key}; choose a preset with "
+                   f"ptui apply --preset NAME)")
 
 
 # -- parser --------------------------------------------------------------------------------------

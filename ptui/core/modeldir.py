@@ -20,6 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .locks import current_umask as _umask, pid_alive as _pid_alive
+
 META = "meta.json"
 LEGACY_FILES = ("time.npz", "power.npz")     # models written before meta.json listed its files
 _NEW, _OLD = "ptui-new", "ptui-old"
@@ -107,16 +109,6 @@ def check_out_dir(directory) -> Path:
     return d
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _clean_stale(d: Path) -> None:
     """Hidden temporaries of d left by a ptui process that died mid-save (kill -9)."""
     for p in d.parent.glob(f".{d.name}.ptui-*-*-*"):
@@ -129,16 +121,6 @@ def _clean_stale(d: Path) -> None:
             os.replace(p, d)                  # died between the two renames: put the old one back
         else:
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _umask() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def write_model_dir(directory, meta: dict, write_files) -> Path:
