@@ -85,10 +85,15 @@ def rollback(backend: Backend, snapshot) -> Mode:
     return backend.current_mode()
 
 
+class NotSupported(ApplyError):
+    """The backend cannot do what was asked (bad input for this board: exit code 2)."""
+    exit_code = 2
+
+
 def check_persist(backend: Backend) -> None:
     """Up front, before anything is applied: --persist needs nvpmodel on a real board."""
     if backend.simulated or not hasattr(backend, "persist"):
-        raise ApplyError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend "
+        raise NotSupported(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend "
                          f"cannot keep a mode across reboots; nothing applied")
 
 
@@ -96,7 +101,7 @@ def select_preset(backend: Backend, preset):
     """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
     from .locks import board_lock
     if not hasattr(backend, "apply_preset"):
-        raise ApplyError(f"the {backend.kind} backend cannot select presets")
+        raise NotSupported(f"the {backend.kind} backend cannot select presets")
     with board_lock(backend):
         snap = backend.snapshot()
         backend.apply_preset(preset.id)
