@@ -58,9 +58,12 @@ def plan(backend: Backend, target: Mode) -> Plan:
 def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
     process is changing this board's mode)."""
-    from .locks import board_lock
-    with board_lock(backend):
-        return _apply_mode(backend, target)
+    from .locks import LockError, board_lock
+    try:
+        with board_lock(backend):
+            return _apply_mode(backend, target)
+    except LockError as e:                   # nothing was touched
+        return ApplyResult(False, target, None, None, f"not applied: {e}")
 
 
 def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
@@ -81,8 +84,7 @@ def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
 
 
 def rollback(backend: Backend, snapshot) -> Mode:
-    backend.restore(snapshot)
-    return backend.current_mode()
+    return restore_snapshot(backend, snapshot)
 
 
 class NotSupported(ApplyError):

@@ -295,10 +295,11 @@ class Profiler:
         return results
 
 
-PROFILE_HEADER = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
+PROFILE_VALUES = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
                   "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
                   "stable")
 PROFILE_TAGS = ("workload", "batch_size", "session")     # trailing text columns: what was profiled
+PROFILE_HEADER = PROFILE_VALUES + PROFILE_TAGS
 
 
 def profile_rows(store: Store, session: str) -> list[list[str]]:
@@ -309,7 +310,7 @@ def profile_rows(store: Store, session: str) -> list[list[str]]:
     out = []
     for _, r in store.results(session):
         m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
-        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_HEADER[4:]] + tags)
+        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_VALUES[4:]] + tags)
     return out
 
 
@@ -322,7 +323,7 @@ def save_profile(path, store: Store, session: str) -> str:
     if not rows:
         return f"no mode finished yet, {path} not written"
     moved = keep_aside(path, session)
-    write_csv(path, PROFILE_HEADER + PROFILE_TAGS, rows)
+    write_csv(path, PROFILE_HEADER, rows)
     kept = f" (the file that was there is kept as {moved})" if moved else ""
     return f"{len(rows)} finished modes saved to {path}{kept}"
 
