@@ -115,14 +115,19 @@ def cmd_profile(a) -> int:
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
     wall0 = time.perf_counter()
 
+    from .cliprogress import Steps
+    bar = Steps("profiling", len(info.plan), _info, done=info.n_done)
+
     def show(p):
-        if p.done % every == 0 or p.done == p.total:
-            r = p.last
-            _info(f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
-                  f"   device time {hms(p.device_time_s)}")
+        r = p.last
+        bar.update(p.done, f"{r.mode.key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
+                   f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
+                   f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
+                   else None)
 
     try:
-        prof.run(info, show)
+        with bar:
+            prof.run(info, show)
     except KeyboardInterrupt:
         _info(f"interrupted: device restored to its original mode; {save_profile(a.out, store, name)};"
               f" resume with: ptui profile --session {name} --resume --out {a.out}")
@@ -172,8 +177,10 @@ def cmd_reference_build(a) -> int:
     _refuse_overwrite_into(a.out)
     from .core import train
     t0 = time.perf_counter()
-    model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
-                                  f"profile {a.profile}", seed=a.seed, progress=_info)
+    from .cliprogress import Steps
+    with Steps("training", 2, _info) as bar:          # two networks: time, power
+        model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
+                                      f"profile {a.profile}", seed=a.seed, progress=bar.stage)
     model.save(a.out)
     m = model.meta["metrics"]
     _info(f"reference for {dev.name}/{a.workload} from {len(modes)} modes -> {a.out} "
@@ -195,9 +202,11 @@ def cmd_fit(a) -> int:
     from .core.csvio import profile_tags
     tags = profile_tags(a.profile)                 # a ptui profile names its workload
     workload = a.workload or tags.get("workload") or "custom"
-    model = train.transfer(ref, dev, modes, t, p, workload=workload,
-                           source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
-                           scratch=a.scratch, progress=_info)
+    from .cliprogress import Steps
+    with Steps("fitting", 2, _info) as bar:           # two networks: time, power
+        model = train.transfer(ref, dev, modes, t, p, workload=workload,
+                               source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
+                               scratch=a.scratch, progress=bar.stage)
     el = time.perf_counter() - t0
     _remember_epoch_size(model, workload, tags.get("batch_size"))
     model.save(a.out)
