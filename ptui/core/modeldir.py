@@ -20,7 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .locks import current_umask as _umask, pid_alive as _pid_alive
+from .locks import current_umask as _umask
+from .locks import pid_alive as _pid_alive
 
 META = "meta.json"
 LEGACY_FILES = ("time.npz", "power.npz")     # models written before meta.json listed its files

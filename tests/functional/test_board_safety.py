@@ -127,3 +127,38 @@ def test_persist_with_a_preset_says_what_it_does(tree, cli, nvpmodel_on_path):
                        "--yes", "--persist")
     assert rc == 0, err
     assert "selected MODE_15W" in out and "across reboots" in out
+
+
+def test_profiling_holds_the_board(tmp_path):
+    """Profiler.run refuses, touching nothing, while another process changes the board's mode."""
+    from ptui.core import locks
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.profiler import Profiler, choose_modes, open_session
+    from ptui.core.store import Store
+    from ptui.core.workloads import get_workload
+
+    class Board(SimJetson):                 # a real board as far as locking goes
+        simulated = False
+        kind = "sysfs"
+        root = str(tmp_path / "board")
+
+    be = Board(ORIN, seed=0)
+    wl = get_workload("mobilenetv3")
+    start = be.current_mode()
+    store = Store()
+    info = open_session(store, "b", resume=False, device=ORIN, workload=wl, seed=0, backend_kind="sysfs",
+                        plan_fn=lambda: choose_modes(ORIN, count=2, seed=0), original_mode=start,
+                        params={})
+    p = _hold(locks.lock_path(locks.board_key(be)))
+    try:
+        with pytest.raises(locks.LockError, match=f"pid {p.pid}"):
+            Profiler(be, wl, store, "b").run(info)
+        assert be.current_mode() == start and store.done_indices("b") == set()
+    finally:
+        p.kill()
+        p.wait()
+    assert locks.holder(locks.session_key("b")) is None          # released for a later --resume
+    info = open_session(store, "b", resume=True, device=ORIN, workload=wl, seed=0, backend_kind="sysfs",
+                        plan_fn=None, original_mode=start, params={})
+    assert len(Profiler(be, wl, store, "b").run(info)) == 2
+    assert be.current_mode() == start

@@ -1,6 +1,5 @@
 """Files and the session store: nothing the user had is lost, nothing ptui left behind lingers."""
 import os
-import sqlite3
 import subprocess
 import sys
 
@@ -70,7 +69,7 @@ def test_kill_9_mid_write_leaves_a_recognisable_temporary_that_the_next_write_re
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
             f"write_csv({str(tmp_path / 'k.csv')!r}, ('x',), rows())\n")
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=False)
     assert r.returncode == -9
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".k.csv.ptui-tmp-")]
     assert len(left) == 1
@@ -208,7 +207,7 @@ def test_damaged_store_is_set_aside_and_work_goes_on(tmp_path, cli):
         f.seek(4096 * 3)
         f.write(b"\x5a" * 8192)
     damaged = s.path.read_bytes()
-    rc, out, err = cli("sessions")
+    rc, _, err = cli("sessions")
     assert rc == 0, err
     assert "damaged" in err and "moved" in err
     aside = [p for p in s.path.parent.iterdir() if ".damaged-" in p.name and not p.name.endswith(("-wal", "-shm"))]

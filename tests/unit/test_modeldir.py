@@ -52,7 +52,7 @@ def test_fit_refuses_a_directory_ptui_did_not_write(tmp_path, profile, cli, monk
     (tmp_path / "sibling" / "notes.txt").write_text("keep me")
     monkeypatch.chdir(work)
     for out in (work / "src", ".", "..", str(tmp_path), tmp_path / "sibling"):
-        rc, out_, err = cli("fit", "--device", "orin-agx", "--profile", profile, "--out", out)
+        rc, _, err = cli("fit", "--device", "orin-agx", "--profile", profile, "--out", out)
         assert rc == 2, (out, err)
         assert err.count("\n") == 1 and "Traceback" not in err
     rc, _, err = cli("reference", "build", "--device", "orin-agx", "--profile", profile,
