@@ -138,6 +138,26 @@ def _clean_stale_temps(path: Path) -> None:
                 pass
 
 
+# headers earlier ptui versions wrote, which a newer header extends (profiles before the
+# workload/batch_size/session columns)
+OLDER_HEADERS = {PROFILE_COLS + ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches",
+                                 "n_power", "settle_s", "mode_s", "stable")}
+
+
+def _refuse_foreign(path: Path, header: Sequence[str]) -> None:
+    """A file at `path` is replaced only when it is the same kind of ptui CSV (the same header, or
+    an older ptui version of it); anything else is the user's and is kept."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return
+    got = _text_rows(path)
+    old = got[0] if got else None
+    new = [h.lower() for h in header]
+    if old and (old == new or (tuple(old) in OLDER_HEADERS and old == new[:len(old)])):
+        return
+    raise CSVError(f"{path} exists and is not a ptui CSV of this kind; nothing written "
+                   f"(choose another --out, or move the file away first)")
+
+
 def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Sequence]) -> None:
     """Write atomically (temp file + rename) so a crash never leaves a half-written file;
     path None or '-' writes to stdout.  The file gets the permissions of a new file under the
@@ -152,6 +172,7 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
     d = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise CSVError(f"{path}: is a directory; give a file name for the CSV")
+    _refuse_foreign(path, header)
     try:
         perm = path.stat().st_mode & 0o777
     except OSError:

@@ -268,3 +268,22 @@ def test_second_run_of_a_session_is_refused(tmp_path, cli):
         p.wait()
     rc, _, err = cli("profile", "--session", "s", "--resume", "--out", tmp_path / "s.csv")
     assert rc == 0, err
+
+
+def test_predict_and_modes_never_overwrite_another_file(tmp_path, cli):
+    mine = tmp_path / "modes.csv"
+    mine.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n4,729.6,318.75,665.6\n")
+    notes = tmp_path / "notes.csv"
+    notes.write_text("a,b\n1,2\n")
+    from ptui.core.predictor import bundled_reference
+    for args in (["predict", "--model", bundled_reference(), "--modes", mine, "--out", mine],
+                 ["modes", "--device", "orin-agx", "--grid", "presets", "--out", notes]):
+        rc, _, err = cli(*args)
+        assert rc == 2 and "is not a ptui CSV of this kind" in err, err
+    assert mine.read_text() == "cores,cpu_mhz,gpu_mhz,mem_mhz\n4,729.6,318.75,665.6\n"
+    assert notes.read_text() == "a,b\n1,2\n"
+    out = tmp_path / "pred.csv"
+    for _ in range(2):                       # its own output is replaced
+        rc, _, err = cli("predict", "--model", bundled_reference(), "--modes", mine, "--out", out)
+        assert rc == 0, err
+    assert len(out.read_text().splitlines()) == 2
