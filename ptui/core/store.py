@@ -77,6 +77,7 @@ class SessionInfo:
 
 
 _CORRUPT = {11, 26}          # SQLITE_CORRUPT, SQLITE_NOTADB
+_checked: set[str] = set()   # stores this process has checked already (the check reads every page)
 
 
 def _is_corrupt(e: sqlite3.Error) -> bool:
@@ -114,11 +115,13 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
-            bad = [r[0] for r in self.db.execute("PRAGMA quick_check")]
-            if bad != ["ok"]:
-                e = sqlite3.DatabaseError(f"database disk image is malformed: {bad[0]}")
-                e.sqlite_errorcode = 11
-                raise e
+            if str(self.path) not in _checked:
+                bad = [r[0] for r in self.db.execute("PRAGMA quick_check")]
+                if bad != ["ok"]:
+                    e = sqlite3.DatabaseError(f"database disk image is malformed: {bad[0]}")
+                    e.sqlite_errorcode = 11
+                    raise e
+                _checked.add(str(self.path))
         except BaseException:
             self.db.close()
             raise

@@ -207,6 +207,8 @@ def test_damaged_store_is_set_aside_and_work_goes_on(tmp_path, cli):
         f.seek(4096 * 3)
         f.write(b"\x5a" * 8192)
     damaged = s.path.read_bytes()
+    import ptui.core.store as S
+    S._checked.clear()                                       # as a new ptui process would
     rc, _, err = cli("sessions")
     assert rc == 0, err
     assert "damaged" in err and "moved" in err
