@@ -47,16 +47,19 @@ def cmd_modes(a) -> int:
 
 def cmd_profile(a) -> int:
     from .core.backends import open_backend
-    from .core.csvio import read_modes, write_csv
-    from .core.profiler import (PROFILE_HEADER, ProfileConfig, Profiler, choose_modes,
-                                open_session, profile_rows)
+    from .core.csvio import check_out_file, read_modes
+    from .core.profiler import (ProfileConfig, Profiler, choose_modes, open_session,
+                                save_profile)
     from .core.store import Store
     from .core.workloads import get_workload
 
     script = list(a.command_line)
     if not script and not a.workload and not a.resume:
         raise CLIError("--workload is required (or --resume an existing --session)")
+    check_out_file(a.out)
     store = Store()
+    if store.notice:
+        _info(store.notice)
     if a.resume and not a.session:
         raise CLIError("--resume needs --session NAME")
     existing = store.get_session(a.session) if a.session else None
@@ -88,7 +91,7 @@ def cmd_profile(a) -> int:
             raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
                            f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
         script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
-    name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = a.session or store.free_name(f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}")
 
     from .core.active import Goal, make_plan
     sp = existing.params if existing and a.resume else {}
@@ -134,31 +137,31 @@ def cmd_profile(a) -> int:
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
     wall0 = time.perf_counter()
 
+    from .cliprogress import Steps
+    bar = Steps("profiling", len(info.plan), _info, done=info.n_done)
+
     def show(p):
-        if p.done % every == 0 or p.done == p.total:
-            r = p.last
-            _info(f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
-                  f"   device time {hms(p.device_time_s)}")
+        r = p.last
+        bar.update(p.done, f"{r.mode.key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
+                   f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
+                   f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
+                   else None)
 
     try:
-        prof.run(info, show)
+        with bar:
+            prof.run(info, show)
     except KeyboardInterrupt:
-        write_csv(a.out, PROFILE_HEADER, profile_rows(store, name))
-        _info(f"interrupted: device restored to its original mode; {len(profile_rows(store, name))}"
-              f" finished modes saved to {a.out}; resume with: ptui profile --session {name} --resume"
-              f" --out {a.out}")
+        _info(f"interrupted: device restored to its original mode; {save_profile(a.out, store, name)};"
+              f" resume with: ptui profile --session {name} --resume --out {a.out}")
         return EXIT_INT
     except Exception:
-        rows = profile_rows(store, name)
-        if rows:
-            write_csv(a.out, PROFILE_HEADER, rows)
+        _info(save_profile(a.out, store, name))
         _info(f"the device was restored to its original mode; finished modes are kept in session "
               f"{name} (resume with --session {name} --resume)")
         raise
     finally:
         backend.close()
-    rows = profile_rows(store, name)
-    write_csv(a.out, PROFILE_HEADER, rows)
+    saved = save_profile(a.out, store, name)
     final = store.get_session(name)
     if planner is not None:
         _info(f"stopped: {planner.stop_reason}")
@@ -168,7 +171,7 @@ def cmd_profile(a) -> int:
                   f"(P(meets the goal) {best[1]:.0%} by the model)")
     sim = (" (replayed from recorded data)" if backend.kind == "replay" else
            " (simulated)" if backend.simulated else "")
-    _info(f"profiled {len(rows)} modes -> {a.out}; device time {hms(final.device_time_s)}{sim}, "
+    _info(f"profiled: {saved}; device time {hms(final.device_time_s)}{sim}, "
           f"wall time {time.perf_counter() - wall0:.1f} s")
     return EXIT_OK
 
@@ -259,6 +262,8 @@ def cmd_tune(a) -> int:
 def cmd_sessions(a) -> int:
     from .core.store import Store
     store = Store()
+    if store.notice:
+        _info(store.notice)
     rows = store.list_sessions()
     if not rows:
         _info(f"no profiling sessions in {store.path}")
@@ -271,10 +276,9 @@ def cmd_sessions(a) -> int:
 
 
 def _refuse_overwrite_into(path) -> None:
-    from pathlib import Path
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise CLIError(f"{p} exists and is not a model directory; nothing written")
+    """Before training: refuse an --out that ptui may not replace (see core.modeldir)."""
+    from .core.modeldir import check_out_dir
+    check_out_dir(path)
 
 
 def cmd_reference_build(a) -> int:
@@ -285,8 +289,10 @@ def cmd_reference_build(a) -> int:
     _refuse_overwrite_into(a.out)
     from .core import train
     t0 = time.perf_counter()
-    model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
-                                  f"profile {a.profile}", seed=a.seed, progress=_info)
+    from .cliprogress import Steps
+    with Steps("training", 2, _info) as bar:          # two networks: time, power
+        model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
+                                      f"profile {a.profile}", seed=a.seed, progress=bar.stage)
     model.save(a.out)
     m = model.meta["metrics"]
     _info(f"reference for {dev.name}/{a.workload} from {len(modes)} modes -> {a.out} "
@@ -305,18 +311,30 @@ def cmd_fit(a) -> int:
     ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
     t0 = time.perf_counter()
-    if a.scratch:
-        from .core import train
-        model = train.transfer(ref, dev, modes, t, p, workload=a.workload or "custom",
-                               source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
-                               scratch=True, progress=_info)
-        model.measured = measured
-    else:
-        from .core.fit import fit_model
-        model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,
-                          workload=a.workload or "custom", source=f"profile {a.profile}",
-                          measured=measured, progress=_info)
+    from .core.csvio import profile_tags
+    tags = profile_tags(a.profile)                 # a ptui profile names its workload
+    workload = a.workload or tags.get("workload") or "custom"
+    from .cliprogress import Steps
+    with Steps("fitting", 2, _info) as bar:           # two targets: time, power
+
+        def progress(msg: str) -> None:
+            if msg.startswith(("fitting", "training", "fine-tuning")) and "chosen" not in msg:
+                bar.stage(msg)
+            else:
+                bar.update(bar.done, msg, msg)
+        if a.scratch:
+            from .core import train
+            model = train.transfer(ref, dev, modes, t, p, workload=workload,
+                                   source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
+                                   scratch=True, progress=progress)
+            model.measured = measured
+        else:
+            from .core.fit import fit_model
+            model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,
+                              workload=workload, source=f"profile {a.profile}",
+                              measured=measured, progress=progress)
     el = time.perf_counter() - t0
+    _remember_epoch_size(model, workload, tags.get("batch_size"))
     model.save(a.out)
     m = model.meta["metrics"]
     how = "trained from scratch" if a.scratch else f"method {a.method}"
@@ -333,6 +351,15 @@ def cmd_fit(a) -> int:
     return EXIT_OK
 
 
+def _remember_epoch_size(model, workload: str, batch_size) -> None:
+    """Record the profiled workload's minibatches per epoch so pareto can turn time into epochs."""
+    from .core.workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
+        w = w.with_batch(int(batch_size))
+        model.meta.update(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
+
+
 def _predict_table(a):
     from .core.csvio import read_modes
     from .core.devices import get_device
@@ -342,8 +369,10 @@ def _predict_table(a):
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     modes = read_modes(a.modes, model.device) if a.modes else model.device.full_space()
-    tab = Table.from_prediction(modes, model.predict(modes))
-    return model, tab.with_measurements(model.measured)
+    from .core.predictor import check_predictions
+    pred = model.predict(modes)
+    check_predictions(pred, str(a.model))
+    return model, Table.from_prediction(modes, pred).with_measurements(model.measured)
 
 
 def cmd_predict(a) -> int:
@@ -365,7 +394,7 @@ def cmd_pareto(a) -> int:
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     model, tab = _predict_table(a)
-    wl_mb = a.batches_per_epoch
+    wl_mb = a.batches_per_epoch or model.meta.get("batches_per_epoch")
     if wl_mb is None:
         from .core.workloads import WORKLOADS
         w = WORKLOADS.get(str(model.meta.get("workload")))
@@ -391,7 +420,8 @@ def cmd_pareto(a) -> int:
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
     if a.json:
-        print(json.dumps(res))
+        from .core.modeldir import finite_json
+        print(json.dumps(finite_json(res), allow_nan=False))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
@@ -422,11 +452,13 @@ def _remember_for_restore(backend, snap) -> None:
 
 
 def cmd_apply(a) -> int:
-    from .core.apply import apply_mode, plan
+    from .core.apply import apply_mode, check_persist, plan
     from .core.backends import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
+    if a.persist:
+        check_persist(backend)          # before anything is applied
     if a.preset is not None:
         return _apply_preset(a, backend)
     if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
@@ -470,12 +502,12 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    if not hasattr(backend, "apply_preset"):
-        raise CLIError(f"the {backend.kind} backend cannot select presets")
-    snap = backend.snapshot()
-    backend.apply_preset(p.id)
+    from .core.apply import select_preset
+    snap = select_preset(backend, p)
     _remember_for_restore(backend, snap)
     print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    if a.persist:
+        print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
 
 
@@ -492,19 +524,14 @@ def cmd_restore(a) -> int:
         return EXIT_OK
     snap = load_snapshot(_snapshot_path(dev.name))
     if snap and snap.get("device") == dev.name:
-        backend.restore(snap["state"])
+        from .core.apply import restore_snapshot
+        now = restore_snapshot(backend, snap["state"])
         _snapshot_path(dev.name).unlink()
-        print(f"restored the state before the last ptui apply: {backend.current_mode().key}")
+        print(f"restored the state before the last ptui apply: {now.key}")
         return EXIT_OK
-    import subprocess
-    pid = dev.default_preset
-    r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {(r.stdout + r.stderr).strip()[:200]}",
-                       EXIT_ERR)
-    print(f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}")
-    return EXIT_OK
+    raise CLIError(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be undone "
+                   f"(the board stays in {backend.current_mode().key}; choose a preset with "
+                   f"ptui apply --preset NAME)")
 
 
 # -- parser --------------------------------------------------------------------------------------

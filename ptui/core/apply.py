@@ -56,6 +56,17 @@ def plan(backend: Backend, target: Mode) -> Plan:
 
 
 def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
+    """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
+    process is changing this board's mode)."""
+    from .locks import LockError, board_lock
+    try:
+        with board_lock(backend):
+            return _apply_mode(backend, target)
+    except LockError as e:                   # nothing was touched
+        return ApplyResult(False, target, None, None, f"not applied: {e}")
+
+
+def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     snap = backend.snapshot()
     before = backend.current_mode()
     try:
@@ -83,5 +94,35 @@ def _roll_back(backend: Backend, snap, before: Mode) -> str:
 
 
 def rollback(backend: Backend, snapshot) -> Mode:
-    backend.restore(snapshot)
-    return backend.current_mode()
+    return restore_snapshot(backend, snapshot)
+
+
+class NotSupported(ApplyError):
+    """The backend cannot do what was asked (bad input for this board: exit code 2)."""
+    exit_code = 2
+
+
+def check_persist(backend: Backend) -> None:
+    """Up front, before anything is applied: --persist needs nvpmodel on a real board."""
+    if backend.simulated or not hasattr(backend, "persist"):
+        raise NotSupported(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend "
+                         f"cannot keep a mode across reboots; nothing applied")
+
+
+def select_preset(backend: Backend, preset):
+    """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
+    from .locks import board_lock
+    if not hasattr(backend, "apply_preset"):
+        raise NotSupported(f"the {backend.kind} backend cannot select presets")
+    with board_lock(backend):
+        snap = backend.snapshot()
+        backend.apply_preset(preset.id)
+    return snap
+
+
+def restore_snapshot(backend: Backend, snap) -> Mode:
+    """Return the board to a saved state under the board's lock; the mode it is in after."""
+    from .locks import board_lock
+    with board_lock(backend):
+        backend.restore(snap)
+        return backend.current_mode()

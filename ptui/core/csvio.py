@@ -39,7 +39,7 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
     """Rows as (mode, {column: float}) for the `need` and known `extras` columns present."""
     path = Path(path)
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        fh = open(path, newline="", encoding="utf-8-sig")     # -sig: Excel's byte-order mark
     except OSError as e:
         raise CSVError(f"{path}: cannot read: {e.strerror or e}") from None
     rows: list[tuple[Mode, dict]] = []
@@ -49,8 +49,15 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
             header = next(reader, None)
             if header is None:
                 raise CSVError(f"{path}: file is empty")
-            header = [h.strip() for h in header]
+            header = [h.strip().lower() for h in header]
             missing = [c for c in need if c not in header]
+            if missing and len(header) == 1:
+                sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
+                if sep is not None:
+                    name = {";": "semicolons", "\t": "tabs", "|": "bars"}[sep]
+                    raise CSVError(f"{path}:1: columns are separated by {name}; ptui reads comma-"
+                                   f"separated CSV with a dot as the decimal mark (in Excel: Save As "
+                                   f"'CSV UTF-8 (Comma delimited)')")
             if missing:
                 raise CSVError(f"{path}:1: missing column(s) {', '.join(missing)} "
                                f"(need {', '.join(need)})")
@@ -105,9 +112,56 @@ def mode_cells(m: Mode) -> list[str]:
     return [str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz)]
 
 
+TMP_TAG = "ptui-tmp"
+
+
+def _umask() -> int:
+    from .locks import current_umask as um
+    return um()
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Remove this target's temporaries left by ptui processes that died mid-write (kill -9)."""
+    from .locks import pid_alive as _pid_alive
+    d = path.parent if str(path.parent) else Path(".")
+    prefix = f".{path.name}.{TMP_TAG}-"
+    try:
+        names = [n for n in os.listdir(d) if n.startswith(prefix)]
+    except OSError:
+        return
+    for n in names:
+        pid = n[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            try:
+                os.unlink(d / n)
+            except OSError:
+                pass
+
+
+# headers earlier ptui versions wrote, which a newer header extends (profiles before the
+# workload/batch_size/session columns)
+OLDER_HEADERS = {PROFILE_COLS + ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches",
+                                 "n_power", "settle_s", "mode_s", "stable")}
+
+
+def _refuse_foreign(path: Path, header: Sequence[str]) -> None:
+    """A file at `path` is replaced only when it is the same kind of ptui CSV (the same header, or
+    an older ptui version of it); anything else is the user's and is kept."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return
+    got = _text_rows(path)
+    old = got[0] if got else None
+    new = [h.lower() for h in header]
+    if old and (old == new or (tuple(old) in OLDER_HEADERS and old == new[:len(old)])):
+        return
+    raise CSVError(f"{path} exists and is not a ptui CSV of this kind; nothing written "
+                   f"(choose another --out, or move the file away first)")
+
+
 def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Sequence]) -> None:
     """Write atomically (temp file + rename) so a crash never leaves a half-written file;
-    path None or '-' writes to stdout."""
+    path None or '-' writes to stdout.  The file gets the permissions of a new file under the
+    umask (an existing file keeps its own); temporaries of killed writers are cleaned up."""
     import sys
     if path in (None, "-"):
         w = csv.writer(sys.stdout, lineterminator="\n")
@@ -116,11 +170,20 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         return
     path = Path(path)
     d = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise CSVError(f"{path}: is a directory; give a file name for the CSV")
+    _refuse_foreign(path, header)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=d)
+        perm = path.stat().st_mode & 0o777
+    except OSError:
+        perm = 0o666 & ~_umask()
+    _clean_stale_temps(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TMP_TAG}-{os.getpid()}-", dir=d)
     except OSError as e:
         raise CSVError(f"{path}: cannot write: {e.strerror or e}") from None
     try:
+        os.fchmod(fd, perm)
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(header)
@@ -170,3 +233,82 @@ def read_measured(path, device: Device, modes: list[Mode]) -> dict:
     out["time_ms_std"] = np.maximum(np.array(iqr) / 1.349, 0.0)
     out["power_w_std"] = np.array([by[m].get("power_w_std", 0.0) for m in modes])
     return out
+
+
+# -- profile files: whose are they, what do they hold ---------------------------------------------
+def _text_rows(path: Path) -> tuple[list[str], list[list[str]]] | None:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    if not rows:
+        return None
+    return [h.strip().lower() for h in rows[0]], [r for r in rows[1:] if any(x.strip() for x in r)]
+
+
+def profile_tags(path) -> dict[str, str]:
+    """What a ptui profile CSV says it holds: {'workload', 'batch_size', 'session'} where the file
+    names them (one value each), else {}."""
+    got = _text_rows(Path(path))
+    if got is None:
+        return {}
+    header, rows = got
+    out = {}
+    for col in ("workload", "batch_size", "session"):
+        if col in header:
+            i = header.index(col)
+            vals = {r[i].strip() for r in rows if len(r) > i and r[i].strip()}
+            if len(vals) == 1:
+                out[col] = vals.pop()
+    return out
+
+
+def is_profile_of(path, session: str) -> bool:
+    """True when `path` is a ptui profile CSV whose every row belongs to `session`."""
+    got = _text_rows(Path(path))
+    if got is None:
+        return False
+    header, rows = got
+    if "session" not in header or any(c not in header for c in PROFILE_COLS):
+        return False
+    i = header.index("session")
+    return all(len(r) > i and r[i].strip() == session for r in rows)
+
+
+def keep_aside(path, session: str) -> Path | None:
+    """Before writing `session`'s profile to `path`: a file there that is not that session's
+    profile is renamed to the first free `path.~N~` (returned); ptui overwrites only its own."""
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return None
+    if p.is_dir():
+        raise CSVError(f"{p}: is a directory; give a file name for the CSV")
+    if is_profile_of(p, session):
+        return None
+    n = 1
+    while True:
+        b = p.with_name(f"{p.name}.~{n}~")
+        if not b.exists() and not b.is_symlink():
+            break
+        n += 1
+    try:
+        os.link(p, b)                     # never replaces an existing backup
+        os.unlink(p)
+    except OSError:
+        os.replace(p, b)
+    return b
+
+
+def check_out_file(path) -> None:
+    """Up front, before a long run: CSVError unless a CSV can be written at `path`."""
+    if path in (None, "-"):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise CSVError(f"{p}: is a directory; give a file name for the CSV")
+    d = p.parent if str(p.parent) else Path(".")
+    if not d.is_dir():
+        raise CSVError(f"{p}: folder {d} does not exist")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise CSVError(f"{p}: cannot write in {d} (permission denied)")

@@ -54,7 +54,7 @@ class Device:
 
     def preset(self, key: int | str) -> Preset:
         for p in self.presets:
-            if p.id == key or p.name == key or str(p.id) == str(key):
+            if p.id == key or str(p.id) == str(key).strip() or p.name.lower() == str(key).strip().lower():
                 return p
         names = ", ".join(f"{p.id}={p.name}" for p in self.presets)
         raise DeviceError(f"{self.name} has no nvpmodel preset {key!r}; presets: {names}")

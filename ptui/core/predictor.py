@@ -122,7 +122,8 @@ class Net:
         if self.heads_b.shape != (self.heads_w.shape[0],) or self.x_mean.shape != (4,):
             raise ValueError("bad head bias or scaler shape")
         arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b] + [a for l in self.layers for a in l]
-        if not all(np.all(np.isfinite(a)) for a in arrays) or not math.isfinite(self.y_scale):
+        if not all(np.all(np.isfinite(a)) for a in arrays) or not all(
+                map(math.isfinite, (self.y_mean, self.y_scale, self.resid_sd))):
             raise ValueError("non-finite weights")
 
 
@@ -145,36 +146,19 @@ class Model:
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
 
     def save(self, directory: str | Path) -> None:
-        """Write atomically: into a temporary sibling directory, then swap it in."""
-        import os
-        import shutil
-        import tempfile
-        d = Path(directory)
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))
-        os.chmod(tmp, 0o755)
-        try:
-            meta = dict(self.meta, format=FORMAT, device=self.device.name,
-                        predictors={"time": self.time.config(), "power": self.power.config()})
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True,
-                                                      allow_nan=False) + "\n")
+        """Write atomically (temporary sibling directory swapped in); see modeldir for what may be
+        replaced and the checksums recorded in meta.json."""
+        from .modeldir import write_model_dir
+
+        def write_files(tmp: Path) -> None:
             for name, net in (("time", self.time), ("power", self.power)):
                 np.savez(tmp / f"{name}.npz", **net.to_arrays())
             if self.measured is not None:
                 np.savez(tmp / "measured.npz", **{k: np.asarray(self.measured[k], np.float64)
                                                   for k in MEASURED_KEYS})
-            if d.exists():
-                old = d.with_name(f".{d.name}.old")
-                if old.exists():
-                    shutil.rmtree(old)
-                os.replace(d, old)
-                os.replace(tmp, d)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, d)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        write_model_dir(directory, dict(self.meta, format=FORMAT, device=self.device.name,
+                                        predictors={"time": self.time.config(),
+                                                    "power": self.power.config()}), write_files)
 
 
 def load_model(directory: str | Path) -> Model:
@@ -189,6 +173,8 @@ def load_model(directory: str | Path) -> Model:
         raise ModelError(f"{d}/meta.json is corrupt: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") not in FORMATS:
         raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
+    from .modeldir import verify_model_dir
+    verify_model_dir(d, meta)
     try:
         device = get_device(meta.get("device", ""))
     except ValueError as e:
@@ -211,7 +197,8 @@ def load_model(directory: str | Path) -> Model:
         except FileNotFoundError:
             raise ModelError(f"{f}: missing") from None
         except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
-            raise ModelError(f"{f}: corrupt model file ({type(e).__name__}: {e})") from None
+            why = "not an archive of plain arrays" if "pickle" in str(e) else f"{type(e).__name__}: {e}"
+            raise ModelError(f"{f}: corrupt model file ({why})") from None
     measured = None
     f = d / "measured.npz"
     if f.exists():
@@ -224,7 +211,28 @@ def load_model(directory: str | Path) -> Model:
                 raise ValueError("array lengths differ")
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"{f}: corrupt measurements ({type(e).__name__}: {e})") from None
-    return Model(device, nets["time"], nets["power"], meta, measured)
+    model = Model(device, nets["time"], nets["power"], meta, measured)
+    with np.errstate(over="ignore", invalid="ignore"):
+        probe = model.predict(_probe_modes(device))
+    check_predictions(probe, f"{d}")
+    return model
+
+
+def _probe_modes(device: Device) -> np.ndarray:
+    """The corners of the device's mode box, as model inputs for a sanity check on load."""
+    import itertools
+    knobs = [(1, device.max_cores), (device.cpu_mhz[0], device.cpu_mhz[-1]),
+             (device.gpu_mhz[0], device.gpu_mhz[-1]), (device.mem_mhz[0], device.mem_mhz[-1])]
+    return np.array(list(itertools.product(*knobs)), dtype=np.float64)
+
+
+def check_predictions(pred: dict, where: str) -> None:
+    """ModelError when a prediction is not a finite positive number (corrupt or overflowing weights)."""
+    for k in ("time_ms", "power_w"):
+        v = pred[k]
+        if not (np.all(np.isfinite(v)) and np.all(v > 0) and np.all(np.isfinite(pred[f"{k}_std"]))):
+            raise ModelError(f"{where}: the model predicts non-finite or non-positive {k} "
+                             f"(corrupt weights); rebuild it with ptui fit")
 
 
 @functools.lru_cache(maxsize=4)

@@ -237,6 +237,17 @@ class Profiler:
     # -- a whole session ------------------------------------------------------------------------
     def run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
             ) -> list[ModeResult]:
+        """Profile the session's remaining modes, holding the board's lock (one process changes a
+        board's mode at a time); the session's lock (taken by open_session) is released at the end."""
+        from .locks import board_lock, unlock_session
+        try:
+            with board_lock(self.backend):
+                return self._run(info, on_progress)
+        finally:
+            unlock_session(self.session)
+
+    def _run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
+             ) -> list[ModeResult]:
         be, clock = self.backend, self.backend.clock
         plan = info.plan
         done = self.store.done_indices(self.session)
@@ -308,25 +319,58 @@ class Profiler:
         return results
 
 
-PROFILE_HEADER = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
+PROFILE_VALUES = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
                   "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
                   "stable")
+PROFILE_TAGS = ("workload", "batch_size", "session")     # trailing text columns: what was profiled
+PROFILE_HEADER = PROFILE_VALUES + PROFILE_TAGS
 
 
 def profile_rows(store: Store, session: str) -> list[list[str]]:
     """The session's finished modes as CSV cells, in plan order."""
     from .csvio import fmt_value, mode_cells
+    info = store.get_session(session)
+    tags = [info.workload, str(info.batch_size), session] if info else ["", "", session]
     out = []
     for _, r in store.results(session):
         m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
-        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_HEADER[4:]])
+        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_VALUES[4:]] + tags)
     return out
+
+
+def save_profile(path, store: Store, session: str) -> str:
+    """Write the session's finished modes to the profile CSV `path`; say what happened, as a
+    phrase.  Writes nothing while no mode has finished; a file at `path` that is not this
+    session's profile is kept, renamed to `path.~N~`."""
+    from .csvio import keep_aside, write_csv
+    rows = profile_rows(store, session)
+    if not rows:
+        return f"no mode finished yet, {path} not written"
+    moved = keep_aside(path, session)
+    write_csv(path, PROFILE_HEADER, rows)
+    kept = f" (the file that was there is kept as {moved})" if moved else ""
+    return f"{len(rows)} finished modes saved to {path}{kept}"
 
 
 def open_session(store: Store, name: str, *, resume: bool, device: Device, workload: Workload,
                  seed: int, backend_kind: str, plan_fn: Callable[[], list[Mode]],
                  original_mode: Mode | None, params: dict) -> SessionInfo:
-    """Create a new session with the plan from plan_fn, or reopen one to resume it."""
+    """Create a new session with the plan from plan_fn, or reopen one to resume it.  Takes the
+    session's lock (LockError when another process runs it); Profiler.run releases it."""
+    from .locks import lock_session, unlock_session
+    lock_session(name)
+    try:
+        return _open_session(store, name, resume=resume, device=device, workload=workload,
+                             seed=seed, backend_kind=backend_kind, plan_fn=plan_fn,
+                             original_mode=original_mode, params=params)
+    except BaseException:
+        unlock_session(name)
+        raise
+
+
+def _open_session(store: Store, name: str, *, resume: bool, device: Device, workload: Workload,
+                  seed: int, backend_kind: str, plan_fn: Callable[[], list[Mode]],
+                  original_mode: Mode | None, params: dict) -> SessionInfo:
     info = store.get_session(name)
     if resume:
         if info is None:
@@ -337,6 +381,8 @@ def open_session(store: Store, name: str, *, resume: bool, device: Device, workl
         if info.workload != workload.name or info.batch_size != workload.batch_size:
             raise SessionError(f"session {name!r} profiles {info.workload} at batch size "
                                f"{info.batch_size}, not {workload.name} at {workload.batch_size}")
+        store.set_status(name, "running")
+        info.status = "running"
         return info
     if info is not None:
         raise SessionError(f"session {name!r} already exists; add --resume to continue it "

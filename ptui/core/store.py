@@ -76,21 +76,80 @@ class SessionInfo:
     n_done: int = 0
 
 
+_CORRUPT = {11, 26}          # SQLITE_CORRUPT, SQLITE_NOTADB
+_checked: set[str] = set()   # stores this process has checked already (the check reads every page)
+
+
+def _is_corrupt(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _CORRUPT
+    msg = str(e)
+    return "malformed" in msg or "not a database" in msg
+
+
 class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else data_dir() / "sessions.sqlite"
+        self.notice: str | None = None       # something the user should hear (a store set aside)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            self._open()
+        except sqlite3.DatabaseError as e:
+            if not _is_corrupt(e):
+                raise StoreError(f"cannot open session store {self.path}: {e}") from None
+            moved = self._set_aside()
+            self.notice = (f"warning: the session store {self.path} was damaged ({e}); it was moved "
+                           f"to {moved} and a new one started (finished profile CSVs are not affected)")
+            try:
+                self._open()
+            except (OSError, sqlite3.Error) as e2:
+                raise StoreError(f"cannot open session store {self.path}: {e2}") from None
+        except OSError as e:
+            raise StoreError(f"cannot open session store {self.path}: {e}") from None
+
+    def _open(self) -> None:
+        self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
-        except (OSError, sqlite3.Error) as e:
-            raise StoreError(f"cannot open session store {self.path}: {e}") from None
+            if str(self.path) not in _checked:
+                bad = [r[0] for r in self.db.execute("PRAGMA quick_check")]
+                if bad != ["ok"]:
+                    e = sqlite3.DatabaseError(f"database disk image is malformed: {bad[0]}")
+                    e.sqlite_errorcode = 11
+                    raise e
+                _checked.add(str(self.path))
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _set_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        dest = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        n = 1
+        while dest.exists():
+            n += 1
+            dest = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{n}")
+        os.replace(self.path, dest)
+        for ext in ("-wal", "-shm"):
+            side = Path(f"{self.path}{ext}")
+            if side.exists():
+                os.replace(side, Path(f"{dest}{ext}"))
+        return dest
 
     def close(self) -> None:
         self.db.close()
+
+    def free_name(self, base: str) -> str:
+        """`base`, or `base-2`, `base-3`... whichever no session has yet."""
+        name, n = base, 1
+        while self.get_session(name) is not None:
+            n += 1
+            name = f"{base}-{n}"
+        return name
 
     # -- sessions ---------------------------------------------------------------------------
     def create_session(self, name: str, *, device: str, workload: str, batch_size: int, seed: int,
@@ -116,7 +175,12 @@ class Store:
             return None
         n_done = self.db.execute("SELECT COUNT(*) FROM results WHERE session=?", (name,)).fetchone()[0]
         orig = Mode(*json.loads(row[7])) if row[7] else None
-        return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], row[6], orig,
+        status = row[6]
+        if status == "running":
+            from .locks import holder, session_key
+            if holder(session_key(name)) is None:
+                status = "interrupted"      # its process is gone (killed): nobody holds its lock
+        return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], status, orig,
                            [Mode(*t) for t in json.loads(row[8])], json.loads(row[9]), row[10],
                            row[11], n_done)
 
@@ -166,7 +230,9 @@ class Store:
                             (time.time(), device_time_s, session))
             self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            # Ctrl-C can land after COMMIT (or before BEGIN took effect): no transaction to undo
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             raise
 
     def results(self, session: str) -> list[tuple[int, dict]]:

@@ -9,6 +9,7 @@ import pytest
 from ptui.core.active import Goal, acquire, active_profile_offline, make_plan
 from ptui.core.csvio import PROFILE_COLS, read_csv, read_profile
 from ptui.core.devices import get_device
+from tests.functional.test_profiler import _rows
 from tests.support.cli import PY, subprocess_env
 
 ORIN = get_device("orin-agx")
@@ -158,7 +159,7 @@ def test_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
                        env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "stopped:" in r.stderr
-    assert (tmp_path / "k.csv").read_text() == (tmp_path / "ref.csv").read_text()
+    assert _rows(tmp_path / "k.csv") == _rows(tmp_path / "ref.csv")
 
 
 def test_tune_json_on_replay(tmp_path, cli):

@@ -185,9 +185,8 @@ def test_cli_apply_restore_restore(tmp_path, cli, monkeypatch):
     assert rc == 0, err
     assert f"restored the state before the last ptui apply: {ORIN.preset('MODE_30W').mode.key}" in out
     assert fakesys.board_files(root) == before and k.rejected == []
-    rc, out, err = cli("restore", *args)                     # nothing saved any more: the default preset
-    assert rc == 0, err
-    assert "selected the default nvpmodel mode MODE_30W" in out
+    rc, out, err = cli("restore", *args)                     # nothing saved any more: refused
+    assert rc == 2 and "nothing to restore" in err
     assert fakesys.board_files(root) == before
 
 

@@ -332,6 +332,9 @@ class SysfsBackend(Backend):
         try:
             r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
                                timeout=20, input="NO\n")
+        except FileNotFoundError:
+            raise BackendError(f"nvpmodel was not found (looked for {self.nvpmodel_cmd!r}); it comes with "
+                               f"JetPack (package nvidia-l4t-nvpmodel)") from None
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BackendError(f"nvpmodel -m {mode_id} failed: {e}") from None
         out = (r.stdout + r.stderr).strip()

@@ -1,0 +1,164 @@
+"""One driver per board, and apply/restore never move the board where the user did not ask."""
+import subprocess
+import sys
+
+import pytest
+
+from ptui.core.backends.sysfs import SysfsBackend
+from ptui.core.devices import get_device
+from tests.support import fakesys
+
+ORIN = get_device("orin-agx")
+MODE = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return fakesys.build(tmp_path / "root")
+
+
+@pytest.fixture
+def nvpmodel_on_path(tmp_path, tree, monkeypatch):
+    nvp = fakesys.install_nvpmodel(tmp_path / "bin", tree)
+    monkeypatch.setenv("PATH", f"{nvp.parent}:/usr/bin:/bin")
+    return nvp
+
+
+def _hold(path):
+    code = ("import fcntl, os, time\n"
+            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, str(os.getpid()).encode())\n"
+            "print('held', flush=True)\n"
+            "time.sleep(60)\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_second_process_may_not_change_the_boards_mode(tree, cli, nvpmodel_on_path):
+    from ptui.core import locks
+    board = locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree)))
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    before = fakesys.read_mode(tree)
+    p = _hold(board)
+    try:
+        for args in (["apply", *sysfs, *MODE, "--yes"], ["apply", *sysfs, "--preset", "MODE_15W", "--yes"]):
+            rc, out, err = cli(*args)
+            assert rc == 1, (args, err)
+            assert f"pid {p.pid}" in err and "changing the power mode" in err
+            assert err.count("ptui: error") == 1 and "Traceback" not in err
+            assert fakesys.read_mode(tree) == before
+    finally:
+        p.kill()
+        p.wait()
+    rc, out, err = cli("apply", *sysfs, *MODE, "--yes")
+    assert rc == 0, err
+    p = _hold(board)
+    try:
+        rc, out, err = cli("restore", *sysfs)
+        assert rc == 1 and "changing the power mode" in err
+        assert fakesys.read_mode(tree) == ORIN.mode(4, 729.6, 318.75, 665.6)
+    finally:
+        p.kill()
+        p.wait()
+    rc, out, err = cli("restore", *sysfs)
+    assert rc == 0 and "restored" in out, err
+    assert fakesys.read_mode(tree) == before
+
+
+def test_board_lock_is_per_board_and_reentrant(tree, tmp_path):
+    from ptui.core import locks
+    a = SysfsBackend(ORIN, root=tree)
+    other = fakesys.build(tmp_path / "other")
+    b = SysfsBackend(ORIN, root=other)
+    assert locks.board_key(a) != locks.board_key(b)
+    from ptui.core.backends.sim import SimJetson
+    assert locks.board_key(SimJetson(ORIN)) is None     # a simulated board lives in one process
+    with locks.board_lock(a):
+        with locks.board_lock(a):
+            assert locks.holder(locks.board_key(a)) is not None
+        with locks.board_lock(b):
+            pass
+    assert locks.holder(locks.board_key(a)) is None
+
+
+def test_second_restore_does_not_move_the_board(tree, cli, nvpmodel_on_path):
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    rc, _, err = cli("apply", *sysfs, *MODE, "--yes")
+    assert rc == 0, err
+    rc, out, err = cli("restore", *sysfs)
+    assert rc == 0 and "restored" in out, err
+    # the user now picks a preset by hand; a second restore has nothing of ptui's to undo
+    SysfsBackend(ORIN, root=tree, nvpmodel_cmd=str(nvpmodel_on_path)).apply_preset("MODE_15W")
+    rc, out, err = cli("restore", *sysfs)
+    assert rc == 2 and "nothing to restore" in err
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_15W").mode
+
+
+def test_missing_nvpmodel_is_named(tree, cli, tmp_path, monkeypatch):
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, "--preset", "MODE_15W", "--yes")
+    assert rc == 1 and "nvpmodel was not found" in err and "Errno" not in err
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+
+
+def test_persist_is_checked_before_anything_is_applied(cli):
+    rc, out, err = cli("apply", "--backend", "sim", "--device", "orin-agx", *MODE, "--yes", "--persist")
+    assert rc == 2 and "--persist needs a real Jetson" in err and "nothing applied" in err
+    assert "applied and verified" not in out
+    rc, out, err = cli("apply", "--backend", "sim", "--device", "orin-agx", "--preset", "maxn",
+                       "--yes", "--persist")
+    assert rc == 2 and "--persist needs a real Jetson" in err and "selected" not in out
+
+
+def test_preset_names_are_case_insensitive(cli):
+    for name in ("maxn", "MaxN", "mode_15w"):
+        rc, out, err = cli("apply", "--backend", "sim", "--device", "orin-agx", "--preset", name, "--yes")
+        assert rc == 0, err
+        assert "selected " + name.upper() in out
+
+
+def test_persist_with_a_preset_says_what_it_does(tree, cli, nvpmodel_on_path):
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, "--preset", "MODE_15W",
+                       "--yes", "--persist")
+    assert rc == 0, err
+    assert "selected MODE_15W" in out and "across reboots" in out
+
+
+def test_profiling_holds_the_board(tmp_path):
+    """Profiler.run refuses, touching nothing, while another process changes the board's mode."""
+    from ptui.core import locks
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.profiler import Profiler, choose_modes, open_session
+    from ptui.core.store import Store
+    from ptui.core.workloads import get_workload
+
+    class Board(SimJetson):                 # a real board as far as locking goes
+        simulated = False
+        kind = "sysfs"
+        root = str(tmp_path / "board")
+
+    be = Board(ORIN, seed=0)
+    wl = get_workload("mobilenetv3")
+    start = be.current_mode()
+    store = Store()
+    info = open_session(store, "b", resume=False, device=ORIN, workload=wl, seed=0, backend_kind="sysfs",
+                        plan_fn=lambda: choose_modes(ORIN, count=2, seed=0), original_mode=start,
+                        params={})
+    p = _hold(locks.lock_path(locks.board_key(be)))
+    try:
+        with pytest.raises(locks.LockError, match=f"pid {p.pid}"):
+            Profiler(be, wl, store, "b").run(info)
+        assert be.current_mode() == start and store.done_indices("b") == set()
+    finally:
+        p.kill()
+        p.wait()
+    assert locks.holder(locks.session_key("b")) is None          # released for a later --resume
+    info = open_session(store, "b", resume=True, device=ORIN, workload=wl, seed=0, backend_kind="sysfs",
+                        plan_fn=None, original_mode=start, params={})
+    assert len(Profiler(be, wl, store, "b").run(info)) == 2
+    assert be.current_mode() == start

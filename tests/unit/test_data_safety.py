@@ -1,0 +1,291 @@
+"""Files and the session store: nothing the user had is lost, nothing ptui left behind lingers."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ptui.core.csvio import CSVError, read_modes, read_profile, write_csv
+from ptui.core.devices import get_device
+from ptui.core.modes import Mode
+from ptui.core.store import Store
+
+ORIN = get_device("orin-agx")
+PROFILE = ["profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "3",
+           "--seed", "1"]
+M = Mode(4, 729.6, 318.75, 665.6)
+ROW = {"cores": 4, "cpu_mhz": 729.6, "gpu_mhz": 318.75, "mem_mhz": 665.6, "time_ms": 1.0,
+       "power_w": 1.0}
+
+
+# -- B7: CSV files ---------------------------------------------------------------------------------
+def test_excel_bom_and_semicolons(tmp_path):
+    f = tmp_path / "excel.csv"
+    f.write_bytes("\ufeffcores,cpu_mhz,gpu_mhz,mem_mhz\r\n4,729.6,318.75,665.6\r\n".encode())
+    assert read_modes(f, ORIN) == [M]
+    s = tmp_path / "semi.csv"
+    s.write_text("cores;cpu_mhz;gpu_mhz;mem_mhz\n4;729,6;318,75;665,6\n")
+    with pytest.raises(CSVError, match="separated by semicolons") as e:
+        read_modes(s, ORIN)
+    assert "comma" in str(e.value)
+
+
+def _mode_of(path):
+    return path.stat().st_mode & 0o777
+
+
+def test_written_csv_respects_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_csv(tmp_path / "a.csv", ("x",), [["1"]])
+        assert _mode_of(tmp_path / "a.csv") == 0o644
+        os.umask(0o077)
+        write_csv(tmp_path / "b.csv", ("x",), [["1"]])
+        assert _mode_of(tmp_path / "b.csv") == 0o600
+        os.chmod(tmp_path / "a.csv", 0o640)             # an existing file keeps its permissions
+        write_csv(tmp_path / "a.csv", ("x",), [["2"]])
+        assert _mode_of(tmp_path / "a.csv") == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_temporaries_of_a_killed_writer_are_removed(tmp_path):
+    dead = 2 ** 22 + 4321                 # above pid_max: no such process
+    stale = tmp_path / f".out.csv.ptui-tmp-{dead}-x1y2"
+    stale.write_text("half a file")
+    live = tmp_path / f".out.csv.ptui-tmp-{os.getpid()}-busy"    # a writer still at work
+    live.write_text("in progress")
+    other = tmp_path / f".other.csv.ptui-tmp-{dead}-zz"             # another target's
+    other.write_text("not mine to judge")
+    write_csv(tmp_path / "out.csv", ("x",), [["1"]])
+    assert not stale.exists() and live.exists() and other.exists()
+    assert (tmp_path / "out.csv").read_text() == "x\n1\n"
+
+
+def test_kill_9_mid_write_leaves_a_recognisable_temporary_that_the_next_write_removes(tmp_path):
+    code = ("import os, signal; from ptui.core.csvio import write_csv\n"
+            "def rows():\n"
+            "    yield ['1']\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"write_csv({str(tmp_path / 'k.csv')!r}, ('x',), rows())\n")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=False)
+    assert r.returncode == -9
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".k.csv.ptui-tmp-")]
+    assert len(left) == 1
+    write_csv(tmp_path / "k.csv", ("x",), [["2"]])
+    assert [p.name for p in tmp_path.iterdir()] == ["k.csv"]
+
+
+# -- B2: profile --out ---------------------------------------------------------------------------
+def test_profile_keeps_the_users_file(tmp_path, cli):
+    out = tmp_path / "results.csv"
+    out.write_text("my,own\ndata,1\n")
+    rc, _, err = cli(*PROFILE, "--session", "a", "--out", out)
+    assert rc == 0, err
+    assert (tmp_path / "results.csv.~1~").read_text() == "my,own\ndata,1\n"
+    assert "kept as" in err and "results.csv.~1~" in err
+    assert read_profile(out, ORIN, min_modes=3)
+    # the same session written again (resume) replaces its own profile, keeps no copy
+    rc, _, err = cli("profile", "--session", "a", "--resume", "--out", out)
+    assert rc == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == [
+        "results.csv", "results.csv.~1~"]
+    # another session's profile is kept too, never overwritten
+    before = out.read_text()
+    rc, _, err = cli(*PROFILE, "--session", "b", "--out", out)
+    assert rc == 0, err
+    assert (tmp_path / "results.csv.~2~").read_text() == before
+
+
+def test_ctrl_c_before_the_first_mode_writes_nothing(tmp_path, cli, monkeypatch):
+    import ptui.core.profiler as P
+    out = tmp_path / "results.csv"
+    out.write_text("precious\n")
+
+    def interrupted(self, *a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(P.Profiler, "measure", interrupted)
+    rc, _, err = cli(*PROFILE, "--session", "c", "--out", out)
+    assert rc == 130
+    assert out.read_text() == "precious\n" and not list(tmp_path.glob("results.csv.~*"))
+    assert "not written" in err
+    fresh = tmp_path / "fresh.csv"
+    rc, _, err = cli(*PROFILE, "--session", "d", "--out", fresh)
+    assert rc == 130 and not fresh.exists()                 # no header-only file
+
+
+def test_profile_out_checked_before_the_device_is_touched(tmp_path, cli):
+    rc, _, err = cli(*PROFILE, "--out", tmp_path)
+    assert rc == 2 and "is a directory" in err and err.count("\n") == 1
+    rc, _, err = cli(*PROFILE, "--out", tmp_path / "no" / "such" / "dir" / "p.csv")
+    assert rc == 2 and "does not exist" in err
+    assert Store().list_sessions() == []
+
+
+# -- B9: auto session names, the workload travels with the profile --------------------------------
+def test_back_to_back_profiles_get_distinct_names(tmp_path, cli, monkeypatch):
+    import time
+    monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20260101-120000")
+    for k in range(3):
+        rc, _, err = cli(*PROFILE, "--out", tmp_path / f"p{k}.csv")
+        assert rc == 0, err
+    names = sorted(s.name for s in Store().list_sessions())
+    assert names == ["orin-agx-mobilenetv3-bs16-20260101-120000",
+                     "orin-agx-mobilenetv3-bs16-20260101-120000-2",
+                     "orin-agx-mobilenetv3-bs16-20260101-120000-3"]
+
+
+def test_fit_takes_the_workload_from_the_profile_so_epochs_count(tmp_path, cli, monkeypatch):
+    from ptui.core import fit
+    from ptui.core.predictor import Model, load_bundled
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "12",
+                     "--batch-size", "32", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    seen = {}
+
+    def fit_model(ref, dev, modes, t, p, *, workload, **kw):    # fast: the bundled NN as the fit
+        seen["workload"] = workload
+        m = {"cv_mape": 1.0}
+        return Model(ref.device, ref.time, ref.power,
+                     dict(ref.meta, workload=workload, metrics={"time": m, "power": m}))
+    monkeypatch.setattr(fit, "fit_model", fit_model)
+    assert load_bundled()
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv",
+                     "--out", tmp_path / "m")
+    assert rc == 0, err
+    assert seen["workload"] == "mobilenetv3"
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--epochs", "10")
+    assert rc == 0, err
+    assert "10 epochs:" in out and "Wh" in out
+    import json
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert meta["batch_size"] == 32 and meta["batches_per_epoch"] == 722      # 23,080 / 32
+
+
+# -- B4: the session store -----------------------------------------------------------------------
+class _InterruptAfterCommit:
+    """A connection whose COMMIT succeeds and then Ctrl-C arrives (the window that crashed)."""
+
+    def __init__(self, db):
+        self._db = db
+
+    def execute(self, sql, *a):
+        r = self._db.execute(sql, *a)
+        if sql == "COMMIT":
+            raise KeyboardInterrupt
+        return r
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+
+def test_ctrl_c_right_after_commit_is_a_plain_interrupt(tmp_path):
+    s = Store()
+    s.create_session("x", device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                     backend="sim", plan=[M], params={}, original_mode=M)
+    s.db = _InterruptAfterCommit(s.db)
+    with pytest.raises(KeyboardInterrupt):
+        s.save_result("x", 0, ROW, 1.0)
+    assert s.done_indices("x") == {0}                       # the committed mode is kept
+
+
+def _fill(store, n=30):
+    for k in range(n):
+        store.create_session(f"s{k}", device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                             backend="sim", plan=[M] * 200, params={}, original_mode=M)
+        for i in range(20):
+            store.save_result(f"s{k}", i, ROW, 1.0)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+
+
+def test_damaged_store_is_set_aside_and_work_goes_on(tmp_path, cli):
+    s = Store()
+    _fill(s)
+    with open(s.path, "r+b") as f:                          # damage a few pages in the middle
+        f.seek(4096 * 3)
+        f.write(b"\x5a" * 8192)
+    damaged = s.path.read_bytes()
+    import ptui.core.store as S
+    S._checked.clear()                                       # as a new ptui process would
+    rc, _, err = cli("sessions")
+    assert rc == 0, err
+    assert "damaged" in err and "moved" in err
+    aside = [p for p in s.path.parent.iterdir() if ".damaged-" in p.name and not p.name.endswith(("-wal", "-shm"))]
+    assert len(aside) == 1 and aside[0].read_bytes() == damaged
+    rc, _, err = cli(*PROFILE, "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    s.path.write_bytes(b"this is not a database at all" * 100)
+    rc, _, err = cli(*PROFILE, "--out", tmp_path / "q.csv")
+    assert rc == 0 and "damaged" in err, err
+
+
+def _hold(key_path):
+    """A separate process holding an flock on key_path until killed."""
+    code = ("import fcntl, os, sys, time\n"
+            f"fd = os.open({str(key_path)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, str(os.getpid()).encode())\n"
+            "print('held', flush=True)\n"
+            "time.sleep(60)\n")
+    key_path.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_killed_sessions_show_as_interrupted_and_live_ones_as_running(tmp_path, cli):
+    from ptui.core.locks import lock_path, session_key
+    s = Store()
+    for name in ("killed", "live"):
+        s.create_session(name, device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                         backend="sim", plan=[M], params={}, original_mode=M)
+    p = _hold(lock_path(session_key("live")))
+    try:
+        assert s.get_session("killed").status == "interrupted"
+        assert s.get_session("live").status == "running"
+        rc, out, _ = cli("sessions")
+        assert rc == 0
+        lines = {ln.split()[0]: ln for ln in out.splitlines()[1:]}
+        assert "interrupted" in lines["killed"] and "running" in lines["live"]
+    finally:
+        p.kill()
+        p.wait()
+    assert s.get_session("live").status == "interrupted"      # its process is gone
+
+
+# -- B3: one process per session ----------------------------------------------------------------
+def test_second_run_of_a_session_is_refused(tmp_path, cli):
+    from ptui.core.locks import lock_path, session_key
+    rc, _, err = cli(*PROFILE, "--session", "s", "--out", tmp_path / "s.csv")
+    assert rc == 0, err
+    p = _hold(lock_path(session_key("s")))
+    try:
+        rc, _, err = cli("profile", "--session", "s", "--resume", "--out", tmp_path / "s.csv")
+        assert rc == 1 and f"pid {p.pid}" in err and "running profiling session 's'" in err
+        assert err.count("ptui: error") == 1 and "Traceback" not in err
+    finally:
+        p.kill()
+        p.wait()
+    rc, _, err = cli("profile", "--session", "s", "--resume", "--out", tmp_path / "s.csv")
+    assert rc == 0, err
+
+
+def test_predict_and_modes_never_overwrite_another_file(tmp_path, cli):
+    mine = tmp_path / "modes.csv"
+    mine.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n4,729.6,318.75,665.6\n")
+    notes = tmp_path / "notes.csv"
+    notes.write_text("a,b\n1,2\n")
+    from ptui.core.predictor import bundled_reference
+    for args in (["predict", "--model", bundled_reference(), "--modes", mine, "--out", mine],
+                 ["modes", "--device", "orin-agx", "--grid", "presets", "--out", notes]):
+        rc, _, err = cli(*args)
+        assert rc == 2 and "is not a ptui CSV of this kind" in err, err
+    assert mine.read_text() == "cores,cpu_mhz,gpu_mhz,mem_mhz\n4,729.6,318.75,665.6\n"
+    assert notes.read_text() == "a,b\n1,2\n"
+    out = tmp_path / "pred.csv"
+    for _ in range(2):                       # its own output is replaced
+        rc, _, err = cli("predict", "--model", bundled_reference(), "--modes", mine, "--out", out)
+        assert rc == 0, err
+    assert len(out.read_text().splitlines()) == 2
