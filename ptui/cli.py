@@ -54,6 +54,9 @@ def cmd_profile(a) -> int:
     from .core.workloads import get_workload
 
     script = list(a.command_line)
+    import math
+    if not (math.isfinite(a.startup_timeout) and a.startup_timeout > 0):
+        raise CLIError(f"--startup-timeout must be a positive number of seconds, got {a.startup_timeout:g}")
     if not script and not a.workload and not a.resume:
         raise CLIError("--workload is required (or --resume an existing --session)")
     check_out_file(a.out)
@@ -70,13 +73,14 @@ def cmd_profile(a) -> int:
     bs = a.batch_size or (existing.batch_size if existing else 16)
     clock = None
     if script or (existing and existing.workload == "script"):
-        from dataclasses import replace
-        from .core.clock import RealClock
+        from .core.userscript import check_resume_command, command_text, script_workload
         if not script:
-            raise CLIError("resume a script session with the same command after --")
-        workload = replace(get_workload("resnet18", bs), name="script", model=" ".join(script)[:60],
-                           task="user script")
-        clock = RealClock()
+            cmd = existing.params.get("command")
+            raise CLIError("resume a script session with the same command after --"
+                           + (f": -- {command_text(cmd)}" if cmd else ""))
+        if a.resume:
+            check_resume_command(existing.params, script)
+        workload = script_workload(bs, script)   # the simulator runs a what-if of the script's model
     else:
         workload = get_workload(a.workload or existing.workload, bs)
     backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
@@ -118,7 +122,8 @@ def cmd_profile(a) -> int:
 
     info = open_session(store, name, resume=a.resume, device=dev, workload=workload, seed=seed,
                         backend_kind=backend.kind, plan_fn=plan,
-                        original_mode=backend.current_mode(), params=params)
+                        original_mode=backend.current_mode(),
+                        params={**params, **({"command": script} if script else {})})
     todo = len(info.plan) - info.n_done
     _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
           f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
@@ -126,9 +131,18 @@ def cmd_profile(a) -> int:
     if script:
         from .core.store import data_dir
         from .core.userscript import ScriptSource
+        from .core.userscript import WHATIF_LABEL, steps_note
         log = data_dir() / "logs" / f"{name}.log"
-        source = ScriptSource(backend, script, log, stand_in=get_workload(a.workload or "resnet18", bs))
-        _info(f"running {' '.join(script)!r} under the minibatch probe; its output goes to {log}")
+        cfg0 = ProfileConfig()
+        source = ScriptSource(backend, script, log, first_step_timeout=a.startup_timeout, notify=_info,
+                              on_info=lambda d: store.merge_params(name, d),
+                              steps_per_mode=cfg0.min_minibatches + 2, modes_todo=todo)
+        _info(f"running {' '.join(script)!r} under the optimizer-step probe; its output goes to {log}")
+        if backend.simulated:
+            _info(f"no Jetson: the profile is a {WHATIF_LABEL}; the script runs only until its "
+                  f"model is measured and a few steps are timed on this machine")
+        else:
+            _info(steps_note(cfg0.min_minibatches, todo))
     prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
                     source=source, planner=planner)
     if planner is not None:
@@ -152,12 +166,12 @@ def cmd_profile(a) -> int:
             prof.run(info, show)
     except KeyboardInterrupt:
         _info(f"interrupted: device restored to its original mode; {save_profile(a.out, store, name)};"
-              f" resume with: ptui profile --session {name} --resume --out {a.out}")
+              f" resume with: {_resume_hint(name, a.out, script)}")
         return EXIT_INT
     except Exception:
         _info(save_profile(a.out, store, name))
         _info(f"the device was restored to its original mode; finished modes are kept in session "
-              f"{name} (resume with --session {name} --resume)")
+              f"{name} (resume with: {_resume_hint(name, a.out, script)})")
         raise
     finally:
         backend.close()
@@ -171,6 +185,10 @@ def cmd_profile(a) -> int:
                   f"(P(meets the goal) {best[1]:.0%} by the model)")
     sim = (" (replayed from recorded data)" if backend.kind == "replay" else
            " (simulated)" if backend.simulated else "")
+    if source is not None and source.workload is not None:
+        from .core.userscript import WHATIF_LABEL
+        host = f"{source.host_step_ms:.1f} ms" if source.host_step_ms else "not timed"
+        sim = f" ({WHATIF_LABEL}; host step time on this machine {host})"
     _info(f"profiled: {saved}; device time {hms(final.device_time_s)}{sim}, "
           f"wall time {time.perf_counter() - wall0:.1f} s")
     return EXIT_OK
@@ -257,6 +275,11 @@ def cmd_tune(a) -> int:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
+
+
+def _resume_hint(name, out, script) -> str:
+    from .core.userscript import resume_hint
+    return resume_hint(name, out, script or None)
 
 
 def cmd_sessions(a) -> int:
@@ -564,6 +587,8 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     pr.add_argument("--out", required=not tune, help="CSV file for the results"
                     + (" (default: in ptui's data directory)" if tune else ""))
+    pr.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
+                    help="with a script: seconds its first optimizer step may take (default 600)")
     pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
 
@@ -678,7 +703,9 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--deadline-ms", type=float)
     pa.add_argument("--objective", choices=("energy",))
     pa.add_argument("--epochs", type=int, default=None)
-    pa.add_argument("--batches-per-epoch", type=int, default=None)
+    pa.add_argument("--batches-per-epoch", type=int, default=None,
+                    help="optimizer steps per epoch (what a profile times; with gradient "
+                    "accumulation: micro-batches per epoch / accumulation steps)")
     pa.add_argument("--risk", type=float, default=0.05,
                     help="max probability of exceeding the budget/deadline (0 = use the mean)")
     pa.add_argument("--tolerance-w", type=float, default=0.0,

@@ -117,6 +117,12 @@ WORKLOAD_PHYSICS: dict[str, WorkloadPhysics] = {
 }
 
 
+def workload_physics(workload: Workload) -> WorkloadPhysics:
+    """A workload's physics: its own (a what-if measured from a user's script) or the catalog's."""
+    wp = getattr(workload, "physics", None)
+    return wp if wp is not None else WORKLOAD_PHYSICS[workload.name]
+
+
 def _vf(f: np.ndarray, fmax: float, v: tuple[float, float, float]) -> np.ndarray:
     """Voltage for frequency f: flat at V min up to the knee, then linear to V max at f max."""
     vmin, vmax, knee = v
@@ -164,7 +170,7 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
         busy = np.full(n.shape, 0.15)
         gbs = np.full(n.shape, 0.4)
     else:
-        wp = WORKLOAD_PHYSICS[workload.name]
+        wp = workload_physics(workload)
         B = float(batch_size or workload.batch_size)
         # data pipeline (per sample, on one core), ms
         data_ms = (wp.data_mcycles / (fc * 1000.0 * dp.cpu_ipc) * 1000.0
@@ -198,7 +204,7 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
         comp_frac = np.clip(comp_ms / t_gpu, 0.0, 1.0)
         gbs = (gpu_bytes + cpu_bytes) / (t / 1000.0)
 
-    act = 0.0 if workload is None else WORKLOAD_PHYSICS[workload.name].gpu_act
+    act = 0.0 if workload is None else workload_physics(workload).gpu_act
     # each busy core draws dynamic power; memory-bound GPU phases toggle less logic
     p_gpu = (dp.gpu_leak * vg * (0.35 + 0.65 * tpc_share)
              + dp.gpu_c * vg ** 2 * fg * gpu_util * act * tpc_share * (0.25 + 0.75 * comp_frac)

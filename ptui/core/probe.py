@@ -1,41 +1,262 @@
-"""Minibatch probe, installed inside the user's unmodified training script.
+"""Optimizer-step probe, installed inside the user's unmodified training script.
 
-It registers torch's global optimizer-step post-hook; every optimizer.step() is one minibatch.
-On CUDA the hook synchronises first, so the timestamp marks the end of the GPU work.  Each step is
-written as one line, ``S <CLOCK_MONOTONIC seconds>``, to the pipe whose fd ptui passes in
-PTUI_PROBE_FD.  The cost per step is one synchronise (GPU only) and one small write.
+ptui starts the script with PTUI_PROBE_SOCK naming a Unix socket.  A path in the environment
+survives launchers (torchrun, accelerate launch) that close inherited file descriptors; under a
+launcher only rank 0 (RANK, else LOCAL_RANK, is 0 or unset) reports.  The probe registers torch's
+global optimizer-step post-hook and writes one line per event:
+
+``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
+``D <cpu|cuda>``           where the script trains
+``S <t> <opt> <nbw> [x]``  an optimizer step ended at t; opt = index of the optimizer in order of
+                           first use (several for GANs); nbw = backward() calls since the previous
+                           step (>1: gradient accumulation); x = the interval ending here was slowed
+                           by ptui's measurement and must not be timed
+``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
+                           only): training FLOPs (torch's FlopCounterMode), bytes touched by every
+                           operator, operator count, parameters, optimizer state, DataLoader batch
+                           size/workers/input bytes, optimizer steps and backward passes per iteration
+
+On CUDA the hook synchronises first, so the timestamp marks the end of the GPU work.  The cost per
+step is one synchronise (GPU only) and one small write.  Nothing here may break the user's script:
+every failure is swallowed (and reported to ptui where possible).
 """
 from __future__ import annotations
 
+import json
 import os
+import socket
+import threading
 import time
 
-_fd: int | None = None
+_sock: socket.socket | None = None
+_lock = threading.Lock()
 
 
 def _send(line: str) -> None:
-    global _fd
-    if _fd is None:
+    global _sock
+    if _sock is None:
         return
+    with _lock:
+        try:
+            _sock.sendall(line.encode())
+        except OSError:                 # ptui went away: stop probing, keep training
+            _sock = None
+
+
+def is_reporting_rank(env=None) -> bool:
+    """Rank 0 of a distributed launch, or a plain process (no RANK/LOCAL_RANK)."""
+    env = os.environ if env is None else env
+    for key in ("RANK", "LOCAL_RANK"):
+        v = (env.get(key) or "").strip()
+        if v:
+            return v == "0"
+    return True
+
+
+def _connect(path: str) -> socket.socket | None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        os.write(_fd, line.encode())
-    except OSError:                     # ptui went away: stop probing, keep training
-        _fd = None
+        s.connect(path)
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def _tensor_bytes(obj) -> int:
+    import torch
+    from torch.utils._pytree import tree_leaves
+    n = 0
+    for x in tree_leaves(obj):
+        if isinstance(x, torch.Tensor) and x.device.type != "meta":
+            n += x.numel() * x.element_size()
+    return n
+
+
+class _Window:
+    """Counts one iteration: FLOPs (torch's counter), operators and bytes every operator reads and
+    writes (views excluded), backward passes, optimizer steps and DataLoader batches."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils.flop_counter import FlopCounterMode
+        win = self
+        self.ops = 0
+        self.bytes = 0
+        self.backward = 0
+        self.steps = 0
+        self.batches = 0
+        self.samples = 0
+        self.input_bytes = 0
+
+        class _Bytes(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                try:
+                    win.ops += 1
+                    if not getattr(func, "is_view", False):
+                        win.bytes += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
+                except Exception:  # noqa: BLE001
+                    pass
+                return out
+
+        self.flops = FlopCounterMode(display=False)
+        self.bytes_mode = _Bytes()
+
+    def __enter__(self):
+        self.flops.__enter__()
+        self.bytes_mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.bytes_mode.__exit__(None, None, None)
+        finally:
+            self.flops.__exit__(None, None, None)
+
+
+class _State:
+    def __init__(self, whatif: bool) -> None:
+        self.whatif = whatif
+        self.optimizers: dict[int, object] = {}     # id -> weakref to the optimizer
+        self.backward = 0
+        self.opt0_steps = 0
+        self.window: _Window | None = None
+        self.measured = False
+        self.workers: int | None = None
+        self.batch_size: int | None = None
+
+
+_state: _State | None = None
+
+
+def _optimizer_sizes() -> tuple[int, int, int]:
+    """(parameters, parameter bytes, optimizer state bytes) over the distinct optimizers."""
+    import torch
+    seen: set[int] = set()
+    n = nbytes = state = 0
+    for ref in _state.optimizers.values():
+        opt = ref()
+        if opt is None:
+            continue
+        for g in opt.param_groups:
+            for p in g["params"]:
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                n += p.numel()
+                nbytes += p.numel() * p.element_size()
+                for v in opt.state.get(p, {}).values():
+                    if isinstance(v, torch.Tensor) and v.numel() > 1:
+                        state += v.numel() * v.element_size()
+    return n, nbytes, state
+
+
+def _finish_window(device: str) -> None:
+    w = _state.window
+    _state.window = None
+    _state.measured = True
+    w.__exit__(None, None, None)
+    params, param_bytes, state_bytes = _optimizer_sizes()
+    info = {"flops": int(w.flops.get_total_flops()), "bytes": int(w.bytes), "ops": w.ops,
+            "params": params, "param_bytes": param_bytes, "state_bytes": state_bytes,
+            "optimizers": len(_state.optimizers), "opt_steps": w.steps, "backward": w.backward,
+            "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
+            "workers": _state.workers, "batch_size": _state.batch_size, "device": device}
+    _send("W " + json.dumps(info) + "\n")
+
+
+def _patch_backward() -> None:
+    import torch
+    orig = torch.autograd.backward
+
+    def backward(*args, **kwargs):
+        if _state is not None:
+            _state.backward += 1
+            if _state.window is not None:
+                _state.window.backward += 1
+        return orig(*args, **kwargs)
+
+    backward.__wrapped__ = orig
+    torch.autograd.backward = backward
+
+
+def _patch_dataloader() -> None:
+    from torch.utils.data import dataloader as dl
+    orig = dl._BaseDataLoaderIter.__next__
+
+    def __next__(self):
+        batch = orig(self)
+        try:
+            import torch
+            from torch.utils._pytree import tree_leaves
+            first = next((x for x in tree_leaves(batch) if isinstance(x, torch.Tensor) and x.dim()), None)
+            _state.workers = int(getattr(self, "_num_workers", 0) or 0)
+            if first is not None:
+                _state.batch_size = int(first.shape[0])
+            w = _state.window
+            if w is not None:
+                w.batches += 1
+                w.samples += int(first.shape[0]) if first is not None else 0
+                w.input_bytes += _tensor_bytes(batch)
+        except Exception:  # noqa: BLE001
+            pass
+        return batch
+
+    dl._BaseDataLoaderIter.__next__ = __next__
 
 
 def install() -> None:
-    global _fd
-    _fd = int(os.environ["PTUI_PROBE_FD"])
+    global _sock, _state
+    if not is_reporting_rank():
+        return
+    _sock = _connect(os.environ["PTUI_PROBE_SOCK"])
+    if _sock is None:
+        return
+    _state = _State(os.environ.get("PTUI_PROBE_WHATIF") == "1")
     _send(f"H {os.getpid()} {time.monotonic():.6f}\n")
+    import weakref
+
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
 
     def hook(optimizer, args, kwargs) -> None:
         if cuda and torch.cuda.is_initialized():
             torch.cuda.synchronize()
-        _send(f"S {time.monotonic():.6f}\n")
+        t = time.monotonic()
+        st = _state
+        key = id(optimizer)
+        ref = st.optimizers.get(key)
+        if ref is None or ref() is not optimizer:   # new (or a new one reusing a dead one's id)
+            st.optimizers[key] = weakref.ref(optimizer)
+        idx = list(st.optimizers).index(key)
+        nbw, st.backward = st.backward, 0
+        flag = ""
+        if st.window is not None:
+            st.window.steps += 1
+        if idx == 0:
+            st.opt0_steps += 1
+            if st.window is not None:
+                try:
+                    _finish_window(device)
+                except Exception as e:  # noqa: BLE001
+                    _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+                flag = " x"
+        _send(f"S {t:.6f} {idx} {nbw}{flag}\n")
+        if idx == 0 and st.whatif and not st.measured and st.window is None and st.opt0_steps == 2:
+            try:                                  # measure the second whole iteration
+                st.window = _Window().__enter__()
+            except Exception as e:  # noqa: BLE001
+                st.window, st.measured = None, True
+                _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
 
     register_optimizer_step_post_hook(hook)
-    _send(f"D {'cuda' if cuda else 'cpu'}\n")
+    _patch_backward()
+    try:
+        _patch_dataloader()
+    except Exception:  # noqa: BLE001
+        pass
+    _send(f"D {device}\n")

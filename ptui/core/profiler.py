@@ -322,19 +322,34 @@ class Profiler:
 PROFILE_VALUES = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
                   "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
                   "stable")
+PROFILE_NOTES = ("timed", "host_step_ms")                # what one time_ms is; a what-if's host step
 PROFILE_TAGS = ("workload", "batch_size", "session")     # trailing text columns: what was profiled
-PROFILE_HEADER = PROFILE_VALUES + PROFILE_TAGS
+PROFILE_HEADER = PROFILE_VALUES + PROFILE_NOTES + PROFILE_TAGS
+
+
+def timed_unit(info: SessionInfo | None) -> str:
+    """What time_ms measures in a session, in words (the CSV's `timed` column)."""
+    if info is None:
+        return ""
+    if info.params.get("timed"):
+        return str(info.params["timed"])
+    return "minibatch (SIMULATED built-in workload)" if info.backend == "sim" else "minibatch"
 
 
 def profile_rows(store: Store, session: str) -> list[list[str]]:
-    """The session's finished modes as CSV cells, in plan order."""
+    """The session's finished modes as CSV cells, in plan order; `timed` says what one time_ms is
+    (a script: an optimizer step, a GAN's whole iteration, a what-if ...) and host_step_ms is a
+    SIMULATED what-if's step time measured on this machine (empty otherwise)."""
     from .csvio import fmt_value, mode_cells
     info = store.get_session(session)
     tags = [info.workload, str(info.batch_size), session] if info else ["", "", session]
+    timed = timed_unit(info)
+    host = info.params.get("host_step_ms") if info else None
     out = []
     for _, r in store.results(session):
         m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
-        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_VALUES[4:]] + tags)
+        out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_VALUES[4:]]
+                   + [timed, fmt_value(host)] + tags)
     return out
 
 

@@ -184,6 +184,15 @@ class Store:
                            [Mode(*t) for t in json.loads(row[8])], json.loads(row[9]), row[10],
                            row[11], n_done)
 
+    def merge_params(self, name: str, extra: dict) -> None:
+        """Add keys to a session's params (what a script's probe learnt once it ran)."""
+        row = self.db.execute("SELECT params FROM sessions WHERE name=?", (name,)).fetchone()
+        if row is None:
+            return
+        params = json.loads(row[0])
+        params.update(extra)
+        self.db.execute("UPDATE sessions SET params=? WHERE name=?", (json.dumps(params), name))
+
     def list_sessions(self) -> list[SessionInfo]:
         names = [r[0] for r in self.db.execute("SELECT name FROM sessions ORDER BY created DESC")]
         return [s for s in (self.get_session(n) for n in names) if s]

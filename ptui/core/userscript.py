@@ -1,126 +1,480 @@
-"""Profiling the user's own training script: run it under the probe, turn its optimizer steps
-into minibatch events, and merge them with telemetry samples for the profiler."""
+"""Profiling the user's own training script under the probe (core/probe.py).
+
+What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
+optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
+micro-batch); with several optimizers (a GAN) it is one cycle through all of them, from one step
+of the first optimizer used to its next step.
+
+On a real board the iterations are the minibatch events and the board's sensors give power.  On
+the SIMULATED board the host's step time says nothing about a Jetson, so the script is run only
+long enough to measure its model (training FLOPs, bytes touched, parameters, batch size, DataLoader
+workers, optimizer steps per iteration) and time a few host iterations; that size becomes a
+Workload for the simulator's roofline physics, and the profile is a what-if whose time and power
+follow the mode.  The host step time is reported separately.
+"""
 from __future__ import annotations
 
+import json
 import os
 import queue
+import shlex
+import shutil
+import signal
+import socket
+import statistics
 import subprocess
+import tempfile
 import threading
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import ptui
 
 from .backends.base import Backend, MinibatchEvent
-from .profiler import ProfileError
+from .profiler import ProfileError, SessionError
+from .workloads import Workload
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe_site"
+WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
+HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
+
+
+# -- session helpers (resume) --------------------------------------------------------------------
+def command_text(argv) -> str:
+    return shlex.join(str(a) for a in argv)
+
+
+def check_resume_command(params: dict, argv) -> None:
+    """A script session resumes only with the command it was started with."""
+    stored = params.get("command")
+    if stored is None or not argv:
+        return
+    if list(map(str, stored)) != list(map(str, argv)):
+        raise SessionError(f"session was profiled with `{command_text(stored)}`, not "
+                           f"`{command_text(argv)}`; resume with the same command or start a new session")
+
+
+def resume_hint(name: str, out, argv=None) -> str:
+    """The exact command that resumes a session (the script's command after --)."""
+    cmd = f"ptui profile --session {shlex.quote(name)} --resume --out {shlex.quote(str(out))}"
+    return cmd + (f" -- {command_text(argv)}" if argv else "")
+
+
+def steps_note(min_timed: int, n_modes: int) -> str:
+    per = min_timed + 2
+    return (f"each mode needs at least {per} training iterations (optimizer steps; 2 dropped after "
+            f"the switch, {min_timed} timed) once power has settled; {n_modes} modes to go")
+
+
+# -- what-if workload ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScriptWorkload(Workload):
+    """A workload measured from a user's script; carries its own roofline physics."""
+    physics: object = None
+
+
+def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
+    """Turn the probe's measurement of one iteration into a Workload for the simulator's physics.
+
+    Compute: the iteration's FLOPs (forward + backward + optimizer) from torch's counter.  Bytes:
+    what every operator reads and writes (views excluded), split into a fixed part that scales with
+    the parameters (weights read twice, gradients, optimizer update and state) and a part per
+    sample.  Kernel efficiency grows with the average work per operator (small kernels leave the
+    GPU idle); host work scales with the operator count (launches, Python); the data pipeline with
+    the bytes each sample brings in."""
+    from .physics import WorkloadPhysics
+    if info.get("error"):
+        raise ProfileError(f"could not measure the script's model: {info['error']}")
+    flops = float(info.get("flops") or 0)
+    if flops <= 0:
+        raise ProfileError("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
+                           "torch.compile'd or non-torch model?): no what-if for the simulated board; "
+                           "profile it on a Jetson")
+    samples = int(info.get("samples") or 0)
+    B = samples if samples > 0 else 1
+    ops = max(1, int(info.get("ops") or 1))
+    param_bytes = float(info.get("param_bytes") or 0)
+    state_bytes = float(info.get("state_bytes") or 0)
+    total_bytes = float(info.get("bytes") or 0)
+    fixed = min(total_bytes, 6.0 * param_bytes + 2.0 * state_bytes)
+    per_sample = max(0.0, total_bytes - fixed) / B
+    x = flops / ops
+    # FLOPs per FP32-FMA peak: training kernels on Jetson use TF32 tensor cores, so large kernels
+    # beat the CUDA-core FP32 rate; calibrated so a measured ResNet-18 lands on the catalog's
+    eff = min(1.1, max(0.02, 1.1 * x / (x + 5e6)))
+    in_b = float(info.get("input_bytes") or 0) / B
+    wp = WorkloadPhysics(
+        gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
+        roof_p=3.0, host_mcycles=5.0 + 0.06 * ops, host_misses_k=5.0 + 0.06 * ops,
+        data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
+        data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0)
+    params_m = float(info.get("params") or 0) / 1e6
+    return ScriptWorkload(
+        name="script", model=f"what-if: {command[:50]}" if command else "what-if: user script",
+        task="user script", dataset="user data", samples=B, params_m=params_m,
+        fwd_gflops=flops / B / 3e9, layers=0, workers=int(info.get("workers") or 0),
+        dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
+
+
+def describe_model(info: dict) -> str:
+    samples = int(info.get("samples") or 0)
+    bs = (f"{samples} samples per iteration" if samples else
+          "batch size unknown (no DataLoader seen: the iteration is one unit)")
+    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and {info.get('bytes', 0) / 1e6:.3g} MB touched "
+            f"per iteration, {info.get('params', 0):,} parameters, {info.get('ops', 0)} operators, "
+            f"{bs}, {info.get('workers') or 0} DataLoader workers")
+
+
+# -- what an iteration is ------------------------------------------------------------------------
+class _Iterations:
+    """Turns the probe's step lines into whole iterations (boundary: the first optimizer's step)."""
+
+    def __init__(self) -> None:
+        self.steps = 0                       # optimizer steps seen (all optimizers)
+        self.optimizers = 0
+        self.last: float | None = None       # time of the last iteration boundary
+        self.n_iter = 0                      # iterations completed
+        self.steps_in: int = 0
+        self.bw_in: int = 0
+        self.per_iter_steps: list[int] = []
+        self.per_step_bw: list[float] = []
+
+    def step(self, t: float, opt: int, nbw: int, excluded: bool) -> float | None:
+        """Feed one step; return the duration (s) of an iteration that ended here, if any."""
+        self.steps += 1
+        self.optimizers = max(self.optimizers, opt + 1)
+        self.steps_in += 1
+        self.bw_in += nbw
+        if opt != 0:
+            return None
+        done = None
+        if self.last is not None:
+            self.n_iter += 1
+            self.per_iter_steps.append(self.steps_in)
+            self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
+            if not excluded:
+                done = t - self.last
+        self.last, self.steps_in, self.bw_in = t, 0, 0
+        return done
+
+    def timed(self) -> str:
+        """What one timed unit is, in words (CSV column `timed`, CLI)."""
+        if not self.per_iter_steps:
+            return "optimizer step"
+        k = statistics.median(self.per_iter_steps[-20:])
+        bw = statistics.median(self.per_step_bw[-20:])
+        if self.optimizers > 1:
+            return (f"iteration of {self.optimizers} optimizers ({k:g} optimizer steps, "
+                    f"{bw * k:g} backward passes)")
+        if bw > 1.0:
+            return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
+                    f"{bw:g} backward passes per step)")
+        return "optimizer step"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class ScriptSource:
     """A training command run under the probe; a measurement source for the Profiler."""
 
     def __init__(self, backend: Backend, argv: list[str], log_path: Path,
-                 first_step_timeout: float = 180.0, stand_in=None) -> None:
+                 first_step_timeout: float = 600.0, notify: Callable[[str], None] | None = None,
+                 on_info: Callable[[dict], None] | None = None, progress_every: float = 30.0,
+                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0) -> None:
         if not argv:
             raise ProfileError("no training command given after --")
-        self.backend, self.argv, self.log_path = backend, argv, Path(log_path)
-        self.first_step_timeout = first_step_timeout
-        self.stand_in = stand_in          # workload the simulator draws power for
+        self.backend, self.argv, self.log_path = backend, [str(a) for a in argv], Path(log_path)
+        self.first_step_timeout = float(first_step_timeout)
+        self.notify = notify or (lambda msg: None)
+        self.on_info = on_info or (lambda d: None)
+        self.progress_every = progress_every
+        self.whatif = backend.simulated if whatif is None else whatif
+        self.steps_per_mode, self.modes_todo = steps_per_mode, modes_todo
         self.proc: subprocess.Popen | None = None
         self.q: queue.Queue = queue.Queue()
-        self.steps = 0
+        self.it = _Iterations()
         self.device_kind = None
+        self.model_info: dict | None = None          # the probe's W line (what-if)
+        self.workload: Workload | None = None        # the what-if workload given to the simulator
+        self.host_step_ms: float | None = None
+        self._readers: list[threading.Thread] = []
+        self._srv: socket.socket | None = None
+        self._dir: str | None = None
+        self._closing = threading.Event()
+        self._step_conn = None
+        self._timed_said = None
+
+    @property
+    def steps(self) -> int:
+        return self.it.steps
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
         clock = self.backend.clock
-        if getattr(clock, "virtual", False) or getattr(clock, "speed", 1.0) != 1.0:
+        if not self.whatif and (getattr(clock, "virtual", False) or getattr(clock, "speed", 1.0) != 1.0):
             raise ProfileError("profiling a real script needs a real-time clock (no --speed)")
-        r, w = os.pipe()
+        self._dir = tempfile.mkdtemp(prefix="ptui-")
+        path = os.path.join(self._dir, "probe.sock")
+        self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._srv.bind(path)
+        self._srv.listen(16)
+        self._srv.settimeout(0.2)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(PROBE_SITE), str(PROBE_SITE.parent.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
-        env["PTUI_PROBE_FD"] = str(w)
+        env["PTUI_PROBE_SOCK"] = path
+        env.pop("PTUI_PROBE_FD", None)
+        if self.whatif:
+            env["PTUI_PROBE_WHATIF"] = "1"
+        else:
+            env.pop("PTUI_PROBE_WHATIF", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen(self.argv, env=env, pass_fds=(w,), stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
-            os.close(r)
-            os.close(w)
+            self._cleanup()
             raise ProfileError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
         finally:
             log.close()
-        os.close(w)
         self.t_start = time.monotonic()
-        threading.Thread(target=self._reader, args=(r,), daemon=True, name="ptui-probe").start()
-        if self.backend.simulated and self.stand_in is not None:
-            self.backend.start_training(self.stand_in)   # the simulated board draws training power
+        threading.Thread(target=self._accept, daemon=True, name="ptui-probe-accept").start()
+        threading.Thread(target=self._watch, daemon=True, name="ptui-probe-watch").start()
 
-    def _reader(self, fd: int) -> None:
+    def _accept(self) -> None:
+        n = 0
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            n += 1
+            t = threading.Thread(target=self._reader, args=(conn, n), daemon=True,
+                                 name=f"ptui-probe-{n}")
+            self._readers.append(t)
+            t.start()
+
+    def _reader(self, conn: socket.socket, cid: int) -> None:
         buf = b""
-        with os.fdopen(fd, "rb", buffering=0) as f:
+        conn.setblocking(True)
+        with conn:
             while True:
-                chunk = f.read(4096)
+                try:
+                    chunk = conn.recv(4096)
+                except OSError:
+                    break
                 if not chunk:
                     break
                 buf += chunk
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
-                    self.q.put(line.decode(errors="replace"))
-        self.q.put(None)                                   # the script closed the pipe (ended)
+                    self.q.put((cid, line.decode(errors="replace")))
+
+    def _watch(self) -> None:
+        self.proc.wait()
+        time.sleep(0.1)                       # a last connection may still be being accepted
+        deadline = time.monotonic() + 2.0
+        for t in list(self._readers):         # let every reporter's last lines arrive
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.q.put(None)                      # the script ended
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:                                  # the whole process group: launchers' children too
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+
+    def _cleanup(self) -> None:
+        self._closing.set()
+        if self._srv is not None:
+            try:
+                self._srv.close()
+            except OSError:
+                pass
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self._kill()
+        self._cleanup()
         if self.backend.simulated:
             self.backend.stop_training()
 
-    # -- events -----------------------------------------------------------------------------------
+    # -- messages ---------------------------------------------------------------------------------
+    def _tail(self) -> str:
+        try:
+            lines = [x for x in self.log_path.read_text(errors="replace").splitlines() if x.strip()]
+            return lines[-1].strip()[:200] if lines else ""
+        except OSError:
+            return ""
+
     def _ended(self) -> ProfileError:
         rc = self.proc.wait() if self.proc else None
-        tail = ""
-        try:
-            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-1][:200]
-        except (OSError, IndexError):
-            pass
+        tail = self._tail()
         what = "crashed" if rc else "ended"
-        return ProfileError(f"the training script {what} (exit code {rc}) after {self.steps} "
-                            f"minibatches" + (f"; last output: {tail}" if tail else "")
-                            + f"; full log: {self.log_path}")
+        last = (f"; last output: {tail}" if tail else "") + f"; full log: {self.log_path}"
+        if self.it.steps == 0:
+            hint = ("; ptui times optimizer.step() calls of torch.optim optimizers: does the script "
+                    "train (not only evaluate), and does it train in this process or one started by "
+                    "a launcher (torchrun, accelerate launch)?" if not rc else "")
+            return ProfileError(f"the training script {what} (exit code {rc}) before its first "
+                                f"optimizer step{hint}{last}")
+        return ProfileError(f"the training script {what} (exit code {rc}) after "
+                            f"{_plural(self.it.steps, 'optimizer step')} "
+                            f"({_plural(self.it.n_iter, 'whole iteration')}){last}")
 
+    def _still_starting(self, waited: float) -> None:
+        tail = self._tail()
+        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and has taken no "
+                    f"optimizer step after {waited:.0f} s (limit --startup-timeout "
+                    f"{self.first_step_timeout:.0f} s)" + (f"; last output: {tail}" if tail else ""))
+
+    def _never_stepped(self) -> ProfileError:
+        return ProfileError(f"the training script is still running but has taken no optimizer step "
+                            f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
+                            f"(torch.compile, data preparation) raise --startup-timeout; its output "
+                            f"is in {self.log_path}")
+
+    def _say_timed(self) -> None:
+        timed = self.it.timed()
+        if timed != self._timed_said:
+            self._timed_said = timed
+            label = f"{WHATIF_LABEL}: " if self.whatif else ""
+            self.on_info({"timed": label + "one " + timed})
+            self.notify(f"timing one {timed} per minibatch event")
+
+    # -- the probe's lines ------------------------------------------------------------------------
+    def _lines(self, deadline_fn):
+        """(kind, fields) from the probe until the script ends (raises); ('', None) on timeouts."""
+        next_note = self.t_start + self.progress_every
+        while True:
+            timeout = min(deadline_fn(), 0.5)
+            try:
+                item = self.q.get(timeout=max(0.0, timeout))
+            except queue.Empty:
+                item = ("", "")
+            if item is None:
+                raise self._ended()
+            cid, line = item
+            now = time.monotonic()
+            if self.it.steps == 0 and self.proc.poll() is None:
+                waited = now - self.t_start
+                if waited > self.first_step_timeout:
+                    raise self._never_stepped()
+                if now >= next_note:
+                    next_note += self.progress_every
+                    self._still_starting(waited)
+            if line.startswith("S "):
+                if self._step_conn is None:
+                    self._step_conn = cid
+                if cid != self._step_conn:
+                    continue                  # another process stepping (not rank 0's loop)
+                f = line.split()
+                yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
+                            int(f[3]) if len(f) > 3 else 0, len(f) > 4 and f[4] == "x")
+            elif line.startswith("W "):
+                try:
+                    yield "W", json.loads(line[2:])
+                except ValueError:
+                    yield "W", {"error": "unreadable measurement"}
+            elif line.startswith("D "):
+                self.device_kind = line.split()[1]
+            else:
+                yield "", None
+
+    # -- events -----------------------------------------------------------------------------------
     def events(self, interval: float | None = None):
+        if self.whatif:
+            yield from self._whatif_events(interval)
+        else:
+            yield from self._board_events(interval)
+
+    def _board_events(self, interval: float | None):
+        """A real board: every whole iteration of the script is a minibatch event."""
         clock = self.backend.clock
         interval = interval or 0.5
         to_clock = clock.now() - time.monotonic()          # offset from CLOCK_MONOTONIC
-        last_step = None
         next_sample = clock.now() + interval
-        while True:
-            timeout = max(0.0, next_sample - clock.now())
-            try:
-                line = self.q.get(timeout=timeout)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                raise self._ended()
-            if line.startswith("S "):
-                ts = float(line.split()[1]) + to_clock
-                if last_step is not None:
-                    self.steps += 1
-                    yield MinibatchEvent(t_end=ts, ms=(ts - last_step) * 1000.0, index=self.steps)
-                last_step = ts
-            elif line.startswith("D "):
-                self.device_kind = line.split()[1]
+        said_estimate = False
+        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):
+            if kind == "S":
+                t, opt, nbw, excluded = val
+                dur = self.it.step(t, opt, nbw, excluded)
+                if dur is not None:
+                    self._say_timed()
+                    if not said_estimate and self.modes_todo:
+                        said_estimate = True
+                        per = dur * self.steps_per_mode
+                        self.notify(f"one iteration took {dur:.2f} s: a mode needs at least "
+                                    f"{self.steps_per_mode} iterations, about {per / 60:.1f} min plus "
+                                    f"settling; about {per * self.modes_todo / 3600:.1f} h for "
+                                    f"{self.modes_todo} modes")
+                    yield MinibatchEvent(t_end=t + to_clock, ms=dur * 1000.0, index=self.it.n_iter)
             if clock.now() >= next_sample:
                 next_sample += interval
                 yield self.backend.read()
-            if self.steps == 0 and time.monotonic() - self.t_start > self.first_step_timeout:
-                raise ProfileError(f"the training script has not completed a minibatch in "
-                                   f"{self.first_step_timeout:.0f} s: does it call optimizer.step()?")
+
+    def _whatif_events(self, interval: float | None):
+        """The simulated board: measure the model, time a few host iterations, stop the script,
+        then stream the simulator running the measured model (time and power follow the mode)."""
+        host: list[float] = []
+        for kind, val in self._measure_lines():
+            if kind == "S":
+                dur = self.it.step(*val)
+                if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
+                    host.append(dur)
+            elif kind == "W":
+                self.model_info = val
+            if self.model_info is not None and len(host) >= HOST_ITERATIONS:
+                break
+        self._kill()
+        if self.model_info is None:
+            raise ProfileError("the script stopped before ptui could measure its model")
+        self.host_step_ms = statistics.median(host) * 1000.0 if host else None
+        self.workload = whatif_workload(self.model_info, command=command_text(self.argv))
+        self._say_timed()
+        host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
+                    f"median of {len(host)})" if self.host_step_ms else "not timed")
+        self.notify(f"{WHATIF_LABEL}: {describe_model(self.model_info)}; host step time {host_txt}; "
+                    f"the times and powers below are simulated for this model on the board")
+        self.on_info({"whatif": {"label": WHATIF_LABEL, "model": self.model_info,
+                                 "host_step_ms": self.host_step_ms,
+                                 "host_iterations": len(host)},
+                      "host_step_ms": self.host_step_ms})
+        self.backend.start_training(self.workload)
+        yield from self.backend.events(interval)
+
+    def _measure_lines(self):
+        """The probe's lines until the script ends; the script ending after the model was
+        measured is fine (fewer host timings)."""
+        try:
+            yield from self._lines(lambda: self.progress_every)
+        except ProfileError:
+            if self.model_info is None:
+                raise
+            return
+
+
+def script_workload(bs: int, argv) -> Workload:
+    """The placeholder workload a script session is stored under (name 'script')."""
+    from .workloads import get_workload
+    return replace(get_workload("resnet18", bs), name="script", model=command_text(argv)[:60],
+                   task="user script")

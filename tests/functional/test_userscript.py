@@ -30,29 +30,34 @@ def script(tmp_path):
     return p
 
 
-def test_profiles_a_real_script_and_restores(tmp_path, script, cli):
+def test_profiles_a_real_script_on_the_simulator_as_a_whatif(tmp_path, script, cli):
     rc, out, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
                        "--out", tmp_path / "s.csv", "--", sys.executable, script, "100000")
     assert rc == 0, err
     rows = (tmp_path / "s.csv").read_text().splitlines()
     assert rows[0].startswith("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w") and len(rows) == 3
+    assert rows[0].endswith(",timed,host_step_ms")
     for r in rows[1:]:
-        t = float(r.split(",")[4])
-        assert 20.0 <= t < 500.0           # the script real minibatch: 20 ms sleep + a tiny step
         assert int(r.split(",")[9]) >= 40
-    assert "under the minibatch probe" in err
+        assert "what-if from the model's measured size (SIMULATED): one optimizer step" in r
+        assert float(r.split(",")[-1]) >= 20.0     # the host step: 20 ms sleep + a tiny step
+    assert "under the optimizer-step probe" in err and "host step time" in err
 
 
-def test_script_that_ends_early_is_reported(tmp_path, script, cli):
-    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "3", "--sample-interval", "0.1",
-                     "--out", tmp_path / "s.csv", "--", sys.executable, script, "25")
-    assert rc == 1 and "the training script ended (exit code 0) after" in err
+def test_script_that_ends_early_is_reported(tmp_path, script, emulated_board, cli):
+    root, _ = emulated_board
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "3",
+                     "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
+                     script, "25")
+    assert rc == 1 and "the training script ended (exit code 0) after 25 optimizer steps" in err
     assert "restored to its original mode" in err
 
 
-def test_script_that_crashes_is_reported(tmp_path, script, cli):
-    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "3", "--sample-interval", "0.1",
-                     "--out", tmp_path / "s.csv", "--", sys.executable, script, "30", "crash")
+def test_script_that_crashes_is_reported(tmp_path, script, emulated_board, cli):
+    root, _ = emulated_board
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "3",
+                     "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
+                     script, "30", "crash")
     assert rc == 1 and "crashed (exit code 1)" in err and "CUDA out of memory (pretend)" in err
 
 
@@ -65,10 +70,12 @@ def test_script_that_never_steps(tmp_path):
     idle = tmp_path / "idle.py"
     idle.write_text("import time\ntime.sleep(30)\n")
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
-    src = ScriptSource(sim, [sys.executable, str(idle)], tmp_path / "log", first_step_timeout=1.5)
+    src = ScriptSource(sim, [sys.executable, str(idle)], tmp_path / "log", first_step_timeout=1.5,
+                       whatif=False)
     src.start()
     try:
-        with pytest.raises(ProfileError, match="does it call optimizer.step"):
+        with pytest.raises(ProfileError, match="still running but has taken no optimizer step in 2 s; "
+                           "if it needs longer to start .* raise --startup-timeout"):
             for _ in src.events(0.1):
                 pass
     finally:
@@ -101,3 +108,269 @@ def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
     rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "yolov8n",
                      "--out", tmp_path / "y.csv")
     assert rc == 2 and "no built-in training loop for yolov8n" in err
+
+
+# -- issue 10 A: scripts as people write them -----------------------------------------------------
+GAN = textwrap.dedent("""
+    import sys, time, torch
+    torch.manual_seed(0)
+    G, D = torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)
+    og = torch.optim.Adam(G.parameters(), lr=1e-3)
+    od = torch.optim.SGD(D.parameters(), lr=1e-2)
+    for i in range(int(sys.argv[1])):
+        od.zero_grad()
+        D(G(torch.randn(32, 8)).detach()).mean().backward()
+        time.sleep(0.015)
+        od.step()
+        og.zero_grad()
+        (-D(G(torch.randn(32, 8)))).mean().backward()
+        time.sleep(0.015)
+        og.step()
+""")
+
+ACCUM = textwrap.dedent("""
+    import sys, time, torch
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(int(sys.argv[1])):
+        for micro in range(4):                     # gradient accumulation over 4 micro-batches
+            (model(torch.randn(8, 16)) ** 2).mean().backward()
+            time.sleep(0.008)
+        opt.step()
+        opt.zero_grad()
+""")
+
+LOADER = textwrap.dedent("""
+    import sys, torch
+    from torch.utils.data import DataLoader, TensorDataset
+    width = int(sys.argv[1])
+    model = torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data = DataLoader(TensorDataset(torch.randn(4096, 32), torch.randint(0, 4, (4096,))), batch_size=16)
+    for epoch in range(1000):
+        for x, y in data:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+""")
+
+# a launcher like torchrun/accelerate: closes every inherited fd, then starts rank 0 and rank 1
+LAUNCHER = textwrap.dedent("""
+    import os, subprocess, sys
+    os.closerange(3, 4096)
+    procs = [subprocess.Popen([sys.executable] + sys.argv[1:], close_fds=True,
+                              env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2"))
+             for r in (0, 1)]
+    sys.exit(max(p.wait() for p in procs))
+""")
+
+# rank 1 steps 3x faster than rank 0: timing it would give ~10 ms instead of ~30 ms
+RANKED = textwrap.dedent("""
+    import os, sys, time, torch
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    pause = 0.03 if os.environ.get("RANK") == "0" else 0.01
+    for i in range(int(sys.argv[1])):
+        model(torch.randn(2, 4)).sum().backward()
+        time.sleep(pause)
+        opt.step()
+""")
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _source(tmp_path, argv, **kw):
+    """A ScriptSource on a real-time simulated board, timing the script as on a Jetson."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.userscript import ScriptSource
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    return ScriptSource(sim, [str(a) for a in argv], tmp_path / "log", whatif=False, **kw)
+
+
+def _minibatches(src, n, interval=0.1):
+    from ptui.core.backends.base import MinibatchEvent
+    out = []
+    src.start()
+    try:
+        for ev in src.events(interval):
+            if isinstance(ev, MinibatchEvent):
+                out.append(ev)
+                if len(out) >= n:
+                    break
+    finally:
+        src.stop()
+    return out
+
+
+def test_a5_no_sitecustomize_noise_in_the_log(tmp_path, script):
+    """venv/pyenv/conda Pythons have no other sitecustomize: chaining must not print a KeyError."""
+    src = _source(tmp_path, [sys.executable, script, "100000"])
+    assert len(_minibatches(src, 2)) == 2
+    assert "sitecustomize" not in (tmp_path / "log").read_text()
+
+
+def test_a5_another_sitecustomize_still_runs(tmp_path, script, monkeypatch):
+    other = tmp_path / "site2"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("print('USER SITECUSTOMIZE RAN', flush=True)\n")
+    monkeypatch.setenv("PYTHONPATH", str(other))
+    src = _source(tmp_path, [sys.executable, script, "100000"])
+    assert len(_minibatches(src, 2)) == 2
+    log = (tmp_path / "log").read_text()
+    assert "USER SITECUSTOMIZE RAN" in log and "Error in sitecustomize" not in log
+
+
+def test_a3_two_optimizers_are_timed_per_whole_iteration(tmp_path):
+    gan = _write(tmp_path, "gan.py", GAN)
+    src = _source(tmp_path, [sys.executable, gan, "100000"])
+    evs = _minibatches(src, 4)
+    assert all(e.ms >= 30.0 for e in evs)           # both steps (2 x 15 ms), not one of them
+    assert src.it.optimizers == 2
+    assert src.it.timed() == "iteration of 2 optimizers (2 optimizer steps, 2 backward passes)"
+
+
+def test_a6_gradient_accumulation_is_named(tmp_path):
+    acc = _write(tmp_path, "acc.py", ACCUM)
+    said = []
+    src = _source(tmp_path, [sys.executable, acc, "100000"], notify=said.append)
+    evs = _minibatches(src, 3)
+    assert all(e.ms >= 32.0 for e in evs)           # 4 micro-batches of 8 ms per timed step
+    assert "4 micro-batches" in src.it.timed() and "gradient accumulation" in src.it.timed()
+    assert any("timing one optimizer step over 4 micro-batches" in m for m in said)
+
+
+def test_a2_launcher_that_closes_fds_reports_rank0_only(tmp_path):
+    launcher = _write(tmp_path, "launch.py", LAUNCHER)
+    ranked = _write(tmp_path, "ranked.py", RANKED)
+    src = _source(tmp_path, [sys.executable, launcher, ranked, "100000"])
+    evs = _minibatches(src, 4)
+    assert len(evs) == 4 and all(e.ms >= 30.0 for e in evs)      # rank 0's steps only
+    assert src.proc.poll() is not None
+
+
+def test_a2_probe_reports_for_rank_zero_only():
+    from ptui.core.probe import is_reporting_rank
+    assert is_reporting_rank({}) and is_reporting_rank({"RANK": "0", "LOCAL_RANK": "0"})
+    assert not is_reporting_rank({"RANK": "3", "LOCAL_RANK": "0"})
+    assert not is_reporting_rank({"LOCAL_RANK": "1"})
+
+
+def test_a4_still_starting_is_not_never_stepping(tmp_path):
+    """A slow start (torch.compile, data preparation) is reported as progress, then timed; one
+    step is enough to end the start-up phase."""
+    slow = _write(tmp_path, "slow.py", TRAIN.replace("for i in range(steps):",
+                                                     "time.sleep(2.5)\nfor i in range(steps):"))
+    said = []
+    src = _source(tmp_path, [sys.executable, slow, "100000"], first_step_timeout=60,
+                  notify=said.append, progress_every=0.5)
+    assert len(_minibatches(src, 2)) == 2
+    assert any(m.startswith("still starting: the script is running") for m in said)
+
+
+def test_a4_startup_timeout_flag(tmp_path, script, cli):
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--startup-timeout", "0",
+                     "--out", tmp_path / "s.csv", "--", sys.executable, script, "10")
+    assert rc == 2 and "--startup-timeout must be a positive number" in err
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_a6_one_step_then_crash_says_one_step(tmp_path, emulated_board, cli):
+    root, _ = emulated_board
+    once = _write(tmp_path, "once.py", TRAIN.replace(
+        "    opt.step()\n", "    opt.step()\n    if i == 0:\n        sys.exit('stopped after one step')\n"))
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "1",
+                     "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
+                     once, "100")
+    assert rc == 1 and "after 1 optimizer step (0 whole iterations)" in err, err
+    assert "0 minibatches" not in err
+
+
+def test_a6_script_that_never_steps_gets_a_hint(tmp_path, emulated_board, cli):
+    root, _ = emulated_board
+    idle = _write(tmp_path, "eval.py", "import torch\nprint('evaluated', flush=True)\n")
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "1",
+                     "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable, idle)
+    assert rc == 1 and "ended (exit code 0) before its first optimizer step" in err
+    assert "ptui times optimizer.step() calls" in err and "last output: evaluated" in err
+    assert "each mode needs at least 42 training iterations" in err
+
+
+def test_a7_resume_needs_the_same_command_and_the_hint_has_it(tmp_path, script, emulated_board, cli):
+    root, _ = emulated_board
+    args = ("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
+            "--sample-interval", "0.1", "--session", "s1", "--out", tmp_path / "s.csv")
+    rc, _, err = cli(*args, "--", sys.executable, script, "30", "crash")
+    assert rc == 1
+    hint = f"ptui profile --session s1 --resume --out {tmp_path / 's.csv'} -- {sys.executable} {script} 30 crash"
+    assert hint in err
+    other = tmp_path / "other.py"
+    other.write_text(TRAIN)
+    rc, _, err = cli(*args, "--resume", "--", sys.executable, other, "30")
+    assert rc == 2 and err.count("\n") == 1
+    assert f"{script} 30 crash" in err and f"{other} 30" in err
+
+
+def test_a1_whatif_follows_the_mode_and_the_model(tmp_path, cli):
+    """No Jetson: time and power come from the script's measured model through the simulator's
+    physics (they change with the mode and with the model); the host time is reported apart."""
+    loader = _write(tmp_path, "loader.py", LOADER)
+    modes = tmp_path / "modes.csv"
+    modes.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n12,2201.6,1300.5,3199\n4,729.6,318.75,665.6\n")
+    rc, _, err = cli("profile", "--device", "orin-agx", "--modes", modes, "--out", tmp_path / "a.csv",
+                     "--", sys.executable, loader, "64")
+    assert rc == 0, err
+    assert "what-if from the model's measured size (SIMULATED)" in err
+    assert "16 samples per iteration" in err and "0 DataLoader workers" in err
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "a.csv")))
+    fast, slow = rows if float(rows[0]["gpu_mhz"]) > 1000 else rows[::-1]
+    assert float(slow["time_ms"]) > 1.5 * float(fast["time_ms"])     # follows the mode
+    assert float(slow["power_w"]) < float(fast["power_w"])
+    assert rows[0]["timed"].startswith("what-if from the model's measured size (SIMULATED)")
+    assert float(rows[0]["host_step_ms"]) > 0
+
+
+def test_a1_whatif_workload_scales_with_the_measured_size():
+    from ptui.core.devices import get_device
+    from ptui.core.physics import steady_state
+    from ptui.core.userscript import whatif_workload
+    dev = get_device("orin-agx")
+    small = {"flops": 2e9, "bytes": 4e8, "ops": 600, "params": 1e6, "param_bytes": 4e6,
+             "state_bytes": 8e6, "samples": 16, "input_bytes": 16 * 4096, "workers": 4}
+    big = dict(small, flops=2e11, bytes=4e9, ops=1200, params=2.5e7, param_bytes=1e8, state_bytes=2e8)
+    ws, wb = whatif_workload(small), whatif_workload(big)
+    assert ws.batch_size == 16 and ws.workers == 4
+    top, low = (12, 2201.6, 1300.5, 3199), (12, 2201.6, 318.75, 3199)
+    ts, tb = (float(steady_state(dev, w, *top).time_ms) for w in (ws, wb))
+    assert tb > 2 * ts                                                     # 100x the FLOPs
+    assert float(steady_state(dev, wb, *low).time_ms) > 2.5 * tb          # compute-bound: GPU clock
+    assert float(steady_state(dev, wb, *top).power_w) > float(steady_state(dev, ws, *top).power_w)
+    with pytest.raises(Exception, match="no FLOPs"):
+        whatif_workload(dict(small, flops=0))
+
+
+# what the probe measured over one iteration of ptui's plain-torch ResNet-18 at batch 16 (CPU)
+RESNET18_BS16 = {"flops": 170374594560, "bytes": 3344492312, "ops": 482, "params": 11689512,
+                 "param_bytes": 46758048, "state_bytes": 46758048, "samples": 16,
+                 "input_bytes": 9633792, "workers": 4}
+
+
+def test_a1_a_measured_resnet18_lands_on_the_catalogs():
+    """The what-if physics is calibrated: a ResNet-18 measured by the probe gives the catalog
+    ResNet-18's time and power (within 10 %) on fast and slow modes."""
+    from ptui.core.devices import get_device
+    from ptui.core.physics import steady_state
+    from ptui.core.userscript import whatif_workload
+    from ptui.core.workloads import get_workload
+    dev = get_device("orin-agx")
+    w, ref = whatif_workload(RESNET18_BS16), get_workload("resnet18", 16)
+    for mode in [(12, 2201.6, 1300.5, 3199), (4, 1190.4, 522.75, 2133), (2, 729.6, 318.75, 665.6)]:
+        a, b = steady_state(dev, w, *mode), steady_state(dev, ref, *mode)
+        assert abs(float(a.time_ms) / float(b.time_ms) - 1) < 0.1
+        assert abs(float(a.power_w) / float(b.power_w) - 1) < 0.1

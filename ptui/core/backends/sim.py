@@ -277,5 +277,5 @@ class SimJetson(Backend):
 
 
 def _first_batch_factor(workload: Workload) -> float:
-    from ..physics import WORKLOAD_PHYSICS
-    return WORKLOAD_PHYSICS[workload.name].first_batch_x
+    from ..physics import workload_physics
+    return workload_physics(workload).first_batch_x
