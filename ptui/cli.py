@@ -46,71 +46,20 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core.backends import open_backend
-    from .core.csvio import read_modes, write_csv
-    from .core.profiler import (PROFILE_HEADER, ProfileConfig, Profiler, choose_modes,
-                                open_session, profile_rows)
-    from .core.store import Store
-    from .core.workloads import get_workload
-
-    script = list(a.command_line)
-    if not script and not a.workload and not a.resume:
-        raise CLIError("--workload is required (or --resume an existing --session)")
-    store = Store()
-    if a.resume and not a.session:
-        raise CLIError("--resume needs --session NAME")
-    existing = store.get_session(a.session) if a.session else None
-    if a.resume and existing is None:
-        raise CLIError(f"no session named {a.session!r} to resume (list them with: ptui sessions)")
-    device_name = a.device or (existing.device if existing else None)
-    seed = a.seed if a.seed is not None else (existing.seed if existing else 0)
-    bs = a.batch_size or (existing.batch_size if existing else 16)
-    clock = None
-    if script or (existing and existing.workload == "script"):
-        from dataclasses import replace
-        from .core.clock import RealClock
-        if not script:
-            raise CLIError("resume a script session with the same command after --")
-        workload = replace(get_workload("resnet18", bs), name="script", model=" ".join(script)[:60],
-                           task="user script")
-        clock = RealClock()
-    else:
-        workload = get_workload(a.workload or existing.workload, bs)
-    backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
-                                 sample_interval=a.sample_interval, root=a.sysfs_root)
-    _info(note)
-    dev = backend.device
-    if not script and not backend.simulated:
-        # a real board: run ptui's own plain-torch training loop for the workload under the probe
-        from .workloads_torch_names import BUILTIN
-        if workload.name not in BUILTIN:
-            raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
-                           f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
-        script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
-    name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-    def plan():
-        if a.modes:
-            return choose_modes(dev, modes=read_modes(a.modes, dev))
-        return choose_modes(dev, count=a.count, grid=a.grid, seed=seed)
-
-    info = open_session(store, name, resume=a.resume, device=dev, workload=workload, seed=seed,
-                        backend_kind=backend.kind, plan_fn=plan,
-                        original_mode=backend.current_mode(), params={"out": a.out})
-    todo = len(info.plan) - info.n_done
-    _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
-          f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
-    source = None
-    if script:
-        from .core.store import data_dir
-        from .core.userscript import ScriptSource
-        log = data_dir() / "logs" / f"{name}.log"
-        source = ScriptSource(backend, script, log, stand_in=get_workload(a.workload or "resnet18", bs))
-        _info(f"running {' '.join(script)!r} under the minibatch probe; its output goes to {log}")
-    prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
-                    source=source)
+    from .core.session import ProfileRequest, ProfileRun
+    run = ProfileRun(ProfileRequest(
+        workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
+        seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
+        script=list(a.command_line), out=a.out))
+    _info(run.open_backend(a.backend, a.device, root=a.sysfs_root))
+    try:
+        info = run.prepare()
+    except BaseException:
+        run.backend.close()
+        raise
+    for note in run.notes:
+        _info(note)
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
-    wall0 = time.perf_counter()
 
     def show(p):
         if p.done % every == 0 or p.done == p.total:
@@ -118,29 +67,21 @@ def cmd_profile(a) -> int:
             _info(f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
                   f"   device time {hms(p.device_time_s)}")
 
-    try:
-        prof.run(info, show)
-    except KeyboardInterrupt:
-        write_csv(a.out, PROFILE_HEADER, profile_rows(store, name))
-        _info(f"interrupted: device restored to its original mode; {len(profile_rows(store, name))}"
-              f" finished modes saved to {a.out}; resume with: ptui profile --session {name} --resume"
-              f" --out {a.out}")
+    res = run.run(show)
+    name = res.session
+    if res.status == "aborted":
+        saved = (f"{res.n_rows} finished modes saved to {a.out}" if res.out is not None
+                 else f"no mode had finished, {a.out} not written")
+        _info(f"interrupted: device restored to its original mode; {saved}; resume with: "
+              f"ptui profile --session {name} --resume --out {a.out}")
         return EXIT_INT
-    except Exception:
-        rows = profile_rows(store, name)
-        if rows:
-            write_csv(a.out, PROFILE_HEADER, rows)
+    if res.error is not None:
         _info(f"the device was restored to its original mode; finished modes are kept in session "
               f"{name} (resume with --session {name} --resume)")
-        raise
-    finally:
-        backend.close()
-    rows = profile_rows(store, name)
-    write_csv(a.out, PROFILE_HEADER, rows)
-    final = store.get_session(name)
-    sim = " (simulated)" if backend.simulated else ""
-    _info(f"profiled {len(rows)} modes -> {a.out}; device time {hms(final.device_time_s)}{sim}, "
-          f"wall time {time.perf_counter() - wall0:.1f} s")
+        raise res.error
+    sim = " (simulated)" if res.simulated else ""
+    _info(f"profiled {res.n_rows} modes -> {a.out}; device time {hms(res.device_time_s)}{sim}, "
+          f"wall time {res.wall_s:.1f} s")
     return EXIT_OK
 
 
@@ -278,20 +219,8 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
-def _snapshot_path(device: str):
-    from .core.store import data_dir
-    return data_dir() / f"last-apply-{device}.json"
-
-
-def _remember_for_restore(backend, snap) -> None:
-    """Keep the pre-apply state so `ptui restore` can return to it (a real board only)."""
-    if not backend.simulated:
-        from .core.backends.sysfs import save_snapshot
-        save_snapshot(_snapshot_path(backend.device.name), backend.device.name, snap)
-
-
 def cmd_apply(a) -> int:
-    from .core.apply import apply_mode, plan
+    from .core import session
     from .core.backends import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
@@ -301,7 +230,7 @@ def cmd_apply(a) -> int:
     if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
-    p = plan(backend, mode)
+    p = session.plan_apply(backend, mode)
     print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
@@ -314,20 +243,18 @@ def cmd_apply(a) -> int:
         if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
-    res = apply_mode(backend, mode)
+    res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    _remember_for_restore(backend, res.snapshot)
     print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
-                              f"; undo with: ptui restore"))
+                              "; undo with: ptui restore"))
     if a.persist:
-        if not hasattr(backend, "persist"):
-            raise CLIError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend cannot")
-        print(backend.persist(mode))
+        print(session.persist(backend, mode))
     return EXIT_OK
 
 
 def _apply_preset(a, backend) -> int:
+    from .core import session
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
@@ -339,40 +266,17 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    if not hasattr(backend, "apply_preset"):
-        raise CLIError(f"the {backend.kind} backend cannot select presets")
-    snap = backend.snapshot()
-    backend.apply_preset(p.id)
-    _remember_for_restore(backend, snap)
-    print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    got = session.apply_preset(backend, p.id)
+    print(f"selected {p.name}: {got.key}" + ("" if backend.simulated else "; undo with: ptui restore"))
     return EXIT_OK
 
 
 def cmd_restore(a) -> int:
+    from .core import session
     from .core.backends import open_backend
-    from .core.backends.sysfs import load_snapshot
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
-    dev = backend.device
-    if backend.simulated:
-        p = dev.preset(dev.default_preset)
-        backend.apply_preset(p.id)
-        print(f"simulated board back in its default mode {p.name}")
-        return EXIT_OK
-    snap = load_snapshot(_snapshot_path(dev.name))
-    if snap and snap.get("device") == dev.name:
-        backend.restore(snap["state"])
-        _snapshot_path(dev.name).unlink()
-        print(f"restored the state before the last ptui apply: {backend.current_mode().key}")
-        return EXIT_OK
-    import subprocess
-    pid = dev.default_preset
-    r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {(r.stdout + r.stderr).strip()[:200]}",
-                       EXIT_ERR)
-    print(f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}")
+    print(session.restore(backend))
     return EXIT_OK
 
 

@@ -34,7 +34,7 @@ class ApplyResult:
 def plan(backend: Backend, target: Mode) -> Plan:
     """The exact steps, in a legal order (raise max before min, lower min before max)."""
     cur = backend.current_mode()
-    if hasattr(backend, "plan_writes"):
+    if backend.plans_writes:
         return Plan(cur, target, backend.plan_writes(target))
     steps = []
     def cores(a, b):

@@ -1,0 +1,392 @@
+"""Use cases shared by the CLI and the app: profile, fit, decide, apply, roll back, persist, restore.
+
+Each one takes plain values, reports progress through a callback and can be cancelled (a profile
+through its Control, a fit through a threading.Event).  The CLI parses and prints around these calls;
+the app's screens run them in workers and show what they return.  No rule lives in one face only:
+which training loop runs on which backend, where files go, and what `ptui restore` goes back to are
+all decided here.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from . import paths
+from .apply import ApplyResult, Plan, apply_mode, plan
+from .backends.base import Backend, BackendError
+from .modes import Mode
+from .profiler import (PROFILE_HEADER, Control, ProfileAborted, ProfileConfig, Profiler, Progress,
+                       SessionError, choose_modes, open_session, profile_rows)
+from .store import SessionInfo, Store
+from .workloads import Workload, get_workload
+
+
+class Cancelled(RuntimeError):
+    """A use case stopped because its cancel event was set."""
+    exit_code = 130
+
+
+class CapabilityError(BackendError):
+    """The backend cannot do what was asked (e.g. persist on the simulator): bad input, exit 2."""
+    exit_code = 2
+
+
+# -- profile -----------------------------------------------------------------------------------------
+@dataclass
+class ProfileRequest:
+    """What to profile.  A script (argv) profiles the user's own training command; otherwise a
+    catalog workload; `session` + `resume` continue an interrupted session."""
+    workload: str | None = None
+    batch_size: int | None = None
+    count: int | None = None
+    modes_csv: str | None = None
+    grid: str | None = None
+    seed: int | None = None
+    session: str | None = None
+    resume: bool = False
+    sample_interval: float | None = None
+    script: list[str] = field(default_factory=list)
+    out: Path | str | None = None         # None: the app's profiles directory
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class ProfileOutcome:
+    status: str                           # done | aborted | failed
+    session: str
+    out: Path | str | None                # the CSV written, or None when nothing was written
+    n_rows: int
+    device_time_s: float
+    simulated: bool
+    wall_s: float
+    error: BaseException | None = None
+    interrupted: bool = False             # Ctrl-C (as opposed to a cancel from the app)
+
+
+class ProfileRun:
+    """One profiling run, from a request to a CSV.
+
+    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
+    pause(), resume() and cancel() may be called from any thread while run() is under way."""
+
+    def __init__(self, req: ProfileRequest, store: Store | None = None) -> None:
+        self.req = req
+        self.store = store or Store()
+        self._own_store = store is None
+        self.control = Control()
+        self.script = list(req.script)
+        if not self.script and not req.workload and not req.resume:
+            raise SessionError("--workload is required (or --resume an existing --session)")
+        if req.resume and not req.session:
+            raise SessionError("--resume needs --session NAME")
+        self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None
+        if req.resume and self.existing is None:
+            raise SessionError(f"no session named {req.session!r} to resume "
+                               f"(list them with: ptui sessions)")
+        ex = self.existing
+        self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
+        self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
+        self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
+        if self.is_script:
+            if not self.script:
+                raise SessionError("resume a script session with the same command after --")
+            self.workload: Workload = replace(get_workload("resnet18", self.batch_size), name="script",
+                                              model=" ".join(self.script)[:60], task="user script")
+        else:
+            self.workload = get_workload(req.workload or ex.workload, self.batch_size)
+        self.device_name = ex.device if ex else None
+        self.backend: Backend | None = None
+        self._own_backend = False
+        self.name: str | None = None
+        self.info: SessionInfo | None = None
+        self.profiler: Profiler | None = None
+        self.log: Path | None = None
+        self.out: Path | str | None = None
+        self.notes: list[str] = []
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def open_backend(self, kind: str | None, device: str | None, root: str | None = "/") -> str:
+        """Open the backend this run needs (a script needs a real-time clock); returns the note."""
+        from .backends import open_backend
+        clock = None
+        if self.is_script:
+            from .clock import RealClock
+            clock = RealClock()
+        self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
+                                          clock=clock, sample_interval=self.req.sample_interval,
+                                          root=root)
+        self._own_backend = True
+        return note
+
+    def prepare(self, backend: Backend | None = None) -> SessionInfo:
+        """Choose the training loop for the backend, open (or reopen) the session with its plan,
+        and build the profiler.  A backend that cannot train a catalog workload itself (a real board)
+        runs ptui's own plain-torch loop for it under the minibatch probe."""
+        if backend is not None:
+            self.backend = backend
+        be = self.backend
+        if be is None:
+            raise SessionError("no backend to profile on")
+        dev = be.device
+        req, wl = self.req, self.workload
+        if not self.is_script and not be.trains_builtin:
+            from ..workloads_torch_names import BUILTIN
+            if wl.name not in BUILTIN:
+                raise SessionError(
+                    f"no built-in training loop for {wl.name} on a real board (built in: "
+                    f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
+            self.script = [sys.executable, "-m", "ptui.workloads_torch", wl.name,
+                           "--batch-size", str(self.batch_size)]
+        self.name = req.session or (f"{dev.name}-{wl.name}-bs{self.batch_size}-"
+                                    f"{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+
+        def plan_fn() -> list[Mode]:
+            if req.modes_csv:
+                from .csvio import read_modes
+                return choose_modes(dev, modes=read_modes(req.modes_csv, dev))
+            return choose_modes(dev, count=req.count, grid=req.grid, seed=self.seed)
+
+        self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
+                                 seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
+                                 original_mode=be.current_mode(),
+                                 params={"out": str(self.out), **req.params})
+        todo = len(self.info.plan) - self.info.n_done
+        self.notes.append(f"session {self.name}: {wl.model} bs{self.batch_size} on {dev.name} "
+                          f"({be.kind}); {len(self.info.plan)} modes, {self.info.n_done} done, "
+                          f"{todo} to go")
+        source = None
+        if self.script:
+            from .userscript import ScriptSource
+            self.log = paths.script_log(self.name)
+            source = ScriptSource(be, self.script, self.log,
+                                  stand_in=get_workload(req.workload or "resnet18", self.batch_size))
+            self.notes.append(f"running {' '.join(self.script)!r} under the minibatch probe; "
+                              f"its output goes to {self.log}")
+        self.profiler = Profiler(be, wl, self.store, self.name,
+                                 ProfileConfig(sample_interval=req.sample_interval), source=source)
+        self.profiler.control = self.control
+        return self.info
+
+    # -- running ------------------------------------------------------------------------------------
+    @property
+    def progress(self) -> Progress | None:
+        return self.profiler.progress if self.profiler else None
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """Modes this session finished before this run (a resumed session)."""
+        return self.store.results(self.name) if self.name else []
+
+    def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:
+        """Profile every remaining mode; the device is back in its original mode afterwards.
+        The CSV holds every finished mode, whatever happened (written when any mode finished)."""
+        if self.profiler is None:
+            self.prepare()
+        wall0 = time.perf_counter()
+        status, error, interrupted = "failed", None, False
+        try:
+            self.profiler.run(self.info, on_progress)
+            status = "done"
+        except ProfileAborted:
+            status = "aborted"
+        except KeyboardInterrupt:
+            status, interrupted = "aborted", True
+        except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
+            error = e
+        finally:
+            rows = profile_rows(self.store, self.name)
+            written = None
+            if rows or status == "done":
+                from .csvio import write_csv
+                if isinstance(self.out, Path):
+                    self.out.parent.mkdir(parents=True, exist_ok=True)
+                write_csv(self.out, PROFILE_HEADER, rows)
+                written = self.out
+            final = self.store.get_session(self.name)
+            if self._own_backend:
+                self.backend.close()
+            if self._own_store:
+                self.store.close()
+        return ProfileOutcome(status, self.name, written, len(rows),
+                              final.device_time_s if final else 0.0, self.backend.simulated,
+                              time.perf_counter() - wall0, error, interrupted)
+
+    def pause(self) -> None:
+        self.control.pause()
+
+    def resume(self) -> None:
+        self.control.resume()
+
+    def cancel(self) -> None:
+        self.control.abort()
+
+
+def resumable_sessions(device: str) -> list[SessionInfo]:
+    """Unfinished sessions profiled on this device, newest first."""
+    store = Store()
+    try:
+        return [s for s in store.list_sessions() if s.n_done < len(s.plan) and s.device == device]
+    finally:
+        store.close()
+
+
+# -- fit ---------------------------------------------------------------------------------------------
+@dataclass
+class FitOutcome:
+    model: object
+    out: Path
+    n_modes: int
+    seconds: float
+
+
+def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
+        reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None, **options) -> FitOutcome:
+    """Transfer the reference predictors onto a profile CSV and save the model (default: the
+    models directory, named after the profile).  Cancelled between training steps."""
+    from .csvio import read_profile
+    from .predictor import bundled_reference, load_model
+    modes, t, p = read_profile(profile, device)
+    ref = load_model(reference or bundled_reference())
+
+    def step(msg: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("fine-tuning cancelled")
+        if progress:
+            progress(msg)
+
+    from . import train                      # torch is imported here, only when fitting
+    t0 = time.perf_counter()
+    model = train.transfer(ref, device, modes, t, p, workload=workload,
+                           source=f"profile {profile}", progress=step, **options)
+    step("saving")
+    out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
+    model.save(out)
+    return FitOutcome(model, out, len(modes), time.perf_counter() - t0)
+
+
+# -- decide ------------------------------------------------------------------------------------------
+@dataclass
+class Predictions:
+    table: object                         # pareto.Table
+    model: object | None                  # None: measured values from a profile CSV
+    batches_per_epoch: int | None
+
+
+def load_predictions(path: Path, device) -> Predictions:
+    """Every mode predicted by a model directory, or the measured modes of a profile CSV."""
+    import numpy as np
+    from .pareto import Table
+    from .workloads import WORKLOADS
+    path = Path(path)
+    if path.is_dir():
+        from .predictor import load_model
+        model = load_model(path)
+        modes = model.device.full_space()
+        w = WORKLOADS.get(str(model.meta.get("workload")))
+        return Predictions(Table.from_prediction(modes, model.predict(modes)), model,
+                           w.minibatches_per_epoch if w else None)
+    from .csvio import read_profile
+    modes, t, p = read_profile(path, device, min_modes=1)
+    return Predictions(Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None)
+
+
+def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
+           risk: float | None = 0.05, tolerance_w: float = 0.0):
+    """The mode for a goal: 'budget' (fastest within budget_w), 'deadline' (lowest power meeting
+    deadline_ms per minibatch) or 'energy' (least energy, within budget_w if given)."""
+    from .pareto import choose
+    if goal == "budget":
+        if budget_w is None:
+            raise ValueError("set a power budget in W")
+        return choose(table, budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
+    if goal == "deadline":
+        if deadline_ms is None:
+            raise ValueError("set a deadline")
+        return choose(table, deadline_ms=deadline_ms, risk=risk, tolerance_w=tolerance_w)
+    if goal == "energy":
+        return choose(table, objective="energy", budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
+    raise ValueError(f"unknown goal {goal!r}; choose budget, deadline or energy")
+
+
+# -- apply, roll back, persist, restore --------------------------------------------------------------
+def plan_apply(backend: Backend, mode: Mode) -> Plan:
+    return plan(backend, mode)
+
+
+def remember_for_restore(backend: Backend, snap) -> None:
+    """Keep the state before an apply so `ptui restore` can return to it (real boards only: a
+    simulated board starts afresh every run)."""
+    if not backend.simulated:
+        from .backends.sysfs import save_snapshot
+        save_snapshot(paths.apply_snapshot(backend.device.name), backend.device.name, snap)
+
+
+def _forget_snapshot(backend: Backend) -> None:
+    try:
+        paths.apply_snapshot(backend.device.name).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def apply(backend: Backend, mode: Mode) -> ApplyResult:
+    """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
+    res = apply_mode(backend, mode)
+    if res.ok:
+        remember_for_restore(backend, res.snapshot)
+    return res
+
+
+def apply_preset(backend: Backend, key) -> Mode:
+    """Select an nvpmodel preset (verified, rolled back on a mismatch); remembered for restore."""
+    if not backend.can_select_presets:
+        raise CapabilityError(f"the {backend.kind} backend cannot select presets")
+    snap = backend.snapshot()
+    got = backend.apply_preset(key)
+    remember_for_restore(backend, snap)
+    return got
+
+
+def rollback(backend: Backend, snapshot) -> Mode:
+    """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
+    backend.restore(snapshot)
+    if not backend.simulated:
+        from .backends.sysfs import load_snapshot
+        saved = load_snapshot(paths.apply_snapshot(backend.device.name))
+        if saved and saved.get("state") == snapshot:
+            _forget_snapshot(backend)
+    return backend.current_mode()
+
+
+def persist(backend: Backend, mode: Mode) -> str:
+    if not backend.can_persist:
+        raise CapabilityError(f"keeping a mode across reboots needs a real Jetson (nvpmodel); "
+                              f"the {backend.kind} backend cannot")
+    return backend.persist(mode)
+
+
+def restore(backend: Backend) -> str:
+    """Undo the last ptui apply, made by the CLI or the app (else select the default preset)."""
+    dev = backend.device
+    if backend.simulated:
+        p = dev.preset(dev.default_preset)
+        backend.apply_preset(p.id)
+        return f"simulated board back in its default mode {p.name}"
+    from .backends.sysfs import load_snapshot
+    snap = load_snapshot(paths.apply_snapshot(dev.name))
+    if snap and snap.get("device") == dev.name:
+        backend.restore(snap["state"])
+        _forget_snapshot(backend)
+        return f"restored the state before the last ptui apply: {backend.current_mode().key}"
+    import subprocess
+    pid = dev.default_preset
+    r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise BackendError(f"no saved snapshot and nvpmodel -m {pid} failed: "
+                           f"{(r.stdout + r.stderr).strip()[:200]}")
+    return f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}"
