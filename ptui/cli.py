@@ -51,11 +51,11 @@ def cmd_profile(a) -> int:
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
         script=list(a.command_line), out=a.out))
-    _info(run.open_backend(a.backend, a.device, root=a.sysfs_root))
     try:
+        _info(run.open_backend(a.backend, a.device, root=a.sysfs_root))
         info = run.prepare()
     except BaseException:
-        run.backend.close()
+        run.close()
         raise
     for note in run.notes:
         _info(note)

@@ -73,11 +73,29 @@ class ProfileRun:
     resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
     pause(), resume() and cancel() may be called from any thread while run() is under way."""
 
-    def __init__(self, req: ProfileRequest, store: Store | None = None) -> None:
+    def __init__(self, req: ProfileRequest, store: Store | None = None,
+                 control: Control | None = None) -> None:
         self.req = req
+        self.control = control or Control()
         self.store = store or Store()
         self._own_store = store is None
-        self.control = Control()
+        try:
+            self._resolve()
+        except BaseException:
+            if self._own_store:
+                self.store.close()
+            raise
+        self.backend: Backend | None = None
+        self._own_backend = False
+        self.name: str | None = None
+        self.info: SessionInfo | None = None
+        self.profiler: Profiler | None = None
+        self.log: Path | None = None
+        self.out: Path | str | None = None
+        self.notes: list[str] = []
+
+    def _resolve(self) -> None:
+        req = self.req
         self.script = list(req.script)
         if not self.script and not req.workload and not req.resume:
             raise SessionError("--workload is required (or --resume an existing --session)")
@@ -99,14 +117,6 @@ class ProfileRun:
         else:
             self.workload = get_workload(req.workload or ex.workload, self.batch_size)
         self.device_name = ex.device if ex else None
-        self.backend: Backend | None = None
-        self._own_backend = False
-        self.name: str | None = None
-        self.info: SessionInfo | None = None
-        self.profiler: Profiler | None = None
-        self.log: Path | None = None
-        self.out: Path | str | None = None
-        self.notes: list[str] = []
 
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind: str | None, device: str | None, root: str | None = "/") -> str:
@@ -207,13 +217,19 @@ class ProfileRun:
                 write_csv(self.out, PROFILE_HEADER, rows)
                 written = self.out
             final = self.store.get_session(self.name)
-            if self._own_backend:
-                self.backend.close()
-            if self._own_store:
-                self.store.close()
+            self.close()
         return ProfileOutcome(status, self.name, written, len(rows),
                               final.device_time_s if final else 0.0, self.backend.simulated,
                               time.perf_counter() - wall0, error, interrupted)
+
+    def close(self) -> None:
+        """Close what this run opened (the CLI's backend, its own store connection)."""
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self._own_backend = False
+        if self._own_store:
+            self.store.close()
+            self._own_store = False
 
     def pause(self) -> None:
         self.control.pause()

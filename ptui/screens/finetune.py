@@ -1,17 +1,18 @@
 """Fine-tune: transfer the bundled reference predictors onto a profile, in a worker."""
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicator, Static
 
-from ..core.store import data_dir
+from ..core import session
+from ..messages import FitFailed, FitFinished, FitProgressed
 
 
 class FinetuneScreen(Screen):
@@ -22,6 +23,8 @@ class FinetuneScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.busy = False
+        self.cancel = threading.Event()
+        """Set to stop a fine-tune under way (the app quits)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -62,32 +65,31 @@ class FinetuneScreen(Screen):
         self.busy = True
         self.query_one("#spinner").display = True
         self.query_one("#result", Static).update("loading the profile and PyTorch…")
-        self.fit(Path(path))
+        self.fit(Path(path), self.app.state.workload)
 
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
-    def fit(self, path: Path) -> None:
-        st = self.app.state
-        dev = st.backend.device
+    def fit(self, path: Path, workload: str) -> None:
         try:
-            from ..core.csvio import read_profile
-            from ..core.predictor import load_bundled
-            modes, t, p = read_profile(path, dev)
-            ref = load_bundled()
-            from ..core import train          # torch is imported here, only when fine-tuning
-            t0 = time.perf_counter()
-            model = train.transfer(ref, dev, modes, t, p, workload=st.workload,
-                                   source=f"profile {path}",
-                                   progress=lambda m: self.app.call_from_thread(self.say, m))
-            el = time.perf_counter() - t0
-            out = data_dir() / "models" / path.stem
-            model.save(out)
-            st.model_dir = out
-            self.app.call_from_thread(self.done, model.meta["metrics"], len(modes), el, out)
+            res = session.fit(self.app.state.backend.device, path, workload=workload,
+                              progress=lambda m: self.post_message(FitProgressed(m)),
+                              cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app
-            self.app.call_from_thread(self.failed, str(e))
+            self.post_message(FitFailed(str(e)))
+            return
+        self.post_message(FitFinished(res.model.meta["metrics"], res.n_modes, res.seconds, res.out))
 
-    def say(self, msg: str) -> None:
-        self.query_one("#result", Static).update(msg + "…")
+    @on(FitProgressed)
+    def say(self, msg: FitProgressed) -> None:
+        self.query_one("#result", Static).update(msg.text + "…")
+
+    @on(FitFinished)
+    def finished(self, msg: FitFinished) -> None:
+        self.app.state.model_dir = msg.out
+        self.done(msg.metrics, msg.n_modes, msg.seconds, msg.out)
+
+    @on(FitFailed)
+    def fit_failed(self, msg: FitFailed) -> None:
+        self.failed(msg.error)
 
     def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
         self.busy = False

@@ -16,25 +16,14 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 from textual_plotext import PlotextPlot
 
-from ..core.modes import fmt_mhz
-from ..core.pareto import InfeasibleError, Table, choose, front_indices
+from ..core import session
+from ..core.modes import Mode, fmt_mhz
+from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
+from ..messages import PredictionsFailed, PredictionsLoaded
 
 OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline", "deadline"),
               ("least energy", "energy")]
-
-
-def load_table(path: Path, device):
-    """(Table, model or None, batches per epoch) from a model directory or a profile CSV."""
-    if path.is_dir():
-        from ..core.predictor import load_model
-        model = load_model(path)
-        modes = model.device.full_space()
-        w = WORKLOADS.get(str(model.meta.get("workload")))
-        return Table.from_prediction(modes, model.predict(modes)), model, (w.minibatches_per_epoch if w else None)
-    from ..core.csvio import read_profile
-    modes, t, p = read_profile(path, device, min_modes=1)
-    return Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None
 
 
 class ParetoScreen(Screen):
@@ -104,12 +93,21 @@ class ParetoScreen(Screen):
     @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
     def load(self, path: Path) -> None:
         try:
-            tab, model, mb = load_table(path, self.app.state.backend.device)
+            pred = session.load_predictions(path, self.app.state.backend.device)
         except Exception as e:  # noqa: BLE001
-            self.app.call_from_thread(self.app.notify_error, str(e))
-            self.app.call_from_thread(self.query_one("#details", Static).update, f"[red]{e}[/red]")
+            self.post_message(PredictionsFailed(path, str(e)))
             return
-        self.app.call_from_thread(self.loaded, tab, model, mb)
+        self.post_message(PredictionsLoaded(path, pred))
+
+    @on(PredictionsFailed)
+    def load_failed(self, msg: PredictionsFailed) -> None:
+        self.app.notify_error(msg.error)
+        self.query_one("#details", Static).update(f"[red]{msg.error}[/red]")
+
+    @on(PredictionsLoaded)
+    def predictions_loaded(self, msg: PredictionsLoaded) -> None:
+        p = msg.predictions
+        self.loaded(p.table, p.model, p.batches_per_epoch)
 
     def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
@@ -147,16 +145,11 @@ class ParetoScreen(Screen):
         budget, deadline_s = self._num("#budget"), self._num("#deadline")
         risk = 0.05 if self.model is not None else None
         try:
-            if obj == "budget":
-                if budget is None:
-                    raise ValueError("set a power budget in W")
-                d = choose(self.table, budget_w=budget, risk=risk)
-            elif obj == "deadline":
-                if deadline_s is None:
-                    raise ValueError("set a deadline in seconds per epoch")
-                d = choose(self.table, deadline_ms=deadline_s * 1000.0 / self.mb_per_epoch, risk=risk)
-            else:
-                d = choose(self.table, objective="energy", budget_w=budget, risk=risk)
+            if obj == "deadline" and deadline_s is None:
+                raise ValueError("set a deadline in seconds per epoch")
+            d = session.decide(self.table, goal=str(obj), budget_w=budget, risk=risk,
+                               deadline_ms=None if deadline_s is None
+                               else deadline_s * 1000.0 / self.mb_per_epoch)
         except (InfeasibleError, ValueError) as e:
             self.goal_idx = None
             self.app.notify(str(e), severity="warning", timeout=8)
@@ -240,8 +233,8 @@ class ParetoScreen(Screen):
             pred = self.model.predict(pm)
             plt.scatter((pred["time_ms"] * k).tolist(), pred["power_w"].tolist(), marker="P", color="cyan",
                         label="presets")
-        cur = self.app.state.backend.current_mode()
-        if cur in set(tab.modes):
+        cur = self.current_mode()
+        if cur is not None and cur in set(tab.modes):
             ci = tab.modes.index(cur)
             plt.scatter([float(tab.time_ms[ci] * k)], [float(tab.power_w[ci])], marker="C", color="yellow",
                         label="current")
@@ -256,6 +249,13 @@ class ParetoScreen(Screen):
         plt.ylabel("W")
         plt.title("predicted modes" if self.model is not None else "measured modes")
         plot.refresh()
+
+    def current_mode(self) -> Mode | None:
+        """The device's mode from the latest telemetry sample (no device read on the UI thread)."""
+        t = self.app.state.sampler.latest()
+        if t is None or None in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
+            return None
+        return Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz)
 
     def action_pick(self) -> None:
         if self.table is None or self.sel is None:

@@ -100,7 +100,7 @@ async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
         assert sim.current_mode() == chosen
         assert "applied and verified" in str(app.screen.query_one("#result").render())
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
         assert sim.current_mode() == original
 
 
@@ -125,13 +125,27 @@ async def test_abort_mid_profile_restores_mode(slow_profiler):
         await pilot.press("2")
         await pilot.pause(0.1)
         await pilot.press("s")
-        await pilot.pause(0.5)
+
+        async def until(cond):
+            for _ in range(400):
+                if cond():
+                    return
+                await pilot.pause(0.01)
+            raise AssertionError("timed out")
+
+        scr = app.screen
+        await until(lambda: scr.run is not None and scr.run.progress and scr.run.progress.done >= 1)
         await pilot.press("space")                       # pause
-        await pilot.pause(0.2)
-        assert app.screen.profiler.control.paused
+        assert scr.control.paused
+        await pilot.pause(0.3)
+        done = scr.run.progress.done
+        await pilot.pause(0.3)
+        assert scr.run.progress.done == done             # no mode finishes while paused
         await pilot.press("space")                       # resume
-        await pilot.pause(0.2)
-        await pilot.press("x")
+        await until(lambda: scr.run.progress.done > done)
+        await pilot.press("space")                       # pause again, then abort while paused
+        assert scr.control.paused
+        await pilot.press("x")                           # abort while paused
         await wait_workers(app, pilot)
         rows = app.screen.query_one("#results").row_count
         assert 0 < rows < 50
