@@ -373,7 +373,8 @@ def rollback(backend: Backend, snapshot) -> Mode:
     if not backend.simulated:
         from .backends.sysfs import load_snapshot
         saved = load_snapshot(paths.apply_snapshot(backend.device.name))
-        if saved and saved.get("state") == snapshot:
+        import json
+        if saved and saved.get("state") == json.loads(json.dumps(snapshot)):
             _forget_snapshot(backend)
     return backend.current_mode()
 
