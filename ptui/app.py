@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.widgets import Input
 
 from .screens.apply import ApplyScreen
 from .screens.dashboard import DashboardScreen
@@ -34,6 +35,7 @@ class PtuiApp(App):
         *[Binding(key, f"app.switch_mode('{name}')", label, show=True) for name, key, label in AREAS],
         Binding("question_mark,f1", "app.push_screen('help')", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("escape", "leave_field", "Done typing"),
     ]
 
     def __init__(self, state: AppState) -> None:
@@ -45,6 +47,37 @@ class PtuiApp(App):
     def on_mount(self) -> None:
         self.state.sampler.start()
         self.switch_mode("dashboard")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "leave_field":
+            return self.typing             # shown in the footer (and active) only in a text field
+        return True
+
+    @property
+    def typing(self) -> bool:
+        """A text field has the focus: it takes q, 1-5 and ? as text."""
+        return isinstance(self.focused, Input)
+
+    def action_leave_field(self) -> None:
+        """Leave a text field so the one-key commands (q, 1-5, ?) work again: focus the screen's
+        main control."""
+        target = None
+        sel = getattr(self.screen, "AUTO_FOCUS", None)
+        if sel:
+            try:
+                target = self.screen.query_one(sel)
+            except Exception:  # noqa: BLE001 - no such widget on this screen
+                target = None
+        if target is None or isinstance(target, Input) or not target.focusable:
+            self.screen.set_focus(None)
+        else:
+            target.focus()
+
+    def on_descendant_focus(self, _event) -> None:
+        self.refresh_bindings()
+
+    def on_descendant_blur(self, _event) -> None:
+        self.refresh_bindings()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)

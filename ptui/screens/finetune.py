@@ -55,6 +55,10 @@ class FinetuneScreen(Screen):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()
 
+    @on(Input.Submitted, "#profile")
+    def profile_submitted(self) -> None:
+        self.action_train()
+
     def action_train(self) -> None:
         if self.busy:
             return

@@ -5,9 +5,11 @@ measured modes only), without any device.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -43,6 +45,9 @@ class ParetoScreen(Screen):
         self.sel: int | None = None          # index into self.table
         self.goal_idx: int | None = None
         self.goal_text = ""
+        self.goal_error: str | None = None
+        """What is wrong with the goal as typed, shown in the details panel."""
+        self.drawn_budget: float | None = None
         self.sample: np.ndarray = np.array([], dtype=int)
 
     def compose(self) -> ComposeResult:
@@ -126,36 +131,56 @@ class ParetoScreen(Screen):
         self.action_goal()
 
     # -- goal --------------------------------------------------------------------------------
-    def _num(self, wid: str) -> float | None:
+    FIELDS = {"#budget": "the power budget (W)", "#deadline": "the deadline (s per epoch)",
+              "#epochs": "the number of epochs"}
+
+    def _field(self, wid: str) -> tuple[float | None, str | None]:
+        """(value, None), (None, None) when empty, or (None, what is wrong)."""
         v = self.query_one(wid, Input).value.strip()
+        if not v:
+            return None, None
         try:
-            return float(v) if v else None
+            x = float(v)
         except ValueError:
-            return None
+            return None, f"{self.FIELDS[wid]} is not a number"
+        if not math.isfinite(x) or x <= 0:
+            return None, f"{self.FIELDS[wid]} must be a positive number"
+        return x, None
+
+    def _num(self, wid: str) -> float | None:
+        return self._field(wid)[0]
 
     def epoch_s(self, i: int) -> float:
         return float(self.table.time_ms[i]) * self.mb_per_epoch / 1000.0
 
-    @on(Input.Submitted)
+    @on(Input.Submitted, "#path")
+    def path_submitted(self) -> None:
+        self.action_load()
+
+    @on(Input.Changed, "#budget, #deadline, #epochs")
+    @on(Input.Submitted, "#budget, #deadline, #epochs")
     @on(Select.Changed, "#objective")
     def action_goal(self, _event=None) -> None:
+        """Re-pick the goal's mode as the fields change.  What is wrong with the goal is said in
+        the details panel (no toast, so nothing stale stays on screen once the value is fixed)."""
         if self.table is None:
             return
         obj = self.query_one("#objective", Select).value
-        budget, deadline_s = self._num("#budget"), self._num("#deadline")
+        (budget, e1), (deadline_s, e2), (_, e3) = (self._field(w) for w in self.FIELDS)
         risk = 0.05 if self.model is not None else None
         try:
+            if e1 or e2 or e3:
+                raise ValueError(e1 or e2 or e3)
             if obj == "deadline" and deadline_s is None:
                 raise ValueError("set a deadline in seconds per epoch")
             d = session.decide(self.table, goal=str(obj), budget_w=budget, risk=risk,
                                deadline_ms=None if deadline_s is None
                                else deadline_s * 1000.0 / self.mb_per_epoch)
         except (InfeasibleError, ValueError) as e:
-            self.goal_idx = None
-            self.app.notify(str(e), severity="warning", timeout=8)
+            self.goal_idx, self.goal_error = None, str(e)
             self.select(self.sel if self.sel is not None else int(self.front[-1]))
             return
-        self.goal_idx, self.goal_text = d.index, d.goal
+        self.goal_idx, self.goal_text, self.goal_error = d.index, d.goal, None
         self.select(d.index)
 
     def select(self, i: int) -> None:
@@ -199,7 +224,8 @@ class ParetoScreen(Screen):
         total_h = ep * epochs / 3600.0
         energy = p * total_h
         budget = self._num("#budget")
-        lines = [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
+        lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
+        lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  EMC {fmt_mhz(m.mem_mhz)} MHz",
                  f"minibatch {t:.1f} ms ± {ts:.1f}",
                  f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
@@ -241,9 +267,9 @@ class ParetoScreen(Screen):
         if self.sel is not None:
             plt.scatter([float(tab.time_ms[self.sel] * k)], [float(tab.power_w[self.sel])], marker="@",
                         color="red", label="selected")
-        budget = self._num("#budget")
-        if budget:
-            plt.hline(budget, "red")
+        self.drawn_budget = self._num("#budget")        # only a valid budget is drawn
+        if self.drawn_budget is not None:
+            plt.hline(self.drawn_budget, "red")
         plt.xscale("log")
         plt.xlabel("epoch time (min)")
         plt.ylabel("W")

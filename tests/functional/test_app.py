@@ -192,3 +192,94 @@ async def test_quit_mid_profile_restores_mode(slow_profiler):
         await pilot.press("q")
         await pilot.pause(0.2)
     assert sim.current_mode() == original and sim.workload is None
+
+
+def record_notifications(app) -> list[str]:
+    seen: list[str] = []
+    real = app.notify
+
+    def notify(message, *a, **k):
+        seen.append(str(message))
+        return real(message, *a, **k)
+    app.notify = notify
+    return seen
+
+
+def footer_keys(app) -> list[str]:
+    """The descriptions the footer shows now (enabled, visible bindings)."""
+    return [b.binding.description for b in app.screen.active_bindings.values()
+            if b.enabled and b.binding.show]
+
+
+async def test_escape_leaves_a_text_field_and_the_footer_says_so():
+    """In a text field q, 1-5 and ? are text; the footer offers Esc, which hands the keys back."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        app.screen.query_one("#batch").focus()
+        await pilot.pause(0.1)
+        await pilot.press("end", "2")                   # a digit in a number field is typed
+        assert app.screen.query_one("#batch").value == "162"
+        assert "Done typing" in footer_keys(app)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert not app.typing and "Done typing" not in footer_keys(app)
+        await pilot.press("4")                           # now a key switches screens again
+        await pilot.pause(0.1)
+        assert type(app.screen).__name__ == "ParetoScreen"
+
+
+async def test_enter_in_the_path_field_loads():
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await pilot.pause(0.1)
+        scr = app.screen
+        assert scr.table is None
+        scr.query_one("#path").focus()
+        await pilot.press(*str(bundled_reference()))
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is not None and len(scr.table) == 18096
+
+
+async def test_confirm_with_nothing_selected_says_so():
+    app, sim = make_app()
+    seen = record_notifications(app)
+    before = sim.current_mode()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.1)
+        await pilot.press("y")
+        await pilot.pause(0.1)
+    assert any("no mode selected" in m for m in seen), seen
+    assert sim.current_mode() == before
+
+
+async def test_invalid_budget_is_said_inline_not_drawn_and_clears_when_fixed():
+    """A bad budget is explained in the details panel (no toast left behind over the plot) and
+    never drawn; fixing it removes the message at once."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.drawn_budget == 30
+        budget = scr.query_one("#budget")
+        budget.value = "-5"
+        await pilot.pause(0.2)
+        details = str(scr.query_one("#details").render())
+        assert "power budget (W) must be a positive number" in details
+        assert scr.drawn_budget is None and scr.goal_idx is None
+        budget.value = "25"
+        await pilot.pause(0.2)
+        details = str(scr.query_one("#details").render())
+        assert "must be a positive" not in details and "fastest within 25 W" in details
+        assert scr.drawn_budget == 25
+    assert not [m for m in seen if "budget" in m], seen
