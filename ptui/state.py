@@ -29,15 +29,17 @@ class AppState:
     """The mode picked on Pareto for Apply."""
     selected_pred: dict[str, float] = field(default_factory=dict)
     """Its predicted (or measured) time_ms, power_w and power_w_std."""
+    selected_basis: str = "predicted"
+    """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
     log: list[str] = field(default_factory=list)
 
 
 def make_state(backend_kind: str | None = None, device: str | None = None, speed: float = 1.0,
                clock=None) -> AppState:
-    from .core import paths
     from .core.backends import open_backend
     from .core.clock import RealClock
     backend, note = open_backend(backend_kind, device, clock=clock or RealClock(speed))
     st = AppState(backend, note, Sampler(backend, interval=0.5))
-    st.profile_csv, st.model_dir = paths.latest_outputs(backend.device.name)
+    from .core.session import latest_outputs
+    st.profile_csv, st.model_dir = latest_outputs(backend.device.name)
     return st

@@ -55,9 +55,11 @@ def apply_snapshot(device: str) -> Path:
     return data_dir() / f"last-apply-{device}.json"
 
 
-def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
-    """The newest profile CSV and model directory the app made for this device, if any."""
-    profiles = sorted(profiles_dir().glob(f"{device}-*.csv"), key=lambda p: p.stat().st_mtime)
+def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:
+    """The newest profile CSV (for which complete(path) holds, if given) and model directory the
+    app made for this device, if any."""
+    profiles = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if complete is None or complete(p)),
+                      key=lambda p: p.stat().st_mtime)
     models = sorted((p for p in models_dir().glob(f"{device}-*") if (p / "meta.json").exists()),
                     key=lambda p: p.stat().st_mtime)
     return (profiles[-1] if profiles else None), (models[-1] if models else None)

@@ -241,6 +241,22 @@ class ProfileRun:
         self.control.abort()
 
 
+def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
+    """The newest complete profile and the newest model the app made for this device: an aborted
+    or failed profile is never offered as the one to fine-tune on."""
+    profile, model = paths.latest_outputs(device, complete=_complete_profile)
+    return profile, model
+
+
+def _complete_profile(csv: Path) -> bool:
+    store = Store()
+    try:
+        s = store.get_session(csv.stem)
+    finally:
+        store.close()
+    return s is None or (s.status == "done" and s.n_done == len(s.plan))
+
+
 def resumable_sessions(device: str) -> list[SessionInfo]:
     """Unfinished sessions profiled on this device, newest first."""
     store = Store()

@@ -72,13 +72,19 @@ class ApplyScreen(Screen):
         if st.selected is None or p.target != st.selected:
             return                                  # stale: another mode was picked since
         pred = st.selected_pred
+        spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
         lines = [f"[b]Apply[/b] {p.target}   (now: {p.current.key})",
-                 f"predicted {pred.get('time_ms', float('nan')):.1f} ms per minibatch, "
-                 f"{pred.get('power_w', float('nan')):.2f} W ± {pred.get('power_w_std', 0):.2f}", ""]
+                 f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per minibatch, "
+                 f"{pred.get('power_w', float('nan')):.2f} W{spread}", ""]
         lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
         sim = " (simulated device)" if st.backend.simulated else ""
         lines += ["", f"press [b]y[/b] to apply{sim}, [b]r[/b] to roll back afterwards"]
         self.query_one("#plan", Static).update("\n".join(lines))
+
+    def basis(self) -> str:
+        """How the expected figures were obtained, in the words shown next to them."""
+        return ("measured while profiling" if self.app.state.selected_basis == "measured"
+                else "predicted")
 
     def _device_busy(self) -> bool:
         if self.busy:
@@ -150,7 +156,7 @@ class ApplyScreen(Screen):
         who = f" (simulated {st.backend.workload.name} training)" if st.backend.simulated and st.backend.workload else ""
         txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
         if pred:
-            txt += f"   predicted {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
+            txt += f"   {self.basis()} {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
         if el >= 10:
             txt += "   (10 s measurement done)"
             self.measure_from = None

@@ -290,6 +290,7 @@ class ParetoScreen(Screen):
         i = self.sel
         st = self.app.state
         st.selected = self.table.modes[i]
+        st.selected_basis = "predicted" if self.model is not None else "measured"
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
         self.app.switch_mode("apply")

@@ -46,6 +46,9 @@ class ProfileScreen(Screen):
         self.session: str | None = None
         self.started = 0.0
         self._done0 = 0
+        self._paused_s = 0.0
+        """Time spent paused in this run (left out of the ETA)."""
+        self._paused_at: float | None = None
 
     @property
     def running(self) -> bool:
@@ -148,6 +151,7 @@ class ProfileScreen(Screen):
         self.query_one("#results", DataTable).clear()
         self.control = Control()
         self.started = time.monotonic()
+        self._paused_s, self._paused_at = 0.0, None
         bar = self.query_one("#progress", ProgressBar)
         bar.display = True
         bar.update(total=total, progress=0)
@@ -201,7 +205,9 @@ class ProfileScreen(Screen):
         st = self.app.state
         self.control = self.run = None
         st.sampler.minibatch_ms = None
-        if msg.out is not None:
+        if msg.out is not None and msg.status == "done" and not msg.error:
+            # only a complete profile becomes the one to fine-tune on; a partial one stays on disk
+            # (resume it from the list)
             st.profile_csv = msg.out
             st.workload = msg.workload or st.workload
         if msg.error:
@@ -210,7 +216,9 @@ class ProfileScreen(Screen):
         text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
                 "failed": "profile failed; the original mode is restored"}[status]
         where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
-        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. Next: 3 Fine-tune.")
+        nxt = ("Next: 3 Fine-tune." if status == "done" else
+               "Resume it from the list to finish it." if msg.n_rows else "")
+        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}")
         self.app.notify(text + where, severity="information" if status == "done" else "warning")
         self.refresh_sessions()
 
@@ -222,7 +230,8 @@ class ProfileScreen(Screen):
         self.app.state.sampler.minibatch_ms = p.live_minibatch_ms
         eta = ""
         if p.done and p.total > p.done:
-            per = (time.monotonic() - self.started) / max(1, p.done - self._done0)
+            until = self._paused_at if self._paused_at is not None else time.monotonic()
+            per = (until - self.started - self._paused_s) / max(1, p.done - self._done0)
             eta = f"  ETA {hms(per * (p.total - p.done))}"
         paused = "  [b]PAUSED[/b]" if control.paused else ""
         mode = p.mode.key if p.mode else "-"
@@ -238,9 +247,13 @@ class ProfileScreen(Screen):
             return
         if control.paused:
             control.resume()
+            if self._paused_at is not None:
+                self._paused_s += time.monotonic() - self._paused_at
+                self._paused_at = None
             self.app.notify("profile resumed")
         else:
             control.pause()
+            self._paused_at = time.monotonic()
             self.app.notify("profile paused (the workload keeps running in the current mode)")
 
     def action_abort(self) -> None:

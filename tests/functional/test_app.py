@@ -283,3 +283,88 @@ async def test_invalid_budget_is_said_inline_not_drawn_and_clears_when_fixed():
         assert "must be a positive" not in details and "fastest within 25 W" in details
         assert scr.drawn_budget == 25
     assert not [m for m in seen if "budget" in m], seen
+
+
+async def test_dashboard_says_not_timed_when_the_board_trains_outside_a_profile():
+    """After an apply the simulated board trains a stand-in job at full GPU load: that is not
+    'idle'; minibatch times are only known while ptui profiles."""
+    from ptui.core.workloads import get_workload
+    app, sim = make_app()
+    sim.start_training(get_workload("resnet18"))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.5)
+        clocks = str(app.screen.query_one("#clocks").render())
+        assert "minibatch not timed" in clocks and "idle" not in clocks
+        sim.stop_training()
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if "minibatch idle" in str(app.screen.query_one("#clocks").render()):
+                break
+        assert "minibatch idle" in str(app.screen.query_one("#clocks").render())
+
+
+async def test_measured_figures_are_not_called_predicted_on_apply(tmp_path):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    app, _ = make_app(profile_csv=tmp_path / "p.csv")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        plan = str(app.screen.query_one("#plan").render())
+        assert "measured while profiling" in plan and "predicted" not in plan
+
+
+async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
+    import ptui.screens.profile as P
+    app, _ = make_app()
+    async with app.run_test(size=(120, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 2:
+                break
+            await pilot.pause(0.01)
+        await pilot.press("space")
+        try:
+            assert scr.control.paused
+            await pilot.pause(0.3)
+            scr.poll()
+            eta = str(scr.query_one("#status").render()).split("ETA")[1].split()[0]
+            later = time.monotonic() + 600
+            with monkeypatch.context() as m:
+                m.setattr(P.time, "monotonic", lambda: later)
+                scr.poll()
+            assert str(scr.query_one("#status").render()).split("ETA")[1].split()[0] == eta
+        finally:
+            scr.shutdown()                               # a paused worker would never end
+            await wait_workers(app, pilot)
+
+
+async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slow_profiler):
+    app, sim = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
+                break
+            await pilot.pause(0.01)
+        await pilot.press("x")
+        await wait_workers(app, pilot)
+        assert "aborted" in str(scr.query_one("#status").render())
+        assert app.state.profile_csv is None
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#profile").value == ""
+    from ptui.core.session import latest_outputs
+    assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
