@@ -45,6 +45,10 @@ class ParetoScreen(Screen):
         self.sel: int | None = None          # index into self.table
         self.goal_idx: int | None = None
         self.goal_text = ""
+        self.what_if = False
+        """The predictions are the bundled reference's, not a model of the user's workload."""
+        self.foreign = False
+        """The model is for another board: a what-if, never applied here."""
         self.goal_error: str | None = None
         """What is wrong with the goal as typed, shown in the details panel."""
         self.drawn_budget: float | None = None
@@ -82,9 +86,16 @@ class ParetoScreen(Screen):
         if src and inp.value != str(src) and (self.table is None or not inp.value):
             inp.value = str(src)
             self.action_load()
-        elif self.table is None:
-            self.query_one("#details", Static).update(
-                "Load a fine-tuned model (3 Fine-tune) or a profile CSV, then set a budget.")
+        elif self.table is None and not inp.value:
+            from ..core.predictor import bundled_reference
+            ref = bundled_reference(st.backend.device.name)
+            if (ref / "meta.json").exists():
+                # nothing of the user's yet: open on the bundled reference, labelled as a what-if
+                inp.value = str(ref)
+                self.action_load()
+            else:
+                self.query_one("#details", Static).update(
+                    "Load a fine-tuned model (3 Fine-tune) or a profile CSV, then set a budget.")
 
     @on(Button.Pressed, "#load")
     def action_load(self) -> None:
@@ -111,8 +122,23 @@ class ParetoScreen(Screen):
 
     @on(PredictionsLoaded)
     def predictions_loaded(self, msg: PredictionsLoaded) -> None:
+        from ..core.predictor import bundled_reference
         p = msg.predictions
+        m = p.model
+        self.what_if = m is not None and (
+            Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
+        self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
         self.loaded(p.table, p.model, p.batches_per_epoch)
+
+    def basis(self) -> str:
+        """How the figures were obtained, said next to them."""
+        if self.model is None:
+            return "(measured)"
+        if self.foreign:
+            return f"(predicted for {self.model.device.name}: what-if only)"
+        if self.what_if:
+            return "(what-if: bundled ResNet-18 reference)"
+        return "(predicted)"
 
     def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
@@ -230,7 +256,7 @@ class ParetoScreen(Screen):
                  f"minibatch {t:.1f} ms ± {ts:.1f}",
                  f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
                  f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",
-                 "(measured)" if self.model is None else "(predicted)"]
+                 self.basis()]
         bp = self.best_preset(budget)
         if bp:
             bt, bpw, pre = bp
@@ -239,7 +265,8 @@ class ParetoScreen(Screen):
                          f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f} %")
         elif self.model is not None:
             lines.append("no NVIDIA preset fits this budget")
-        lines.append("[dim]enter: apply this mode[/dim]")
+        lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
+                     else "[dim]enter: apply this mode[/dim]")
         self.query_one("#details", Static).update("\n".join(lines))
 
     def draw(self) -> None:
@@ -273,7 +300,8 @@ class ParetoScreen(Screen):
         plt.xscale("log")
         plt.xlabel("epoch time (min)")
         plt.ylabel("W")
-        plt.title("predicted modes" if self.model is not None else "measured modes")
+        plt.title("measured modes" if self.model is None else
+                  "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plot.refresh()
 
     def current_mode(self) -> Mode | None:
@@ -286,6 +314,11 @@ class ParetoScreen(Screen):
     def action_pick(self) -> None:
         if self.table is None or self.sel is None:
             self.app.notify_error("load predictions and select a mode first")
+            return
+        if self.foreign:
+            self.app.notify(f"this model predicts {self.model.device.name}, not this board "
+                            f"({self.app.state.backend.device.name}): a what-if only, not applied",
+                            severity="warning")
             return
         i = self.sel
         st = self.app.state

@@ -368,3 +368,34 @@ async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slow_profiler):
         assert app.screen.query_one("#profile").value == ""
     from ptui.core.session import latest_outputs
     assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
+
+
+async def test_pareto_opens_on_the_bundled_reference_as_a_what_if():
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None and len(scr.table) == 18096
+        assert "what-if: bundled ResNet-18 reference" in str(scr.query_one("#details").render())
+
+
+async def test_a_model_for_another_board_is_never_applied():
+    from ptui.core.predictor import bundled_reference
+    xavier = get_device("xavier-agx")
+    sim = SimJetson(xavier, clock=VirtualClock(), seed=3)
+    app = PtuiApp(AppState(sim, "SIMULATED device: test", Sampler(sim, interval=0.05, now=sim.clock.now),
+                           model_dir=bundled_reference("orin-agx")))
+    seen = record_notifications(app)
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None
+        assert "predicted for orin-agx: what-if only" in str(scr.query_one("#details").render())
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.state.selected is None and type(app.screen).__name__ == "ParetoScreen"
+    assert any("not this board (xavier-agx)" in m for m in seen), seen
