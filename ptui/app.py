@@ -32,7 +32,11 @@ class PtuiApp(App):
     SCREENS = {"help": HelpScreen}
     TITLE = "ptui"
     BINDINGS = [
-        *[Binding(key, f"app.switch_mode('{name}')", label, show=True) for name, key, label in AREAS],
+        # one footer entry for the five screens, so the footer fits 80 columns; the header names
+        # the screen you are on
+        *[Binding(key, f"app.switch_mode('{name}')", "Screens" if key == "1" else label,
+                  show=key == "1", key_display="1-5" if key == "1" else None)
+          for name, key, label in AREAS],
         Binding("question_mark,f1", "app.push_screen('help')", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "leave_field", "Done typing"),

@@ -16,6 +16,7 @@ from ..widgets.powerplot import PowerPlot
 
 
 class ApplyScreen(Screen):
+    TITLE = "ptui · 5 Apply"
     BINDINGS = [Binding("y", "confirm", "Apply (confirm)"), Binding("r", "rollback", "Roll back"),
                 Binding("s", "persist", "Persist")]
     COMMANDS_ = (("Apply the selected mode", "Write the mode to the device and verify it", "action_confirm"),
@@ -36,7 +37,7 @@ class ApplyScreen(Screen):
         yield Static(id="plan", classes="panel")
         yield Static(id="result", classes="panel")
         yield PowerPlot(id="power-plot")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.tick()

@@ -15,6 +15,7 @@ def _na(v, fmt="{:.1f}", unit="") -> str:
 
 
 class DashboardScreen(Screen):
+    TITLE = "ptui · 1 Dashboard"
     def compose(self) -> ComposeResult:
         yield Header()
         st = self.app.state
@@ -26,7 +27,7 @@ class DashboardScreen(Screen):
             yield Static(id="clocks", classes="panel")
             yield Static(id="thermal", classes="panel")
         yield PowerPlot(id="power-plot")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def _set(self, wid: str, text: str) -> None:
         """Update a panel; a layout pass (the costly part) only when its line count changes."""

@@ -16,6 +16,7 @@ from ..messages import FitFailed, FitFinished, FitProgressed
 
 
 class FinetuneScreen(Screen):
+    TITLE = "ptui · 3 Fine-tune"
     AUTO_FOCUS = "#go"
     BINDINGS = [Binding("t", "train", "Fine-tune")]
     COMMANDS_ = (("Fine-tune predictors", "Transfer the reference NNs onto the profile", "action_train"),)
@@ -35,7 +36,7 @@ class FinetuneScreen(Screen):
         yield Static(id="info", classes="panel")
         yield Static(id="result", classes="panel")
         yield LoadingIndicator(id="spinner")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#spinner").display = False

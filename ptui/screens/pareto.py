@@ -29,6 +29,7 @@ OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline"
 
 
 class ParetoScreen(Screen):
+    TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
     BINDINGS = [Binding("enter", "pick", "Apply this mode"), Binding("l", "load", "Load"),
                 Binding("g", "goal", "Go to goal")]
@@ -73,7 +74,7 @@ class ParetoScreen(Screen):
             with Vertical(id="pareto-side"):
                 yield Static(id="details", classes="panel")
                 yield DataTable(id="front", cursor_type="row")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#front", DataTable).add_columns("cores", "CPU", "GPU", "EMC", "epoch min", "W")

@@ -30,6 +30,7 @@ def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | No
 
 
 class ProfileScreen(Screen):
+    TITLE = "ptui · 2 Profile"
     AUTO_FOCUS = "#start"
     BINDINGS = [Binding("s", "start", "Start"), Binding("space", "pause", "Pause/resume"),
                 Binding("x", "abort", "Abort")]
@@ -74,7 +75,7 @@ class ProfileScreen(Screen):
         yield ProgressBar(id="progress", show_eta=False)
         yield Static("idle", id="status", classes="panel")
         yield DataTable(id="results", cursor_type="row")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)

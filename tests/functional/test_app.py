@@ -399,3 +399,25 @@ async def test_a_model_for_another_board_is_never_applied():
         await pilot.pause(0.2)
         assert app.state.selected is None and type(app.screen).__name__ == "ParetoScreen"
     assert any("not this board (xavier-agx)" in m for m in seen), seen
+
+
+async def test_every_footer_fits_80_columns():
+    """At 80x24 each screen's footer shows all its keys whole (it used to end in '4 Paret')."""
+    from textual.widgets._footer import FooterKey
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key in "12345":
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            app.set_focus(None)                           # the one-key commands, not a text field
+            for _ in range(50):                           # until the footer is laid out again
+                await pilot.pause(0.05)
+                keys = list(app.screen.query(FooterKey))
+                if keys and all(k.region.width for k in keys if k.region.x < 80):
+                    break
+            assert keys and {"Screens", "Help", "Quit"} <= {k.description for k in keys}
+            for k in keys:
+                assert k.region.right <= 80 and k.region.width >= len(k.description), \
+                    (type(app.screen).__name__, k.description, k.region)
+            assert app.screen.title.endswith(key + " " + {"1": "Dashboard", "2": "Profile",
+                                             "3": "Fine-tune", "4": "Pareto", "5": "Apply"}[key])
