@@ -1,38 +1,24 @@
-"""The ptui Textual app: global bindings, shared state, screen switching.
+"""The ptui Textual app: global bindings and screen switching.
 
-Screens (ptui/screens/) only talk to ptui.core through plain calls in thread workers; core never
-imports Textual.
+Screens (ptui/screens/) call the use cases of ptui.core.session in thread workers; workers post
+messages (ptui/messages.py) and handlers on the UI thread update widgets and the shared state
+(ptui/state.py).  Core never imports Textual.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.widgets import Input
 
-from .core.backends.base import Backend
-from .core.telemetry import Sampler
 from .screens.apply import ApplyScreen
 from .screens.dashboard import DashboardScreen
 from .screens.finetune import FinetuneScreen
 from .screens.help import HelpScreen
 from .screens.pareto import ParetoScreen
 from .screens.profile import ProfileScreen
+from .state import AppState, make_state
 
-
-@dataclass
-class AppState:
-    """What the screens share: the device, and what the user has produced so far."""
-    backend: Backend
-    note: str
-    sampler: Sampler
-    profile_csv: Path | None = None
-    workload: str = "resnet18"
-    model_dir: Path | None = None
-    selected: object | None = None          # pareto.Decision-like: the mode picked for Apply
-    selected_pred: dict = field(default_factory=dict)
-    log: list[str] = field(default_factory=list)
+__all__ = ["AppState", "PtuiApp", "make_state", "run_app"]
 
 
 AREAS = (("dashboard", "1", "Dashboard"), ("profile", "2", "Profile"), ("finetune", "3", "Fine-tune"),
@@ -46,9 +32,14 @@ class PtuiApp(App):
     SCREENS = {"help": HelpScreen}
     TITLE = "ptui"
     BINDINGS = [
-        *[Binding(key, f"app.switch_mode('{name}')", label, show=True) for name, key, label in AREAS],
+        # one footer entry for the five screens, so the footer fits 80 columns; the header names
+        # the screen you are on
+        *[Binding(key, f"app.switch_mode('{name}')", "Screens" if key == "1" else label,
+                  show=key == "1", key_display="1-5" if key == "1" else None)
+          for name, key, label in AREAS],
         Binding("question_mark,f1", "app.push_screen('help')", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("escape", "leave_field", "Done typing"),
     ]
 
     def __init__(self, state: AppState) -> None:
@@ -60,6 +51,37 @@ class PtuiApp(App):
     def on_mount(self) -> None:
         self.state.sampler.start()
         self.switch_mode("dashboard")
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "leave_field":
+            return self.typing             # shown in the footer (and active) only in a text field
+        return True
+
+    @property
+    def typing(self) -> bool:
+        """A text field has the focus: it takes q, 1-5 and ? as text."""
+        return isinstance(self.focused, Input)
+
+    def action_leave_field(self) -> None:
+        """Leave a text field so the one-key commands (q, 1-5, ?) work again: focus the screen's
+        main control."""
+        target = None
+        sel = getattr(self.screen, "AUTO_FOCUS", None)
+        if sel:
+            try:
+                target = self.screen.query_one(sel)
+            except Exception:  # noqa: BLE001 - no such widget on this screen
+                target = None
+        if target is None or isinstance(target, Input) or not target.focusable:
+            self.screen.set_focus(None)
+        else:
+            target.focus()
+
+    def on_descendant_focus(self, _event) -> None:
+        self.refresh_bindings()
+
+    def on_descendant_blur(self, _event) -> None:
+        self.refresh_bindings()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
@@ -75,16 +97,20 @@ class PtuiApp(App):
 
     async def action_quit(self) -> None:
         """Quit, but never leave the board in a mode the user did not choose: a running profile is
-        aborted and its worker restores the original mode before the app exits."""
+        aborted and its worker restores the original mode before the app exits; a fine-tune stops
+        at its next step; a device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
-        if scr is not None and getattr(scr, "profiler", None) is not None:
+        if scr is not None and scr.running:
             self.notify("aborting the profile and restoring the original mode…", timeout=15)
             scr.shutdown()
-            try:
-                await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
-            except asyncio.TimeoutError:
-                self.notify_error("the profile did not stop within 20 s; check the device mode")
+        ft = self._screen_for("finetune")
+        if ft is not None:
+            ft.cancel.set()
+        try:
+            await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
+        except asyncio.TimeoutError:
+            self.notify_error("a device operation did not stop within 20 s; check the device mode")
         self.state.sampler.stop()
         self.exit()
 
@@ -94,25 +120,6 @@ class PtuiApp(App):
         except AttributeError:  # pragma: no cover
             return None
         return stack[0] if stack else None
-
-
-def make_state(backend_kind=None, device=None, speed: float = 1.0, clock=None) -> AppState:
-    from .core.backends import open_backend
-    from .core.clock import RealClock
-    backend, note = open_backend(backend_kind, device, clock=clock or RealClock(speed))
-    st = AppState(backend, note, Sampler(backend, interval=0.5))
-    st.profile_csv, st.model_dir = _latest(backend.device.name)
-    return st
-
-
-def _latest(device: str):
-    """The newest profile CSV and model directory this user made for this device, if any."""
-    from .core.store import data_dir
-    d = data_dir()
-    profiles = sorted((d / "profiles").glob(f"{device}-*.csv"), key=lambda p: p.stat().st_mtime)
-    models = sorted((p for p in (d / "models").glob(f"{device}-*") if (p / "meta.json").exists()),
-                    key=lambda p: p.stat().st_mtime)
-    return (profiles[-1] if profiles else None), (models[-1] if models else None)
 
 
 def run_app(args) -> int:

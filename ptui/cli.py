@@ -46,113 +46,25 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core.backends import open_backend
-    from .core.csvio import check_out_file, read_modes
-    from .core.profiler import (ProfileConfig, Profiler, choose_modes, open_session,
-                                save_profile)
-    from .core.store import Store
-    from .core.workloads import get_workload
-
-    script = list(a.command_line)
-    import math
-    if not (math.isfinite(a.startup_timeout) and a.startup_timeout > 0):
-        raise CLIError(f"--startup-timeout must be a positive number of seconds, got {a.startup_timeout:g}")
-    if not script and not a.workload and not a.resume:
-        raise CLIError("--workload is required (or --resume an existing --session)")
-    check_out_file(a.out)
-    store = Store()
-    if store.notice:
-        _info(store.notice)
-    if a.resume and not a.session:
-        raise CLIError("--resume needs --session NAME")
-    existing = store.get_session(a.session) if a.session else None
-    if a.resume and existing is None:
-        raise CLIError(f"no session named {a.session!r} to resume (list them with: ptui sessions)")
-    device_name = a.device or (existing.device if existing else None)
-    seed = a.seed if a.seed is not None else (existing.seed if existing else 0)
-    bs = a.batch_size or (existing.batch_size if existing else 16)
-    clock = None
-    if script or (existing and existing.workload == "script"):
-        from .core.userscript import check_resume_command, command_text, script_workload
-        if not script:
-            cmd = existing.params.get("command")
-            raise CLIError("resume a script session with the same command after --"
-                           + (f": -- {command_text(cmd)}" if cmd else ""))
-        if a.resume:
-            check_resume_command(existing.params, script)
-        workload = script_workload(bs, script)   # the simulator runs a what-if of the script's model
-    else:
-        workload = get_workload(a.workload or existing.workload, bs)
-    backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
-                                 sample_interval=a.sample_interval, root=a.sysfs_root,
-                                 corpus=a.corpus)
-    _info(note)
-    dev = backend.device
-    if not script and not backend.simulated:
-        # a real board: run ptui's own plain-torch training loop for the workload under the probe
-        from .workloads_torch_names import BUILTIN
-        if workload.name not in BUILTIN:
-            raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
-                           f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
-        script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
-    name = a.session or store.free_name(f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}")
-
-    from .core.active import Goal, make_plan
-    sp = existing.params if existing and a.resume else {}
-    strategy = sp.get("strategy") or a.strategy or "random"
-    cands = backend.candidates() if backend.kind == "replay" else None   # recorded modes only
-    goal_d = sp.get("goal") or {"budget_w": a.budget_w, "deadline_ms": a.deadline_ms,
-                                "objective": a.objective}
-    goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
-    count = sp.get("count", a.count)
-    planner = None
-    if not (a.modes or a.grid):
-        from .core.predictor import load_bundled
-        first, planner = make_plan(dev, strategy, count=count, seed=seed, candidates=cands,
-                                   goal=goal, reference=load_bundled() if strategy == "active" else None)
-    params = {"out": a.out, "strategy": strategy, "count": count,
-              "goal": goal.as_dict() if goal else None}
-
-    def plan():
-        if a.modes:
-            return choose_modes(dev, modes=read_modes(a.modes, dev))
-        if a.grid:
-            return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=a.grid)
-        return first
-
-    info = open_session(store, name, resume=a.resume, device=dev, workload=workload, seed=seed,
-                        backend_kind=backend.kind, plan_fn=plan,
-                        original_mode=backend.current_mode(),
-                        params={**params, **({"command": script} if script else {})})
-    todo = len(info.plan) - info.n_done
-    _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
-          f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
-    source = None
-    if script:
-        from .core.store import data_dir
-        from .core.userscript import ScriptSource
-        from .core.userscript import WHATIF_LABEL, steps_note
-        log = data_dir() / "logs" / f"{name}.log"
-        cfg0 = ProfileConfig()
-        source = ScriptSource(backend, script, log, first_step_timeout=a.startup_timeout, notify=_info,
-                              on_info=lambda d: store.merge_params(name, d),
-                              steps_per_mode=cfg0.min_minibatches + 2, modes_todo=todo)
-        _info(f"running {' '.join(script)!r} under the optimizer-step probe; its output goes to {log}")
-        if backend.simulated:
-            _info(f"no Jetson: the profile is a {WHATIF_LABEL}; the script runs only until its "
-                  f"model is measured and a few steps are timed on this machine")
-        else:
-            _info(steps_note(cfg0.min_minibatches, todo))
-    prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
-                    source=source, planner=planner)
-    if planner is not None:
-        _info(f"active profiling for the goal '{planner.goal.describe()}': up to {planner.count} "
-              f"modes, stopping early once the decision is confident")
+    from .core.session import ProfileRequest, ProfileRun
+    run = ProfileRun(ProfileRequest(
+        workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
+        seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
+        script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
+        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout),
+        notify=_info)
+    try:
+        _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
+        info = run.prepare()
+    except BaseException:
+        run.close()
+        raise
+    for note in run.notes:
+        _info(note)
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
-    wall0 = time.perf_counter()
-
     from .cliprogress import Steps
-    bar = Steps("profiling", len(info.plan), _info, done=info.n_done)
+    total = max(len(info.plan), run.planner.count) if run.planner is not None else len(info.plan)
+    bar = Steps("profiling", total, _info, done=info.n_done)
 
     def show(p):
         r = p.last
@@ -161,36 +73,25 @@ def cmd_profile(a) -> int:
                    f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
                    else None)
 
-    try:
-        with bar:
-            prof.run(info, show)
-    except KeyboardInterrupt:
-        _info(f"interrupted: device restored to its original mode; {save_profile(a.out, store, name)};"
-              f" resume with: {_resume_hint(name, a.out, script)}")
+    with bar:
+        res = run.run(show)
+    if res.status == "aborted":
+        _info(f"interrupted: device restored to its original mode; {res.saved}; "
+              f"resume with: {run.resume_hint()}")
         return EXIT_INT
-    except Exception:
-        _info(save_profile(a.out, store, name))
+    if res.error is not None:
+        _info(res.saved)
         _info(f"the device was restored to its original mode; finished modes are kept in session "
-              f"{name} (resume with: {_resume_hint(name, a.out, script)})")
-        raise
-    finally:
-        backend.close()
-    saved = save_profile(a.out, store, name)
-    final = store.get_session(name)
-    if planner is not None:
-        _info(f"stopped: {planner.stop_reason}")
-        best = planner.best()
-        if best:
-            _info(f"best measured mode for the goal: {best[0].key} "
-                  f"(P(meets the goal) {best[1]:.0%} by the model)")
-    sim = (" (replayed from recorded data)" if backend.kind == "replay" else
-           " (simulated)" if backend.simulated else "")
-    if source is not None and source.workload is not None:
-        from .core.userscript import WHATIF_LABEL
-        host = f"{source.host_step_ms:.1f} ms" if source.host_step_ms else "not timed"
-        sim = f" ({WHATIF_LABEL}; host step time on this machine {host})"
-    _info(f"profiled: {saved}; device time {hms(final.device_time_s)}{sim}, "
-          f"wall time {time.perf_counter() - wall0:.1f} s")
+              f"{res.session} (resume with: {run.resume_hint()})")
+        raise res.error
+    if res.stop_reason:
+        _info(f"stopped: {res.stop_reason}")
+    if res.best:
+        _info(f"best measured mode for the goal: {res.best[0].key} "
+              f"(P(meets the goal) {res.best[1]:.0%} by the model)")
+    label = f" ({res.label})" if res.label else ""
+    _info(f"profiled: {res.saved}; device time {hms(res.device_time_s)}{label}, "
+          f"wall time {res.wall_s:.1f} s")
     return EXIT_OK
 
 
@@ -249,14 +150,13 @@ def cmd_tune(a) -> int:
            "profiled_modes": len(modes), "profile": str(out), "model": str(mdir),
            "applied": False}
     if a.apply:
-        from .core.apply import apply_mode
+        from .core import session
         from .core.backends import open_backend
         backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
         _info(note)
-        r = apply_mode(backend, d.mode)
+        r = session.apply(backend, d.mode)          # verified; remembered for ptui restore
         if not r.ok:
             raise CLIError(r.message, EXIT_ERR)
-        _remember_for_restore(backend, r.snapshot)
         res["applied"] = True
         res["apply_message"] = r.message
     if a.json:
@@ -275,11 +175,6 @@ def cmd_tune(a) -> int:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
-
-
-def _resume_hint(name, out, script) -> str:
-    from .core.userscript import resume_hint
-    return resume_hint(name, out, script or None)
 
 
 def cmd_sessions(a) -> int:
@@ -462,32 +357,20 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
-def _snapshot_path(device: str):
-    from .core.store import data_dir
-    return data_dir() / f"last-apply-{device}.json"
-
-
-def _remember_for_restore(backend, snap) -> None:
-    """Keep the pre-apply state so `ptui restore` can return to it (a real board only)."""
-    if not backend.simulated:
-        from .core.backends.sysfs import save_snapshot
-        save_snapshot(_snapshot_path(backend.device.name), backend.device.name, snap)
-
-
 def cmd_apply(a) -> int:
-    from .core.apply import apply_mode, check_persist, plan
+    from .core import session
     from .core.backends import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
     if a.persist:
-        check_persist(backend)          # before anything is applied
+        session.check_persist(backend)          # before anything is applied
     if a.preset is not None:
         return _apply_preset(a, backend)
     if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
-    p = plan(backend, mode)
+    p = session.plan_apply(backend, mode)
     print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
@@ -500,20 +383,18 @@ def cmd_apply(a) -> int:
         if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
-    res = apply_mode(backend, mode)
+    res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    _remember_for_restore(backend, res.snapshot)
     print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
-                              f"; undo with: ptui restore"))
+                              "; undo with: ptui restore"))
     if a.persist:
-        if not hasattr(backend, "persist"):
-            raise CLIError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend cannot")
-        print(backend.persist(mode))
+        print(session.persist(backend, mode))
     return EXIT_OK
 
 
 def _apply_preset(a, backend) -> int:
+    from .core import session
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
@@ -525,36 +406,20 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    from .core.apply import select_preset
-    snap = select_preset(backend, p)
-    _remember_for_restore(backend, snap)
-    print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    got = session.apply_preset(backend, p.id)
+    print(f"selected {p.name}: {got.key}" + ("" if backend.simulated else "; undo with: ptui restore"))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
 
 
 def cmd_restore(a) -> int:
+    from .core import session
     from .core.backends import open_backend
-    from .core.backends.sysfs import load_snapshot
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
-    dev = backend.device
-    if backend.simulated:
-        p = dev.preset(dev.default_preset)
-        backend.apply_preset(p.id)
-        print(f"simulated board back in its default mode {p.name}")
-        return EXIT_OK
-    snap = load_snapshot(_snapshot_path(dev.name))
-    if snap and snap.get("device") == dev.name:
-        from .core.apply import restore_snapshot
-        now = restore_snapshot(backend, snap["state"])
-        _snapshot_path(dev.name).unlink()
-        print(f"restored the state before the last ptui apply: {now.key}")
-        return EXIT_OK
-    raise CLIError(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be undone "
-                   f"(the board stays in {backend.current_mode().key}; choose a preset with "
-                   f"ptui apply --preset NAME)")
+    print(session.restore(backend))
+    return EXIT_OK
 
 
 # -- parser --------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class ApplyResult:
 def plan(backend: Backend, target: Mode) -> Plan:
     """The exact steps, in a legal order (raise max before min, lower min before max)."""
     cur = backend.current_mode()
-    if hasattr(backend, "plan_writes"):
+    if backend.plans_writes:
         return Plan(cur, target, backend.plan_writes(target))
     steps = []
     def cores(a, b):
@@ -104,7 +104,7 @@ class NotSupported(ApplyError):
 
 def check_persist(backend: Backend) -> None:
     """Up front, before anything is applied: --persist needs nvpmodel on a real board."""
-    if backend.simulated or not hasattr(backend, "persist"):
+    if backend.simulated or not backend.can_persist:
         raise NotSupported(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend "
                          f"cannot keep a mode across reboots; nothing applied")
 
@@ -112,7 +112,7 @@ def check_persist(backend: Backend) -> None:
 def select_preset(backend: Backend, preset):
     """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
     from .locks import board_lock
-    if not hasattr(backend, "apply_preset"):
+    if not backend.can_select_presets:
         raise NotSupported(f"the {backend.kind} backend cannot select presets")
     with board_lock(backend):
         snap = backend.snapshot()

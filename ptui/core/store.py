@@ -7,13 +7,13 @@ with full synchronisation, so a run killed at any point (even ``kill -9``) loses
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .modes import Mode
+from .paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -51,14 +51,6 @@ class StoreError(RuntimeError):
     pass
 
 
-def data_dir() -> Path:
-    env = os.environ.get("PTUI_DATA_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "ptui"
-
-
 @dataclass
 class SessionInfo:
     name: str
@@ -90,7 +82,7 @@ def _is_corrupt(e: sqlite3.Error) -> bool:
 
 class Store:
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else data_dir() / "sessions.sqlite"
+        self.path = Path(path) if path else sessions_db()
         self.notice: str | None = None       # something the user should hear (a store set aside)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

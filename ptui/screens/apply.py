@@ -1,20 +1,22 @@
 """Apply: the exact plan, a confirmation, the read-back check, then ten seconds of measured power
-next to the prediction; roll back on a key."""
+next to the prediction; roll back or persist on a key.  Every device write runs in a worker."""
 from __future__ import annotations
 
 import time
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..core import apply as core_apply
+from ..core import session
+from ..messages import ApplyFinished, PersistFinished, PlanReady, RollbackFinished
 from ..widgets.powerplot import PowerPlot
 
 
 class ApplyScreen(Screen):
+    TITLE = "ptui · 5 Apply"
     BINDINGS = [Binding("y", "confirm", "Apply (confirm)"), Binding("r", "rollback", "Roll back"),
                 Binding("s", "persist", "Persist")]
     COMMANDS_ = (("Apply the selected mode", "Write the mode to the device and verify it", "action_confirm"),
@@ -24,8 +26,10 @@ class ApplyScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.snapshot = None
+        """The state before the last apply made here (for roll back)."""
         self.result = None
-        self.busy = False
+        self.busy: str | None = None
+        """What the device worker is doing (applying, rolling back, persisting), or None."""
         self.measure_from: float | None = None
 
     def compose(self) -> ComposeResult:
@@ -33,7 +37,7 @@ class ApplyScreen(Screen):
         yield Static(id="plan", classes="panel")
         yield Static(id="result", classes="panel")
         yield PowerPlot(id="power-plot")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.tick()
@@ -42,54 +46,96 @@ class ApplyScreen(Screen):
     def on_screen_resume(self) -> None:
         self.show_plan()
 
+    # -- plan ---------------------------------------------------------------------------------
     def show_plan(self) -> None:
         st = self.app.state
         if st.selected is None:
             self.query_one("#plan", Static).update(
                 "No mode selected: pick one on 4 Pareto (enter), then confirm here with y.")
             return
+        self.make_plan(st.selected)
+
+    @work(thread=True, exclusive=True, group="apply-plan", exit_on_error=False)
+    def make_plan(self, mode) -> None:
+        """Reads the device's current state (sysfs on a real board): off the UI thread."""
         try:
-            p = core_apply.plan(st.backend, st.selected)
+            self.post_message(PlanReady(session.plan_apply(self.app.state.backend, mode)))
         except Exception as e:  # noqa: BLE001
-            self.query_one("#plan", Static).update(f"[red]cannot plan: {e}[/red]")
+            self.post_message(PlanReady(None, str(e)))
+
+    @on(PlanReady)
+    def plan_ready(self, msg: PlanReady) -> None:
+        st = self.app.state
+        if msg.plan is None:
+            self.query_one("#plan", Static).update(f"[red]cannot plan: {msg.error}[/red]")
             return
+        p = msg.plan
+        if st.selected is None or p.target != st.selected:
+            return                                  # stale: another mode was picked since
         pred = st.selected_pred
+        spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
         lines = [f"[b]Apply[/b] {p.target}   (now: {p.current.key})",
-                 f"predicted {pred.get('time_ms', float('nan')):.1f} ms per minibatch, "
-                 f"{pred.get('power_w', float('nan')):.2f} W ± {pred.get('power_w_std', 0):.2f}", ""]
+                 f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per minibatch, "
+                 f"{pred.get('power_w', float('nan')):.2f} W{spread}", ""]
         lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
         sim = " (simulated device)" if st.backend.simulated else ""
         lines += ["", f"press [b]y[/b] to apply{sim}, [b]r[/b] to roll back afterwards"]
         self.query_one("#plan", Static).update("\n".join(lines))
 
+    def basis(self) -> str:
+        """How the expected figures were obtained, in the words shown next to them."""
+        return ("measured while profiling" if self.app.state.selected_basis == "measured"
+                else "predicted")
+
+    def _device_busy(self) -> bool:
+        if self.busy:
+            self.app.notify(f"wait: {self.busy} is under way", severity="warning")
+            return True
+        return False
+
+    # -- apply --------------------------------------------------------------------------------
     def action_confirm(self) -> None:
         st = self.app.state
-        if st.selected is None or self.busy:
+        if st.selected is None:
+            self.app.notify("no mode selected: pick one on 4 Pareto first", severity="warning")
             return
-        self.busy = True
+        if self._device_busy():
+            return
+        self.busy = "applying"
         self.query_one("#result", Static).update("applying…")
-        self.do_apply(st.selected)
+        be = st.backend
+        stand_in = st.workload if be.simulated and be.workload is None else None
+        self.do_apply(st.selected, stand_in)
 
-    @work(thread=True, exclusive=True, group="apply", exit_on_error=False)
-    def do_apply(self, mode) -> None:
-        res = core_apply.apply_mode(self.app.state.backend, mode)
-        self.app.call_from_thread(self.applied, res)
+    @work(thread=True, group="device", exit_on_error=False)
+    def do_apply(self, mode, stand_in: str | None) -> None:
+        """Apply and verify (remembered for `ptui restore`, as an apply from the CLI is)."""
+        be = self.app.state.backend
+        try:
+            res = session.apply(be, mode)
+        except Exception as e:  # noqa: BLE001 - apply_mode reports failures; this is a bug guard
+            from ..core.apply import ApplyResult
+            res = ApplyResult(False, mode, None, None, f"apply failed: {e}")
+        started = None
+        if res.ok and stand_in is not None:
+            # a real board runs the user's training job; the simulated board trains the profiled
+            # workload in its place, so measured power can be compared with the prediction
+            from ..core.workloads import WORKLOADS, get_workload
+            started = stand_in if stand_in in WORKLOADS else "resnet18"
+            be.start_training(get_workload(started))
+        self.post_message(ApplyFinished(res, started))
 
-    def applied(self, res) -> None:
-        self.busy = False
+    @on(ApplyFinished)
+    def applied(self, msg: ApplyFinished) -> None:
+        res = msg.result
+        self.busy = None
         self.result = res
         if res.ok:
             self.snapshot = res.snapshot
             self.measure_from = time.monotonic()
             self.app.notify(res.message)
-            be = self.app.state.backend
-            if be.simulated and be.workload is None:
-                # on a real board the user's training job is running; the simulated board runs the
-                # profiled workload in its place, so measured power can be compared with the prediction
-                from ..core.workloads import WORKLOADS, get_workload
-                name = self.app.state.workload if self.app.state.workload in WORKLOADS else "resnet18"
-                be.start_training(get_workload(name))
-                self.app.notify(f"simulated board now trains {name} as your training job")
+            if msg.stand_in:
+                self.app.notify(f"simulated board now trains {msg.stand_in} as your training job")
         else:
             self.app.notify_error(res.message)
         self.query_one("#result", Static).update(("[green]" if res.ok else "[red]") + res.message
@@ -111,39 +157,71 @@ class ApplyScreen(Screen):
         who = f" (simulated {st.backend.workload.name} training)" if st.backend.simulated and st.backend.workload else ""
         txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
         if pred:
-            txt += f"   predicted {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
+            txt += f"   {self.basis()} {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
         if el >= 10:
             txt += "   (10 s measurement done)"
             self.measure_from = None
         self.query_one("#result", Static).update(txt + "\n[dim]r: roll back   s: persist[/dim]")
 
+    # -- roll back, persist -------------------------------------------------------------------
     def action_rollback(self) -> None:
         if self.snapshot is None:
             self.app.notify("nothing to roll back", severity="warning")
             return
+        if self._device_busy():
+            return
+        self.busy = "rolling back"
+        self.query_one("#result", Static).update("rolling back…")
+        self.do_rollback(self.snapshot)
+
+    @work(thread=True, group="device", exit_on_error=False)
+    def do_rollback(self, snap) -> None:
         try:
-            m = core_apply.rollback(self.app.state.backend, self.snapshot)
+            self.post_message(RollbackFinished(session.rollback(self.app.state.backend, snap)))
         except Exception as e:  # noqa: BLE001
-            self.app.notify_error(f"rollback failed: {e}")
+            self.post_message(RollbackFinished(None, str(e)))
+
+    @on(RollbackFinished)
+    def rolled_back(self, msg: RollbackFinished) -> None:
+        self.busy = None
+        if msg.error is not None:
+            self.query_one("#result", Static).update(f"[red]rollback failed: {msg.error}[/red]")
+            self.app.notify_error(f"rollback failed: {msg.error}")
             return
         self.snapshot = None
         self.result = None
-        self.query_one("#result", Static).update(f"rolled back to {m.key}")
-        self.app.notify(f"rolled back to {m.key}")
+        self.measure_from = None
+        self.query_one("#result", Static).update(f"rolled back to {msg.mode.key}")
+        self.app.notify(f"rolled back to {msg.mode.key}")
         self.show_plan()
 
     def action_persist(self) -> None:
         be = self.app.state.backend
-        if not hasattr(be, "persist"):
-            self.app.notify("persisting a mode needs a real Jetson (nvpmodel); the simulator cannot",
-                            severity="warning")
+        if not be.can_persist:
+            who = "the simulated board" if be.simulated else f"the {be.kind} backend"
+            self.app.notify(f"keeping a mode across reboots needs a real Jetson (nvpmodel); {who} "
+                            f"cannot", severity="warning")
             return
+        if self._device_busy():
+            return
+        self.busy = "persisting"
+        self.do_persist()
+
+    @work(thread=True, group="device", exit_on_error=False)
+    def do_persist(self) -> None:
+        be = self.app.state.backend
         try:
-            msg = be.persist(be.current_mode())
+            self.post_message(PersistFinished(session.persist(be, be.current_mode())))
         except Exception as e:  # noqa: BLE001
-            self.app.notify_error(f"persist failed: {e}")
-            return
-        self.app.notify(msg)
+            self.post_message(PersistFinished(None, str(e)))
+
+    @on(PersistFinished)
+    def persisted(self, msg: PersistFinished) -> None:
+        self.busy = None
+        if msg.error is not None:
+            self.app.notify_error(f"persist failed: {msg.error}")
+        else:
+            self.app.notify(msg.text)
 
     def shutdown(self) -> None:
         pass

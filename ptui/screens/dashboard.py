@@ -15,6 +15,7 @@ def _na(v, fmt="{:.1f}", unit="") -> str:
 
 
 class DashboardScreen(Screen):
+    TITLE = "ptui · 1 Dashboard"
     def compose(self) -> ComposeResult:
         yield Header()
         st = self.app.state
@@ -26,7 +27,7 @@ class DashboardScreen(Screen):
             yield Static(id="clocks", classes="panel")
             yield Static(id="thermal", classes="panel")
         yield PowerPlot(id="power-plot")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def _set(self, wid: str, text: str) -> None:
         """Update a panel; a layout pass (the costly part) only when its line count changes."""
@@ -34,6 +35,16 @@ class DashboardScreen(Screen):
         layout = self._lines.get(wid) != lines
         self._lines[wid] = lines
         self.query_one(wid, Static).update(text, layout=layout)
+
+    @staticmethod
+    def _minibatch(mb: float | None, t) -> str:
+        """Minibatch times are known only while ptui profiles; otherwise say so, and call the
+        board idle only when its GPU is."""
+        if mb:
+            return f"{mb:.1f} ms"
+        if t.gpu_load is not None and t.gpu_load < 5:
+            return "idle"
+        return "not timed"
 
     def on_mount(self) -> None:
         self._lines: dict[str, int] = {}
@@ -64,7 +75,7 @@ class DashboardScreen(Screen):
             f"CPU {_na(t.cpu_mhz and fmt_mhz(t.cpu_mhz), '{}', ' MHz')}\n"
             f"GPU {_na(t.gpu_mhz and fmt_mhz(t.gpu_mhz), '{}', ' MHz')}\n"
             f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}\n"
-            f"minibatch {_na(mb, '{:.1f}', ' ms') if mb else 'idle'}")
+            f"minibatch {self._minibatch(mb, t)}")
         temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
         self._set("#thermal", f"[b]Thermal[/b]\n{temps}")
         if self._tick % 4 == 1:                      # the 60 s plot (the costly part) every 2 s

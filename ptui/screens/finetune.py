@@ -1,20 +1,22 @@
 """Fine-tune: transfer the bundled reference predictors onto a profile, in a worker."""
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicator, Static
 
-from ..core.store import data_dir
+from ..core import session
+from ..messages import FitFailed, FitFinished, FitProgressed
 
 
 class FinetuneScreen(Screen):
+    TITLE = "ptui · 3 Fine-tune"
     AUTO_FOCUS = "#go"
     BINDINGS = [Binding("t", "train", "Fine-tune")]
     COMMANDS_ = (("Fine-tune predictors", "Transfer the reference NNs onto the profile", "action_train"),)
@@ -22,6 +24,8 @@ class FinetuneScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.busy = False
+        self.cancel = threading.Event()
+        """Set to stop a fine-tune under way (the app quits)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -32,7 +36,7 @@ class FinetuneScreen(Screen):
         yield Static(id="info", classes="panel")
         yield Static(id="result", classes="panel")
         yield LoadingIndicator(id="spinner")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#spinner").display = False
@@ -52,6 +56,10 @@ class FinetuneScreen(Screen):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()
 
+    @on(Input.Submitted, "#profile")
+    def profile_submitted(self) -> None:
+        self.action_train()
+
     def action_train(self) -> None:
         if self.busy:
             return
@@ -61,44 +69,43 @@ class FinetuneScreen(Screen):
             return
         self.busy = True
         self.query_one("#spinner").display = True
-        self.query_one("#result", Static).update("loading the profile and PyTorch…")
-        self.fit(Path(path))
+        self.query_one("#result", Static).update("loading the profile…")
+        self.fit(Path(path), self.app.state.workload)
 
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
-    def fit(self, path: Path) -> None:
-        st = self.app.state
-        dev = st.backend.device
+    def fit(self, path: Path, workload: str) -> None:
         try:
-            from ..core.csvio import read_profile
-            from ..core.predictor import load_bundled
-            modes, t, p = read_profile(path, dev)
-            ref = load_bundled()
-            from ..core import train          # torch is imported here, only when fine-tuning
-            t0 = time.perf_counter()
-            model = train.transfer(ref, dev, modes, t, p, workload=st.workload,
-                                   source=f"profile {path}",
-                                   progress=lambda m: self.app.call_from_thread(self.say, m))
-            el = time.perf_counter() - t0
-            out = data_dir() / "models" / path.stem
-            model.save(out)
-            st.model_dir = out
-            self.app.call_from_thread(self.done, model.meta["metrics"], len(modes), el, out)
+            res = session.fit(self.app.state.backend.device, path, workload=workload,
+                              progress=lambda m: self.post_message(FitProgressed(m)),
+                              cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app
-            self.app.call_from_thread(self.failed, str(e))
+            self.post_message(FitFailed(str(e)))
+            return
+        self.post_message(FitFinished(res.model.meta["metrics"], res.n_modes, res.seconds, res.out))
 
-    def say(self, msg: str) -> None:
-        self.query_one("#result", Static).update(msg + "…")
+    @on(FitProgressed)
+    def say(self, msg: FitProgressed) -> None:
+        self.query_one("#result", Static).update(msg.text + "…")
+
+    @on(FitFinished)
+    def finished(self, msg: FitFinished) -> None:
+        self.app.state.model_dir = msg.out
+        self.done(msg.metrics, msg.n_modes, msg.seconds, msg.out)
+
+    @on(FitFailed)
+    def fit_failed(self, msg: FitFailed) -> None:
+        self.failed(msg.error)
 
     def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
-        lines = [f"[b]Fine-tuned on {n} modes in {seconds:.1f} s[/b] → {out}", "",
-                 f"{'':8}{'cross-validated MAPE':>22}{'from scratch (NN)':>20}   recipe"]
+        lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}", "",
+                 f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
         for tgt in ("time", "power"):
             m = metrics[tgt]
-            scratch = m.get("candidates_cv_mape", {}).get("scratch")
-            lines.append(f"{tgt:<8}{m.get('cv_mape', float('nan')):>21.1f}%"
-                         f"{(f'{scratch:.1f}%' if scratch is not None else 'n/a'):>20}   {m.get('choice')}")
+            cov = m.get("cv_coverage90")
+            lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
+                         f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
         lines += ["", "Next: 4 Pareto to pick a mode."]
         self.query_one("#result", Static).update("\n".join(lines))
         self.app.notify("fine-tuning finished")

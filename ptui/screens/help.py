@@ -11,7 +11,8 @@ HELP = """\
 # ptui — power modes for DNN training on Jetson
 
 **Screens** — `1` Dashboard · `2` Profile · `3` Fine-tune · `4` Pareto · `5` Apply · `?` help ·
-`q` quit · `ctrl+p` command palette (every action is there too).
+`q` quit · `ctrl+p` command palette (every action is there too). In a text field these keys are
+text: `escape` leaves the field (`ctrl+q` quits from anywhere).
 
 1. **Profile** ~50 power modes of your workload (PowerTrain protocol: apply, verify, drop the first
    minibatch, wait for stable power, record 40 clean minibatches). `space` pauses, `x` aborts

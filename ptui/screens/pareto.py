@@ -5,9 +5,11 @@ measured modes only), without any device.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,28 +18,18 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 from textual_plotext import PlotextPlot
 
-from ..core.modes import fmt_mhz
-from ..core.pareto import InfeasibleError, Table, choose, front_indices
+from ..core import session
+from ..core.modes import Mode, fmt_mhz
+from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
+from ..messages import PredictionsFailed, PredictionsLoaded
 
 OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline", "deadline"),
               ("least energy", "energy")]
 
 
-def load_table(path: Path, device):
-    """(Table, model or None, batches per epoch) from a model directory or a profile CSV."""
-    if path.is_dir():
-        from ..core.predictor import load_model
-        model = load_model(path)
-        modes = model.device.full_space()
-        w = WORKLOADS.get(str(model.meta.get("workload")))
-        return Table.from_prediction(modes, model.predict(modes)), model, (w.minibatches_per_epoch if w else None)
-    from ..core.csvio import read_profile
-    modes, t, p = read_profile(path, device, min_modes=1)
-    return Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None
-
-
 class ParetoScreen(Screen):
+    TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
     BINDINGS = [Binding("enter", "pick", "Apply this mode"), Binding("l", "load", "Load"),
                 Binding("g", "goal", "Go to goal")]
@@ -54,6 +46,13 @@ class ParetoScreen(Screen):
         self.sel: int | None = None          # index into self.table
         self.goal_idx: int | None = None
         self.goal_text = ""
+        self.what_if = False
+        """The predictions are the bundled reference's, not a model of the user's workload."""
+        self.foreign = False
+        """The model is for another board: a what-if, never applied here."""
+        self.goal_error: str | None = None
+        """What is wrong with the goal as typed, shown in the details panel."""
+        self.drawn_budget: float | None = None
         self.sample: np.ndarray = np.array([], dtype=int)
 
     def compose(self) -> ComposeResult:
@@ -75,7 +74,7 @@ class ParetoScreen(Screen):
             with Vertical(id="pareto-side"):
                 yield Static(id="details", classes="panel")
                 yield DataTable(id="front", cursor_type="row")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#front", DataTable).add_columns("cores", "CPU", "GPU", "EMC", "epoch min", "W")
@@ -88,9 +87,16 @@ class ParetoScreen(Screen):
         if src and inp.value != str(src) and (self.table is None or not inp.value):
             inp.value = str(src)
             self.action_load()
-        elif self.table is None:
-            self.query_one("#details", Static).update(
-                "Load a fine-tuned model (3 Fine-tune) or a profile CSV, then set a budget.")
+        elif self.table is None and not inp.value:
+            from ..core.predictor import bundled_reference
+            ref = bundled_reference(st.backend.device.name)
+            if (ref / "meta.json").exists():
+                # nothing of the user's yet: open on the bundled reference, labelled as a what-if
+                inp.value = str(ref)
+                self.action_load()
+            else:
+                self.query_one("#details", Static).update(
+                    "Load a fine-tuned model (3 Fine-tune) or a profile CSV, then set a budget.")
 
     @on(Button.Pressed, "#load")
     def action_load(self) -> None:
@@ -104,12 +110,36 @@ class ParetoScreen(Screen):
     @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
     def load(self, path: Path) -> None:
         try:
-            tab, model, mb = load_table(path, self.app.state.backend.device)
+            pred = session.load_predictions(path, self.app.state.backend.device)
         except Exception as e:  # noqa: BLE001
-            self.app.call_from_thread(self.app.notify_error, str(e))
-            self.app.call_from_thread(self.query_one("#details", Static).update, f"[red]{e}[/red]")
+            self.post_message(PredictionsFailed(path, str(e)))
             return
-        self.app.call_from_thread(self.loaded, tab, model, mb)
+        self.post_message(PredictionsLoaded(path, pred))
+
+    @on(PredictionsFailed)
+    def load_failed(self, msg: PredictionsFailed) -> None:
+        self.app.notify_error(msg.error)
+        self.query_one("#details", Static).update(f"[red]{msg.error}[/red]")
+
+    @on(PredictionsLoaded)
+    def predictions_loaded(self, msg: PredictionsLoaded) -> None:
+        from ..core.predictor import bundled_reference
+        p = msg.predictions
+        m = p.model
+        self.what_if = m is not None and (
+            Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
+        self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
+        self.loaded(p.table, p.model, p.batches_per_epoch)
+
+    def basis(self) -> str:
+        """How the figures were obtained, said next to them."""
+        if self.model is None:
+            return "(measured)"
+        if self.foreign:
+            return f"(predicted for {self.model.device.name}: what-if only)"
+        if self.what_if:
+            return "(what-if: bundled ResNet-18 reference)"
+        return "(predicted)"
 
     def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
@@ -128,41 +158,56 @@ class ParetoScreen(Screen):
         self.action_goal()
 
     # -- goal --------------------------------------------------------------------------------
-    def _num(self, wid: str) -> float | None:
+    FIELDS = {"#budget": "the power budget (W)", "#deadline": "the deadline (s per epoch)",
+              "#epochs": "the number of epochs"}
+
+    def _field(self, wid: str) -> tuple[float | None, str | None]:
+        """(value, None), (None, None) when empty, or (None, what is wrong)."""
         v = self.query_one(wid, Input).value.strip()
+        if not v:
+            return None, None
         try:
-            return float(v) if v else None
+            x = float(v)
         except ValueError:
-            return None
+            return None, f"{self.FIELDS[wid]} is not a number"
+        if not math.isfinite(x) or x <= 0:
+            return None, f"{self.FIELDS[wid]} must be a positive number"
+        return x, None
+
+    def _num(self, wid: str) -> float | None:
+        return self._field(wid)[0]
 
     def epoch_s(self, i: int) -> float:
         return float(self.table.time_ms[i]) * self.mb_per_epoch / 1000.0
 
-    @on(Input.Submitted)
+    @on(Input.Submitted, "#path")
+    def path_submitted(self) -> None:
+        self.action_load()
+
+    @on(Input.Changed, "#budget, #deadline, #epochs")
+    @on(Input.Submitted, "#budget, #deadline, #epochs")
     @on(Select.Changed, "#objective")
     def action_goal(self, _event=None) -> None:
+        """Re-pick the goal's mode as the fields change.  What is wrong with the goal is said in
+        the details panel (no toast, so nothing stale stays on screen once the value is fixed)."""
         if self.table is None:
             return
         obj = self.query_one("#objective", Select).value
-        budget, deadline_s = self._num("#budget"), self._num("#deadline")
+        (budget, e1), (deadline_s, e2), (_, e3) = (self._field(w) for w in self.FIELDS)
         risk = 0.05 if self.model is not None else None
         try:
-            if obj == "budget":
-                if budget is None:
-                    raise ValueError("set a power budget in W")
-                d = choose(self.table, budget_w=budget, risk=risk)
-            elif obj == "deadline":
-                if deadline_s is None:
-                    raise ValueError("set a deadline in seconds per epoch")
-                d = choose(self.table, deadline_ms=deadline_s * 1000.0 / self.mb_per_epoch, risk=risk)
-            else:
-                d = choose(self.table, objective="energy", budget_w=budget, risk=risk)
+            if e1 or e2 or e3:
+                raise ValueError(e1 or e2 or e3)
+            if obj == "deadline" and deadline_s is None:
+                raise ValueError("set a deadline in seconds per epoch")
+            d = session.decide(self.table, goal=str(obj), budget_w=budget, risk=risk,
+                               deadline_ms=None if deadline_s is None
+                               else deadline_s * 1000.0 / self.mb_per_epoch)
         except (InfeasibleError, ValueError) as e:
-            self.goal_idx = None
-            self.app.notify(str(e), severity="warning", timeout=8)
+            self.goal_idx, self.goal_error = None, str(e)
             self.select(self.sel if self.sel is not None else int(self.front[-1]))
             return
-        self.goal_idx, self.goal_text = d.index, d.goal
+        self.goal_idx, self.goal_text, self.goal_error = d.index, d.goal, None
         self.select(d.index)
 
     def select(self, i: int) -> None:
@@ -206,12 +251,13 @@ class ParetoScreen(Screen):
         total_h = ep * epochs / 3600.0
         energy = p * total_h
         budget = self._num("#budget")
-        lines = [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
+        lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
+        lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  EMC {fmt_mhz(m.mem_mhz)} MHz",
                  f"minibatch {t:.1f} ms ± {ts:.1f}",
                  f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
                  f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",
-                 "(measured)" if self.model is None else "(predicted)"]
+                 self.basis()]
         bp = self.best_preset(budget)
         if bp:
             bt, bpw, pre = bp
@@ -220,7 +266,8 @@ class ParetoScreen(Screen):
                          f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f} %")
         elif self.model is not None:
             lines.append("no NVIDIA preset fits this budget")
-        lines.append("[dim]enter: apply this mode[/dim]")
+        lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
+                     else "[dim]enter: apply this mode[/dim]")
         self.query_one("#details", Static).update("\n".join(lines))
 
     def draw(self) -> None:
@@ -240,30 +287,44 @@ class ParetoScreen(Screen):
             pred = self.model.predict(pm)
             plt.scatter((pred["time_ms"] * k).tolist(), pred["power_w"].tolist(), marker="P", color="cyan",
                         label="presets")
-        cur = self.app.state.backend.current_mode()
-        if cur in set(tab.modes):
+        cur = self.current_mode()
+        if cur is not None and cur in set(tab.modes):
             ci = tab.modes.index(cur)
             plt.scatter([float(tab.time_ms[ci] * k)], [float(tab.power_w[ci])], marker="C", color="yellow",
                         label="current")
         if self.sel is not None:
             plt.scatter([float(tab.time_ms[self.sel] * k)], [float(tab.power_w[self.sel])], marker="@",
                         color="red", label="selected")
-        budget = self._num("#budget")
-        if budget:
-            plt.hline(budget, "red")
+        self.drawn_budget = self._num("#budget")        # only a valid budget is drawn
+        if self.drawn_budget is not None:
+            plt.hline(self.drawn_budget, "red")
         plt.xscale("log")
         plt.xlabel("epoch time (min)")
         plt.ylabel("W")
-        plt.title("predicted modes" if self.model is not None else "measured modes")
+        plt.title("measured modes" if self.model is None else
+                  "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plot.refresh()
+
+    def current_mode(self) -> Mode | None:
+        """The device's mode from the latest telemetry sample (no device read on the UI thread)."""
+        t = self.app.state.sampler.latest()
+        if t is None or None in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
+            return None
+        return Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz)
 
     def action_pick(self) -> None:
         if self.table is None or self.sel is None:
             self.app.notify_error("load predictions and select a mode first")
             return
+        if self.foreign:
+            self.app.notify(f"this model predicts {self.model.device.name}, not this board "
+                            f"({self.app.state.backend.device.name}): a what-if only, not applied",
+                            severity="warning")
+            return
         i = self.sel
         st = self.app.state
         st.selected = self.table.modes[i]
+        st.selected_basis = "predicted" if self.model is not None else "measured"
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
         self.app.switch_mode("apply")

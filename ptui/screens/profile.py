@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -12,11 +12,10 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Static
 
 from ..core.clock import hms
-from ..core.csvio import write_csv
-from ..core.profiler import (PROFILE_HEADER, ProfileAborted, Profiler, choose_modes, open_session,
-                             profile_rows)
-from ..core.store import Store, data_dir
+from ..core.profiler import Control, choose_modes
+from ..core.session import ProfileRequest, ProfileRun, resumable_sessions
 from ..core.workloads import WORKLOADS, get_workload
+from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
 
 
 def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | None:
@@ -31,6 +30,7 @@ def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | No
 
 
 class ProfileScreen(Screen):
+    TITLE = "ptui · 2 Profile"
     AUTO_FOCUS = "#start"
     BINDINGS = [Binding("s", "start", "Start"), Binding("space", "pause", "Pause/resume"),
                 Binding("x", "abort", "Abort")]
@@ -40,10 +40,20 @@ class ProfileScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.profiler: Profiler | None = None
+        self.control: Control | None = None
+        """Pause/abort switches of the run under way; None when idle."""
+        self.run: ProfileRun | None = None
+        """The run under way, once its worker has started it (read-only here: live progress)."""
         self.session: str | None = None
         self.started = 0.0
         self._done0 = 0
+        self._paused_s = 0.0
+        """Time spent paused in this run (left out of the ETA)."""
+        self._paused_at: float | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.control is not None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -65,7 +75,7 @@ class ProfileScreen(Screen):
         yield ProgressBar(id="progress", show_eta=False)
         yield Static("idle", id="status", classes="panel")
         yield DataTable(id="results", cursor_type="row")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)
@@ -110,11 +120,8 @@ class ProfileScreen(Screen):
 
     def refresh_sessions(self) -> None:
         try:
-            store = Store()
             opts = [(f"{s.name}  {s.n_done}/{len(s.plan)} {s.status}", s.name)
-                    for s in store.list_sessions()
-                    if s.n_done < len(s.plan) and s.device == self.app.state.backend.device.name]
-            store.close()
+                    for s in resumable_sessions(self.app.state.backend.device.name)]
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
             return
@@ -127,72 +134,59 @@ class ProfileScreen(Screen):
         elif event.button.id == "resume-btn":
             name = self.query_one("#resume", Select).value
             if isinstance(name, str):
-                self.start_run(name, resume=True)
+                self.start_run(ProfileRequest(session=name, resume=True, params={"app": True}), None)
 
     def action_start(self) -> None:
-        dev = self.app.state.backend.device
         try:
             wl, n, seed = self._params()
         except ValueError as e:
             self.app.notify_error(str(e))
             return
-        self.start_run(f"{dev.name}-{wl.name}-bs{wl.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}",
-                       resume=False, wl=wl, n=n, seed=seed)
+        self.start_run(ProfileRequest(workload=wl.name, batch_size=wl.batch_size, count=n, seed=seed,
+                                      params={"app": True}), n)
 
-    def start_run(self, name: str, *, resume: bool, wl=None, n=50, seed=0) -> None:
-        if self.profiler is not None:
+    def start_run(self, req: ProfileRequest, total: int | None) -> None:
+        if self.running:
             self.app.notify("a profile is already running", severity="warning")
             return
         self.query_one("#results", DataTable).clear()
-        self.session = name
+        self.control = Control()
         self.started = time.monotonic()
+        self._paused_s, self._paused_at = 0.0, None
         bar = self.query_one("#progress", ProgressBar)
         bar.display = True
-        bar.update(total=n if not resume else None, progress=0)
-        self.query_one("#status", Static).update(f"starting session {name}…")
-        self.run_profile(name, resume, wl, n, seed)
+        bar.update(total=total, progress=0)
+        self.query_one("#status", Static).update("starting…")
+        self.run_profile(req, self.control)
 
     @work(thread=True, exclusive=True, group="profile", exit_on_error=False)
-    def run_profile(self, name, resume, wl, n, seed) -> None:
-        st = self.app.state
-        backend = st.backend
-        store = Store()
-        out = data_dir() / "profiles" / f"{name}.csv"
-        status = "failed"
+    def run_profile(self, req: ProfileRequest, control: Control) -> None:
+        """The same use case as `ptui profile`: on a real board it runs ptui's torch loop for the
+        workload under the probe; every finished mode is committed; the mode is restored after."""
+        run = None
         try:
-            if resume:
-                info = store.get_session(name)
-                wl = get_workload(info.workload, info.batch_size)
-                seed = info.seed
-            info = open_session(store, name, resume=resume, device=backend.device, workload=wl,
-                                seed=seed, backend_kind=backend.kind,
-                                plan_fn=lambda: choose_modes(backend.device, count=n, seed=seed),
-                                original_mode=backend.current_mode(), params={"app": True})
-            self.profiler = Profiler(backend, wl, store, name)
-            self.app.call_from_thread(self.show_existing, store.results(name), len(info.plan))
-            self.profiler.run(info, lambda p: self.app.call_from_thread(self.mode_done, p))
-            status = "done"
-        except ProfileAborted:
-            status = "aborted"
+            run = ProfileRun(req, control=control)
+            info = run.prepare(self.app.state.backend)
+            self.post_message(ProfileStarted(run, run.name, len(info.plan), run.done_results(),
+                                             list(run.notes)))
+            res = run.run(lambda p: self.post_message(ModeProfiled(p.done, p.total, p.last.row())))
         except Exception as e:  # noqa: BLE001 - shown in the app, never a traceback
-            self.app.call_from_thread(self.app.notify_error, f"profile failed: {e}")
-        finally:
-            rows = profile_rows(store, name)
-            if rows:
-                out.parent.mkdir(parents=True, exist_ok=True)
-                write_csv(out, PROFILE_HEADER, rows)
-                st.profile_csv, st.workload = out, (wl.name if wl else st.workload)
-            store.close()
-            st.sampler.minibatch_ms = None
-            self.profiler = None
-            self.app.call_from_thread(self.run_finished, status, out if rows else None, len(rows))
+            if run is not None:
+                run.close()
+            self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
+            return
+        self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
+                                          None if res.error is None else str(res.error)))
 
-    def show_existing(self, results, total: int) -> None:
+    @on(ProfileStarted)
+    def started_run(self, msg: ProfileStarted) -> None:
+        self.run, self.session = msg.run, msg.session
         bar = self.query_one("#progress", ProgressBar)
-        bar.update(total=total, progress=len(results))
-        self._done0 = len(results)
-        for idx, r in results:
+        bar.update(total=msg.total, progress=len(msg.finished))
+        self._done0 = len(msg.finished)
+        for idx, r in msg.finished:
             self._add_row(idx + 1, r)
+        self.query_one("#status", Static).update("\n".join(msg.notes))
 
     def _add_row(self, i, r) -> None:
         from ..core.modes import Mode
@@ -201,30 +195,46 @@ class ProfileScreen(Screen):
             str(i), m.key, f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
             str(r["n_power"]), f"{r['settle_s']:.1f}")
 
-    def mode_done(self, p) -> None:
-        self.query_one("#progress", ProgressBar).update(total=p.total, progress=p.done)
-        self._add_row(p.done, p.last.row())
-        self.query_one("#results", DataTable).move_cursor(row=p.done - 1)
+    @on(ModeProfiled)
+    def mode_done(self, msg: ModeProfiled) -> None:
+        self.query_one("#progress", ProgressBar).update(total=msg.total, progress=msg.done)
+        self._add_row(msg.done, msg.row)
+        self.query_one("#results", DataTable).move_cursor(row=msg.done - 1)
 
-    def run_finished(self, status: str, out, n: int) -> None:
-        msg = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
-               "failed": "profile failed; the original mode is restored"}[status]
-        where = f" — {n} modes saved to {out}" if out else ""
-        self.query_one("#status", Static).update(f"[b]{msg}[/b]{where}. Next: 3 Fine-tune.")
-        self.app.notify(msg + where, severity="information" if status == "done" else "warning")
+    @on(ProfileFinished)
+    def run_finished(self, msg: ProfileFinished) -> None:
+        st = self.app.state
+        self.control = self.run = None
+        st.sampler.minibatch_ms = None
+        if msg.out is not None and msg.status == "done" and not msg.error:
+            # only a complete profile becomes the one to fine-tune on; a partial one stays on disk
+            # (resume it from the list)
+            st.profile_csv = msg.out
+            st.workload = msg.workload or st.workload
+        if msg.error:
+            self.app.notify_error(f"profile failed: {msg.error}")
+        status = "failed" if msg.error else msg.status
+        text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
+                "failed": "profile failed; the original mode is restored"}[status]
+        where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
+        nxt = ("Next: 3 Fine-tune." if status == "done" else
+               "Resume it from the list to finish it." if msg.n_rows else "")
+        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}")
+        self.app.notify(text + where, severity="information" if status == "done" else "warning")
         self.refresh_sessions()
 
     def poll(self) -> None:
-        prof = self.profiler
-        if prof is None or prof.progress is None:
+        run, control = self.run, self.control
+        if run is None or control is None or run.progress is None:
             return
-        p = prof.progress
+        p = run.progress
         self.app.state.sampler.minibatch_ms = p.live_minibatch_ms
         eta = ""
         if p.done and p.total > p.done:
-            per = (time.monotonic() - self.started) / max(1, p.done - self._done0)
+            until = self._paused_at if self._paused_at is not None else time.monotonic()
+            per = (until - self.started - self._paused_s) / max(1, p.done - self._done0)
             eta = f"  ETA {hms(per * (p.total - p.done))}"
-        paused = "  [b]PAUSED[/b]" if prof.control.paused else ""
+        paused = "  [b]PAUSED[/b]" if control.paused else ""
         mode = p.mode.key if p.mode else "-"
         pw = f"{p.live_power_w:.2f} W" if p.live_power_w else "-"
         mb = f"{p.live_minibatch_ms:.1f} ms" if p.live_minibatch_ms else "-"
@@ -233,21 +243,25 @@ class ProfileScreen(Screen):
             f"device time {hms(p.device_time_s)}{eta}{paused}")
 
     def action_pause(self) -> None:
-        prof = self.profiler
-        if prof is None:
+        control = self.control
+        if control is None:
             return
-        if prof.control.paused:
-            prof.control.resume()
+        if control.paused:
+            control.resume()
+            if self._paused_at is not None:
+                self._paused_s += time.monotonic() - self._paused_at
+                self._paused_at = None
             self.app.notify("profile resumed")
         else:
-            prof.control.pause()
+            control.pause()
+            self._paused_at = time.monotonic()
             self.app.notify("profile paused (the workload keeps running in the current mode)")
 
     def action_abort(self) -> None:
-        if self.profiler is not None:
-            self.profiler.control.abort()
+        if self.control is not None:
+            self.control.abort()
             self.query_one("#status", Static).update("aborting — restoring the original mode…")
 
     def shutdown(self) -> None:
-        if self.profiler is not None:
-            self.profiler.control.abort()
+        if self.control is not None:
+            self.control.abort()

@@ -100,7 +100,7 @@ async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
         assert sim.current_mode() == chosen
         assert "applied and verified" in str(app.screen.query_one("#result").render())
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
         assert sim.current_mode() == original
 
 
@@ -125,13 +125,27 @@ async def test_abort_mid_profile_restores_mode(slow_profiler):
         await pilot.press("2")
         await pilot.pause(0.1)
         await pilot.press("s")
-        await pilot.pause(0.5)
+
+        async def until(cond):
+            for _ in range(400):
+                if cond():
+                    return
+                await pilot.pause(0.01)
+            raise AssertionError("timed out")
+
+        scr = app.screen
+        await until(lambda: scr.run is not None and scr.run.progress and scr.run.progress.done >= 1)
         await pilot.press("space")                       # pause
-        await pilot.pause(0.2)
-        assert app.screen.profiler.control.paused
+        assert scr.control.paused
+        await pilot.pause(0.3)
+        done = scr.run.progress.done
+        await pilot.pause(0.3)
+        assert scr.run.progress.done == done             # no mode finishes while paused
         await pilot.press("space")                       # resume
-        await pilot.pause(0.2)
-        await pilot.press("x")
+        await until(lambda: scr.run.progress.done > done)
+        await pilot.press("space")                       # pause again, then abort while paused
+        assert scr.control.paused
+        await pilot.press("x")                           # abort while paused
         await wait_workers(app, pilot)
         rows = app.screen.query_one("#results").row_count
         assert 0 < rows < 50
@@ -178,3 +192,232 @@ async def test_quit_mid_profile_restores_mode(slow_profiler):
         await pilot.press("q")
         await pilot.pause(0.2)
     assert sim.current_mode() == original and sim.workload is None
+
+
+def record_notifications(app) -> list[str]:
+    seen: list[str] = []
+    real = app.notify
+
+    def notify(message, *a, **k):
+        seen.append(str(message))
+        return real(message, *a, **k)
+    app.notify = notify
+    return seen
+
+
+def footer_keys(app) -> list[str]:
+    """The descriptions the footer shows now (enabled, visible bindings)."""
+    return [b.binding.description for b in app.screen.active_bindings.values()
+            if b.enabled and b.binding.show]
+
+
+async def test_escape_leaves_a_text_field_and_the_footer_says_so():
+    """In a text field q, 1-5 and ? are text; the footer offers Esc, which hands the keys back."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        app.screen.query_one("#batch").focus()
+        await pilot.pause(0.1)
+        await pilot.press("end", "2")                   # a digit in a number field is typed
+        assert app.screen.query_one("#batch").value == "162"
+        assert "Done typing" in footer_keys(app)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert not app.typing and "Done typing" not in footer_keys(app)
+        await pilot.press("4")                           # now a key switches screens again
+        await pilot.pause(0.1)
+        assert type(app.screen).__name__ == "ParetoScreen"
+
+
+async def test_enter_in_the_path_field_loads():
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await pilot.pause(0.1)
+        scr = app.screen
+        assert scr.table is None
+        scr.query_one("#path").focus()
+        await pilot.press(*str(bundled_reference()))
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is not None and len(scr.table) == 18096
+
+
+async def test_confirm_with_nothing_selected_says_so():
+    app, sim = make_app()
+    seen = record_notifications(app)
+    before = sim.current_mode()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.1)
+        await pilot.press("y")
+        await pilot.pause(0.1)
+    assert any("no mode selected" in m for m in seen), seen
+    assert sim.current_mode() == before
+
+
+async def test_invalid_budget_is_said_inline_not_drawn_and_clears_when_fixed():
+    """A bad budget is explained in the details panel (no toast left behind over the plot) and
+    never drawn; fixing it removes the message at once."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.drawn_budget == 30
+        budget = scr.query_one("#budget")
+        budget.value = "-5"
+        await pilot.pause(0.2)
+        details = str(scr.query_one("#details").render())
+        assert "power budget (W) must be a positive number" in details
+        assert scr.drawn_budget is None and scr.goal_idx is None
+        budget.value = "25"
+        await pilot.pause(0.2)
+        details = str(scr.query_one("#details").render())
+        assert "must be a positive" not in details and "fastest within 25 W" in details
+        assert scr.drawn_budget == 25
+    assert not [m for m in seen if "budget" in m], seen
+
+
+async def test_dashboard_says_not_timed_when_the_board_trains_outside_a_profile():
+    """After an apply the simulated board trains a stand-in job at full GPU load: that is not
+    'idle'; minibatch times are only known while ptui profiles."""
+    from ptui.core.workloads import get_workload
+    app, sim = make_app()
+    sim.start_training(get_workload("resnet18"))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.5)
+        clocks = str(app.screen.query_one("#clocks").render())
+        assert "minibatch not timed" in clocks and "idle" not in clocks
+        sim.stop_training()
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if "minibatch idle" in str(app.screen.query_one("#clocks").render()):
+                break
+        assert "minibatch idle" in str(app.screen.query_one("#clocks").render())
+
+
+async def test_measured_figures_are_not_called_predicted_on_apply(tmp_path):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    app, _ = make_app(profile_csv=tmp_path / "p.csv")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        plan = str(app.screen.query_one("#plan").render())
+        assert "measured while profiling" in plan and "predicted" not in plan
+
+
+async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
+    import ptui.screens.profile as P
+    app, _ = make_app()
+    async with app.run_test(size=(120, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 2:
+                break
+            await pilot.pause(0.01)
+        await pilot.press("space")
+        try:
+            assert scr.control.paused
+            await pilot.pause(0.3)
+            scr.poll()
+            eta = str(scr.query_one("#status").render()).split("ETA")[1].split()[0]
+            later = time.monotonic() + 600
+            with monkeypatch.context() as m:
+                m.setattr(P.time, "monotonic", lambda: later)
+                scr.poll()
+            assert str(scr.query_one("#status").render()).split("ETA")[1].split()[0] == eta
+        finally:
+            scr.shutdown()                               # a paused worker would never end
+            await wait_workers(app, pilot)
+
+
+async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slow_profiler):
+    app, sim = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
+                break
+            await pilot.pause(0.01)
+        await pilot.press("x")
+        await wait_workers(app, pilot)
+        assert "aborted" in str(scr.query_one("#status").render())
+        assert app.state.profile_csv is None
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#profile").value == ""
+    from ptui.core.session import latest_outputs
+    assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
+
+
+async def test_pareto_opens_on_the_bundled_reference_as_a_what_if():
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None and len(scr.table) == 18096
+        assert "what-if: bundled ResNet-18 reference" in str(scr.query_one("#details").render())
+
+
+async def test_a_model_for_another_board_is_never_applied():
+    from ptui.core.predictor import bundled_reference
+    xavier = get_device("xavier-agx")
+    sim = SimJetson(xavier, clock=VirtualClock(), seed=3)
+    app = PtuiApp(AppState(sim, "SIMULATED device: test", Sampler(sim, interval=0.05, now=sim.clock.now),
+                           model_dir=bundled_reference("orin-agx")))
+    seen = record_notifications(app)
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None
+        assert "predicted for orin-agx: what-if only" in str(scr.query_one("#details").render())
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.state.selected is None and type(app.screen).__name__ == "ParetoScreen"
+    assert any("not this board (xavier-agx)" in m for m in seen), seen
+
+
+async def test_every_footer_fits_80_columns():
+    """At 80x24 each screen's footer shows all its keys whole (it used to end in '4 Paret')."""
+    from textual.widgets._footer import FooterKey
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key in "12345":
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            app.set_focus(None)                           # the one-key commands, not a text field
+            for _ in range(50):                           # until the footer is laid out again
+                await pilot.pause(0.05)
+                keys = list(app.screen.query(FooterKey))
+                if keys and all(k.region.width for k in keys if k.region.x < 80):
+                    break
+            assert keys and {"Screens", "Help", "Quit"} <= {k.description for k in keys}
+            for k in keys:
+                assert k.region.right <= 80 and k.region.width >= len(k.description), \
+                    (type(app.screen).__name__, k.description, k.region)
+            assert app.screen.title.endswith(key + " " + {"1": "Dashboard", "2": "Profile",
+                                             "3": "Fine-tune", "4": "Pareto", "5": "Apply"}[key])

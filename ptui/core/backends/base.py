@@ -39,8 +39,19 @@ class MinibatchEvent:
 
 
 class Backend(ABC):
+    """A device.  What a backend can do beyond reading and applying modes is declared by the
+    capability flags below; callers test the flags, never hasattr."""
     kind: str = "?"
     simulated: bool = False
+    can_persist: bool = False
+    """persist(mode) keeps a mode across reboots (nvpmodel)."""
+    can_select_presets: bool = False
+    """apply_preset(key) selects one of NVIDIA's nvpmodel presets."""
+    plans_writes: bool = False
+    """plan_writes(target) lists the exact writes apply_mode() will make."""
+    trains_builtin: bool = False
+    """start_training(workload) trains a catalog workload inside the backend (the simulator); on
+    other backends ptui profiles its own torch training loop (or the user's script) under the probe."""
 
     def __init__(self, device: Device) -> None:
         self.device = device
@@ -63,6 +74,16 @@ class Backend(ABC):
 
     def restore(self, snap) -> None:
         self.apply_mode(snap)
+
+    def persist(self, mode: Mode) -> str:
+        raise BackendError(f"keeping a mode across reboots needs a real Jetson (nvpmodel); "
+                           f"the {self.kind} backend cannot")
+
+    def apply_preset(self, key) -> Mode:
+        raise BackendError(f"the {self.kind} backend cannot select nvpmodel presets")
+
+    def plan_writes(self, target: Mode) -> list[str]:
+        raise BackendError(f"the {self.kind} backend cannot list its writes")
 
     # Profiling needs a training workload that reports minibatches: the simulator runs its own,
     # real boards run a probe inside a training script.

@@ -29,6 +29,9 @@ def jtop_available() -> bool:
 class JtopBackend(Backend):
     kind = "jtop"
     simulated = False
+    can_persist = True
+    can_select_presets = True
+    plans_writes = True
 
     def __init__(self, device: Device, interval: float = 0.5, root: str | os.PathLike = "/") -> None:
         super().__init__(device)

@@ -70,6 +70,8 @@ class _Draws:
 class SimJetson(Backend):
     kind = "sim"
     simulated = True
+    can_select_presets = True
+    trains_builtin = True
 
     def __init__(self, device: Device, *, clock: Clock | None = None, seed: int = 0,
                  sample_interval: float = 0.5, start_mode: Mode | None = None,

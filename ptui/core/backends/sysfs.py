@@ -42,6 +42,9 @@ class Write:
 class SysfsBackend(Backend):
     kind = "sysfs"
     simulated = False
+    can_persist = True
+    can_select_presets = True
+    plans_writes = True
 
     def __init__(self, device: Device, root: str | os.PathLike = "/", nvpmodel_cmd: str = "nvpmodel",
                  nvpmodel_conf: str | None = None) -> None:

@@ -1,0 +1,516 @@
+"""Use cases shared by the CLI and the app: profile, fit, decide, apply, roll back, persist, restore.
+
+Each one takes plain values, reports progress through a callback and can be cancelled (a profile
+through its Control, a fit through a threading.Event).  The CLI parses and prints around these calls;
+the app's screens run them in workers and show what they return.  No rule lives in one face only:
+which training loop runs on which backend, where files go, and what `ptui restore` goes back to are
+all decided here.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import paths
+from .apply import ApplyResult, Plan, apply_mode, plan
+from .backends.base import Backend, BackendError
+from .modes import Mode
+from .profiler import (Control, ProfileAborted, ProfileConfig, Profiler, Progress, SessionError,
+                       choose_modes, open_session, profile_rows)
+from .store import SessionInfo, Store
+from .workloads import Workload, get_workload
+
+
+class Cancelled(RuntimeError):
+    """A use case stopped because its cancel event was set."""
+    exit_code = 130
+
+
+class CapabilityError(BackendError):
+    """The backend cannot do what was asked (e.g. persist on the simulator): bad input, exit 2."""
+    exit_code = 2
+
+
+# -- profile -----------------------------------------------------------------------------------------
+@dataclass
+class ProfileRequest:
+    """What to profile.  A script (argv) profiles the user's own training command; otherwise a
+    catalog workload; `session` + `resume` continue an interrupted session.  strategy/goal choose
+    the modes (active profiling extends the plan one mode at a time); a replay device (corpus)
+    offers only its recorded modes."""
+    workload: str | None = None
+    batch_size: int | None = None
+    count: int | None = None
+    modes_csv: str | None = None
+    grid: str | None = None
+    seed: int | None = None
+    session: str | None = None
+    resume: bool = False
+    sample_interval: float | None = None
+    script: list[str] = field(default_factory=list)
+    out: Path | str | None = None         # None: the app's profiles directory
+    params: dict = field(default_factory=dict)
+    strategy: str | None = None           # random | space-filling | active (None: random, or resumed)
+    budget_w: float | None = None         # active profiling's goal (pareto's meaning)
+    deadline_ms: float | None = None
+    objective: str | None = None
+    startup_timeout: float = 600.0        # a script's first optimizer step may take this long
+
+
+@dataclass
+class ProfileOutcome:
+    status: str                           # done | aborted | failed
+    session: str
+    out: Path | str | None                # the CSV written, or None when nothing was written
+    n_rows: int
+    device_time_s: float
+    simulated: bool
+    wall_s: float
+    error: BaseException | None = None
+    interrupted: bool = False             # Ctrl-C (as opposed to a cancel from the app)
+    saved: str = ""                       # what happened to the CSV, in words
+    label: str = ""                       # simulated / replayed / what-if, in words ("" on a board)
+    stop_reason: str = ""                 # active profiling: why it stopped
+    best: tuple | None = None             # active profiling: (best measured mode, P(meets goal))
+
+
+class ProfileRun:
+    """One profiling run, from a request to a CSV.
+
+    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
+    pause(), resume() and cancel() may be called from any thread while run() is under way.
+    notify(text) receives notes while the run goes (a script still starting, ...)."""
+
+    def __init__(self, req: ProfileRequest, store: Store | None = None,
+                 control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
+        self.req = req
+        self.control = control or Control()
+        self.notify = notify or (lambda text: None)
+        import math
+        if not (math.isfinite(req.startup_timeout) and req.startup_timeout > 0):
+            raise SessionError(f"--startup-timeout must be a positive number of seconds, "
+                               f"got {req.startup_timeout:g}")
+        if req.out is not None:
+            from .csvio import check_out_file
+            check_out_file(req.out)
+        self.store = store or Store()
+        self._own_store = store is None
+        self.notes: list[str] = []
+        if self.store.notice:
+            self.notes.append(self.store.notice)
+        try:
+            self._resolve()
+        except BaseException:
+            if self._own_store:
+                self.store.close()
+            raise
+        self.backend: Backend | None = None
+        self._own_backend = False
+        self.name: str | None = None
+        self.info: SessionInfo | None = None
+        self.profiler: Profiler | None = None
+        self.planner = None
+        self.source = None
+        self.log: Path | None = None
+        self.out: Path | str | None = None
+
+    def _resolve(self) -> None:
+        req = self.req
+        self.script = list(req.script)
+        if not self.script and not req.workload and not req.resume:
+            raise SessionError("--workload is required (or --resume an existing --session)")
+        if req.resume and not req.session:
+            raise SessionError("--resume needs --session NAME")
+        self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None
+        if req.resume and self.existing is None:
+            raise SessionError(f"no session named {req.session!r} to resume "
+                               f"(list them with: ptui sessions)")
+        ex = self.existing
+        self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
+        self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
+        self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
+        if self.is_script:
+            from .userscript import check_resume_command, command_text, script_workload
+            if not self.script:
+                cmd = ex.params.get("command")
+                raise SessionError("resume a script session with the same command after --"
+                                   + (f": -- {command_text(cmd)}" if cmd else ""))
+            if req.resume:
+                check_resume_command(ex.params, self.script)
+            # on the simulator the profile is a what-if of the script's measured model
+            self.workload: Workload = script_workload(self.batch_size, self.script)
+        else:
+            self.workload = get_workload(req.workload or ex.workload, self.batch_size)
+        self.device_name = ex.device if ex else None
+        self.user_script = bool(self.script)
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def open_backend(self, kind: str | None, device: str | None, root: str | None = "/",
+                     corpus: str | None = None) -> str:
+        """Open the backend this run needs; returns the note saying which and why."""
+        from .backends import open_backend
+        self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
+                                          sample_interval=self.req.sample_interval, root=root,
+                                          corpus=corpus)
+        self._own_backend = True
+        return note
+
+    def _plan(self, dev):
+        """The plan function for open_session and, for active profiling, the planner."""
+        from .active import Goal, make_plan
+        req, be = self.req, self.backend
+        sp = self.existing.params if self.existing and req.resume else {}
+        strategy = sp.get("strategy") or req.strategy or "random"
+        cands = be.candidates() if be.kind == "replay" else None      # recorded modes only
+        goal_d = sp.get("goal") or {"budget_w": req.budget_w, "deadline_ms": req.deadline_ms,
+                                    "objective": req.objective}
+        goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
+        count = sp.get("count", req.count)
+        first = None
+        if not (req.modes_csv or req.grid):
+            from .predictor import load_bundled
+            first, self.planner = make_plan(dev, strategy, count=count, seed=self.seed,
+                                            candidates=cands, goal=goal,
+                                            reference=load_bundled() if strategy == "active" else None)
+        params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None}
+
+        def plan_fn() -> list[Mode]:
+            if req.modes_csv:
+                from .csvio import read_modes
+                return choose_modes(dev, modes=read_modes(req.modes_csv, dev))
+            if req.grid:
+                return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=req.grid)
+            return first
+        return plan_fn, params
+
+    def prepare(self, backend: Backend | None = None) -> SessionInfo:
+        """Choose the training loop for the backend, open (or reopen) the session with its plan,
+        and build the profiler.  A backend that cannot train a catalog workload itself (a real board)
+        runs ptui's own plain-torch loop for it under the minibatch probe."""
+        if backend is not None:
+            self.backend = backend
+        be = self.backend
+        if be is None:
+            raise SessionError("no backend to profile on")
+        dev = be.device
+        req, wl = self.req, self.workload
+        if not self.is_script and not be.trains_builtin:
+            from ..workloads_torch_names import BUILTIN
+            if wl.name not in BUILTIN:
+                raise SessionError(
+                    f"no built-in training loop for {wl.name} on a real board (built in: "
+                    f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
+            self.script = [sys.executable, "-m", "ptui.workloads_torch", wl.name,
+                           "--batch-size", str(self.batch_size)]
+        self.name = req.session or self.store.free_name(
+            f"{dev.name}-{wl.name}-bs{self.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+        plan_fn, plan_params = self._plan(dev)
+        params = {"out": str(self.out), **plan_params, **req.params}
+        if self.user_script:
+            params["command"] = self.script
+        self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
+                                 seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
+                                 original_mode=be.current_mode(), params=params)
+        todo = len(self.info.plan) - self.info.n_done
+        self.notes.append(f"session {self.name}: {wl.model} bs{self.batch_size} on {dev.name} "
+                          f"({be.kind}); {len(self.info.plan)} modes, {self.info.n_done} done, "
+                          f"{todo} to go")
+        if self.script:
+            from .userscript import WHATIF_LABEL, ScriptSource, steps_note
+            self.log = paths.script_log(self.name)
+            cfg0 = ProfileConfig()
+            name = self.name
+            self.source = ScriptSource(be, self.script, self.log,
+                                       first_step_timeout=req.startup_timeout, notify=self.notify,
+                                       on_info=lambda d: self.store.merge_params(name, d),
+                                       steps_per_mode=cfg0.min_minibatches + 2, modes_todo=todo)
+            self.notes.append(f"running {' '.join(self.script)!r} under the optimizer-step probe; "
+                              f"its output goes to {self.log}")
+            if be.simulated:
+                self.notes.append(f"no Jetson: the profile is a {WHATIF_LABEL}; the script runs only "
+                                  f"until its model is measured and a few steps are timed on this machine")
+            else:
+                self.notes.append(steps_note(cfg0.min_minibatches, todo))
+        self.profiler = Profiler(be, wl, self.store, self.name,
+                                 ProfileConfig(sample_interval=req.sample_interval),
+                                 source=self.source, planner=self.planner)
+        self.profiler.control = self.control
+        if self.planner is not None:
+            self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
+                              f"{self.planner.count} modes, stopping early once the decision is confident")
+        return self.info
+
+    def resume_hint(self) -> str:
+        from .userscript import resume_hint
+        return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None)
+
+    # -- running ------------------------------------------------------------------------------------
+    @property
+    def progress(self) -> Progress | None:
+        return self.profiler.progress if self.profiler else None
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """Modes this session finished before this run (a resumed session)."""
+        return self.store.results(self.name) if self.name else []
+
+    def _label(self) -> str:
+        be = self.backend
+        if self.source is not None and getattr(self.source, "workload", None) is not None:
+            from .userscript import WHATIF_LABEL
+            host = (f"{self.source.host_step_ms:.1f} ms" if self.source.host_step_ms else "not timed")
+            return f"{WHATIF_LABEL}; host step time on this machine {host}"
+        if be.kind == "replay":
+            return "replayed from recorded data"
+        return "simulated" if be.simulated else ""
+
+    def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:
+        """Profile every remaining mode; the device is back in its original mode afterwards.
+        The CSV holds every finished mode, whatever happened (never written before one finished;
+        a file there that ptui did not write for this session is kept aside)."""
+        from .profiler import save_profile
+        if self.profiler is None:
+            self.prepare()
+        wall0 = time.perf_counter()
+        status, error, interrupted = "failed", None, False
+        saved, written, n_rows, final = "", None, 0, None
+        try:
+            try:
+                self.profiler.run(self.info, on_progress)
+                status = "done"
+            except ProfileAborted:
+                status = "aborted"
+            except KeyboardInterrupt:
+                status, interrupted = "aborted", True
+            except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
+                error = e
+            finally:
+                n_rows = len(profile_rows(self.store, self.name))
+                if isinstance(self.out, Path):
+                    self.out.parent.mkdir(parents=True, exist_ok=True)
+                saved = save_profile(self.out, self.store, self.name)
+                written = self.out if n_rows else None
+                final = self.store.get_session(self.name)
+        finally:
+            label = self._label() if self.backend is not None else ""
+            self.close()
+        pl = self.planner
+        return ProfileOutcome(status, self.name, written, n_rows,
+                              final.device_time_s if final else 0.0, self.backend.simulated,
+                              time.perf_counter() - wall0, error, interrupted, saved, label,
+                              pl.stop_reason if pl is not None else "",
+                              pl.best() if pl is not None else None)
+
+    def close(self) -> None:
+        """Close what this run opened (the CLI's backend, its own store connection)."""
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self._own_backend = False
+        if self._own_store:
+            self.store.close()
+            self._own_store = False
+
+    def pause(self) -> None:
+        self.control.pause()
+
+    def resume(self) -> None:
+        self.control.resume()
+
+    def cancel(self) -> None:
+        self.control.abort()
+
+
+def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
+    """The newest complete profile and the newest model the app made for this device: an aborted
+    or failed profile is never offered as the one to fine-tune on."""
+    profile, model = paths.latest_outputs(device, complete=_complete_profile)
+    return profile, model
+
+
+def _complete_profile(csv: Path) -> bool:
+    store = Store()
+    try:
+        s = store.get_session(csv.stem)
+    finally:
+        store.close()
+    return s is None or (s.status == "done" and s.n_done == len(s.plan))
+
+
+def resumable_sessions(device: str) -> list[SessionInfo]:
+    """Unfinished sessions profiled on this device, newest first."""
+    store = Store()
+    try:
+        return [s for s in store.list_sessions() if s.n_done < len(s.plan) and s.device == device]
+    finally:
+        store.close()
+
+
+# -- fit ---------------------------------------------------------------------------------------------
+@dataclass
+class FitOutcome:
+    model: object
+    out: Path
+    n_modes: int
+    seconds: float
+
+
+def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
+        reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None, method: str = "auto", **options) -> FitOutcome:
+    """Fit time and power predictors to a profile CSV (``fit.fit_model``: GPs and PowerTrain's
+    networks chosen by cross-validation) and save the model with the profile's measurements
+    (default: the models directory, named after the profile).  Cancelled between steps."""
+    from .csvio import read_measured, read_profile
+    from .fit import fit_model
+    from .predictor import bundled_reference, load_model
+    modes, t, p = read_profile(profile, device)
+    measured = read_measured(profile, device, modes)
+    ref = load_model(reference or bundled_reference())
+
+    def step(msg: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("fine-tuning cancelled")
+        if progress:
+            progress(msg)
+
+    t0 = time.perf_counter()
+    model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
+                      source=f"profile {profile}", measured=measured, progress=step, **options)
+    step("saving")
+    out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
+    model.save(out)
+    return FitOutcome(model, out, len(modes), time.perf_counter() - t0)
+
+
+# -- decide ------------------------------------------------------------------------------------------
+@dataclass
+class Predictions:
+    table: object                         # pareto.Table
+    model: object | None                  # None: measured values from a profile CSV
+    batches_per_epoch: int | None
+
+
+def load_predictions(path: Path, device) -> Predictions:
+    """Every mode predicted by a model directory, or the measured modes of a profile CSV."""
+    import numpy as np
+    from .pareto import Table
+    from .workloads import WORKLOADS
+    path = Path(path)
+    if path.is_dir():
+        from .predictor import load_model
+        model = load_model(path)
+        modes = model.device.full_space()
+        w = WORKLOADS.get(str(model.meta.get("workload")))
+        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
+        return Predictions(table, model, w.minibatches_per_epoch if w else None)
+    from .csvio import read_profile
+    modes, t, p = read_profile(path, device, min_modes=1)
+    return Predictions(Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None)
+
+
+def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
+           risk: float | None = 0.05, tolerance_w: float = 0.0):
+    """The mode for a goal: 'budget' (fastest within budget_w), 'deadline' (lowest power meeting
+    deadline_ms per minibatch) or 'energy' (least energy, within budget_w if given)."""
+    from .pareto import choose
+    if goal == "budget":
+        if budget_w is None:
+            raise ValueError("set a power budget in W")
+        return choose(table, budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
+    if goal == "deadline":
+        if deadline_ms is None:
+            raise ValueError("set a deadline")
+        return choose(table, deadline_ms=deadline_ms, risk=risk, tolerance_w=tolerance_w)
+    if goal == "energy":
+        return choose(table, objective="energy", budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
+    raise ValueError(f"unknown goal {goal!r}; choose budget, deadline or energy")
+
+
+# -- apply, roll back, persist, restore --------------------------------------------------------------
+def plan_apply(backend: Backend, mode: Mode) -> Plan:
+    return plan(backend, mode)
+
+
+def remember_for_restore(backend: Backend, snap) -> None:
+    """Keep the state before an apply so `ptui restore` can return to it (real boards only: a
+    simulated board starts afresh every run)."""
+    if not backend.simulated:
+        from .backends.sysfs import save_snapshot
+        save_snapshot(paths.apply_snapshot(backend.device.name), backend.device.name, snap)
+
+
+def _forget_snapshot(backend: Backend) -> None:
+    try:
+        paths.apply_snapshot(backend.device.name).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def apply(backend: Backend, mode: Mode) -> ApplyResult:
+    """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
+    res = apply_mode(backend, mode)
+    if res.ok:
+        remember_for_restore(backend, res.snapshot)
+    return res
+
+
+def apply_preset(backend: Backend, key) -> Mode:
+    """Select an nvpmodel preset (verified, rolled back on a mismatch, under the board's lock);
+    remembered for restore."""
+    from .apply import select_preset
+    snap = select_preset(backend, backend.device.preset(key))
+    remember_for_restore(backend, snap)
+    return backend.current_mode()
+
+
+def rollback(backend: Backend, snapshot) -> Mode:
+    """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
+    from .apply import restore_snapshot
+    now = restore_snapshot(backend, snapshot)
+    if not backend.simulated:
+        from .backends.sysfs import load_snapshot
+        saved = load_snapshot(paths.apply_snapshot(backend.device.name))
+        import json
+        if saved and saved.get("state") == json.loads(json.dumps(snapshot)):
+            _forget_snapshot(backend)
+    return now
+
+
+def check_persist(backend: Backend) -> None:
+    """Up front, before anything is applied: keeping a mode across reboots needs nvpmodel."""
+    from .apply import check_persist as check
+    check(backend)
+
+
+def persist(backend: Backend, mode: Mode) -> str:
+    check_persist(backend)
+    return backend.persist(mode)
+
+
+class NothingToRestore(BackendError):
+    """`ptui restore` with no apply waiting to be undone: the board is left alone (exit 2)."""
+    exit_code = 2
+
+
+def restore(backend: Backend) -> str:
+    """Undo the last ptui apply, made by the CLI or the app.  With nothing saved the board stays
+    where it is: selecting a default mode could move it away from where the user started."""
+    from .apply import restore_snapshot
+    dev = backend.device
+    if backend.simulated:
+        p = dev.preset(dev.default_preset)
+        backend.apply_preset(p.id)
+        return f"simulated board back in its default mode {p.name}"
+    from .backends.sysfs import load_snapshot
+    snap = load_snapshot(paths.apply_snapshot(dev.name))
+    if snap and snap.get("device") == dev.name:
+        now = restore_snapshot(backend, snap["state"])
+        _forget_snapshot(backend)
+        return f"restored the state before the last ptui apply: {now.key}"
+    raise NothingToRestore(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be "
+                           f"undone (the board stays in {backend.current_mode().key}; choose a preset "
+                           f"with ptui apply --preset NAME)")

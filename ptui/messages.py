@@ -1,0 +1,93 @@
+"""Messages the app's workers post; handlers on the UI thread update widgets and shared state.
+
+Named in the past tense: each says what happened in a worker.  They carry plain values, never a
+live object the worker keeps changing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.message import Message
+
+
+# -- profile -----------------------------------------------------------------------------------------
+@dataclass
+class ProfileStarted(Message):
+    run: object                      # core.session.ProfileRun: read-only from the UI (progress)
+    session: str
+    total: int
+    finished: list                   # (index, row dict) of modes finished before this run
+    notes: list
+
+
+@dataclass
+class ModeProfiled(Message):
+    done: int
+    total: int
+    row: dict                        # ModeResult.row()
+
+
+@dataclass
+class ProfileFinished(Message):
+    status: str                      # done | aborted | failed
+    out: Path | None
+    n_rows: int
+    workload: str | None
+    error: str | None = None
+
+
+# -- fine-tune ---------------------------------------------------------------------------------------
+@dataclass
+class FitProgressed(Message):
+    text: str
+
+
+@dataclass
+class FitFinished(Message):
+    metrics: dict
+    n_modes: int
+    seconds: float
+    out: Path
+
+
+@dataclass
+class FitFailed(Message):
+    error: str
+
+
+# -- pareto ------------------------------------------------------------------------------------------
+@dataclass
+class PredictionsLoaded(Message):
+    path: Path
+    predictions: object              # core.session.Predictions
+
+
+@dataclass
+class PredictionsFailed(Message):
+    path: Path
+    error: str
+
+
+# -- apply -------------------------------------------------------------------------------------------
+@dataclass
+class PlanReady(Message):
+    plan: object | None              # core.apply.Plan
+    error: str | None = None
+
+
+@dataclass
+class ApplyFinished(Message):
+    result: object                   # core.apply.ApplyResult
+    stand_in: str | None = None      # the workload the simulated board now trains, if it started one
+
+
+@dataclass
+class RollbackFinished(Message):
+    mode: object | None
+    error: str | None = None
+
+
+@dataclass
+class PersistFinished(Message):
+    text: str | None
+    error: str | None = None

@@ -1,0 +1,45 @@
+"""What the app's screens share, read and written on the UI thread only.
+
+Workers never change it: they post a message (ptui/messages.py) and the handler updates the state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .core.backends.base import Backend
+from .core.modes import Mode
+from .core.telemetry import Sampler
+
+
+@dataclass
+class AppState:
+    """The device, and what the user has produced so far."""
+    backend: Backend
+    note: str
+    """Why this backend (shown on the dashboard)."""
+    sampler: Sampler
+    profile_csv: Path | None = None
+    """The profile the Fine-tune and Pareto screens start from."""
+    workload: str = "resnet18"
+    """The workload of that profile (epoch sizes, the simulated stand-in for the user's job)."""
+    model_dir: Path | None = None
+    """The fine-tuned model the Pareto screen predicts with."""
+    selected: Mode | None = None
+    """The mode picked on Pareto for Apply."""
+    selected_pred: dict[str, float] = field(default_factory=dict)
+    """Its predicted (or measured) time_ms, power_w and power_w_std."""
+    selected_basis: str = "predicted"
+    """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
+    log: list[str] = field(default_factory=list)
+
+
+def make_state(backend_kind: str | None = None, device: str | None = None, speed: float = 1.0,
+               clock=None) -> AppState:
+    from .core.backends import open_backend
+    from .core.clock import RealClock
+    backend, note = open_backend(backend_kind, device, clock=clock or RealClock(speed))
+    st = AppState(backend, note, Sampler(backend, interval=0.5))
+    from .core.session import latest_outputs
+    st.profile_csv, st.model_dir = latest_outputs(backend.device.name)
+    return st

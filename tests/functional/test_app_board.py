@@ -1,0 +1,88 @@
+"""The app on a real-board backend (the emulated Orin AGX sysfs tree): it profiles and applies
+through the same use cases as the CLI."""
+from ptui.app import AppState, PtuiApp
+from ptui.core.backends.sysfs import SysfsBackend
+from ptui.core.devices import get_device
+from ptui.core.store import Store
+from ptui.core.telemetry import Sampler
+from tests.support import fakesys
+from tests.support.cli import run_cli
+
+ORIN = get_device("orin-agx")
+
+
+def board_app(root) -> tuple[PtuiApp, SysfsBackend]:
+    be = SysfsBackend(ORIN, root=root)
+    return PtuiApp(AppState(be, "backend sysfs (test)", Sampler(be, interval=0.2))), be
+
+
+async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
+    """A real board cannot train a catalog workload itself: the app, like `ptui profile`, runs
+    ptui's own torch loop for it under the probe, reads power from the INA3221 files, and restores
+    the board afterwards."""
+    root, _ = emulated_board
+    before = fakesys.read_mode(root)
+    app, be = board_app(root)
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.query_one("#workload").value = "lstm"
+        scr.query_one("#batch").value = "1"
+        scr.query_one("#count").value = "1"
+        await pilot.pause(0.1)
+        scr.action_start()
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        status = str(scr.query_one("#status").render())
+        assert "profile finished" in status, status
+        assert scr.query_one("#results").row_count == 1
+        csv = app.state.profile_csv
+        assert csv is not None and app.state.workload == "lstm"
+        rows = csv.read_text().splitlines()
+        assert len(rows) == 2 and float(rows[1].split(",")[5]) > 5     # power from the rails
+    store = Store()
+    (s,) = store.list_sessions()
+    assert s.backend == "sysfs" and s.workload == "lstm" and s.n_done == 1 and s.status == "done"
+    store.close()
+    from ptui.core import paths
+    assert paths.script_log(s.name).exists()          # the built-in loop ran under the probe
+    assert fakesys.read_mode(root) == before
+
+
+async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
+    root = fakesys.build(tmp_path / "root")
+    app, be = board_app(root)
+    target = ORIN.mode(4, 729.6, 318.75, 665.6)
+    app.state.selected = target
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+        assert "applied and verified" in str(app.screen.query_one("#result").render())
+        assert fakesys.read_mode(root) == target
+    rc, out, err = run_cli("restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 0, err
+    assert "restored the state before the last ptui apply" in out
+    assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
+
+
+async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
+    root = fakesys.build(tmp_path / "root")
+    app, be = board_app(root)
+    app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
+    from ptui.core import paths
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        assert paths.apply_snapshot("orin-agx").exists()
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+        assert "rolled back to" in str(app.screen.query_one("#result").render())
+    assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
+    assert not paths.apply_snapshot("orin-agx").exists()
