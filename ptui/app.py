@@ -125,7 +125,8 @@ class PtuiApp(App):
 def run_app(args) -> int:
     from .core.errors import known_errors
     try:
-        state = make_state(args.backend, args.device, args.speed)
+        state = make_state(args.backend, args.device, args.speed,
+                           corpus=getattr(args, "corpus", None))
     except known_errors() as e:
         import sys
         print(f"ptui: error: {e}", file=sys.stderr)

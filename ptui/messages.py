@@ -34,6 +34,7 @@ class ProfileFinished(Message):
     n_rows: int
     workload: str | None
     error: str | None = None
+    note: str = ""                   # active profiling: why it stopped and its best mode
 
 
 # -- fine-tune ---------------------------------------------------------------------------------------

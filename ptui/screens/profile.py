@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, ProgressBar, Select, Static
 
 from ..core.clock import hms
-from ..core.profiler import Control, choose_modes
+from ..core.profiler import Control
 from ..core.session import ProfileRequest, ProfileRun, resumable_sessions
 from ..core.workloads import WORKLOADS, get_workload
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
@@ -68,6 +68,14 @@ class ProfileScreen(Screen):
             yield Label("seed")
             yield Input("0", id="seed", type="integer")
         with Horizontal(classes="form"):
+            yield Label("strategy")
+            yield Select([("random (PowerTrain)", "random"), ("space-filling", "space-filling"),
+                          ("active, for a goal", "active")], value="random", allow_blank=False,
+                         id="strategy")
+            yield Select([("budget W", "budget"), ("deadline ms", "deadline"),
+                          ("least energy", "energy")], value="budget", allow_blank=False, id="goal")
+            yield Input("30", id="goal-value", type="number")
+        with Horizontal(classes="form"):
             yield Button("Start (s)", id="start", variant="primary")
             yield Select([], id="resume", prompt="resume…")
             yield Button("Resume", id="resume-btn")
@@ -96,26 +104,58 @@ class ProfileScreen(Screen):
         wl = get_workload(str(self.query_one("#workload", Select).value), bs)
         return wl, n, seed
 
+    def _strategy(self) -> tuple[str, dict]:
+        """The strategy and, for active profiling, its goal in ProfileRequest's terms."""
+        strategy = str(self.query_one("#strategy", Select).value)
+        if strategy != "active":
+            return strategy, {}
+        kind = str(self.query_one("#goal", Select).value)
+        if kind == "energy":
+            return strategy, {"objective": "energy"}
+        try:
+            v = float(self.query_one("#goal-value", Input).value)
+        except ValueError:
+            v = float("nan")
+        if not (v > 0 and v != float("inf")):
+            unit = "W" if kind == "budget" else "ms"
+            raise ValueError(f"the {'power budget' if kind == 'budget' else 'deadline'} must be a "
+                             f"positive number of {unit}")
+        return strategy, {"budget_w": v} if kind == "budget" else {"deadline_ms": v}
+
     def on_input_changed(self, _event) -> None:
         self.update_plan()
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "workload":
+        if event.select.id in ("workload", "strategy", "goal"):
             self.update_plan()
 
     def update_plan(self) -> None:
-        dev = self.app.state.backend.device
+        be = self.app.state.backend
+        dev = be.device
         try:
             wl, n, seed = self._params()
-            modes = choose_modes(dev, count=n, seed=seed)
+            strategy, goal = self._strategy()
+            from ..core.active import Goal, make_plan
+            cands = be.candidates() if be.kind == "replay" else None
+            modes, planner = make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
+                                       goal=Goal(**goal) if goal else None)
         except (ValueError, RuntimeError) as e:
             self.query_one("#plan", Static).update(f"[red]{e}[/red]")
+            return
+        where = "recorded modes" if cands is not None else "PowerTrain-grid modes"
+        if planner is not None:
+            est = estimate_device_s(dev, modes)
+            est_txt = f"; the first {len(modes)} ≈ {hms(est)} of device time" if est else ""
+            self.query_one("#plan", Static).update(
+                f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: active search for "
+                f"'{planner.goal.describe()}' on {dev.name}: up to {n} modes, stopping early once "
+                f"the decision is confident{est_txt}")
             return
         est = estimate_device_s(dev, modes)
         emc = sum(1 for a, b in zip(modes, modes[1:]) if a.mem_mhz != b.mem_mhz)
         est_txt = f"≈ {hms(est)} of device time (estimated from the ResNet-18 reference)" if est else ""
         self.query_one("#plan", Static).update(
-            f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: {len(modes)} random PowerTrain-grid modes "
+            f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: {len(modes)} {strategy} {where} "
             f"(seed {seed}) on {dev.name}, ordered high to low ({emc} EMC changes); {est_txt}")
 
     def refresh_sessions(self) -> None:
@@ -139,11 +179,12 @@ class ProfileScreen(Screen):
     def action_start(self) -> None:
         try:
             wl, n, seed = self._params()
+            strategy, goal = self._strategy()
         except ValueError as e:
             self.app.notify_error(str(e))
             return
         self.start_run(ProfileRequest(workload=wl.name, batch_size=wl.batch_size, count=n, seed=seed,
-                                      params={"app": True}), n)
+                                      strategy=strategy, params={"app": True}, **goal), n)
 
     def start_run(self, req: ProfileRequest, total: int | None) -> None:
         if self.running:
@@ -175,8 +216,12 @@ class ProfileScreen(Screen):
                 run.close()
             self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
             return
+        note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
+        if res.best:
+            note += (f"; best measured mode {res.best[0].key} (P(meets the goal) "
+                     f"{res.best[1]:.0%} by the model)")
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
-                                          None if res.error is None else str(res.error)))
+                                          None if res.error is None else str(res.error), note))
 
     @on(ProfileStarted)
     def started_run(self, msg: ProfileStarted) -> None:
@@ -219,7 +264,8 @@ class ProfileScreen(Screen):
         where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
         nxt = ("Next: 3 Fine-tune." if status == "done" else
                "Resume it from the list to finish it." if msg.n_rows else "")
-        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}")
+        note = f"\n{msg.note}" if msg.note else ""
+        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{note}")
         self.app.notify(text + where, severity="information" if status == "done" else "warning")
         self.refresh_sessions()
 
@@ -238,9 +284,16 @@ class ProfileScreen(Screen):
         mode = p.mode.key if p.mode else "-"
         pw = f"{p.live_power_w:.2f} W" if p.live_power_w else "-"
         mb = f"{p.live_minibatch_ms:.1f} ms" if p.live_minibatch_ms else "-"
+        best = ""
+        planner = run.planner
+        if planner is not None:
+            b = planner.best()           # the planner's last answer (a plain read of its result)
+            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].key}, "
+                    f"P(meets the goal) {b[1]:.0%}" if b else
+                    f"\nactive search for '{planner.goal.describe()}': no measured mode meets it yet")
         self.query_one("#status", Static).update(
             f"[b]{p.done}/{p.total}[/b] {p.phase} {mode}   power {pw}   minibatch {mb}   "
-            f"device time {hms(p.device_time_s)}{eta}{paused}")
+            f"device time {hms(p.device_time_s)}{eta}{paused}{best}")
 
     def action_pause(self) -> None:
         control = self.control

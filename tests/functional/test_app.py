@@ -68,7 +68,10 @@ async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
         await pilot.press("t")
         await wait_workers(app, pilot)
         res = str(app.screen.query_one("#result").render())
-        assert "cross-validated MAPE" in res and "from scratch" in res
+        assert "CV MAPE" in res and "90 % interval covered" in res
+        choices = {m["choice"] for m in __import__("json").loads(
+            (app.state.model_dir / "meta.json").read_text())["metrics"].values()}
+        assert all(c in res for c in choices)
         assert app.state.model_dir is not None
         # pareto with a 30 W budget
         await pilot.press("4")
@@ -421,3 +424,45 @@ async def test_every_footer_fits_80_columns():
                     (type(app.screen).__name__, k.description, k.region)
             assert app.screen.title.endswith(key + " " + {"1": "Dashboard", "2": "Profile",
                                              "3": "Fine-tune", "4": "Pareto", "5": "Apply"}[key])
+
+
+async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
+    """Strategy and goal on the Profile screen: an active search for 30 W stops by itself, shows
+    the best measured mode and its confidence, and restores the board."""
+    from textual.widgets import Input, Select
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.query_one("#strategy", Select).value = "active"
+        scr.query_one("#goal", Select).value = "budget"
+        scr.query_one("#goal-value", Input).value = "30"
+        scr.query_one("#count", Input).value = "12"
+        await pilot.pause(0.2)
+        plan = str(scr.query_one("#plan").render())
+        assert "active search for 'fastest within 30 W'" in plan and "up to 12 modes" in plan
+        scr.query_one("#goal-value", Input).value = "-3"
+        await pilot.pause(0.1)
+        assert "must be a positive number of W" in str(scr.query_one("#plan").render())
+        scr.query_one("#goal-value", Input).value = "30"
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        await wait_workers(app, pilot)
+        status = str(scr.query_one("#status").render())
+        assert "profile finished" in status and "stopped:" in status
+        assert "best measured mode" in status and "P(meets the goal)" in status
+        rows = scr.query_one("#results").row_count
+        assert 6 <= rows <= 12
+        assert sim.current_mode() == original
+        from ptui.core.csvio import read_profile
+        modes, t, p = read_profile(app.state.profile_csv, ORIN, min_modes=1)
+        best = min(t[i] for i in range(len(t)) if p[i] <= 30)
+        import numpy as np
+        from ptui.core.physics import steady_state
+        from ptui.core.workloads import get_workload
+        a = np.array([m.as_tuple() for m in ORIN.full_space()])
+        true = steady_state(ORIN, get_workload("resnet18"), a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+        optimum = true.time_ms[true.power_w <= 30].min()
+        assert best <= 1.05 * optimum          # the search found a near-optimal mode under 30 W
