@@ -150,6 +150,11 @@ JOBS: dict[str, Job] = {
 }
 
 
+# Softness of the maxima between concurrent pipeline stages: minibatch times jitter by ~5-10 %, so
+# the mean of max(a, b) over minibatches rounds the corner where two stages take equally long.
+JITTER_SOFT = 0.10
+
+
 def _softmax(a: np.ndarray, b: np.ndarray, soft: float) -> np.ndarray:
     """Log-sum-exp soft maximum on a relative scale: soft*s*log(e^(a/(soft*s)) + e^(b/(soft*s)))
     with s = max(a, b) (so a == b gives a*(1 + soft*ln 2))."""
@@ -205,15 +210,16 @@ def truth(device: Device, job: Job, modes) -> tuple[np.ndarray, np.ndarray, dict
         bw_gpu = np.maximum(bw - cpu_rate, 0.25 * bw)
         t_mem = gpu_gb / bw_gpu * 1000.0
         t_gpu = _softmax(t_comp, t_mem, job.soft)
-        t_dev = _softmax(t_gpu, t_launch, 0.05)
+        t_dev = _softmax(t_gpu, t_launch, JITTER_SOFT)
         queue = 1.0 / (1.0 - np.minimum(u_mem, 0.85))
         load = B * (load_cpu + load_stall0 * queue) * (1.0 + 0.35 * oversub)
         t_par = load / par
         h2d = h2d_gb / (0.5 * bw) * 1000.0 * queue
         t_serial = serial_cpu + h2d
-        t_new = t_serial + _softmax(t_dev, t_par, 0.06)
+        t_new = t_serial + _softmax(t_dev, t_par, JITTER_SOFT)
         # time-sharing: all CPU-side work over the cores actually online
-        t_new = np.maximum(t_new, (load + t_serial + t_launch) / np.minimum(n, w + 1) * (1 + 0.35 * oversub))
+        t_new = _softmax(t_new, (load + t_serial + t_launch) / np.minimum(n, w + 1) * (1 + 0.35 * oversub),
+                         JITTER_SOFT)
         u_new = np.clip((gpu_gb + cpu_gb + h2d_gb) / (t_new / 1000.0) / bw, 0.0, 0.95)
         t = 0.5 * t + 0.5 * t_new
         u_mem = 0.5 * u_mem + 0.5 * u_new
