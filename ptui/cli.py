@@ -184,25 +184,40 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.csvio import read_profile
+    from .core.csvio import read_measured, read_profile
     from .core.devices import get_device
     from .core.predictor import bundled_reference, load_model
     dev = get_device(a.device)
     modes, t, p = read_profile(a.profile, dev)
+    measured = read_measured(a.profile, dev, modes)
     ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
-    from .core import train
     t0 = time.perf_counter()
-    model = train.transfer(ref, dev, modes, t, p, workload=a.workload or "custom",
-                           source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
-                           scratch=a.scratch, progress=_info)
+    if a.scratch:
+        from .core import train
+        model = train.transfer(ref, dev, modes, t, p, workload=a.workload or "custom",
+                               source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
+                               scratch=True, progress=_info)
+        model.measured = measured
+    else:
+        from .core.fit import fit_model
+        model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,
+                          workload=a.workload or "custom", source=f"profile {a.profile}",
+                          measured=measured, progress=_info)
     el = time.perf_counter() - t0
     model.save(a.out)
     m = model.meta["metrics"]
-    kind = "trained from scratch" if a.scratch else (
-        f"transferred from {ref.meta.get('reference_workload')} on {ref.device.name}")
-    print(f"model for {dev.name} {kind}, {len(modes)} modes -> {a.out} ({el:.1f} s)")
-    print(f"cross-validated MAPE: time {m['time']['cv_mape']:.1f} %, power {m['power']['cv_mape']:.1f} %")
+    how = "trained from scratch" if a.scratch else f"method {a.method}"
+    print(f"model for {dev.name} ({how}), {len(modes)} profiled modes -> {a.out} ({el:.1f} s)")
+    for name in ("time", "power"):
+        mm = m[name]
+        cov = (f"; 90 % interval covered {mm['cv_coverage90']:.0f} % of held-out modes"
+               + (f" (sd x{mm['sd_scale']:.2f} -> {mm['cv_coverage90_calibrated']:.0f} %)"
+                  if abs(mm.get("sd_scale", 1.0) - 1.0) > 0.005 else "")
+               if "cv_coverage90" in mm else "")
+        print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} %{cov}")
+        if mm.get("note"):
+            print(f"         {mm['note']}")
     return EXIT_OK
 
 
@@ -215,7 +230,8 @@ def _predict_table(a):
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     modes = read_modes(a.modes, model.device) if a.modes else model.device.full_space()
-    return model, Table.from_prediction(modes, model.predict(modes))
+    tab = Table.from_prediction(modes, model.predict(modes))
+    return model, tab.with_measurements(model.measured)
 
 
 def cmd_predict(a) -> int:
@@ -249,7 +265,8 @@ def cmd_pareto(a) -> int:
     def point(i):
         m = tab.modes[i]
         t, pw = float(tab.time_ms[i]), float(tab.power_w[i])
-        out = {"mode": m.as_dict(), "time_ms": round(t, 4), "power_w": round(pw, 4),
+        out = {"mode": m.as_dict(), "source": tab.source(i), "time_ms": round(t, 4),
+               "power_w": round(pw, 4),
                "time_ms_std": round(float(tab.time_ms_std[i]), 4),
                "power_w_std": round(float(tab.power_w_std[i]), 4),
                "epoch_s": round(t * wl_mb / 1000.0, 3) if wl_mb else None}
@@ -266,8 +283,10 @@ def cmd_pareto(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    print(f"predicted: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+    if tab.measured.any():
+        print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")
     if res["epoch_s"]:
         print(f"epoch: {res['epoch_s'] / 60:.2f} min" + (
             f"; {a.epochs} epochs: {res['epoch_s'] * a.epochs / 3600:.2f} h, {res['energy_wh']:.1f} Wh"
@@ -434,7 +453,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--reference", help="reference model directory (default: bundled Orin AGX ResNet-18)")
     f.add_argument("--loss", choices=("mse", "mape"), default="mse")
     f.add_argument("--workload", help="name of the profiled workload (metadata)")
-    f.add_argument("--scratch", action="store_true", help="train from scratch (NN baseline)")
+    f.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto",
+                   help="auto: cross-validate GPs and PowerTrain networks, keep the best per "
+                        "target (default); gp: Gaussian processes only; powertrain: the paper's "
+                        "transfer learning alone")
+    f.add_argument("--scratch", action="store_true", help="train the network from scratch (NN baseline)")
     f.add_argument("--seed", type=int, default=0)
     f.set_defaults(fn=cmd_fit)
 

@@ -153,3 +153,20 @@ def read_profile(path, device: Device, *, min_modes: int = 10):
                        f"(profile more with: ptui profile --count 50)")
     modes = list(seen)
     return (modes, np.array([seen[m][1] for m in modes]), np.array([seen[m][2] for m in modes]))
+
+
+def read_measured(path, device: Device, modes: list[Mode]) -> dict:
+    """The measured spread of each profiled mode (for decisions that trust measurements):
+    arrays of MEASURED_KEYS in the order of `modes`.  Time sd from the interquartile range of the
+    minibatch times (IQR / 1.349), power sd from the samples; 0 where a column is absent."""
+    import numpy as np
+    rows = read_csv(path, device, need=PROFILE_COLS,
+                    extras=("time_ms_p25", "time_ms_p75", "power_w_std"))
+    by = {m: v for m, v in rows}
+    out = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
+           "time_ms": np.array([by[m]["time_ms"] for m in modes]),
+           "power_w": np.array([by[m]["power_w"] for m in modes])}
+    iqr = [by[m].get("time_ms_p75", 0.0) - by[m].get("time_ms_p25", 0.0) for m in modes]
+    out["time_ms_std"] = np.maximum(np.array(iqr) / 1.349, 0.0)
+    out["power_w_std"] = np.array([by[m].get("power_w_std", 0.0) for m in modes])
+    return out

@@ -2,6 +2,16 @@
 from __future__ import annotations
 
 
+class PtuiError(Exception):
+    """Root of the errors ptui reports as one line; carries the CLI exit code."""
+    exit_code = 1
+
+
+class PtuiInputError(PtuiError, ValueError):
+    """Bad input: a flag, a file or a value that cannot be used (exit code 2)."""
+    exit_code = 2
+
+
 def known_errors() -> tuple[type[BaseException], ...]:
     from .backends.base import BackendError
     from .csvio import CSVError
@@ -19,5 +29,5 @@ def known_errors() -> tuple[type[BaseException], ...]:
         extra.append(TrainError)
     except ImportError:  # no torch: nothing can raise it
         pass
-    return (BackendError, CSVError, DeviceError, ModeError, ProfileError, StoreError,
+    return (PtuiError, BackendError, CSVError, DeviceError, ModeError, ProfileError, StoreError,
             WorkloadError, PermissionError, FileNotFoundError, IsADirectoryError, *extra)

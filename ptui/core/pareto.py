@@ -22,12 +22,39 @@ class InfeasibleError(ValueError):
 
 @dataclass
 class Table:
-    """Modes with predicted (or measured) time and power, and optional spreads."""
+    """Modes with predicted (or measured) time and power, and optional spreads.
+    ``measured[i]`` is True where row i holds a profiled measurement instead of a prediction."""
     modes: list[Mode]
     time_ms: np.ndarray
     power_w: np.ndarray
     time_ms_std: np.ndarray
     power_w_std: np.ndarray
+    measured: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.measured is None:
+            self.measured = np.zeros(len(self.modes), dtype=bool)
+
+    def source(self, i: int) -> str:
+        return "measured" if self.measured[i] else "predicted"
+
+    def with_measurements(self, measured: dict | None) -> "Table":
+        """Rows of profiled modes take their measured time, power and spread: a decision is then
+        never worse than the best measured mode that meets the goal.  Returns a new table."""
+        if not measured or len(measured["time_ms"]) == 0:
+            return self
+        where = {m.as_tuple(): i for i, m in enumerate(self.modes)}
+        t, p = self.time_ms.copy(), self.power_w.copy()
+        ts, ps = self.time_ms_std.copy(), self.power_w_std.copy()
+        flag = self.measured.copy()
+        for k, row in enumerate(np.asarray(measured["modes"])):
+            i = where.get(tuple(float(v) for v in row))   # 5.0 == 5
+            if i is None:
+                continue
+            t[i], p[i] = measured["time_ms"][k], measured["power_w"][k]
+            ts[i], ps[i] = measured["time_ms_std"][k], measured["power_w_std"][k]
+            flag[i] = True
+        return Table(self.modes, t, p, ts, ps, flag)
 
     @classmethod
     def from_prediction(cls, modes, pred: dict) -> "Table":

@@ -27,8 +27,10 @@ import numpy as np
 
 from .devices import Device, get_device
 
-FORMAT = "ptui-powertrain-1"
+FORMAT = "ptui-model-2"                  # written; per-target kind in meta["predictors"]
+FORMATS = ("ptui-powertrain-1", FORMAT)   # read: the first format held two networks
 TARGETS = ("time", "power")
+MEASURED_KEYS = ("modes", "time_ms", "power_w", "time_ms_std", "power_w_std")
 
 
 class ModelError(ValueError):
@@ -72,6 +74,15 @@ class Net:
         mu = out.mean(axis=1)
         sd = out.std(axis=1) if out.shape[1] > 1 else np.zeros_like(mu)
         return mu, np.sqrt(sd ** 2 + self.resid_sd ** 2)
+
+    kind = "nn"
+
+    def config(self) -> dict:
+        return {"kind": "nn"}
+
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Point estimate and sd for raw modes A [n, 4] (cores, CPU, GPU, EMC MHz)."""
+        return self.predict(features(device, A))
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Point estimate and sd in the target's units (log-normal)."""
@@ -117,15 +128,20 @@ class Net:
 
 @dataclass
 class Model:
+    """Time and power predictors (each a network or a GP) for one device, plus the profiled
+    measurements they were fitted on (``measured``: MEASURED_KEYS -> arrays; decisions use a
+    profiled mode's measurement instead of its prediction)."""
     device: Device
-    time: Net
-    power: Net
+    time: object
+    power: object
     meta: dict = field(default_factory=dict)
+    measured: dict | None = None
 
     def predict(self, modes) -> dict[str, np.ndarray]:
-        X = features(self.device, modes)
-        t, ts = self.time.predict(X)
-        p, ps = self.power.predict(X)
+        from .gp import raw_modes
+        A = raw_modes(modes)
+        t, ts = self.time.predict_modes(self.device, A)
+        p, ps = self.power.predict_modes(self.device, A)
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
 
     def save(self, directory: str | Path) -> None:
@@ -138,10 +154,15 @@ class Model:
         tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))
         os.chmod(tmp, 0o755)
         try:
-            meta = dict(self.meta, format=FORMAT, device=self.device.name)
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+            meta = dict(self.meta, format=FORMAT, device=self.device.name,
+                        predictors={"time": self.time.config(), "power": self.power.config()})
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True,
+                                                      allow_nan=False) + "\n")
             for name, net in (("time", self.time), ("power", self.power)):
                 np.savez(tmp / f"{name}.npz", **net.to_arrays())
+            if self.measured is not None:
+                np.savez(tmp / "measured.npz", **{k: np.asarray(self.measured[k], np.float64)
+                                                  for k in MEASURED_KEYS})
             if d.exists():
                 old = d.with_name(f".{d.name}.old")
                 if old.exists():
@@ -166,23 +187,44 @@ def load_model(directory: str | Path) -> Model:
         raise ModelError(f"{d}: meta.json is missing; not a ptui model") from None
     except (OSError, ValueError) as e:
         raise ModelError(f"{d}/meta.json is corrupt: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ModelError(f"{d}/meta.json: not a {FORMAT} model")
+    if not isinstance(meta, dict) or meta.get("format") not in FORMATS:
+        raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
     try:
         device = get_device(meta.get("device", ""))
     except ValueError as e:
         raise ModelError(f"{d}/meta.json: {e}") from None
     nets = {}
+    kinds = meta.get("predictors") or {}
     for name in TARGETS:
         f = d / f"{name}.npz"
+        cfg = kinds.get(name) or {"kind": "nn"}
         try:
             with np.load(f, allow_pickle=False) as z:
-                nets[name] = Net.from_arrays({k: z[k] for k in z.files})
+                arrays = {k: z[k] for k in z.files}
+            if cfg.get("kind") == "gp":
+                from .gp import GPTarget
+                nets[name] = GPTarget.from_arrays(cfg, arrays)
+            elif cfg.get("kind") == "nn":
+                nets[name] = Net.from_arrays(arrays)
+            else:
+                raise ValueError(f"unknown predictor kind {cfg.get('kind')!r}")
         except FileNotFoundError:
             raise ModelError(f"{f}: missing") from None
         except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
             raise ModelError(f"{f}: corrupt model file ({type(e).__name__}: {e})") from None
-    return Model(device, nets["time"], nets["power"], meta)
+    measured = None
+    f = d / "measured.npz"
+    if f.exists():
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                measured = {k: np.asarray(z[k], np.float64) for k in MEASURED_KEYS}
+            n = len(measured["time_ms"])
+            if measured["modes"].shape != (n, 4) or any(measured[k].shape != (n,)
+                                                         for k in MEASURED_KEYS[1:]):
+                raise ValueError("array lengths differ")
+        except Exception as e:  # noqa: BLE001
+            raise ModelError(f"{f}: corrupt measurements ({type(e).__name__}: {e})") from None
+    return Model(device, nets["time"], nets["power"], meta, measured)
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,158 @@
+"""Gaussian-process predictors: numpy inference from plain arrays (fitting lives in ``gpfit.py``).
+
+One target (time or power) is a GP on log(target):
+
+    log y(x) = m(x) + f(x),   f ~ GP(0, c * RBF_ARD(length) + noise * delta)
+
+Inputs: for each knob (cores, CPU, GPU, EMC frequency) its log and its reciprocal, standardised.
+A minibatch's time is close to a sum of per-resource terms that each scale like 1/frequency and a
+board's power like a sum of terms that grow with frequency, so these eight inputs make both targets
+smooth functions that a stationary kernel interpolates well from a few dozen modes.
+
+The prior mean m(x) is one of
+  * ``none``     : a constant (the GP's normalised mean);
+  * ``refmean``  : a + b * log(reference prediction) — the reference network's prediction, rescaled
+                   by least squares on the profile: transfer learning through the prior;
+  * ``refinput`` : a constant, with log(reference prediction) as a ninth input the kernel weighs
+                   by its own length scale.
+The reference network travels with the model (its arrays, prefixed ``ref_``), so a model directory
+needs nothing else to predict.
+
+Uncertainty: the predictive sd of a new measurement (latent variance + fitted noise), multiplied by
+``sd_scale``, a calibration factor fitted on cross-validated residuals (1 when the GP's own
+intervals already covered what they claim).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .devices import Device
+
+PRIORS = ("none", "refmean", "refinput")
+
+
+def knob_features(A: np.ndarray) -> np.ndarray:
+    """log and reciprocal of each knob; A is [n, 4] raw mode values (cores, MHz, MHz, MHz)."""
+    A = np.asarray(A, np.float64).reshape(-1, 4)
+    return np.hstack([np.log(A), 1.0 / A])
+
+
+def raw_modes(modes) -> np.ndarray:
+    if isinstance(modes, np.ndarray):
+        return modes.astype(np.float64).reshape(-1, 4)
+    return np.array([m.as_tuple() for m in modes], dtype=np.float64).reshape(-1, 4)
+
+
+@dataclass
+class GPTarget:
+    """One target's GP: everything inference needs, as plain arrays and numbers."""
+    prior: str                      # none | refmean | refinput
+    x_mean: np.ndarray              # [d] input scaler
+    x_scale: np.ndarray             # [d]
+    X: np.ndarray                   # [n, d] standardised training inputs
+    alpha: np.ndarray               # [n] K^-1 (y - mean), normalised units
+    L: np.ndarray                   # [n, n] lower Cholesky factor of K (with noise)
+    length: np.ndarray              # [d] ARD length scales
+    const: float                    # signal variance c
+    noise: float                    # white-noise variance
+    y_mean: float                   # target normalisation (after the prior mean)
+    y_scale: float
+    prior_a: float = 0.0            # refmean: m(x) = a + b * log(ref(x))
+    prior_b: float = 0.0
+    sd_scale: float = 1.0           # calibration of the predictive sd
+    ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
+    _linv: np.ndarray | None = None
+
+    kind = "gp"
+
+    # -- inference -------------------------------------------------------------------------
+    def _ref_log(self, device: Device, A: np.ndarray) -> np.ndarray:
+        from .predictor import features
+        return self.ref.predict_log(features(device, A))[0]
+
+    def inputs(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised kernel inputs and the prior mean (log units) for raw modes A."""
+        F = knob_features(A)
+        m = np.zeros(len(F))
+        if self.prior != "none":
+            r = self._ref_log(device, A)
+            if self.prior == "refmean":
+                m = self.prior_a + self.prior_b * r
+            else:
+                F = np.hstack([F, r[:, None]])
+        return (F - self.x_mean) / self.x_scale, m
+
+    def kernel(self, Z1: np.ndarray, Z2: np.ndarray) -> np.ndarray:
+        a, b = Z1 / self.length, Z2 / self.length
+        d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+        return self.const * np.exp(-0.5 * np.maximum(d2, 0.0))
+
+    def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement)."""
+        if self._linv is None:
+            self._linv = np.linalg.inv(self.L)
+        Z, m = self.inputs(device, A)
+        out_mu = np.empty(len(Z))
+        out_var = np.empty(len(Z))
+        for s in range(0, len(Z), 8192):                  # bounded memory for the full space
+            Ks = self.kernel(Z[s:s + 8192], self.X)
+            out_mu[s:s + 8192] = Ks @ self.alpha
+            v = Ks @ self._linv.T
+            out_var[s:s + 8192] = self.const + self.noise - np.einsum("ij,ij->i", v, v)
+        mu = out_mu * self.y_scale + self.y_mean + m
+        sd = np.sqrt(np.maximum(out_var, 1e-12)) * self.y_scale * self.sd_scale
+        return mu, sd
+
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.predict_log(device, A)
+        mid = np.exp(mu)
+        return mid, mid * np.sqrt(np.expm1(sd ** 2))
+
+    # -- plain-array storage ---------------------------------------------------------------
+    def config(self) -> dict:
+        return {"kind": "gp", "prior": self.prior, "const": self.const, "noise": self.noise,
+                "y_mean": self.y_mean, "y_scale": self.y_scale, "prior_a": self.prior_a,
+                "prior_b": self.prior_b, "sd_scale": self.sd_scale}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "X": self.X, "alpha": self.alpha,
+             "L": self.L, "length": self.length}
+        if self.ref is not None:
+            d.update({f"ref_{k}": v for k, v in self.ref.to_arrays().items()})
+        return d
+
+    @classmethod
+    def from_arrays(cls, cfg: dict, d) -> "GPTarget":
+        from .predictor import Net
+        prior = cfg.get("prior")
+        if prior not in PRIORS:
+            raise ValueError(f"unknown GP prior {prior!r}")
+        ref = None
+        if prior != "none":
+            ref = Net.from_arrays({k[4:]: d[k] for k in d if k.startswith("ref_")})
+        g = cls(prior, *(np.asarray(d[k], np.float64) for k in
+                         ("x_mean", "x_scale", "X", "alpha", "L", "length")),
+                *(float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale")),
+                float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
+                float(cfg.get("sd_scale", 1.0)), ref)
+        g.check()
+        return g
+
+    def check(self) -> None:
+        n, dim = self.X.shape if self.X.ndim == 2 else (-1, -1)
+        want = 8 + (self.prior == "refinput")
+        if dim != want or self.x_mean.shape != (dim,) or self.x_scale.shape != (dim,) \
+                or self.length.shape != (dim,) or self.alpha.shape != (n,) or self.L.shape != (n, n):
+            raise ValueError("GP array shapes do not match each other")
+        arrays = [self.x_mean, self.x_scale, self.X, self.alpha, self.L, self.length]
+        scalars = [self.const, self.noise, self.y_mean, self.y_scale, self.prior_a, self.prior_b,
+                   self.sd_scale]
+        if not all(np.all(np.isfinite(a)) for a in arrays) or not np.all(np.isfinite(scalars)):
+            raise ValueError("non-finite GP parameters")
+        if self.const <= 0 or self.noise < 0 or self.y_scale <= 0 or self.sd_scale <= 0 \
+                or np.any(self.length <= 0) or np.any(self.x_scale <= 0):
+            raise ValueError("GP scales must be positive")
+        if (self.prior == "none") != (self.ref is None):
+            raise ValueError("GP prior and reference arrays disagree")

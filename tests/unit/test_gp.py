@@ -1,0 +1,163 @@
+"""GP predictors: numpy inference equals scikit-learn's, plain-array storage, honest intervals,
+measured modes in decisions, and `ptui fit --method`."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from ptui.core.devices import get_device
+from ptui.core.fit import calibrate, fit_model, gp_fit
+from ptui.core.gp import knob_features, raw_modes
+from ptui.core.pareto import Table, choose
+from ptui.core.predictor import load_bundled, load_model
+
+DEV = get_device("orin-agx")
+
+
+def synthetic(n, seed, noise=0.02):
+    """A smooth time-like and power-like function of the knobs, log-normal noise."""
+    rng = np.random.default_rng(seed)
+    grid = DEV.pt_grid()
+    modes = [grid[i] for i in rng.choice(len(grid), n, replace=False)]
+    A = raw_modes(modes)
+    c, f, g, m = A.T
+    t = 30 + 4e4 / g + 1.5e4 / m + 2e3 / (c * f / 1000)
+    p = 8 + 0.012 * g + 0.004 * m + 0.8 * c * (f / 2200) ** 2
+    t = t * np.exp(noise * rng.standard_normal(n))
+    p = p * np.exp(noise * 0.7 * rng.standard_normal(n))
+    return modes, A, t, p
+
+
+def test_numpy_inference_equals_sklearn():
+    from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: F401
+    _, A, t, _ = synthetic(40, 0)
+    g, kern = gp_fit("none", A, np.log(t), None, None, seed=0)
+    # rebuild the same fitted regressor in sklearn and compare predictions on other modes
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    F = knob_features(A)
+    gpr = GaussianProcessRegressor(kern, normalize_y=True, optimizer=None).fit(
+        (F - g.x_mean) / g.x_scale, np.log(t))
+    _, B, _, _ = synthetic(200, 1)
+    mu_sk, sd_sk = gpr.predict((knob_features(B) - g.x_mean) / g.x_scale, return_std=True)
+    mu, sd = g.predict_log(DEV, B)
+    assert np.allclose(mu, mu_sk, rtol=0, atol=1e-8)
+    assert np.allclose(sd, sd_sk, rtol=1e-6, atol=1e-9)
+
+
+def test_interval_coverage_on_synthetic_case():
+    """90 % intervals cover 80-98 % of 500 held-out modes (n=60 profiled, known noise)."""
+    modes, A, t, p = synthetic(60, 3)
+    model = fit_model(None, DEV, modes, t, p, method="gp", seed=0)
+    _, B, tb, pb = synthetic(500, 4)
+    pr = model.predict(B)
+    for y, k in ((tb, "time_ms"), (pb, "power_w")):
+        s = np.sqrt(np.log1p((pr[k + "_std"] / pr[k]) ** 2))
+        cover = np.mean(np.abs(np.log(y / pr[k])) <= 1.645 * s)
+        assert 0.80 <= cover <= 0.98, (k, cover)
+        assert np.mean(np.abs(pr[k] / y - 1)) < 0.05
+
+
+def test_calibration_widens_overconfident_intervals():
+    z = np.abs(np.random.default_rng(0).standard_normal(200)) * 2.0   # sd claimed 2x too small
+    assert calibrate(z) == pytest.approx(2.0, rel=0.15)
+    assert calibrate(np.abs(np.random.default_rng(1).standard_normal(200))) == pytest.approx(1.0, abs=0.2)
+
+
+def test_save_load_round_trip_plain_arrays(tmp_path):
+    modes, A, t, p = synthetic(30, 5)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+    before = model.predict(A)
+    model.save(tmp_path / "m")
+    for f in ("time.npz", "power.npz"):
+        with zipfile.ZipFile(tmp_path / "m" / f) as z:       # every member a plain .npy array
+            for name in z.namelist():
+                with z.open(name) as fh:
+                    head = fh.read(128)
+                assert b"'O'" not in head and b"|O" not in head, (f, name)
+        with np.load(tmp_path / "m" / f, allow_pickle=False) as z:
+            assert all(z[k].dtype != object for k in z.files)
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert meta["predictors"]["time"]["kind"] == "gp"
+    after = load_model(tmp_path / "m").predict(A)
+    for k in before:
+        assert np.allclose(before[k], after[k], rtol=1e-12)
+
+
+def test_old_format_model_still_loads():
+    from ptui.core.predictor import bundled_reference
+    meta = json.loads((bundled_reference() / "meta.json").read_text())
+    assert meta["format"] == "ptui-powertrain-1"
+    pr = load_model(bundled_reference()).predict(DEV.pt_grid()[:5])
+    assert np.all(pr["time_ms"] > 0)
+
+
+def test_corrupt_gp_arrays_refused(tmp_path):
+    from ptui.core.predictor import ModelError
+    modes, _, t, p = synthetic(20, 6)
+    fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
+    with np.load(tmp_path / "m" / "time.npz") as z:
+        d = {k: z[k] for k in z.files}
+    d["alpha"] = d["alpha"][:-1]
+    np.savez(tmp_path / "m" / "time.npz", **d)
+    with pytest.raises(ModelError):
+        load_model(tmp_path / "m")
+
+
+def test_auto_keeps_the_lowest_cv_error_and_reports_coverage():
+    modes, _, t, p = synthetic(30, 7)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
+    for name in ("time", "power"):
+        m = model.meta["metrics"][name]
+        cands = m["candidates_cv_mape"]
+        assert {"gp", "gp-refmean", "gp-refinput", "transfer", "transfer-nodropout", "scratch"} <= set(cands)
+        assert m["choice"] == min(cands, key=cands.get)
+        assert 0 <= m["cv_coverage90"] <= 100
+
+
+def test_powertrain_method_is_the_paper_transfer_alone():
+    modes, _, t, p = synthetic(30, 8)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="powertrain", seed=0)
+    for name in ("time", "power"):
+        assert model.meta["metrics"][name]["choice"] == "transfer"
+        assert set(model.meta["metrics"][name]["candidates_cv_mape"]) == {"transfer"}
+    assert model.time.kind == "nn" and model.power.kind == "nn"
+
+
+def test_pick_never_worse_than_best_measured_mode():
+    """A predictor that is wrong about every profiled mode: the measurement wins."""
+    grid = DEV.pt_grid()
+    modes = grid[:300]
+    n = len(modes)
+    rng = np.random.default_rng(0)
+    t = rng.uniform(50, 500, n)
+    p = rng.uniform(10, 50, n)
+    tab = Table(modes, t, p, np.zeros(n), np.zeros(n))
+    measured_rows = [5, 17, 42]
+    meas = {"modes": raw_modes([modes[i] for i in measured_rows]),
+            "time_ms": np.array([10.0, 20.0, 5.0]), "power_w": np.array([15.0, 18.0, 40.0]),
+            "time_ms_std": np.zeros(3), "power_w_std": np.array([0.1, 0.1, 0.1])}
+    tab2 = tab.with_measurements(meas)
+    d = choose(tab2, budget_w=20.0, risk=0.05)
+    assert d.index == 5 and tab2.source(d.index) == "measured"      # 10 ms at 15 W beats all
+    assert tab2.measured.sum() == 3 and not tab.measured.any()
+
+
+def test_cli_fit_method_gp_and_pareto_uses_measurements(tmp_path, cli):
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv",
+                       "--out", tmp_path / "m", "--method", "gp")
+    assert rc == 0, err
+    assert "90 % interval covered" in out and "gp" in out
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["source"] in ("measured", "predicted")
+    assert res["power_w"] <= 30
+    # the profiled modes are in the decision table with their measured values
+    from ptui.core.csvio import read_profile
+    pm, pt_, pp = read_profile(tmp_path / "p.csv", DEV)
+    ok = pp <= 30
+    assert res["time_ms"] <= pt_[ok].min() + 1e-6
