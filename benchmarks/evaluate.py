@@ -91,10 +91,15 @@ def indep_corpus_file(dev: str, wl: str, cache: Path) -> Path:
 
 
 def _read(f: Path, dev: str):
-    rows = read_csv(f, get_device(dev), need=PROFILE_COLS, extras=("mode_s",))
-    return ([m for m, _ in rows], np.array([r["time_ms"] for _, r in rows]),
-            np.array([r["power_w"] for _, r in rows]),
-            np.array([r.get("mode_s", np.nan) for _, r in rows]))
+    """(modes, time, power, extras) of a full-grid corpus; extras: per-mode profiling time and
+    the measured spread (time sd from the minibatch IQR / 1.349, power sd), as ptui reads them."""
+    rows = read_csv(f, get_device(dev), need=PROFILE_COLS,
+                    extras=("mode_s", "time_ms_p25", "time_ms_p75", "power_w_std"))
+    col = lambda k, d=np.nan: np.array([r.get(k, d) for _, r in rows], float)  # noqa: E731
+    ext = {"mode_s": col("mode_s"),
+           "time_ms_std": np.maximum((col("time_ms_p75", 0.0) - col("time_ms_p25", 0.0)) / 1.349, 0.0),
+           "power_w_std": col("power_w_std", 0.0)}
+    return [m for m, _ in rows], col("time_ms"), col("power_w"), ext
 
 
 # ------------------------------------------------------------------------------------- predictors
@@ -140,10 +145,11 @@ def textbook_gp(Xg: np.ndarray, y: np.ndarray, idx: np.ndarray, seed: int):
     sc = StandardScaler().fit(Xg[idx])
     kern = C(1.0, (1e-3, 1e3)) * RBF(np.ones(Xg.shape[1]), (1e-2, 1e3)) + WhiteKernel(1e-3, (1e-8, 1.0))
     gp = GaussianProcessRegressor(kern, normalize_y=True, n_restarts_optimizer=2, random_state=seed)
-    with warnings.catch_warnings():
+    from threadpoolctl import threadpool_limits
+    with warnings.catch_warnings(), threadpool_limits(1):   # BLAS threads only spin on 50x50
         warnings.simplefilter("ignore", ConvergenceWarning)
         gp.fit(sc.transform(Xg[idx]), np.log(y[idx]))
-    return gp.predict(sc.transform(Xg), return_std=True)
+        return gp.predict(sc.transform(Xg), return_std=True)
 
 
 def fit_batch(X, y, ref_net, samples: list[np.ndarray], seed0: int, with_baselines: bool = True):
@@ -234,13 +240,16 @@ def fmt_m(values, nd=0):
     return f"{np.nanmedian(v):.{nd}f}"
 
 
-def with_measured(table: Table, idx, tt, pp, t_rel=0.02, p_rel=0.015) -> Table:
-    """Profiled modes count with their measurement (and a measured-noise spread)."""
-    t, p = table.time_ms.copy(), table.power_w.copy()
-    ts, ps = table.time_ms_std.copy(), table.power_w_std.copy()
-    t[idx], p[idx] = tt[idx], pp[idx]
-    ts[idx], ps[idx] = tt[idx] * t_rel, pp[idx] * p_rel
-    return Table(table.modes, t, p, ts, ps)
+def with_measured(table: Table, modes, idx, tt, pp, ext) -> Table:
+    """Profiled modes count with their measurement and measured spread (ptui's own rule,
+    pareto.Table.with_measurements, issue 8 item 3)."""
+    idx = np.asarray(idx, int)
+    if not hasattr(table, "with_measurements"):
+        return table
+    meas = {"modes": np.array([modes[i].as_tuple() for i in idx], float).reshape(-1, 4),
+            "time_ms": tt[idx], "power_w": pp[idx],
+            "time_ms_std": ext["time_ms_std"][idx], "power_w_std": ext["power_w_std"][idx]}
+    return table.with_measurements(meas)
 
 
 # ------------------------------------------------------------------------------------ the harness
@@ -262,10 +271,10 @@ class Harness:
         a = self.a
         dev = get_device(dev_name)
         if corpus == "sim":
-            modes, tt, pp, mode_s = sim_corpus(dev_name, wl, Path(a.cache))
+            modes, tt, pp, ext = sim_corpus(dev_name, wl, Path(a.cache))
         else:
             f = indep_corpus_file(dev_name, wl, Path(a.cache))
-            modes, tt, pp, mode_s = _read(f, dev_name)
+            modes, tt, pp, ext = _read(f, dev_name)
         files[(corpus, dev_name, wl)] = len(modes)
         n = len(modes)
         X = features(dev, modes)
@@ -306,22 +315,8 @@ class Harness:
                 secs["GP-textbook"].append(time.perf_counter() - t1)
                 preds["GP-textbook"].append(Pred(tm, ts, pm, ps))
             # ptui's issue-8 methods
-            if fit_model is not None:
-                for name, method in (("GP", "gp"), ("auto", "auto")):
-                    if method not in a.methods:
-                        continue
-                    preds[name], secs[name] = [], []
-                    ch = {"time": {}, "power": {}}
-                    for r, idx in enumerate(samples):
-                        t1 = time.perf_counter()
-                        model = fit_model(self.ref, dev, [modes[i] for i in idx], tt[idx], pp[idx],
-                                          method=method, seed=r, workload=wl, source="eval")
-                        secs[name].append(time.perf_counter() - t1)
-                        preds[name].append(Pred.from_model_dict(model.predict(modes)))
-                        for tgt in ("time", "power"):
-                            c = str(model.meta.get("metrics", {}).get(tgt, {}).get("choice", "?"))
-                            ch[tgt][c] = ch[tgt].get(c, 0) + 1
-                    self.choices.append((corpus, f"{dev_name}/{wl}", k, name, ch))
+            if fit_model is not None and ("gp" in a.methods or "auto" in a.methods):
+                self.issue8(dev, wl, modes, tt, pp, samples, preds, secs, corpus, k)
             for name, plist in preds.items():
                 row = {"corpus": corpus, "dev": dev_name, "wl": wl, "k": k, "method": name,
                        "time": [], "power": [], "cov_t": [], "cov_p": [], "secs": secs[name]}
@@ -340,10 +335,58 @@ class Harness:
             if k == 50:
                 keep50 = (samples, preds)
         if dev_name == "orin-agx" and not a.no_opt:
-            self.optimisation(corpus, dev, wl, modes, tt, pp, mode_s, keep50)
+            self.optimisation(corpus, dev, wl, modes, tt, pp, ext, keep50)
+
+    def issue8(self, dev, wl, modes, tt, pp, samples, preds, secs, corpus, k):
+        """GP and auto rows.  `auto` cross-validates the GP candidates and the network recipes on the
+        same folds with the same seed as `gp`, so where auto's choice for a target is a GP candidate
+        the `gp` method's predictor for that target is the very same object; only targets where
+        auto chose a network are refitted with fit_one(method="gp") (unless --separate-gp)."""
+        from ptui.core import fit as fitmod
+        from ptui.core.predictor import Model
+        a = self.a
+        A = np.array([m.as_tuple() for m in modes], float)
+        ch = {"GP": {"time": {}, "power": {}}, "auto": {"time": {}, "power": {}}}
+        for name in ("GP", "auto"):
+            if name.lower() in a.methods:
+                preds[name], secs[name] = [], []
+        for r, idx in enumerate(samples):
+            sub = [modes[i] for i in idx]
+            models = {}
+            if "auto" in a.methods:
+                t1 = time.perf_counter()
+                models["auto"] = fit_model(self.ref, dev, sub, tt[idx], pp[idx], method="auto",
+                                           seed=r, workload=wl, source="eval")
+                secs["auto"].append(time.perf_counter() - t1)
+            if "gp" in a.methods:
+                t1 = time.perf_counter()
+                if "auto" not in models or a.separate_gp:
+                    models["GP"] = fit_model(self.ref, dev, sub, tt[idx], pp[idx], method="gp",
+                                             seed=r, workload=wl, source="eval")
+                    secs["GP"].append(time.perf_counter() - t1)
+                else:
+                    parts, mets = {}, {}
+                    for tgt, y in (("time", tt), ("power", pp)):
+                        met = models["auto"].meta["metrics"][tgt]
+                        if met["choice"] in fitmod.GP_CANDIDATES:
+                            parts[tgt], mets[tgt] = getattr(models["auto"], tgt), met
+                        else:
+                            parts[tgt], mets[tgt] = fitmod.fit_one(dev, A[idx], y[idx], getattr(self.ref, tgt),
+                                                                   method="gp", seed=r)
+                    models["GP"] = Model(dev, parts["time"], parts["power"], {"metrics": mets})
+            for name, model in models.items():
+                if name.lower() not in a.methods and name != "GP":
+                    continue
+                preds[name].append(Pred.from_model_dict(model.predict(modes)))
+                for tgt in ("time", "power"):
+                    c = str(model.meta.get("metrics", {}).get(tgt, {}).get("choice", "?"))
+                    ch[name][tgt][c] = ch[name][tgt].get(c, 0) + 1
+        for name in ("GP", "auto"):
+            if name in preds:
+                self.choices.append((corpus, f"{dev.name}/{wl}", k, name, ch[name]))
 
     # --------------------------------------------------------------------------- optimisation
-    def optimisation(self, corpus, dev, wl, modes, tt, pp, mode_s, keep50):
+    def optimisation(self, corpus, dev, wl, modes, tt, pp, ext, keep50):
         a = self.a
         tab_true = Table(modes, tt, pp, np.zeros(len(tt)), np.zeros(len(tt)))
         opt = {}
@@ -377,7 +420,7 @@ class Harness:
                 return int(np.argmin(table.power_w))          # fall back: lowest predicted power
 
         def dev_s(idx):
-            v = mode_s[idx]
+            v = ext["mode_s"][idx]
             return float(np.nansum(v)) if np.isfinite(v).any() else float("nan")
 
         if keep50 is not None:
@@ -391,7 +434,7 @@ class Harness:
                     for r in range(a.repeats):
                         tab = preds[key][r].table(modes)
                         if meas:
-                            tab = with_measured(tab, samples[r], tt, pp)
+                            tab = with_measured(tab, modes, samples[r], tt, pp, ext)
                         rec(label, b, decide(label, tab, b, risk),
                             {"modes": 50, "dev_s": dev_s(samples[r])})
                 for r in range(a.repeats):
@@ -421,7 +464,7 @@ class Harness:
                                                  count=a.active_count, reference=self.ref, seed=r)
                     idx, stop, model = out
                     idx = np.asarray(list(idx), int)
-                    tab = with_measured(Pred.from_model_dict(model.predict(modes)).table(modes), idx, tt, pp)
+                    tab = with_measured(Pred.from_model_dict(model.predict(modes)).table(modes), modes, idx, tt, pp, ext)
                     rec(f"active <= {a.active_count} risk-aware + measured", b,
                         decide(f"active <= {a.active_count} risk-aware + measured", tab, b, RISK),
                         {"modes": len(set(calls)), "dev_s": dev_s(idx), "stop": str(stop).split(":")[0][:40]})
@@ -485,25 +528,28 @@ def report(h: Harness, files: dict) -> list[str]:
             continue
         scen = list(dict.fromkeys((r["dev"], r["wl"]) for r in rows))
         ms = [m for m in present if any(r["method"] == m for r in rows)]
-        for what, key_t, key_p, title in (("MAPE %", "time", "power", "Prediction error"),
-                                          ("coverage %", "cov_t", "cov_p", "90 % interval coverage")):
-            L += [f"## {title} ({corpus}: {'ptui simulator' if corpus == 'sim' else 'independent generator'})", "",
-                  "time / power, " + ("median (Q1-Q3)" if what == "MAPE %" else "median") + f" {what}", "",
-                  "| scenario | modes | " + " | ".join(f"{m} time | {m} power" for m in ms) + " |",
-                  "|---|---|" + "---|---|" * len(ms)]
+        title = "ptui simulator" if corpus == "sim" else "independent generator"
+        for what, key, hdr in (("time", "time", "Time MAPE %"), ("power", "power", "Power MAPE %")):
+            L += [f"## {hdr} ({corpus}: {title}), median (Q1-Q3) over repeats", "",
+                  "| scenario | modes | " + " | ".join(ms) + " |", "|---|---|" + "---|" * len(ms)]
             for d, w in scen:
                 for k in h.a.sizes:
                     cells = []
                     for m in ms:
                         rr = [r for r in rows if (r["dev"], r["wl"], r["k"], r["method"]) == (d, w, k, m)]
-                        if not rr:
-                            cells += ["-", "-"]
-                        elif what == "MAPE %":
-                            cells += [fmt_q(rr[0][key_t]), fmt_q(rr[0][key_p])]
-                        else:
-                            cells += [fmt_m(rr[0][key_t]), fmt_m(rr[0][key_p])]
+                        cells.append(fmt_q(rr[0][key]) if rr else "-")
                     L.append(f"| {d}/{w} | {k} | " + " | ".join(cells) + " |")
             L.append("")
+        L += [f"## 90 % interval coverage ({corpus}: {title}), time / power, median %", "",
+              "| scenario | modes | " + " | ".join(ms) + " |", "|---|---|" + "---|" * len(ms)]
+        for d, w in scen:
+            for k in h.a.sizes:
+                cells = []
+                for m in ms:
+                    rr = [r for r in rows if (r["dev"], r["wl"], r["k"], r["method"]) == (d, w, k, m)]
+                    cells.append(f"{fmt_m(rr[0]['cov_t'])} / {fmt_m(rr[0]['cov_p'])}" if rr else "-")
+                L.append(f"| {d}/{w} | {k} | " + " | ".join(cells) + " |")
+        L.append("")
     # fit time
     L += ["## Fit time per model (both targets, s, median; PT family is batch-trained, per repeat)", "",
           "| corpus | modes | " + " | ".join(present) + " |", "|---|---|" + "---|" * len(present)]
@@ -613,6 +659,8 @@ def main(argv=None) -> None:
     ap.add_argument("--scenarios", default=None,
                     help="comma-separated device/workload pairs to keep (default: all of the corpus)")
     ap.add_argument("--methods", default="gp,auto", help="issue-8 methods to evaluate (gp,auto)")
+    ap.add_argument("--separate-gp", action="store_true",
+                    help="fit method gp separately instead of reusing auto's GP where auto chose one")
     ap.add_argument("--no-nn-baselines", action="store_true", help="skip PT-paper and NN")
     ap.add_argument("--no-opt", action="store_true", help="skip the optimisation tables")
     ap.add_argument("--active-budgets", default=None,
