@@ -329,7 +329,7 @@ class Harness:
                 self.acc.append(row)
             self.log(f"  {k:>3} modes: " + " | ".join(
                 f"{r['method']} {np.median(r['time']):.1f}/{np.median(r['power']):.1f}"
-                f" cov {fmt_m(r['cov_t'])}/{fmt_m(r['cov_p'])}"
+                f" cov {fmt_m(r['cov_t'])}/{fmt_m(r['cov_p'])} ({fmt_m(r['secs'], 1)} s)"
                 for r in self.acc if r["corpus"] == corpus and r["dev"] == dev_name and r["wl"] == wl
                 and r["k"] == k))
             if k == 50:
@@ -522,6 +522,8 @@ def report(h: Harness, files: dict) -> list[str]:
     L += ["", "MAPE and coverage are computed on every grid mode that was not profiled. Coverage = "
           "share of those modes whose value lies inside the method's 90 % predictive interval "
           "(log-normal from the predicted median and sd); the target is 85-95 %.", ""]
+    L += headline(h)
+    L += targets(h)
     for corpus in ("sim", "indep"):
         rows = [r for r in h.acc if r["corpus"] == corpus]
         if not rows:
@@ -601,9 +603,46 @@ def report(h: Harness, files: dict) -> list[str]:
                     L.append("")
                     L.append(f"{name}: stop reasons " + ", ".join(f"{k} x{v}" for k, v in sorted(st.items())))
                 L.append("")
-    L += targets(h)
     L += [f"Harness wall time: {time.time() - h.t0:.0f} s on {os.cpu_count()} CPU cores "
           "(shared with other jobs).", ""]
+    return L
+
+
+def headline(h: Harness) -> list[str]:
+    """The issue's summary format: range over scenarios of the per-scenario medians."""
+    L = ["## Summary", "",
+         "Range over scenarios of each scenario's median MAPE (random profiled modes; held-out "
+         "grid modes); coverage = range of the median 90 % interval coverage, time and power.", "",
+         "| corpus | modes | method | time MAPE % | power MAPE % | 90 % coverage % |", "|---|---|---|---|---|---|"]
+    for corpus in ("sim", "indep"):
+        for k in sorted(h.a.sizes, reverse=True):
+            for m in METHOD_ORDER:
+                rr = [r for r in h.acc if r["corpus"] == corpus and r["k"] == k and r["method"] == m]
+                if not rr:
+                    continue
+                t = [np.median(r["time"]) for r in rr]
+                p = [np.median(r["power"]) for r in rr]
+                c = [v for r in rr for v in (np.nanmedian(r["cov_t"]) if np.isfinite(r["cov_t"]).any() else np.nan,
+                                             np.nanmedian(r["cov_p"]) if np.isfinite(r["cov_p"]).any() else np.nan)]
+                c = [v for v in c if np.isfinite(v)]
+                L.append(f"| {corpus} | {k} | {m} | {min(t):.1f}-{max(t):.1f} | {min(p):.1f}-{max(p):.1f} | "
+                         + (f"{min(c):.0f}-{max(c):.0f}" if c else "n/a") + " |")
+    if h.opt:
+        L += ["", "Budget decisions pooled over the Orin AGX scenarios of each corpus (17-50 W):", "",
+              "| corpus | method | decisions | median penalty % | Q3 % | worst % | over budget + 1 W % |",
+              "|---|---|---|---|---|---|---|"]
+        for corpus in ("sim", "indep"):
+            names = list(dict.fromkeys(nm for c, _, nm, _ in h.opt if c == corpus))
+            for nm in names:
+                rs = [r for c, _, n2, r in h.opt if c == corpus and n2 == nm and r["n"]]
+                if not rs:
+                    continue
+                pen = np.concatenate([r["pen"] for r in rs])
+                n = sum(r["n"] for r in rs)
+                o1 = sum(r["over1"] for r in rs)
+                L.append(f"| {corpus} | {nm} | {n} | {np.median(pen):.1f} | {np.percentile(pen, 75):.1f} | "
+                         f"{np.max(pen):.1f} | {100 * o1 / n:.1f} |")
+    L.append("")
     return L
 
 
