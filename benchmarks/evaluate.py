@@ -530,7 +530,8 @@ class Harness:
                                                  count=a.active_count, reference=self.ref, seed=r)
                     idx, stop, model = out
                     idx = np.asarray(list(idx), int)
-                    tab = with_measured(Pred.from_model_dict(model.predict(modes)).table(modes), modes, idx, tt, pp, ext)
+                    tab = Pred.from_model_dict(model.predict(modes)).table(modes)
+                    tab = with_measured(tab, modes, idx, tt, pp, ext)
                     rec(f"active <= {a.active_count} risk-aware + measured", b,
                         decide(f"active <= {a.active_count} risk-aware + measured", tab, b, RISK),
                         {"modes": len(set(calls)), "dev_s": dev_s(idx), "stop": str(stop).split(":")[0][:40]})
