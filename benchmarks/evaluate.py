@@ -341,7 +341,10 @@ class Harness:
         else:
             f = indep_corpus_file(dev_name, wl, Path(a.cache))
             modes, tt, pp, ext = _read(f, dev_name)
-        files[(corpus, dev_name, wl)] = len(modes)
+        mx = modes.index(dev.maxn) if dev.maxn in modes else int(np.argmin(tt))
+        files[(corpus, dev_name, wl)] = {"n": len(modes), "tmin": float(tt.min()), "tmax": float(tt.max()),
+                                         "pmin": float(pp.min()), "pmax": float(pp.max()),
+                                         "maxn_t": float(tt[mx]), "maxn_p": float(pp[mx])}
         n = len(modes)
         X = features(dev, modes)
         Xg = gp_inputs(modes)
@@ -578,7 +581,12 @@ def report(h: Harness, files: dict) -> list[str]:
          "workloads ptui has never seen (ViT-Tiny, U-Net, GRU speech model, GPT-2 small fine-tune, "
          "ResNet-50), 2 % / 1.5 % log-normal time / power noise with 1 % outliers. The bundled "
          "reference is a **mismatched prior** here, as on a real board.", "",
-         "Corpora: " + ", ".join(f"{c} {d}/{w} ({n} modes)" for (c, d, w), n in files.items()) + ".", "",
+         "Corpora (whole PowerTrain grid of each device; measured values, noise included):", "",
+         "| corpus | device/workload | modes | time range ms (spread) | power range W | MAXN ms / W |",
+         "|---|---|---|---|---|---|",
+         *[f"| {c} | {d}/{w} | {f['n']} | {f['tmin']:.0f}-{f['tmax']:.0f} (x{f['tmax'] / f['tmin']:.1f}) | "
+           f"{f['pmin']:.1f}-{f['pmax']:.1f} | {f['maxn_t']:.0f} / {f['maxn_p']:.1f} |"
+           for (c, d, w), f in files.items()], "",
          "Methods:", ""]
     present = [m for m in METHOD_ORDER if any(r["method"] == m for r in h.acc)]
     L += [f"* **{m}** - {METHOD_TEXT[m]}" for m in present]
