@@ -77,7 +77,8 @@ def cmd_profile(a) -> int:
     else:
         workload = get_workload(a.workload or existing.workload, bs)
     backend, note = open_backend(a.backend, device_name, seed=seed, clock=clock,
-                                 sample_interval=a.sample_interval, root=a.sysfs_root)
+                                 sample_interval=a.sample_interval, root=a.sysfs_root,
+                                 corpus=a.corpus)
     _info(note)
     dev = backend.device
     if not script and not backend.simulated:
@@ -89,14 +90,32 @@ def cmd_profile(a) -> int:
         script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
     name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
 
+    from .core.active import Goal, make_plan
+    sp = existing.params if existing and a.resume else {}
+    strategy = sp.get("strategy") or a.strategy or "random"
+    cands = backend.candidates() if backend.kind == "replay" else None   # recorded modes only
+    goal_d = sp.get("goal") or {"budget_w": a.budget_w, "deadline_ms": a.deadline_ms,
+                                "objective": a.objective}
+    goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
+    count = sp.get("count", a.count)
+    planner = None
+    if not (a.modes or a.grid):
+        from .core.predictor import load_bundled
+        first, planner = make_plan(dev, strategy, count=count, seed=seed, candidates=cands,
+                                   goal=goal, reference=load_bundled() if strategy == "active" else None)
+    params = {"out": a.out, "strategy": strategy, "count": count,
+              "goal": goal.as_dict() if goal else None}
+
     def plan():
         if a.modes:
             return choose_modes(dev, modes=read_modes(a.modes, dev))
-        return choose_modes(dev, count=a.count, grid=a.grid, seed=seed)
+        if a.grid:
+            return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=a.grid)
+        return first
 
     info = open_session(store, name, resume=a.resume, device=dev, workload=workload, seed=seed,
                         backend_kind=backend.kind, plan_fn=plan,
-                        original_mode=backend.current_mode(), params={"out": a.out})
+                        original_mode=backend.current_mode(), params=params)
     todo = len(info.plan) - info.n_done
     _info(f"session {name}: {workload.model} bs{bs} on {dev.name} ({backend.kind}); "
           f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
@@ -108,7 +127,10 @@ def cmd_profile(a) -> int:
         source = ScriptSource(backend, script, log, stand_in=get_workload(a.workload or "resnet18", bs))
         _info(f"running {' '.join(script)!r} under the minibatch probe; its output goes to {log}")
     prof = Profiler(backend, workload, store, name, ProfileConfig(sample_interval=a.sample_interval),
-                    source=source)
+                    source=source, planner=planner)
+    if planner is not None:
+        _info(f"active profiling for the goal '{planner.goal.describe()}': up to {planner.count} "
+              f"modes, stopping early once the decision is confident")
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
     wall0 = time.perf_counter()
 
@@ -138,9 +160,99 @@ def cmd_profile(a) -> int:
     rows = profile_rows(store, name)
     write_csv(a.out, PROFILE_HEADER, rows)
     final = store.get_session(name)
-    sim = " (simulated)" if backend.simulated else ""
+    if planner is not None:
+        _info(f"stopped: {planner.stop_reason}")
+        best = planner.best()
+        if best:
+            _info(f"best measured mode for the goal: {best[0].key} "
+                  f"(P(meets the goal) {best[1]:.0%} by the model)")
+    sim = (" (replayed from recorded data)" if backend.kind == "replay" else
+           " (simulated)" if backend.simulated else "")
     _info(f"profiled {len(rows)} modes -> {a.out}; device time {hms(final.device_time_s)}{sim}, "
           f"wall time {time.perf_counter() - wall0:.1f} s")
+    return EXIT_OK
+
+
+def cmd_tune(a) -> int:
+    """Active profile + fit + decision (+ verified apply): one command for one goal."""
+    import json
+    from pathlib import Path
+
+    from .core.csvio import read_measured, read_profile
+    from .core.devices import get_device
+    from .core.fit import fit_model
+    from .core.pareto import Table, choose
+    from .core.predictor import load_bundled
+    from .core.store import data_dir
+    if a.budget_w is None and a.deadline_ms is None and a.objective is None:
+        raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    if not a.command_line and not a.workload and not a.resume:
+        raise CLIError("--workload is required (or your own training command after --)")
+    a.strategy = "active"
+    a.count = a.count or 20
+    a.modes = a.grid = None
+    if a.session is None:
+        wl = a.workload or "script"
+        a.session = f"tune-{a.device or 'auto'}-{wl}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    a.out = str(out)
+    rc = cmd_profile(a)
+    if rc != EXIT_OK:
+        return rc
+    from .core.store import Store
+    dev = get_device(Store().get_session(a.session).device)
+    modes, t, p = read_profile(out, dev, min_modes=6)
+    measured = read_measured(out, dev, modes)
+    _info(f"fitting time and power ({a.method}) on {len(modes)} profiled modes")
+    ref = load_bundled()
+    model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed or 0,
+                      workload=a.workload or "script", source=f"profile {out}", measured=measured)
+    mdir = data_dir() / "models" / a.session
+    model.save(mdir)
+    if a.corpus:                  # the replay device: decide among the recorded modes only
+        from .core.backends.replay import load_corpus
+        space = list(load_corpus(a.corpus, dev))
+    else:
+        space = dev.full_space()
+    tab = Table.from_prediction(space, model.predict(space))
+    tab = tab.with_measurements(measured)
+    d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
+               risk=None if a.risk == 0 else a.risk, cautious=1.0)
+    pred = model.predict([d.mode])
+    res = {"goal": d.goal, "mode": d.mode.as_dict(), "source": tab.source(d.index),
+           "time_ms": round(d.time_ms, 4), "power_w": round(d.power_w, 4),
+           "time_ms_std": round(d.time_ms_std, 4), "power_w_std": round(d.power_w_std, 4),
+           "predicted": {"time_ms": round(float(pred["time_ms"][0]), 4),
+                         "power_w": round(float(pred["power_w"][0]), 4)},
+           "profiled_modes": len(modes), "profile": str(out), "model": str(mdir),
+           "applied": False}
+    if a.apply:
+        from .core.apply import apply_mode
+        from .core.backends import open_backend
+        backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
+        _info(note)
+        r = apply_mode(backend, d.mode)
+        if not r.ok:
+            raise CLIError(r.message, EXIT_ERR)
+        _remember_for_restore(backend, r.snapshot)
+        res["applied"] = True
+        res["apply_message"] = r.message
+    if a.json:
+        print(json.dumps(res, allow_nan=False))
+        return EXIT_OK
+    print(f"goal: {d.goal}")
+    print(f"mode: {d.mode}")
+    print(f"{res['source']}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+    if res["source"] == "measured":
+        print(f"the model predicts {res['predicted']['time_ms']:.1f} ms, "
+              f"{res['predicted']['power_w']:.2f} W for it (model {mdir})")
+    if a.apply:
+        print(res["apply_message"])
+    else:
+        print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
+              f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
 
 
@@ -396,13 +508,82 @@ def cmd_restore(a) -> int:
 
 
 # -- parser --------------------------------------------------------------------------------------
+def _profile_args(pr, *, tune: bool) -> None:
+    """Arguments shared by profile and tune."""
+    pr.add_argument("--device")
+    pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
+    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm")
+    pr.add_argument("--batch-size", type=int, default=None)
+    if tune:
+        pr.add_argument("--count", type=int, default=None,
+                        help="most modes to profile (default 20; stops earlier when confident)")
+    else:
+        g = pr.add_mutually_exclusive_group()
+        g.add_argument("--count", type=int, default=None, help="modes to profile (default 50)")
+        g.add_argument("--modes", help="CSV of modes to profile")
+        g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
+    if not tune:
+        pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
+                        help="which modes to profile: random (PowerTrain's protocol, the default), "
+                             "space-filling, or active (needs a goal; stops early when confident)")
+    pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
+    pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
+    pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")
+    pr.add_argument("--corpus", help="with --backend replay: the recorded profile CSV that acts as the board")
+    pr.add_argument("--seed", type=int, default=None)
+    pr.add_argument("--session", help="session name (to resume later)")
+    pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
+    pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
+    pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    pr.add_argument("--out", required=not tune, help="CSV file for the results"
+                    + (" (default: in ptui's data directory)" if tune else ""))
+    pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
+                    "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
+
+
+GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
+
+
+def _subparsers(p: argparse.ArgumentParser):
+    """Every subcommand's parser, nested ones (reference build) included."""
+    for act in p._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in dict.fromkeys(act.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
+
+
+def _share_global_options(p: argparse.ArgumentParser) -> None:
+    """Global options work before or after the subcommand.  A subcommand's copy defaults to SUPPRESS,
+    so when it is not given there the value given before the subcommand (or the global default) stays;
+    a subcommand that needs one (required=True) is checked after parsing instead (see main)."""
+    glob = {o: p._option_string_actions[o] for o in GLOBAL_OPTIONS}
+    for sp in _subparsers(p):
+        need = []
+        for opt, ga in glob.items():
+            own = sp._option_string_actions.get(opt)
+            if own is None:
+                sp.add_argument(opt, dest=ga.dest, type=ga.type, choices=ga.choices, metavar=ga.metavar,
+                                default=argparse.SUPPRESS, help=ga.help)
+                continue
+            own.default = argparse.SUPPRESS
+            if own.required:
+                own.required = False
+                need.append(opt)
+        if need:
+            sp.set_defaults(_required_globals=(sp.prog, tuple(need)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ptui", description="Pick the right Jetson power mode for DNN "
-                                "training (PowerTrain). With no command, opens the app.")
+                                "training (PowerTrain). With no command, opens the app. Global options "
+                                "(--device, --backend, --speed) go before or after the command.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (app; default: detected)")
-    p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None,
-                   help="device backend for the app (default: auto)")
+    p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (default: detected)")
+    p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
+                   help="device backend (default: auto)")
+    p.add_argument("--corpus", help="with --backend replay: a recorded profile CSV that acts as the board")
+    p.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     p.add_argument("--speed", type=float, default=1.0,
                    help="simulator clock speed for the app (default 1 = real time)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -414,23 +595,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_modes)
 
     pr = sub.add_parser("profile", help="profile a training workload on a set of power modes")
-    pr.add_argument("--device")
-    pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
-    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm")
-    pr.add_argument("--batch-size", type=int, default=None)
-    g = pr.add_mutually_exclusive_group()
-    g.add_argument("--count", type=int, default=None, help="random grid modes to profile (default 50)")
-    g.add_argument("--modes", help="CSV of modes to profile")
-    g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
-    pr.add_argument("--seed", type=int, default=None)
-    pr.add_argument("--session", help="session name (to resume later)")
-    pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
-    pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
-    pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
-    pr.add_argument("--out", required=True, help="CSV file for the results")
-    pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
-                    "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
+    _profile_args(pr, tune=False)
     pr.set_defaults(fn=cmd_profile)
+
+    tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)")
+    _profile_args(tu, tune=True)
+    tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
+    tu.add_argument("--risk", type=float, default=0.05,
+                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    tu.add_argument("--apply", action="store_true", help="apply the chosen mode (verified)")
+    tu.add_argument("--json", action="store_true")
+    tu.set_defaults(fn=cmd_tune, strategy="active", modes=None, grid=None)
 
     se = sub.add_parser("sessions", help="list profiling sessions")
     se.set_defaults(fn=cmd_sessions)
@@ -503,6 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
     rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     rs.set_defaults(fn=cmd_restore)
+    _share_global_options(p)
     return p
 
 
@@ -513,6 +689,11 @@ def main(argv: list[str] | None = None) -> int:
         a = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    prog, need = getattr(a, "_required_globals", ("", ()))
+    missing = [o for o in need if getattr(a, o[2:].replace("-", "_")) is None]
+    if missing:
+        _err(f"{prog} needs {' and '.join(missing)} (before or after the command)")
+        return EXIT_INPUT
     if a.version:
         from . import __version__
         print(f"ptui {__version__}")

@@ -57,19 +57,29 @@ def plan(backend: Backend, target: Mode) -> Plan:
 
 def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     snap = backend.snapshot()
+    before = backend.current_mode()
     try:
         got = backend.apply_mode(target)
         rb = backend.current_mode()
         if got != target or rb != target:
             raise ApplyError(f"read-back {rb.key} does not match {target.key}")
     except Exception as e:  # noqa: BLE001 - any failure means roll back
-        try:
-            backend.restore(snap)
-            back = "rolled back to the previous mode"
-        except Exception as e2:  # noqa: BLE001
-            back = f"ROLLBACK FAILED ({e2}); check the device"
-        return ApplyResult(False, target, None, snap, f"apply failed: {e}; {back}")
+        return ApplyResult(False, target, None, snap, f"apply failed: {e}; {_roll_back(backend, snap, before)}")
     return ApplyResult(True, target, rb, snap, f"applied and verified {rb.key}")
+
+
+def _roll_back(backend: Backend, snap, before: Mode) -> str:
+    """Restore the snapshot and say what really happened: a rollback is only reported as done
+    when the device reads back the mode it was in before."""
+    try:
+        backend.restore(snap)
+        now = backend.current_mode()
+    except Exception as e:  # noqa: BLE001
+        return f"ROLLBACK FAILED ({e}); check the device"
+    if now != before:
+        return (f"ROLLBACK FAILED: the device reports {now.key}, not the previous {before.key}; "
+                f"check the device")
+    return f"rolled back to the previous mode {before.key}"
 
 
 def rollback(backend: Backend, snapshot) -> Mode:

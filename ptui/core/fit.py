@@ -46,17 +46,32 @@ class _CV:
                 "cv_coverage90": float(np.mean(z <= Z90) * 100), "_z": z}
 
 
-def folds(n: int, seed: int, k: int = CV_FOLDS) -> np.ndarray:
+MIN_MODES = 6
+
+
+def n_folds(n: int) -> int:
+    """5-fold cross-validation, fewer folds (at least 2 rows each) for very small profiles."""
+    return min(CV_FOLDS, n // 2)
+
+
+def folds(n: int, seed: int) -> np.ndarray:
     """Fold of each row; the same assignment as train.fit_target uses for the networks."""
-    return np.random.default_rng(seed + 1).permutation(n) % k
+    return np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
 
 
 # -- Gaussian processes ------------------------------------------------------------------------
-def _kernel(dim: int):
+NOISE_FLOOR = 0.004        # relative sd of a profiled mode's median time / mean power
+
+
+def _kernel(dim: int, y_sd: float):
+    """C * RBF(ARD) + white noise; the noise may not drop below NOISE_FLOOR (in the normalised
+    units the regressor works in): a profiled value is a measurement, and a GP that believed it
+    exact would claim sub-0.1 % certainty next to it."""
     from sklearn.gaussian_process.kernels import RBF, WhiteKernel
     from sklearn.gaussian_process.kernels import ConstantKernel as C
+    floor = min((NOISE_FLOOR / max(y_sd, 1e-9)) ** 2, 0.05)
     return (C(1.0, (1e-3, 1e3)) * RBF(np.ones(dim), (5e-2, 1e3))
-            + WhiteKernel(1e-3, (1e-6, 0.5)))
+            + WhiteKernel(max(1e-3, 2 * floor), (floor, 0.5)))
 
 
 def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None):
@@ -81,7 +96,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
         M = np.vstack([np.ones_like(ref_log), ref_log]).T
         a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
         r = ly - (a + b * ref_log)
-    gpr = GaussianProcessRegressor(kernel if kernel is not None else _kernel(F.shape[1]),
+    gpr = GaussianProcessRegressor(kernel if kernel is not None else _kernel(F.shape[1], float(np.std(r))),
                                    normalize_y=True, n_restarts_optimizer=restarts or 0,
                                    optimizer=_short_lbfgs if restarts is None else "fmin_l_bfgs_b",
                                    random_state=seed)
@@ -150,7 +165,7 @@ def _nn_candidates(X, y, ref_net, names, seed, loss):
     from . import train
     n = len(y)
     fold = folds(n, seed)
-    jobs = [(nm, f) for nm in names for f in range(CV_FOLDS)]
+    jobs = [(nm, f) for nm in names for f in range(n_folds(n))]
     members = []
     for nm, f in jobs:
         c = train.CANDIDATES[nm]
@@ -220,7 +235,7 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     metrics = {"method": method, "choice": choice, "cv_mape": best["cv_mape"],
                "cv_resid_sd": best["cv_resid_sd"], "cv_coverage90": best["cv_coverage90"],
                "cv_coverage90_calibrated": float(np.mean(z_cal <= Z90) * 100),
-               "sd_scale": scale, "cv_folds": CV_FOLDS,
+               "sd_scale": scale, "cv_folds": n_folds(n),
                "candidates_cv_mape": {k: v["cv_mape"] for k, v in scores.items()}}
     if skipped:
         metrics["note"] = skipped
@@ -237,8 +252,8 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     A = raw_modes(modes)
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
-    if len(A) < 2 * CV_FOLDS:
-        raise PtuiInputError(f"fitting needs at least {2 * CV_FOLDS} profiled modes, got {len(A)}")
+    if len(A) < MIN_MODES:
+        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes, got {len(A)}")
     for nm, y in (("time", t), ("power", p)):
         if y.shape != (len(A),) or not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise PtuiInputError(f"{nm} values must be positive finite numbers, one per mode")

@@ -111,14 +111,23 @@ class Decision:
 
 
 def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0
-           ) -> Decision:
+           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           cautious: float = 0.0) -> Decision:
     """Pick the mode for a goal; raises InfeasibleError naming the closest option.
 
     With risk, a mode qualifies when P(power > budget + tolerance) <= risk, and its predicted
-    mean power stays within the budget."""
+    mean power stays within the budget.  cautious = k > 0 ranks modes by a pessimistic value,
+    median x exp(k x log-sd), instead of the median: a well-predicted or measured mode then wins
+    over one the model knows little about (used after active profiling, whose modes cluster
+    where the goal is decided)."""
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
     n = len(table)
+    if cautious:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = lambda v, sd: v * np.exp(cautious * np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2))))  # noqa: E731
+        rt, rp = up(t, ts), up(p, ps)
+    else:
+        rt, rp = t, p
     ok = np.ones(n, dtype=bool)
     prob = None
     if risk is not None and not 0 < risk < 1:
@@ -144,15 +153,15 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
     idx = np.flatnonzero(ok)
     if objective == "energy":
         goal = "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
-        i = idx[np.argmin(t[idx] * p[idx])]
+        i = idx[np.argmin(rt[idx] * rp[idx])]
     elif deadline_ms is not None and budget_w is None:
         goal = f"lowest power meeting {deadline_ms:g} ms per minibatch"
-        i = idx[np.lexsort((t[idx], p[idx]))[0]]
+        i = idx[np.lexsort((rt[idx], rp[idx]))[0]]
     elif budget_w is not None:
         goal = f"fastest within {budget_w:g} W" + (
             f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
             if prob is not None else "")
-        i = idx[np.lexsort((p[idx], t[idx]))[0]]
+        i = idx[np.lexsort((rp[idx], rt[idx]))[0]]
     else:
         raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
     return Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),

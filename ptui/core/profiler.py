@@ -148,8 +148,9 @@ def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mo
 
 class Profiler:
     def __init__(self, backend: Backend, workload: Workload, store: Store, session: str,
-                 config: ProfileConfig | None = None, source=None) -> None:
+                 config: ProfileConfig | None = None, source=None, planner=None) -> None:
         self.backend = backend
+        self.planner = planner          # active.ActivePlanner: extends the plan one mode at a time
         self.source = source            # e.g. userscript.ScriptSource; None = the backend's own workload
         self.workload = workload
         self.store = store
@@ -219,6 +220,20 @@ class Profiler:
             return None
         return summarise(mode, mbs, pw, stable_at - t_a, clock.now() - t_start, stable)
 
+    def _extend(self, plan: list[Mode]) -> list[int]:
+        """Active profiling: ask the planner for the next mode and append it to the plan."""
+        if self.planner is None:
+            return []
+        self.progress.phase = "choosing the next mode"
+        rows = [r for _, r in self.store.results(self.session)]
+        nxt = self.planner.next_mode(rows)
+        if nxt is None:
+            self.progress.total = len(plan)
+            return []
+        self.store.extend_plan(self.session, [nxt])
+        self.progress.total = max(self.progress.total, len(plan) + 1)
+        return [len(plan)]
+
     # -- a whole session ------------------------------------------------------------------------
     def run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
             ) -> list[ModeResult]:
@@ -229,7 +244,8 @@ class Profiler:
         base_time = info.device_time_s
         results: list[ModeResult] = []
         snap = be.snapshot()
-        self.progress = Progress(len(done), len(plan), None, None, base_time, "starting")
+        total = max(len(plan), self.planner.count) if self.planner is not None else len(plan)
+        self.progress = Progress(len(done), total, None, None, base_time, "starting")
         status = "failed"
         try:
             if self.source is not None:
@@ -239,25 +255,33 @@ class Profiler:
                 be.start_training(self.workload)
                 events = be.events(self.cfg.sample_interval)
             todo = [i for i in range(len(plan)) if i not in done]
+            if not todo and done:                       # resumed after the last planned mode
+                todo = self._extend(plan)
+                plan = self.store.get_session(self.session).plan
             if todo and todo[0] > 0 and (todo[0] - 1) in done:
                 # resuming: bring the board to the state the uninterrupted run would be in,
                 # training in the previous mode with settled power
                 self.progress.phase = "warming up"
                 self.measure(events, plan[todo[0] - 1], record=False)
                 clock.sleep(0.0)
-            for i in todo:
-                mode = plan[i]
-                self.progress.mode, self.progress.phase = mode, "settling"
-                self.control.wait()
-                r = self.measure(events, mode)
-                dev_t = base_time + (clock.now() - t0)
-                self.store.save_result(self.session, i, r.row(), dev_t)
-                results.append(r)
-                self.progress.done += 1
-                self.progress.last = r
-                self.progress.device_time_s = dev_t
-                if on_progress:
-                    on_progress(self.progress)
+            while True:
+                for i in todo:
+                    mode = plan[i]
+                    self.progress.mode, self.progress.phase = mode, "settling"
+                    self.control.wait()
+                    r = self.measure(events, mode)
+                    dev_t = base_time + (clock.now() - t0)
+                    self.store.save_result(self.session, i, r.row(), dev_t)
+                    results.append(r)
+                    self.progress.done += 1
+                    self.progress.last = r
+                    self.progress.device_time_s = dev_t
+                    if on_progress:
+                        on_progress(self.progress)
+                todo = self._extend(plan)
+                if not todo:
+                    break
+                plan = self.store.get_session(self.session).plan
             status = "done"
         except (KeyboardInterrupt, ProfileAborted):
             status = "aborted"

@@ -135,6 +135,24 @@ class Store:
     def delete_session(self, name: str) -> None:
         self.db.execute("DELETE FROM sessions WHERE name=?", (name,))
 
+    def extend_plan(self, name: str, modes: list[Mode]) -> list[Mode]:
+        """Append modes to a session's plan (active profiling decides them one at a time);
+        committed before the mode is measured, so a resumed run measures it as the lost run would
+        have.  Returns the whole plan."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.db.execute("SELECT plan FROM sessions WHERE name=?", (name,)).fetchone()
+            if row is None:
+                raise StoreError(f"no session named {name!r}")
+            plan = json.loads(row[0]) + [list(m.as_tuple()) for m in modes]
+            self.db.execute("UPDATE sessions SET plan=?, updated=? WHERE name=?",
+                            (json.dumps(plan), time.time(), name))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return [Mode(*t) for t in plan]
+
     # -- results ------------------------------------------------------------------------------
     def save_result(self, session: str, idx: int, row: dict, device_time_s: float) -> None:
         """Commit one finished mode and the session's device time atomically."""

@@ -1,14 +1,55 @@
-"""The real app in a real terminal (tmux): the whole journey, checked on screen."""
+"""The real app in a real terminal (tmux): the whole journey, checked on screen.
+
+The driver only waits for each screen; the checks here are on what those screens say: the mode the
+Pareto screen picks is the one planned, applied and verified; it is predicted within the budget;
+the fit is accurate; the measured power agrees with the prediction; the rollback lands on the
+mode the board started in."""
+import re
 import shutil
 
 import pytest
 
-from tests.support.tmux_drive import journey
+from tests.support.tmux_drive import _flat, journey
+
+
+def _panel(screen: str, anchor: str, height: int = 14) -> str:
+    """The text of the boxed panel whose first line holds `anchor`, lines joined, borders dropped
+    (the app puts panels side by side, so flattening the whole screen would interleave them)."""
+    lines = screen.splitlines()
+    i = next(k for k, line in enumerate(lines) if anchor in line)
+    c = lines[i].index(anchor)
+    out = []
+    for line in lines[i:i + height]:
+        part = line[c:].split("│")[0]
+        if "╰" in line[max(0, c - 2):c + 1]:
+            break
+        out.append(part)
+    return _flat(" ".join(out))
+
+
+def _pick(caps):
+    text = _panel(caps["pareto"], "fastest within 30 W")
+    m = re.search(r"(\d+) cores CPU ([\d.]+) GPU ([\d.]+) EMC ([\d.]+) MHz", text)
+    assert m, text
+    return f"{m[1]}c/{m[2]}/{m[3]}/{m[4]}", m, text
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed on this machine")
 def test_user_journey_in_tmux():
     caps = journey()
-    assert "SIMULATED" in caps["dashboard"]
-    assert "cross-validated MAPE" in caps["finetune"]
-    assert "rolled back" in caps["rolled-back"]
+    key, m, pareto = _pick(caps)
+    power = float(re.search(r"power ([\d.]+) W ± [\d.]+", pareto)[1])
+    assert power <= 30.0                                          # predicted within the budget
+    plan = _flat(caps["apply-plan"])
+    assert f"Apply {m[1]} cores, CPU {m[2]} MHz, GPU {m[3]} MHz, EMC {m[4]} MHz" in plan
+    assert "(now: 8c/1728/624.75/3199)" in plan
+    done = _flat(caps["apply-done"])
+    assert f"applied and verified {key}" in done and f"(now: {key})" in done
+    measured, predicted = map(float, re.search(r"measured ([\d.]+) W over 10 s .*? predicted ([\d.]+) W",
+                                               done).groups())
+    assert predicted == pytest.approx(power, abs=0.01)
+    assert measured == pytest.approx(predicted, rel=0.15)
+    mape = re.search(r"time ([\d.]+)% .*? power ([\d.]+)%", _flat(caps["finetune"]))
+    assert mape and float(mape[1]) < 20 and float(mape[2]) < 20
+    assert "(now: 8c/1728/624.75/3199)" in _flat(caps["rolled-back"])
+    assert "nvpmodel MODE_30W" in _flat(caps["dashboard-after"])

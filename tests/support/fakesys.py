@@ -38,15 +38,12 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
     mode = mode or ORIN.preset(nvp_id).mode
     cpu = root / "sys/devices/system/cpu"
     khz = " ".join(str(int(round(f * 1000))) for f in ORIN.cpu_mhz)
-    for c in range(12):
-        d = cpu / f"cpu{c}"
-        if c:
-            w(d / "online", 1 if c < mode.cores else 0)
-        f = int(round(mode.cpu_mhz * 1000))
-        for name, v in (("scaling_min_freq", f), ("scaling_max_freq", f), ("scaling_cur_freq", f),
-                        ("cpuinfo_min_freq", 115200), ("cpuinfo_max_freq", 2201600),
-                        ("scaling_available_frequencies", khz), ("scaling_governor", "schedutil")):
-            w(d / "cpufreq" / name, v)
+    for c in range(1, 12):
+        w(cpu / f"cpu{c}" / "online", 1 if c < mode.cores else 0)
+    f = int(round(mode.cpu_mhz * 1000))
+    policies(root, ORIN, (("scaling_min_freq", f), ("scaling_max_freq", f), ("scaling_cur_freq", f),
+                          ("cpuinfo_min_freq", 115200), ("cpuinfo_max_freq", 2201600),
+                          ("scaling_available_frequencies", khz), ("scaling_governor", "schedutil")))
     # JetPack 6 layout: class/devfreq/17000000.gpu -> the GPU device's devfreq dir, device -> ../..
     gdev = root / "sys/devices/platform/bus@0/17000000.gpu"
     gpu = gdev / "devfreq/17000000.gpu"
@@ -101,6 +98,21 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
     write_stat(root, mode.cores, 0)
     w(root / "proc/device-tree/model", "NVIDIA Jetson AGX Orin Developer Kit")
     return root
+
+
+def policies(root: Path, device, files) -> None:
+    """cpufreq as the kernel lays it out: one policy per cluster (cpu/cpufreq/policyN) shared by its
+    CPUs, each cpuK/cpufreq a link to it, so writing cpu0's limits sets cpu1..3's as well."""
+    base = root / "sys/devices/system/cpu"
+    for cl in device.cpu_clusters:
+        pol = base / "cpufreq" / f"policy{cl[0]}"
+        for name, v in files:
+            w(pol / name, v)
+        for c in cl:
+            link = base / f"cpu{c}" / "cpufreq"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists() and not link.is_symlink():
+                link.symlink_to(f"../cpufreq/policy{cl[0]}")
 
 
 def write_stat(root: Path, cores: int, tick: int) -> None:
@@ -210,3 +222,167 @@ def install_nvpmodel(bin_dir: Path, root: Path) -> Path:
     f.write_text(NVPMODEL.format(python=sys.executable, root=str(root), presets=presets))
     f.chmod(0o755)
     return f
+
+
+# -- a stricter kernel, other boards, failing nvpmodel ----------------------------------------------
+import errno  # noqa: E402
+
+_PAIRS = {"scaling_min_freq": ("min", "scaling_max_freq"), "scaling_max_freq": ("max", "scaling_min_freq"),
+          "min_freq": ("min", "max_freq"), "max_freq": ("max", "min_freq")}
+
+
+class Kernel:
+    """Plays the kernel's side of a sysfs write, stricter than a plain file: the file must already
+    exist (sysfs never creates files), the value must be an integer, a minimum above the current
+    maximum (or a maximum below the minimum) is EINVAL, the cpufreq limits of an offline CPU are
+    EBUSY (an inactive policy), cpu0 cannot go offline.  Install it with
+    `backend._write = Kernel(root).write`; `log` keeps every accepted write, `rejected` the others.
+    `fail` injects errors: {(path suffix, value or None): errno} fail every time, `fail_once` the
+    first time only."""
+
+    def __init__(self, root: Path, *, fail: dict | None = None, fail_once: dict | None = None) -> None:
+        self.root = Path(root)
+        self.log: list[tuple[str, str]] = []
+        self.rejected: list[tuple[str, str, str]] = []
+        self.fail = dict(fail or {})
+        self.fail_once = dict(fail_once or {})
+
+    def _err(self, code: int, path: Path, value: str):
+        self.rejected.append((self.rel(path), value, errno.errorcode[code]))
+        return OSError(code, os.strerror(code), str(path))
+
+    def rel(self, path: Path) -> str:
+        return str(Path(path).relative_to(self.root))
+
+    def write(self, path: Path, value: str) -> None:
+        path = Path(path)
+        for (suffix, v), code in self.fail.items():
+            if str(path).endswith(suffix) and v in (None, value):
+                raise self._err(code, path, value)
+        for (suffix, v), code in list(self.fail_once.items()):
+            if str(path).endswith(suffix) and v in (None, value):
+                del self.fail_once[(suffix, v)]
+                raise self._err(code, path, value)
+        if not path.is_file():
+            raise self._err(errno.ENOENT, path, value)
+        try:
+            new = int(value)
+        except ValueError:
+            raise self._err(errno.EINVAL, path, value) from None
+        if path.parent.name == "cpufreq":
+            online = path.parent.parent / "online"
+            if online.exists() and online.read_text().strip() == "0":
+                raise self._err(errno.EBUSY, path, value)
+        pair = _PAIRS.get(path.name)
+        if pair:
+            kind, other = pair
+            o = int(float((path.parent / other).read_text().split()[0]))
+            if (kind == "min" and new > o) or (kind == "max" and new < o):
+                raise self._err(errno.EINVAL, path, value)
+        if path.name == "online" and (new not in (0, 1) or path.parent.name == "cpu0"):
+            raise self._err(errno.EINVAL, path, value)
+        path.write_text(f"{value}\n")
+        self.log.append((self.rel(path), value))
+
+
+def add_sum_channel(root: Path, addr: str = "1-0040", k: int = 4, mv: int = 5000, ma: int = 3000) -> None:
+    """The INA3221 summation channel newer kernels expose next to the three rails."""
+    hw = root / "sys/bus/i2c/devices" / addr / "hwmon/hwmon3"
+    if not hw.exists():
+        hw = next((root / "sys/bus/i2c/devices" / addr / "hwmon").glob("hwmon*"))
+    w(hw / f"in{k}_label", "Sum of shunt voltages")
+    w(hw / f"in{k}_input", mv)
+    w(hw / f"curr{k}_input", ma)
+
+
+NANO = get_device("orin-nano")
+# mV, mA per channel: VDD_IN is the module input, the other two are parts of it
+NANO_RAILS = (("VDD_IN", 5000, 1400), ("VDD_CPU_GPU_CV", 5000, 500), ("VDD_SOC", 5000, 300))
+
+
+def build_nano(root: Path, mode: Mode | None = None, nvp_id: int = 0, sum_channel: bool = True) -> Path:
+    """An Orin Nano 8GB tree: 6 cores in two clusters, VDD_IN (the module input) plus its sub-rails
+    on one INA3221 (and its sum channel), GPU devfreq, EMC debugfs, nvpmodel status."""
+    mode = mode or NANO.preset(nvp_id).mode
+    cpu = root / "sys/devices/system/cpu"
+    for c in range(1, NANO.max_cores):
+        w(cpu / f"cpu{c}" / "online", 1 if c < mode.cores else 0)
+    f = int(round(mode.cpu_mhz * 1000))
+    policies(root, NANO, (("scaling_min_freq", f), ("scaling_max_freq", f), ("scaling_cur_freq", f)))
+    gpu = root / "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu"
+    g = int(round(mode.gpu_mhz * 1e6))
+    for name, v in (("min_freq", g), ("max_freq", g), ("cur_freq", g)):
+        w(gpu / name, v)
+    (root / "sys/class/devfreq").mkdir(parents=True, exist_ok=True)
+    link = root / "sys/class/devfreq/17000000.gpu"
+    if not link.exists():
+        link.symlink_to("../../devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu")
+    w(root / "sys/devices/platform/bus@0/17000000.gpu/load", 500)
+    emc = root / "sys/kernel/debug/bpmp/debug/clk/emc"
+    for name, v in (("rate", int(mode.mem_mhz * 1e6)), ("mrq_rate_locked", 0)):
+        w(emc / name, v)
+    dev = root / "sys/bus/i2c/devices/1-0040"
+    w(dev / "name", "ina3221")
+    hw = dev / "hwmon/hwmon1"
+    for k, (label, mv, ma) in enumerate(NANO_RAILS, start=1):
+        w(hw / f"in{k}_label", label)
+        w(hw / f"in{k}_input", mv)
+        w(hw / f"curr{k}_input", ma)
+    if sum_channel:
+        w(hw / "in4_label", "Sum of shunt voltages")
+        w(hw / "in4_input", 5000)
+        w(hw / "curr4_input", sum(ma for _, _, ma in NANO_RAILS))
+    for i, name in enumerate(("cpu-thermal", "gpu-thermal", "tj-thermal")):
+        z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
+        w(z / "type", name)
+        w(z / "temp", 45500 + 1000 * i)
+    w(root / "var/lib/nvpmodel/status", f"pmode:{nvp_id:04d} fmode:quiet")
+    w(root / "proc/device-tree/model", "NVIDIA Jetson Orin Nano Developer Kit")
+    return root
+
+
+NVPM_FAULTS = ("exit1", "nvpm-error", "reboot")
+
+
+def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) -> Path:
+    """The emulated nvpmodel, failing when asked for one of `on_ids` after changing part of the
+    board (the CPU clocks), as a real one can: exit 1 with a message, print `NVPM ERROR` and exit 0,
+    or ask for a reboot (answered NO) after switching its status file."""
+    assert fault in NVPM_FAULTS, fault
+    f = install_nvpmodel(bin_dir, root)
+    text = f.read_text()
+    hook = f'''    if int(args[1]) in {tuple(on_ids)!r}:
+        for core in range(12):
+            on = ROOT / f"sys/devices/system/cpu/cpu{{core}}/online"
+            if core and on.read_text().strip() != "1":
+                continue                     # an offline policy cannot be written (EBUSY)
+            for k in ("scaling_min_freq", "scaling_max_freq"):
+                pp = ROOT / f"sys/devices/system/cpu/cpu{{core}}/cpufreq/{{k}}"
+                pp.write_text("1113600\\n")
+        if {fault!r} == "exit1":
+            print("NVPM ERROR: failed to write CPU frequency", file=sys.stderr); sys.exit(1)
+        if {fault!r} == "nvpm-error":
+            print("NVPM ERROR: optMask is 1, no request for power mode"); sys.exit(0)
+        if {fault!r} == "reboot":
+            status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
+            print("NVPM WARN: Reboot required for changing to this power mode: " + args[1])
+            print("NVPM WARN: DO YOU WANT TO REBOOT NOW? enter YES/yes to confirm:")
+            sys.exit(0)
+'''
+    marker = '    p = next((p for p in PRESETS if p["id"] == int(args[1])), None)\n'
+    assert marker in text
+    f.write_text(text.replace(marker, hook + marker))
+    return f
+
+
+def board_files(root: Path) -> dict[str, str]:
+    """Every knob a mode change can touch, as text (to compare a board before and after)."""
+    out = {}
+    pats = ("sys/devices/system/cpu/cpu*/online", "sys/devices/system/cpu/cpufreq/policy*/scaling_m*_freq",
+            "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu/m*_freq",
+            "sys/kernel/debug/bpmp/debug/clk/emc/rate", "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked",
+            "var/lib/nvpmodel/status")
+    for pat in pats:
+        for p in sorted(root.glob(pat)):
+            out[str(p.relative_to(root))] = p.read_text().strip()
+    return out

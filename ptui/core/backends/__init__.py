@@ -9,9 +9,16 @@ __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry
 
 
 def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
-                 clock=None, seed: int = 0, sample_interval: float | None = None
-                 ) -> tuple[Backend, str]:
+                 clock=None, seed: int = 0, sample_interval: float | None = None,
+                 corpus: str | None = None) -> tuple[Backend, str]:
     """Return (backend, one-line note on why this backend)."""
+    if kind == "replay" or (corpus and kind in (None, "auto")):
+        if not corpus:
+            raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
+        from .replay import ReplayJetson
+        kw = {"sample_interval": sample_interval} if sample_interval else {}
+        b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
+        return b, f"{b.label}: recorded measurements replayed, not a live board"
     det = detect(root or "/")
     root = root or "/"
     if kind in (None, "auto"):
@@ -38,4 +45,4 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     if kind == "jtop":
         from .jtop import JtopBackend
         return JtopBackend(dev, root=root), note
-    raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs or jtop")
+    raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs, jtop or replay")

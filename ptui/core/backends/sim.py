@@ -183,7 +183,7 @@ class SimJetson(Backend):
         rails = {}
         for name, w in pt.rails.items():
             z = d.normal() if self.noise else 0.0
-            rails[name] = round(max(0.0, w * scale * (1.0 + 0.01 * z)), 3)
+            rails[name] = round(max(0.0, w * scale * (1.0 + self._rail_sd() * z)), 3)
         dev = self.device
         total = rails[dev.total_rail] if dev.total_rail else round(sum(rails.values()), 3)
         temp = pt.temp_c + (self._temp_from - pt.temp_c) * math.exp(-(t - self._t_change) / THERMAL_TAU_S)
@@ -228,14 +228,26 @@ class SimJetson(Backend):
         d = self._draw_mb
         ms = pt.time_ms
         if self.noise:
-            ms *= math.exp(0.02 * d.normal())
-            if d.uniform() < 0.01:
+            ms *= math.exp(self._time_sd() * d.normal())
+            if d.uniform() < self.hiccup_p:
                 ms *= 1.3
         if self._mb_index == 0:
-            ms *= _first_batch_factor(self._workload)
+            ms *= self._first_batch_factor()
         elif self._since_switch == 0:
             ms *= 1.5
         return ms / 1000.0
+
+    # measurement behaviour (the replay device overrides these with recorded spreads)
+    hiccup_p = 0.01                       # chance of a 1.3x minibatch (GC, page cache)
+
+    def _time_sd(self) -> float:
+        return 0.02                       # log-normal minibatch jitter
+
+    def _rail_sd(self) -> float:
+        return 0.01                       # INA3221 noise per rail, relative
+
+    def _first_batch_factor(self) -> float:
+        return _first_batch_factor(self._workload)
 
     def events(self, interval: float | None = None):
         """Minibatch completions and telemetry samples in time order, forever.

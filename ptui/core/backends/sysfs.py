@@ -185,10 +185,16 @@ class SysfsBackend(Backend):
             if f.exists():
                 st["online"][c] = _read_text(f)
         for cl in self.device.cpu_clusters:
+            # an offline cluster keeps its limits for when it comes back: record them too where
+            # the kernel lets us read them (apply may bring the cluster online and pin it)
             pc = self._cluster_policy_cpu(cl)
+            if pc is None:
+                pc = next((c for c in cl if (self._cpu(c) / "cpufreq").is_dir()), None)
             if pc is not None:
                 d = self._cpu(pc) / "cpufreq"
-                st["cpufreq"][pc] = (_read_text(d / "scaling_min_freq"), _read_text(d / "scaling_max_freq"))
+                mn, mx = _read_text(d / "scaling_min_freq"), _read_text(d / "scaling_max_freq")
+                if mn and mx:
+                    st["cpufreq"][pc] = (mn, mx)
         if self.gpu_dir:
             st["gpu"] = (_read_text(self.gpu_dir / "min_freq"), _read_text(self.gpu_dir / "max_freq"))
         if self.emc_dir:
@@ -288,8 +294,20 @@ class SysfsBackend(Backend):
         for c, v in sorted(online.items()):
             if v == "1":
                 ws.append(Write(self._cpu(c) / "online", "1", "restore"))
-        for pc, (mn, mx) in snap["cpufreq"].items():
-            d = self._cpu(int(pc)) / "cpufreq"
+        limits = {int(pc): v for pc, v in snap["cpufreq"].items()}
+        first = next(iter(limits.values()), None)
+        for cl in self.device.cpu_clusters:
+            pc = next((c for c in cl if c in limits), None)
+            on = [c for c in cl if c == 0 or not (self._cpu(c) / "online").exists()
+                  or online.get(c) == "1" or self._num(self._cpu(c) / "online") == 1]
+            if pc is None and on and first is not None and (self._cpu(on[0]) / "cpufreq").is_dir():
+                # online now, offline and unreadable at the snapshot (an inactive policy):
+                # nvpmodel pins every cluster alike, so give it the first cluster's limits
+                limits[on[0]], pc = first, on[0]
+            if pc is None or pc not in on:
+                continue                             # stays offline: its limits are untouched
+            mn, mx = limits[pc]
+            d = self._cpu(pc) / "cpufreq"
             cur_max = self._num(d / "scaling_max_freq") or 0
             pairs = [("scaling_max_freq", mx), ("scaling_min_freq", mn)] if float(mx) > cur_max else \
                     [("scaling_min_freq", mn), ("scaling_max_freq", mx)]
@@ -327,7 +345,15 @@ class SysfsBackend(Backend):
         """Select an NVIDIA preset with nvpmodel and verify the board reached its caps."""
         p = self.device.preset(key)
         snap = self._state()
-        self._nvpmodel(p.id)
+        try:
+            self._nvpmodel(p.id)
+        except BackendError as e:
+            # nvpmodel can fail (or stop for a reboot) after changing part of the board
+            try:
+                self.restore(snap)
+            except Exception as e2:  # noqa: BLE001
+                raise BackendError(f"{e}; ROLLBACK FAILED: {e2}; check the device") from None
+            raise BackendError(f"{e}; the previous state was restored") from None
         got = self.current_mode()
         if got != p.mode:
             self.restore(snap)
@@ -340,15 +366,26 @@ class SysfsBackend(Backend):
         """Write a custom POWER_MODEL into the nvpmodel conf (backup kept) and select it."""
         conf = self.nvpmodel_conf
         try:
-            text = conf.read_text()
+            raw = conf.read_bytes()
         except OSError as e:
             raise BackendError(f"cannot read {conf}: {e.strerror or e}") from None
+        text = raw.decode("utf-8", "surrogateescape")       # bytes we do not touch stay as they are
         backup = conf.with_name(conf.name + ".ptui-backup")
-        if not backup.exists():
-            backup.write_text(text)
-        block = nvpmodel_block(self.device, mode, mode_id, name)
-        conf.write_text(_replace_power_model(text, mode_id, block))
-        self._nvpmodel(mode_id)
+        made_backup = not backup.exists()
+        try:
+            if made_backup:                                 # the first original is the one kept
+                _write_atomic(backup, raw)
+            block = nvpmodel_block(self.device, mode, mode_id, name)
+            _write_atomic(conf, _replace_power_model(text, mode_id, block).encode("utf-8", "surrogateescape"))
+        except OSError as e:
+            raise BackendError(f"cannot write {conf}: {e.strerror or e}") from None
+        try:
+            self._nvpmodel(mode_id)
+        except BackendError as e:
+            _write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
+            if made_backup:
+                backup.unlink()
+            raise BackendError(f"{e}; {conf} left as it was") from None
         return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
                 f"{backup}; it survives a reboot")
 
@@ -391,6 +428,28 @@ def _replace_power_model(text: str, mode_id: int, block: str) -> str:
     body = "".join(out)
     i = body.find("< PM_CONFIG")
     return body[:i] + block + "\n" + body[i:] if i >= 0 else body + "\n" + block
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace a file's bytes in one step (temp file + rename), keeping its permissions."""
+    import tempfile
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        except OSError:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _read_text(path: Path) -> str | None:

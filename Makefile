@@ -1,0 +1,52 @@
+# Two commands on a fresh clone:
+#   make run    create .venv on first use, install ptui and what its main job needs, open the app
+#   make test   create .venv with the test extras, run the whole test suite
+# Both are idempotent: once .venv is up to date with pyproject.toml they go straight to work.
+# Options: make run ARGS="--device xavier-agx --speed 60"; make test PYTEST_ARGS="tests/unit -x";
+#          VENV=DIR for another virtual environment, PYTHON=python3.11 for the interpreter.
+
+PYTHON ?= python3.11
+VENV ?= .venv
+# torch: exactly this pin, the CPU build this machine provides (an unpinned torch pulls GBs of CUDA)
+TORCH ?= torch==2.13.0
+# A Jetson (L4T): NVIDIA's own torch comes from the system site packages; never install a CPU build.
+TEGRA_RELEASE ?= /etc/nv_tegra_release
+DT_COMPATIBLE ?= /proc/device-tree/compatible
+JETSON ?= $(shell if [ -e $(TEGRA_RELEASE) ] || grep -qas tegra $(DT_COMPATIBLE); then echo yes; fi)
+
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet
+ifeq ($(JETSON),yes)
+VENV_FLAGS := --system-site-packages
+RUN_EXTRAS :=
+TORCH_REQ :=
+else
+VENV_FLAGS :=
+RUN_EXTRAS := [train]
+TORCH_REQ := $(TORCH)
+endif
+
+.PHONY: run test venv clean
+
+run: $(VENV)/.ptui-run
+	$(VENV)/bin/ptui $(ARGS)
+
+test: $(VENV)/.ptui-test
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+venv: $(VENV)/.ptui-run
+
+$(PY):
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+
+# the stamps are newer than pyproject.toml and this Makefile once .venv has what they list
+$(VENV)/.ptui-run: pyproject.toml Makefile | $(PY)
+	$(PIP) $(TORCH_REQ) -e ".$(RUN_EXTRAS)"
+	@touch $@
+
+$(VENV)/.ptui-test: pyproject.toml Makefile $(VENV)/.ptui-run
+	$(PIP) $(TORCH_REQ) -e ".[test]"
+	@touch $@
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,132 @@
+"""Mode and profile CSV files: every bad input is one line naming the file and line."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ptui.core.csvio import (CSVError, PROFILE_COLS, fmt_value, mode_cells, read_csv, read_modes,
+                             read_profile, write_csv)
+from ptui.core.devices import get_device
+
+ORIN = get_device("orin-agx")
+HEAD = "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"
+GOOD = ["4,729.6,318.75,665.6,120.5,14.25", "8,1728,624.75,3199,60,30", "12,2201.6,1300.5,3199,40,50.5"]
+
+
+def csv(tmp_path, *lines, name="p.csv"):
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "Infinity", "0", "-3", "1e999", "abc", ""])
+def test_non_finite_and_non_positive_numbers_are_refused(tmp_path, bad):
+    p = csv(tmp_path, HEAD, GOOD[0], f"8,1728,624.75,3199,{bad},30")
+    with pytest.raises(CSVError) as ei:
+        read_csv(p, ORIN, need=PROFILE_COLS)
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}:3: column 'time_ms' ")
+    assert repr(bad) in msg
+
+
+def test_mode_columns_must_be_on_the_tables(tmp_path):
+    p = csv(tmp_path, HEAD, GOOD[0], "4,1000,318.75,665.6,1,1")
+    with pytest.raises(CSVError, match=rf"^{p}:3: .*1000"):
+        read_csv(p, ORIN)
+
+
+def test_reads_modes_values_and_extras(tmp_path):
+    p = csv(tmp_path, " cores , cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w,power_w_std,note",
+            GOOD[0] + ",0.5,x", "", " , , ", GOOD[1] + ",,y")
+    rows = read_csv(p, ORIN, need=PROFILE_COLS, extras=("power_w_std", "missing"))
+    assert [m for m, _ in rows] == [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1728, 624.75, 3199)]
+    assert rows[0][1] == {"cores": 4.0, "cpu_mhz": 729.6, "gpu_mhz": 318.75, "mem_mhz": 665.6,
+                          "time_ms": 120.5, "power_w": 14.25, "power_w_std": 0.5}
+    assert "power_w_std" not in rows[1][1]                # empty extra: absent, not 0
+    bad = csv(tmp_path, HEAD + ",power_w_std", GOOD[0] + ",wide", name="b.csv")
+    with pytest.raises(CSVError, match=rf"{bad}:2: column 'power_w_std' is not a number: 'wide'"):
+        read_csv(bad, ORIN, need=PROFILE_COLS, extras=("power_w_std",))
+
+
+def test_structure_errors(tmp_path):
+    with pytest.raises(CSVError, match="cannot read"):
+        read_csv(tmp_path / "missing.csv", ORIN)
+    empty = tmp_path / "e.csv"
+    empty.write_text("")
+    with pytest.raises(CSVError, match="file is empty"):
+        read_csv(empty, ORIN)
+    p = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms", GOOD[0], name="m.csv")
+    with pytest.raises(CSVError, match=rf"^{p}:1: missing column\(s\) power_w \(need cores, cpu_mhz, "
+                                       r"gpu_mhz, mem_mhz, time_ms, power_w\)"):
+        read_csv(p, ORIN, need=PROFILE_COLS)
+    p = csv(tmp_path, HEAD, GOOD[0], "4,729.6,318.75,665.6,1", name="s.csv")
+    with pytest.raises(CSVError, match=rf"^{p}:3: expected 6 fields, found 5"):
+        read_csv(p, ORIN, need=PROFILE_COLS)
+    b = tmp_path / "bin.csv"
+    b.write_bytes(b"\xff\xfe\x00\x81garbage\n")
+    with pytest.raises(CSVError, match="not a text CSV file"):
+        read_csv(b, ORIN)
+    q = tmp_path / "q.csv"
+    q.write_text(HEAD + '\n"4,729.6\n')
+    with pytest.raises(CSVError, match="malformed CSV|expected 6 fields"):
+        read_csv(q, ORIN, need=PROFILE_COLS)
+
+
+def test_read_modes(tmp_path):
+    assert read_modes(csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz", "4,729.6,318.75,665.6"), ORIN) == \
+           [ORIN.mode(4, 729.6, 318.75, 665.6)]
+    with pytest.raises(CSVError, match="no modes in file"):
+        read_modes(csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz", name="n.csv"), ORIN)
+
+
+def test_read_profile_merges_identical_duplicates_and_refuses_conflicts(tmp_path):
+    p = csv(tmp_path, HEAD, *GOOD, GOOD[1])
+    modes, t, pw = read_profile(p, ORIN, min_modes=3)
+    assert modes == [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1728, 624.75, 3199), ORIN.maxn]
+    assert t.tolist() == [120.5, 60.0, 40.0] and pw.tolist() == [14.25, 30.0, 50.5]
+    assert t.dtype == np.float64
+    c = csv(tmp_path, HEAD, *GOOD, "8,1728,624.75,3199,60,31", name="c.csv")
+    with pytest.raises(CSVError, match=r"mode 8c/1728/624.75/3199 appears twice with different values "
+                                       r"\(60 ms/30 W vs 60 ms/31 W\)"):
+        read_profile(c, ORIN, min_modes=1)
+    c2 = csv(tmp_path, HEAD, *GOOD, "8,1728,624.75,3199,61,30", name="c2.csv")
+    with pytest.raises(CSVError, match="appears twice"):
+        read_profile(c2, ORIN, min_modes=1)
+    with pytest.raises(CSVError, match=r"3 distinct modes; at least 4 are needed"):
+        read_profile(p, ORIN, min_modes=4)
+    assert len(read_profile(p, ORIN, min_modes=3)[0]) == 3
+
+
+def test_fmt_value_and_mode_cells():
+    assert [fmt_value(v) for v in (True, False, 3, 2.0, 1.23456, 0.5, 1e-5, math.nan, math.inf, None, "x")] == \
+           ["1", "0", "3", "2", "1.2346", "0.5", "0", "", "", "", "x"]
+    assert mode_cells(ORIN.mode(4, 729.6, 114.75, 204)) == ["4", "729.6", "114.75", "204"]
+
+
+def test_write_csv_atomic_and_stdout(tmp_path, capsys):
+    p = tmp_path / "o.csv"
+    write_csv(p, ("a", "b"), [["1", "2"], [3, "x,y"]])
+    assert p.read_text() == 'a,b\n1,2\n3,"x,y"\n'
+    write_csv(None, ("a",), [["1"]])
+    write_csv("-", ("b",), [["2"]])
+    assert capsys.readouterr().out == "a\n1\nb\n2\n"
+
+    def rows():
+        yield ["9", "9"]
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_csv(p, ("a", "b"), rows())
+    assert p.read_text() == 'a,b\n1,2\n3,"x,y"\n'                # untouched
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["o.csv"]  # no temp file left
+    with pytest.raises(CSVError, match="cannot write"):
+        write_csv(tmp_path / "no" / "dir" / "o.csv", ("a",), [])
+
+
+def test_write_then_read_round_trip(tmp_path):
+    p = tmp_path / "r.csv"
+    write_csv(p, PROFILE_COLS, [mode_cells(ORIN.mode(4, 729.6, 318.75, 665.6)) + [fmt_value(120.5), fmt_value(14.25)]])
+    ((m, v),) = read_csv(p, ORIN, need=PROFILE_COLS)
+    assert m == ORIN.mode(4, 729.6, 318.75, 665.6) and (v["time_ms"], v["power_w"]) == (120.5, 14.25)

@@ -1,0 +1,282 @@
+"""The profiler when the board misbehaves: every path ends with the board back where it started
+(or an error saying it is not), and the session's status saying what happened."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ptui.core.backends.base import ApplyError, BackendError
+from ptui.core.backends.sim import SimJetson
+from ptui.core.devices import get_device
+from ptui.core.profiler import (Control, ProfileAborted, ProfileConfig, ProfileError, Profiler,
+                                SessionError, ThermalLimit, choose_modes, open_session,
+                                profile_rows, summarise)
+from ptui.core.store import Store
+from ptui.core.workloads import get_workload
+
+from tests.support import faults
+
+ORIN = get_device("orin-agx")
+WL = get_workload("resnet18")
+START = ORIN.preset("MODE_30W").mode
+PLAN = [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1113.6, 624.75, 2133),
+        ORIN.mode(12, 1728, 930.75, 3199)]
+
+
+def session(tmp_path, be, plan=PLAN, name="s", cfg=None):
+    store = Store(tmp_path / "s.db")
+    info = open_session(store, name, resume=False, device=ORIN, workload=WL, seed=1,
+                        backend_kind="sim", plan_fn=lambda: list(plan),
+                        original_mode=be.current_mode(), params={})
+    return store, Profiler(be, WL, store, name, cfg), info
+
+
+def test_a_clean_run_records_stable_modes_and_restores(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+    seen = []
+    res = prof.run(info, lambda p: seen.append((p.done, p.total, p.mode, p.phase)))
+    assert [r.mode for r in res] == PLAN and all(r.stable for r in res)
+    assert seen == [(1, 3, PLAN[0], "recording"), (2, 3, PLAN[1], "recording"), (3, 3, PLAN[2], "recording")]
+    assert prof.progress.phase == "done" and prof.progress.done == 3
+    assert store.get_session("s").status == "done"
+    assert [r["stable"] for _, r in store.results("s")] == [1, 1, 1]
+    assert be.current_mode() == START and be.workload is None
+    assert prof.progress.live_power_w is not None and prof.progress.live_minibatch_ms is not None
+    dev_t = store.get_session("s").device_time_s
+    assert dev_t == pytest.approx(prof.progress.device_time_s, rel=0.05) and dev_t > 3 * 40 * 0.05
+
+
+def test_restore_failing_after_profiling_is_reported(tmp_path):
+    be = faults.RestoreRaisesAfterRunBackend(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+    with pytest.raises(BackendError, match="could not restore the original mode: .*Device or resource busy"):
+        prof.run(info)
+    assert be.current_mode() == PLAN[-1]            # the error is true: the board is still there
+    assert len(store.results("s")) == 3             # and no data is lost
+    assert be.workload is None                      # training was stopped before restoring
+
+
+def test_restore_failing_after_an_error_is_reported_too(tmp_path):
+    be = faults.RestoreRaisesAfterRunBackend(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+
+    def boom(p):
+        if p.done == 1:
+            raise RuntimeError("disk full")
+
+    with pytest.raises(BackendError, match="could not restore the original mode") as ei:
+        prof.run(info, boom)
+    assert isinstance(ei.value.__context__, RuntimeError)        # the cause is kept
+    assert store.get_session("s").status == "failed"
+
+
+def test_wrong_mode_after_apply_is_not_measured(tmp_path):
+    be = faults.OtherModeBackend(ORIN, seed=1, wrong_after=1)
+    store, prof, info = session(tmp_path, be)
+    with pytest.raises(ApplyError, match=f"mode {PLAN[1].key} did not read back \\(device reports "):
+        prof.run(info)
+    assert [r["cores"] for _, r in store.results("s")] == [4]    # only the verified mode
+    assert be.current_mode() == START
+    assert store.get_session("s").status == "failed"
+
+
+def test_a_mode_that_never_settles_is_recorded_as_unstable(tmp_path):
+    be = faults.UnsettledBackend(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    (r,) = prof.run(info)
+    assert r.stable is False
+    assert r.settle_s == pytest.approx(ProfileConfig().settle_timeout_s, abs=0.6)
+    assert r.n_minibatches >= 40
+    assert store.results("s")[0][1]["stable"] == 0
+    assert be.current_mode() == START
+
+
+def test_settling_takes_at_least_the_minimum(tmp_path):
+    be = SimJetson(ORIN, seed=1, noise=False)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    (r,) = prof.run(info)
+    assert r.stable and ProfileConfig().min_settle_s <= r.settle_s < ProfileConfig().settle_timeout_s
+
+
+@pytest.mark.parametrize("zone_c, hot", [(85.0, True), (84.9, False)])
+def test_hot_zone_at_the_default_limit(tmp_path, zone_c, hot):
+    be = faults.HotBackend(ORIN, zone_c, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    assert prof.cfg.thermal_limit_c == 85.0
+    if hot:
+        with pytest.raises(ThermalLimit, match=r"thermal guard: tj reached 85.0 °C \(limit 85 °C\) in mode "
+                                               + PLAN[0].key):
+            prof.run(info)
+        assert store.get_session("s").status == "failed" and store.results("s") == []
+    else:
+        assert len(prof.run(info)) == 1
+    assert be.current_mode() == START and be.workload is None
+
+
+def test_stalled_training_hits_the_mode_timeout(tmp_path):
+    be = faults.StalledBackend(ORIN, after=0, horizon_s=4000, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    with pytest.raises(ProfileError, match=rf"mode {PLAN[0].key}: no result after 1800 s \(0 minibatches\)"):
+        prof.run(info)
+    assert 1800 < be.clock.now() < 1900
+    assert be.current_mode() == START and store.get_session("s").status == "failed"
+
+
+def test_mode_timeout_is_configurable(tmp_path):
+    be = faults.StalledBackend(ORIN, after=10, horizon_s=400, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1], cfg=ProfileConfig(mode_timeout_s=60))
+    with pytest.raises(ProfileError, match=r"no result after 60 s"):
+        prof.run(info)
+    assert 60 < be.clock.now() < 70
+
+
+def test_no_power_sensor_is_an_error(tmp_path):
+    class NoPower(SimJetson):
+        def read(self):
+            from dataclasses import replace
+            return replace(super().read(), power_w=None)
+
+    be = NoPower(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    with pytest.raises(BackendError, match="no power reading"):
+        prof.run(info)
+    assert be.current_mode() == START
+
+
+def test_abort_is_recorded_as_aborted_not_failed(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+
+    def stop(p):
+        if p.done == 2:
+            prof.control.abort()
+
+    with pytest.raises(ProfileAborted):
+        prof.run(info, stop)
+    assert store.get_session("s").status == "aborted"
+    assert len(store.results("s")) == 2 and be.current_mode() == START
+    assert prof.progress.phase == "aborted"
+
+
+def test_abort_while_paused_releases_the_run(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+    prof.control.pause()
+    assert prof.control.paused and not prof.control.aborted
+    t = threading.Timer(0.3, prof.control.abort)
+    t.start()
+    with pytest.raises(ProfileAborted):
+        prof.run(info)
+    t.join()
+    assert store.get_session("s").status == "aborted" and be.current_mode() == START
+
+
+def test_control_pause_resume():
+    c = Control()
+    assert not c.paused and not c.aborted
+    c.pause()
+    assert c.paused
+    c.resume()
+    assert not c.paused
+    c.wait()                                         # running: returns at once
+    c.abort()
+    assert c.aborted and not c.paused
+    with pytest.raises(ProfileAborted):
+        c.wait()
+
+
+def test_resume_mismatches_are_refused(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+    kw = dict(seed=1, backend_kind="sim", plan_fn=lambda: PLAN, original_mode=START, params={})
+    with pytest.raises(SessionError, match="'s' was profiled on orin-agx, not xavier-agx") as ei:
+        open_session(store, "s", resume=True, device=get_device("xavier-agx"), workload=WL, **kw)
+    assert ei.value.exit_code == 2
+    with pytest.raises(SessionError, match="profiles resnet18 at batch size 16, not resnet18 at 32"):
+        open_session(store, "s", resume=True, device=ORIN, workload=WL.with_batch(32), **kw)
+    with pytest.raises(SessionError, match="profiles resnet18 at batch size 16, not lstm at 16"):
+        open_session(store, "s", resume=True, device=ORIN, workload=get_workload("lstm"), **kw)
+    with pytest.raises(SessionError, match="no session named 'nope'"):
+        open_session(store, "nope", resume=True, device=ORIN, workload=WL, **kw)
+    with pytest.raises(SessionError, match="'s' already exists"):
+        open_session(store, "s", resume=False, device=ORIN, workload=WL, **kw)
+    again = open_session(store, "s", resume=True, device=ORIN, workload=WL, **kw)
+    assert again.plan == PLAN and again.n_done == 0
+
+
+def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be)
+
+    def stop(p):
+        if p.done == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prof.run(info, stop)
+    assert store.get_session("s").status == "aborted"
+    info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1, backend_kind="sim",
+                        plan_fn=lambda: [], original_mode=START, params={})
+    assert info.n_done == 1
+    applied = []
+    real = be.apply_mode
+
+    def spy(mode, **kw):
+        applied.append(mode)
+        return real(mode, **kw)
+
+    be.apply_mode = spy
+    prof2 = Profiler(be, WL, store, "s")
+    res = prof2.run(info)
+    assert [r.mode for r in res] == PLAN[1:]
+    assert applied[:3] == PLAN                      # warm-up in mode 0, then modes 1 and 2
+    assert [i for i, _ in store.results("s")] == [0, 1, 2]
+    assert store.get_session("s").status == "done" and be.current_mode() == START
+    assert store.get_session("s").device_time_s > info.device_time_s
+
+
+def test_choose_modes_bounds_and_order():
+    g = ORIN.pt_grid()
+    with pytest.raises(SessionError, match=f"--count must be between 1 and {len(g)}"):
+        choose_modes(ORIN, count=0)
+    with pytest.raises(SessionError):
+        choose_modes(ORIN, count=len(g) + 1)
+    assert len(choose_modes(ORIN, count=len(g))) == len(g)
+    assert len(choose_modes(ORIN, count=1)) == 1
+    assert len(choose_modes(ORIN)) == 50
+    assert sorted(choose_modes(ORIN, grid="pt")) == sorted(g)
+    assert choose_modes(ORIN, modes=[PLAN[0], PLAN[1], PLAN[0]]).count(PLAN[0]) == 1
+
+
+def test_summarise():
+    r = summarise(PLAN[0], [10.0, 12.0, 11.0, 30.0, 9.0], [5.0, 7.0], 2.0, 9.0, True)
+    assert (r.time_ms, r.power_w, r.power_w_std) == (11.0, 6.0, 1.0)
+    assert (r.time_ms_p25, r.time_ms_p75) == (9.5, 21.0)
+    assert (r.n_minibatches, r.n_power, r.settle_s, r.mode_s, r.stable) == (5, 2, 2.0, 9.0, True)
+    one = summarise(PLAN[0], [10.0], [5.0], 1.0, 2.0, False)
+    assert (one.time_ms, one.time_ms_p25, one.time_ms_p75, one.power_w_std) == (10.0, 10.0, 10.0, 0.0)
+    row = r.row()
+    assert row["cores"] == 4 and row["gpu_mhz"] == 318.75 and "mode" not in row
+
+
+def test_profile_rows_in_plan_order(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    prof.run(info)
+    rows = profile_rows(store, "s")
+    assert [r[:4] for r in rows] == [["4", "729.6", "318.75", "665.6"], ["8", "1113.6", "624.75", "2133"]]
+    assert all(r[-1] == "1" for r in rows) and len(rows[0]) == 14
+
+
+def test_events_before_the_switch_are_not_counted(tmp_path):
+    """Minibatches that ended before the mode was applied, and the first one after, are dropped."""
+
+    be = SimJetson(ORIN, seed=1, noise=False)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(min_minibatches=5)
+    (r,) = prof.run(info)
+    from ptui.core.physics import steady_state
+    assert r.time_ms == pytest.approx(float(steady_state(ORIN, WL, *PLAN[0].as_tuple()).time_ms), rel=0.01)
+    assert r.n_minibatches >= 5
