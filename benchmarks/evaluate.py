@@ -480,9 +480,9 @@ class Harness:
                 if s:
                     r["stops"][s] = r["stops"].get(s, 0) + 1
 
-        def decide(name, table, b, risk):
+        def decide(name, table, b, risk, cautious=0.0):
             try:
-                return choose(table, budget_w=b, risk=risk).index
+                return choose(table, budget_w=b, risk=risk, cautious=cautious).index
             except InfeasibleError:
                 res.setdefault(name, {"pen": [], "over": 0, "over1": 0, "n": 0, "infeasible": 0,
                                       "modes": [], "dev_s": [], "stops": {}})["infeasible"] += 1
@@ -517,11 +517,14 @@ class Harness:
                                                                   "infeasible": 0, "modes": [], "dev_s": [],
                                                                   "stops": {}})["infeasible"] += 1
                 rec("MAXN", b, modes.index(dev.maxn))
-        # goal-aware active profiling, <= count modes per budget
+        # goal-aware active profiling, <= count modes per budget, then `ptui tune`'s decision:
+        # fit (--method, default auto) on the profiled modes, measured modes count with their
+        # measurements, risk 0.05, cautious ranking, among the corpus's modes (as on the replay device)
         if active_profile_offline is not None and a.active_budgets:
             ab = [b for b in a.active_budgets if b in opt]
             t1 = time.perf_counter()
             runs = 0
+            label = f"active <= {a.active_count} ({a.active_method}) risk-aware + measured"
             for b in ab:
                 for r in range(a.active_repeats):
                     calls = []
@@ -529,15 +532,18 @@ class Harness:
                     def measure(i, calls=calls):
                         calls.append(int(i))
                         return float(tt[i]), float(pp[i])
-                    out = active_profile_offline(dev, modes, measure, goal={"budget_w": float(b)},
-                                                 count=a.active_count, reference=self.ref, seed=r)
-                    idx, stop, model = out
-                    idx = np.asarray(list(idx), int)
+                    order, stop, _planner = active_profile_offline(
+                        dev, modes, measure, goal={"budget_w": float(b)}, count=a.active_count,
+                        reference=self.ref, seed=r)
+                    idx = np.asarray(list(order), int)
+                    model = fit_model(self.ref, dev, [modes[i] for i in idx], tt[idx], pp[idx],
+                                      method=a.active_method, seed=r, workload=wl, source="eval-active")
                     tab = Pred.from_model_dict(model.predict(modes)).table(modes)
                     tab = with_measured(tab, modes, idx, tt, pp, ext)
-                    rec(f"active <= {a.active_count} risk-aware + measured", b,
-                        decide(f"active <= {a.active_count} risk-aware + measured", tab, b, RISK),
-                        {"modes": len(set(calls)), "dev_s": dev_s(idx), "stop": str(stop).split(":")[0][:40]})
+                    why = str(stop).split()
+                    why = {"reached": "count", "confident": "confident"}.get(why[0] if why else "", str(stop)[:30])
+                    rec(label, b, decide(label, tab, b, RISK, cautious=1.0),
+                        {"modes": len(set(calls)), "dev_s": dev_s(idx), "stop": why})
                     runs += 1
             self.log(f"  active: {runs} runs in {time.perf_counter() - t1:.0f} s")
         for name, r in res.items():
@@ -653,7 +659,9 @@ def report(h: Harness, files: dict) -> list[str]:
               "predicted power within the budget. \"+ measured\" = profiled modes count with their "
               "measured values (issue 8 item 3). RND-50 = best measured mode among the 50 random "
               "profiled modes. Active = `active_profile_offline` with the budget as goal, at most "
-              f"{a.active_count} modes, then the same risk-aware decision; budgets "
+              f"{a.active_count} modes, then `ptui tune`'s decision (fit on the profiled modes, "
+              "measured modes with their measurements, risk 0.05, cautious ranking: median x "
+              "exp(log-sd)), among the corpus's modes as on the replay device; budgets "
               f"{', '.join(f'{b:g}' for b in a.active_budgets)} W. Device time = sum of the "
               "corpus's per-mode profiling time (mode_s) over the profiled modes. Infeasible = "
               "budgets with no qualifying mode (the method then falls back to its lowest-power "
@@ -767,7 +775,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 2 scenarios per corpus, 2 repeats, sizes 25 and 50, no PT-paper/NN "
-                         "rows, 2 active budgets (<= 15 min on a busy 2-core machine)")
+                         "rows, active at 30 W only (<= 15 min on a busy 2-core machine)")
     ap.add_argument("--repeats", type=int, default=None, help="random draws per size (default 5, quick 2)")
     ap.add_argument("--corpus", choices=("sim", "indep", "both"), default="both")
     ap.add_argument("--sizes", default=None, help="comma-separated profiled-mode counts (default 10,25,50)")
@@ -780,11 +788,13 @@ def main(argv=None) -> None:
     ap.add_argument("--no-opt", action="store_true", help="skip the optimisation tables")
     ap.add_argument("--active-budgets", default=None,
                     help="budgets (W) for active profiling, comma-separated (default 17-50 every 3 W; "
-                         "quick 25,40; 'none' to skip)")
+                         "quick 30; 'none' to skip)")
     ap.add_argument("--active-only", action="append", default=[], metavar="CORPUS:DEVICE/WORKLOAD",
                     help="a scenario evaluated only by active profiling (e.g. sim:orin-agx/resnet18)")
     ap.add_argument("--active-repeats", type=int, default=1)
     ap.add_argument("--active-count", type=int, default=20)
+    ap.add_argument("--active-method", choices=("auto", "gp"), default="auto",
+                    help="fit method of the decision after active profiling (ptui tune's --method)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy.md"))
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "ptui-eval-corpora"))
     ap.add_argument("--save-json", default=None, help="also save the raw results to this JSON file")
@@ -806,7 +816,7 @@ def main(argv=None) -> None:
     a.sizes = tuple(int(x) for x in a.sizes.split(",")) if a.sizes else ((25, 50) if a.quick else SIZES)
     a.methods = tuple(x.strip() for x in a.methods.split(",") if x.strip())
     if a.active_budgets is None:
-        a.active_budgets = [25.0, 40.0] if a.quick else [float(b) for b in range(17, 51, 3)]
+        a.active_budgets = [30.0] if a.quick else [float(b) for b in range(17, 51, 3)]
     elif a.active_budgets.strip().lower() == "none":
         a.active_budgets = []
     else:
