@@ -823,6 +823,9 @@ def main(argv=None) -> None:
         a.active_budgets = [float(x) for x in a.active_budgets.split(",")]
     Path(a.cache).mkdir(parents=True, exist_ok=True)
     assert indep_corpus.HEADER[:6] == PROFILE_COLS
+    from ptui.core.profiler import PROFILE_HEADER
+    if tuple(indep_corpus.HEADER[:len(PROFILE_HEADER)]) != tuple(PROFILE_HEADER):
+        print(f"note: indep_corpus.HEADER differs from ptui's PROFILE_HEADER {PROFILE_HEADER}", flush=True)
     scen = []
     if a.corpus in ("sim", "both"):
         scen += [("sim", d, w) for d, w in (QUICK_SIM if a.quick else SIM_SCENARIOS)]
