@@ -846,15 +846,21 @@ def main(argv=None) -> None:
     if active_profile_offline is None:
         h.log("ptui.core.active is not on this branch: active rows skipped")
     files: dict = {}
+    def save():
+        """After every scenario, so an interrupted run still leaves what it finished."""
+        if a.save_json:
+            import json
+            tmp = Path(a.save_json).with_suffix(".tmp")
+            tmp.write_text(json.dumps(h.to_json(files)))
+            os.replace(tmp, a.save_json)
     for corpus, d, w in scen:
         h.run_scenario(corpus, d, w, files)
+        save()
     for spec in a.active_only:
         corpus, _, dw = spec.partition(":")
         d, _, w = dw.partition("/")
         h.run_scenario(corpus, d, w, files, active_only=True)
-    if a.save_json:
-        import json
-        Path(a.save_json).write_text(json.dumps(h.to_json(files)))
+        save()
     lines = report(h, files)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text("\n".join(lines))
