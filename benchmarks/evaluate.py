@@ -638,6 +638,9 @@ def report(h: Harness, files: dict) -> list[str]:
         L.append("")
     # fit time
     L += ["## Fit time per model (both targets, s, median; PT family is batch-trained, per repeat)", "",
+          "Wall seconds on the shared machine (not a speed benchmark). GP shows '-' where its "
+          "predictors were taken from the auto fit (auto cross-validates the same GP candidates "
+          "on the same folds; only targets where auto chose a network are refitted with gp).", "",
           "| corpus | modes | " + " | ".join(present) + " |", "|---|---|" + "---|" * len(present)]
     for corpus in ("sim", "indep"):
         for k in h.a.sizes:
