@@ -7,6 +7,7 @@ with full synchronisation, so a run killed at any point (even ``kill -9``) loses
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
