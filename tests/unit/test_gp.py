@@ -161,3 +161,17 @@ def test_cli_fit_method_gp_and_pareto_uses_measurements(tmp_path, cli):
     pm, pt_, pp = read_profile(tmp_path / "p.csv", DEV)
     ok = pp <= 30
     assert res["time_ms"] <= pt_[ok].min() + 1e-6
+
+
+def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
+    import ptui.core.fit as F
+    monkeypatch.setattr(F, "torch_available", lambda: False)
+    modes, _, t, p = synthetic(20, 9)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
+    for name in ("time", "power"):
+        m = model.meta["metrics"][name]
+        assert set(m["candidates_cv_mape"]) == {"gp", "gp-refmean", "gp-refinput"}
+        assert "torch is not installed" in m["note"]
+    from ptui.core.errors import PtuiInputError
+    with pytest.raises(PtuiInputError, match="needs torch"):
+        fit_model(load_bundled(), DEV, modes, t, p, method="powertrain")
