@@ -19,7 +19,8 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         st = self.app.state
-        badge = "SIMULATED" if st.backend.simulated else st.backend.kind
+        badge = ("REPLAY" if st.backend.kind == "replay" else
+                 "SIMULATED" if st.backend.simulated else st.backend.kind)
         yield Static(f"[b]{badge}[/b]  {st.backend.device.title} — {st.note}",
                      id="banner", classes="sim" if st.backend.simulated else "panel")
         with Horizontal(id="dash-top"):

@@ -466,3 +466,36 @@ async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
         true = steady_state(ORIN, get_workload("resnet18"), a[:, 0], a[:, 1], a[:, 2], a[:, 3])
         optimum = true.time_ms[true.power_w <= 30].min()
         assert best <= 1.05 * optimum          # the search found a near-optimal mode under 30 W
+
+
+async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
+    """`ptui --backend replay --corpus F.csv`: the app says REPLAY, plans among the recorded modes
+    and measures their recorded values."""
+    from ptui.core.backends.replay import ReplayJetson
+    from ptui.core.csvio import read_profile
+    grid = ORIN.pt_grid()[::97]
+    lines = ["cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"]
+    for m in grid:
+        c, f, g, e = m.as_tuple()
+        lines.append(f"{c},{f:g},{g:g},{e:g},{20 + 3e4 / g:.3f},{9 + 0.02 * g:.3f}")
+    corpus = tmp_path / "corpus.csv"
+    corpus.write_text("\n".join(lines) + "\n")
+    rp = ReplayJetson(ORIN, corpus, clock=VirtualClock())
+    state = AppState(rp, rp.label, Sampler(rp, interval=0.05, now=rp.clock.now))
+    app = PtuiApp(state)
+    async with app.run_test(size=(100, 30)) as pilot:
+        banner = str(app.screen.query_one("#banner").render())
+        assert banner.startswith("REPLAY") and "corpus.csv" in banner
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        from textual.widgets import Input
+        app.screen.query_one("#count", Input).value = "6"
+        await pilot.pause(0.2)
+        assert "recorded modes" in str(app.screen.query_one("#plan").render())
+        await pilot.press("s")
+        await wait_workers(app, pilot)
+        assert "profile finished" in str(app.screen.query_one("#status").render())
+        modes, t, p = read_profile(app.state.profile_csv, ORIN, min_modes=1)
+        assert len(modes) == 6 and set(modes) <= set(grid)
+        for m, tt in zip(modes, t):
+            assert tt == pytest.approx(20 + 3e4 / m.gpu_mhz, rel=1e-3)
