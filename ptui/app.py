@@ -116,12 +116,12 @@ def _latest(device: str):
 
 
 def run_app(args) -> int:
-    from .core.errors import known_errors
+    from .core.errors import exit_code, known_errors
     try:
         state = make_state(args.backend, args.device, args.speed)
     except known_errors() as e:
         import sys
         print(f"ptui: error: {e}", file=sys.stderr)
-        return 2
+        return exit_code(e)
     PtuiApp(state).run()
     return 0

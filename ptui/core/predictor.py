@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from .devices import Device, get_device
+from .errors import InputError
 
 FORMAT = "ptui-powertrain-1"
 TARGETS = ("time", "power")
 
 
-class ModelError(ValueError):
+class ModelError(InputError):
     """Missing, corrupt or mismatched model files."""
 
 

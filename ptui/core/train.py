@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InputError
 from .predictor import Net
 
 try:
@@ -41,7 +42,7 @@ HIDDEN = (256, 128, 64)
 DROPOUT = (0.4, 0.3, 0.0)
 
 
-class TrainError(ValueError):
+class TrainError(InputError):
     pass
 
 
