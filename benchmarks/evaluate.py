@@ -98,7 +98,7 @@ def fit_batch(X, y, ref_net, samples: list[np.ndarray], seed0: int, with_baselin
         else:
             out[kind][r] = net
     choice, resid = {}, {}
-    for r, idx in enumerate(samples):
+    for r, _idx in enumerate(samples):
         best = None
         for c in cands:
             te_all = np.concatenate([v[0] for v in cvp[(r, c)].values()])
@@ -266,7 +266,7 @@ def main() -> None:
         if dev_name == "orin-agx" and 50 in per_size:
             errs, res, samples = per_size[50]
             tables = {"_workload": get_workload(wl)}
-            for name, key, risk_aware in (("PT", "pt", False), ("PT risk-aware", "pt", True),
+            for name, key, _risk_aware in (("PT", "pt", False), ("PT risk-aware", "pt", True),
                                           ("PT risk-aware, 1 W tolerance", "pt", True),
                                           ("NN", "scratch", False)):
                 per = {}

@@ -10,7 +10,7 @@ import sys
 import time
 
 from .core.clock import hms
-from .core.errors import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, PtuiError
+from .core.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, PtuiError
 
 EXIT_ERR, EXIT_INT = EXIT_RUNTIME, EXIT_INTERRUPTED
 
@@ -48,8 +48,14 @@ def cmd_modes(a) -> int:
 def cmd_profile(a) -> int:
     from .core.backends import open_backend
     from .core.csvio import read_modes, write_csv
-    from .core.profiler import (PROFILE_HEADER, ProfileConfig, Profiler, choose_modes,
-                                open_session, profile_rows)
+    from .core.profiler import (
+        PROFILE_HEADER,
+        ProfileConfig,
+        Profiler,
+        choose_modes,
+        open_session,
+        profile_rows,
+    )
     from .core.store import Store
     from .core.workloads import get_workload
 
@@ -68,6 +74,7 @@ def cmd_profile(a) -> int:
     clock = None
     if script or (existing and existing.workload == "script"):
         from dataclasses import replace
+
         from .core.clock import RealClock
         if not script:
             raise CLIError("resume a script session with the same command after --")
@@ -85,7 +92,8 @@ def cmd_profile(a) -> int:
         from .workloads_torch_names import BUILTIN
         if workload.name not in BUILTIN:
             raise CLIError(f"no built-in training loop for {workload.name} on a real board (built in: "
-                           f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
+                           f"{', '.join(BUILTIN)}); profile your own script: "
+                           "ptui profile ... -- python train.py")
         script = [sys.executable, "-m", "ptui.workloads_torch", workload.name, "--batch-size", str(bs)]
     name = a.session or f"{dev.name}-{workload.name}-bs{bs}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -233,6 +241,7 @@ def cmd_predict(a) -> int:
 
 def cmd_pareto(a) -> int:
     import json
+
     from .core.pareto import choose, front_indices
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
@@ -319,7 +328,7 @@ def cmd_apply(a) -> int:
         raise CLIError(res.message, EXIT_ERR)
     _remember_for_restore(backend, res.snapshot)
     print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
-                              f"; undo with: ptui restore"))
+                              "; undo with: ptui restore"))
     if a.persist:
         if not hasattr(backend, "persist"):
             raise CLIError(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend cannot")
@@ -344,7 +353,8 @@ def _apply_preset(a, backend) -> int:
     snap = backend.snapshot()
     backend.apply_preset(p.id)
     _remember_for_restore(backend, snap)
-    print(f"selected {p.name}: {backend.current_mode().key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    print(f"selected {p.name}: {backend.current_mode().key}"
+          + ("" if backend.simulated else "; undo with: ptui restore"))
     return EXIT_OK
 
 
@@ -370,8 +380,8 @@ def cmd_restore(a) -> int:
     r = subprocess.run([getattr(backend, "nvpmodel_cmd", "nvpmodel"), "-m", str(pid)],
                        capture_output=True, text=True)
     if r.returncode:
-        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {(r.stdout + r.stderr).strip()[:200]}",
-                       EXIT_ERR)
+        out = (r.stdout + r.stderr).strip()[:200]
+        raise CLIError(f"no saved snapshot and nvpmodel -m {pid} failed: {out}", EXIT_ERR)
     print(f"no saved snapshot: selected the default nvpmodel mode {dev.preset(pid).name}")
     return EXIT_OK
 
@@ -475,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "training (PowerTrain). With no command, opens the app. Global options "
                                 "(--device, --backend, --speed) go before or after the command.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("--device", type=_device_name, help="orin-agx, xavier-agx or orin-nano (default: detected)")
+    p.add_argument("--device", type=_device_name,
+                   help="orin-agx, xavier-agx or orin-nano (default: detected)")
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None,
                    help="device backend (default: auto)")
     p.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)

@@ -88,7 +88,8 @@ def number(value, what: str = "value", *, integer: bool = False, ge: float | Non
     if ge is not None and x < ge:
         raise InputError(f"{what} must be at least {_fmt(ge)}, got {text}")
     if gt is not None and x <= gt:
-        raise InputError(f"{what} must be above {_fmt(gt)}" + (" (positive)" if gt == 0 else "") + f", got {text}")
+        positive = " (positive)" if gt == 0 else ""
+        raise InputError(f"{what} must be above {_fmt(gt)}{positive}, got {text}")
     if le is not None and x > le:
         raise InputError(f"{what} must be at most {_fmt(le)}, got {text}")
     if lt is not None and x >= lt:

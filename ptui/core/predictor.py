@@ -111,7 +111,8 @@ class Net:
             raise ValueError("head shape does not match the body")
         if self.heads_b.shape != (self.heads_w.shape[0],) or self.x_mean.shape != (4,):
             raise ValueError("bad head bias or scaler shape")
-        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b] + [a for l in self.layers for a in l]
+        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b]
+        arrays += [a for layer in self.layers for a in layer]
         if not all(np.all(np.isfinite(a)) for a in arrays) or not math.isfinite(self.y_scale):
             raise ValueError("non-finite weights")
 

@@ -21,7 +21,6 @@ from .predictor import Net
 
 try:
     import torch
-    from torch import nn
 except ImportError as e:  # pragma: no cover - exercised on machines without torch
     raise ImportError("training needs PyTorch: pip install torch==2.13.0 (CPU build) — on a "
                       "Jetson use NVIDIA's torch") from e

@@ -73,7 +73,7 @@ class FinetuneScreen(Screen):
             from ..core.predictor import load_bundled
             modes, t, p = read_profile(path, dev)
             ref = load_bundled()
-            from ..core import train          # torch is imported here, only when fine-tuning
+            from ..core import train  # torch is imported here, only when fine-tuning
             t0 = time.perf_counter()
             model = train.transfer(ref, dev, modes, t, p, workload=st.workload,
                                    source=f"profile {path}",

@@ -31,7 +31,8 @@ def load_table(path: Path, device):
         model = load_model(path)
         modes = model.device.full_space()
         w = WORKLOADS.get(str(model.meta.get("workload")))
-        return Table.from_prediction(modes, model.predict(modes)), model, (w.minibatches_per_epoch if w else None)
+        mb = w.minibatches_per_epoch if w else None
+        return Table.from_prediction(modes, model.predict(modes)), model, mb
     from ..core.csvio import read_profile
     modes, t, p = read_profile(path, device, min_modes=1)
     return Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None
@@ -113,7 +114,8 @@ class ParetoScreen(Screen):
 
     def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
-        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch
+        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload,
+                                                WORKLOADS["resnet18"]).minibatches_per_epoch
         self.front = front_indices(tab.time_ms, tab.power_w)
         rng = np.random.default_rng(0)
         n = len(tab)
@@ -207,7 +209,8 @@ class ParetoScreen(Screen):
         energy = p * total_h
         budget = self._num("#budget")
         lines = [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  EMC {fmt_mhz(m.mem_mhz)} MHz",
+                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  "
+                 f"EMC {fmt_mhz(m.mem_mhz)} MHz",
                  f"minibatch {t:.1f} ms ± {ts:.1f}",
                  f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
                  f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
@@ -13,8 +12,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Pro
 
 from ..core.clock import hms
 from ..core.csvio import write_csv
-from ..core.profiler import (PROFILE_HEADER, ProfileAborted, Profiler, choose_modes, open_session,
-                             profile_rows)
+from ..core.profiler import PROFILE_HEADER, ProfileAborted, Profiler, choose_modes, open_session, profile_rows
 from ..core.store import Store, data_dir
 from ..core.workloads import WORKLOADS, get_workload
 

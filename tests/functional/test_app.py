@@ -1,8 +1,5 @@
 """Pilot tests: every screen flow of the app, on the simulator's virtual clock."""
-import asyncio
-import time
 
-import pytest
 
 from ptui.app import AppState, PtuiApp
 from ptui.core.backends.sim import SimJetson

@@ -133,3 +133,30 @@ def test_parser_errors_are_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("ptui: error: ") and err.count("\n") == 1
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+def test_jtop_preset_that_does_not_read_back_raises_apply_error():
+    """It raised NameError (ApplyError was never imported in jtop.py; ruff F821 found it)."""
+    from ptui.core.backends.base import ApplyError
+    from ptui.core.backends.jtop import JtopBackend
+    from ptui.core.devices import get_device
+
+    class Stuck(JtopBackend):            # the service accepts nvpmodel but the board never gets there
+        def __init__(self):
+            self.device = get_device("orin-agx")
+            self.restored = []
+            self._sysfs = type("S", (), {"snapshot": lambda s: {"mode": "before"}})()
+
+        def _select_nvpmodel(self, mode_id, timeout):
+            return False
+
+        def current_mode(self):
+            return self.device.slowest_grid_mode
+
+        def restore(self, snap):
+            self.restored.append(snap)
+
+    b = Stuck()
+    with pytest.raises(ApplyError, match="not reached through jtop") as e:
+        b.apply_preset("MODE_30W", timeout=0.1)
+    assert errors.exit_code(e.value) == 1 and b.restored == [{"mode": "before"}]

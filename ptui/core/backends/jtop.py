@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..devices import Device
 from ..modes import Mode
-from .base import Backend, BackendError, Telemetry
+from .base import ApplyError, Backend, BackendError, Telemetry
 from .sysfs import SysfsBackend
 
 JTOP_SOCKET = "/run/jtop.sock"
