@@ -403,6 +403,7 @@ NUMERIC = {
     "batch_size": dict(integer=True, ge=1, le=MAX_BATCH),
     "count": dict(integer=True, ge=1),
     "sample_interval": dict(ge=0.01, le=60),
+    "startup_timeout": dict(gt=0, le=7 * 24 * 3600),
     "budget_w": dict(gt=0),
     "deadline_ms": dict(gt=0),
     "risk": dict(ge=0, lt=1),
