@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import indep_corpus  # noqa: E402
+
 from ptui.core import train  # noqa: E402
 from ptui.core.csvio import PROFILE_COLS, read_csv  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
@@ -181,7 +182,7 @@ def fit_batch(X, y, ref_net, samples: list[np.ndarray], seed0: int, with_baselin
         else:
             out[kind][r] = net
     choice, resid = {}, {}
-    for r, idx in enumerate(samples):
+    for r, _idx in enumerate(samples):
         best = None
         for c in cands:
             te_all = np.concatenate([v[0] for v in cvp[(r, c)].values()])
@@ -615,7 +616,7 @@ def report(h: Harness, files: dict) -> list[str]:
         scen = list(dict.fromkeys((r["dev"], r["wl"]) for r in rows))
         ms = [m for m in present if any(r["method"] == m for r in rows)]
         title = "ptui simulator" if corpus == "sim" else "independent generator"
-        for what, key, hdr in (("time", "time", "Time MAPE %"), ("power", "power", "Power MAPE %")):
+        for _what, key, hdr in (("time", "time", "Time MAPE %"), ("power", "power", "Power MAPE %")):
             L += [f"## {hdr} ({corpus}: {title}), median (Q1-Q3) over repeats", "",
                   "| scenario | modes | " + " | ".join(ms) + " |", "|---|---|" + "---|" * len(ms)]
             for d, w in scen:

@@ -123,13 +123,13 @@ class PtuiApp(App):
 
 
 def run_app(args) -> int:
-    from .core.errors import known_errors
+    from .core.errors import exit_code, known_errors
     try:
         state = make_state(args.backend, args.device, args.speed,
                            corpus=getattr(args, "corpus", None))
     except known_errors() as e:
         import sys
         print(f"ptui: error: {e}", file=sys.stderr)
-        return 2
+        return exit_code(e)
     PtuiApp(state).run()
     return 0

@@ -10,14 +10,14 @@ import sys
 import time
 
 from .core.clock import hms
+from .core.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, PtuiError
 
-EXIT_OK, EXIT_ERR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_INT = 0, 1, 2, 3, 130
+EXIT_ERR, EXIT_INT = EXIT_RUNTIME, EXIT_INTERRUPTED
 
 
-class CLIError(Exception):
-    def __init__(self, msg: str, code: int = EXIT_INPUT) -> None:
-        super().__init__(msg)
-        self.code = code
+class CLIError(PtuiError):
+    """Bad input found by a command (exit 2 unless another code is given)."""
+    exit_code = EXIT_INPUT
 
 
 def _err(msg: str) -> None:
@@ -308,6 +308,7 @@ def cmd_predict(a) -> int:
 
 def cmd_pareto(a) -> int:
     import json
+
     from .core.pareto import choose, front_indices
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
@@ -458,6 +459,67 @@ def _profile_args(pr, *, tune: bool) -> None:
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
 
 
+
+class _Parser(argparse.ArgumentParser):
+    """Bad flags: one line `ptui: error: ...` and exit 2 (the usage is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_INPUT, f"ptui: error: {message} (see: {self.prog} --help)\n")
+
+
+MAX_BATCH = 4096   # no Jetson holds a bigger minibatch of any catalogued model in memory
+# Every numeric option, by destination, validated where it enters: a bad value is one line and exit 2
+# before any work starts.  Bounds as for core.errors.number (ge/gt/le/lt; integer=True for counts).
+NUMERIC = {
+    "speed": dict(gt=0, le=1000),
+    "seed": dict(integer=True, ge=0, le=2**32 - 1),
+    "batch_size": dict(integer=True, ge=1, le=MAX_BATCH),
+    "count": dict(integer=True, ge=1),
+    "sample_interval": dict(ge=0.01, le=60),
+    "startup_timeout": dict(gt=0, le=7 * 24 * 3600),
+    "budget_w": dict(gt=0),
+    "deadline_ms": dict(gt=0),
+    "risk": dict(ge=0, lt=1),
+    "tolerance_w": dict(ge=0),
+    "epochs": dict(integer=True, ge=1),
+    "batches_per_epoch": dict(integer=True, ge=1),
+    "cores": dict(integer=True, ge=1),
+    "cpu_mhz": dict(gt=0),
+    "gpu_mhz": dict(gt=0),
+    "mem_mhz": dict(gt=0),
+}
+
+
+def _numeric_type(integer: bool, **bounds):
+    from .core.errors import InputError, number
+
+    def parse(text: str):
+        try:
+            return number(text, "the value", integer=integer, **bounds)
+        except InputError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix("the value ")) from None
+    parse.__name__ = "whole number" if integer else "number"
+    return parse
+
+
+def _device_name(text: str) -> str:
+    from .core.devices import DeviceError, get_device
+    try:
+        return get_device(text).name
+    except DeviceError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _validate_numbers(p: argparse.ArgumentParser) -> None:
+    """Give every int/float option a validating type: its NUMERIC rule, else at least a finite number."""
+    for parser in (p, *_subparsers(p)):
+        for act in parser._actions:
+            if act.type in (int, float) and act.option_strings:
+                rule = dict(NUMERIC.get(act.dest, {}))
+                integer = rule.pop("integer", act.type is int)
+                act.type = _numeric_type(integer, **rule)
+
+
 GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
 
 
@@ -484,6 +546,7 @@ def _share_global_options(p: argparse.ArgumentParser) -> None:
                                 default=argparse.SUPPRESS, help=ga.help)
                 continue
             own.default = argparse.SUPPRESS
+            own.type = own.type or ga.type
             if own.required:
                 own.required = False
                 need.append(opt)
@@ -492,11 +555,12 @@ def _share_global_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ptui", description="Pick the right Jetson power mode for DNN "
+    p = _Parser(prog="ptui", description="Pick the right Jetson power mode for DNN "
                                 "training (PowerTrain). With no command, opens the app. Global options "
                                 "(--device, --backend, --speed) go before or after the command.")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("--device", help="orin-agx, xavier-agx or orin-nano (default: detected)")
+    p.add_argument("--device", type=_device_name,
+                   help="orin-agx, xavier-agx or orin-nano (default: detected)")
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
                    help="device backend (default: auto)")
     p.add_argument("--corpus", help="with --backend replay: a recorded profile CSV that acts as the board")
@@ -598,6 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     rs.set_defaults(fn=cmd_restore)
     _share_global_options(p)
+    _validate_numbers(p)
     return p
 
 
@@ -618,19 +683,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ptui {__version__}")
         return EXIT_OK
     if a.cmd is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            _err("the app needs a terminal (stdin and stdout); headless, run a command instead, "
+                 "e.g. ptui modes --device orin-agx (list them with: ptui --help)")
+            return EXIT_INPUT
         from .app import run_app
         return run_app(a)
-    from .core.errors import known_errors
+    from .core.errors import exit_code, known_errors
     try:
         return a.fn(a)
-    except CLIError as e:
-        _err(str(e))
-        return e.code
     except KeyboardInterrupt:
         _err("interrupted")
-        return EXIT_INT
+        return EXIT_INTERRUPTED
     except known_errors() as e:
         _err(str(e))
-        return getattr(e, "exit_code", EXIT_INPUT if isinstance(e, ValueError) else EXIT_ERR)
+        return exit_code(e)
     except BrokenPipeError:
         return EXIT_OK

@@ -21,6 +21,7 @@ def emulated_board(tmp_path):
     in a background thread; yields (root, driver)."""
     import threading
     import time as _time
+
     from ptui.core.workloads import get_workload
     from tests.support import fakesys
     root = fakesys.build(tmp_path / "root")
@@ -44,6 +45,7 @@ def emulated_board(tmp_path):
 def slow_profiler(monkeypatch):
     """Each measured mode takes 50 ms of wall time, so an app test can act mid-profile."""
     import time as _time
+
     import ptui.core.profiler as P
     real = P.Profiler.measure
 

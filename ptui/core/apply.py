@@ -75,7 +75,8 @@ def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
         if got != target or rb != target:
             raise ApplyError(f"read-back {rb.key} does not match {target.key}")
     except Exception as e:  # noqa: BLE001 - any failure means roll back
-        return ApplyResult(False, target, None, snap, f"apply failed: {e}; {_roll_back(backend, snap, before)}")
+        return ApplyResult(False, target, None, snap,
+                           f"apply failed: {e}; {_roll_back(backend, snap, before)}")
     return ApplyResult(True, target, rb, snap, f"applied and verified {rb.key}")
 
 

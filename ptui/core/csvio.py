@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .devices import Device
+from .errors import InputError
 from .modes import Mode, ModeError, fmt_mhz, make_mode
 
 MODE_COLS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 PROFILE_COLS = MODE_COLS + ("time_ms", "power_w")
 
 
-class CSVError(ValueError):
+class CSVError(InputError):
     pass
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .errors import InputError
 from .modes import Mode, full_space, make_mode, pt_grid
 
 
-class DeviceError(ValueError):
+class DeviceError(InputError):
     """Unknown device name."""
 
 

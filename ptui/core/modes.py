@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from .errors import InputError
+
 if TYPE_CHECKING:  # pragma: no cover
     from .devices import Device
 
 _TOL_MHZ = 0.01
 
 
-class ModeError(ValueError):
+class ModeError(InputError):
     """A mode that is not on the device's tables."""
 
 

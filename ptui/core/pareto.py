@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import Infeasible
 from .modes import Mode
 
 
-class InfeasibleError(ValueError):
+class InfeasibleError(Infeasible):
     """No mode meets the goal (exit code 3)."""
-    exit_code = 3
 
 
 @dataclass

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .devices import Device, get_device
+from .errors import InputError
 
 FORMAT = "ptui-model-2"                  # written; per-target kind in meta["predictors"]
 FORMATS = ("ptui-powertrain-1", FORMAT)   # read: the first format held two networks
@@ -33,7 +34,7 @@ TARGETS = ("time", "power")
 MEASURED_KEYS = ("modes", "time_ms", "power_w", "time_ms_std", "power_w_std")
 
 
-class ModelError(ValueError):
+class ModelError(InputError):
     """Missing, corrupt or mismatched model files."""
 
 
@@ -121,7 +122,8 @@ class Net:
             raise ValueError("head shape does not match the body")
         if self.heads_b.shape != (self.heads_w.shape[0],) or self.x_mean.shape != (4,):
             raise ValueError("bad head bias or scaler shape")
-        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b] + [a for l in self.layers for a in l]
+        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b]
+        arrays += [a for layer in self.layers for a in layer]
         if not all(np.all(np.isfinite(a)) for a in arrays) or not all(
                 map(math.isfinite, (self.y_mean, self.y_scale, self.resid_sd))):
             raise ValueError("non-finite weights")

@@ -18,12 +18,13 @@ from typing import Callable
 
 from .backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from .devices import Device
+from .errors import RuntimeFailure
 from .modes import Mode, transition_order
 from .store import SessionInfo, Store, StoreError
 from .workloads import Workload
 
 
-class ProfileError(RuntimeError):
+class ProfileError(RuntimeFailure):
     pass
 
 

@@ -19,8 +19,17 @@ from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
 from .modes import Mode
-from .profiler import (Control, ProfileAborted, ProfileConfig, Profiler, Progress, SessionError,
-                       choose_modes, open_session, profile_rows)
+from .profiler import (
+    Control,
+    ProfileAborted,
+    ProfileConfig,
+    Profiler,
+    Progress,
+    SessionError,
+    choose_modes,
+    open_session,
+    profile_rows,
+)
 from .store import SessionInfo, Store
 from .workloads import Workload, get_workload
 
@@ -397,6 +406,7 @@ class Predictions:
 def load_predictions(path: Path, device) -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV."""
     import numpy as np
+
     from .pareto import Table
     from .workloads import WORKLOADS
     path = Path(path)

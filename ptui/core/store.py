@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import RuntimeFailure
 from .modes import Mode
 from .paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
 
@@ -48,7 +49,7 @@ RESULT_FIELDS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w",
                  "stable")
 
 
-class StoreError(RuntimeError):
+class StoreError(RuntimeFailure):
     pass
 
 

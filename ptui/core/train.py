@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InputError
 from .predictor import Net
 
 try:
     import torch
-    from torch import nn
 except ImportError as e:  # pragma: no cover - exercised on machines without torch
     raise ImportError("training needs PyTorch: pip install torch==2.13.0 (CPU build) — on a "
                       "Jetson use NVIDIA's torch") from e
@@ -41,7 +41,7 @@ HIDDEN = (256, 128, 64)
 DROPOUT = (0.4, 0.3, 0.0)
 
 
-class TrainError(ValueError):
+class TrainError(InputError):
     pass
 
 

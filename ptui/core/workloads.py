@@ -4,8 +4,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .errors import InputError
 
-class WorkloadError(ValueError):
+
+class WorkloadError(InputError):
     pass
 
 

@@ -154,7 +154,8 @@ class ApplyScreen(Screen):
             return
         meas = sum(recent) / len(recent)
         pred = st.selected_pred.get("power_w")
-        who = f" (simulated {st.backend.workload.name} training)" if st.backend.simulated and st.backend.workload else ""
+        who = (f" (simulated {st.backend.workload.name} training)"
+               if st.backend.simulated and st.backend.workload else "")
         txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
         if pred:
             txt += f"   {self.basis()} {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"

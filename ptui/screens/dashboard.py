@@ -63,7 +63,8 @@ class DashboardScreen(Screen):
             msg = st.sampler.error or "waiting for the first sample…"
             self._set("#power", f"[b]Power[/b]\n{msg}")
             return
-        rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}" for name, w in t.rails.items()) or "no rails"
+        rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}"
+                          for name, w in t.rails.items()) or "no rails"
         self._set("#power", f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
         mode = "n/a"
         if None not in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
@@ -77,7 +78,8 @@ class DashboardScreen(Screen):
             f"GPU {_na(t.gpu_mhz and fmt_mhz(t.gpu_mhz), '{}', ' MHz')}\n"
             f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}\n"
             f"minibatch {self._minibatch(mb, t)}")
-        temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}" for k, v in t.temps.items()) or "no thermal zones"
+        temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}"
+                          for k, v in t.temps.items()) or "no thermal zones"
         self._set("#thermal", f"[b]Thermal[/b]\n{temps}")
         if self._tick % 4 == 1:                      # the 60 s plot (the costly part) every 2 s
             self.query_one(PowerPlot).show(st.sampler.history())

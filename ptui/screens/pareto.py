@@ -143,7 +143,8 @@ class ParetoScreen(Screen):
 
     def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
-        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch
+        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload,
+                                                WORKLOADS["resnet18"]).minibatches_per_epoch
         self.front = front_indices(tab.time_ms, tab.power_w)
         rng = np.random.default_rng(0)
         n = len(tab)
@@ -253,7 +254,8 @@ class ParetoScreen(Screen):
         budget = self._num("#budget")
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  EMC {fmt_mhz(m.mem_mhz)} MHz",
+                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  "
+                 f"EMC {fmt_mhz(m.mem_mhz)} MHz",
                  f"minibatch {t:.1f} ms ± {ts:.1f}",
                  f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
                  f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult

@@ -5,7 +5,8 @@ from textual_plotext import PlotextPlot
 
 
 class PowerPlot(PlotextPlot):
-    def show(self, history: list[tuple[float, float | None]], title: str = "total power (W), last 60 s") -> None:
+    def show(self, history: list[tuple[float, float | None]],
+             title: str = "total power (W), last 60 s") -> None:
         pts = [(t, p) for t, p in history if p is not None]
         plt = self.plt
         plt.clear_data()

@@ -20,7 +20,8 @@ def corpus(tmp_path, n=120, spread=False, seed=0):
     rng = np.random.default_rng(seed)
     grid = ORIN.pt_grid()
     modes = [grid[i] for i in rng.choice(len(grid), n, replace=False)]
-    lines = ["cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w" + (",time_ms_p25,time_ms_p75,power_w_std" if spread else "")]
+    lines = ["cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"
+             + (",time_ms_p25,time_ms_p75,power_w_std" if spread else "")]
     for m in modes:
         c, f, g, e = m.as_tuple()
         t = 20 + 3e4 / g + 1e4 / e + 1e3 / (c * f / 1000)
@@ -31,7 +32,8 @@ def corpus(tmp_path, n=120, spread=False, seed=0):
         lines.append(row)
     path = tmp_path / "corpus.csv"
     path.write_text("\n".join(lines) + "\n")
-    return path, {m: (float(l.split(",")[4]), float(l.split(",")[5])) for m, l in zip(modes, lines[1:])}
+    return path, {m: (float(row.split(",")[4]), float(row.split(",")[5]))
+                  for m, row in zip(modes, lines[1:])}
 
 
 def test_replay_returns_recorded_values(tmp_path, cli):

@@ -1,5 +1,4 @@
 """Pilot tests: every screen flow of the app, on the simulator's virtual clock."""
-import asyncio
 import time
 
 import pytest
@@ -460,6 +459,7 @@ async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
         modes, t, p = read_profile(app.state.profile_csv, ORIN, min_modes=1)
         best = min(t[i] for i in range(len(t)) if p[i] <= 30)
         import numpy as np
+
         from ptui.core.physics import steady_state
         from ptui.core.workloads import get_workload
         a = np.array([m.as_tuple() for m in ORIN.full_space()])

@@ -89,10 +89,11 @@ def test_jtop_sysfs_apply_restore(board, tmp_path):
 
 
 def test_jtop_service_down_message():
+    import os
+
     from ptui.core.backends.base import BackendError
     from ptui.core.backends.jtop import JtopBackend
     from ptui.core.devices import get_device
-    import os
     if os.path.exists("/run/jtop.sock"):
         pytest.skip("a jtop service is running")
     with pytest.raises(BackendError, match="jtop service is not running"):

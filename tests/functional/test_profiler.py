@@ -1,6 +1,5 @@
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -10,7 +9,6 @@ from ptui.core.physics import steady_state
 from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
 from ptui.core.store import Store
 from ptui.core.workloads import get_workload
-
 from tests.support.cli import PY, subprocess_env
 
 ORIN = get_device("orin-agx")

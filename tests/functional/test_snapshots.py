@@ -2,8 +2,6 @@
 import os
 from pathlib import Path
 
-import pytest
-
 from ptui.app import AppState, PtuiApp
 from ptui.core.backends.sim import SimJetson
 from ptui.core.clock import VirtualClock

@@ -50,7 +50,8 @@ def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:
     gpu.mkdir(parents=True, exist_ok=True)
     (root / "sys/class/devfreq").mkdir(parents=True, exist_ok=True)
     if not (root / "sys/class/devfreq/17000000.gpu").exists():
-        (root / "sys/class/devfreq/17000000.gpu").symlink_to("../../devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu")
+        (root / "sys/class/devfreq/17000000.gpu").symlink_to(
+            "../../devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu")
         (gpu / "device").symlink_to("../..")
     for name, v in (("of_node/name", "gpu"), ("load", 0), ("railgate_enable", 0), ("tpc_pg_mask", 0),
                     ("enable_3d_scaling", 1), ("power/control", "auto")):

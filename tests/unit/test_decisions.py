@@ -326,6 +326,7 @@ def test_table_from_prediction():
 ])
 def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     import json
+
     from ptui.core.csvio import mode_cells, write_csv
     from ptui.core.predictor import bundled_reference, load_bundled
     model = load_bundled("orin-agx")

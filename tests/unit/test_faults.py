@@ -15,7 +15,6 @@ from ptui.core.apply import apply_mode, plan, rollback
 from ptui.core.backends.base import ApplyError, BackendError
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.devices import get_device
-
 from tests.support import fakesys, faults
 
 ORIN = get_device("orin-agx")

@@ -30,7 +30,6 @@ def synthetic(n, seed, noise=0.02):
 
 
 def test_numpy_inference_equals_sklearn():
-    from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: F401
     _, A, t, _ = synthetic(40, 0)
     g, kern = gp_fit("none", A, np.log(t), None, None, seed=0)
     # rebuild the same fitted regressor in sklearn and compare predictions on other modes

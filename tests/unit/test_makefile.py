@@ -15,8 +15,9 @@ def plan(tmp_path, target, *, jetson: bool, venv=None):
     rel = tmp_path / "nv_tegra_release"
     if jetson:
         rel.write_text("# R36 (release), REVISION: 4.0\n")
-    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target, f"VENV={venv or tmp_path / 'venv'}",
-                        f"TEGRA_RELEASE={rel}", f"DT_COMPATIBLE={tmp_path / 'no-device-tree'}"],
+    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target,
+                        f"VENV={venv or tmp_path / 'venv'}", f"TEGRA_RELEASE={rel}",
+                        f"DT_COMPATIBLE={tmp_path / 'no-device-tree'}"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r.stdout
@@ -47,7 +48,8 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
         (venv / stamp).touch()
         os.utime(venv / stamp, (later, later))
     assert plan(tmp_path, "run", jetson=False, venv=venv).split() == [f"{venv}/bin/ptui"]
-    assert plan(tmp_path, "test", jetson=False, venv=venv).split() == [f"{venv}/bin/python", "-m", "pytest", "-q"]
+    test_plan = plan(tmp_path, "test", jetson=False, venv=venv)
+    assert test_plan.split() == [f"{venv}/bin/python", "-m", "pytest", "-q"]
     # pyproject.toml changed since: the install runs again, the venv is not recreated
     os.utime(venv / ".ptui-test", (later - 3600 * 24 * 365, later - 3600 * 24 * 365))
     out = plan(tmp_path, "test", jetson=False, venv=venv)

@@ -1,5 +1,5 @@
 """What `pip install .` ships: every module and data file under ptui/, and every third-party
-import of ptui/ declared as a dependency (the wheel itself is built and run by tests/support/smoke_wheel.sh)."""
+import of ptui/ declared as a dependency (tests/support/smoke_wheel.sh builds and runs the wheel)."""
 import ast
 import fnmatch
 import re
@@ -70,7 +70,8 @@ def _third_party_imports() -> dict[str, str]:
             for n in names:
                 top = n.split(".")[0]
                 # sitecustomize: the probe chains to the interpreter's own hook, not a distribution
-                if top not in ("ptui", "sitecustomize", "usercustomize") and top not in sys.stdlib_module_names:
+                own = ("ptui", "sitecustomize", "usercustomize")
+                if top not in own and top not in sys.stdlib_module_names:
                     found.setdefault(top, str(p.relative_to(ROOT)))
     return found
 

@@ -17,8 +17,9 @@ def ref():
 
 @pytest.fixture(scope="module")
 def profile50(tmp_path_factory):
-    from tests.support.cli import run_cli
     import os
+
+    from tests.support.cli import run_cli
     d = tmp_path_factory.mktemp("p")
     os.environ["PTUI_DATA_DIR"] = str(d / "data")
     rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
@@ -131,13 +132,15 @@ def test_corrupt_models(tmp_path, ref, cli):
     # a failed fit leaves an existing model untouched
     ref.save(tmp_path / "keep")
     before = (tmp_path / "keep" / "time.npz").read_bytes()
-    few = write(tmp_path / "few.csv", "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n4,729.6,114.75,204,1,1\n")
+    few = write(tmp_path / "few.csv",
+                "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n4,729.6,114.75,204,1,1\n")
     rc, _, _ = cli("fit", "--device", "orin-agx", "--profile", few, "--out", tmp_path / "keep")
     assert rc == 2 and (tmp_path / "keep" / "time.npz").read_bytes() == before
 
 
 def test_scaling_equals_sklearn_standard_scaler():
     from sklearn.preprocessing import StandardScaler
+
     from ptui.core import train
     from ptui.core.predictor import features
     rng = np.random.default_rng(0)

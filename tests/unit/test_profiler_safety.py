@@ -9,12 +9,21 @@ import pytest
 from ptui.core.backends.base import ApplyError, BackendError
 from ptui.core.backends.sim import SimJetson
 from ptui.core.devices import get_device
-from ptui.core.profiler import (Control, ProfileAborted, ProfileConfig, ProfileError, Profiler,
-                                SessionError, ThermalLimit, choose_modes, open_session,
-                                profile_rows, summarise)
+from ptui.core.profiler import (
+    Control,
+    ProfileAborted,
+    ProfileConfig,
+    ProfileError,
+    Profiler,
+    SessionError,
+    ThermalLimit,
+    choose_modes,
+    open_session,
+    profile_rows,
+    summarise,
+)
 from ptui.core.store import Store
 from ptui.core.workloads import get_workload
-
 from tests.support import faults
 
 ORIN = get_device("orin-agx")

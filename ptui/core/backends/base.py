@@ -5,10 +5,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from ..devices import Device
+from ..errors import RuntimeFailure
 from ..modes import Mode
 
 
-class BackendError(RuntimeError):
+class BackendError(RuntimeFailure):
     """A device operation failed (no permission, no sensor, service down...)."""
 
 

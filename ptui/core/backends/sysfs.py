@@ -231,7 +231,8 @@ class SysfsBackend(Backend):
             order = (("scaling_max_freq", "scaling_min_freq") if khz > cur_max
                      else ("scaling_min_freq", "scaling_max_freq"))
             for f in order:
-                w.append(Write(d / f, str(khz), f"CPU cluster {cl[0]}-{cl[-1]} {f[8:11]} {fmt_mhz(target.cpu_mhz)} MHz"))
+                w.append(Write(d / f, str(khz),
+                               f"CPU cluster {cl[0]}-{cl[-1]} {f[8:11]} {fmt_mhz(target.cpu_mhz)} MHz"))
         hz = int(round(target.gpu_mhz * 1e6))
         cur_gmax = self._num(self.gpu_dir / "max_freq") or 0
         for f in (("max_freq", "min_freq") if hz > cur_gmax else ("min_freq", "max_freq")):
