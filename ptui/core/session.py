@@ -17,6 +17,7 @@ from typing import Callable
 
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
+from .errors import Interrupted
 from .backends.base import Backend, BackendError
 from .modes import Mode
 from .profiler import (
@@ -34,9 +35,8 @@ from .store import SessionInfo, Store
 from .workloads import Workload, get_workload
 
 
-class Cancelled(RuntimeError):
-    """A use case stopped because its cancel event was set."""
-    exit_code = 130
+class Cancelled(Interrupted):
+    """A use case stopped because its cancel event was set (exit code 130)."""
 
 
 class CapabilityError(BackendError):
