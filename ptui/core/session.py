@@ -17,8 +17,8 @@ from typing import Callable
 
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
-from .errors import Interrupted
 from .backends.base import Backend, BackendError
+from .errors import Interrupted
 from .modes import Mode
 from .profiler import (
     Control,
