@@ -31,6 +31,12 @@ def test_non_finite_and_non_positive_numbers_are_refused(tmp_path, bad):
     assert repr(bad) in msg
 
 
+def test_small_positive_values_are_fine(tmp_path):
+    p = csv(tmp_path, HEAD, "1,115.2,114.75,204,0.75,0.5")
+    ((m, v),) = read_csv(p, ORIN, need=PROFILE_COLS)
+    assert m.cores == 1 and (v["time_ms"], v["power_w"]) == (0.75, 0.5)
+
+
 def test_mode_columns_must_be_on_the_tables(tmp_path):
     p = csv(tmp_path, HEAD, GOOD[0], "4,1000,318.75,665.6,1,1")
     with pytest.raises(CSVError, match=rf"^{p}:3: .*1000"):
