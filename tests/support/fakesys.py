@@ -342,13 +342,14 @@ def build_nano(root: Path, mode: Mode | None = None, nvp_id: int = 0, sum_channe
     return root
 
 
-NVPM_FAULTS = ("exit1", "nvpm-error", "reboot")
+NVPM_FAULTS = ("exit1", "nvpm-error", "reboot", "wrong")
 
 
 def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) -> Path:
     """The emulated nvpmodel, failing when asked for one of `on_ids` after changing part of the
     board (the CPU clocks), as a real one can: exit 1 with a message, print `NVPM ERROR` and exit 0,
-    or ask for a reboot (answered NO) after switching its status file."""
+    or ask for a reboot (answered NO) after switching its status file; "wrong" exits 0 silently
+    with the board not in the preset's mode."""
     assert fault in NVPM_FAULTS, fault
     f = install_nvpmodel(bin_dir, root)
     text = f.read_text()
@@ -364,6 +365,9 @@ def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) 
             print("NVPM ERROR: failed to write CPU frequency", file=sys.stderr); sys.exit(1)
         if {fault!r} == "nvpm-error":
             print("NVPM ERROR: optMask is 1, no request for power mode"); sys.exit(0)
+        if {fault!r} == "wrong":            # says nothing, exits 0, but the GPU cap is not set
+            status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
+            sys.exit(0)
         if {fault!r} == "reboot":
             status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
             print("NVPM WARN: Reboot required for changing to this power mode: " + args[1])

@@ -39,6 +39,12 @@ def test_non_finite_and_non_positive_numbers_are_refused(tmp_path, bad):
     assert repr(bad) in msg
 
 
+def test_small_positive_values_are_fine(tmp_path):
+    p = csv(tmp_path, HEAD, "1,115.2,114.75,204,0.75,0.5")
+    ((m, v),) = read_csv(p, ORIN, need=PROFILE_COLS)
+    assert m.cores == 1 and (v["time_ms"], v["power_w"]) == (0.75, 0.5)
+
+
 def test_mode_columns_must_be_on_the_tables(tmp_path):
     p = csv(tmp_path, HEAD, GOOD[0], "4,1000,318.75,665.6,1,1")
     with pytest.raises(CSVError, match=rf"^{p}:3: .*1000"):
@@ -77,8 +83,8 @@ def test_structure_errors(tmp_path):
     with pytest.raises(CSVError, match="not a text CSV file"):
         read_csv(b, ORIN)
     q = tmp_path / "q.csv"
-    q.write_text(HEAD + '\n"4,729.6\n')
-    with pytest.raises(CSVError, match="malformed CSV|expected 6 fields"):
+    q.write_text(HEAD + "\n" + "4" * 200_000 + ",1,1,1,1,1\n")       # over the csv field limit
+    with pytest.raises(CSVError, match=rf"^{q}: malformed CSV: field larger than field limit"):
         read_csv(q, ORIN, need=PROFILE_COLS)
 
 
@@ -121,14 +127,19 @@ def test_write_csv_atomic_and_stdout(tmp_path, capsys):
     write_csv("-", ("b",), [["2"]])
     assert capsys.readouterr().out == "a\n1\nb\n2\n"
 
+    seen = []
+
     def rows():
         yield ["9", "9"]
+        seen.extend(x.name for x in tmp_path.iterdir())
         raise RuntimeError("interrupted")
 
     with pytest.raises(RuntimeError):
         write_csv(p, ("a", "b"), rows())
     assert p.read_text() == 'a,b\n1,2\n3,"x,y"\n'                # untouched
     assert sorted(x.name for x in tmp_path.iterdir()) == ["o.csv"]  # no temp file left
+    tmp = [n for n in seen if n != "o.csv"]
+    assert len(tmp) == 1 and tmp[0].startswith(".o.csv.")           # written as a hidden sibling
     with pytest.raises(CSVError, match="cannot write"):
         write_csv(tmp_path / "no" / "dir" / "o.csv", ("a",), [])
 

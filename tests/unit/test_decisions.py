@@ -307,7 +307,8 @@ def test_table_from_prediction():
     assert choose(tab, budget_w=25).exceed_prob is None          # no spread: the plain rule
     tab = Table.from_prediction(m, {"time_ms": [100, 50, 80], "power_w": [10, 30, 20],
                                     "time_ms_std": [1, 2, 3], "power_w_std": [1, 1, 2]})
-    assert tab.time_ms_std.tolist() == [1.0, 2.0, 3.0] and tab.power_w_std.dtype == np.float64
+    assert tab.time_ms_std.tolist() == [1.0, 2.0, 3.0]
+    assert tab.time_ms_std.dtype == np.float64 and tab.power_w_std.dtype == np.float64
     assert tab.power_w_std.tolist() == [1.0, 1.0, 2.0]
     d = choose(tab, budget_w=25)
     assert d.index == 2 and d.exceed_prob == pytest.approx(p_exceed(20, 2, 25), abs=1e-6)

@@ -286,6 +286,16 @@ def test_failing_nvpmodel_leaves_the_board_where_it_was(tree, tmp_path, fault, s
     assert be.read().nvpmodel == "MODE_30W"
 
 
+def test_nvpmodel_not_reaching_the_preset_is_rolled_back(tree, tmp_path):
+    nvp = fakesys.install_faulty_nvpmodel(tmp_path / "bin", tree, "wrong", on_ids=(1,))
+    before = fakesys.board_files(tree)
+    be = SysfsBackend(ORIN, root=tree, nvpmodel_cmd=str(nvp))
+    with pytest.raises(ApplyError, match=r"after nvpmodel -m 1 the board reports 8c/1113.6/624.75/3199, "
+                                         r"not 4c/1113.6/420.75/2133; rolled back"):
+        be.apply_preset("MODE_15W")
+    assert fakesys.board_files(tree) == before
+
+
 def test_cli_preset_with_failing_nvpmodel(tree, tmp_path, cli, monkeypatch):
     nvp = fakesys.install_faulty_nvpmodel(tmp_path / "bin", tree, "exit1", on_ids=(1,))
     monkeypatch.setenv("PATH", f"{nvp.parent}:{__import__('os').environ['PATH']}")

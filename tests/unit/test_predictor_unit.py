@@ -117,3 +117,17 @@ def test_load_errors(tmp_path):
 def test_bundled_reference_is_loaded_once():
     assert load_bundled("orin-agx") is load_bundled("orin-agx")
     assert load_bundled().device.name == "orin-agx"
+
+
+def test_defaults_dtypes_and_nested_save(tmp_path):
+    W = np.zeros((4, 2), np.float32)
+    net = Net(np.full(4, 0.5), np.full(4, 0.25), [(W, np.zeros(2, np.float32))],
+              np.ones((1, 2), np.float32), np.zeros(1, np.float32), 0.0, 1.0)
+    assert net.resid_sd == 0.0
+    assert net.predict_log(np.ones((1, 4)))[1][0] == 0.0          # one head, no residual: no spread
+    d = {k: (v.astype(np.float32) if v.dtype == np.float64 else v) for k, v in net.to_arrays().items()}
+    back = Net.from_arrays(d)
+    assert back.x_mean.dtype == np.float64 and back.x_scale.dtype == np.float64
+    assert back.heads_w.dtype == np.float32 and back.layers[0][0].dtype == np.float32
+    Model(ORIN, net, net, {}).save(tmp_path / "a" / "b" / "m")
+    assert load_model(tmp_path / "a" / "b" / "m").device.name == "orin-agx"

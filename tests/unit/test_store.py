@@ -157,3 +157,10 @@ def test_a_second_process_sees_every_committed_mode(tmp_path):
     assert b.done_indices("s") == {0} and b.get_session("s").device_time_s == 5.0
     a.close()
     assert b.results("s")[0][1]["time_ms"] == 100.0
+
+
+def test_close_releases_the_connection(tmp_path):
+    s = Store(tmp_path / "s.db")
+    s.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        s.db.execute("SELECT 1")
