@@ -19,6 +19,20 @@ def make_app(**kw):
     return PtuiApp(state), sim
 
 
+@pytest.fixture
+def slower_profiler(monkeypatch):
+    """Each measured mode takes 0.2 s of wall time: a test that acts mid-profile still finds the
+    profile running on a loaded machine (the run is aborted early, so this costs little)."""
+    import ptui.core.profiler as P
+    real = P.Profiler.measure
+
+    def slow(self, *a, **k):
+        time.sleep(0.2)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(P.Profiler, "measure", slow)
+
+
 async def wait_workers(app, pilot):
     await app.workers.wait_for_complete()
     await pilot.pause(0.1)
@@ -118,7 +132,7 @@ async def test_apply_failure_rolls_back():
         assert sim.current_mode() == ORIN.preset("MODE_30W").mode
 
 
-async def test_abort_mid_profile_restores_mode(slow_profiler):
+async def test_abort_mid_profile_restores_mode(slower_profiler):
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(100, 32)) as pilot:
@@ -230,20 +244,24 @@ async def test_escape_leaves_a_text_field_and_the_footer_says_so():
         assert type(app.screen).__name__ == "ParetoScreen"
 
 
-async def test_enter_in_the_path_field_loads():
-    from ptui.core.predictor import bundled_reference
+async def test_enter_in_the_path_field_loads(tmp_path):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
     app, _ = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("4")
-        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
         scr = app.screen
-        assert scr.table is None
-        scr.query_one("#path").focus()
-        await pilot.press(*str(bundled_reference()))
+        field = scr.query_one("#path")
+        field.value = ""
+        field.focus()
+        await pilot.press(*str(tmp_path / "p.csv"))
         await pilot.press("enter")
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
-        assert scr.table is not None and len(scr.table) == 18096
+        assert scr.table is not None and len(scr.table) == 20
 
 
 async def test_confirm_with_nothing_selected_says_so():
@@ -320,7 +338,7 @@ async def test_measured_figures_are_not_called_predicted_on_apply(tmp_path):
         assert "measured while profiling" in plan and "predicted" not in plan
 
 
-async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
+async def test_eta_does_not_grow_while_paused(slower_profiler, monkeypatch):
     import ptui.screens.profile as P
     app, _ = make_app()
     async with app.run_test(size=(120, 32)) as pilot:
@@ -348,7 +366,7 @@ async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
             await wait_workers(app, pilot)
 
 
-async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slow_profiler):
+async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler):
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("2")
