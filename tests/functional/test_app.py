@@ -439,3 +439,34 @@ async def test_every_footer_fits_80_columns():
                     (type(app.screen).__name__, k.description, k.region)
             assert app.screen.title.endswith(key + " " + {"1": "Dashboard", "2": "Profile",
                                              "3": "Fine-tune", "4": "Pareto", "5": "Apply"}[key])
+
+
+async def test_pareto_details_fit_their_panel_at_80x24():
+    """No figure wraps away from its unit ('0.67' / 'h') in the details panel at 80x24."""
+    from rich.text import Text
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        details = app.screen.query_one("#details")
+        width = details.content_size.width
+        lines = str(details.render()).splitlines()
+        figures = [ln for ln in lines if any(u in ln for u in (" h", " Wh", " W ", " ms", " MHz"))]
+        assert len(figures) >= 5
+        too_long = [ln for ln in figures if Text.from_markup(ln).cell_len > width]
+        assert not too_long, (width, too_long)
+
+
+async def test_switching_screens_clears_toasts():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        app.notify("fine-tuning finished")
+        await pilot.pause(0.1)
+        assert len(app._notifications) == 1
+        await pilot.press("5")
+        await pilot.pause(0.1)
+        assert len(app._notifications) == 0
