@@ -11,16 +11,26 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
 from .modes import Mode
-from .profiler import (PROFILE_HEADER, Control, ProfileAborted, ProfileConfig, Profiler, Progress,
-                       SessionError, choose_modes, open_session, profile_rows)
+from .profiler import (
+    PROFILE_HEADER,
+    Control,
+    ProfileAborted,
+    ProfileConfig,
+    Profiler,
+    Progress,
+    SessionError,
+    choose_modes,
+    open_session,
+    profile_rows,
+)
 from .store import SessionInfo, Store
 from .workloads import Workload, get_workload
 
@@ -291,7 +301,7 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
         if progress:
             progress(msg)
 
-    from . import train                      # torch is imported here, only when fitting
+    from . import train  # torch is imported here, only when fitting
     t0 = time.perf_counter()
     model = train.transfer(ref, device, modes, t, p, workload=workload,
                            source=f"profile {profile}", progress=step, **options)
@@ -312,6 +322,7 @@ class Predictions:
 def load_predictions(path: Path, device) -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV."""
     import numpy as np
+
     from .pareto import Table
     from .workloads import WORKLOADS
     path = Path(path)
