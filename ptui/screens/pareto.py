@@ -33,8 +33,8 @@ from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import PredictionsFailed, PredictionsLoaded
 
-OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline", "deadline"),
-              ("least energy", "energy")]
+# short labels (the goal is spelled out in the details panel), so the form fits 80 columns
+OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy", "energy")]
 
 
 class ParetoScreen(Screen):
@@ -73,7 +73,7 @@ class ParetoScreen(Screen):
         with Horizontal(classes="form"):
             yield Label("budget W")
             yield Input("30", id="budget", type="number")
-            yield Label("deadline s/epoch")
+            yield Label("deadline s/ep")
             yield Input("", id="deadline", type="number")
             yield Label("epochs")
             yield Input("10", id="epochs", type="integer")

@@ -470,3 +470,17 @@ async def test_switching_screens_clears_toasts():
         await pilot.press("5")
         await pilot.pause(0.1)
         assert len(app._notifications) == 0
+
+
+async def test_pareto_goal_row_fits_80_columns():
+    """Budget, deadline, epochs and the objective dropdown are all on screen at 80x24."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        for wid in ("#budget", "#deadline", "#epochs", "#objective"):
+            r = app.screen.query_one(wid).region
+            assert r.width and r.right <= 80, (wid, r)
+        sel = app.screen.query_one("#objective")
+        assert sel.region.height == 3                      # its label on one line
