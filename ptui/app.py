@@ -52,6 +52,13 @@ class PtuiApp(App):
         self.state.sampler.start()
         self.switch_mode("dashboard")
 
+    async def action_switch_mode(self, mode: str) -> None:
+        """Toasts belong to the screen that raised them (each screen also shows its outcome in a
+        panel): switching screens clears them, so none covers the next screen's plot or table."""
+        if mode != self.current_mode:
+            self.clear_notifications()
+        self.switch_mode(mode)
+
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "leave_field":
             return self.typing             # shown in the footer (and active) only in a text field

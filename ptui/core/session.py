@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan

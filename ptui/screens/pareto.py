@@ -15,7 +15,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Select,
+    Static,
+)
 from textual_plotext import PlotextPlot
 
 from ..core import session
@@ -24,8 +33,8 @@ from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import PredictionsFailed, PredictionsLoaded
 
-OBJECTIVES = [("fastest under budget", "budget"), ("lowest power under deadline", "deadline"),
-              ("least energy", "energy")]
+# short labels (the goal is spelled out in the details panel), so the form fits 80 columns
+OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy", "energy")]
 
 
 class ParetoScreen(Screen):
@@ -64,7 +73,7 @@ class ParetoScreen(Screen):
         with Horizontal(classes="form"):
             yield Label("budget W")
             yield Input("30", id="budget", type="number")
-            yield Label("deadline s/epoch")
+            yield Label("deadline s/ep")
             yield Input("", id="deadline", type="number")
             yield Label("epochs")
             yield Input("10", id="epochs", type="integer")
@@ -253,19 +262,22 @@ class ParetoScreen(Screen):
         energy = p * total_h
         budget = self._num("#budget")
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
+        # short lines (the panel is 32 columns at 80x24), so a number never wraps away from its unit
         lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                 f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}  "
-                 f"EMC {fmt_mhz(m.mem_mhz)} MHz",
-                 f"minibatch {t:.1f} ms ± {ts:.1f}",
-                 f"epoch {ep / 60:.2f} min   {epochs} epochs {total_h:.2f} h",
-                 f"power {p:.2f} W ± {ps:.2f}   energy {energy:.0f} Wh",
-                 self.basis()]
+                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
+                  f"EMC {fmt_mhz(m.mem_mhz)} MHz",
+                  f"minibatch {t:.1f} ms ± {ts:.1f}",
+                  f"power {p:.2f} W ± {ps:.2f}",
+                  f"epoch {ep / 60:.2f} min",
+                  f"{epochs} epochs: {total_h:.2f} h, {energy:.0f} Wh",
+                  self.basis()]
         bp = self.best_preset(budget)
         if bp:
             bt, bpw, pre = bp
             b_total = bt * self.mb_per_epoch / 1000.0 * epochs / 3600.0
-            lines.append(f"vs {pre.name} ({bt:.0f} ms, {bpw:.1f} W): time {100 * (t - bt) / bt:+.0f} %, "
-                         f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f} %")
+            lines.append(f"vs {pre.name} ({bt:.0f} ms, {bpw:.1f} W):")
+            lines.append(f"time {100 * (t - bt) / bt:+.0f}%, "
+                         f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f}%")
         elif self.model is not None:
             lines.append("no NVIDIA preset fits this budget")
         lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign

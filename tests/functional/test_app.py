@@ -18,6 +18,20 @@ def make_app(**kw):
     return PtuiApp(state), sim
 
 
+@pytest.fixture
+def slower_profiler(monkeypatch):
+    """Each measured mode takes 0.2 s of wall time: a test that acts mid-profile still finds the
+    profile running on a loaded machine (the run is aborted early, so this costs little)."""
+    import ptui.core.profiler as P
+    real = P.Profiler.measure
+
+    def slow(self, *a, **k):
+        time.sleep(0.2)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(P.Profiler, "measure", slow)
+
+
 async def wait_workers(app, pilot):
     await app.workers.wait_for_complete()
     await pilot.pause(0.1)
@@ -120,7 +134,7 @@ async def test_apply_failure_rolls_back():
         assert sim.current_mode() == ORIN.preset("MODE_30W").mode
 
 
-async def test_abort_mid_profile_restores_mode(slow_profiler):
+async def test_abort_mid_profile_restores_mode(slower_profiler):
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(100, 32)) as pilot:
@@ -232,20 +246,24 @@ async def test_escape_leaves_a_text_field_and_the_footer_says_so():
         assert type(app.screen).__name__ == "ParetoScreen"
 
 
-async def test_enter_in_the_path_field_loads():
-    from ptui.core.predictor import bundled_reference
+async def test_enter_in_the_path_field_loads(tmp_path):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
     app, _ = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("4")
-        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
         scr = app.screen
-        assert scr.table is None
-        scr.query_one("#path").focus()
-        await pilot.press(*str(bundled_reference()))
+        field = scr.query_one("#path")
+        field.value = ""
+        field.focus()
+        await pilot.press(*str(tmp_path / "p.csv"))
         await pilot.press("enter")
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
-        assert scr.table is not None and len(scr.table) == 18096
+        assert scr.table is not None and len(scr.table) == 20
 
 
 async def test_confirm_with_nothing_selected_says_so():
@@ -322,7 +340,7 @@ async def test_measured_figures_are_not_called_predicted_on_apply(tmp_path):
         assert "measured while profiling" in plan and "predicted" not in plan
 
 
-async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
+async def test_eta_does_not_grow_while_paused(slower_profiler, monkeypatch):
     import ptui.screens.profile as P
     app, _ = make_app()
     async with app.run_test(size=(120, 32)) as pilot:
@@ -350,7 +368,7 @@ async def test_eta_does_not_grow_while_paused(slow_profiler, monkeypatch):
             await wait_workers(app, pilot)
 
 
-async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slow_profiler):
+async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler):
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("2")
@@ -499,3 +517,49 @@ async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
         assert len(modes) == 6 and set(modes) <= set(grid)
         for m, tt in zip(modes, t):
             assert tt == pytest.approx(20 + 3e4 / m.gpu_mhz, rel=1e-3)
+
+
+async def test_pareto_details_fit_their_panel_at_80x24():
+    """No figure wraps away from its unit ('0.67' / 'h') in the details panel at 80x24."""
+    from rich.text import Text
+
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        details = app.screen.query_one("#details")
+        width = details.content_size.width
+        lines = str(details.render()).splitlines()
+        figures = [ln for ln in lines if any(u in ln for u in (" h", " Wh", " W ", " ms", " MHz"))]
+        assert len(figures) >= 5
+        too_long = [ln for ln in figures if Text.from_markup(ln).cell_len > width]
+        assert not too_long, (width, too_long)
+
+
+async def test_switching_screens_clears_toasts():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        app.notify("fine-tuning finished")
+        await pilot.pause(0.1)
+        assert len(app._notifications) == 1
+        await pilot.press("5")
+        await pilot.pause(0.1)
+        assert len(app._notifications) == 0
+
+
+async def test_pareto_goal_row_fits_80_columns():
+    """Budget, deadline, epochs and the objective dropdown are all on screen at 80x24."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        for wid in ("#budget", "#deadline", "#epochs", "#objective"):
+            r = app.screen.query_one(wid).region
+            assert r.width and r.right <= 80, (wid, r)
+        sel = app.screen.query_one("#objective")
+        assert sel.region.height == 3                      # its label on one line

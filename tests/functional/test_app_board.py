@@ -22,7 +22,7 @@ async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
     the board afterwards."""
     root, _ = emulated_board
     before = fakesys.read_mode(root)
-    app, be = board_app(root)
+    app, _ = board_app(root)
     async with app.run_test(size=(110, 36)) as pilot:
         await pilot.press("2")
         await pilot.pause(0.2)
@@ -52,7 +52,7 @@ async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
 
 async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
     root = fakesys.build(tmp_path / "root")
-    app, be = board_app(root)
+    app, _ = board_app(root)
     target = ORIN.mode(4, 729.6, 318.75, 665.6)
     app.state.selected = target
     async with app.run_test(size=(100, 32)) as pilot:
@@ -71,7 +71,7 @@ async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
 
 async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
     root = fakesys.build(tmp_path / "root")
-    app, be = board_app(root)
+    app, _ = board_app(root)
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
     from ptui.core import paths
     async with app.run_test(size=(100, 32)) as pilot:
