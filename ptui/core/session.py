@@ -208,12 +208,12 @@ class ProfileRun:
         dev = be.device
         req, wl = self.req, self.workload
         if not self.is_script and not be.trains_builtin:
-            from ..workloads_torch_names import BUILTIN
+            from ..probe.names import BUILTIN
             if wl.name not in BUILTIN:
                 raise SessionError(
                     f"no built-in training loop for {wl.name} on a real board (built in: "
                     f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
-            self.script = [sys.executable, "-m", "ptui.workloads_torch", wl.name,
+            self.script = [sys.executable, "-m", "ptui.probe.loops", wl.name,
                            "--batch-size", str(self.batch_size)]
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl.name}-bs{self.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -1,4 +1,4 @@
-"""Profiling the user's own training script under the probe (core/probe.py).
+"""Profiling the user's own training script under the probe (ptui/probe/hook.py).
 
 What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
 optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
@@ -36,7 +36,8 @@ from .backends.base import Backend, MinibatchEvent
 from .profiler import ProfileError, SessionError
 from .workloads import Workload
 
-PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe_site"
+PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
+PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
 WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
 HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
 
@@ -225,7 +226,7 @@ class ScriptSource:
         self._srv.settimeout(0.2)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(PROBE_SITE), str(PROBE_SITE.parent.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
+            [str(PROBE_SITE), str(PTUI_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
         env["PTUI_PROBE_SOCK"] = path
         env.pop("PTUI_PROBE_FD", None)
         if self.whatif:

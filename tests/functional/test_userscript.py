@@ -104,7 +104,7 @@ def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
                        "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
                        "--out", tmp_path / "l.csv")
     assert rc == 0, err
-    assert "ptui.workloads_torch lstm" in err
+    assert "ptui.probe.loops lstm" in err
     assert len((tmp_path / "l.csv").read_text().splitlines()) == 2
     rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "yolov8n",
                      "--out", tmp_path / "y.csv")
@@ -256,7 +256,7 @@ def test_a2_launcher_that_closes_fds_reports_rank0_only(tmp_path):
 
 
 def test_a2_probe_reports_for_rank_zero_only():
-    from ptui.core.probe import is_reporting_rank
+    from ptui.probe.hook import is_reporting_rank
     assert is_reporting_rank({}) and is_reporting_rank({"RANK": "0", "LOCAL_RANK": "0"})
     assert not is_reporting_rank({"RANK": "3", "LOCAL_RANK": "0"})
     assert not is_reporting_rank({"LOCAL_RANK": "1"})

@@ -15,7 +15,7 @@ fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
 step "build the wheel"
 "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WORK/dist" "$SRC"
 WHEEL=$(ls "$WORK"/dist/ptui-*.whl)
-for f in ptui/probe_site/sitecustomize.py ptui/assets/reference-orin-agx-resnet18/meta.json ptui/app.tcss; do
+for f in ptui/probe/site/sitecustomize.py ptui/assets/reference-orin-agx-resnet18/meta.json ptui/app.tcss; do
     "$PYTHON" -c "import sys, zipfile; sys.exit('$f' not in zipfile.ZipFile('$WHEEL').namelist())" \
         || fail "$f is missing from $(basename "$WHEEL")"
 done

@@ -16,7 +16,7 @@ SETUP = PYPROJECT["tool"]["setuptools"]
 
 def _shipped_packages() -> set[str]:
     find = SETUP["packages"]["find"]
-    assert find.get("namespaces", True), "ptui/probe_site has no __init__.py: namespaces must stay on"
+    assert find.get("namespaces", True), "ptui/probe/site has no __init__.py: namespaces must stay on"
     return set(find_namespace_packages(str(ROOT), include=find["include"], exclude=find.get("exclude", ())))
 
 
@@ -32,7 +32,7 @@ def test_every_module_under_ptui_is_in_a_shipped_package():
         if p.suffix == ".py":
             pkg = ".".join(p.relative_to(ROOT).parent.parts)
             assert pkg in pkgs, f"{p.relative_to(ROOT)} would be missing from the wheel"
-    assert "ptui.probe_site" in pkgs  # the probe: without it a user-script profile waits and fails
+    assert "ptui.probe.site" in pkgs  # the probe: without it a user-script profile waits and fails
 
 
 def test_every_data_file_under_ptui_is_package_data():

@@ -6,7 +6,7 @@ import sys
 
 if os.environ.get("PTUI_PROBE_SOCK"):
     try:
-        from ptui.core import probe
+        from ptui.probe import hook as probe
         probe.install()
     except Exception as e:  # noqa: BLE001 - never break the user's script
         sys.stderr.write(f"ptui probe not installed: {e}\n")

@@ -1,6 +1,6 @@
 """Built-in training workloads for real boards: plain-torch models trained on synthetic tensors.
 
-`python -m ptui.workloads_torch resnet18 --batch-size 16` trains until stopped (or --steps), on CUDA
+`python -m ptui.probe.loops resnet18 --batch-size 16` trains until stopped (or --steps), on CUDA
 when present, else CPU.  ptui profiles it like any user script, through the minibatch probe.
 Models (no torchvision): ResNet-18, MobileNetV3-small, a 2-layer LSTM language model, and a small
 transformer encoder as the BERT-like question-answering stand-in.  There is no built-in YOLOv8n:
@@ -101,7 +101,7 @@ class Encoder(nn.Module):
         return self.qa(self.enc(self.emb(x)))
 
 
-from .workloads_torch_names import BUILTIN  # noqa: E402
+from .names import BUILTIN  # noqa: E402
 
 
 def build(name: str, bs: int, device):
@@ -126,7 +126,7 @@ def build(name: str, bs: int, device):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptui.workloads_torch")
+    ap = argparse.ArgumentParser(prog="python -m ptui.probe.loops")
     ap.add_argument("workload")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many minibatches (0 = never)")
