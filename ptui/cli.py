@@ -80,9 +80,13 @@ def cmd_profile(a) -> int:
               f"resume with: {run.resume_hint()}")
         return EXIT_INT
     if res.error is not None:
+        from .core.profiler import RestoreFailed
         _info(res.saved)
-        _info(f"the device was restored to its original mode; finished modes are kept in session "
-              f"{res.session} (resume with: {run.resume_hint()})")
+        where = ("the board is NOT back in its original mode (see the error below)"
+                 if isinstance(res.error, RestoreFailed) else
+                 "the device was restored to its original mode")
+        _info(f"{where}; finished modes are kept in session {res.session} "
+              f"(resume with: {run.resume_hint()})")
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")

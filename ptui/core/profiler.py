@@ -28,6 +28,10 @@ class ProfileError(RuntimeFailure):
     pass
 
 
+class RestoreFailed(BackendError):
+    """Profiling ended but the board could not be put back in its original mode."""
+
+
 class ProfileAborted(ProfileError):
     pass
 
@@ -316,7 +320,7 @@ class Profiler:
                     pass
                 self.progress.phase = status
                 if restore_error is not None:
-                    raise BackendError(f"could not restore the original mode: {restore_error}")
+                    raise RestoreFailed(f"could not restore the original mode: {restore_error}")
         return results
 
 

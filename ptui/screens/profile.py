@@ -270,6 +270,8 @@ class ProfileScreen(Screen):
         status = "failed" if msg.error else msg.status
         text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
                 "failed": "profile failed; the original mode is restored"}[status]
+        if msg.error and "could not restore the original mode" in msg.error:
+            text = "profile failed and the board is NOT back in its original mode"
         where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
         nxt = ("Next: 3 Fine-tune." if status == "done" else
                "Resume it from the list to finish it." if msg.n_rows else "")

@@ -97,7 +97,10 @@ class JtopBackend(Backend):
         """The nvpmodel mode goes back through the service, then the exact values through sysfs."""
         nvp = snap.get("nvpmodel") if isinstance(snap, dict) else None
         cur = self._sysfs.snapshot().get("nvpmodel")            # the board's own status file
-        if nvp is not None and cur != nvp and not self._select_nvpmodel(nvp):
+        # a restore is the safety path: wait longer than an apply (nvpmodel on a busy board can
+        # take a while) and trust the board's own status file if the service lags behind it
+        if nvp is not None and cur != nvp and not self._select_nvpmodel(nvp, timeout=40.0) \
+                and self._sysfs.snapshot().get("nvpmodel") != nvp:
             raise BackendError(f"jtop did not switch back to nvpmodel {nvp}")
         self._sysfs.restore(snap)
 
