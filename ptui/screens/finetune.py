@@ -56,10 +56,10 @@ class FinetuneScreen(Screen):
         if st.profile_csv and not inp.value:
             inp.value = str(st.profile_csv)
         self.query_one("#info", Static).update(
-            "Transfer learning (PowerTrain §3.2): the bundled Orin AGX ResNet-18 reference networks get "
-            "a fresh last layer and are fine-tuned on your profile; 5-fold cross-validation picks the "
-            "recipe per target (transfer, transfer without dropout, or training from scratch — the NN "
-            "baseline) and gives honest error figures.")
+            "Fits time and power to your profile: Gaussian processes (with the bundled ResNet-18 "
+            "reference as prior mean or input, or none) and PowerTrain's transfer-learned networks "
+            "(§3.2); 5-fold cross-validation keeps the best per target and says how often its 90 % "
+            "interval covered held-out modes.")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()

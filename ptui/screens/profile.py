@@ -78,9 +78,9 @@ class ProfileScreen(Screen):
             yield Input("0", id="seed", type="integer")
         with Horizontal(classes="form"):
             yield Label("strategy")
-            yield Select([("random (PowerTrain)", "random"), ("space-filling", "space-filling"),
-                          ("active, for a goal", "active")], value="random", allow_blank=False,
-                         id="strategy")
+            yield Select([("random", "random"), ("space-filling", "space-filling"),
+                          ("active", "active")], value="random", allow_blank=False, id="strategy")
+            yield Label("goal (active)")
             yield Select([("budget W", "budget"), ("deadline ms", "deadline"),
                           ("least energy", "energy")], value="budget", allow_blank=False, id="goal")
             yield Input("30", id="goal-value", type="number")
