@@ -66,3 +66,8 @@ def test_not_ptuis_physics():
     t_ind, _, _ = ic.truth(dev, ic.JOBS["resnet50"], A)
     r = np.log(t_ind) - np.log(t_sim)
     assert np.std(r) > 0.1                  # not a constant rescaling of the simulator
+
+
+def test_header_is_ptuis_profile_header():
+    from ptui.core.profiler import PROFILE_HEADER
+    assert tuple(ic.HEADER) == tuple(PROFILE_HEADER)
