@@ -180,6 +180,21 @@ def test_restore_raises_max_before_min_when_going_up(tree):
     assert k2.rejected == [] and fakesys.read_mode(root2) == ORIN.mode(4, 268.8, 114.75, 204)
 
 
+def test_restore_when_an_offline_cluster_was_unreadable(tree):
+    """On a real kernel an offline policy cannot be read (EBUSY): the snapshot then lacks that
+    cluster, and restore gives it the first cluster's limits before taking it offline again."""
+    be, k = strict(tree)
+    snap = be.snapshot()
+    assert set(snap["cpufreq"]) == {0, 4, 8}
+    del snap["cpufreq"][8]
+    assert apply_mode(be, ORIN.mode(12, 729.6, 318.75, 665.6)).ok
+    be.restore(snap)
+    pol = tree / "sys/devices/system/cpu/cpufreq"
+    assert (pol / "policy8/scaling_max_freq").read_text().strip() == "1728000"
+    assert (pol / "policy8/scaling_min_freq").read_text().strip() == "1728000"
+    assert k.rejected == [] and fakesys.read_mode(tree) == START
+
+
 def test_write_failing_mid_apply_rolls_back_exactly(tree):
     unpin(tree)
     before = fakesys.board_files(tree)
