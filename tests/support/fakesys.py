@@ -6,6 +6,7 @@ simulated rails, clocks, load and temperatures back into the tree.
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -225,8 +226,6 @@ def install_nvpmodel(bin_dir: Path, root: Path) -> Path:
 
 
 # -- a stricter kernel, other boards, failing nvpmodel ----------------------------------------------
-import errno  # noqa: E402
-
 _PAIRS = {"scaling_min_freq": ("min", "scaling_max_freq"), "scaling_max_freq": ("max", "scaling_min_freq"),
           "min_freq": ("min", "max_freq"), "max_freq": ("max", "min_freq")}
 

@@ -6,8 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from ptui.core.csvio import (CSVError, PROFILE_COLS, fmt_value, mode_cells, read_csv, read_modes,
-                             read_profile, write_csv)
+from ptui.core.csvio import (
+    PROFILE_COLS,
+    CSVError,
+    fmt_value,
+    mode_cells,
+    read_csv,
+    read_modes,
+    read_profile,
+    write_csv,
+)
 from ptui.core.devices import get_device
 
 ORIN = get_device("orin-agx")

@@ -316,17 +316,18 @@ def test_table_from_prediction():
 
 # -- the CLI names the brute-force mode ---------------------------------------------------------
 @pytest.mark.parametrize("args, goal", [
-    (("--budget-w", "30"), dict(budget=30.0, risk=0.05)),
-    (("--budget-w", "30", "--risk", "0"), dict(budget=30.0, risk=None)),
-    (("--budget-w", "25", "--tolerance-w", "2"), dict(budget=25.0, risk=0.05, tol=2.0)),
-    (("--budget-w", "20", "--risk", "0.2"), dict(budget=20.0, risk=0.2)),
-    (("--deadline-ms", "150"), dict(deadline=150.0, risk=0.05)),
-    (("--deadline-ms", "150", "--risk", "0"), dict(deadline=150.0, risk=None)),
-    (("--objective", "energy", "--budget-w", "20"), dict(objective="energy", budget=20.0, risk=0.05)),
-    (("--objective", "energy", "--risk", "0"), dict(objective="energy", risk=None)),
+    (("--budget-w", "30"), {"budget": 30.0, "risk": 0.05}),
+    (("--budget-w", "30", "--risk", "0"), {"budget": 30.0, "risk": None}),
+    (("--budget-w", "25", "--tolerance-w", "2"), {"budget": 25.0, "risk": 0.05, "tol": 2.0}),
+    (("--budget-w", "20", "--risk", "0.2"), {"budget": 20.0, "risk": 0.2}),
+    (("--deadline-ms", "150"), {"deadline": 150.0, "risk": 0.05}),
+    (("--deadline-ms", "150", "--risk", "0"), {"deadline": 150.0, "risk": None}),
+    (("--objective", "energy", "--budget-w", "20"), {"objective": "energy", "budget": 20.0, "risk": 0.05}),
+    (("--objective", "energy", "--risk", "0"), {"objective": "energy", "risk": None}),
 ])
 def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     import json
+
     from ptui.core.csvio import mode_cells, write_csv
     from ptui.core.predictor import bundled_reference, load_bundled
     model = load_bundled("orin-agx")

@@ -15,7 +15,6 @@ from ptui.core.apply import apply_mode, plan, rollback
 from ptui.core.backends.base import ApplyError, BackendError
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.devices import get_device
-
 from tests.support import fakesys, faults
 
 ORIN = get_device("orin-agx")
@@ -198,7 +197,7 @@ def test_restore_when_an_offline_cluster_was_unreadable(tree):
 def test_write_failing_mid_apply_rolls_back_exactly(tree):
     unpin(tree)
     before = fakesys.board_files(tree)
-    be, k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO})
+    be, _k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO})
     res = apply_mode(be, ORIN.maxn)
     assert not res.ok
     assert "1300500000" in res.message and "Input/output error" in res.message
@@ -207,7 +206,7 @@ def test_write_failing_mid_apply_rolls_back_exactly(tree):
 
 
 def test_write_failing_during_rollback_is_reported(tree):
-    be, k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO},
+    be, _k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO},
                    fail={("cpu8/online", "0"): errno.EBUSY})
     res = apply_mode(be, ORIN.maxn)
     assert not res.ok and "ROLLBACK FAILED" in res.message

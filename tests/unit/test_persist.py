@@ -11,7 +11,6 @@ from ptui.core.apply import apply_mode
 from ptui.core.backends.base import BackendError
 from ptui.core.backends.sysfs import SysfsBackend, _replace_power_model, nvpmodel_block
 from ptui.core.devices import get_device
-
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")

@@ -21,8 +21,8 @@ def row(i: int) -> dict:
 
 
 def make(store: Store, name="s", **kw):
-    args = dict(device="orin-agx", workload="resnet18", batch_size=16, seed=3, backend="sim",
-                plan=PLAN, params={"count": 3}, original_mode=ORIN.preset("MODE_30W").mode)
+    args = {"device": "orin-agx", "workload": "resnet18", "batch_size": 16, "seed": 3, "backend": "sim",
+                "plan": PLAN, "params": {"count": 3}, "original_mode": ORIN.preset("MODE_30W").mode}
     args.update(kw)
     store.create_session(name, **args)
 
