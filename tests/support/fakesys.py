@@ -367,6 +367,7 @@ def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) 
             status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
             sys.exit(0)
         if {fault!r} == "reboot":
+            (ROOT / "nvpmodel-answer").write_text(sys.stdin.readline().strip())
             status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
             print("NVPM WARN: Reboot required for changing to this power mode: " + args[1])
             print("NVPM WARN: DO YOU WANT TO REBOOT NOW? enter YES/yes to confirm:")

@@ -296,6 +296,7 @@ def test_failing_nvpmodel_leaves_the_board_where_it_was(tree, tmp_path, fault, s
     assert said in str(ei.value)
     if fault == "reboot":
         assert "will not reboot" in str(ei.value) and "sudo nvpmodel -m 1" in str(ei.value)
+        assert (tree / "nvpmodel-answer").read_text() == "NO"        # the prompt was answered no
     assert "restored" in str(ei.value)
     assert fakesys.board_files(tree) == before
     assert be.read().nvpmodel == "MODE_30W"

@@ -45,6 +45,12 @@ def test_default_path_is_in_the_data_dir(monkeypatch, tmp_path):
     s.close()
 
 
+def test_creates_missing_parent_directories(tmp_path):
+    s = Store(tmp_path / "a" / "b" / "s.db")
+    make(s)
+    assert s.get_session("s").n_done == 0 and (tmp_path / "a" / "b" / "s.db").exists()
+
+
 def test_cannot_open_is_one_clear_error(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
