@@ -6,6 +6,7 @@ simulated rails, clocks, load and temperatures back into the tree.
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -226,8 +227,6 @@ def install_nvpmodel(bin_dir: Path, root: Path) -> Path:
 
 
 # -- a stricter kernel, other boards, failing nvpmodel ----------------------------------------------
-import errno  # noqa: E402
-
 _PAIRS = {"scaling_min_freq": ("min", "scaling_max_freq"), "scaling_max_freq": ("max", "scaling_min_freq"),
           "min_freq": ("min", "max_freq"), "max_freq": ("max", "min_freq")}
 
@@ -369,6 +368,7 @@ def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) 
             status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
             sys.exit(0)
         if {fault!r} == "reboot":
+            (ROOT / "nvpmodel-answer").write_text(sys.stdin.readline().strip())
             status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
             print("NVPM WARN: Reboot required for changing to this power mode: " + args[1])
             print("NVPM WARN: DO YOU WANT TO REBOOT NOW? enter YES/yes to confirm:")

@@ -316,14 +316,14 @@ def test_table_from_prediction():
 
 # -- the CLI names the brute-force mode ---------------------------------------------------------
 @pytest.mark.parametrize("args, goal", [
-    (("--budget-w", "30"), dict(budget=30.0, risk=0.05)),
-    (("--budget-w", "30", "--risk", "0"), dict(budget=30.0, risk=None)),
-    (("--budget-w", "25", "--tolerance-w", "2"), dict(budget=25.0, risk=0.05, tol=2.0)),
-    (("--budget-w", "20", "--risk", "0.2"), dict(budget=20.0, risk=0.2)),
-    (("--deadline-ms", "150"), dict(deadline=150.0, risk=0.05)),
-    (("--deadline-ms", "150", "--risk", "0"), dict(deadline=150.0, risk=None)),
-    (("--objective", "energy", "--budget-w", "20"), dict(objective="energy", budget=20.0, risk=0.05)),
-    (("--objective", "energy", "--risk", "0"), dict(objective="energy", risk=None)),
+    (("--budget-w", "30"), {"budget": 30.0, "risk": 0.05}),
+    (("--budget-w", "30", "--risk", "0"), {"budget": 30.0, "risk": None}),
+    (("--budget-w", "25", "--tolerance-w", "2"), {"budget": 25.0, "risk": 0.05, "tol": 2.0}),
+    (("--budget-w", "20", "--risk", "0.2"), {"budget": 20.0, "risk": 0.2}),
+    (("--deadline-ms", "150"), {"deadline": 150.0, "risk": 0.05}),
+    (("--deadline-ms", "150", "--risk", "0"), {"deadline": 150.0, "risk": None}),
+    (("--objective", "energy", "--budget-w", "20"), {"objective": "energy", "budget": 20.0, "risk": 0.05}),
+    (("--objective", "energy", "--risk", "0"), {"objective": "energy", "risk": None}),
 ])
 def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     import json
@@ -343,3 +343,17 @@ def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     assert rc == 0, err
     assert (f"apply with: ptui apply --cores {want.cores} --cpu-mhz {want.cpu_mhz:g} "
             f"--gpu-mhz {want.gpu_mhz:g} --mem-mhz {want.mem_mhz:g}") in out
+
+
+def test_certain_mode_exactly_at_the_budget_qualifies_under_risk():
+    """sd 0 means certain: a mode predicted exactly at the budget is within it, also when other
+    rows carry a spread (and the risk rule is on)."""
+    m = MODES[:2]
+    tab = Table(m, np.array([50.0, 80.0]), np.array([30.0, 20.0]), np.zeros(2), np.array([0.0, 1.0]))
+    d = choose(tab, budget_w=30, risk=0.05)
+    assert d.index == 0 and d.exceed_prob == 0.0
+
+
+def test_front_of_nothing_is_an_empty_index_array():
+    f = front_indices(np.array([]), np.array([]))
+    assert f.dtype.kind == "i" and f.size == 0

@@ -179,10 +179,25 @@ def test_restore_raises_max_before_min_when_going_up(tree):
     assert k2.rejected == [] and fakesys.read_mode(root2) == ORIN.mode(4, 268.8, 114.75, 204)
 
 
+def test_restore_when_an_offline_cluster_was_unreadable(tree):
+    """On a real kernel an offline policy cannot be read (EBUSY): the snapshot then lacks that
+    cluster, and restore gives it the first cluster's limits before taking it offline again."""
+    be, k = strict(tree)
+    snap = be.snapshot()
+    assert set(snap["cpufreq"]) == {0, 4, 8}
+    del snap["cpufreq"][8]
+    assert apply_mode(be, ORIN.mode(12, 729.6, 318.75, 665.6)).ok
+    be.restore(snap)
+    pol = tree / "sys/devices/system/cpu/cpufreq"
+    assert (pol / "policy8/scaling_max_freq").read_text().strip() == "1728000"
+    assert (pol / "policy8/scaling_min_freq").read_text().strip() == "1728000"
+    assert k.rejected == [] and fakesys.read_mode(tree) == START
+
+
 def test_write_failing_mid_apply_rolls_back_exactly(tree):
     unpin(tree)
     before = fakesys.board_files(tree)
-    be, k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO})
+    be, _k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO})
     res = apply_mode(be, ORIN.maxn)
     assert not res.ok
     assert "1300500000" in res.message and "Input/output error" in res.message
@@ -191,7 +206,7 @@ def test_write_failing_mid_apply_rolls_back_exactly(tree):
 
 
 def test_write_failing_during_rollback_is_reported(tree):
-    be, k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO},
+    be, _k = strict(tree, fail_once={("17000000.gpu/max_freq", "1300500000"): errno.EIO},
                    fail={("cpu8/online", "0"): errno.EBUSY})
     res = apply_mode(be, ORIN.maxn)
     assert not res.ok and "ROLLBACK FAILED" in res.message
@@ -281,6 +296,7 @@ def test_failing_nvpmodel_leaves_the_board_where_it_was(tree, tmp_path, fault, s
     assert said in str(ei.value)
     if fault == "reboot":
         assert "will not reboot" in str(ei.value) and "sudo nvpmodel -m 1" in str(ei.value)
+        assert (tree / "nvpmodel-answer").read_text() == "NO"        # the prompt was answered no
     assert "restored" in str(ei.value)
     assert fakesys.board_files(tree) == before
     assert be.read().nvpmodel == "MODE_30W"

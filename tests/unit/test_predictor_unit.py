@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from ptui.core.devices import get_device
-from ptui.core.predictor import FORMAT, Model, ModelError, Net, features, load_bundled, load_model
+from ptui.core.predictor import (
+    FORMAT,
+    Model,
+    ModelError,
+    Net,
+    features,
+    load_bundled,
+    load_model,
+)
 
 ORIN = get_device("orin-agx")
 

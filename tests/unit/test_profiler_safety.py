@@ -104,7 +104,7 @@ def test_a_mode_that_never_settles_is_recorded_as_unstable(tmp_path):
 
 def test_settling_takes_at_least_the_minimum(tmp_path):
     be = SimJetson(ORIN, seed=1, noise=False)
-    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    _store, prof, info = session(tmp_path, be, plan=PLAN[:1])
     (r,) = prof.run(info)
     assert r.stable and ProfileConfig().min_settle_s <= r.settle_s < ProfileConfig().settle_timeout_s
 
@@ -135,7 +135,7 @@ def test_stalled_training_hits_the_mode_timeout(tmp_path):
 
 def test_mode_timeout_is_configurable(tmp_path):
     be = faults.StalledBackend(ORIN, after=10, horizon_s=400, seed=1)
-    store, prof, info = session(tmp_path, be, plan=PLAN[:1], cfg=ProfileConfig(mode_timeout_s=60))
+    _store, prof, info = session(tmp_path, be, plan=PLAN[:1], cfg=ProfileConfig(mode_timeout_s=60))
     with pytest.raises(ProfileError, match=r"no result after 60 s"):
         prof.run(info)
     assert 60 < be.clock.now() < 70
@@ -148,7 +148,7 @@ def test_no_power_sensor_is_an_error(tmp_path):
             return replace(super().read(), power_w=None)
 
     be = NoPower(ORIN, seed=1)
-    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    _store, prof, info = session(tmp_path, be, plan=PLAN[:1])
     with pytest.raises(BackendError, match="no power reading"):
         prof.run(info)
     assert be.current_mode() == START
@@ -198,8 +198,8 @@ def test_control_pause_resume():
 
 def test_resume_mismatches_are_refused(tmp_path):
     be = SimJetson(ORIN, seed=1)
-    store, prof, info = session(tmp_path, be)
-    kw = dict(seed=1, backend_kind="sim", plan_fn=lambda: PLAN, original_mode=START, params={})
+    store, _prof, _info = session(tmp_path, be)
+    kw = {"seed": 1, "backend_kind": "sim", "plan_fn": lambda: PLAN, "original_mode": START, "params": {}}
     with pytest.raises(SessionError, match="'s' was profiled on orin-agx, not xavier-agx") as ei:
         open_session(store, "s", resume=True, device=get_device("xavier-agx"), workload=WL, **kw)
     assert ei.value.exit_code == 2
@@ -227,7 +227,7 @@ def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
         prof.run(info, stop)
     assert store.get_session("s").status == "aborted"
     info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1, backend_kind="sim",
-                        plan_fn=lambda: [], original_mode=START, params={})
+                        plan_fn=list, original_mode=START, params={})
     assert info.n_done == 1
     applied = []
     real = be.apply_mode
@@ -285,7 +285,7 @@ def test_events_before_the_switch_are_not_counted(tmp_path):
     """Minibatches that ended before the mode was applied, and the first one after, are dropped."""
 
     be = SimJetson(ORIN, seed=1, noise=False)
-    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    _store, prof, info = session(tmp_path, be, plan=PLAN[:1])
     prof.cfg = ProfileConfig(min_minibatches=5)
     (r,) = prof.run(info)
     from ptui.core.physics import steady_state

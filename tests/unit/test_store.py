@@ -21,8 +21,8 @@ def row(i: int) -> dict:
 
 
 def make(store: Store, name="s", **kw):
-    args = dict(device="orin-agx", workload="resnet18", batch_size=16, seed=3, backend="sim",
-                plan=PLAN, params={"count": 3}, original_mode=ORIN.preset("MODE_30W").mode)
+    args = {"device": "orin-agx", "workload": "resnet18", "batch_size": 16, "seed": 3, "backend": "sim",
+                "plan": PLAN, "params": {"count": 3}, "original_mode": ORIN.preset("MODE_30W").mode}
     args.update(kw)
     store.create_session(name, **args)
 
@@ -43,6 +43,12 @@ def test_default_path_is_in_the_data_dir(monkeypatch, tmp_path):
     s = Store()
     assert s.path == tmp_path / "d" / "sessions.sqlite" and s.path.exists()
     s.close()
+
+
+def test_creates_missing_parent_directories(tmp_path):
+    s = Store(tmp_path / "a" / "b" / "s.db")
+    make(s)
+    assert s.get_session("s").n_done == 0 and (tmp_path / "a" / "b" / "s.db").exists()
 
 
 def test_cannot_open_is_one_clear_error(tmp_path):
