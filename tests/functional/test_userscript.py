@@ -374,3 +374,26 @@ def test_a1_a_measured_resnet18_lands_on_the_catalogs():
         a, b = steady_state(dev, w, *mode), steady_state(dev, ref, *mode)
         assert abs(float(a.time_ms) / float(b.time_ms) - 1) < 0.1
         assert abs(float(a.power_w) / float(b.power_w) - 1) < 0.1
+
+
+def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
+    """Steps slower than the per-mode limit allows (here 0.25 s x 10 > 1.5 s) are waited for."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
+    from ptui.core.store import Store
+    from ptui.core.userscript import ScriptSource, script_workload
+    slow = _write(tmp_path, "slow.py", TRAIN.replace("time.sleep(0.02)", "time.sleep(0.25)"))
+    argv = [sys.executable, str(slow), "100000"]
+    dev = get_device("orin-agx")
+    sim = SimJetson(dev, clock=RealClock())
+    store = Store(tmp_path / "s.sqlite")
+    wl = script_workload(16, argv)
+    info = open_session(store, "slow", resume=False, device=dev, workload=wl, seed=0,
+                        backend_kind="sim", plan_fn=lambda: choose_modes(dev, count=1),
+                        original_mode=sim.current_mode(), params={})
+    src = ScriptSource(sim, argv, tmp_path / "log", whatif=False, steps_per_mode=10)
+    cfg = ProfileConfig(min_minibatches=8, mode_timeout_s=1.5, sample_interval=0.1, min_settle_s=0.2)
+    (r,) = Profiler(sim, wl, store, "slow", cfg, source=src).run(info)
+    assert r.n_minibatches >= 8 and 250.0 <= r.time_ms < 1000.0
