@@ -26,9 +26,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import ptui
 
@@ -236,7 +236,7 @@ class ScriptSource:
         else:
             env.pop("PTUI_PROBE_WHATIF", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
         try:
             self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -254,7 +254,7 @@ class ScriptSource:
         while not self._closing.is_set():
             try:
                 conn, _ = self._srv.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break
@@ -417,7 +417,7 @@ class ScriptSource:
         to_clock = clock.now() - time.monotonic()          # offset from CLOCK_MONOTONIC
         next_sample = clock.now() + interval
         said_estimate = False
-        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):
+        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):  # noqa: B023
             if kind == "S":
                 t, opt, nbw, excluded = val
                 dur = self.it.step(t, opt, nbw, excluded)

@@ -31,7 +31,7 @@ def script(tmp_path):
 
 
 def test_profiles_a_real_script_on_the_simulator_as_a_whatif(tmp_path, script, cli):
-    rc, out, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
                        "--out", tmp_path / "s.csv", "--", sys.executable, script, "100000")
     assert rc == 0, err
     rows = (tmp_path / "s.csv").read_text().splitlines()
@@ -87,7 +87,7 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
     from tests.support import fakesys
     root, _ = emulated_board
     before = fakesys.read_mode(root)
-    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
                        "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
                        script, "100000")
     assert rc == 0, err
@@ -99,7 +99,7 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
 
 def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
     root, _ = emulated_board
-    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
                        "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
                        "--out", tmp_path / "l.csv")
     assert rc == 0, err
@@ -328,7 +328,8 @@ def test_a1_whatif_follows_the_mode_and_the_model(tmp_path, cli):
     assert "what-if from the model's measured size (SIMULATED)" in err
     assert "16 samples per iteration" in err and "0 DataLoader workers" in err
     import csv
-    rows = list(csv.DictReader(open(tmp_path / "a.csv")))
+    with open(tmp_path / "a.csv") as fh:
+        rows = list(csv.DictReader(fh))
     fast, slow = rows if float(rows[0]["gpu_mhz"]) > 1000 else rows[::-1]
     assert float(slow["time_ms"]) > 1.5 * float(fast["time_ms"])     # follows the mode
     assert float(slow["power_w"]) < float(fast["power_w"])
