@@ -216,8 +216,9 @@ class Profiler:
             if stable_at is not None and (not record or (
                     len(mbs) >= cfg.min_minibatches and len(pw) >= cfg.min_power_samples)):
                 break
-            if now - t_a > cfg.mode_timeout_s:
-                raise ProfileError(f"mode {mode.key}: no result after {cfg.mode_timeout_s:.0f} s "
+            limit = max(cfg.mode_timeout_s, getattr(self.source, "mode_timeout_s", 0.0) or 0.0)
+            if now - t_a > limit:              # a script with slow steps extends the limit
+                raise ProfileError(f"mode {mode.key}: no result after {limit:.0f} s "
                                    f"({len(mbs)} minibatches) — is the workload still training?")
             if self.control.aborted or self.control.paused:
                 self.control.wait()

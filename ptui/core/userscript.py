@@ -26,9 +26,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import ptui
 
@@ -202,6 +202,9 @@ class ScriptSource:
         self.model_info: dict | None = None          # the probe's W line (what-if)
         self.workload: Workload | None = None        # the what-if workload given to the simulator
         self.host_step_ms: float | None = None
+        # the Profiler's per-mode limit: none while starting (--startup-timeout applies), then
+        # raised for slow steps
+        self.mode_timeout_s = float("inf")
         self._readers: list[threading.Thread] = []
         self._srv: socket.socket | None = None
         self._dir: str | None = None
@@ -234,7 +237,7 @@ class ScriptSource:
         else:
             env.pop("PTUI_PROBE_WHATIF", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
         try:
             self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -252,7 +255,7 @@ class ScriptSource:
         while not self._closing.is_set():
             try:
                 conn, _ = self._srv.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break
@@ -360,7 +363,7 @@ class ScriptSource:
             self._timed_said = timed
             label = f"{WHATIF_LABEL}: " if self.whatif else ""
             self.on_info({"timed": label + "one " + timed})
-            self.notify(f"timing one {timed} per minibatch event")
+            self.notify(f"timing one {timed} per minibatch (time_ms)")
 
     # -- the probe's lines ------------------------------------------------------------------------
     def _lines(self, deadline_fn):
@@ -415,12 +418,18 @@ class ScriptSource:
         to_clock = clock.now() - time.monotonic()          # offset from CLOCK_MONOTONIC
         next_sample = clock.now() + interval
         said_estimate = False
-        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):
+        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):  # noqa: B023
             if kind == "S":
                 t, opt, nbw, excluded = val
                 dur = self.it.step(t, opt, nbw, excluded)
                 if dur is not None:
                     self._say_timed()
+                    # slow steps: a mode may take as long as 3x its iterations at this pace
+                    # (plus the start-up, which the first mode's clock also counted)
+                    if self.it.n_iter == 1 or self.mode_timeout_s == float("inf"):
+                        self.mode_timeout_s = 0.0
+                    self.mode_timeout_s = max(self.mode_timeout_s, 3.0 * dur * self.steps_per_mode
+                                              + time.monotonic() - self.t_start)
                     if not said_estimate and self.modes_todo:
                         said_estimate = True
                         per = dur * self.steps_per_mode
@@ -437,8 +446,10 @@ class ScriptSource:
         """The simulated board: measure the model, time a few host iterations, stop the script,
         then stream the simulator running the measured model (time and power follow the mode)."""
         host: list[float] = []
+        t_first = None
         for kind, val in self._measure_lines():
             if kind == "S":
+                t_first = t_first or time.monotonic()
                 dur = self.it.step(*val)
                 if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
                     host.append(dur)
@@ -446,6 +457,13 @@ class ScriptSource:
                 self.model_info = val
             if self.model_info is not None and len(host) >= HOST_ITERATIONS:
                 break
+            if (self.model_info is None and t_first is not None
+                    and time.monotonic() - t_first > self.first_step_timeout):
+                self._kill()
+                raise ProfileError(
+                    f"the script took {_plural(self.it.steps, 'optimizer step')} in "
+                    f"{self.first_step_timeout:.0f} s but ptui needs 3 whole iterations to measure "
+                    f"its model; raise --startup-timeout for slow steps")
         self._kill()
         if self.model_info is None:
             raise ProfileError("the script stopped before ptui could measure its model")
@@ -460,6 +478,7 @@ class ScriptSource:
                                  "host_step_ms": self.host_step_ms,
                                  "host_iterations": len(host)},
                       "host_step_ms": self.host_step_ms})
+        self.mode_timeout_s = 0.0                     # the simulator: the Profiler's own limit
         self.backend.start_training(self.workload)
         yield from self.backend.events(interval)
 

@@ -96,7 +96,7 @@ class _Window:
                     win.ops += 1
                     if not getattr(func, "is_view", False):
                         win.bytes += _tensor_bytes((args, kwargs)) + _tensor_bytes(out)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001, S110 - never break the user's script
                     pass
                 return out
 
@@ -199,7 +199,7 @@ def _patch_dataloader() -> None:
                 w.batches += 1
                 w.samples += int(first.shape[0]) if first is not None else 0
                 w.input_bytes += _tensor_bytes(batch)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
             pass
         return batch
 
@@ -257,6 +257,6 @@ def install() -> None:
     _patch_backward()
     try:
         _patch_dataloader()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - never break the user's script
         pass
     _send(f"D {device}\n")

@@ -31,7 +31,7 @@ def script(tmp_path):
 
 
 def test_profiles_a_real_script_on_the_simulator_as_a_whatif(tmp_path, script, cli):
-    rc, out, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
                        "--out", tmp_path / "s.csv", "--", sys.executable, script, "100000")
     assert rc == 0, err
     rows = (tmp_path / "s.csv").read_text().splitlines()
@@ -88,7 +88,7 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
     from tests.support import fakesys
     root, _ = emulated_board
     before = fakesys.read_mode(root)
-    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "2",
                        "--sample-interval", "0.1", "--out", tmp_path / "s.csv", "--", sys.executable,
                        script, "100000")
     assert rc == 0, err
@@ -100,7 +100,7 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
 
 def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
     root, _ = emulated_board
-    rc, out, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
                        "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
                        "--out", tmp_path / "l.csv")
     assert rc == 0, err
@@ -329,7 +329,8 @@ def test_a1_whatif_follows_the_mode_and_the_model(tmp_path, cli):
     assert "what-if from the model's measured size (SIMULATED)" in err
     assert "16 samples per iteration" in err and "0 DataLoader workers" in err
     import csv
-    rows = list(csv.DictReader(open(tmp_path / "a.csv")))
+    with open(tmp_path / "a.csv") as fh:
+        rows = list(csv.DictReader(fh))
     fast, slow = rows if float(rows[0]["gpu_mhz"]) > 1000 else rows[::-1]
     assert float(slow["time_ms"]) > 1.5 * float(fast["time_ms"])     # follows the mode
     assert float(slow["power_w"]) < float(fast["power_w"])
@@ -375,3 +376,26 @@ def test_a1_a_measured_resnet18_lands_on_the_catalogs():
         a, b = steady_state(dev, w, *mode), steady_state(dev, ref, *mode)
         assert abs(float(a.time_ms) / float(b.time_ms) - 1) < 0.1
         assert abs(float(a.power_w) / float(b.power_w) - 1) < 0.1
+
+
+def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
+    """Steps slower than the per-mode limit allows (here 0.25 s x 10 > 1.5 s) are waited for."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
+    from ptui.core.store import Store
+    from ptui.core.userscript import ScriptSource, script_workload
+    slow = _write(tmp_path, "slow.py", TRAIN.replace("time.sleep(0.02)", "time.sleep(0.25)"))
+    argv = [sys.executable, str(slow), "100000"]
+    dev = get_device("orin-agx")
+    sim = SimJetson(dev, clock=RealClock())
+    store = Store(tmp_path / "s.sqlite")
+    wl = script_workload(16, argv)
+    info = open_session(store, "slow", resume=False, device=dev, workload=wl, seed=0,
+                        backend_kind="sim", plan_fn=lambda: choose_modes(dev, count=1),
+                        original_mode=sim.current_mode(), params={})
+    src = ScriptSource(sim, argv, tmp_path / "log", whatif=False, steps_per_mode=10)
+    cfg = ProfileConfig(min_minibatches=8, mode_timeout_s=1.5, sample_interval=0.1, min_settle_s=0.2)
+    (r,) = Profiler(sim, wl, store, "slow", cfg, source=src).run(info)
+    assert r.n_minibatches >= 8 and 250.0 <= r.time_ms < 1000.0
