@@ -104,12 +104,10 @@ def cmd_tune(a) -> int:
     import json
     from pathlib import Path
 
-    from .core.csvio import read_measured, read_profile
+    from .core import session
     from .core.devices import get_device
-    from .core.fit import fit_model
-    from .core.pareto import Table, choose
-    from .core.predictor import load_bundled
-    from .core.store import data_dir
+    from .core.paths import data_dir
+    from .core.store import Store
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if not a.command_line and not a.workload and not a.resume:
@@ -118,43 +116,31 @@ def cmd_tune(a) -> int:
     a.count = a.count or 20
     a.modes = a.grid = None
     if a.session is None:
-        wl = a.workload or "script"
-        a.session = f"tune-{a.device or 'auto'}-{wl}-{time.strftime('%Y%m%d-%H%M%S')}"
+        a.session = f"tune-{a.device or 'auto'}-{a.workload or 'script'}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
-    from .core.store import Store
-    dev = get_device(Store().get_session(a.session).device)
-    modes, t, p = read_profile(out, dev, min_modes=6)
-    measured = read_measured(out, dev, modes)
-    _info(f"fitting time and power ({a.method}) on {len(modes)} profiled modes")
-    ref = load_bundled()
-    model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed or 0,
-                      workload=a.workload or "script", source=f"profile {out}", measured=measured)
-    mdir = data_dir() / "models" / a.session
-    model.save(mdir)
-    if a.corpus:                  # the replay device: decide among the recorded modes only
-        from .core.backends.replay import load_corpus
-        space = list(load_corpus(a.corpus, dev))
-    else:
-        space = dev.full_space()
-    tab = Table.from_prediction(space, model.predict(space))
-    tab = tab.with_measurements(measured)
-    d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk, cautious=1.0)
-    pred = model.predict([d.mode])
-    res = {"goal": d.goal, "mode": d.mode.as_dict(), "source": tab.source(d.index),
+    store = Store()
+    try:
+        dev = get_device(store.get_session(a.session).device)
+    finally:
+        store.close()
+    td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
+                             objective=a.objective, risk=None if a.risk == 0 else a.risk,
+                             method=a.method, seed=a.seed or 0, workload=a.workload or "script",
+                             corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
+                             progress=_info)
+    d = td.decision
+    res = {"goal": d.goal, "mode": d.mode.as_dict(), "source": td.source,
            "time_ms": round(d.time_ms, 4), "power_w": round(d.power_w, 4),
            "time_ms_std": round(d.time_ms_std, 4), "power_w_std": round(d.power_w_std, 4),
-           "predicted": {"time_ms": round(float(pred["time_ms"][0]), 4),
-                         "power_w": round(float(pred["power_w"][0]), 4)},
-           "profiled_modes": len(modes), "profile": str(out), "model": str(mdir),
+           "predicted": {k: round(v, 4) for k, v in td.predicted.items()},
+           "profiled_modes": td.n_modes, "profile": str(out), "model": str(td.model_dir),
            "applied": False}
     if a.apply:
-        from .core import session
         from .core.backends import open_backend
         backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
         _info(note)
@@ -168,11 +154,11 @@ def cmd_tune(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    print(f"{res['source']}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    print(f"{td.source}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
-    if res["source"] == "measured":
-        print(f"the model predicts {res['predicted']['time_ms']:.1f} ms, "
-              f"{res['predicted']['power_w']:.2f} W for it (model {mdir})")
+    if td.source == "measured":
+        print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
+              f"for it (model {td.model_dir})")
     if a.apply:
         print(res["apply_message"])
     else:

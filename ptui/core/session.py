@@ -524,3 +524,47 @@ def restore(backend: Backend) -> str:
     raise NothingToRestore(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be "
                            f"undone (the board stays in {backend.current_mode().key}; choose a preset "
                            f"with ptui apply --preset NAME)")
+
+
+# -- tune: active profile + fit + decision -------------------------------------------------------------
+@dataclass
+class TuneDecision:
+    decision: object                      # pareto.Decision
+    source: str                           # measured | predicted
+    predicted: dict                       # the model's time_ms / power_w for the picked mode
+    model_dir: Path
+    n_modes: int
+
+
+def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
+                deadline_ms: float | None = None, objective: str | None = None,
+                risk: float | None = 0.05, method: str = "auto", seed: int = 0,
+                workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
+                progress: Callable[[str], None] | None = None) -> TuneDecision:
+    """After an active profile: fit (measurements kept), then decide with the measured modes
+    counting and a cautious ranking (a mode the model knows little about never beats a measured
+    one on its median alone).  On the replay device only recorded modes are candidates."""
+    from .csvio import read_measured, read_profile
+    from .fit import fit_model
+    from .pareto import Table, choose
+    from .predictor import load_bundled
+    modes, t, p = read_profile(profile, device, min_modes=6)
+    measured = read_measured(profile, device, modes)
+    if progress:
+        progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
+    model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
+                      workload=workload, source=f"profile {profile}", measured=measured)
+    out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
+    model.save(out)
+    if corpus:
+        from .backends.replay import load_corpus
+        space = list(load_corpus(corpus, device))
+    else:
+        space = device.full_space()
+    tab = Table.from_prediction(space, model.predict(space)).with_measurements(measured)
+    d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
+               cautious=1.0)
+    pred = model.predict([d.mode])
+    return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
+                                                 "power_w": float(pred["power_w"][0])},
+                        out, len(modes))
