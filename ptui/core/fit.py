@@ -227,6 +227,9 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     if choice in fulls:
         pred = fulls[choice]
         pred.sd_scale = scale
+        if pred.ref is not None:                 # the reference on every mode, looked up later
+            from .gp import reference_grid
+            pred.ref_grid = reference_grid(device, pred.ref)
     else:
         if progress:
             progress(f"training the chosen network recipe ({choice}) on all {n} modes")

@@ -63,12 +63,19 @@ class GPTarget:
     prior_b: float = 0.0
     sd_scale: float = 1.0           # calibration of the predictive sd
     ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
+    ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
     _linv: np.ndarray | None = None
 
     kind = "gp"
 
     # -- inference -------------------------------------------------------------------------
     def _ref_log(self, device: Device, A: np.ndarray) -> np.ndarray:
+        """The reference's log prediction: looked up in ref_grid (computed once at fit time, so
+        predicting the whole mode space does not run the reference network), else evaluated."""
+        if self.ref_grid is not None and self.ref_grid.shape == grid_shape(device):
+            idx = grid_index(device, A)
+            if idx is not None:
+                return self.ref_grid.ravel()[idx]
         from .predictor import features
         return self.ref.predict_log(features(device, A))[0]
 
@@ -121,6 +128,8 @@ class GPTarget:
              "L": self.L, "length": self.length}
         if self.ref is not None:
             d.update({f"ref_{k}": v for k, v in self.ref.to_arrays().items()})
+        if self.ref_grid is not None:
+            d["grid_ref"] = self.ref_grid
         return d
 
     @classmethod
@@ -132,11 +141,12 @@ class GPTarget:
         ref = None
         if prior != "none":
             ref = Net.from_arrays({k[4:]: d[k] for k in d if k.startswith("ref_")})
+            grid = np.asarray(d["grid_ref"], np.float64) if "grid_ref" in d else None
         g = cls(prior, *(np.asarray(d[k], np.float64) for k in
                          ("x_mean", "x_scale", "X", "alpha", "L", "length")),
                 *(float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale")),
                 float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
-                float(cfg.get("sd_scale", 1.0)), ref)
+                float(cfg.get("sd_scale", 1.0)), ref, grid if prior != "none" else None)
         g.check()
         return g
 
@@ -156,3 +166,36 @@ class GPTarget:
             raise ValueError("GP scales must be positive")
         if (self.prior == "none") != (self.ref is None):
             raise ValueError("GP prior and reference arrays disagree")
+        if self.ref_grid is not None and not np.all(np.isfinite(self.ref_grid)):
+            raise ValueError("non-finite reference grid")
+
+
+def grid_shape(device: Device) -> tuple[int, int, int, int]:
+    return (device.max_cores, len(device.cpu_mhz), len(device.gpu_mhz), len(device.mem_mhz))
+
+
+def grid_index(device: Device, A: np.ndarray) -> np.ndarray | None:
+    """Flat index of each raw mode in the device's (cores, CPU, GPU, EMC) table; None when any
+    mode is off the table."""
+    A = np.asarray(A, np.float64).reshape(-1, 4)
+    shape = grid_shape(device)
+    parts = [A[:, 0].astype(np.int64) - 1]
+    ok = (A[:, 0] == np.round(A[:, 0])) & (parts[0] >= 0) & (parts[0] < shape[0])
+    for k, table in ((1, device.cpu_mhz), (2, device.gpu_mhz), (3, device.mem_mhz)):
+        t = np.asarray(table, np.float64)
+        i = np.clip(np.searchsorted(t, A[:, k]), 0, len(t) - 1)
+        ok &= np.abs(t[i] - A[:, k]) < 1e-6
+        parts.append(i)
+    if not ok.all():
+        return None
+    return np.ravel_multi_index(tuple(parts), shape)
+
+
+def reference_grid(device: Device, ref) -> np.ndarray:
+    """The reference network's log prediction on every (cores, CPU, GPU, EMC) combination."""
+    from .predictor import features
+    shape = grid_shape(device)
+    axes = np.meshgrid(np.arange(1, shape[0] + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz,
+                       indexing="ij")
+    A = np.stack([a.ravel() for a in axes], axis=1).astype(np.float64)
+    return ref.predict_log(features(device, A))[0].reshape(shape)

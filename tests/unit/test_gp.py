@@ -174,3 +174,27 @@ def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
     from ptui.core.errors import PtuiInputError
     with pytest.raises(PtuiInputError, match="needs torch"):
         fit_model(load_bundled(), DEV, modes, t, p, method="powertrain")
+
+
+def test_reference_grid_lookup_equals_evaluating_the_reference(tmp_path):
+    from ptui.core.gp import reference_grid
+    from ptui.core.predictor import Model, features
+    ref = load_bundled()
+    _, A, t, p = synthetic(30, 10)
+    space = raw_modes(DEV.full_space())
+    gs = []
+    for prior, net, y in (("refinput", ref.time, t), ("refmean", ref.power, p)):
+        g, _ = gp_fit(prior, A, np.log(y), net.predict_log(features(DEV, A))[0], net, seed=0)
+        evaluated = g.predict_log(DEV, space)               # runs the reference network
+        g.ref_grid = reference_grid(DEV, net)
+        looked_up = g.predict_log(DEV, space)               # looks the reference up
+        assert np.allclose(looked_up[0], evaluated[0], rtol=0, atol=1e-9)
+        assert np.allclose(looked_up[1], evaluated[1], rtol=1e-9)
+        gs.append(g)
+    m = Model(DEV, gs[0], gs[1], {"kind": "test"})
+    before = m.predict(space)
+    m.save(tmp_path / "m")                                   # stored with the model, used after load
+    again = load_model(tmp_path / "m")
+    assert again.time.ref_grid is not None and again.power.ref_grid is not None
+    for k in before:
+        assert np.allclose(again.predict(space)[k], before[k], rtol=1e-12)
