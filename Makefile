@@ -1,6 +1,7 @@
 # Two commands on a fresh clone:
 #   make run    create .venv on first use, install ptui and what its main job needs, open the app
-#   make test   create .venv with the test extras, run the whole test suite
+#   make test   create .venv with the test extras (and the third-party training libraries the
+#               probe is tested against), run the whole test suite
 # Both are idempotent: once .venv is up to date with pyproject.toml they go straight to work.
 # Options: make run ARGS="--device xavier-agx --speed 60"; make test PYTEST_ARGS="tests/unit -x";
 #          VENV=DIR for another virtual environment, PYTHON=python3.11 for the interpreter.
@@ -45,7 +46,7 @@ $(VENV)/.ptui-run: pyproject.toml Makefile | $(PY)
 	@touch $@
 
 $(VENV)/.ptui-test: pyproject.toml Makefile $(VENV)/.ptui-run
-	$(PIP) $(TORCH_REQ) -e ".[test]"
+	$(PIP) $(TORCH_REQ) -e ".[test,scripts]"
 	@touch $@
 
 clean:

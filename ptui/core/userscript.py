@@ -363,7 +363,7 @@ class ScriptSource:
             self._timed_said = timed
             label = f"{WHATIF_LABEL}: " if self.whatif else ""
             self.on_info({"timed": label + "one " + timed})
-            self.notify(f"timing one {timed} per minibatch (time_ms)")
+            self.notify(f"timing one {timed}: time_ms is the time of one such unit")
 
     # -- the probe's lines ------------------------------------------------------------------------
     def _lines(self, deadline_fn):
