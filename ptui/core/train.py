@@ -52,9 +52,10 @@ class Member:
     init: Net | None = None               # reference to transfer from (fresh last layer)
     dropout: tuple = DROPOUT
     seed: int = 0
+    y: np.ndarray | None = None           # this member's own targets (else train_many's y)
 
 
-def train_many(X: np.ndarray, y: np.ndarray, members: list[Member], *, epochs: int = 100,
+def train_many(X: np.ndarray, y: np.ndarray | None, members: list[Member], *, epochs: int = 100,
                lr: float = 1e-3, batch: int = 32, loss: str = "mse", val_frac: float = 0.1
                ) -> list[Net]:
     """Train several independent networks at once, stacked along a member axis.
@@ -62,14 +63,18 @@ def train_many(X: np.ndarray, y: np.ndarray, members: list[Member], *, epochs: i
     Each member has its own parameters, data, shuffles, dropout masks, validation split and
     best-validation checkpoint; Adam is elementwise and the losses are summed, so every member
     follows exactly the algorithm of a lone fit (the random streams differ) — only the Python and
-    dispatch overhead is shared, and cross-validation costs little more than one fit."""
+    dispatch overhead is shared, and cross-validation costs little more than one fit.  A member
+    with its own targets (Member.y, one per row of X) trains on those: the time and the power
+    networks of a profile then train in one stack."""
     if loss not in ("mse", "mape"):
         raise TrainError(f"unknown loss {loss!r}; use mse or mape")
-    y = np.asarray(y, np.float64)
-    if np.any(~np.isfinite(y)) or np.any(y <= 0):
-        raise TrainError("targets must be positive finite numbers")
+    lys = []
+    for m in members:
+        t = np.asarray(m.y if m.y is not None else y, np.float64)
+        if t.shape != (len(X),) or np.any(~np.isfinite(t)) or np.any(t <= 0):
+            raise TrainError("targets must be positive finite numbers")
+        lys.append(np.log(t))
     torch.set_num_threads(_pick_threads())
-    ly = np.log(y)
     M = len(members)
     widths = (4,) + HIDDEN + (1,)
     rng = np.random.default_rng([m.seed for m in members])
@@ -79,6 +84,7 @@ def train_many(X: np.ndarray, y: np.ndarray, members: list[Member], *, epochs: i
     bs = [np.empty((M, 1, b), np.float32) for b in widths[1:]]
     for k, m in enumerate(members):
         rows = np.asarray(m.rows)
+        ly = lys[k]
         if m.init is not None:
             xm, xsd = m.init.x_mean, m.init.x_scale         # keep the reference's input scaling
         else:

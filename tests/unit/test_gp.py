@@ -198,3 +198,57 @@ def test_reference_grid_lookup_equals_evaluating_the_reference(tmp_path):
     assert again.time.ref_grid is not None and again.power.ref_grid is not None
     for k in before:
         assert np.allclose(again.predict(space)[k], before[k], rtol=1e-12)
+
+
+def test_nn_screen_stops_recipes_far_behind_the_gps(monkeypatch):
+    """auto screens the network recipes on the first folds: with a zero margin every recipe is
+    stopped there (the choice is a GP, the stopped ones are named with their screen MAPE); with an
+    infinite margin none is, and every recipe has a full cross-validation."""
+    import ptui.core.fit as fit
+    modes, _, t, p = synthetic(30, 11)
+    monkeypatch.setattr(fit, "NN_SCREEN_MARGIN", 0.0)
+    m0 = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
+    for name in ("time", "power"):
+        mt = m0.meta["metrics"][name]
+        assert set(mt["screened_out"]) == set(fit.NN_CANDIDATES)
+        assert mt["choice"] in fit.GP_CANDIDATES
+        assert "stopped there" in mt["screen"]
+    monkeypatch.setattr(fit, "NN_SCREEN_MARGIN", float("inf"))
+    m1 = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
+    for name in ("time", "power"):
+        mt = m1.meta["metrics"][name]
+        assert "screened_out" not in mt
+        assert set(fit.NN_CANDIDATES) <= set(mt["candidates_cv_mape"])
+
+
+def test_nn_worker_child_equals_local_and_falls_back_when_it_dies():
+    """The network CV run in the child process gives the same held-out predictions as in this
+    process; a child that died is replaced by local training, not an error."""
+    import ptui.core.fit as fit
+    from ptui.core.predictor import features
+    modes, A, t, _ = synthetic(24, 12)
+    X = features(DEV, A)
+    ref = load_bundled().time
+    jobs = [(("time", "transfer"), "transfer", t, ref), (("time", "scratch"), "scratch", t, None)]
+    fold = fit.folds(len(t), 0)
+    args = (X, jobs, fold, (0, 1), 0, "mse")
+    local = fit._nn_cv(*args)
+    w = fit._NNWorker()
+    try:
+        assert w.proc is not None
+        child = w.run(*args)
+    finally:
+        w.close()
+    assert set(child) == set(local)
+    for k in local:
+        assert np.array_equal(child[k][0], local[k][0])
+        np.testing.assert_allclose(child[k][1][local[k][0]], local[k][1][local[k][0]], rtol=2e-3)
+    w = fit._NNWorker()
+    w.proc.kill()
+    w.proc.wait()
+    try:
+        again = w.run(*args)
+    finally:
+        w.close()
+    for k in local:
+        np.testing.assert_allclose(again[k][1][local[k][0]], local[k][1][local[k][0]], rtol=2e-3)
