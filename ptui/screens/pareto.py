@@ -86,7 +86,9 @@ class ParetoScreen(Screen):
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#front", DataTable).add_columns("cores", "CPU", "GPU", "EMC", "epoch min", "W")
+        # short headers (the details panel spells the selected mode out), so all six columns fit the
+        # side panel at 80 columns
+        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "EMC", "min/ep", "W")
         self.on_screen_resume()
 
     def on_screen_resume(self) -> None:

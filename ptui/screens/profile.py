@@ -38,6 +38,25 @@ def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | No
     return float(sum(3.8 + max(42 * x, 5 * sample_interval) for x in t))
 
 
+def session_label(s, width: int = 42) -> str:
+    """One line for the resume list: 'resnet18 bs16 11-22 15:54 17/50 aborted' (the full session
+    name wrapped over four lines in the dropdown at 80 columns); a name the user chose is kept,
+    shortened with '…' where it would not fit."""
+    import re
+    tail = f" {s.n_done}/{len(s.plan)} {s.status}"
+    stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
+    m = re.fullmatch(rf"{re.escape(s.device)}-(.+)-{stamp}", s.name)
+    if m:
+        what = m[1].replace(f"-bs{s.batch_size}", f" bs{s.batch_size}")
+        head = f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{(m[8] or '')}"
+    else:
+        head = s.name
+    room = max(8, width - len(tail))
+    if len(head) > room:
+        head = head[:room - 1] + "…"
+    return head + tail
+
+
 class ProfileScreen(Screen):
     TITLE = "ptui · 2 Profile"
     AUTO_FOCUS = "#start"
@@ -86,7 +105,7 @@ class ProfileScreen(Screen):
             yield Input("30", id="goal-value", type="number")
         with Horizontal(classes="form"):
             yield Button("Start (s)", id="start", variant="primary")
-            yield Select([], id="resume", prompt="resume…")
+            yield Select([], id="resume", prompt="resume a session…")
             yield Button("Resume", id="resume-btn")
         yield Static(id="plan", classes="panel")
         yield ProgressBar(id="progress", show_eta=False)
@@ -169,7 +188,7 @@ class ProfileScreen(Screen):
 
     def refresh_sessions(self) -> None:
         try:
-            opts = [(f"{s.name}  {s.n_done}/{len(s.plan)} {s.status}", s.name)
+            opts = [(session_label(s), s.name)
                     for s in resumable_sessions(self.app.state.backend.device.name)]
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
