@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -284,8 +285,7 @@ class ProfileScreen(Screen):
             # (resume it from the list)
             st.profile_csv = msg.out
             st.workload = msg.workload or st.workload
-        if msg.error:
-            self.app.notify_error(f"profile failed: {msg.error}")
+        # said in the status panel only: a toast would sit over the results table
         status = "failed" if msg.error else msg.status
         text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
                 "failed": "profile failed; the original mode is restored"}[status]
@@ -295,8 +295,8 @@ class ProfileScreen(Screen):
         nxt = ("Next: 3 Fine-tune." if status == "done" else
                "Resume it from the list to finish it." if msg.n_rows else "")
         note = f"\n{msg.note}" if msg.note else ""
-        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{note}")
-        self.app.notify(text + where, severity="information" if status == "done" else "warning")
+        err = f"\n[red]{escape(msg.error)}[/red]" if msg.error else ""
+        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{err}{note}")
         self.refresh_sessions()
 
     def poll(self) -> None:

@@ -63,3 +63,33 @@ async def test_resume_choices_fit_on_one_line():
         assert overlay.display and overlay.option_count == 2
         # one line per choice: the list's content is as tall as its choices
         assert overlay.virtual_size.height == 2, (label, overlay.virtual_size, overlay.region)
+
+
+async def test_no_toast_repeats_a_status_panel():
+    """At 80x24 a toast sits over the bottom right: over the profile table and the Apply plot's
+    axis.  What a panel already says (profile finished, applied, rolled back) gets no toast."""
+    app, sim = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        app.screen.query_one("#count").value = "3"
+        app.screen.query_one("#results").focus()
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        await wait_workers(app, pilot)
+        assert "profile finished" in str(app.screen.query_one("#status").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
+        app.state.selected = ORIN.presets[0].mode
+        app.state.selected_basis, app.state.selected_pred = "predicted", {"power_w": 40.0}
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "applied and verified" in str(app.screen.query_one("#result").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
+        await pilot.press("r")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "rolled back to" in str(app.screen.query_one("#result").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
