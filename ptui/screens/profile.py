@@ -39,19 +39,24 @@ def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | No
     return float(sum(3.8 + max(42 * x, 5 * sample_interval) for x in t))
 
 
+def short_name(name: str, device: str) -> str:
+    """'resnet18 bs16 11-22 15:54:58' for ptui's automatic names ('<device>-resnet18-bs16-<date>-<time>');
+    any other name as it is."""
+    import re
+    stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
+    m = re.fullmatch(rf"{re.escape(device)}-(.+)-{stamp}", name)
+    if not m:
+        return name
+    what = re.sub(r"-bs(\d+)$", r" bs\1", m[1])
+    return f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{m[8] or ''}"
+
+
 def session_label(s, width: int = 42) -> str:
     """One line for the resume list: 'resnet18 bs16 11-22 15:54 17/50 aborted' (the full session
     name wrapped over four lines in the dropdown at 80 columns); a name the user chose is kept,
     shortened with '…' where it would not fit."""
-    import re
     tail = f" {s.n_done}/{len(s.plan)} {s.status}"
-    stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
-    m = re.fullmatch(rf"{re.escape(s.device)}-(.+)-{stamp}", s.name)
-    if m:
-        what = m[1].replace(f"-bs{s.batch_size}", f" bs{s.batch_size}")
-        head = f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{(m[8] or '')}"
-    else:
-        head = s.name
+    head = short_name(s.name, s.device)
     room = max(8, width - len(tail))
     if len(head) > room:
         head = head[:room - 1] + "…"

@@ -93,3 +93,99 @@ async def test_no_toast_repeats_a_status_panel():
         await pilot.pause(0.2)
         assert "rolled back to" in str(app.screen.query_one("#result").render())
         assert len(app._notifications) == 0, [n.message for n in app._notifications]
+
+
+def _lstm_profile(path, count=20):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", str(count),
+                         "--out", path)
+    assert rc == 0, err
+    return path
+
+
+async def test_a_profile_csv_counts_epochs_with_its_own_workload(tmp_path):
+    """A profile of the LSTM is turned into epochs with the LSTM's minibatches per epoch, not with
+    those of the workload the app happens to be set to (ResNet-18)."""
+    from ptui.core.workloads import WORKLOADS
+    csv = _lstm_profile(tmp_path / "p.csv")
+    app, _ = make_app(profile_csv=csv)
+    assert app.state.workload != "lstm"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None and len(scr.table) == 20
+        want = WORKLOADS["lstm"].with_batch(16).minibatches_per_epoch
+        assert want != WORKLOADS[app.state.workload].minibatches_per_epoch
+        assert scr.mb_per_epoch == want
+
+
+async def test_pareto_labels_a_script_whatif_profile(tmp_path):
+    """A profile of the user's script on the simulator is a what-if from the model's measured size:
+    the Pareto screen says so (it said 'measured'), and counts optimizer steps, not epochs of a
+    catalogued workload it knows nothing about."""
+    import csv as _csv
+    src = _lstm_profile(tmp_path / "p.csv")
+    rows = list(_csv.reader(src.open()))
+    h = rows[0]
+    for r in rows[1:]:
+        r[h.index("timed")] = "what-if from the model's measured size (SIMULATED): one optimizer step"
+        r[h.index("workload")] = "script"
+    whatif = tmp_path / "script.csv"
+    with whatif.open("w", newline="") as f:
+        _csv.writer(f).writerows(rows)
+    app, _ = make_app(profile_csv=whatif)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None
+        details = str(scr.query_one("#details").render())
+        assert "what-if from the model's measured size" in details, details
+        assert "(measured)" not in details
+        assert "step" in details and "minibatch" not in details, details
+
+
+async def test_pareto_picks_saved_models_and_profiles_from_a_list():
+    """The models and profiles ptui saved (and the bundled reference) are offered in a list;
+    choosing one loads it, no path typed."""
+    from ptui.core import paths
+    paths.profiles_dir().mkdir(parents=True, exist_ok=True)
+    csv = _lstm_profile(paths.profiles_dir() / "orin-agx-lstm-bs16-20261122-101010.csv")
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        sel = scr.query_one("#source")
+        values = [v for _, v in sel._options if v is not sel.BLANK]
+        assert str(csv) in values and any("reference" in str(p) for p, _ in sel._options)
+        sel.value = str(csv)
+        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is not None and len(scr.table) == 20
+        assert scr.query_one("#path").value == str(csv)
+        assert sel.region.right <= 80 and sel.region.height == 3
+
+
+async def test_resizing_the_terminal_keeps_every_plot():
+    """Shrinking the terminal under a drawn plot crashed the app (plotext kept the last build's
+    geometry: IndexError in its legend); the plot is redrawn at its new size instead."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 30)) as pilot:
+        for key in ("4", "1", "5"):
+            await pilot.press(key)
+            await wait_workers(app, pilot)
+            await pilot.pause(0.3)
+            for size in ((100, 29), (90, 28), (80, 24), (100, 30)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.3)
+            plot = app.screen.query_one("#pareto-plot" if key == "4" else "#power-plot")
+            assert plot.size.width > 0
+        scr = app.screen
+        assert app.is_running and type(scr).__name__ == "ApplyScreen"
