@@ -249,14 +249,14 @@ def _text_rows(path: Path) -> tuple[list[str], list[list[str]]] | None:
 
 
 def profile_tags(path) -> dict[str, str]:
-    """What a ptui profile CSV says it holds: {'workload', 'batch_size', 'session'} where the file
-    names them (one value each), else {}."""
+    """What a ptui profile CSV says it holds: {'workload', 'batch_size', 'session', 'timed'} where
+    the file names them (one value each), else {}."""
     got = _text_rows(Path(path))
     if got is None:
         return {}
     header, rows = got
     out = {}
-    for col in ("workload", "batch_size", "session"):
+    for col in ("workload", "batch_size", "session", "timed"):
         if col in header:
             i = header.index(col)
             vals = {r[i].strip() for r in rows if len(r) > i and r[i].strip()}

@@ -400,7 +400,9 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
 class Predictions:
     table: object                         # pareto.Table
     model: object | None                  # None: measured values from a profile CSV
-    batches_per_epoch: int | None
+    batches_per_epoch: int | None         # of the profiled workload; None: not known (a script)
+    workload: str | None = None           # what was profiled ('script': the user's own)
+    timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
 
 
 def load_predictions(path: Path, device) -> Predictions:
@@ -414,12 +416,34 @@ def load_predictions(path: Path, device) -> Predictions:
         from .predictor import load_model
         model = load_model(path)
         modes = model.device.full_space()
-        w = WORKLOADS.get(str(model.meta.get("workload")))
+        wl = model.meta.get("workload")
+        w = WORKLOADS.get(str(wl))
+        mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
-        return Predictions(table, model, w.minibatches_per_epoch if w else None)
-    from .csvio import read_profile
+        return Predictions(table, model, mb, wl)
+    from .csvio import profile_tags, read_profile
     modes, t, p = read_profile(path, device, min_modes=1)
-    return Predictions(Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, None)
+    tags = profile_tags(path)          # the profile's own workload counts its epochs
+    w = WORKLOADS.get(tags.get("workload", ""))
+    bs = tags.get("batch_size", "")
+    mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
+    return Predictions(Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, mb,
+                       tags.get("workload"), tags.get("timed", ""))
+
+
+def saved_sources(device: str) -> list[tuple[str, Path]]:
+    """What the Pareto screen can open, newest first: ('model'|'profile', path) for the models ptui
+    saved (any board's: another board's is a what-if there) and this board's complete profiles."""
+    models = [p for p in paths.models_dir().glob("*") if (p / "meta.json").exists()]
+    profiles = [p for p in paths.profiles_dir().glob(f"{device}-*.csv") if _complete_profile(p)]
+    got = [("model", p) for p in models] + [("profile", p) for p in profiles]
+
+    def mtime(kp):
+        try:
+            return kp[1].stat().st_mtime
+        except OSError:
+            return 0.0
+    return sorted(got, key=mtime, reverse=True)
 
 
 def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -133,12 +134,8 @@ class ApplyScreen(Screen):
         if res.ok:
             self.snapshot = res.snapshot
             self.measure_from = time.monotonic()
-            self.app.notify(res.message)
-            if msg.stand_in:
-                self.app.notify(f"simulated board now trains {msg.stand_in} as your training job")
-        else:
-            self.app.notify_error(res.message)
-        self.query_one("#result", Static).update(("[green]" if res.ok else "[red]") + res.message
+        # said in the result panel only: a toast would sit over the plot's axis
+        self.query_one("#result", Static).update(("[green]" if res.ok else "[red]") + escape(res.message)
                                                  + ("[/green]" if res.ok else "[/red]"))
         self.show_plan()
 
@@ -186,14 +183,12 @@ class ApplyScreen(Screen):
     def rolled_back(self, msg: RollbackFinished) -> None:
         self.busy = None
         if msg.error is not None:
-            self.query_one("#result", Static).update(f"[red]rollback failed: {msg.error}[/red]")
-            self.app.notify_error(f"rollback failed: {msg.error}")
+            self.query_one("#result", Static).update(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
             return
         self.snapshot = None
         self.result = None
         self.measure_from = None
         self.query_one("#result", Static).update(f"rolled back to {msg.mode.key}")
-        self.app.notify(f"rolled back to {msg.mode.key}")
         self.show_plan()
 
     def action_persist(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -115,11 +116,9 @@ class FinetuneScreen(Screen):
             lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
                          f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
         lines += ["", "Next: 4 Pareto to pick a mode."]
-        self.query_one("#result", Static).update("\n".join(lines))
-        self.app.notify("fine-tuning finished")
+        self.query_one("#result", Static).update("\n".join(lines))    # no toast: it says it
 
     def failed(self, msg: str) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
-        self.query_one("#result", Static).update(f"[red]fine-tuning failed: {msg}[/red]")
-        self.app.notify_error(f"fine-tuning failed: {msg}")
+        self.query_one("#result", Static).update(f"[red]fine-tuning failed: {escape(msg)}[/red]")

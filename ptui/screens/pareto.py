@@ -25,13 +25,13 @@ from textual.widgets import (
     Select,
     Static,
 )
-from textual_plotext import PlotextPlot
 
 from ..core import session
 from ..core.modes import Mode, fmt_mhz
 from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import PredictionsFailed, PredictionsLoaded
+from ..widgets.safeplot import SafePlot
 
 # short labels (the goal is spelled out in the details panel), so the form fits 80 columns
 OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy", "energy")]
@@ -63,34 +63,69 @@ class ParetoScreen(Screen):
         """What is wrong with the goal as typed, shown in the details panel."""
         self.drawn_budget: float | None = None
         self.sample: np.ndarray = np.array([], dtype=int)
+        self.timed = ""
+        """What one time is, as the profile CSV says ('' for a model or an older CSV)."""
+        self.unit = "epoch"
+        """What the epoch figures count: an epoch, or 1000 optimizer steps of a script whose epoch
+        ptui does not know."""
+        self.loaded_path: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(classes="form"):
-            yield Label("model/profile")
-            yield Input(id="path", placeholder="model directory or profile CSV")
+            yield Select([], id="source", prompt="saved models and profiles…")
+            yield Input(id="path", placeholder="or a model directory / profile CSV path")
             yield Button("Load (l)", id="load")
         with Horizontal(classes="form"):
             yield Label("budget W")
             yield Input("30", id="budget", type="number")
-            yield Label("deadline s/ep")
+            yield Label("deadline s/ep", id="deadline-label")
             yield Input("", id="deadline", type="number")
-            yield Label("epochs")
+            yield Label("epochs", id="epochs-label")
             yield Input("10", id="epochs", type="integer")
             yield Select(OBJECTIVES, value="budget", allow_blank=False, id="objective")
         with Horizontal():
-            yield PlotextPlot(id="pareto-plot")
+            yield SafePlot(id="pareto-plot", redraw=lambda: self.table is not None and self.draw())
             with Vertical(id="pareto-side"):
                 yield Static(id="details", classes="panel")
                 yield DataTable(id="front", cursor_type="row")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query_one("#front", DataTable).add_columns("cores", "CPU", "GPU", "EMC", "epoch min", "W")
+        # short headers (the details panel spells the selected mode out), so all six columns fit the
+        # side panel at 80 columns
+        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "EMC", "min/ep", "W")
         self.on_screen_resume()
+
+    def refresh_sources(self) -> None:
+        """The models and profiles ptui saved, newest first, then the bundled reference."""
+        from ..core.predictor import bundled_reference
+        from .profile import short_name
+        dev = self.app.state.backend.device.name
+        opts = []
+        try:
+            for kind, p in session.saved_sources(dev):
+                label = f"{kind} {short_name(p.name.removesuffix('.csv'), dev)}"
+                if not p.name.startswith(f"{dev}-") and kind == "model":
+                    label += " (other board)"
+                opts.append((label, str(p)))
+        except Exception as e:  # noqa: BLE001 - an unreadable store: say so, keep the typed path
+            self.app.notify_error(f"cannot list saved models and profiles: {e}")
+        ref = bundled_reference(dev)
+        if (ref / "meta.json").exists():
+            opts.append(("bundled ResNet-18 reference (what-if)", str(ref)))
+        self.query_one("#source", Select).set_options(opts)
+
+    @on(Select.Changed, "#source")
+    def source_chosen(self, event: Select.Changed) -> None:
+        if event.value is Select.BLANK or str(event.value) == self.loaded_path:
+            return
+        self.query_one("#path", Input).value = str(event.value)
+        self.action_load()
 
     def on_screen_resume(self) -> None:
         st = self.app.state
+        self.refresh_sources()
         inp = self.query_one("#path", Input)
         src = st.model_dir or st.profile_csv
         if src and inp.value != str(src) and (self.table is None or not inp.value):
@@ -114,6 +149,7 @@ class ParetoScreen(Screen):
             self.app.notify_error("give a model directory or a profile CSV")
             return
         self.query_one("#details", Static).update("predicting every mode…")
+        self.loaded_path = path
         self.load(Path(path))
 
     @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
@@ -138,11 +174,14 @@ class ParetoScreen(Screen):
         self.what_if = m is not None and (
             Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
         self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
-        self.loaded(p.table, p.model, p.batches_per_epoch)
+        self.timed = p.timed or ""
+        self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script")
 
     def basis(self) -> str:
         """How the figures were obtained, said next to them."""
         if self.model is None:
+            if self.timed.startswith("what-if"):
+                return "(what-if from the model's measured size, SIMULATED)"
             return "(measured)"
         if self.foreign:
             return f"(predicted for {self.model.device.name}: what-if only)"
@@ -150,16 +189,26 @@ class ParetoScreen(Screen):
             return "(what-if: bundled ResNet-18 reference)"
         return "(predicted)"
 
-    def loaded(self, tab: Table, model, mb) -> None:
+    def step_word(self) -> str:
+        """What one time is: a script is timed per optimizer step (or whole iteration)."""
+        return "step" if "step" in self.timed or "iteration" in self.timed else "minibatch"
+
+    def loaded(self, tab: Table, model, mb, script: bool = False) -> None:
         self.table, self.model = tab, model
-        self.mb_per_epoch = mb or WORKLOADS.get(self.app.state.workload,
-                                                WORKLOADS["resnet18"]).minibatches_per_epoch
+        # the source's own workload counts epochs; a script's epoch is unknown: 1000 steps
+        self.unit = "1k steps" if script and not mb else "epoch"
+        self.mb_per_epoch = mb or (1000 if script else WORKLOADS.get(
+            self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch)
+        per = "1k" if self.unit != "epoch" else "ep"
+        self.query_one("#deadline-label", Label).update(f"deadline s/{per}")
+        self.query_one("#epochs-label", Label).update("epochs" if self.unit == "epoch" else "x1k steps")
         self.front = front_indices(tab.time_ms, tab.power_w)
         rng = np.random.default_rng(0)
         n = len(tab)
         self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
         dt = self.query_one("#front", DataTable)
-        dt.clear()
+        dt.clear(columns=True)
+        dt.add_columns("c", "CPU", "GPU", "EMC", f"min/{per}", "W")
         for i in self.front:
             m = tab.modes[i]
             dt.add_row(str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz),
@@ -266,10 +315,11 @@ class ParetoScreen(Screen):
         lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
                   f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
                   f"EMC {fmt_mhz(m.mem_mhz)} MHz",
-                  f"minibatch {t:.1f} ms ± {ts:.1f}",
+                  f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
                   f"power {p:.2f} W ± {ps:.2f}",
-                  f"epoch {ep / 60:.2f} min",
-                  f"{epochs} epochs: {total_h:.2f} h, {energy:.0f} Wh",
+                  f"{self.unit} {ep / 60:.2f} min",
+                  f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
+                  f"{total_h:.2f} h, {energy:.0f} Wh",
                   self.basis()]
         bp = self.best_preset(budget)
         if bp:
@@ -286,7 +336,7 @@ class ParetoScreen(Screen):
 
     def draw(self) -> None:
         tab = self.table
-        plot = self.query_one("#pareto-plot", PlotextPlot)
+        plot = self.query_one("#pareto-plot", SafePlot)
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
@@ -313,9 +363,10 @@ class ParetoScreen(Screen):
         if self.drawn_budget is not None:
             plt.hline(self.drawn_budget, "red")
         plt.xscale("log")
-        plt.xlabel("epoch time (min)")
+        plt.xlabel("epoch time (min)" if self.unit == "epoch" else "time per 1000 steps (min)")
         plt.ylabel("W")
-        plt.title("measured modes" if self.model is None else
+        plt.title(("what-if modes" if self.timed.startswith("what-if") else "measured modes")
+                  if self.model is None else
                   "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plot.refresh()
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -36,6 +37,30 @@ def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | No
         return None
     t = ref.predict(modes)["time_ms"] / 1000.0
     return float(sum(3.8 + max(42 * x, 5 * sample_interval) for x in t))
+
+
+def short_name(name: str, device: str) -> str:
+    """'resnet18 bs16 11-22 15:54:58' for ptui's automatic names ('<device>-resnet18-bs16-<date>-<time>');
+    any other name as it is."""
+    import re
+    stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
+    m = re.fullmatch(rf"{re.escape(device)}-(.+)-{stamp}", name)
+    if not m:
+        return name
+    what = re.sub(r"-bs(\d+)$", r" bs\1", m[1])
+    return f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{m[8] or ''}"
+
+
+def session_label(s, width: int = 42) -> str:
+    """One line for the resume list: 'resnet18 bs16 11-22 15:54 17/50 aborted' (the full session
+    name wrapped over four lines in the dropdown at 80 columns); a name the user chose is kept,
+    shortened with '…' where it would not fit."""
+    tail = f" {s.n_done}/{len(s.plan)} {s.status}"
+    head = short_name(s.name, s.device)
+    room = max(8, width - len(tail))
+    if len(head) > room:
+        head = head[:room - 1] + "…"
+    return head + tail
 
 
 class ProfileScreen(Screen):
@@ -86,7 +111,7 @@ class ProfileScreen(Screen):
             yield Input("30", id="goal-value", type="number")
         with Horizontal(classes="form"):
             yield Button("Start (s)", id="start", variant="primary")
-            yield Select([], id="resume", prompt="resume…")
+            yield Select([], id="resume", prompt="resume a session…")
             yield Button("Resume", id="resume-btn")
         yield Static(id="plan", classes="panel")
         yield ProgressBar(id="progress", show_eta=False)
@@ -169,7 +194,7 @@ class ProfileScreen(Screen):
 
     def refresh_sessions(self) -> None:
         try:
-            opts = [(f"{s.name}  {s.n_done}/{len(s.plan)} {s.status}", s.name)
+            opts = [(session_label(s), s.name)
                     for s in resumable_sessions(self.app.state.backend.device.name)]
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
@@ -265,8 +290,7 @@ class ProfileScreen(Screen):
             # (resume it from the list)
             st.profile_csv = msg.out
             st.workload = msg.workload or st.workload
-        if msg.error:
-            self.app.notify_error(f"profile failed: {msg.error}")
+        # said in the status panel only: a toast would sit over the results table
         status = "failed" if msg.error else msg.status
         text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
                 "failed": "profile failed; the original mode is restored"}[status]
@@ -276,8 +300,8 @@ class ProfileScreen(Screen):
         nxt = ("Next: 3 Fine-tune." if status == "done" else
                "Resume it from the list to finish it." if msg.n_rows else "")
         note = f"\n{msg.note}" if msg.note else ""
-        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{note}")
-        self.app.notify(text + where, severity="information" if status == "done" else "warning")
+        err = f"\n[red]{escape(msg.error)}[/red]" if msg.error else ""
+        self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{err}{note}")
         self.refresh_sessions()
 
     def poll(self) -> None:

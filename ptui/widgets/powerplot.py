@@ -1,12 +1,18 @@
 """Power over the last minute, drawn with plotext."""
 from __future__ import annotations
 
-from textual_plotext import PlotextPlot
+from .safeplot import SafePlot
 
 
-class PowerPlot(PlotextPlot):
+class PowerPlot(SafePlot):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._last: tuple | None = None
+        self.redraw = lambda: self.show(*self._last) if self._last else None
+
     def show(self, history: list[tuple[float, float | None]],
              title: str = "total power (W), last 60 s") -> None:
+        self._last = (history, title)
         pts = [(t, p) for t, p in history if p is not None]
         plt = self.plt
         plt.clear_data()

@@ -1,0 +1,191 @@
+"""The app at 80x24 (issue 10 C1-C3): nothing cut off, nothing covered, pick inputs from lists."""
+from ptui.core.devices import get_device
+from tests.functional.test_app import make_app, wait_workers
+
+ORIN = get_device("orin-agx")
+
+
+def _fits(dt) -> bool:
+    """Every column of a DataTable is visible without scrolling sideways."""
+    return dt.virtual_size.width <= dt.scrollable_content_region.width
+
+
+async def test_pareto_front_table_fits_80x24():
+    """All six columns of the front (cores, CPU, GPU, EMC, epoch time, W) show at 80x24 (only
+    'cores CPU GPU EMC ep' did)."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        dt = app.screen.query_one("#front")
+        assert dt.row_count > 3
+        assert _fits(dt), (dt.virtual_size, dt.scrollable_content_region)
+        plot = app.screen.query_one("#pareto-plot")
+        assert plot.region.width >= 34                       # the plot keeps a readable width
+
+
+async def test_help_fits_24_rows():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        box = app.screen.query_one("VerticalScroll")
+        assert box.region.bottom <= 24, box.region
+        assert box.virtual_size.height <= box.scrollable_content_region.height, \
+            (box.virtual_size, box.scrollable_content_region)      # all of it shows, no scrolling
+
+
+async def test_resume_choices_fit_on_one_line():
+    """A long session name in the resume dropdown stays on one line (it wrapped over 4)."""
+    from ptui.core.store import Store
+    st = Store()
+    name = "orin-agx-resnet18-bs16-20261122-155458"
+    st.create_session(name, device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                      backend="sim", plan=ORIN.pt_grid()[:50], params={}, original_mode=None)
+    st.set_status(name, "aborted")
+    st.close()
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        sel = app.screen.query_one("#resume")
+        opts = sel._options
+        assert len(opts) == 2                                  # the prompt and the session
+        label = str(opts[1][0])
+        assert "15:54:58" in label and "resnet18 bs16" in label and "0/50" in label and "aborted" in label
+        sel.focus()
+        await pilot.pause(0.1)
+        await pilot.press("enter")                             # open the dropdown
+        await pilot.pause(0.3)
+        overlay = sel.query_one("SelectOverlay")
+        assert overlay.display and overlay.option_count == 2
+        # one line per choice: the list's content is as tall as its choices
+        assert overlay.virtual_size.height == 2, (label, overlay.virtual_size, overlay.region)
+
+
+async def test_no_toast_repeats_a_status_panel():
+    """At 80x24 a toast sits over the bottom right: over the profile table and the Apply plot's
+    axis.  What a panel already says (profile finished, applied, rolled back) gets no toast."""
+    app, sim = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        app.screen.query_one("#count").value = "3"
+        app.screen.query_one("#results").focus()
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        await wait_workers(app, pilot)
+        assert "profile finished" in str(app.screen.query_one("#status").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
+        app.state.selected = ORIN.presets[0].mode
+        app.state.selected_basis, app.state.selected_pred = "predicted", {"power_w": 40.0}
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "applied and verified" in str(app.screen.query_one("#result").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
+        await pilot.press("r")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "rolled back to" in str(app.screen.query_one("#result").render())
+        assert len(app._notifications) == 0, [n.message for n in app._notifications]
+
+
+def _lstm_profile(path, count=20):
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", str(count),
+                         "--out", path)
+    assert rc == 0, err
+    return path
+
+
+async def test_a_profile_csv_counts_epochs_with_its_own_workload(tmp_path):
+    """A profile of the LSTM is turned into epochs with the LSTM's minibatches per epoch, not with
+    those of the workload the app happens to be set to (ResNet-18)."""
+    from ptui.core.workloads import WORKLOADS
+    csv = _lstm_profile(tmp_path / "p.csv")
+    app, _ = make_app(profile_csv=csv)
+    assert app.state.workload != "lstm"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None and len(scr.table) == 20
+        want = WORKLOADS["lstm"].with_batch(16).minibatches_per_epoch
+        assert want != WORKLOADS[app.state.workload].minibatches_per_epoch
+        assert scr.mb_per_epoch == want
+
+
+async def test_pareto_labels_a_script_whatif_profile(tmp_path):
+    """A profile of the user's script on the simulator is a what-if from the model's measured size:
+    the Pareto screen says so (it said 'measured'), and counts optimizer steps, not epochs of a
+    catalogued workload it knows nothing about."""
+    import csv as _csv
+    src = _lstm_profile(tmp_path / "p.csv")
+    rows = list(_csv.reader(src.open()))
+    h = rows[0]
+    for r in rows[1:]:
+        r[h.index("timed")] = "what-if from the model's measured size (SIMULATED): one optimizer step"
+        r[h.index("workload")] = "script"
+    whatif = tmp_path / "script.csv"
+    with whatif.open("w", newline="") as f:
+        _csv.writer(f).writerows(rows)
+    app, _ = make_app(profile_csv=whatif)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None
+        details = str(scr.query_one("#details").render())
+        assert "what-if from the model's measured size" in details, details
+        assert "(measured)" not in details
+        assert "step" in details and "minibatch" not in details, details
+
+
+async def test_pareto_picks_saved_models_and_profiles_from_a_list():
+    """The models and profiles ptui saved (and the bundled reference) are offered in a list;
+    choosing one loads it, no path typed."""
+    from ptui.core import paths
+    paths.profiles_dir().mkdir(parents=True, exist_ok=True)
+    csv = _lstm_profile(paths.profiles_dir() / "orin-agx-lstm-bs16-20261122-101010.csv")
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        sel = scr.query_one("#source")
+        values = [v for _, v in sel._options if v is not sel.BLANK]
+        assert str(csv) in values and any("reference" in str(p) for p, _ in sel._options)
+        sel.value = str(csv)
+        await pilot.pause(0.1)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is not None and len(scr.table) == 20
+        assert scr.query_one("#path").value == str(csv)
+        assert sel.region.right <= 80 and sel.region.height == 3
+
+
+async def test_resizing_the_terminal_keeps_every_plot():
+    """Shrinking the terminal under a drawn plot crashed the app (plotext kept the last build's
+    geometry: IndexError in its legend); the plot is redrawn at its new size instead."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 30)) as pilot:
+        for key in ("4", "1", "5"):
+            await pilot.press(key)
+            await wait_workers(app, pilot)
+            await pilot.pause(0.3)
+            for size in ((100, 29), (90, 28), (80, 24), (100, 30)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.3)
+            plot = app.screen.query_one("#pareto-plot" if key == "4" else "#power-plot")
+            assert plot.size.width > 0
+        scr = app.screen
+        assert app.is_running and type(scr).__name__ == "ApplyScreen"
