@@ -201,7 +201,8 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     y = np.asarray(y, np.float64)
     ly = np.log(y)
     n = len(y)
-    X = features(device, A)
+    X = features(device, A[:, :4])
+    batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
     ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
     gp_names = () if method == "powertrain" else GP_CANDIDATES if ref_net is not None else ("gp",)
     fold = folds(n, seed)
@@ -213,7 +214,9 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     if method == "powertrain":
         cvs.update(_nn_candidates(X, y, ref_net, ("transfer",), seed, loss))
     elif method == "auto":
-        if torch_available():
+        if batch_knob:
+            skipped = "PowerTrain network recipes skipped: they take no batch-size input"
+        elif torch_available():
             names = NN_CANDIDATES if ref_net is not None else ("scratch",)
             if progress:
                 progress("cross-validating the PowerTrain network recipes")
@@ -247,12 +250,24 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
 
 def fit_model(reference, device: Device, modes, times, powers, *, method: str = "auto",
               seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
-              measured: dict | None = None, progress=None):
-    """Fit time and power predictors for a profile; returns a predictor.Model."""
+              measured: dict | None = None, progress=None, batch_sizes=None):
+    """Fit time and power predictors for a profile; returns a predictor.Model.  batch_sizes (one
+    per mode) with more than one distinct size makes log/reciprocal batch size a GP input (the
+    reference still predicts the mode, so a new batch size needs no new reference); a single size
+    fits exactly as without it."""
     from .predictor import Model
     if method not in METHODS:
         raise PtuiInputError(f"unknown method {method!r}; choose auto, gp or powertrain")
     A = raw_modes(modes)
+    sizes = sorted({int(b) for b in batch_sizes}) if batch_sizes is not None else []
+    if len(sizes) > 1:
+        B = np.asarray(batch_sizes, np.float64).reshape(-1, 1)
+        if len(B) != len(A) or np.any(B < 1):
+            raise PtuiInputError("batch sizes must be positive, one per profiled mode")
+        if method == "powertrain":
+            raise PtuiInputError("--method powertrain cannot fit several batch sizes (its networks "
+                                 "take no batch-size input); use --method gp or auto")
+        A = np.hstack([A, B])
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
     if len(A) < MIN_MODES:
@@ -271,13 +286,17 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
         if progress:
             progress(f"fitting {name} ({method}) on {len(y)} modes")
         ref_net = getattr(reference, name) if reference is not None else None
-        preds[name], metrics[name] = fit_one(device, A, y, ref_net, method=method, seed=seed,
-                                             loss=loss, progress=progress)
+        per_sample = name == "time" and A.shape[1] == 5   # time per sample varies little with B
+        preds[name], metrics[name] = fit_one(device, A, y / A[:, 4] if per_sample else y, ref_net,
+                                             method=method, seed=seed, loss=loss, progress=progress)
+        if per_sample:
+            preds[name].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
     meta = {"kind": kind, "method": method, "workload": workload,
             "reference_workload": reference.meta.get("reference_workload") if reference else None,
             "reference_device": reference.device.name if reference else None,
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name},
+            **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)

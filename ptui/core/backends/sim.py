@@ -203,7 +203,7 @@ class SimJetson(Backend):
         return self._workload
 
     def start_training(self, workload: Workload) -> None:
-        from ..physics import footprint_gb, fits, memory_gb
+        from ..physics import fits, footprint_gb, memory_gb
         if not fits(self.device, workload, workload.batch_size):   # a real run dies of OOM
             raise BackendError(f"{workload.name} at batch size {workload.batch_size} needs "
                                f"{float(footprint_gb(workload)):.1f} GB, more than the "
