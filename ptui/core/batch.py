@@ -161,7 +161,7 @@ class Memory:
     sizes' peaks), else the modelled footprint of a catalog workload; `known` False when neither."""
     capacity_gb: float
     peak: dict = field(default_factory=dict)        # batch -> GB (measured or modelled)
-    how: str = "unknown"                            # measured | modelled | unknown
+    how: str = "unknown"                            # profiled peak memory | modelled | unknown
 
     def footprint(self, batch) -> np.ndarray:
         B = np.atleast_1d(np.asarray(batch, float))
@@ -193,7 +193,7 @@ def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory
     from .workloads import WORKLOADS
     cap = memory_gb(device)
     if peak:
-        return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "measured")
+        return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "profiled peak memory")
     w = WORKLOADS.get(str(workload))
     if w is not None:
         return Memory(cap, {b: float(footprint_gb(w, b)) for b in (1, 1024)}, "modelled")
@@ -358,3 +358,145 @@ def model_memory(model) -> Memory:
     """The memory model a batch-aware model carries: measured peaks, else the catalog's model."""
     peak = {int(k): float(v) for k, v in (model.meta.get("peak_mem_gb") or {}).items()}
     return memory_for(model.device, model.meta.get("workload"), peak)
+
+
+def predict_table(model, modes_csv=None):
+    """`ptui predict`: (table, batch per row or None).  A --modes CSV may carry a batch_size column
+    (rows without one are at the model's batch size); without a file, every mode of the device."""
+    from .csvio import read_csv
+    from .pareto import Table
+    from .predictor import check_predictions
+    dev = model.device
+    if modes_csv:
+        from .csvio import CSVError
+        rows = read_csv(modes_csv, dev, extras=("batch_size",))
+        if not rows:
+            raise CSVError(f"{modes_csv}: no modes in file")
+        modes = [m for m, _ in rows]
+        given = [v.get("batch_size") for _, v in rows]
+    else:
+        modes, given = dev.full_space(), [None]
+    if all(b is None for b in given) and not model.batch_sizes:
+        pred = model.predict(modes)                      # exactly as before batch sizes existed
+        check_predictions(pred, "the model")
+        return Table.from_prediction(modes, pred).with_measurements(model.measured), None
+    b0 = model.meta.get("batch_size")
+    batch = np.array([b if b is not None else (b0 or 0) for b in given] if modes_csv
+                     else [b0] * len(modes), dtype=float)
+    bad = (batch < 1) | (batch != np.round(batch))
+    if bad.any():
+        raise BatchError(f"{modes_csv}: batch_size must be a whole number >= 1 on every row "
+                         f"(got {batch[bad][0]:g})")
+    n = len(modes)
+    t, p, ts, ps = (np.empty(n) for _ in range(4))
+    flag = np.zeros(n, bool)
+    for b in np.unique(batch):
+        sel = np.flatnonzero(batch == b)
+        sub = [modes[i] for i in sel]
+        pred = model.predict(sub, batch_size=int(b))
+        check_predictions(pred, "the model")
+        tab = Table.from_prediction(sub, pred).with_measurements(
+            measured_at(model.measured, int(b), b0))
+        t[sel], p[sel], ts[sel], ps[sel] = tab.time_ms, tab.power_w, tab.time_ms_std, tab.power_w_std
+        flag[sel] = tab.measured
+    return Table(list(modes), t, p, ts, ps, flag), batch.astype(int)
+
+
+@dataclass
+class BatchDecision:
+    pick: Pick
+    default: Pick | None             # best mode at the model's default batch size
+    paper: Pick | None               # largest fitting batch, fastest mode under the cap
+    default_batch: int
+    rel: SamplesToTarget
+    samples: float
+    samples_note: str                # what `samples` is, in words
+    memory: Memory
+    dropped: list                    # candidate sizes that do not fit in memory
+    goal: str
+    notes: list
+
+    def as_dict(self) -> dict:
+        d = self.pick.as_dict()
+        d.update(goal=self.goal, exceed_prob=self.pick.exceed_prob,
+                 samples_to_target=self.rel.source, throughput_only=self.rel.throughput_only,
+                 target_samples=self.samples, target_samples_note=self.samples_note,
+                 memory={"how": self.memory.how, "capacity_gb": round(self.memory.capacity_gb, 2),
+                         "largest_batch": self.memory.largest(),
+                         "infeasible_batch_sizes": self.dropped},
+                 baselines={f"best_mode_at_batch_{self.default_batch}":
+                            self.default.as_dict() if self.default else None,
+                            "largest_batch_fastest_mode": self.paper.as_dict() if self.paper else None})
+        return d
+
+
+def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
+           noise_scale: float | None = None, budget_w: float | None = None,
+           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           epochs: int | None = None, batches_per_epoch: int | None = None) -> BatchDecision:
+    """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
+    target, and the two baselines it is compared with."""
+    from .pareto import InfeasibleError
+    rel = relation(samples_file, noise_scale)
+    sizes = tuple(sorted(int(b) for b in batch_sizes))
+    check_batch_model(model, sizes)
+    if budget_w is None and objective is None:
+        raise BatchError("with --batch-sizes choose --budget-w W or --objective energy "
+                         "(a per-minibatch deadline means different work at each batch size)")
+    memory = model_memory(model)
+    fit_mask = memory.fits(np.array(sizes))
+    dropped = [b for b, ok in zip(sizes, fit_mask) if not ok]
+    cands = tuple(b for b in sizes if b not in dropped)
+    if not cands:
+        raise InfeasibleError(f"none of the batch sizes {','.join(map(str, sizes))} fits in the "
+                              f"{memory.capacity_gb:.1f} GB the board has for training "
+                              f"(largest that fits: {memory.largest()}, {memory.how})")
+    rel.check_covers(cands)
+    b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
+    # the default size is evaluated for the comparison even when it is not a candidate
+    evaluated = tuple(sorted(set(cands) | ({b0} if bool(memory.fits(b0)[0]) else set())))
+    if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
+        evaluated = cands
+    modes = modes if modes is not None else model.device.full_space()
+    jt = joint_table(model, modes, evaluated, memory)
+    from .workloads import WORKLOADS
+    spe = model.meta.get("samples_per_epoch")
+    if spe is None and batches_per_epoch:
+        spe = batches_per_epoch * b0
+    if spe is None and model.meta.get("batches_per_epoch"):
+        spe = model.meta["batches_per_epoch"] * b0
+    if spe is None and model.meta.get("workload") in WORKLOADS:
+        spe = WORKLOADS[model.meta["workload"]].samples
+    if spe:
+        samples = float(spe) * (epochs or 1)
+        note = (f"{epochs or 1} epoch{'s' if (epochs or 1) > 1 else ''} of {int(spe):,} samples"
+                + ("" if rel.throughput_only else f" at batch {max(cands)}"))
+    else:
+        samples, note = 1000.0, "1,000 samples (samples per epoch unknown: give --batches-per-epoch)"
+    kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
+              samples=samples)
+    cand_mask = np.isin(jt.batch, cands)
+    pick = choose_joint(jt, rel, restrict=cand_mask, **kw)
+    try:
+        base = fixed_batch(jt, rel, b0, **kw)
+    except InfeasibleError:
+        base = None
+    try:
+        sub = JointTable(jt.table, jt.batch, jt.fits & cand_mask)
+        paper = paper_baseline(sub, rel, **kw)
+    except InfeasibleError:
+        paper = None
+    goal = ("least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
+            if objective == "energy" else f"least time to target within {budget_w:g} W")
+    notes = []
+    if rel.throughput_only:
+        notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
+                     "to need the same samples, so this choice optimises throughput only")
+    if dropped:
+        notes.append(f"batch size{'s' if len(dropped) > 1 else ''} {','.join(map(str, dropped))} "
+                     f"do{'es' if len(dropped) == 1 else ''} not fit in the {memory.capacity_gb:.1f} GB "
+                     f"for training ({memory.how} footprint; largest that fits: {memory.largest()})")
+    if memory.how == "unknown":
+        notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
+                     "workload): every batch size is assumed to fit")
+    return BatchDecision(pick, base, paper, b0, rel, samples, note, memory, dropped, goal, notes)
