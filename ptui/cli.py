@@ -46,13 +46,18 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
+    from .core.batchprofile import BatchProfileRun, is_batch_group
     from .core.session import ProfileRequest, ProfileRun
-    run = ProfileRun(ProfileRequest(
+    req = ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
-        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout),
-        notify=_info)
+        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout)
+    sizes = getattr(a, "batch_sizes", None)
+    if sizes is not None or (a.resume and is_batch_group(a.session)):
+        run = BatchProfileRun(req, sizes, notify=_info)
+    else:
+        run = ProfileRun(req, notify=_info)
     try:
         _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
         info = run.prepare()
@@ -508,6 +513,10 @@ def _profile_args(pr, *, tune: bool) -> None:
         g.add_argument("--modes", help="CSV of modes to profile")
         g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
     if not tune:
+        pr.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
+                        help="profile (mode, batch size) pairs over these sizes (--count pairs at "
+                             "random, or every --modes mode at each size); a script needs {bs} "
+                             "in its command")
         pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
                         help="which modes to profile: random (PowerTrain's protocol, the default), "
                              "space-filling, or active (needs a goal; stops early when confident)")
