@@ -161,7 +161,7 @@ class Memory:
     sizes' peaks), else the modelled footprint of a catalog workload; `known` False when neither."""
     capacity_gb: float
     peak: dict = field(default_factory=dict)        # batch -> GB (measured or modelled)
-    how: str = "unknown"                            # profiled peak memory | modelled | unknown
+    how: str = "unknown"                            # the profile's peak_mem_gb | modelled | unknown
 
     def footprint(self, batch) -> np.ndarray:
         B = np.atleast_1d(np.asarray(batch, float))
@@ -193,7 +193,7 @@ def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory
     from .workloads import WORKLOADS
     cap = memory_gb(device)
     if peak:
-        return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "profiled peak memory")
+        return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "the profile's peak_mem_gb")
     w = WORKLOADS.get(str(workload))
     if w is not None:
         return Memory(cap, {b: float(footprint_gb(w, b)) for b in (1, 1024)}, "modelled")
