@@ -176,7 +176,7 @@ class Memory:
 
     def fits(self, batch) -> np.ndarray:
         f = self.footprint(batch)
-        return np.where(np.isnan(f), True, f <= self.capacity_gb)
+        return np.where(np.isnan(f), True, f <= self.capacity_gb + 1e-9)
 
     def largest(self, limit: int = MAX_BATCH) -> int | None:
         if not self.peak:
