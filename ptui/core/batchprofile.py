@@ -217,7 +217,8 @@ class BatchProfileRun:
     def _sub_request(self, b: int, plan) -> ProfileRequest:
         req = self.req
         script = [a.replace(PLACEHOLDER, str(b)) for a in req.script]
-        return replace(req, batch_size=b, session=sub_name(self.name, b),
+        return replace(req, batch_size=b, session=sub_name(self.name, b), seed=self.seed,
+                       workload=None if req.script else self.workload_name,
                        resume=b in self.existing, script=script, modes_csv=None, grid=None,
                        count=None, strategy="random", modes=plan,
                        out=paths.profile_csv(sub_name(self.name, b)),

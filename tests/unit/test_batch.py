@@ -357,3 +357,40 @@ def test_pareto_batch_sizes_with_a_single_batch_model_is_refused(cli):
     rc, _, err = cli("pareto", "--model", bundled_reference(), "--batch-sizes", "8,16",
                      "--budget-w", "30")
     assert rc == 2 and "profile them" in err
+
+
+def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli):
+    """Ctrl-C in the second batch size's session; --resume (no --batch-sizes: the recorded set)
+    finishes it and the joined CSV equals an uninterrupted run's."""
+    args = ["profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+            "--batch-sizes", "8,16,32", "--count", "18", "--seed", "3"]
+    rc, _, err = cli(*args, "--session", "full", "--out", tmp_path / "full.csv")
+    assert rc == 0, err
+    import ptui.core.profiler as P
+    real = P.Profiler.measure
+    calls = {"n": 0}
+
+    def flaky(self, events, mode, record=True):
+        if record:
+            calls["n"] += 1
+            if calls["n"] == 10:
+                raise KeyboardInterrupt
+        return real(self, events, mode, record=record)
+
+    P.Profiler.measure = flaky
+    try:
+        rc, _, err = cli(*args, "--session", "part", "--out", tmp_path / "part.csv")
+    finally:
+        P.Profiler.measure = real
+    assert rc == 130 and "--batch-sizes 8,16,32" in err
+    assert len((tmp_path / "part.csv").read_text().splitlines()) == 10
+    rc, _, err = cli("profile", "--backend", "sim", "--session", "part", "--resume",
+                     "--out", tmp_path / "part.csv")
+    assert rc == 0, err
+    assert "9 done, 9 to go" in err
+
+    def rows(path):
+        lines = path.read_text().splitlines()
+        i = lines[0].split(",").index("session")
+        return sorted(",".join(c for k, c in enumerate(x.split(",")) if k != i) for x in lines)
+    assert rows(tmp_path / "part.csv") == rows(tmp_path / "full.csv")
