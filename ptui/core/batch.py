@@ -376,8 +376,11 @@ def predict_table(model, modes_csv=None):
         given = [v.get("batch_size") for _, v in rows]
     else:
         modes, given = dev.full_space(), [None]
-    if all(b is None for b in given) and not model.batch_sizes:
-        pred = model.predict(modes)                      # exactly as before batch sizes existed
+    own = model.meta.get("batch_size")
+    if not model.batch_sizes and (own is None or all(b is None or b == own for b in given)):
+        # a model of one batch size predicts exactly as before batch sizes existed; a batch_size
+        # column (a profile CSV as --modes) is checked against the model's size where it is known
+        pred = model.predict(modes)
         check_predictions(pred, "the model")
         return Table.from_prediction(modes, pred).with_measurements(model.measured), None
     b0 = model.meta.get("batch_size")

@@ -394,3 +394,16 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
         i = lines[0].split(",").index("session")
         return sorted(",".join(c for k, c in enumerate(x.split(",")) if k != i) for x in lines)
     assert rows(tmp_path / "part.csv") == rows(tmp_path / "full.csv")
+
+
+def test_predict_single_batch_model_accepts_a_profile_csv_as_modes(cli, tmp_path):
+    """A profile CSV (with its batch_size column) as --modes of a model of one batch size predicts
+    as before, without a batch_size column in the output; another size is refused."""
+    from ptui.core.predictor import bundled_reference
+    f = _write(tmp_path / "p.csv", HEAD + ",batch_size\n" + "\n".join(_rows(3, 16)) + "\n")
+    rc, out, err = cli("predict", "--model", bundled_reference(), "--modes", f)
+    assert rc == 0, err
+    assert out.splitlines()[0] == "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w,time_ms_std,power_w_std"
+    plain = _write(tmp_path / "m.csv", HEAD.rsplit(",", 2)[0] + "\n" + "\n".join(
+        ",".join(r.split(",")[:4]) for r in _rows(3)) + "\n")
+    assert cli("predict", "--model", bundled_reference(), "--modes", plain)[1] == out
