@@ -300,7 +300,7 @@ def _predict_table(a):
     from .core.predictor import check_predictions
     pred = model.predict(modes)
     check_predictions(pred, str(a.model))
-    return model, Table.from_prediction(modes, pred).with_measurements(model.measured)
+    return model, Table.from_prediction(modes, pred).with_measurements(model.measured_at())
 
 
 def cmd_predict(a) -> int:

@@ -146,6 +146,15 @@ class Model:
         (several profiled sizes); [] for a model of one batch size."""
         return [int(b) for b in self.meta.get("batch_sizes") or []]
 
+    def measured_at(self, batch_size=None) -> dict | None:
+        """The profiled measurements at one batch size (default: the model's own); a model of one
+        batch size returns all of them."""
+        if not self.batch_sizes or self.measured is None:
+            return self.measured
+        from .batch import measured_at
+        b0 = self.meta.get("batch_size") or self.batch_sizes[0]
+        return measured_at(self.measured, int(batch_size or b0), b0)
+
     def predict(self, modes, batch_size=None) -> dict[str, np.ndarray]:
         """Predictions for modes; batch_size (a number or one per mode) only for a model fitted on
         several batch sizes, or equal to the model's own batch size."""

@@ -418,7 +418,7 @@ def load_predictions(path: Path, device) -> Predictions:
         model = load_model(path)
         modes = model.device.full_space()
         w = WORKLOADS.get(str(model.meta.get("workload")))
-        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
+        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
         return Predictions(table, model, w.minibatches_per_epoch if w else None)
     from .csvio import read_profile
     modes, t, p = read_profile(path, device, min_modes=1)

@@ -196,7 +196,11 @@ def agx_model():
     from ptui.core.fit import fit_model
     from ptui.core.predictor import load_bundled
     modes, B, t, p = _sim_profile(AGX, "resnet18", (8, 16, 32, 64), 100)
-    m = fit_model(load_bundled(), AGX, modes, t, p, method="auto", workload="resnet18", batch_sizes=B)
+    z = np.zeros(len(t))
+    measured = {"modes": np.array([x.as_tuple() for x in modes], float), "time_ms": t,
+                "power_w": p, "time_ms_std": z, "power_w_std": z, "batch_size": B.astype(float)}
+    m = fit_model(load_bundled(), AGX, modes, t, p, method="auto", workload="resnet18",
+                  batch_sizes=B, measured=measured)
     m.meta["batch_size"] = 16
     return m
 
@@ -302,6 +306,11 @@ def test_profile_batch_sizes_csv_round_trip_fit_and_pareto(cli, tmp_path):
     d = json.loads(outp)
     assert d["batch_size"] in (8, 32) and d["time_to_target_s"] > 0
     assert "largest_batch_fastest_mode" in d["baselines"]
+    # plain pareto on the batch model: its default batch (8 here), only batch-8 measurements count
+    rc, outp, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30")
+    n8 = len({tuple(r[c] for c in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"))
+              for r in rows if r["batch_size"] == "8"})
+    assert rc == 0 and f"({n8} profiled modes count with their measurements)" in outp
     rc, outp, err = cli("pareto", "--model", tmp_path / "m", "--batch-sizes", "8,32", "--budget-w", "30")
     assert rc == 0 and "optimises throughput only" in err and "largest batch, fastest mode" in outp
     modes = tmp_path / "modes.csv"
@@ -407,3 +416,20 @@ def test_predict_single_batch_model_accepts_a_profile_csv_as_modes(cli, tmp_path
     plain = _write(tmp_path / "m.csv", HEAD.rsplit(",", 2)[0] + "\n" + "\n".join(
         ",".join(r.split(",")[:4]) for r in _rows(3)) + "\n")
     assert cli("predict", "--model", bundled_reference(), "--modes", plain)[1] == out
+
+
+def test_pareto_without_batch_sizes_uses_only_the_default_batch_measurements(agx_model):
+    """A batch-size model's plain decisions are at its default batch: a mode profiled at batch 64
+    must not stand in for the same mode at batch 16."""
+    from ptui.core.pareto import Table
+    m = agx_model
+    B = m.measured["batch_size"] if m.measured is not None else None
+    assert B is not None and set(B) == {8, 16, 32, 64}
+    rows = [tuple(r) for r in m.measured["modes"]]
+    at16 = {r for r, b in zip(rows, B) if b == 16}
+    only_other = [k for k, r in enumerate(rows) if r not in at16]
+    assert only_other                                   # modes profiled at other sizes only
+    modes = [AGX.mode(*rows[k]) for k in only_other] + [AGX.mode(*r) for r in sorted(at16)]
+    tab = Table.from_prediction(modes, m.predict(modes)).with_measurements(m.measured_at())
+    n = len(only_other)
+    assert not tab.measured[:n].any() and tab.measured[n:].all()
