@@ -360,12 +360,17 @@ def cmd_pareto(a) -> int:
     res["goal"] = d.goal
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
+    if model.batch_sizes:
+        res["batch_size"] = model.meta.get("batch_size")
     if a.json:
         from .core.modeldir import finite_json
         print(json.dumps(finite_json(res), allow_nan=False))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
+    if model.batch_sizes:
+        print(f"batch size: {model.meta.get('batch_size')} (the model's default; add --batch-sizes "
+              f"{','.join(map(str, model.batch_sizes))} to choose it too)")
     print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if tab.measured.any():
