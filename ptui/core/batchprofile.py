@@ -167,7 +167,7 @@ class BatchProfileRun:
             from .csvio import read_modes
             modes = read_modes(req.modes_csv, dev)
             return {b: list(modes) for b in sizes}
-        cands = (self.backend.candidates() if self.backend.kind == "replay" else dev.pt_grid())
+        cands = dev.pt_grid()
         space = [(m, b) for b in sizes for m in cands]
         n = 50 if n is None else n
         if not 1 <= n <= len(space):
@@ -181,6 +181,9 @@ class BatchProfileRun:
             self.backend = backend
         dev = self.backend.device
         req = self.req
+        if self.backend.kind == "replay":
+            raise BatchError("the replay device replays a profile recorded at one batch size; "
+                             "--batch-sizes needs the simulator or a board")
         sizes = self._memory(dev)
         if req.resume:                          # the first run's way of drawing pairs
             first = next(iter(self.existing.values()))

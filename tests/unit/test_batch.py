@@ -433,3 +433,14 @@ def test_pareto_without_batch_sizes_uses_only_the_default_batch_measurements(agx
     tab = Table.from_prediction(modes, m.predict(modes)).with_measurements(m.measured_at())
     n = len(only_other)
     assert not tab.measured[:n].any() and tab.measured[n:].all()
+
+
+def test_replay_device_refuses_batch_sizes(cli, tmp_path):
+    """A recorded profile replays one batch size: profiling other sizes on it would be invented."""
+    rec = tmp_path / "rec.csv"
+    assert cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+               "--count", "5", "--out", rec)[0] == 0
+    rc, _, err = cli("profile", "--backend", "replay", "--corpus", rec, "--device", "orin-agx",
+                     "--workload", "resnet18", "--batch-sizes", "8,16", "--count", "4",
+                     "--out", tmp_path / "o.csv")
+    assert rc == 2 and "replay" in err and "Traceback" not in err
