@@ -133,18 +133,22 @@ def workload_physics(workload: Workload) -> WorkloadPhysics:
 CALIBRATION_BATCH = 16      # the published figures the model is calibrated on use batch 16
 
 
-def batch_half(device: Device) -> float:
+def batch_half(device: Device, workload: Workload | None = None) -> float:
     """Batch at which the GPU's kernels reach half their large-batch utilisation: a wider GPU needs
     more samples in flight to fill its SMs (8 on Orin AGX's 2048 CUDA cores, 4 on Orin Nano's 1024,
-    2 on Xavier AGX's 512)."""
-    return 8.0 * DEVICE_PHYSICS[device.name].flops_per_cycle / 4096.0
+    2 on Xavier AGX's 512, for a ResNet-18-sized sample of 5.4 GFLOP), and a sample with more work
+    (more threads per kernel) fills them sooner: x sqrt(5.4 GFLOP / the workload's GFLOP)."""
+    h = 8.0 * DEVICE_PHYSICS[device.name].flops_per_cycle / 4096.0
+    if workload is not None:
+        h *= (5.4 / workload_physics(workload).gflop) ** 0.5
+    return h
 
 
-def batch_efficiency(device: Device, batch) -> np.ndarray:
+def batch_efficiency(device: Device, batch, workload: Workload | None = None) -> np.ndarray:
     """Kernel efficiency at batch B relative to batch 16: saturating, B / (B + B_half), normalised
     so that batch 16 (the calibration point) is exactly 1: small batches under-use the GPU, large
     ones gain at most (16 + B_half) / 16."""
-    h = batch_half(device)
+    h = batch_half(device, workload)
     B = np.asarray(batch, dtype=float)
     return (B / (B + h)) / (CALIBRATION_BATCH / (CALIBRATION_BATCH + h))
 
@@ -236,7 +240,7 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
         host_ms = (wp.host_mcycles / (fc * 1000.0 * dp.cpu_ipc) * 1000.0
                    + wp.host_misses_k * 1000.0 * lat_ns * 1e-6)
         comp_ms = B * wp.gflop / (dp.flops_per_cycle * fg * tpc_share * wp.gpu_eff * dp.gpu_eff
-                                  * batch_efficiency(device, B)) * 1000.0
+                                  * batch_efficiency(device, B, workload)) * 1000.0
         gpu_bytes = B * wp.gb_per_sample + wp.gb_fixed
         cpu_bytes = B * wp.data_mb / 1000.0
         w = workload.workers

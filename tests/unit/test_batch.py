@@ -18,10 +18,13 @@ NANO = get_device("orin-nano")
 # -- physics ------------------------------------------------------------------------------------------
 def test_batch_efficiency_is_one_at_16_and_saturates():
     for dev in (AGX, NANO, get_device("xavier-agx")):
-        assert ph.batch_efficiency(dev, 16) == pytest.approx(1.0, abs=1e-15)
-        e = ph.batch_efficiency(dev, np.array([1, 4, 16, 64, 4096]))
-        assert np.all(np.diff(e) > 0)                  # more samples in flight, better kernels
-        assert e[-1] < (16 + ph.batch_half(dev)) / 16 + 1e-9   # ... up to a ceiling
+        for w in (None, get_workload("bert-base"), get_workload("lstm")):
+            assert ph.batch_efficiency(dev, 16, w) == pytest.approx(1.0, abs=1e-15)
+            e = ph.batch_efficiency(dev, np.array([1, 4, 16, 64, 4096]), w)
+            assert np.all(np.diff(e) > 0)              # more samples in flight, better kernels
+            assert e[-1] < (16 + ph.batch_half(dev, w)) / 16 + 1e-9   # ... up to a ceiling
+    # a big sample (BERT) fills the GPU at smaller batches than a small one (LSTM)
+    assert ph.batch_half(AGX, get_workload("bert-base")) < ph.batch_half(AGX, get_workload("lstm"))
 
 
 def test_steady_state_at_batch_16_is_unchanged_by_the_batch_argument():
