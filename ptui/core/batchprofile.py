@@ -113,7 +113,7 @@ class BatchProfileRun:
                 raise SessionError("resume a script session with the same command after --")
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
-            if self.existing:
+            if self.existing or (req.session and self.store.get_session(req.session)):
                 raise SessionError(f"session {req.session!r} already exists; add --resume to "
                                    f"continue it or pick another --session name")
             if not req.script and not req.workload:
