@@ -46,13 +46,18 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
+    from .core.batchprofile import BatchProfileRun, is_batch_group
     from .core.session import ProfileRequest, ProfileRun
-    run = ProfileRun(ProfileRequest(
+    req = ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
-        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout),
-        notify=_info)
+        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout)
+    sizes = getattr(a, "batch_sizes", None)
+    if sizes is not None or (a.resume and is_batch_group(a.session)):
+        run = BatchProfileRun(req, sizes, notify=_info)
+    else:
+        run = ProfileRun(req, notify=_info)
     try:
         _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
         info = run.prepare()
@@ -210,12 +215,19 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.csvio import read_measured, read_profile
+    from .core.csvio import profile_batch_sizes, read_measured, read_profile
     from .core.devices import get_device
     from .core.predictor import bundled_reference, load_model
     dev = get_device(a.device)
-    modes, t, p = read_profile(a.profile, dev)
-    measured = read_measured(a.profile, dev, modes)
+    sizes = profile_batch_sizes(a.profile)
+    if len(sizes) > 1:
+        if a.scratch:
+            raise CLIError("--scratch trains a network, which takes no batch-size input; this profile "
+                           f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
+        modes = t = p = measured = None
+    else:
+        modes, t, p = read_profile(a.profile, dev)
+        measured = read_measured(a.profile, dev, modes)
     ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
     t0 = time.perf_counter()
@@ -230,7 +242,12 @@ def cmd_fit(a) -> int:
                 bar.stage(msg)
             else:
                 bar.update(bar.done, msg, msg)
-        if a.scratch:
+        if len(sizes) > 1:
+            from .core.batch import fit_batch_profile
+            model = fit_batch_profile(a.profile, dev, ref, method=a.method, seed=a.seed,
+                                      loss=a.loss, workload=workload, progress=progress)
+            modes = model.measured["modes"]
+        elif a.scratch:
             from .core import train
             model = train.transfer(ref, dev, modes, t, p, workload=workload,
                                    source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
@@ -242,11 +259,14 @@ def cmd_fit(a) -> int:
                               workload=workload, source=f"profile {a.profile}",
                               measured=measured, progress=progress)
     el = time.perf_counter() - t0
-    _remember_epoch_size(model, workload, tags.get("batch_size"))
+    if len(sizes) <= 1:
+        _remember_epoch_size(model, workload, tags.get("batch_size"))
     model.save(a.out)
     m = model.meta["metrics"]
     how = "trained from scratch" if a.scratch else f"method {a.method}"
-    print(f"model for {dev.name} ({how}), {len(modes)} profiled modes -> {a.out} ({el:.1f} s)")
+    what = (f"{len(modes)} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, sizes))}"
+            if len(sizes) > 1 else f"{len(modes)} profiled modes")
+    print(f"model for {dev.name} ({how}), {what} -> {a.out} ({el:.1f} s)")
     for name in ("time", "power"):
         mm = m[name]
         cov = (f"; 90 % interval covered {mm['cv_coverage90']:.0f} % of held-out modes"
@@ -280,16 +300,24 @@ def _predict_table(a):
     from .core.predictor import check_predictions
     pred = model.predict(modes)
     check_predictions(pred, str(a.model))
-    return model, Table.from_prediction(modes, pred).with_measurements(model.measured)
+    return model, Table.from_prediction(modes, pred).with_measurements(model.measured_at())
 
 
 def cmd_predict(a) -> int:
+    from .core.batch import predict_table
     from .core.csvio import fmt_value, mode_cells, write_csv
-    model, tab = _predict_table(a)
-    rows = ([*mode_cells(m), fmt_value(float(tab.time_ms[i])), fmt_value(float(tab.power_w[i])),
-             fmt_value(float(tab.time_ms_std[i])), fmt_value(float(tab.power_w_std[i]))]
+    from .core.devices import get_device
+    from .core.predictor import load_model
+    model = load_model(a.model)
+    if getattr(a, "device", None) and get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    tab, batch = predict_table(model, a.modes)
+    bcol = () if batch is None else ("batch_size",)
+    rows = ([*mode_cells(m), *([str(batch[i])] if bcol else []), fmt_value(float(tab.time_ms[i])),
+             fmt_value(float(tab.power_w[i])), fmt_value(float(tab.time_ms_std[i])),
+             fmt_value(float(tab.power_w_std[i]))]
             for i, m in enumerate(tab.modes))
-    write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w",
+    write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", *bcol, "time_ms", "power_w",
                       "time_ms_std", "power_w_std"), rows)
     if a.out not in (None, "-"):
         _info(f"predicted {len(tab)} modes of {model.device.name} -> {a.out}")
@@ -302,6 +330,10 @@ def cmd_pareto(a) -> int:
     from .core.pareto import choose, front_indices
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    if a.batch_sizes is not None:
+        return _pareto_batches(a)
+    if a.samples_to_target is not None or a.noise_scale is not None:
+        raise CLIError("--samples-to-target and --noise-scale need --batch-sizes (the sizes to compare)")
     model, tab = _predict_table(a)
     wl_mb = a.batches_per_epoch or model.meta.get("batches_per_epoch")
     if wl_mb is None:
@@ -328,12 +360,17 @@ def cmd_pareto(a) -> int:
     res["goal"] = d.goal
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
+    if model.batch_sizes:
+        res["batch_size"] = model.meta.get("batch_size")
     if a.json:
         from .core.modeldir import finite_json
         print(json.dumps(finite_json(res), allow_nan=False))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
+    if model.batch_sizes:
+        print(f"batch size: {model.meta.get('batch_size')} (the model's default; add --batch-sizes "
+              f"{','.join(map(str, model.batch_sizes))} to choose it too)")
     print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if tab.measured.any():
@@ -345,6 +382,58 @@ def cmd_pareto(a) -> int:
     print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
           f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
     print(f"Pareto front: {len(front)} of {len(tab)} modes")
+    return EXIT_OK
+
+
+def _pareto_batches(a) -> int:
+    """pareto --batch-sizes: the (mode, batch size) with the least time (or energy) to target."""
+    import json
+
+    from .core.batch import decide
+    from .core.csvio import read_modes
+    from .core.devices import get_device
+    from .core.predictor import load_model
+    if a.deadline_ms is not None:
+        raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
+                       "size; with --batch-sizes use --budget-w W or --objective energy")
+    model = load_model(a.model)
+    if getattr(a, "device", None) and get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    modes = read_modes(a.modes, model.device) if a.modes else None
+    r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
+               noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
+               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
+               batches_per_epoch=a.batches_per_epoch)
+    for note in r.notes:
+        _info(note)
+    if a.json:
+        from .core.modeldir import finite_json
+        print(json.dumps(finite_json(r.as_dict()), allow_nan=False))
+        return EXIT_OK
+    p = r.pick
+
+    def line(tag, q):
+        if q is None:
+            return f"  {tag:<34} not available (no such pair fits the goal and memory)"
+        pen = (q.target_s / p.target_s - 1.0) * 100 if p.target_s > 0 else 0.0
+        return (f"  {tag:<34} bs {q.batch_size:>4}  {q.mode.key:<26} {hms(q.target_s)}  "
+                f"{q.power_w:5.1f} W  {q.energy_wh:8.1f} Wh  ({pen:+.1f} %)")
+    print(f"goal: {r.goal}")
+    print(f"mode: {p.mode}   batch size: {p.batch_size}")
+    print(f"{p.source}: {p.time_ms:.1f} ms per step (+-{p.time_ms_std:.1f}), {p.power_w:.2f} W "
+          f"(+-{p.power_w_std:.2f})")
+    print(f"time to target: {hms(p.target_s)}, energy {p.energy_wh:.1f} Wh ({r.samples_note}; "
+          f"samples to target: {r.rel.source})")
+    print("compared with (time to target, power, energy, vs this choice):")
+    print(line("this choice", p))
+    print(line(f"best mode at batch {r.default_batch}", r.default))
+    print(line("largest batch, fastest mode", r.paper))
+    lb = r.memory.largest()
+    print(f"memory: {r.memory.capacity_gb:.1f} GB for training; largest batch that fits: "
+          f"{lb if lb is not None else 'unknown'} ({r.memory.how})")
+    print(f"apply with: ptui apply --cores {p.mode.cores} --cpu-mhz {p.mode.cpu_mhz:g} "
+          f"--gpu-mhz {p.mode.gpu_mhz:g} --mem-mhz {p.mode.mem_mhz:g}  and train at batch size "
+          f"{p.batch_size}")
     return EXIT_OK
 
 
@@ -429,6 +518,10 @@ def _profile_args(pr, *, tune: bool) -> None:
         g.add_argument("--modes", help="CSV of modes to profile")
         g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
     if not tune:
+        pr.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
+                        help="profile (mode, batch size) pairs over these sizes (--count pairs at "
+                             "random, or every --modes mode at each size); a script needs {bs} "
+                             "in its command")
         pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
                         help="which modes to profile: random (PowerTrain's protocol, the default), "
                              "space-filling, or active (needs a goal; stops early when confident)")
@@ -473,6 +566,7 @@ NUMERIC = {
     "tolerance_w": dict(ge=0),
     "epochs": dict(integer=True, ge=1),
     "batches_per_epoch": dict(integer=True, ge=1),
+    "noise_scale": dict(gt=0, le=1e9),
     "cores": dict(integer=True, ge=1),
     "cpu_mhz": dict(gt=0),
     "gpu_mhz": dict(gt=0),
@@ -490,6 +584,14 @@ def _numeric_type(integer: bool, **bounds):
             raise argparse.ArgumentTypeError(str(e).removeprefix("the value ")) from None
     parse.__name__ = "whole number" if integer else "number"
     return parse
+
+
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    from .core.batch import BatchError, parse_batch_sizes
+    try:
+        return parse_batch_sizes(text)
+    except BatchError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--batch-sizes: ")) from None
 
 
 def _device_name(text: str) -> str:
@@ -629,6 +731,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="max probability of exceeding the budget/deadline (0 = use the mean)")
     pa.add_argument("--tolerance-w", type=float, default=0.0,
                     help="with --risk: the overshoot above the budget you can live with (W)")
+    pa.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
+                    help="choose the batch size too, among these (needs a model fitted on a profile "
+                    "over several batch sizes): least time (or energy) to target")
+    pa.add_argument("--samples-to-target", metavar="FILE.csv",
+                    help="with --batch-sizes: batch_size,relative_samples (samples needed to reach "
+                    "the target accuracy at each size, e.g. 1.0 at the largest)")
+    pa.add_argument("--noise-scale", type=float, metavar="B_NOISE",
+                    help="with --batch-sizes: samples to target grow as 1 + B / B_NOISE "
+                    "(McCandlish et al. 2018)")
     pa.add_argument("--json", action="store_true")
     pa.set_defaults(fn=cmd_pareto)
 

@@ -313,3 +313,74 @@ def check_out_file(path) -> None:
         raise CSVError(f"{p}: folder {d} does not exist")
     if not os.access(d, os.W_OK | os.X_OK):
         raise CSVError(f"{p}: cannot write in {d} (permission denied)")
+
+
+# -- profiles over several batch sizes -----------------------------------------------------------
+PEAK_COL = "peak_mem_gb"          # optional: peak memory of the run at that (mode, batch size)
+
+
+def profile_batch_sizes(path) -> list[int]:
+    """The distinct batch sizes in a profile's batch_size column ([] when the column is absent or
+    empty: the profile is of its single, default batch size)."""
+    got = _text_rows(Path(path))
+    if got is None or "batch_size" not in got[0]:
+        return []
+    i = got[0].index("batch_size")
+    vals = {r[i].strip() for r in got[1] if len(r) > i and r[i].strip()}
+    out = []
+    for v in vals:
+        try:
+            b = float(v)
+        except ValueError:
+            raise CSVError(f"{path}: column 'batch_size' is not a number: {v!r}") from None
+        if not (math.isfinite(b) and b >= 1 and b == int(b)):
+            raise CSVError(f"{path}: column 'batch_size' must hold whole numbers >= 1, got {v!r}")
+        out.append(int(b))
+    return sorted(out)
+
+
+def read_batch_profile(path, device: Device, *, default_batch: int | None = None, min_rows: int = 10):
+    """A profile over (mode, batch size) pairs: dict with modes, batch (int array), time_ms,
+    power_w, measured (read_measured's arrays plus batch_size) and peak ({batch: GB}, the largest
+    peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
+    size is at `default_batch`.  Identical duplicates merge; conflicting ones are an error."""
+    import numpy as np
+    rows = read_csv(path, device, need=PROFILE_COLS,
+                    extras=("batch_size", "time_ms_p25", "time_ms_p75", "power_w_std", PEAK_COL))
+    seen: dict[tuple, dict] = {}
+    for m, v in rows:
+        b = v.get("batch_size", default_batch)
+        if b is None:
+            raise CSVError(f"{path}: a row has no batch_size and the profile names no default")
+        if b < 1 or b != int(b):
+            raise CSVError(f"{path}: batch_size must be a whole number >= 1, got {b:g}")
+        key = (m, int(b))
+        prev = seen.get(key)
+        if prev is not None:
+            if abs(prev["time_ms"] - v["time_ms"]) > 1e-9 * prev["time_ms"] \
+                    or abs(prev["power_w"] - v["power_w"]) > 1e-9 * prev["power_w"]:
+                raise CSVError(f"{path}: mode {m.key} at batch size {int(b)} appears twice with "
+                               f"different values")
+            continue
+        seen[key] = v
+    if len(seen) < min_rows:
+        raise CSVError(f"{path}: {len(seen)} distinct (mode, batch size) pairs; at least {min_rows} "
+                       f"are needed (profile more with: ptui profile --count 50)")
+    keys = list(seen)
+    vals = [seen[k] for k in keys]
+    iqr = [v.get("time_ms_p75", 0.0) - v.get("time_ms_p25", 0.0) for v in vals]
+    modes = [k[0] for k in keys]
+    batch = np.array([k[1] for k in keys], dtype=int)
+    t = np.array([v["time_ms"] for v in vals])
+    p = np.array([v["power_w"] for v in vals])
+    measured = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
+                "time_ms": t, "power_w": p,
+                "time_ms_std": np.maximum(np.array(iqr) / 1.349, 0.0),
+                "power_w_std": np.array([v.get("power_w_std", 0.0) for v in vals]),
+                "batch_size": batch.astype(np.float64)}
+    peak: dict[int, float] = {}
+    for (_, b), v in zip(keys, vals):
+        if PEAK_COL in v and v[PEAK_COL] > 0:
+            peak[b] = max(peak.get(b, 0.0), v[PEAK_COL])
+    return {"modes": modes, "batch": batch, "time_ms": t, "power_w": p, "measured": measured,
+            "peak": peak}

@@ -45,6 +45,7 @@ class Device:
     cpu_clusters: tuple[tuple[int, ...], ...]
     preset_specs: tuple = field(default=(), repr=False)
     default_preset: int = 0
+    mem_gb: float = 0.0   # unified (CPU + GPU) memory of the board, GB
 
     @cached_property
     def presets(self) -> tuple[Preset, ...]:
@@ -116,6 +117,7 @@ ORIN_AGX = Device(
         (3, "MODE_50W", 12, 1497.6, 828.75, 3199, 8, 50.0),
     ),
     default_preset=2,
+    mem_gb=64.0,
 )
 
 XAVIER_AGX = Device(
@@ -140,6 +142,7 @@ XAVIER_AGX = Device(
         (6, "MODE_30W_2CORE", 2, 2035.2, 905.25, 1600, 4, 30.0),
     ),
     default_preset=2,
+    mem_gb=32.0,
 )
 
 ORIN_NANO = Device(
@@ -158,6 +161,7 @@ ORIN_NANO = Device(
         (1, "7W", 4, 960.0, 408.0, 2133, 2, 7.0),
     ),
     default_preset=0,
+    mem_gb=8.0,
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (ORIN_AGX, XAVIER_AGX, ORIN_NANO)}

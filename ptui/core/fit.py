@@ -424,12 +424,13 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
     all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS)."""
     from .predictor import features
     n = len(A)
-    X = features(device, A)
+    X = features(device, A[:, :4])
+    batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
     fold = folds(n, seed)
     cvs: dict = {t: {} for t in targets}
     fulls: dict = {t: {} for t in targets}
     skipped = None
-    use_nn = method == "powertrain" or (method == "auto" and torch_available())
+    use_nn = method == "powertrain" or (method == "auto" and torch_available() and not batch_knob)
     names = {t: NN_CANDIDATES if targets[t][1] is not None else ("scratch",) for t in targets}
     worker = None
     if use_nn and method == "auto":          # the networks' first stage runs beside the GPs
@@ -469,7 +470,8 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
     else:
         nn = {t: {} for t in targets}
         if method == "auto":
-            skipped = "PowerTrain network recipes skipped: torch is not installed"
+            skipped = ("PowerTrain network recipes skipped: they take no batch-size input" if batch_knob
+                       else "PowerTrain network recipes skipped: torch is not installed")
     preds, metrics, final_jobs = {}, {}, {}
     for t, (y, ref_net) in targets.items():
         ly = np.log(y)
@@ -522,12 +524,24 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
 
 def fit_model(reference, device: Device, modes, times, powers, *, method: str = "auto",
               seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
-              measured: dict | None = None, progress=None):
-    """Fit time and power predictors for a profile; returns a predictor.Model."""
+              measured: dict | None = None, progress=None, batch_sizes=None):
+    """Fit time and power predictors for a profile; returns a predictor.Model.  batch_sizes (one
+    per mode) with more than one distinct size makes log/reciprocal batch size a GP input (the
+    reference still predicts the mode, so a new batch size needs no new reference); a single size
+    fits exactly as without it."""
     from .predictor import Model
     if method not in METHODS:
         raise PtuiInputError(f"unknown method {method!r}; choose auto, gp or powertrain")
     A = raw_modes(modes)
+    sizes = sorted({int(b) for b in batch_sizes}) if batch_sizes is not None else []
+    if len(sizes) > 1:
+        B = np.asarray(batch_sizes, np.float64).reshape(-1, 1)
+        if len(B) != len(A) or np.any(B < 1):
+            raise PtuiInputError("batch sizes must be positive, one per profiled mode")
+        if method == "powertrain":
+            raise PtuiInputError("--method powertrain cannot fit several batch sizes (its networks "
+                                 "take no batch-size input); use --method gp or auto")
+        A = np.hstack([A, B])
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
     if len(A) < MIN_MODES:
@@ -541,15 +555,20 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     if method == "powertrain" and reference is None:
         raise PtuiInputError("--method powertrain needs a reference model to transfer from")
     t0 = time.perf_counter()
-    targets = {name: (y, getattr(reference, name) if reference is not None else None)
+    per_sample = A.shape[1] == 5              # time per sample varies little with the batch size
+    targets = {name: (y / A[:, 4] if per_sample and name == "time" else y,
+                      getattr(reference, name) if reference is not None else None)
                for name, y in (("time", t), ("power", p))}
     preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
                                   progress=progress)
+    if per_sample:
+        preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
     meta = {"kind": kind, "method": method, "workload": workload,
             "reference_workload": reference.meta.get("reference_workload") if reference else None,
             "reference_device": reference.device.name if reference else None,
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name},
+            **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)

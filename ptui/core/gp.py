@@ -34,8 +34,10 @@ PRIORS = ("none", "refmean", "refinput")
 
 
 def knob_features(A: np.ndarray) -> np.ndarray:
-    """log and reciprocal of each knob; A is [n, 4] raw mode values (cores, MHz, MHz, MHz)."""
-    A = np.asarray(A, np.float64).reshape(-1, 4)
+    """log and reciprocal of each knob; A is [n, 4] raw mode values (cores, MHz, MHz, MHz), or
+    [n, 5] with the batch size as a fifth knob (a profile over several batch sizes)."""
+    A = np.asarray(A, np.float64)
+    A = A.reshape(-1, A.shape[-1] if A.ndim == 2 and A.shape[-1] == 5 else 4)
     return np.hstack([np.log(A), 1.0 / A])
 
 
@@ -64,14 +66,21 @@ class GPTarget:
     sd_scale: float = 1.0           # calibration of the predictive sd
     ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
+    per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     _linv: np.ndarray | None = None
 
     kind = "gp"
+
+    @property
+    def batch_aware(self) -> bool:
+        """True when the batch size is a fifth input (fitted on several batch sizes)."""
+        return len(self.x_mean) - (self.prior == "refinput") == 10
 
     # -- inference -------------------------------------------------------------------------
     def _ref_log(self, device: Device, A: np.ndarray) -> np.ndarray:
         """The reference's log prediction: looked up in ref_grid (computed once at fit time, so
         predicting the whole mode space does not run the reference network), else evaluated."""
+        A = np.asarray(A, np.float64)[:, :4]          # the reference knows no batch size
         if self.ref_grid is not None and self.ref_grid.shape == grid_shape(device):
             idx = grid_index(device, A)
             if idx is not None:
@@ -109,6 +118,8 @@ class GPTarget:
             v = Ks @ self._linv.T
             out_var[s:s + 8192] = self.const + self.noise - np.einsum("ij,ij->i", v, v)
         mu = out_mu * self.y_scale + self.y_mean + m
+        if self.per_sample:
+            mu = mu + np.log(np.asarray(A, np.float64)[:, 4])
         sd = np.sqrt(np.maximum(out_var, 1e-12)) * self.y_scale * self.sd_scale
         return mu, sd
 
@@ -121,7 +132,8 @@ class GPTarget:
     def config(self) -> dict:
         return {"kind": "gp", "prior": self.prior, "const": self.const, "noise": self.noise,
                 "y_mean": self.y_mean, "y_scale": self.y_scale, "prior_a": self.prior_a,
-                "prior_b": self.prior_b, "sd_scale": self.sd_scale}
+                "prior_b": self.prior_b, "sd_scale": self.sd_scale,
+                **({"per_sample": True} if self.per_sample else {})}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "X": self.X, "alpha": self.alpha,
@@ -147,13 +159,14 @@ class GPTarget:
                 *(float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale")),
                 float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
                 float(cfg.get("sd_scale", 1.0)), ref, grid if prior != "none" else None)
+        g.per_sample = bool(cfg.get("per_sample", False))
         g.check()
         return g
 
     def check(self) -> None:
         n, dim = self.X.shape if self.X.ndim == 2 else (-1, -1)
-        want = 8 + (self.prior == "refinput")
-        if dim != want or self.x_mean.shape != (dim,) or self.x_scale.shape != (dim,) \
+        want = (8, 10) if self.prior != "refinput" else (9, 11)   # 10/11: batch size as a knob
+        if dim not in want or self.x_mean.shape != (dim,) or self.x_scale.shape != (dim,) \
                 or self.length.shape != (dim,) or self.alpha.shape != (n,) or self.L.shape != (n, n):
             raise ValueError("GP array shapes do not match each other")
         arrays = [self.x_mean, self.x_scale, self.X, self.alpha, self.L, self.length]
@@ -164,6 +177,8 @@ class GPTarget:
         if self.const <= 0 or self.noise < 0 or self.y_scale <= 0 or self.sd_scale <= 0 \
                 or np.any(self.length <= 0) or np.any(self.x_scale <= 0):
             raise ValueError("GP scales must be positive")
+        if self.per_sample and not self.batch_aware:
+            raise ValueError("a per-sample GP needs the batch size as an input")
         if (self.prior == "none") != (self.ref is None):
             raise ValueError("GP prior and reference arrays disagree")
         if self.ref_grid is not None and not np.all(np.isfinite(self.ref_grid)):

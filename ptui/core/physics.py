@@ -16,7 +16,11 @@ Time per minibatch (batch B, mode = n cores, CPU f_c, GPU f_g, EMC f_m):
                    by the usable cores (oversubscription when cores < workers + 1)
 Power per rail: voltage-frequency DVFS (P = C V(f)^2 f * activity + leakage(V)), static SoC/board
 power, DRAM background power proportional to EMC frequency plus energy per byte moved.
-Calibrated against the published figures listed in tests/test_calibration.py.
+Calibrated against the published figures listed in tests/test_calibration.py (batch 16).
+Batch size B: compute, GPU traffic and data work scale with B, per-step host work does not, and the
+GPU's kernel efficiency saturates in B (batch_efficiency: exactly 1 at the calibration batch 16).
+Memory footprint (footprint_gb): optimizer state + activations x B + framework and workers, against
+the board's memory less the OS's share (memory_gb); a batch that does not fit cannot train.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ class DevicePhysics:
     dram_static: float
     dram_freq: float           # W at the top EMC frequency
     dram_pj_per_byte: float    # energy per byte moved (pJ/B)
+    os_gb: float = 2.5         # memory the OS, desktop and services keep (unified memory)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class WorkloadPhysics:
     data_mb: float             # CPU-side DRAM traffic per sample, MB
     gpu_act: float             # switching activity of the GPU when busy (power)
     first_batch_x: float       # first minibatch of a run is this many times slower (autotuning)
+    act_gb: float = 0.10       # activations (+ their gradients) kept per sample, GB (memory footprint)
 
 
 DEVICE_PHYSICS: dict[str, DevicePhysics] = {
@@ -90,30 +96,30 @@ DEVICE_PHYSICS: dict[str, DevicePhysics] = {
         gpu_v=(0.60, 0.85, 0.35), cpu_v=(0.62, 0.90, 0.35),
         gpu_c=6.4, gpu_leak=0.7, cpu_c=0.30, cpu_leak=0.05,
         soc_static=0.90, soc_mem=0.45, soc_active=0.5, sys_static=1.30, sys_act=0.9,
-        dram_static=0.10, dram_freq=0.25, dram_pj_per_byte=35.0),
+        dram_static=0.10, dram_freq=0.25, dram_pj_per_byte=35.0, os_gb=1.5),
 }
 
 WORKLOAD_PHYSICS: dict[str, WorkloadPhysics] = {
     "resnet18": WorkloadPhysics(
         gflop=5.4, gpu_eff=0.55, gb_per_sample=0.155, gb_fixed=0.19, roof_p=3.0,
         host_mcycles=33.0, host_misses_k=40.0, data_mcycles=27.0, data_misses_k=26.0,
-        data_mb=1.2, gpu_act=1.0, first_batch_x=12.0),
+        data_mb=1.2, gpu_act=1.0, first_batch_x=12.0, act_gb=0.09),
     "mobilenetv3": WorkloadPhysics(
         gflop=0.68, gpu_eff=0.05, gb_per_sample=0.75, gb_fixed=0.09, roof_p=2.5,
         host_mcycles=95.0, host_misses_k=60.0, data_mcycles=41.0, data_misses_k=22.0,
-        data_mb=1.6, gpu_act=0.78, first_batch_x=15.0),
+        data_mb=1.6, gpu_act=0.78, first_batch_x=15.0, act_gb=0.08),
     "yolov8n": WorkloadPhysics(
         gflop=26.1, gpu_eff=0.60, gb_per_sample=0.42, gb_fixed=0.06, roof_p=3.0,
         host_mcycles=120.0, host_misses_k=80.0, data_mcycles=6.5, data_misses_k=8.0,
-        data_mb=1.5, gpu_act=0.85, first_batch_x=10.0),
+        data_mb=1.5, gpu_act=0.85, first_batch_x=10.0, act_gb=0.22),
     "bert-base": WorkloadPhysics(
         gflop=210.0, gpu_eff=0.67, gb_per_sample=0.55, gb_fixed=1.80, roof_p=4.0,
         host_mcycles=60.0, host_misses_k=40.0, data_mcycles=0.8, data_misses_k=0.5,
-        data_mb=0.05, gpu_act=0.74, first_batch_x=4.0),
+        data_mb=0.05, gpu_act=0.74, first_batch_x=4.0, act_gb=0.50),
     "lstm": WorkloadPhysics(
         gflop=0.6, gpu_eff=0.30, gb_per_sample=0.012, gb_fixed=0.14, roof_p=2.5,
         host_mcycles=17.0, host_misses_k=12.0, data_mcycles=0.05, data_misses_k=0.05,
-        data_mb=0.01, gpu_act=0.60, first_batch_x=6.0),
+        data_mb=0.01, gpu_act=0.60, first_batch_x=6.0, act_gb=0.012),
 }
 
 
@@ -121,6 +127,62 @@ def workload_physics(workload: Workload) -> WorkloadPhysics:
     """A workload's physics: its own (a what-if measured from a user's script) or the catalog's."""
     wp = getattr(workload, "physics", None)
     return wp if wp is not None else WORKLOAD_PHYSICS[workload.name]
+
+
+# -- batch size: kernel utilisation and memory footprint --------------------------------------------
+CALIBRATION_BATCH = 16      # the published figures the model is calibrated on use batch 16
+
+
+def batch_half(device: Device, workload: Workload | None = None) -> float:
+    """Batch at which the GPU's kernels reach half their large-batch utilisation: a wider GPU needs
+    more samples in flight to fill its SMs (8 on Orin AGX's 2048 CUDA cores, 4 on Orin Nano's 1024,
+    2 on Xavier AGX's 512, for a ResNet-18-sized sample of 5.4 GFLOP), and a sample with more work
+    (more threads per kernel) fills them sooner: x sqrt(5.4 GFLOP / the workload's GFLOP)."""
+    h = 8.0 * DEVICE_PHYSICS[device.name].flops_per_cycle / 4096.0
+    if workload is not None:
+        h *= (5.4 / workload_physics(workload).gflop) ** 0.5
+    return h
+
+
+def batch_efficiency(device: Device, batch, workload: Workload | None = None) -> np.ndarray:
+    """Kernel efficiency at batch B relative to batch 16: saturating, B / (B + B_half), normalised
+    so that batch 16 (the calibration point) is exactly 1: small batches under-use the GPU, large
+    ones gain at most (16 + B_half) / 16."""
+    h = batch_half(device, workload)
+    B = np.asarray(batch, dtype=float)
+    return (B / (B + h)) / (CALIBRATION_BATCH / (CALIBRATION_BATCH + h))
+
+
+FRAMEWORK_GB = 1.6          # CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's slack
+WORKER_GB = 0.35            # each DataLoader worker process (a Python interpreter plus its prefetch)
+STATE_BYTES_PER_PARAM = 16  # fp32 weights + gradients + two optimizer moments (Adam; SGD+momentum: 12)
+
+
+def memory_gb(device: Device) -> float:
+    """Memory a training run can use: the board's unified memory less what the OS keeps."""
+    return float(device.mem_gb) - DEVICE_PHYSICS[device.name].os_gb
+
+
+def footprint_gb(workload: Workload, batch_size=None) -> np.ndarray:
+    """Peak memory of training `workload` at batch B (GB): weights, gradients and optimizer state,
+    activations x B, framework overhead and the DataLoader workers."""
+    wp = workload_physics(workload)
+    B = np.asarray(batch_size if batch_size is not None else workload.batch_size, dtype=float)
+    return (workload.params_m * 1e6 * STATE_BYTES_PER_PARAM / 1e9 + wp.act_gb * B + FRAMEWORK_GB
+            + WORKER_GB * workload.workers)
+
+
+def fits(device: Device, workload: Workload, batch_size) -> np.ndarray:
+    return footprint_gb(workload, batch_size) <= memory_gb(device)
+
+
+def largest_batch(device: Device, workload: Workload, limit: int = 4096) -> int:
+    """The largest batch whose modelled footprint fits the device's memory (0: not even batch 1)."""
+    wp = workload_physics(workload)
+    spare = memory_gb(device) - float(footprint_gb(workload, 0))
+    if spare < wp.act_gb:
+        return 0
+    return int(min(limit, np.floor(spare / wp.act_gb + 1e-9)))
 
 
 def _vf(f: np.ndarray, fmax: float, v: tuple[float, float, float]) -> np.ndarray:
@@ -177,7 +239,8 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
                    + wp.data_misses_k * 1000.0 * lat_ns * 1e-6)
         host_ms = (wp.host_mcycles / (fc * 1000.0 * dp.cpu_ipc) * 1000.0
                    + wp.host_misses_k * 1000.0 * lat_ns * 1e-6)
-        comp_ms = B * wp.gflop / (dp.flops_per_cycle * fg * tpc_share * wp.gpu_eff * dp.gpu_eff) * 1000.0
+        comp_ms = B * wp.gflop / (dp.flops_per_cycle * fg * tpc_share * wp.gpu_eff * dp.gpu_eff
+                                  * batch_efficiency(device, B, workload)) * 1000.0
         gpu_bytes = B * wp.gb_per_sample + wp.gb_fixed
         cpu_bytes = B * wp.data_mb / 1000.0
         w = workload.workers

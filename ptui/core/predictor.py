@@ -140,9 +140,38 @@ class Model:
     meta: dict = field(default_factory=dict)
     measured: dict | None = None
 
-    def predict(self, modes) -> dict[str, np.ndarray]:
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The batch sizes the model was fitted on when the batch size is one of its inputs
+        (several profiled sizes); [] for a model of one batch size."""
+        return [int(b) for b in self.meta.get("batch_sizes") or []]
+
+    def measured_at(self, batch_size=None) -> dict | None:
+        """The profiled measurements at one batch size (default: the model's own); a model of one
+        batch size returns all of them."""
+        if not self.batch_sizes or self.measured is None:
+            return self.measured
+        from .batch import measured_at
+        b0 = self.meta.get("batch_size") or self.batch_sizes[0]
+        return measured_at(self.measured, int(batch_size or b0), b0)
+
+    def predict(self, modes, batch_size=None) -> dict[str, np.ndarray]:
+        """Predictions for modes; batch_size (a number or one per mode) only for a model fitted on
+        several batch sizes, or equal to the model's own batch size."""
         from .gp import raw_modes
         A = raw_modes(modes)
+        if self.batch_sizes:
+            b = (self.meta.get("batch_size") or self.batch_sizes[0]) if batch_size is None else batch_size
+            B = np.broadcast_to(np.asarray(b, np.float64), (len(A),)).reshape(-1, 1)
+            if not np.all((B >= 1) & np.isfinite(B)):
+                raise ModelError("batch sizes must be positive whole numbers")
+            A = np.hstack([A, B])
+        elif batch_size is not None:
+            own = self.meta.get("batch_size")
+            if own is None or np.any(np.asarray(batch_size) != int(own)):
+                at = f"batch size {own}" if own else "one batch size"
+                raise ModelError(f"this model was fitted at {at} only; to predict other sizes "
+                                 f"fit a profile over several (ptui profile --batch-sizes ...)")
         t, ts = self.time.predict_modes(self.device, A)
         p, ps = self.power.predict_modes(self.device, A)
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
@@ -156,8 +185,9 @@ class Model:
             for name, net in (("time", self.time), ("power", self.power)):
                 np.savez(tmp / f"{name}.npz", **net.to_arrays())
             if self.measured is not None:
+                keys = MEASURED_KEYS + (("batch_size",) if "batch_size" in self.measured else ())
                 np.savez(tmp / "measured.npz", **{k: np.asarray(self.measured[k], np.float64)
-                                                  for k in MEASURED_KEYS})
+                                                  for k in keys})
         write_model_dir(directory, dict(self.meta, format=FORMAT, device=self.device.name,
                                         predictors={"time": self.time.config(),
                                                     "power": self.power.config()}), write_files)
@@ -206,10 +236,11 @@ def load_model(directory: str | Path) -> Model:
     if f.exists():
         try:
             with np.load(f, allow_pickle=False) as z:
-                measured = {k: np.asarray(z[k], np.float64) for k in MEASURED_KEYS}
+                measured = {k: np.asarray(z[k], np.float64) for k in MEASURED_KEYS
+                            + (("batch_size",) if "batch_size" in z.files else ())}
             n = len(measured["time_ms"])
             if measured["modes"].shape != (n, 4) or any(measured[k].shape != (n,)
-                                                         for k in MEASURED_KEYS[1:]):
+                                                         for k in measured if k != "modes"):
                 raise ValueError("array lengths differ")
         except Exception as e:  # noqa: BLE001
             raise ModelError(f"{f}: corrupt measurements ({type(e).__name__}: {e})") from None

@@ -68,6 +68,7 @@ class ProfileRequest:
     deadline_ms: float | None = None
     objective: str | None = None
     startup_timeout: float = 600.0        # a script's first optimizer step may take this long
+    modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
 
 
 @dataclass
@@ -180,7 +181,7 @@ class ProfileRun:
         goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
         count = sp.get("count", req.count)
         first = None
-        if not (req.modes_csv or req.grid):
+        if not (req.modes_csv or req.grid or req.modes is not None):
             from .predictor import load_bundled
             first, self.planner = make_plan(dev, strategy, count=count, seed=self.seed,
                                             candidates=cands, goal=goal,
@@ -188,6 +189,8 @@ class ProfileRun:
         params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None}
 
         def plan_fn() -> list[Mode]:
+            if req.modes is not None:
+                return choose_modes(dev, modes=req.modes)
             if req.modes_csv:
                 from .csvio import read_modes
                 return choose_modes(dev, modes=read_modes(req.modes_csv, dev))
@@ -419,7 +422,7 @@ def load_predictions(path: Path, device) -> Predictions:
         wl = model.meta.get("workload")
         w = WORKLOADS.get(str(wl))
         mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
-        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
+        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
         return Predictions(table, model, mb, wl)
     from .csvio import profile_tags, read_profile
     modes, t, p = read_profile(path, device, min_modes=1)

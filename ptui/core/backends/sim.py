@@ -30,7 +30,7 @@ from ..devices import Device
 from ..modes import Mode, make_mode
 from ..physics import steady_state
 from ..workloads import Workload
-from .base import ApplyError, Backend, MinibatchEvent, Telemetry
+from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 
 POWER_TAU_S = 0.6
 THERMAL_TAU_S = 60.0
@@ -203,6 +203,12 @@ class SimJetson(Backend):
         return self._workload
 
     def start_training(self, workload: Workload) -> None:
+        from ..physics import fits, footprint_gb, memory_gb
+        if not fits(self.device, workload, workload.batch_size):   # a real run dies of OOM
+            raise BackendError(f"{workload.name} at batch size {workload.batch_size} needs "
+                               f"{float(footprint_gb(workload)):.1f} GB, more than the "
+                               f"{memory_gb(self.device):.1f} GB the simulated {self.device.name} "
+                               f"has for training (out of memory)")
         now = self.clock.now()
         self._change(now)
         self._workload = workload

@@ -1,0 +1,198 @@
+"""Batch size as a knob (issue 11): time-to-target penalty of ptui's joint (mode, batch size)
+choice against the true optimum, and of the two baselines, on Orin AGX budgets 17-50 W.
+
+For each workload: profile <= 100 random (mode, batch size) pairs over PowerTrain's grid x the
+batch sizes that fit (noisy measurements of the ground truth), fit ptui's batch-aware GP (the
+bundled ResNet-18 reference as the prior, as `ptui fit` does), then decide per budget with
+`ptui pareto --batch-sizes`'s rule (risk 0.05) over the whole mode space x the sizes:
+  * joint      : ptui's (mode, batch) with least predicted time to target within the budget;
+  * fixed-16   : the best mode at batch 16 (PowerTrain's protocol), same model;
+  * paper      : the largest batch that fits, at the fastest mode under the cap (same model);
+  * oracle-16  : the true best mode at batch 16 (what the batch knob alone is worth).
+Penalty = true time to target of the choice / true optimum over (mode, batch) within the budget
+- 1; "over" counts choices whose true power exceeds the budget + 1 W.
+
+Ground truths: ptui's simulator (physics.py, memory model included) and, where cheap, the
+independent generator of benchmarks/indep_corpus.py (its jobs with the batch replaced; it has no
+memory model: every size is taken to fit).  Samples to target: throughput only (relative samples
+1) and the noise-scale model E(B) ~ 1 + B / B_noise.
+
+Run: python benchmarks/eval_batch.py [--pairs 100] [--sizes 8,16,32,64] [--noise-scale 64]
+         [--source sim,indep] [--workloads resnet18,...] [--seed 0] [--candidates full|pt]
+Prints numbers only; nothing is written.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from ptui.core import batch as bt  # noqa: E402
+from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.fit import fit_model  # noqa: E402
+from ptui.core.pareto import InfeasibleError  # noqa: E402
+from ptui.core.predictor import load_bundled  # noqa: E402
+
+BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
+SIM_WORKLOADS = ("resnet18", "mobilenetv3", "yolov8n", "bert-base", "lstm")
+
+
+class Truth:
+    """Noise-free time and power of (modes array [n, 4], batch) and which sizes fit."""
+
+    def __init__(self, source: str, device, name: str):
+        self.source, self.device, self.name = source, device, name
+        if source == "sim":
+            from ptui.core.workloads import get_workload
+            self.w = get_workload(name)
+        else:
+            import indep_corpus
+            self.ic = indep_corpus
+            self.job = indep_corpus.JOBS[name]
+
+    def __call__(self, A: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.source == "sim":
+            from ptui.core.physics import steady_state
+            op = steady_state(self.device, self.w.with_batch(b), A[:, 0], A[:, 1], A[:, 2], A[:, 3],
+                              batch_size=b)
+            return np.asarray(op.time_ms, float), np.asarray(op.power_w, float)
+        t, p, _ = self.ic.truth(self.device, replace(self.job, batch=b), A)
+        return np.asarray(t, float), np.asarray(p, float)
+
+    def fits(self, b: int) -> bool:
+        if self.source == "sim":
+            from ptui.core.physics import fits
+            return bool(fits(self.device, self.w, b))
+        return True
+
+    @property
+    def samples(self) -> float:
+        return float(self.w.samples) if self.source == "sim" else 50_000.0
+
+
+def run_one(truth: Truth, sizes, pairs: int, seed: int, rels: dict, risk: float = 0.05,
+            candidates: str = "full"):
+    dev = truth.device
+    sizes = [b for b in sizes if truth.fits(b)]
+    rng = np.random.default_rng(seed)
+    grid = np.array([m.as_tuple() for m in dev.pt_grid()], float)
+    space = [(i, b) for b in sizes for i in range(len(grid))]
+    pick = rng.choice(len(space), size=min(pairs, len(space)), replace=False)
+    A = np.array([grid[space[k][0]] for k in pick])
+    B = np.array([space[k][1] for k in pick])
+    t = np.empty(len(A))
+    p = np.empty(len(A))
+    for b in sizes:
+        s = B == b
+        if s.any():
+            t[s], p[s] = truth(A[s], b)
+    t *= np.exp(rng.normal(0, 0.01, len(t)))        # a profiled median of >= 40 steps
+    p *= np.exp(rng.normal(0, 0.01, len(p)))
+    modes = [dev.mode(*row) for row in A]
+    t0 = time.perf_counter()
+    model = fit_model(load_bundled(), dev, modes, t, p, method="gp", seed=seed,
+                      workload=truth.name if truth.source == "sim" else "custom", batch_sizes=B)
+    fit_s = time.perf_counter() - t0
+    model.meta["batch_size"] = bt.default_batch(sizes)
+    model.measured = {"modes": A, "time_ms": t, "power_w": p, "time_ms_std": np.zeros(len(t)),
+                      "power_w_std": np.zeros(len(t)), "batch_size": B.astype(float)}
+    full = dev.full_space() if candidates == "full" else dev.pt_grid()
+    FA = np.array([m.as_tuple() for m in full], float)
+    jt = bt.joint_table(model, full, sizes)               # all sizes here fit (filtered above)
+    true_t = np.concatenate([truth(FA, b)[0] for b in sizes])
+    true_p = np.concatenate([truth(FA, b)[1] for b in sizes])
+    largest = float(max(sizes))
+    out = {}
+    for rname, rel in rels.items():
+        r_true = rel.relative(jt.batch, largest)
+        ttt = true_t / jt.batch * r_true
+        rows = []
+        for W in BUDGETS:
+            ok = true_p <= W
+            if not ok.any():
+                continue
+            best = ttt[ok].min()
+            row = {"budget": W}
+            kw = dict(budget_w=W, risk=risk, samples=1.0)
+            for tag, fn in (("joint", lambda: bt.choose_joint(jt, rel, **kw)),
+                            ("fixed16", lambda: bt.fixed_batch(jt, rel, 16, **kw)),
+                            ("paper", lambda: bt.paper_baseline(jt, rel, **kw))):
+                try:
+                    c = fn()
+                except InfeasibleError:
+                    c = None
+                if c is None:
+                    row[tag] = (np.nan, False)
+                else:
+                    row[tag] = (ttt[c.index] / best - 1.0, bool(true_p[c.index] > W + 1.0))
+            s16 = ok & (jt.batch == 16)
+            row["oracle16"] = ((ttt[s16].min() / best - 1.0) if s16.any() else np.nan, False)
+            row["best_bs"] = int(jt.batch[ok][np.argmin(ttt[ok])])
+            rows.append(row)
+        out[rname] = rows
+    return out, fit_s, sizes
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pairs", type=int, default=100)
+    ap.add_argument("--sizes", default="8,16,32,64")
+    ap.add_argument("--noise-scale", type=float, default=64.0)
+    ap.add_argument("--source", default="sim,indep")
+    ap.add_argument("--workloads", default=None, help="comma-separated (default: all of a source)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--candidates", choices=("full", "pt"), default="full",
+                    help="modes decided over: the whole space (what ptui pareto does) or "
+                    "PowerTrain's grid (where the pairs are drawn)")
+    a = ap.parse_args(argv)
+    dev = get_device("orin-agx")
+    sizes = bt.parse_batch_sizes(a.sizes)
+    rels = {"throughput": bt.SamplesToTarget.throughput(),
+            f"noise{a.noise_scale:g}": bt.SamplesToTarget.from_noise_scale(a.noise_scale)}
+    agg: dict = {}
+    for source in a.source.split(","):
+        if source == "sim":
+            names = SIM_WORKLOADS
+        else:
+            import indep_corpus
+            names = tuple(indep_corpus.JOBS)
+        if a.workloads:
+            names = tuple(n for n in a.workloads.split(",") if n in names)
+        for name in names:
+            truth = Truth(source, dev, name)
+            res, fit_s, used = run_one(truth, sizes, a.pairs, a.seed, rels, candidates=a.candidates)
+            print(f"\n== {source} / {name}: {a.pairs} pairs over batch sizes "
+                  f"{','.join(map(str, used))} (fit {fit_s:.1f} s)")
+            for rname, rows in res.items():
+                print(f"  samples to target: {rname}")
+                print(f"  {'W':>4} {'best bs':>7} {'joint %':>8} {'fixed16 %':>10} {'paper %':>8} "
+                      f"{'oracle16 %':>10}   over(+1 W): joint/fixed16/paper")
+                for r in rows:
+                    f = lambda k: f"{100 * r[k][0]:.1f}" if np.isfinite(r[k][0]) else "-"  # noqa: E731
+                    print(f"  {r['budget']:>4} {r['best_bs']:>7} {f('joint'):>8} {f('fixed16'):>10} "
+                          f"{f('paper'):>8} {f('oracle16'):>10}   "
+                          f"{int(r['joint'][1])}/{int(r['fixed16'][1])}/{int(r['paper'][1])}")
+                    for k in ("joint", "fixed16", "paper", "oracle16"):
+                        agg.setdefault((source, rname, k), []).append(r[k])
+    print("\n== summary: median (mean) time-to-target penalty vs the true optimum over "
+          "(mode, batch); over = share of choices above budget + 1 W")
+    for (source, rname, k), vals in sorted(agg.items()):
+        pen = np.array([v[0] for v in vals], float)
+        pen = pen[np.isfinite(pen)]
+        over = np.mean([v[1] for v in vals]) * 100
+        if len(pen):
+            print(f"  {source:<6} {rname:<12} {k:<9} median {100 * np.median(pen):6.2f} %  mean "
+                  f"{100 * np.mean(pen):6.2f} %  over {over:4.1f} %  (n={len(pen)})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

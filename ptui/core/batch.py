@@ -1,0 +1,505 @@
+"""Batch size as a knob: time (or energy) to a target accuracy over (power mode, batch size).
+
+A larger minibatch usually runs more samples per second (per-step overheads are amortised and the
+GPU's kernels are better used) but needs more samples to reach the same accuracy (McCandlish et al.
+2018, "An empirical model of large-batch training").  What a user wants under a power cap is the
+pair that reaches the target soonest:
+
+    time to target(mode, B) = time per step(mode, B) / B  x  relative samples(B)  x  samples
+
+relative samples(B) comes from a relation file (``--samples-to-target``: the paper's relation vector,
+``batch_size,relative_samples``, e.g. measured on a server with a proxy dataset), or from the
+noise-scale model E(B) = E_min (1 + B / B_noise) (``--noise-scale``), or is 1 (throughput only).
+It is normalised to 1.0 at the largest candidate batch size.  A pair whose memory footprint does
+not fit the board is never chosen.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, PtuiInputError
+
+MAX_BATCH = 4096
+
+
+class BatchError(InputError):
+    """Bad batch-size input (flag, relation file): one line, exit 2."""
+
+
+def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]:
+    """'8,16,32,64' -> (8, 16, 32, 64): whole numbers 1..4096, no repeats, sorted."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or any(not p for p in parts):
+        raise BatchError(f"{flag} takes comma-separated batch sizes, e.g. 8,16,32,64; got {text!r}")
+    out = []
+    for p in parts:
+        if not p.isdigit() or not 1 <= int(p) <= MAX_BATCH:
+            raise BatchError(f"{flag}: {p!r} is not a batch size (a whole number 1..{MAX_BATCH})")
+        out.append(int(p))
+    if len(set(out)) != len(out):
+        raise BatchError(f"{flag}: batch size {next(b for b in out if out.count(b) > 1)} is given twice")
+    return tuple(sorted(out))
+
+
+# -- samples to target ----------------------------------------------------------------------------
+@dataclass
+class SamplesToTarget:
+    """Relative number of training samples needed to reach the target accuracy, per batch size."""
+    kind: str                                      # file | noise-scale | throughput
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))   # file: given batch sizes
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0))  # file: relative samples
+    noise_scale: float | None = None
+    source: str = ""
+
+    @classmethod
+    def throughput(cls) -> "SamplesToTarget":
+        return cls("throughput", source="none given: every batch size needs the same samples")
+
+    @classmethod
+    def from_noise_scale(cls, b_noise: float) -> "SamplesToTarget":
+        if not (isinstance(b_noise, (int, float)) and math.isfinite(b_noise) and b_noise > 0):
+            raise BatchError(f"--noise-scale must be a positive number, got {b_noise!r}")
+        return cls("noise-scale", noise_scale=float(b_noise),
+                   source=f"noise-scale model E(B) ~ 1 + B / {b_noise:g}")
+
+    @classmethod
+    def from_file(cls, path) -> "SamplesToTarget":
+        """A CSV with columns batch_size,relative_samples (one row per batch size)."""
+        path = Path(path)
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as fh:
+                rows = [r for r in csv.reader(fh) if any(c.strip() for c in r)]
+        except OSError as e:
+            raise BatchError(f"{path}: cannot read: {e.strerror or e}") from None
+        except (UnicodeDecodeError, csv.Error):
+            raise BatchError(f"{path}: not a text CSV file") from None
+        if not rows:
+            raise BatchError(f"{path}: file is empty (need columns batch_size,relative_samples)")
+        head = [h.strip().lower() for h in rows[0]]
+        if "batch_size" not in head or "relative_samples" not in head:
+            raise BatchError(f"{path}:1: need columns batch_size,relative_samples, found "
+                             f"{','.join(head) or 'none'}")
+        ib, ir = head.index("batch_size"), head.index("relative_samples")
+        got: dict[int, float] = {}
+        for n, r in enumerate(rows[1:], start=2):
+            if len(r) <= max(ib, ir):
+                raise BatchError(f"{path}:{n}: expected {len(head)} fields, found {len(r)}")
+            b, v = r[ib].strip(), r[ir].strip()
+            if not b.isdigit() or not 1 <= int(b) <= MAX_BATCH:
+                raise BatchError(f"{path}:{n}: batch_size {b!r} is not a whole number 1..{MAX_BATCH}")
+            try:
+                x = float(v)
+            except ValueError:
+                x = math.nan
+            if not (math.isfinite(x) and x > 0):
+                raise BatchError(f"{path}:{n}: relative_samples {v!r} is not a positive number")
+            if int(b) in got and got[int(b)] != x:
+                raise BatchError(f"{path}:{n}: batch size {b} appears twice with different values")
+            got[int(b)] = x
+        if not got:
+            raise BatchError(f"{path}: no rows (need batch_size,relative_samples per batch size)")
+        sizes = np.array(sorted(got), float)
+        return cls("file", sizes, np.array([got[int(b)] for b in sizes]),
+                   source=f"relation file {path}")
+
+    def check_covers(self, batch_sizes) -> None:
+        """A relation file is interpolated, never extrapolated: every candidate size must lie
+        within the sizes it gives."""
+        if self.kind != "file":
+            return
+        lo, hi = self.sizes[0], self.sizes[-1]
+        out = [int(b) for b in batch_sizes if not lo <= b <= hi]
+        if out:
+            raise BatchError(f"{self.source.removeprefix('relation file ')} gives relative samples for "
+                             f"batch sizes {lo:g}..{hi:g}; {', '.join(map(str, out))} would be "
+                             f"extrapolated (add those sizes to the file or drop them from --batch-sizes)")
+
+    def raw(self, batch) -> np.ndarray:
+        B = np.asarray(batch, float)
+        if self.kind == "throughput":
+            return np.ones_like(B)
+        if self.kind == "noise-scale":
+            return 1.0 + B / self.noise_scale
+        if len(self.sizes) == 1:
+            return np.full_like(B, self.values[0])
+        # linear in log B of log relative samples (a power law between neighbouring sizes)
+        return np.exp(np.interp(np.log(B), np.log(self.sizes), np.log(self.values)))
+
+    def relative(self, batch, largest: float) -> np.ndarray:
+        """Relative samples at each batch, 1.0 at `largest` (the largest candidate size)."""
+        return self.raw(batch) / float(self.raw(largest))
+
+    @property
+    def throughput_only(self) -> bool:
+        return self.kind == "throughput"
+
+
+def relation(samples_file: str | None, noise_scale: float | None) -> SamplesToTarget:
+    if samples_file is not None and noise_scale is not None:
+        raise BatchError("give --samples-to-target FILE or --noise-scale B, not both")
+    if samples_file is not None:
+        return SamplesToTarget.from_file(samples_file)
+    if noise_scale is not None:
+        return SamplesToTarget.from_noise_scale(noise_scale)
+    return SamplesToTarget.throughput()
+
+
+def time_to_target_s(step_ms, batch, rel, samples: float) -> np.ndarray:
+    """Seconds to process `samples` x relative samples at this step time and batch."""
+    return np.asarray(step_ms, float) / 1000.0 / np.asarray(batch, float) * rel * samples
+
+
+# -- memory -----------------------------------------------------------------------------------------
+@dataclass
+class Memory:
+    """Which batch sizes fit the board: from measured peak memory (a line through the profiled
+    sizes' peaks), else the modelled footprint of a catalog workload; `known` False when neither."""
+    capacity_gb: float
+    peak: dict = field(default_factory=dict)        # batch -> GB (measured or modelled)
+    how: str = "unknown"                            # the profile's peak_mem_gb | modelled | unknown
+
+    def footprint(self, batch) -> np.ndarray:
+        B = np.atleast_1d(np.asarray(batch, float))
+        if not self.peak:
+            return np.full(B.shape, np.nan)
+        xs = np.array(sorted(self.peak), float)
+        ys = np.array([self.peak[int(x)] for x in xs])
+        if len(xs) == 1:                            # one peak says nothing about other sizes
+            return np.where(B == xs[0], ys[0], np.nan)
+        b, a = np.polyfit(xs, ys, 1)
+        return a + b * B
+
+    def fits(self, batch) -> np.ndarray:
+        f = self.footprint(batch)
+        return np.where(np.isnan(f), True, f <= self.capacity_gb + 1e-9)
+
+    def largest(self, limit: int = MAX_BATCH) -> int | None:
+        if not self.peak:
+            return None
+        cand = np.arange(1, limit + 1)
+        ok = np.flatnonzero(self.fits(cand))
+        return int(cand[ok[-1]]) if len(ok) else 0
+
+
+def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory:
+    """The board's memory model for a workload: measured peaks where the profile has them, else the
+    simulator's footprint model for a catalog workload, else unknown (every size assumed to fit)."""
+    from .physics import footprint_gb, memory_gb
+    from .workloads import WORKLOADS
+    cap = memory_gb(device)
+    if peak:
+        return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "the profile's peak_mem_gb")
+    w = WORKLOADS.get(str(workload))
+    if w is not None:
+        return Memory(cap, {b: float(footprint_gb(w, b)) for b in (1, 1024)}, "modelled")
+    return Memory(cap)
+
+
+# -- the joint decision -----------------------------------------------------------------------------
+@dataclass
+class Pick:
+    index: int
+    batch_size: int
+    mode: object
+    time_ms: float                 # per step
+    power_w: float
+    time_ms_std: float
+    power_w_std: float
+    target_s: float                # time to target
+    energy_wh: float               # energy to target
+    source: str
+    exceed_prob: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"mode": self.mode.as_dict(), "batch_size": self.batch_size, "source": self.source,
+                "time_ms": round(self.time_ms, 4), "power_w": round(self.power_w, 4),
+                "time_ms_std": round(self.time_ms_std, 4), "power_w_std": round(self.power_w_std, 4),
+                "time_to_target_s": round(self.target_s, 3),
+                "energy_to_target_wh": round(self.energy_wh, 4)}
+
+
+@dataclass
+class JointTable:
+    """Candidate (mode, batch) rows: a pareto.Table plus the batch of each row and its fit."""
+    table: object                  # pareto.Table (time per step, power)
+    batch: np.ndarray
+    fits: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+
+def joint_table(model, modes, batch_sizes, memory: Memory | None = None) -> JointTable:
+    """Predictions (measurements where profiled) for every mode at every batch size."""
+    from .pareto import Table
+    from .predictor import check_predictions
+    tabs = []
+    for b in batch_sizes:
+        pred = model.predict(modes, batch_size=b)
+        check_predictions(pred, "the model")
+        tabs.append(Table.from_prediction(modes, pred).with_measurements(
+            measured_at(model.measured, b, model.meta.get("batch_size"))))
+    cat = lambda k: np.concatenate([getattr(t, k) for t in tabs])  # noqa: E731
+    table = Table([m for t in tabs for m in t.modes], cat("time_ms"), cat("power_w"),
+                  cat("time_ms_std"), cat("power_w_std"), cat("measured"))
+    batch = np.repeat(np.asarray(batch_sizes, int), len(modes))
+    fits = memory.fits(batch) if memory is not None else np.ones(len(batch), bool)
+    return JointTable(table, batch, np.asarray(fits, bool))
+
+
+def measured_at(measured: dict | None, batch: int, default_batch) -> dict | None:
+    """The measured rows of one batch size (rows without a batch column are at the default)."""
+    if not measured:
+        return None
+    bs = measured.get("batch_size")
+    if bs is None:
+        return measured if default_batch is None or int(default_batch) == int(batch) else None
+    keep = np.asarray(bs) == batch
+    return {k: np.asarray(v)[keep] for k, v in measured.items()}
+
+
+def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
+                 budget_w: float | None = None, objective: str | None = None,
+                 risk: float | None = 0.05, tolerance_w: float = 0.0,
+                 restrict: np.ndarray | None = None) -> Pick:
+    """The (mode, batch) with the least time (or energy, objective='energy') to target within the
+    budget, risk-aware as pareto.choose; pairs that do not fit in memory never qualify."""
+    from .pareto import InfeasibleError, Table, choose
+    t = jt.table
+    keep = jt.fits.copy()
+    if restrict is not None:
+        keep &= restrict
+    idx = np.flatnonzero(keep)
+    if len(idx) == 0:
+        raise InfeasibleError("no (mode, batch size) pair fits in the board's memory")
+    largest = float(jt.batch[jt.fits].max()) if jt.fits.any() else float(jt.batch.max())
+    r = rel.relative(jt.batch[idx], largest)
+    scale = r / jt.batch[idx]                       # time per step -> time per (target) sample
+    sub = Table([t.modes[i] for i in idx], t.time_ms[idx] * scale, t.power_w[idx],
+                t.time_ms_std[idx] * scale, t.power_w_std[idx], t.measured[idx])
+    d = choose(sub, budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w)
+    i = int(idx[d.index])
+    b = int(jt.batch[i])
+    target = float(time_to_target_s(t.time_ms[i], b, float(r[d.index]), samples))
+    return Pick(i, b, t.modes[i], float(t.time_ms[i]), float(t.power_w[i]), float(t.time_ms_std[i]),
+                float(t.power_w_std[i]), target, target * float(t.power_w[i]) / 3600.0,
+                t.source(i), d.exceed_prob)
+
+
+def paper_baseline(jt: JointTable, rel: SamplesToTarget, **kw) -> Pick:
+    """The paper's baseline: the largest candidate batch that fits, at the fastest mode within the
+    cap (least energy per step for the energy objective)."""
+    fitting = jt.batch[jt.fits]
+    if len(fitting) == 0:
+        from .pareto import InfeasibleError
+        raise InfeasibleError("no candidate batch size fits in the board's memory")
+    return choose_joint(jt, rel, restrict=jt.batch == fitting.max(), **kw)
+
+
+def fixed_batch(jt: JointTable, rel: SamplesToTarget, batch: int, **kw) -> Pick | None:
+    """The best mode at one fixed batch size (None when that size is not a fitting candidate)."""
+    sel = jt.batch == batch
+    if not (sel & jt.fits).any():
+        return None
+    return choose_joint(jt, rel, restrict=sel, **kw)
+
+
+def check_batch_model(model, batch_sizes) -> None:
+    """A model fitted at one batch size predicts only that size."""
+    have = model.meta.get("batch_sizes")
+    if have:
+        return
+    b = model.meta.get("batch_size")
+    other = [x for x in batch_sizes if b is None or int(x) != int(b)]
+    if other:
+        at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
+        raise PtuiInputError(f"the model was fitted on a profile at {at}; to compare batch sizes "
+                             f"profile them (ptui profile --batch-sizes ...) and fit that profile")
+
+
+DEFAULT_BATCH = 16     # PowerTrain's fixed minibatch size
+
+
+def default_batch(sizes) -> int:
+    """A multi-size profile's default batch: 16 where profiled, else the size nearest to it."""
+    sizes = sorted(int(b) for b in sizes)
+    return min(sizes, key=lambda b: (abs(math.log(b / DEFAULT_BATCH)), b))
+
+
+def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,
+                      loss: str = "mse", workload: str = "custom", progress=None):
+    """Fit time and power over (mode, batch size) on a profile with several batch sizes."""
+    from .csvio import read_batch_profile
+    from .fit import fit_model
+    prof = read_batch_profile(path, device)
+    sizes = sorted(set(int(b) for b in prof["batch"]))
+    model = fit_model(reference, device, prof["modes"], prof["time_ms"], prof["power_w"],
+                      method=method, seed=seed, loss=loss, workload=workload,
+                      source=f"profile {path}", measured=prof["measured"], progress=progress,
+                      batch_sizes=prof["batch"])
+    b0 = default_batch(sizes)
+    model.meta.update(batch_size=b0)
+    if prof["peak"]:
+        model.meta["peak_mem_gb"] = {str(k): v for k, v in sorted(prof["peak"].items())}
+    from .workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None:
+        model.meta.update(samples_per_epoch=w.samples,
+                          batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)
+    return model
+
+
+def model_memory(model) -> Memory:
+    """The memory model a batch-aware model carries: measured peaks, else the catalog's model."""
+    peak = {int(k): float(v) for k, v in (model.meta.get("peak_mem_gb") or {}).items()}
+    return memory_for(model.device, model.meta.get("workload"), peak)
+
+
+def predict_table(model, modes_csv=None):
+    """`ptui predict`: (table, batch per row or None).  A --modes CSV may carry a batch_size column
+    (rows without one are at the model's batch size); without a file, every mode of the device."""
+    from .csvio import read_csv
+    from .pareto import Table
+    from .predictor import check_predictions
+    dev = model.device
+    if modes_csv:
+        from .csvio import CSVError
+        rows = read_csv(modes_csv, dev, extras=("batch_size",))
+        if not rows:
+            raise CSVError(f"{modes_csv}: no modes in file")
+        modes = [m for m, _ in rows]
+        given = [v.get("batch_size") for _, v in rows]
+    else:
+        modes, given = dev.full_space(), [None]
+    own = model.meta.get("batch_size")
+    if not model.batch_sizes and (own is None or all(b is None or b == own for b in given)):
+        # a model of one batch size predicts exactly as before batch sizes existed; a batch_size
+        # column (a profile CSV as --modes) is checked against the model's size where it is known
+        pred = model.predict(modes)
+        check_predictions(pred, "the model")
+        return Table.from_prediction(modes, pred).with_measurements(model.measured), None
+    b0 = model.meta.get("batch_size")
+    batch = np.array([b if b is not None else (b0 or 0) for b in given] if modes_csv
+                     else [b0] * len(modes), dtype=float)
+    bad = (batch < 1) | (batch != np.round(batch))
+    if bad.any():
+        raise BatchError(f"{modes_csv}: batch_size must be a whole number >= 1 on every row "
+                         f"(got {batch[bad][0]:g})")
+    n = len(modes)
+    t, p, ts, ps = (np.empty(n) for _ in range(4))
+    flag = np.zeros(n, bool)
+    for b in np.unique(batch):
+        sel = np.flatnonzero(batch == b)
+        sub = [modes[i] for i in sel]
+        pred = model.predict(sub, batch_size=int(b))
+        check_predictions(pred, "the model")
+        tab = Table.from_prediction(sub, pred).with_measurements(
+            measured_at(model.measured, int(b), b0))
+        t[sel], p[sel], ts[sel], ps[sel] = tab.time_ms, tab.power_w, tab.time_ms_std, tab.power_w_std
+        flag[sel] = tab.measured
+    return Table(list(modes), t, p, ts, ps, flag), batch.astype(int)
+
+
+@dataclass
+class BatchDecision:
+    pick: Pick
+    default: Pick | None             # best mode at the model's default batch size
+    paper: Pick | None               # largest fitting batch, fastest mode under the cap
+    default_batch: int
+    rel: SamplesToTarget
+    samples: float
+    samples_note: str                # what `samples` is, in words
+    memory: Memory
+    dropped: list                    # candidate sizes that do not fit in memory
+    goal: str
+    notes: list
+
+    def as_dict(self) -> dict:
+        d = self.pick.as_dict()
+        d.update(goal=self.goal, exceed_prob=self.pick.exceed_prob,
+                 samples_to_target=self.rel.source, throughput_only=self.rel.throughput_only,
+                 target_samples=self.samples, target_samples_note=self.samples_note,
+                 memory={"how": self.memory.how, "capacity_gb": round(self.memory.capacity_gb, 2),
+                         "largest_batch": self.memory.largest(),
+                         "infeasible_batch_sizes": self.dropped},
+                 baselines={f"best_mode_at_batch_{self.default_batch}":
+                            self.default.as_dict() if self.default else None,
+                            "largest_batch_fastest_mode": self.paper.as_dict() if self.paper else None})
+        return d
+
+
+def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
+           noise_scale: float | None = None, budget_w: float | None = None,
+           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           epochs: int | None = None, batches_per_epoch: int | None = None) -> BatchDecision:
+    """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
+    target, and the two baselines it is compared with."""
+    from .pareto import InfeasibleError
+    rel = relation(samples_file, noise_scale)
+    sizes = tuple(sorted(int(b) for b in batch_sizes))
+    check_batch_model(model, sizes)
+    if budget_w is None and objective is None:
+        raise BatchError("with --batch-sizes choose --budget-w W or --objective energy "
+                         "(a per-minibatch deadline means different work at each batch size)")
+    memory = model_memory(model)
+    fit_mask = memory.fits(np.array(sizes))
+    dropped = [b for b, ok in zip(sizes, fit_mask) if not ok]
+    cands = tuple(b for b in sizes if b not in dropped)
+    if not cands:
+        raise InfeasibleError(f"none of the batch sizes {','.join(map(str, sizes))} fits in the "
+                              f"{memory.capacity_gb:.1f} GB the board has for training "
+                              f"(largest that fits: {memory.largest()}, {memory.how})")
+    rel.check_covers(cands)
+    b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
+    # the default size is evaluated for the comparison even when it is not a candidate
+    evaluated = tuple(sorted(set(cands) | ({b0} if bool(memory.fits(b0)[0]) else set())))
+    if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
+        evaluated = cands
+    modes = modes if modes is not None else model.device.full_space()
+    jt = joint_table(model, modes, evaluated, memory)
+    from .workloads import WORKLOADS
+    spe = model.meta.get("samples_per_epoch")
+    if spe is None and batches_per_epoch:
+        spe = batches_per_epoch * b0
+    if spe is None and model.meta.get("batches_per_epoch"):
+        spe = model.meta["batches_per_epoch"] * b0
+    if spe is None and model.meta.get("workload") in WORKLOADS:
+        spe = WORKLOADS[model.meta["workload"]].samples
+    if spe:
+        samples = float(spe) * (epochs or 1)
+        note = (f"{epochs or 1} epoch{'s' if (epochs or 1) > 1 else ''} of {int(spe):,} samples"
+                + ("" if rel.throughput_only else f" at batch {max(cands)}"))
+    else:
+        samples, note = 1000.0, "1,000 samples (samples per epoch unknown: give --batches-per-epoch)"
+    kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
+              samples=samples)
+    cand_mask = np.isin(jt.batch, cands)
+    pick = choose_joint(jt, rel, restrict=cand_mask, **kw)
+    try:
+        base = fixed_batch(jt, rel, b0, **kw)
+    except InfeasibleError:
+        base = None
+    try:
+        sub = JointTable(jt.table, jt.batch, jt.fits & cand_mask)
+        paper = paper_baseline(sub, rel, **kw)
+    except InfeasibleError:
+        paper = None
+    goal = ("least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
+            if objective == "energy" else f"least time to target within {budget_w:g} W")
+    notes = []
+    if rel.throughput_only:
+        notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
+                     "to need the same samples, so this choice optimises throughput only")
+    if dropped:
+        notes.append(f"batch size{'s' if len(dropped) > 1 else ''} {','.join(map(str, dropped))} "
+                     f"do{'es' if len(dropped) == 1 else ''} not fit in the {memory.capacity_gb:.1f} GB "
+                     f"for training ({memory.how} footprint; largest that fits: {memory.largest()})")
+    if memory.how == "unknown":
+        notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
+                     "workload): every batch size is assumed to fit")
+    return BatchDecision(pick, base, paper, b0, rel, samples, note, memory, dropped, goal, notes)
