@@ -342,13 +342,23 @@ def timed_unit(info: SessionInfo | None) -> str:
     return "minibatch (SIMULATED built-in workload)" if info.backend == "sim" else "minibatch"
 
 
+def batch_tag(info: SessionInfo) -> str:
+    """The CSV's batch_size: the session's, but for a user's script whose batch the user did not
+    state, the samples per iteration the probe measured (blank when it saw no DataLoader)."""
+    p = info.params
+    if info.workload == "script" and p.get("batch_size_stated") is False:
+        n = ((p.get("whatif") or {}).get("model") or {}).get("samples") or p.get("samples")
+        return str(int(n)) if n else ""
+    return str(info.batch_size)
+
+
 def profile_rows(store: Store, session: str) -> list[list[str]]:
     """The session's finished modes as CSV cells, in plan order; `timed` says what one time_ms is
     (a script: an optimizer step, a GAN's whole iteration, a what-if ...) and host_step_ms is a
     SIMULATED what-if's step time measured on this machine (empty otherwise)."""
     from .csvio import fmt_value, mode_cells
     info = store.get_session(session)
-    tags = [info.workload, str(info.batch_size), session] if info else ["", "", session]
+    tags = [info.workload, batch_tag(info), session] if info else ["", "", session]
     timed = timed_unit(info)
     host = info.params.get("host_step_ms") if info else None
     out = []

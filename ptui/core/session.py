@@ -218,18 +218,23 @@ class ProfileRun:
                     f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
             self.script = [sys.executable, "-m", "ptui.probe.loops", wl.name,
                            "--batch-size", str(self.batch_size)]
+        # a script's batch is what its own code feeds, unknown until measured: named only if stated
+        self.bs_stated = not self.user_script or bool(req.batch_size)
+        bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
         self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl.name}-bs{self.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}")
+            f"{dev.name}-{wl.name}{bs_part}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.out = req.out if req.out is not None else paths.profile_csv(self.name)
         plan_fn, plan_params = self._plan(dev)
         params = {"out": str(self.out), **plan_params, **req.params}
         if self.user_script:
             params["command"] = self.script
+            params.setdefault("batch_size_stated", self.bs_stated)
         self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
                                  seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
                                  original_mode=be.current_mode(), params=params)
         todo = len(self.info.plan) - self.info.n_done
-        self.notes.append(f"session {self.name}: {wl.model} bs{self.batch_size} on {dev.name} "
+        bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
+        self.notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
                           f"({be.kind}); {len(self.info.plan)} modes, {self.info.n_done} done, "
                           f"{todo} to go")
         if self.script:

@@ -399,3 +399,53 @@ def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
     cfg = ProfileConfig(min_minibatches=8, mode_timeout_s=1.5, sample_interval=0.1, min_settle_s=0.2)
     (r,) = Profiler(sim, wl, store, "slow", cfg, source=src).run(info)
     assert r.n_minibatches >= 8 and 250.0 <= r.time_ms < 1000.0
+
+
+LOADER = textwrap.dedent("""
+    import sys, torch
+    from torch.utils.data import DataLoader, TensorDataset
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(256, 32), torch.randint(0, 4, (256,)))
+    for epoch in range(int(sys.argv[1])):
+        for x, y in DataLoader(data, batch_size=32, shuffle=True):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+""")
+
+
+def _tags(csv_path):
+    import csv as _csv
+    rows = list(_csv.DictReader(open(csv_path)))
+    return {r["batch_size"] for r in rows}, {r["session"] for r in rows}
+
+
+def test_script_profile_tags_the_batch_it_measured_not_a_default(tmp_path, cli):
+    """A script's profile said batch_size 16 (ptui's default for built-in workloads) and named its
+    session '...-bs16-...' while the script's DataLoader fed 32 samples per step: the CSV now gives
+    the measured batch (32), and a script without a DataLoader gets no batch size at all."""
+    loader = tmp_path / "loader.py"
+    loader.write_text(LOADER)
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", tmp_path / "a.csv", "--", sys.executable, loader, "1000")
+    assert rc == 0, err
+    bs, sess = _tags(tmp_path / "a.csv")
+    assert bs == {"32"}, bs
+    assert not any("-bs16-" in s for s in sess), sess
+    plain = tmp_path / "train.py"
+    plain.write_text(TRAIN)
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", tmp_path / "b.csv", "--", sys.executable, plain, "100000")
+    assert rc == 0, err
+    bs, sess = _tags(tmp_path / "b.csv")
+    assert bs == {""}, bs
+    assert not any("-bs16-" in s for s in sess), sess
+    # a batch size the user states is kept
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--batch-size", "32", "--out", tmp_path / "c.csv", "--", sys.executable,
+                     loader, "1000")
+    assert rc == 0, err
+    bs, sess = _tags(tmp_path / "c.csv")
+    assert bs == {"32"} and all("-bs32-" in s for s in sess), (bs, sess)
