@@ -296,7 +296,12 @@ def _predict_table(a):
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
-    modes = read_modes(a.modes, model.device) if a.modes else model.device.full_space()
+    if a.modes:
+        modes = read_modes(a.modes, model.device)
+    else:
+        modes, note = model.decision_space(extrapolate=getattr(a, "extrapolate", False))
+        if note:
+            _info(note + " (--extrapolate to include them)")
     from .core.predictor import check_predictions
     pred = model.predict(modes)
     check_predictions(pred, str(a.model))
@@ -400,6 +405,10 @@ def _pareto_batches(a) -> int:
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     modes = read_modes(a.modes, model.device) if a.modes else None
+    if modes is None:
+        modes, note = model.decision_space(extrapolate=a.extrapolate)
+        if note:
+            _info(note + " (--extrapolate to include them)")
     r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
                noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
                risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
@@ -719,7 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
     pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal")
     pa.add_argument("--model", required=True)
     pa.add_argument("--device", help="fail unless the model is for this device")
-    pa.add_argument("--modes", help="CSV of candidate modes (default: all modes)")
+    pa.add_argument("--modes", help="CSV of candidate modes (default: all modes inside the range "
+                    "the model's profile covered)")
+    pa.add_argument("--extrapolate", action="store_true",
+                    help="also choose modes outside the profiled range (predictions there are "
+                    "extrapolations)")
     pa.add_argument("--budget-w", type=float)
     pa.add_argument("--deadline-ms", type=float)
     pa.add_argument("--objective", choices=("energy",))

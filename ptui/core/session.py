@@ -411,6 +411,7 @@ class Predictions:
     batches_per_epoch: int | None         # of the profiled workload; None: not known (a script)
     workload: str | None = None           # what was profiled ('script': the user's own)
     timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
+    note: str = ""                        # modes left out of the decision (outside the profiled range)
 
 
 def load_predictions(path: Path, device) -> Predictions:
@@ -423,12 +424,12 @@ def load_predictions(path: Path, device) -> Predictions:
     if path.is_dir():
         from .predictor import load_model
         model = load_model(path)
-        modes = model.device.full_space()
+        modes, note = model.decision_space()
         wl = model.meta.get("workload")
         w = WORKLOADS.get(str(wl))
         mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
-        return Predictions(table, model, mb, wl)
+        return Predictions(table, model, mb, wl, note=note)
     from .csvio import profile_tags, read_profile
     modes, t, p = read_profile(path, device, min_modes=1)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
@@ -592,7 +593,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         from .backends.replay import load_corpus
         space = list(load_corpus(corpus, device))
     else:
-        space = device.full_space()
+        space, _ = model.decision_space()          # no extrapolation beyond what was profiled
     tab = Table.from_prediction(space, model.predict(space)).with_measurements(measured)
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
                cautious=1.0)

@@ -401,7 +401,7 @@ def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
     assert r.n_minibatches >= 8 and 250.0 <= r.time_ms < 1000.0
 
 
-LOADER = textwrap.dedent("""
+LOADER32 = textwrap.dedent("""
     import sys, torch
     from torch.utils.data import DataLoader, TensorDataset
     torch.manual_seed(0)
@@ -427,7 +427,7 @@ def test_script_profile_tags_the_batch_it_measured_not_a_default(tmp_path, cli):
     session '...-bs16-...' while the script's DataLoader fed 32 samples per step: the CSV now gives
     the measured batch (32), and a script without a DataLoader gets no batch size at all."""
     loader = tmp_path / "loader.py"
-    loader.write_text(LOADER)
+    loader.write_text(LOADER32)
     rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
                      "--out", tmp_path / "a.csv", "--", sys.executable, loader, "1000")
     assert rc == 0, err
