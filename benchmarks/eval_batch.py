@@ -18,7 +18,8 @@ memory model: every size is taken to fit).  Samples to target: throughput only (
 1) and the noise-scale model E(B) ~ 1 + B / B_noise.
 
 Run: python benchmarks/eval_batch.py [--pairs 100] [--sizes 8,16,32,64] [--noise-scale 64]
-         [--source sim,indep] [--workloads resnet18,...] [--seed 0] [--candidates full|pt]
+         [--source sim,indep] [--workloads resnet18,...] [--seed 0]
+         [--candidates profiled|full|pt]
 Prints numbers only; nothing is written.
 """
 from __future__ import annotations
@@ -104,7 +105,10 @@ def run_one(truth: Truth, sizes, pairs: int, seed: int, rels: dict, risk: float 
     model.meta["batch_size"] = bt.default_batch(sizes)
     model.measured = {"modes": A, "time_ms": t, "power_w": p, "time_ms_std": np.zeros(len(t)),
                       "power_w_std": np.zeros(len(t)), "batch_size": B.astype(float)}
-    full = dev.full_space() if candidates == "full" else dev.pt_grid()
+    if candidates == "profiled":        # what ptui pareto decides among (Model.decision_space)
+        full, _ = model.decision_space()
+    else:
+        full = dev.full_space() if candidates == "full" else dev.pt_grid()
     FA = np.array([m.as_tuple() for m in full], float)
     jt = bt.joint_table(model, full, sizes)               # all sizes here fit (filtered above)
     true_t = np.concatenate([truth(FA, b)[0] for b in sizes])
@@ -149,9 +153,10 @@ def main(argv=None) -> int:
     ap.add_argument("--source", default="sim,indep")
     ap.add_argument("--workloads", default=None, help="comma-separated (default: all of a source)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--candidates", choices=("full", "pt"), default="full",
-                    help="modes decided over: the whole space (what ptui pareto does) or "
-                    "PowerTrain's grid (where the pairs are drawn)")
+    ap.add_argument("--candidates", choices=("profiled", "full", "pt"), default="profiled",
+                    help="modes decided over: those inside the profiled range (what ptui pareto "
+                    "does), the whole space (pareto --extrapolate) or PowerTrain's grid (where the "
+                    "pairs are drawn)")
     a = ap.parse_args(argv)
     dev = get_device("orin-agx")
     sizes = bt.parse_batch_sizes(a.sizes)
