@@ -781,6 +781,13 @@ def targets(h: Harness) -> list[str]:
     return L
 
 
+def batch_section() -> list[str]:
+    """docs/accuracy-batch.md (written by benchmarks/eval_batch.py --markdown) as the report's last
+    section, so that regenerating this report keeps the batch-size evaluation."""
+    f = ROOT / "docs" / "accuracy-batch.md"
+    return ["", f.read_text().rstrip("\n")] if f.exists() else []
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -814,7 +821,7 @@ def main(argv=None) -> None:
     a.argv = list(sys.argv[1:] if argv is None else argv)
     if a.from_json:
         h, files = Harness.from_json(a.from_json, a)
-        Path(a.out).write_text("\n".join(report(h, files)))
+        Path(a.out).write_text("\n".join(report(h, files) + batch_section()))
         print(f"wrote {a.out} from {len(a.from_json)} result file(s)")
         return
     if a.repeats is None:
@@ -867,7 +874,7 @@ def main(argv=None) -> None:
         save()
     lines = report(h, files)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text("\n".join(lines))
+    Path(a.out).write_text("\n".join(lines + batch_section()))
     h.log(f"wrote {a.out}")
 
 

@@ -728,11 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
     pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal")
     pa.add_argument("--model", required=True)
     pa.add_argument("--device", help="fail unless the model is for this device")
-    pa.add_argument("--modes", help="CSV of candidate modes (default: all modes inside the range "
-                    "the model's profile covered)")
+    pa.add_argument("--modes", help="CSV of candidate modes (default: the modes whose every knob "
+                    "value was profiled)")
     pa.add_argument("--extrapolate", action="store_true",
-                    help="also choose modes outside the profiled range (predictions there are "
-                    "extrapolations)")
+                    help="also choose modes with knob values no profiled mode had (predictions "
+                    "there are extrapolations)")
     pa.add_argument("--budget-w", type=float)
     pa.add_argument("--deadline-ms", type=float)
     pa.add_argument("--objective", choices=("energy",))

@@ -411,7 +411,7 @@ class Predictions:
     batches_per_epoch: int | None         # of the profiled workload; None: not known (a script)
     workload: str | None = None           # what was profiled ('script': the user's own)
     timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
-    note: str = ""                        # modes left out of the decision (outside the profiled range)
+    note: str = ""                        # modes left out of the decision (knob values never profiled)
 
 
 def load_predictions(path: Path, device) -> Predictions:
