@@ -159,7 +159,10 @@ def cmd_tune(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    print(f"{td.source}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    from .core.csvio import profile_tags
+    from .core.profiler import time_unit
+    print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(profile_tags(out).get('timed'))} "
+          f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
@@ -261,6 +264,8 @@ def cmd_fit(a) -> int:
     el = time.perf_counter() - t0
     if len(sizes) <= 1:
         _remember_epoch_size(model, workload, tags.get("batch_size"))
+    if tags.get("timed"):                          # what one time_ms is: pareto says it
+        model.meta["timed"] = tags["timed"]
     model.save(a.out)
     m = model.meta["metrics"]
     how = "trained from scratch" if a.scratch else f"method {a.method}"
@@ -360,6 +365,8 @@ def cmd_pareto(a) -> int:
     res["goal"] = d.goal
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
+    res["timed"] = model.meta.get("timed") or ("optimizer step (of the user's script)"
+                                               if model.meta.get("workload") == "script" else "minibatch")
     if model.batch_sizes:
         res["batch_size"] = model.meta.get("batch_size")
     if a.json:
@@ -371,7 +378,9 @@ def cmd_pareto(a) -> int:
     if model.batch_sizes:
         print(f"batch size: {model.meta.get('batch_size')} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    from .core.profiler import time_unit
+    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {time_unit(res.get('timed'))} "
+          f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if tab.measured.any():
         print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")

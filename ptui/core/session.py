@@ -392,6 +392,8 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
     t0 = time.perf_counter()
     model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                       source=f"profile {profile}", measured=measured, progress=step, **options)
+    from .profiler import keep_timed
+    keep_timed(model, profile)
     step("saving")
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
@@ -581,6 +583,8 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
                       workload=workload, source=f"profile {profile}", measured=measured)
+    from .profiler import keep_timed
+    keep_timed(model, profile)
     out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     if corpus:
