@@ -54,6 +54,12 @@ def cmd_profile(a) -> int:
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout)
     sizes = getattr(a, "batch_sizes", None)
+    if a.device and a.workload and sizes is None and not a.command_line and not a.resume:
+        from .core.devices import get_device
+        from .core.session import check_memory
+        from .core.workloads import get_workload
+        w = get_workload(a.workload, a.batch_size or 16)
+        check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
     if sizes is not None or (a.resume and is_batch_group(a.session)):
         run = BatchProfileRun(req, sizes, notify=_info)
     else:

@@ -163,6 +163,9 @@ class ProfileRun:
                      corpus: str | None = None) -> str:
         """Open the backend this run needs; returns the note saying which and why."""
         from .backends import open_backend
+        if (device or self.device_name) and not self.is_script:     # refused before anything opens
+            from .devices import get_device
+            check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
         self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
                                           corpus=corpus)
@@ -210,6 +213,8 @@ class ProfileRun:
             raise SessionError("no backend to profile on")
         dev = be.device
         req, wl = self.req, self.workload
+        if not self.is_script:
+            check_memory(dev, wl, self.batch_size)
         if not self.is_script and not be.trains_builtin:
             from ..probe.names import BUILTIN
             if wl.name not in BUILTIN:
@@ -398,6 +403,21 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, len(modes), time.perf_counter() - t0)
+
+
+def check_memory(device, workload: Workload, batch_size: int) -> None:
+    """Refuse up front a catalog workload whose batch does not fit the board's memory (the
+    simulator's footprint model, physics.fits; on a real board an estimate), before any session
+    is opened or mode changed."""
+    from .physics import fits, footprint_gb, largest_batch, memory_gb
+    if bool(fits(device, workload, batch_size)):
+        return
+    big = largest_batch(device, workload)
+    raise SessionError(
+        f"{workload.name} at batch size {batch_size} does not fit {device.name}: it needs "
+        f"{float(footprint_gb(workload, batch_size)):.1f} GB, {memory_gb(device):.1f} GB is free for "
+        f"training (ptui's memory model); " + (f"the largest batch that fits is {big}" if big else
+                                               "not even batch size 1 fits"))
 
 
 # -- decide ------------------------------------------------------------------------------------------
