@@ -505,6 +505,7 @@ def test_the_script_ends_when_ptui_is_killed(tmp_path):
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         gone = not _alive(pid)
+        print(f"script gone {5 - (deadline - time.monotonic()):.2f} s after kill -9 of ptui")
         if not gone:
             os.kill(pid, signal.SIGKILL)
         assert gone, "the training script kept running after ptui was killed"
