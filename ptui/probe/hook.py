@@ -262,34 +262,42 @@ def _end_orphaned_script(grace_s: float = 10.0) -> None:
 
 
 class _TorchImportWatch:
-    """A one-shot meta path finder: when ``torch`` finishes importing, install the step hooks."""
+    """A meta path finder: when ``torch`` finishes importing, install the step hooks.  Finding
+    torch is not importing it (libraries ask importlib.util.find_spec('torch') first): the watch
+    ends only when torch's module actually runs."""
+
+    def __init__(self) -> None:
+        self.done = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or self.done:
             return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
         spec = None
-        for finder in sys.meta_path:
+        for finder in list(sys.meta_path):
             find = getattr(finder, "find_spec", None)
-            if find is None:
+            if finder is self or find is None:
                 continue
             spec = find(name, path, target)
             if spec is not None:
                 break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _HookAfterLoad(spec.loader)
+        spec.loader = _HookAfterLoad(spec.loader, self)
         return spec
+
+    def finish(self) -> None:
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
 
 
 class _HookAfterLoad:
     """Wraps torch's loader: runs it, then hooks the fully imported torch."""
 
-    def __init__(self, loader) -> None:
-        self._loader = loader
+    def __init__(self, loader, watch: _TorchImportWatch) -> None:
+        self._loader, self._watch = loader, watch
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -301,11 +309,14 @@ class _HookAfterLoad:
         module.__loader__ = self._loader          # torch sees its own loader, not this wrapper
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self._loader
+        first = not self._watch.done
+        self._watch.finish()
         self._loader.exec_module(module)
-        try:
-            _install_torch()
-        except Exception as e:  # noqa: BLE001 - never break the user's script
-            sys.stderr.write(f"ptui probe not installed: {e}\n")
+        if first:
+            try:
+                _install_torch()
+            except Exception as e:  # noqa: BLE001 - never break the user's script
+                sys.stderr.write(f"ptui probe not installed: {e}\n")
 
 
 def _install_torch() -> None:

@@ -454,6 +454,16 @@ def test_a2_the_probe_hooks_torch_when_the_script_imports_it(tmp_path):
     assert "loader _HookAfterLoad" not in out and "probe not installed" not in out, out
 
 
+def test_a2_a_library_looking_for_torch_first_does_not_unhook_it(tmp_path):
+    """Lightning, transformers, accelerate ask importlib.util.find_spec('torch') before importing."""
+    code = ("import importlib.util; assert importlib.util.find_spec('torch') is not None\n"
+            "import torch\n"
+            "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "for _ in range(2):\n    m(torch.ones(1, 2)).sum().backward(); opt.step()\n")
+    out, lines = _probe_run(tmp_path, code)
+    assert len([x for x in lines if x.startswith("S ")]) == 2, (out, lines)
+
+
 SLOW = textwrap.dedent("""
     import os, sys, time, torch
     open(sys.argv[1], "w").write(str(os.getpid()))
