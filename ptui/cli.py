@@ -54,6 +54,12 @@ def cmd_profile(a) -> int:
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout)
     sizes = getattr(a, "batch_sizes", None)
+    if a.device and a.workload and sizes is None and not a.command_line and not a.resume:
+        from .core.devices import get_device
+        from .core.session import check_memory
+        from .core.workloads import get_workload
+        w = get_workload(a.workload, a.batch_size or 16)
+        check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
     if sizes is not None or (a.resume and is_batch_group(a.session)):
         run = BatchProfileRun(req, sizes, notify=_info)
     else:
@@ -159,7 +165,10 @@ def cmd_tune(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    print(f"{td.source}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    from .core.csvio import profile_tags
+    from .core.profiler import time_unit
+    print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(profile_tags(out).get('timed'))} "
+          f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
@@ -261,6 +270,8 @@ def cmd_fit(a) -> int:
     el = time.perf_counter() - t0
     if len(sizes) <= 1:
         _remember_epoch_size(model, workload, tags.get("batch_size"))
+    if tags.get("timed"):                          # what one time_ms is: pareto says it
+        model.meta["timed"] = tags["timed"]
     model.save(a.out)
     m = model.meta["metrics"]
     how = "trained from scratch" if a.scratch else f"method {a.method}"
@@ -365,6 +376,8 @@ def cmd_pareto(a) -> int:
     res["goal"] = d.goal
     res["exceed_prob"] = d.exceed_prob
     res["front"] = [point(int(i)) for i in front]
+    res["timed"] = model.meta.get("timed") or ("optimizer step (of the user's script)"
+                                               if model.meta.get("workload") == "script" else "minibatch")
     if model.batch_sizes:
         res["batch_size"] = model.meta.get("batch_size")
     if a.json:
@@ -376,7 +389,9 @@ def cmd_pareto(a) -> int:
     if model.batch_sizes:
         print(f"batch size: {model.meta.get('batch_size')} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per minibatch (+-{d.time_ms_std:.1f}), "
+    from .core.profiler import time_unit
+    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {time_unit(res.get('timed'))} "
+          f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if tab.measured.any():
         print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")

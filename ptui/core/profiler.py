@@ -352,6 +352,28 @@ def batch_tag(info: SessionInfo) -> str:
     return str(info.batch_size)
 
 
+def time_unit(timed: str | None) -> str:
+    """One time_ms, in words for "<t> ms per <unit>": a built-in workload's minibatch, or what the
+    probe timed in the user's script (an optimizer step, a whole iteration of several optimizers,
+    a step over accumulated micro-batches)."""
+    t = (timed or "").strip()
+    if t.startswith("what-if") and ":" in t:
+        t = t.split(":", 1)[1].strip()
+    if t.startswith("one "):
+        t = t[4:]
+    if not t or t.startswith("minibatch"):
+        return "minibatch"
+    return t
+
+
+def keep_timed(model, profile) -> None:
+    """Record in a model's meta what one time_ms of its profile is (the CSV's `timed` column)."""
+    from .csvio import profile_tags
+    timed = profile_tags(profile).get("timed")
+    if timed:
+        model.meta["timed"] = timed
+
+
 def profile_rows(store: Store, session: str) -> list[list[str]]:
     """The session's finished modes as CSV cells, in plan order; `timed` says what one time_ms is
     (a script: an optimizer step, a GAN's whole iteration, a what-if ...) and host_step_ms is a

@@ -163,6 +163,9 @@ class ProfileRun:
                      corpus: str | None = None) -> str:
         """Open the backend this run needs; returns the note saying which and why."""
         from .backends import open_backend
+        if (device or self.device_name) and not self.is_script:     # refused before anything opens
+            from .devices import get_device
+            check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
         self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
                                           corpus=corpus)
@@ -210,6 +213,8 @@ class ProfileRun:
             raise SessionError("no backend to profile on")
         dev = be.device
         req, wl = self.req, self.workload
+        if not self.is_script:
+            check_memory(dev, wl, self.batch_size)
         if not self.is_script and not be.trains_builtin:
             from ..probe.names import BUILTIN
             if wl.name not in BUILTIN:
@@ -397,10 +402,134 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
     t0 = time.perf_counter()
     model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                       source=f"profile {profile}", measured=measured, progress=step, **options)
+    from .profiler import keep_timed
+    keep_timed(model, profile)
     step("saving")
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, len(modes), time.perf_counter() - t0)
+
+
+def fit_cancellable(device, profile: Path | str, *, workload: str, out: Path | None = None,
+                    progress: Callable[[str], None] | None = None,
+                    cancel: threading.Event | None = None) -> FitOutcome:
+    """``fit`` in a child process, so that a cancel (the app quitting) ends it within a fraction
+    of a second: ``fit`` itself checks its cancel event only between stages, which take seconds.
+    The child (and the network process it starts) is ended on cancel, except while it saves (that
+    finishes, the model directory is written whole or not at all)."""
+    import json
+    import os
+    import queue
+    import signal
+    import subprocess
+
+    from .errors import InputError, RuntimeFailure
+    root = str(Path(__file__).resolve().parents[2])            # the directory holding ptui/
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ptui.core.session import _fit_child; _fit_child()",
+         json.dumps({"device": device.name, "profile": str(profile), "workload": workload,
+                     "out": str(out) if out is not None else None})],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True, name="ptui-fit-child").start()
+    saving, result, error = False, None, None
+    try:
+        while True:
+            if cancel is not None and cancel.is_set() and not saving:
+                raise Cancelled("fine-tuning cancelled")
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            kind, _, text = line.partition(" ")
+            if kind == "P":
+                saving = text == "saving"
+                if progress:
+                    progress(text)
+            elif kind == "R":
+                result = json.loads(text)
+            elif kind in ("I", "E"):
+                error = (kind, text)
+    finally:
+        if proc.poll() is None and result is None:
+            try:                                  # the child and its network process
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        proc.wait()
+    if result is None:
+        if error is not None:
+            raise (InputError if error[0] == "I" else RuntimeFailure)(error[1])
+        raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
+    from .predictor import load_model
+    model = load_model(result["out"])
+    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0)
+
+
+def _fit_child() -> None:
+    """The child of fit_cancellable: progress as `P text` lines, then `R {json}`, or `I`/`E text`
+    on an input/other error.  It ends itself when its parent goes away (stdin closes)."""
+    import json
+    import os
+
+    from .devices import get_device
+    from .errors import InputError
+    a = json.loads(sys.argv[1])
+    saving = threading.Event()
+
+    def parent_gone() -> None:
+        sys.stdin.read()
+        if not saving.is_set():
+            os._exit(130)
+
+    threading.Thread(target=parent_gone, daemon=True).start()
+
+    def say(text: str) -> None:
+        if text == "saving":
+            saving.set()
+        print("P " + " ".join(str(text).split()), flush=True)
+
+    try:
+        res = fit(get_device(a["device"]), a["profile"], workload=a["workload"], out=a["out"],
+                  progress=say)
+    except InputError as e:
+        print("I " + " ".join(str(e).split()), flush=True)
+        sys.exit(2)
+    except Exception as e:  # noqa: BLE001 - said to the app in one line
+        print("E " + " ".join(f"{type(e).__name__}: {e}".split()), flush=True)
+        sys.exit(1)
+    print("R " + json.dumps({"out": str(res.out), "n_modes": res.n_modes}), flush=True)
+
+
+def check_memory(device, workload: Workload, batch_size: int) -> None:
+    """Refuse up front a catalog workload whose batch does not fit the board's memory (the
+    simulator's footprint model, physics.fits; on a real board an estimate), before any session
+    is opened or mode changed."""
+    from .physics import fits, footprint_gb, largest_batch, memory_gb
+    if bool(fits(device, workload, batch_size)):
+        return
+    big = largest_batch(device, workload)
+    raise SessionError(
+        f"{workload.name} at batch size {batch_size} does not fit {device.name}: it needs "
+        f"{float(footprint_gb(workload, batch_size)):.1f} GB, {memory_gb(device):.1f} GB is free for "
+        f"training (ptui's memory model); " + (f"the largest batch that fits is {big}" if big else
+                                               "not even batch size 1 fits"))
 
 
 # -- decide ------------------------------------------------------------------------------------------
@@ -587,6 +716,8 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
                       workload=workload, source=f"profile {profile}", measured=measured)
+    from .profiler import keep_timed
+    keep_timed(model, profile)
     out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     if corpus:

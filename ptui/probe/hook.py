@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -207,6 +208,11 @@ def _patch_dataloader() -> None:
 
 
 def install() -> None:
+    """Connect to ptui and hook torch once the script imports it.
+
+    Every Python process started under ptui runs this (launcher parents such as torchrun, helper
+    tools, the script itself): torch is imported and hooked only in a process that imports it
+    itself, never by the probe (a helper without torch stays without it)."""
     global _sock, _state
     if not is_reporting_rank():
         return
@@ -215,6 +221,105 @@ def install() -> None:
         return
     _state = _State(os.environ.get("PTUI_PROBE_WHATIF") == "1")
     _send(f"H {os.getpid()} {time.monotonic():.6f}\n")
+    threading.Thread(target=_watch_ptui, args=(_sock,), daemon=True, name="ptui-probe-watch").start()
+    if "torch" in sys.modules:
+        _install_torch()
+    else:
+        sys.meta_path.insert(0, _TorchImportWatch())
+
+
+def _watch_ptui(sock: socket.socket) -> None:
+    """ptui never writes to the probe: the connection reads end-of-file only when ptui is gone
+    (killed with kill -9, crashed).  The script runs in its own session, so nothing else would end
+    it: end it here (its whole process group: a launcher's ranks too), then force it if it is still
+    running after a grace period."""
+    try:
+        while sock.recv(64):
+            pass
+    except OSError:
+        pass
+    _end_orphaned_script()
+
+
+def _end_orphaned_script(grace_s: float = 10.0) -> None:
+    import signal
+    try:
+        sys.stderr.write("ptui is gone (the probe's connection to it closed): ending the training "
+                         "script\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001, S110
+        pass
+    group = os.getpgrp() == os.getsid(0)      # the session ptui started: this process's group
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            if group:
+                os.killpg(os.getpgrp(), sig)
+            else:
+                os.kill(os.getpid(), sig)
+        except OSError:
+            return
+        time.sleep(grace_s)                    # still here: the script handled SIGTERM and lives on
+
+
+class _TorchImportWatch:
+    """A meta path finder: when ``torch`` finishes importing, install the step hooks.  Finding
+    torch is not importing it (libraries ask importlib.util.find_spec('torch') first): the watch
+    ends only when torch's module actually runs."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch" or self.done:
+            return None
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _HookAfterLoad(spec.loader, self)
+        return spec
+
+    def finish(self) -> None:
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+class _HookAfterLoad:
+    """Wraps torch's loader: runs it, then hooks the fully imported torch."""
+
+    def __init__(self, loader, watch: _TorchImportWatch) -> None:
+        self._loader, self._watch = loader, watch
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = self._loader          # torch sees its own loader, not this wrapper
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        first = not self._watch.done
+        self._watch.finish()
+        self._loader.exec_module(module)
+        if first:
+            try:
+                _install_torch()
+            except Exception as e:  # noqa: BLE001 - never break the user's script
+                sys.stderr.write(f"ptui probe not installed: {e}\n")
+
+
+def _install_torch() -> None:
     import weakref
 
     import torch

@@ -84,9 +84,9 @@ class FinetuneScreen(Screen):
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
     def fit(self, path: Path, workload: str) -> None:
         try:
-            res = session.fit(self.app.state.backend.device, path, workload=workload,
-                              progress=lambda m: self.post_message(FitProgressed(m)),
-                              cancel=self.cancel)
+            res = session.fit_cancellable(self.app.state.backend.device, path, workload=workload,
+                                          progress=lambda m: self.post_message(FitProgressed(m)),
+                                          cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(FitFailed(str(e)))
             return

@@ -449,3 +449,127 @@ def test_script_profile_tags_the_batch_it_measured_not_a_default(tmp_path, cli):
     assert rc == 0, err
     bs, sess = _tags(tmp_path / "c.csv")
     assert bs == {"32"} and all("-bs32-" in s for s in sess), (bs, sess)
+
+
+def _probe_run(tmp_path, code, timeout=60):
+    """Run `python -c code` under the probe as ptui starts a script; returns (stdout, probe lines)."""
+    import os
+    import socket
+    import subprocess
+    import threading
+
+    from ptui.core.userscript import PROBE_SITE, PTUI_ROOT
+    path = str(tmp_path / "p.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+    got = []
+
+    def serve():
+        srv.settimeout(timeout)
+        try:
+            while True:
+                conn, _ = srv.accept()
+                with conn:
+                    while chunk := conn.recv(4096):
+                        got.append(chunk.decode())
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PROBE_SITE), str(PTUI_ROOT)]),
+               PTUI_PROBE_SOCK=path)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    srv.close()
+    return out.stdout + out.stderr, "".join(got).splitlines()
+
+
+def test_a2_the_probe_does_not_import_torch_into_processes_that_do_not(tmp_path):
+    """Launcher parents and helper tools run under the probe too: it must not load torch there."""
+    out, lines = _probe_run(tmp_path, "import sys; print('torch loaded:', 'torch' in sys.modules)")
+    assert "torch loaded: False" in out, out
+    assert any(x.startswith("H ") for x in lines)             # the probe is there, connected
+
+
+def test_a2_the_probe_hooks_torch_when_the_script_imports_it(tmp_path):
+    code = ("import torch.optim as o, torch\n"
+            "m = torch.nn.Linear(2, 1); opt = o.SGD(m.parameters(), lr=0.1)\n"
+            "for _ in range(3):\n    m(torch.ones(1, 2)).sum().backward(); opt.step()\n"
+            "print('loader', type(torch.__spec__.loader).__name__)")
+    out, lines = _probe_run(tmp_path, code)
+    steps = [x for x in lines if x.startswith("S ")]
+    assert len(steps) == 3 and [x.split()[3] for x in steps] == ["1", "1", "1"], (out, lines)
+    assert any(x.startswith("D ") for x in lines)
+    assert "loader _HookAfterLoad" not in out and "probe not installed" not in out, out
+
+
+def test_a2_a_library_looking_for_torch_first_does_not_unhook_it(tmp_path):
+    """Lightning, transformers, accelerate ask importlib.util.find_spec('torch') before importing."""
+    code = ("import importlib.util; assert importlib.util.find_spec('torch') is not None\n"
+            "import torch\n"
+            "m = torch.nn.Linear(2, 1); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "for _ in range(2):\n    m(torch.ones(1, 2)).sum().backward(); opt.step()\n")
+    out, lines = _probe_run(tmp_path, code)
+    assert len([x for x in lines if x.startswith("S ")]) == 2, (out, lines)
+
+
+SLOW = textwrap.dedent("""
+    import os, sys, time, torch
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    while True:
+        model(torch.randn(2, 4)).sum().backward()
+        time.sleep(0.2)
+        opt.step()
+""")
+
+
+def _alive(pid):
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:                                   # a zombie nobody reaped has ended too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_script_ends_when_ptui_is_killed(tmp_path):
+    """The script runs in its own session: kill -9 of ptui must not leave it training."""
+    import os
+    import signal
+    import subprocess
+    import time
+    slow = _write(tmp_path, "slow.py", SLOW)
+    pidfile = tmp_path / "pid"
+    ptui = subprocess.Popen([sys.executable, "-m", "ptui", "profile", "--device", "orin-agx",
+                             "--count", "50", "--sample-interval", "0.1", "--out",
+                             str(tmp_path / "s.csv"), "--", sys.executable, str(slow), str(pidfile)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pid = int(pidfile.read_text())
+        time.sleep(2.0)
+        assert _alive(pid) and ptui.poll() is None      # profiling: both running
+        os.kill(ptui.pid, signal.SIGKILL)
+        ptui.wait()
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        gone = not _alive(pid)
+        print(f"script gone {5 - (deadline - time.monotonic()):.2f} s after kill -9 of ptui")
+        if not gone:
+            os.kill(pid, signal.SIGKILL)
+        assert gone, "the training script kept running after ptui was killed"
+    finally:
+        if ptui.poll() is None:
+            ptui.kill()
+            ptui.wait()

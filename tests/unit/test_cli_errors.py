@@ -32,7 +32,24 @@ BAD = [
     ["apply", "--cores", "4", "--cpu-mhz", "nan", "--gpu-mhz", "1", "--mem-mhz", "1", "--dry-run"],
     ["--device", "nope"], ["--device", "nope", "modes"], ["modes", "--device", "nope"],
     ["--backend", "nope"],
+    [*PROFILE, "--device", "orin-nano", "--batch-size", "4096"],     # B5: more than the board's memory
 ]
+
+
+def test_a_batch_that_does_not_fit_the_board_is_refused_up_front(tmp_path, cli):
+    """Per board: a size that fits an AGX does not fit a Nano; refused before a session exists,
+    also when the board is found rather than named (it failed after opening a session, exit 1)."""
+    rc, _, err = cli("profile", "--device", "orin-nano", "--workload", "resnet18", "--batch-size",
+                     "64", "--count", "1", "--out", tmp_path / "n.csv")
+    assert rc == 2 and "does not fit orin-nano" in err and "largest batch that fits is" in err, err
+    rc, _, err = cli("profile", "--workload", "resnet18", "--batch-size", "4096", "--count", "1",
+                     "--out", tmp_path / "a.csv")
+    assert rc == 2 and "does not fit" in err and "session" not in err, err
+    rc, out, err = cli("sessions")
+    assert "bs4096" not in out + err
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-size",
+                     "64", "--count", "1", "--out", tmp_path / "x.csv", "--speed", "200")
+    assert rc == 0, err
 
 
 @pytest.mark.parametrize("argv", BAD, ids=" ".join)

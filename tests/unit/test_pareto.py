@@ -74,3 +74,43 @@ def test_tolerance_relaxes_the_risk_only_above_the_budget():
     assert choose(tab, budget_w=30, risk=None).time_ms <= tol.time_ms
     with pytest.raises(ValueError, match="must not be negative"):
         choose(tab, budget_w=30, risk=0.05, tolerance_w=-1)
+
+
+def test_cli_pareto_says_what_was_timed_for_a_script(tmp_path, cli):
+    """A profile of the user's script times optimizer steps or whole iterations, not minibatches:
+    `ptui pareto` says what one time is (it said 'ms per minibatch' for every model)."""
+    import csv
+    import json
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rows = list(csv.reader((tmp_path / "p.csv").open()))
+    h = rows[0]
+    gan = ("what-if from the model's measured size (SIMULATED): one iteration of 2 optimizers "
+           "(2 optimizer steps, 2 backward passes)")
+    for r in rows[1:]:
+        r[h.index("timed")], r[h.index("workload")] = gan, "script"
+    with (tmp_path / "s.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    for name in ("p", "s"):
+        rc, _, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / f"{name}.csv",
+                         "--out", tmp_path / f"m{name}", "--method", "gp")
+        assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "ms", "--budget-w", "30")
+    assert rc == 0, err
+    assert "ms per iteration of 2 optimizers (2 optimizer steps, 2 backward passes)" in out, out
+    assert "minibatch" not in out
+    rc, out, err = cli("pareto", "--model", tmp_path / "ms", "--budget-w", "30", "--json")
+    assert rc == 0 and json.loads(out)["timed"] == gan
+    rc, out, err = cli("pareto", "--model", tmp_path / "mp", "--budget-w", "30")
+    assert rc == 0 and " ms per minibatch " in out, out       # a built-in workload: minibatches
+
+
+def test_time_unit_words():
+    from ptui.core.profiler import time_unit
+    assert time_unit("what-if from the model's measured size (SIMULATED): one optimizer step") \
+        == "optimizer step"
+    assert time_unit("one optimizer step over 4 micro-batches (gradient accumulation: 4 backward "
+                     "passes per step)").startswith("optimizer step over 4 micro-batches")
+    assert time_unit("minibatch (SIMULATED built-in workload)") == "minibatch"
+    assert time_unit(None) == time_unit("") == "minibatch"
