@@ -250,7 +250,9 @@ class ParetoScreen(Screen):
         if self.space is not None:
             self.table = self.space.jt.table
             self.front = np.array([], dtype=int)
-            self.query_one("#front", DataTable).clear(columns=True)
+            dt = self.query_one("#front", DataTable)
+            dt.clear(columns=True)
+            dt.focus()
             self.action_goal()
             return
         self.front = front_indices(tab.time_ms, tab.power_w)
@@ -270,6 +272,7 @@ class ParetoScreen(Screen):
     # -- goal --------------------------------------------------------------------------------
     FIELDS = {"#budget": "the power budget (W)", "#deadline": "the deadline (s per epoch)",
               "#epochs": "the number of epochs"}
+    LABELS = {**FIELDS, "#noise": "the noise scale B"}
 
     def _field(self, wid: str) -> tuple[float | None, str | None]:
         """(value, None), (None, None) when empty, or (None, what is wrong)."""
@@ -279,9 +282,9 @@ class ParetoScreen(Screen):
         try:
             x = float(v)
         except ValueError:
-            return None, f"{self.FIELDS[wid]} is not a number"
+            return None, f"{self.LABELS[wid]} is not a number"
         if not math.isfinite(x) or x <= 0:
-            return None, f"{self.FIELDS[wid]} must be a positive number"
+            return None, f"{self.LABELS[wid]} must be a positive number"
         return x, None
 
     def _num(self, wid: str) -> float | None:
@@ -368,8 +371,10 @@ class ParetoScreen(Screen):
             self.goal_idx = None
             rows = set(int(r) for r in v.targets.rows)
             keep = self.sel if self.sel in rows else (int(v.front[-1]) if len(v.front) else None)
-            if keep is None:
+            if keep is None:                        # nothing to choose from: nothing selected
+                self.sel = None
                 self.query_one("#details", Static).update(f"[red]{escape(v.error or '')}[/red]")
+                self.draw_batch()
                 return
             self.select(keep)
 
@@ -454,7 +459,8 @@ class ParetoScreen(Screen):
         self.drawn_budget = self._num("#budget")
         if self.drawn_budget is not None:
             plt.hline(self.drawn_budget, "red")
-        plt.xscale("log")
+        if n:
+            plt.xscale("log")                       # (plotext cannot draw an empty log axis)
         plt.xlabel("time to target (h)")
         plt.ylabel("W")
         plt.title(("measured" if self.model is None else "what-if" if self.what_if or self.foreign
