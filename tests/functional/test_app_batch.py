@@ -71,7 +71,7 @@ def _picked(scr):
     return scr.table.modes[i], int(scr.view.targets.batch[scr.target_pos(i)])
 
 
-async def test_batch_model_pick_is_cores_and_shows_batch_16_saving(batch_files):
+async def test_batch_model_shows_sizes_core_pick_and_batch_16_saving(batch_files):
     """At 80x24: the sizes are shown (plot legend, a bs column on the front), the pick is
     batch.decide's for the same inputs (throughput only, then with a noise scale), and the details
     give time and energy to target and the change against the best mode at batch 16."""
