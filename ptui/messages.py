@@ -69,6 +69,13 @@ class PredictionsFailed(Message):
     error: str
 
 
+@dataclass
+class BatchViewReady(Message):
+    generation: int                  # the request it answers (older answers are dropped)
+    view: object | None              # core.session.BatchView
+    error: str | None = None         # bad input: what is wrong
+
+
 # -- apply -------------------------------------------------------------------------------------------
 @dataclass
 class PlanReady(Message):

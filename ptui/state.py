@@ -30,6 +30,8 @@ class AppState:
     selected_pred: dict[str, float] = field(default_factory=dict)
     """Its predicted (or measured) time_ms, power_w and power_w_std."""
     selected_basis: str = "predicted"
+    selected_batch: int | None = None
+    """The batch size picked with it (a source with several batch sizes), else None."""
     """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
     log: list[str] = field(default_factory=list)
 

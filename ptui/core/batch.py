@@ -433,20 +433,76 @@ class BatchDecision:
         return d
 
 
-def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
-           noise_scale: float | None = None, budget_w: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
-           epochs: int | None = None, batches_per_epoch: int | None = None) -> BatchDecision:
-    """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
-    target, and the two baselines it is compared with."""
+@dataclass
+class JointSpace:
+    """Every (mode, batch size) row a decision can draw on, computed once: a model's predictions at
+    each size that fits (and at its default size), or a profile's measured pairs.  The app keeps one
+    and decides in it as the goal changes; `decide` builds one per call."""
+    jt: JointTable
+    memory: Memory
+    default_batch: int
+    sizes: tuple                     # the sizes offered (a model's fitted sizes, a profile's sizes)
+    samples_per_epoch: float | None = None   # what the model or profile says
+    batches_per_epoch: int | None = None     # of the default batch, what the model says
+    workload: str | None = None
+
+    def subset(self, rows) -> JointTable:
+        rows = np.asarray(rows, int)
+        t = self.jt.table
+        from .pareto import Table
+        return JointTable(Table([t.modes[i] for i in rows], t.time_ms[rows], t.power_w[rows],
+                                t.time_ms_std[rows], t.power_w_std[rows], t.measured[rows]),
+                          self.jt.batch[rows], self.jt.fits[rows])
+
+
+def model_space(model, batch_sizes, modes=None) -> JointSpace:
+    """Predictions (measurements where profiled) for every mode at each of `batch_sizes` that fits
+    in memory, and at the model's default size."""
+    memory = model_memory(model)
+    b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
+    want = sorted(set(int(b) for b in batch_sizes) | {b0})
+    evaluated = tuple(b for b in want if bool(memory.fits(b)[0]))
+    modes = modes if modes is not None else model.device.full_space()
+    if evaluated:
+        jt = joint_table(model, modes, evaluated, memory)
+    else:
+        from .pareto import Table
+        z = np.zeros(0)
+        jt = JointTable(Table([], z, z, z, z), np.zeros(0, int), np.zeros(0, bool))
+    spe = model.meta.get("samples_per_epoch")
+    return JointSpace(jt, memory, b0, tuple(sorted(set(int(b) for b in batch_sizes))),
+                      float(spe) if spe else None, model.meta.get("batches_per_epoch"),
+                      model.meta.get("workload"))
+
+
+def profile_space(path, device) -> JointSpace:
+    """A profile over several batch sizes as a space of measured pairs (no model: only the
+    profiled pairs can be chosen).  Its default size is 16 where profiled, else the nearest."""
+    from .csvio import profile_tags, read_batch_profile
+    from .pareto import Table
+    from .workloads import WORKLOADS
+    prof = read_batch_profile(path, device, min_rows=1)
+    tags = profile_tags(path)
+    memory = memory_for(device, tags.get("workload"), prof["peak"])
+    batch = np.asarray(prof["batch"], int)
+    n = len(batch)
+    ms = prof["measured"]
+    table = Table(list(prof["modes"]), np.asarray(prof["time_ms"], float),
+                  np.asarray(prof["power_w"], float), np.asarray(ms["time_ms_std"], float),
+                  np.asarray(ms["power_w_std"], float), np.ones(n, bool))
+    sizes = tuple(sorted(set(int(b) for b in batch)))
+    w = WORKLOADS.get(tags.get("workload", ""))
+    return JointSpace(JointTable(table, batch, np.asarray(memory.fits(batch), bool)), memory,
+                      default_batch(sizes), sizes, float(w.samples) if w else None, None,
+                      tags.get("workload"))
+
+
+def _candidates(memory: Memory, sizes, rel: SamplesToTarget, budget_w, objective):
+    """(fitting candidate sizes, sizes that do not fit); the errors `decide` gives before any work."""
     from .pareto import InfeasibleError
-    rel = relation(samples_file, noise_scale)
-    sizes = tuple(sorted(int(b) for b in batch_sizes))
-    check_batch_model(model, sizes)
     if budget_w is None and objective is None:
         raise BatchError("with --batch-sizes choose --budget-w W or --objective energy "
                          "(a per-minibatch deadline means different work at each batch size)")
-    memory = model_memory(model)
     fit_mask = memory.fits(np.array(sizes))
     dropped = [b for b, ok in zip(sizes, fit_mask) if not ok]
     cands = tuple(b for b in sizes if b not in dropped)
@@ -455,38 +511,101 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
                               f"{memory.capacity_gb:.1f} GB the board has for training "
                               f"(largest that fits: {memory.largest()}, {memory.how})")
     rel.check_covers(cands)
-    b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
-    # the default size is evaluated for the comparison even when it is not a candidate
-    evaluated = tuple(sorted(set(cands) | ({b0} if bool(memory.fits(b0)[0]) else set())))
-    if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
-        evaluated = cands
-    modes = modes if modes is not None else model.device.full_space()
-    jt = joint_table(model, modes, evaluated, memory)
+    return cands, dropped
+
+
+@dataclass
+class Targets:
+    """Time and energy to target of each candidate row of a space (the rows a decision draws on)."""
+    rows: np.ndarray                 # indices into the space
+    batch: np.ndarray
+    target_s: np.ndarray
+    power_w: np.ndarray
+    energy_wh: np.ndarray
+    samples: float
+    samples_note: str
+    evaluated: tuple                 # the candidate sizes plus the default size where it counts
+
+
+def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | None = None,
+            batches_per_epoch: int | None = None) -> Targets:
+    """Time to target of every (mode, batch) among `sizes` (those that fit), normalised as a
+    decision over the same sizes is (relative samples 1.0 at the largest evaluated size)."""
     from .workloads import WORKLOADS
-    spe = model.meta.get("samples_per_epoch")
+    sizes = tuple(sorted(int(b) for b in sizes))
+    fit_mask = space.memory.fits(np.array(sizes)) if sizes else np.zeros(0, bool)
+    cands = tuple(b for b, ok in zip(sizes, fit_mask) if ok)
+    b0 = space.default_batch
+    have = set(int(b) for b in space.jt.batch)
+    evaluated = set(cands) | ({b0} if b0 in have else set())
+    if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
+        evaluated = set(cands)
+    evaluated = tuple(sorted(b for b in evaluated if b in have))
+    spe = space.samples_per_epoch
     if spe is None and batches_per_epoch:
         spe = batches_per_epoch * b0
-    if spe is None and model.meta.get("batches_per_epoch"):
-        spe = model.meta["batches_per_epoch"] * b0
-    if spe is None and model.meta.get("workload") in WORKLOADS:
-        spe = WORKLOADS[model.meta["workload"]].samples
+    if spe is None and space.batches_per_epoch:
+        spe = space.batches_per_epoch * b0
+    if spe is None and space.workload in WORKLOADS:
+        spe = WORKLOADS[space.workload].samples
     if spe:
         samples = float(spe) * (epochs or 1)
         note = (f"{epochs or 1} epoch{'s' if (epochs or 1) > 1 else ''} of {int(spe):,} samples"
-                + ("" if rel.throughput_only else f" at batch {max(cands)}"))
+                + ("" if rel.throughput_only or not cands else f" at batch {max(cands)}"))
     else:
         samples, note = 1000.0, "1,000 samples (samples per epoch unknown: give --batches-per-epoch)"
+    jt = space.jt
+    ev = np.isin(jt.batch, evaluated) & jt.fits
+    largest = float(jt.batch[ev].max()) if ev.any() else 1.0
+    rows = np.flatnonzero(np.isin(jt.batch, cands) & jt.fits)
+    b = jt.batch[rows]
+    tt = time_to_target_s(jt.table.time_ms[rows], b, rel.relative(b, largest), samples) \
+        if len(rows) else np.zeros(0)
+    pw = jt.table.power_w[rows]
+    return Targets(rows, b, tt, pw, tt * pw / 3600.0, samples, note, evaluated)
+
+
+def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
+           noise_scale: float | None = None, budget_w: float | None = None,
+           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           epochs: int | None = None, batches_per_epoch: int | None = None) -> BatchDecision:
+    """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
+    target, and the two baselines it is compared with."""
+    rel = relation(samples_file, noise_scale)
+    sizes = tuple(sorted(int(b) for b in batch_sizes))
+    check_batch_model(model, sizes)
+    _candidates(model_memory(model), sizes, rel, budget_w, objective)   # bad input before any work
+    space = model_space(model, sizes, modes)
+    return decide_in(space, sizes, rel, budget_w=budget_w, objective=objective, risk=risk,
+                     tolerance_w=tolerance_w, epochs=epochs, batches_per_epoch=batches_per_epoch)
+
+
+def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
+              budget_w: float | None = None, objective: str | None = None,
+              risk: float | None = 0.05, tolerance_w: float = 0.0, epochs: int | None = None,
+              batches_per_epoch: int | None = None) -> BatchDecision:
+    """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
+    Pareto screen both come here).  Pick indices are rows of the space."""
+    from .pareto import InfeasibleError
+    sizes = tuple(sorted(int(b) for b in batch_sizes))
+    memory = space.memory
+    cands, dropped = _candidates(memory, sizes, rel, budget_w, objective)
+    b0 = space.default_batch
+    tg = targets(space, sizes, rel, epochs=epochs, batches_per_epoch=batches_per_epoch)
+    rows = np.flatnonzero(np.isin(space.jt.batch, tg.evaluated))
+    jt = space.subset(rows)
     kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
-              samples=samples)
+              samples=tg.samples)
     cand_mask = np.isin(jt.batch, cands)
-    pick = choose_joint(jt, rel, restrict=cand_mask, **kw)
+    back = lambda q: None if q is None else _reindex(q, rows)  # noqa: E731
+    pick = back(choose_joint(jt, rel, restrict=cand_mask, **kw))
     try:
-        base = fixed_batch(jt, rel, b0, **kw)
+        base = back(fixed_batch(jt, rel, b0, **kw))
     except InfeasibleError:
         base = None
     try:
         sub = JointTable(jt.table, jt.batch, jt.fits & cand_mask)
-        paper = paper_baseline(sub, rel, **kw)
+        paper = back(paper_baseline(sub, rel, **kw))
     except InfeasibleError:
         paper = None
     goal = ("least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
@@ -502,4 +621,10 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
     if memory.how == "unknown":
         notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
                      "workload): every batch size is assumed to fit")
-    return BatchDecision(pick, base, paper, b0, rel, samples, note, memory, dropped, goal, notes)
+    return BatchDecision(pick, base, paper, b0, rel, tg.samples, tg.samples_note, memory, dropped,
+                         goal, notes)
+
+
+def _reindex(q: Pick, rows: np.ndarray) -> Pick:
+    q.index = int(rows[q.index])
+    return q

@@ -541,6 +541,7 @@ class Predictions:
     workload: str | None = None           # what was profiled ('script': the user's own)
     timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
     note: str = ""                        # modes left out of the decision (knob values never profiled)
+    space: object | None = None           # batch.JointSpace: the source holds several batch sizes
 
 
 def load_predictions(path: Path, device) -> Predictions:
@@ -558,8 +559,22 @@ def load_predictions(path: Path, device) -> Predictions:
         w = WORKLOADS.get(str(wl))
         mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
-        return Predictions(table, model, mb, wl, note=note)
-    from .csvio import profile_tags, read_profile
+        space = None
+        if len(model.batch_sizes) > 1:
+            from .batch import model_space
+            space = model_space(model, model.batch_sizes, modes)
+        return Predictions(table, model, mb, wl, note=note, space=space)
+    from .csvio import profile_batch_sizes, profile_tags, read_profile
+    if len(profile_batch_sizes(path)) > 1:
+        # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
+        from .batch import profile_space
+        space = profile_space(path, device)
+        tags = profile_tags(path)
+        rows = np.flatnonzero(space.jt.batch == space.default_batch)
+        sub = space.subset(rows).table
+        w = WORKLOADS.get(tags.get("workload", ""))
+        mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
+        return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
     modes, t, p = read_profile(path, device, min_modes=1)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
     w = WORKLOADS.get(tags.get("workload", ""))
@@ -600,6 +615,50 @@ def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: floa
     if goal == "energy":
         return choose(table, objective="energy", budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
     raise ValueError(f"unknown goal {goal!r}; choose budget, deadline or energy")
+
+
+@dataclass
+class BatchView:
+    """What the Pareto screen shows for a source with several batch sizes: time and energy to
+    target of every candidate (mode, batch size), their front, and the decision (or why none)."""
+    targets: object                       # batch.Targets
+    front: object                         # indices into the space, ordered by increasing power
+    decision: object | None               # batch.BatchDecision
+    error: str | None
+    rel: object                           # batch.SamplesToTarget
+
+
+def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
+               noise_scale: float | None = None, epochs: int | None = None,
+               risk: float | None = 0.05) -> BatchView:
+    """The joint (mode, batch size) decision for the app, made as `ptui pareto --batch-sizes` makes
+    it (batch.decide_in): 'budget' (least time to target within budget_w) or 'energy' (least
+    energy to target, within budget_w if given).  `sizes` None: every size of the space.  Without
+    a noise scale every size needs the same samples (throughput only).  Bad input raises
+    ValueError; an infeasible goal is returned as `error` with the candidates still drawn."""
+    import numpy as np
+
+    from . import batch
+    from .pareto import InfeasibleError, front_indices
+    rel = batch.relation(None, noise_scale)
+    sizes = tuple(space.sizes if sizes is None else sizes)
+    tg = batch.targets(space, sizes, rel, epochs=epochs)
+    front = (tg.rows[front_indices(tg.target_s, tg.power_w)] if len(tg.rows)
+             else np.zeros(0, int))
+    if goal == "deadline":
+        raise ValueError("a deadline per minibatch is different work at each batch size: "
+                         "choose fastest or least energy")
+    if goal == "budget" and budget_w is None:
+        raise ValueError("set a power budget in W")
+    if goal not in ("budget", "energy"):
+        raise ValueError(f"unknown goal {goal!r}; choose budget or energy")
+    try:
+        d = batch.decide_in(space, sizes, rel, budget_w=budget_w,
+                            objective="energy" if goal == "energy" else None, risk=risk,
+                            epochs=epochs)
+    except InfeasibleError as e:
+        return BatchView(tg, front, None, str(e), rel)
+    return BatchView(tg, front, d, None, rel)
 
 
 # -- apply, roll back, persist, restore --------------------------------------------------------------

@@ -27,21 +27,25 @@ from textual.widgets import (
 )
 
 from ..core import session
+from ..core.clock import hms
 from ..core.modes import Mode, fmt_mhz
 from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
-from ..messages import PredictionsFailed, PredictionsLoaded
+from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
 from ..widgets.safeplot import SafePlot
 
 # short labels (the goal is spelled out in the details panel), so the form fits 80 columns
 OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy", "energy")]
+# one colour per batch size on the plot (red, yellow and green mark the selection, the current
+# mode and the front)
+BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
 class ParetoScreen(Screen):
     TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
     BINDINGS = [Binding("enter", "pick", "Apply this mode"), Binding("l", "load", "Load"),
-                Binding("g", "goal", "Go to goal")]
+                Binding("g", "goal", "Go to goal"), Binding("b", "batch", "Batch sizes")]
     COMMANDS_ = (("Load predictions", "Load the model or profile in the path box", "action_load"),
                  ("Pick the mode for the goal", "Jump to the mode that meets the goal", "action_goal"),
                  ("Apply the selected mode", "Go to Apply with the selected mode", "action_pick"))
@@ -69,6 +73,14 @@ class ParetoScreen(Screen):
         """What the epoch figures count: an epoch, or 1000 optimizer steps of a script whose epoch
         ptui does not know."""
         self.loaded_path: str | None = None
+        self.space = None
+        """core.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
+        self.view = None
+        """The latest core.session.BatchView of that space (time to target, front, decision)."""
+        self.view_gen = 0
+        self.front_key: tuple | None = None
+        self.bs_filter: int | None = None
+        """The one batch size the decision is restricted to (None: every size of the source)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -81,17 +93,22 @@ class ParetoScreen(Screen):
             yield Input("30", id="budget", type="number")
             yield Label("deadline s/ep", id="deadline-label")
             yield Input("", id="deadline", type="number")
+            # several batch sizes: B_noise of E(B) ~ 1 + B / B_noise (empty: throughput only)
+            yield Label("noise B", id="noise-label")
+            yield Input("", id="noise", type="number")
             yield Label("epochs", id="epochs-label")
             yield Input("10", id="epochs", type="integer")
             yield Select(OBJECTIVES, value="budget", allow_blank=False, id="objective")
         with Horizontal():
-            yield SafePlot(id="pareto-plot", redraw=lambda: self.table is not None and self.draw())
+            yield SafePlot(id="pareto-plot", redraw=self.redraw)
             with Vertical(id="pareto-side"):
                 yield Static(id="details", classes="panel")
                 yield DataTable(id="front", cursor_type="row")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
+        for wid in ("#noise-label", "#noise"):
+            self.query_one(wid).display = False
         # short headers (the details panel spells the selected mode out), so all six columns fit the
         # side panel at 80 columns
         self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "EMC", "min/ep", "W")
@@ -175,7 +192,35 @@ class ParetoScreen(Screen):
             Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
         self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
         self.timed = p.timed or ""
+        if (p.space is None) != (self.space is None) or (
+                self.sel is not None and self.sel >= len(p.space.jt if p.space is not None else p.table)):
+            self.sel = None                  # an index into the previous source's rows
+        self.space, self.view, self.front_key = p.space, None, None
+        self.show_batch_form(p.space is not None)
         self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script")
+
+    def show_batch_form(self, on: bool) -> None:
+        """Several batch sizes: the size filter and the noise scale take the deadline's place (a
+        per-minibatch deadline is different work at each size)."""
+        for wid in ("#deadline-label", "#deadline"):
+            self.query_one(wid).display = not on
+        for wid in ("#noise-label", "#noise"):
+            self.query_one(wid).display = on
+        self.set_class(on, "batch")
+        self.bs_filter = None
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters) -> bool | None:
+        # the batch-size filter only exists for a source with several sizes (hidden otherwise)
+        return self.space is not None if action == "batch" else True
+
+    def action_batch(self) -> None:
+        """Cycle the candidate batch sizes: all of them, then each alone."""
+        if self.space is None or self.table is None:
+            return
+        order = [None, *self.space.sizes]
+        self.bs_filter = order[(order.index(self.bs_filter) + 1) % len(order)]
+        self.action_goal()
 
     def basis(self) -> str:
         """How the figures were obtained, said next to them."""
@@ -202,6 +247,14 @@ class ParetoScreen(Screen):
         per = "1k" if self.unit != "epoch" else "ep"
         self.query_one("#deadline-label", Label).update(f"deadline s/{per}")
         self.query_one("#epochs-label", Label).update("epochs" if self.unit == "epoch" else "x1k steps")
+        if self.space is not None:
+            self.table = self.space.jt.table
+            self.front = np.array([], dtype=int)
+            dt = self.query_one("#front", DataTable)
+            dt.clear(columns=True)
+            dt.focus()
+            self.action_goal()
+            return
         self.front = front_indices(tab.time_ms, tab.power_w)
         rng = np.random.default_rng(0)
         n = len(tab)
@@ -219,6 +272,7 @@ class ParetoScreen(Screen):
     # -- goal --------------------------------------------------------------------------------
     FIELDS = {"#budget": "the power budget (W)", "#deadline": "the deadline (s per epoch)",
               "#epochs": "the number of epochs"}
+    LABELS = {**FIELDS, "#noise": "the noise scale B"}
 
     def _field(self, wid: str) -> tuple[float | None, str | None]:
         """(value, None), (None, None) when empty, or (None, what is wrong)."""
@@ -228,9 +282,9 @@ class ParetoScreen(Screen):
         try:
             x = float(v)
         except ValueError:
-            return None, f"{self.FIELDS[wid]} is not a number"
+            return None, f"{self.LABELS[wid]} is not a number"
         if not math.isfinite(x) or x <= 0:
-            return None, f"{self.FIELDS[wid]} must be a positive number"
+            return None, f"{self.LABELS[wid]} must be a positive number"
         return x, None
 
     def _num(self, wid: str) -> float | None:
@@ -243,13 +297,16 @@ class ParetoScreen(Screen):
     def path_submitted(self) -> None:
         self.action_load()
 
-    @on(Input.Changed, "#budget, #deadline, #epochs")
-    @on(Input.Submitted, "#budget, #deadline, #epochs")
+    @on(Input.Changed, "#budget, #deadline, #epochs, #noise")
+    @on(Input.Submitted, "#budget, #deadline, #epochs, #noise")
     @on(Select.Changed, "#objective")
     def action_goal(self, _event=None) -> None:
         """Re-pick the goal's mode as the fields change.  What is wrong with the goal is said in
         the details panel (no toast, so nothing stale stays on screen once the value is fixed)."""
         if self.table is None:
+            return
+        if self.space is not None:
+            self.batch_goal()
             return
         obj = self.query_one("#objective", Select).value
         (budget, e1), (deadline_s, e2), (_, e3) = (self._field(w) for w in self.FIELDS)
@@ -269,12 +326,158 @@ class ParetoScreen(Screen):
         self.goal_idx, self.goal_text, self.goal_error = d.index, d.goal, None
         self.select(d.index)
 
+    # -- several batch sizes ---------------------------------------------------------------------
+    def batch_goal(self) -> None:
+        """Ask core for the joint (mode, batch size) decision in a worker; the answer comes back
+        as BatchViewReady."""
+        obj = str(self.query_one("#objective", Select).value)
+        (budget, e1), (_, e3) = self._field("#budget"), self._field("#epochs")
+        noise, e4 = self._field("#noise")
+        sizes = None if self.bs_filter is None else (self.bs_filter,)
+        self.view_gen += 1
+        self.batch_decide(self.view_gen, self.space, e1 or e3 or e4, dict(
+            goal=obj, budget_w=budget, sizes=sizes, noise_scale=noise,
+            epochs=int(self._num("#epochs") or 1), risk=0.05 if self.model is not None else None))
+
+    @work(thread=True, exclusive=True, group="pareto-goal", exit_on_error=False)
+    def batch_decide(self, gen: int, space, field_error: str | None, kw: dict) -> None:
+        try:
+            if field_error:
+                raise ValueError(field_error)
+            view = session.batch_view(space, **kw)
+        except ValueError as e:
+            self.post_message(BatchViewReady(gen, None, str(e)))
+            return
+        self.post_message(BatchViewReady(gen, view))
+
+    @on(BatchViewReady)
+    def batch_view_ready(self, msg: BatchViewReady) -> None:
+        if msg.generation != self.view_gen or self.space is None:
+            return                                  # stale: the fields changed since
+        if msg.view is None:
+            self.goal_idx, self.goal_error = None, msg.error
+            if self.sel is not None and self.view is not None:
+                self.select(self.sel)
+            else:
+                self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
+            return
+        v = self.view = msg.view
+        self.goal_error = v.error
+        self.fill_batch_front(v)
+        if v.decision is not None:
+            self.goal_idx, self.goal_text = v.decision.pick.index, v.decision.goal
+            self.select(self.goal_idx)
+        else:
+            self.goal_idx = None
+            rows = set(int(r) for r in v.targets.rows)
+            keep = self.sel if self.sel in rows else (int(v.front[-1]) if len(v.front) else None)
+            if keep is None:                        # nothing to choose from: nothing selected
+                self.sel = None
+                self.query_one("#details", Static).update(f"[red]{escape(v.error or '')}[/red]")
+                self.draw_batch()
+                return
+            self.select(keep)
+
+    def fill_batch_front(self, v) -> None:
+        """The front over (time to target, power): rebuilt only when it changed."""
+        key = (tuple(int(i) for i in v.front), float(v.targets.samples), v.rel.source)
+        self.front = np.asarray(v.front, dtype=int)
+        if key == self.front_key:
+            return
+        self.front_key = key
+        tab, tg = self.table, v.targets
+        dt = self.query_one("#front", DataTable)
+        dt.clear(columns=True)
+        dt.add_columns("bs", "c", "CPU", "GPU", "EMC", "h", "W")
+        for i in self.front:
+            m = tab.modes[i]
+            k = self.target_pos(i)
+            dt.add_row(str(int(tg.batch[k])), str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz),
+                       fmt_mhz(m.mem_mhz), f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
+
+    def target_pos(self, i: int) -> int:
+        """Position of space row i among the view's candidate rows (rows are sorted)."""
+        return int(np.searchsorted(self.view.targets.rows, i))
+
+    def show_batch_details(self, i: int) -> None:
+        v, tab = self.view, self.table
+        d = v.decision
+        k = self.target_pos(i)
+        tg = v.targets
+        m, b = tab.modes[i], int(tg.batch[k])
+        t, p = float(tab.time_ms[i]), float(tab.power_w[i])
+        tt, wh = float(tg.target_s[k]), float(tg.energy_wh[k])
+        lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
+        lines += [f"[b]{self.goal_text}[/b]" if d is not None and i == self.goal_idx
+                  else "[b]selected pair[/b]",
+                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
+                  f"EMC {fmt_mhz(m.mem_mhz)} MHz   [b]batch {b}[/b]",
+                  f"step {t:.1f}±{float(tab.time_ms_std[i]):.1f} ms  "
+                  f"{p:.1f}±{float(tab.power_w_std[i]):.1f} W",
+                  f"to target {hms(tt)}  {wh:.1f} Wh"]
+        if d is not None:
+            for tag, q in ((f"bs{d.default_batch} best mode", d.default),
+                           (f"paper bs{d.paper.batch_size if d.paper else ''} fastest", d.paper)):
+                if q is None:
+                    lines.append(f"vs {tag}: none fits")
+                elif q.index == i:
+                    lines.append(f"vs {tag}: this pair")
+                else:
+                    lines.append(f"vs {tag}: {pct(tt, q.target_s)} time, {pct(wh, q.energy_wh)} Wh")
+        if d is not None and d.dropped:
+            lines.append(f"bs {','.join(map(str, d.dropped))}: does not fit in memory")
+        lines.append(f"{self.basis()} " + ("throughput only" if v.rel.throughput_only
+                                           else f"noise scale {v.rel.noise_scale:g}"))
+        lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
+                     else f"[dim]enter: apply, train at batch {b}[/dim]")
+        self.query_one("#details", Static).update("\n".join(lines))
+
+    def draw_batch(self) -> None:
+        """Every candidate (mode, batch size): time to target vs power, one colour per size."""
+        v = self.view
+        plot = self.query_one("#pareto-plot", SafePlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        tg = v.targets
+        h = tg.target_s / 3600.0
+        n = len(tg.rows)
+        rng = np.random.default_rng(0)
+        show = np.sort(rng.choice(n, 2500, replace=False)) if n > 2500 else np.arange(n)
+        for c, b in enumerate(sorted(set(int(x) for x in tg.batch))):
+            s = show[tg.batch[show] == b]
+            if len(s):
+                plt.scatter(h[s].tolist(), tg.power_w[s].tolist(), marker="dot",
+                            color=BATCH_COLOURS[c % len(BATCH_COLOURS)], label=f"bs {b}")
+        if len(self.front):
+            ks = np.searchsorted(tg.rows, self.front)
+            plt.plot(h[ks].tolist(), tg.power_w[ks].tolist(), color="green", label="front")
+        if self.sel is not None:
+            k = self.target_pos(self.sel)
+            plt.scatter([float(h[k])], [float(tg.power_w[k])], marker="@", color="red",
+                        label="selected")
+        self.drawn_budget = self._num("#budget")
+        if self.drawn_budget is not None:
+            plt.hline(self.drawn_budget, "red")
+        if n:
+            plt.xscale("log")                       # (plotext cannot draw an empty log axis)
+        plt.xlabel("time to target (h)")
+        plt.ylabel("W")
+        plt.title(("measured" if self.model is None else "what-if" if self.what_if or self.foreign
+                   else "predicted") + (", all batch sizes" if self.bs_filter is None
+                                        else f", batch {self.bs_filter} only"))
+        plot.refresh()
+
     def select(self, i: int) -> None:
         self.sel = i
         pos = np.flatnonzero(self.front == i)
         dt = self.query_one("#front", DataTable)
         if len(pos) and dt.cursor_row != int(pos[0]):
             dt.move_cursor(row=int(pos[0]))
+        if self.space is not None:
+            self.show_batch_details(i)
+            self.draw_batch()
+            return
         self.show_details(i)
         self.draw()
 
@@ -370,6 +573,13 @@ class ParetoScreen(Screen):
                   "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plot.refresh()
 
+    def redraw(self) -> None:
+        if self.space is not None:
+            if self.view is not None:
+                self.draw_batch()
+        elif self.table is not None:
+            self.draw()
+
     def current_mode(self) -> Mode | None:
         """The device's mode from the latest telemetry sample (no device read on the UI thread)."""
         t = self.app.state.sampler.latest()
@@ -392,9 +602,16 @@ class ParetoScreen(Screen):
         st.selected_basis = "predicted" if self.model is not None else "measured"
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
+        st.selected_batch = (int(self.view.targets.batch[self.target_pos(i)])
+                             if self.space is not None and self.view is not None else None)
         self.app.switch_mode("apply")
 
     @on(DataTable.RowSelected, "#front")
     def row_selected(self, event: DataTable.RowSelected) -> None:
         # the selection follows the cursor (row_moved); a goal mode off the front stays selected
         self.action_pick()
+
+
+def pct(x: float, base: float) -> str:
+    """x against base, signed per cent (negative: less than base)."""
+    return f"{100 * (x - base) / base:+.0f}%" if base > 0 else "n/a"

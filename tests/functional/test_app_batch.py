@@ -1,0 +1,196 @@
+"""The Pareto screen with several batch sizes (issue 11 item 6): the sizes shown, the joint pick as
+core decides it, memory-infeasible pairs never picked, the change against batch 16 shown."""
+import csv
+
+import numpy as np
+import pytest
+from textual_plotext import PlotextPlot
+
+from ptui.core import batch as bt
+from ptui.core.clock import hms
+from ptui.core.predictor import load_model
+from tests.functional.test_app import make_app, wait_workers
+from tests.support.cli import run_cli
+
+SIZES = (8, 16, 32)
+
+
+@pytest.fixture(scope="module")
+def batch_files(tmp_path_factory):
+    """A simulated ResNet-18 profile over batch sizes 8,16,32 (30 pairs), its model, and the same
+    profile claiming 80 GB of peak memory at batch 32 (more than the board has), with its model."""
+    d = tmp_path_factory.mktemp("bsapp")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PTUI_DATA_DIR", str(d / "data"))
+    try:
+        csv_path = d / "rb.csv"
+        rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "resnet18",
+                             "--batch-sizes", ",".join(map(str, SIZES)), "--count", "30",
+                             "--out", csv_path)
+        assert rc == 0, err
+        rc, _, err = run_cli("fit", "--device", "orin-agx", "--profile", csv_path, "--out", d / "m")
+        assert rc == 0, err
+        with open(csv_path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for r in rows:
+            if r["batch_size"] == "32":
+                r["peak_mem_gb"] = "80"
+        big = d / "rb-oom.csv"
+        with open(big, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        rc, _, err = run_cli("fit", "--device", "orin-agx", "--profile", big, "--out", d / "m-oom")
+        assert rc == 0, err
+    finally:
+        mp.undo()
+    return {"csv": csv_path, "model": d / "m", "oom_model": d / "m-oom"}
+
+
+def _fits(dt) -> bool:
+    return dt.virtual_size.width <= dt.scrollable_content_region.width
+
+
+async def _open(app, pilot):
+    await pilot.press("4")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.2)
+    await wait_workers(app, pilot)
+    return app.screen
+
+
+async def _set(app, pilot, wid, value):
+    app.screen.query_one(wid).value = value
+    await pilot.pause(0.1)
+    await wait_workers(app, pilot)
+    await pilot.pause(0.1)
+
+
+def _picked(scr):
+    i = scr.sel
+    return scr.table.modes[i], int(scr.view.targets.batch[scr.target_pos(i)])
+
+
+async def test_batch_model_shows_sizes_core_pick_and_batch_16_saving(batch_files):
+    """At 80x24: the sizes are shown (plot legend, a bs column on the front), the pick is
+    batch.decide's for the same inputs (throughput only, then with a noise scale), and the details
+    give time and energy to target and the change against the best mode at batch 16."""
+    model = load_model(batch_files["model"])
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        assert scr.space is not None and scr.space.sizes == SIZES
+        dt = scr.query_one("#front")
+        assert [str(c.label) for c in dt.columns.values()][0] == "bs"
+        assert {int(dt.get_row_at(r)[0]) for r in range(dt.row_count)} <= set(SIZES)
+        assert _fits(dt), (dt.virtual_size, dt.scrollable_content_region)
+        assert scr.query_one("#noise").display and not scr.query_one("#deadline").display
+        for noise in (None, 64.0):
+            if noise is not None:
+                await _set(app, pilot, "#noise", "64")
+            want = bt.decide(model, SIZES, noise_scale=noise, budget_w=30.0, risk=0.05, epochs=10)
+            assert _picked(scr) == (want.pick.mode, want.pick.batch_size)
+            text = str(scr.query_one("#details").render())
+            assert f"batch {want.pick.batch_size}" in text
+            assert f"to target {hms(want.pick.target_s)}  {want.pick.energy_wh:.1f} Wh" in text
+            assert want.default.batch_size == 16
+            if want.default.index != want.pick.index:
+                pct = 100 * (want.pick.target_s - want.default.target_s) / want.default.target_s
+                assert f"vs bs16 best mode: {pct:+.0f}% time" in text, text
+            assert ("throughput only" in text) == (noise is None)
+            scr.draw_batch()             # plotext builds a log-scale figure once per draw
+            legend = str(PlotextPlot.render(scr.query_one("#pareto-plot")))
+            assert all(f"bs {b}" in legend for b in SIZES), legend
+        details = scr.query_one("#details")
+        assert details.region.bottom <= dt.region.y           # the whole panel shows
+        assert scr.query_one("#pareto-plot").region.width >= 32
+
+
+async def test_b_restricts_to_one_batch_size(batch_files):
+    """b cycles all sizes -> 8 -> 16 -> 32 -> all; with one size the pick is decide's over that size
+    alone and the front holds only that size."""
+    model = load_model(batch_files["model"])
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        await _set(app, pilot, "#noise", "32")
+        for b in SIZES:
+            await pilot.press("b")
+            await wait_workers(app, pilot)
+            await pilot.pause(0.1)
+            assert scr.bs_filter == b
+            want = bt.decide(model, (b,), noise_scale=32.0, budget_w=30.0, risk=0.05, epochs=10)
+            assert _picked(scr) == (want.pick.mode, b)
+            assert set(scr.view.targets.batch[np.searchsorted(scr.view.targets.rows, scr.front)]) == {b}
+        await pilot.press("b")
+        await wait_workers(app, pilot)
+        assert scr.bs_filter is None
+
+
+async def test_pairs_that_do_not_fit_are_never_picked(batch_files):
+    """Throughput only at 30 W the largest batch (32) is picked; when the profile says batch 32
+    needs 80 GB (the board has 61.5 for training), no pair at 32 is drawn or picked, the details
+    say it does not fit, and asking for 32 alone says none fits."""
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        await _set(app, pilot, "#budget", "30")
+        assert _picked(scr)[1] == 32                          # the case the test is about
+    model = load_model(batch_files["oom_model"])
+    assert not bt.model_memory(model).fits(32)[0]
+    app, _ = make_app(model_dir=batch_files["oom_model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        await _set(app, pilot, "#budget", "30")
+        mode, b = _picked(scr)
+        want = bt.decide(model, SIZES, budget_w=30.0, risk=0.05, epochs=10)
+        assert b != 32 and (mode, b) == (want.pick.mode, want.pick.batch_size)
+        assert 32 not in set(int(x) for x in scr.view.targets.batch)
+        assert "bs 32: does not fit in memory" in str(scr.query_one("#details").render())
+        for _ in range(3):
+            await pilot.press("b")
+            await wait_workers(app, pilot)
+        assert scr.bs_filter == 32
+        await pilot.pause(0.1)
+        text = str(scr.query_one("#details").render())
+        assert "none of the batch sizes 32 fits" in text, text
+        assert scr.sel is None                                # nothing to pick from
+
+
+async def test_batch_profile_csv_picks_among_measured_pairs(batch_files):
+    """A profile CSV over several sizes (no model): the pick is the measured pair with the least
+    time per sample within the budget (throughput only), found here from the CSV itself; the
+    screen no longer mixes the sizes up as one batch."""
+    with open(batch_files["csv"], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    ok = [r for r in rows if float(r["power_w"]) <= 25.0]
+    best = min(ok, key=lambda r: float(r["time_ms"]) / int(r["batch_size"]))
+    app, _ = make_app(profile_csv=batch_files["csv"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        assert scr.space is not None and scr.space.sizes == SIZES and scr.model is None
+        await _set(app, pilot, "#budget", "25")
+        mode, b = _picked(scr)
+        want = tuple(float(best[k]) for k in ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"))
+        assert (mode.as_tuple(), b) == (want, int(best["batch_size"]))
+        assert "(measured)" in str(scr.query_one("#details").render())
+
+
+async def test_one_size_source_after_a_batch_one(batch_files):
+    """Loading a one-size source after a batch one brings the deadline field and the one-size
+    front back (no batch column, no noise field, b hidden)."""
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        assert scr.space is not None
+        scr.query_one("#path").value = str(bundled_reference())
+        scr.action_load()
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.space is None and scr.query_one("#deadline").display
+        assert not scr.query_one("#noise").display
+        dt = scr.query_one("#front")
+        assert [str(c.label) for c in dt.columns.values()][0] == "c"
+        assert scr.sel is not None and scr.sel < len(scr.table)
+        assert not scr.check_action("batch", ())
