@@ -462,7 +462,7 @@ def model_space(model, batch_sizes, modes=None) -> JointSpace:
     b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
     want = sorted(set(int(b) for b in batch_sizes) | {b0})
     evaluated = tuple(b for b in want if bool(memory.fits(b)[0]))
-    modes = modes if modes is not None else model.device.full_space()
+    modes = modes if modes is not None else model.decision_space()[0]
     if evaluated:
         jt = joint_table(model, modes, evaluated, memory)
     else:

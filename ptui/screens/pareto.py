@@ -192,6 +192,7 @@ class ParetoScreen(Screen):
             Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
         self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
         self.timed = p.timed or ""
+        self.left_out = p.note
         if (p.space is None) != (self.space is None) or (
                 self.sel is not None and self.sel >= len(p.space.jt if p.space is not None else p.table)):
             self.sel = None                  # an index into the previous source's rows
@@ -232,7 +233,8 @@ class ParetoScreen(Screen):
             return f"(predicted for {self.model.device.name}: what-if only)"
         if self.what_if:
             return "(what-if: bundled ResNet-18 reference)"
-        return "(predicted)"
+        # knob values no profiled mode had are not candidates (extrapolations): said, not hidden
+        return "(predicted: profiled knobs only)" if getattr(self, "left_out", "") else "(predicted)"
 
     def step_word(self) -> str:
         """What one time is: a script is timed per optimizer step (or whole iteration)."""

@@ -189,3 +189,28 @@ async def test_resizing_the_terminal_keeps_every_plot():
             assert plot.size.width > 0
         scr = app.screen
         assert app.is_running and type(scr).__name__ == "ApplyScreen"
+
+
+async def test_pareto_decides_among_profiled_knob_values_only(tmp_path):
+    """A model fitted on even core counts and CPU >= 1036.8 MHz: the Pareto screen's table holds
+    only modes whose knob values were profiled, the pick is one of them, and the panel says so."""
+    import numpy as np
+
+    from ptui.core.gp import raw_modes
+    from tests.unit.test_decision_space import _model
+    model, modes = _model(tmp_path)
+    P = raw_modes(modes)
+    app, _ = make_app(model_dir=tmp_path / "m")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        kept, _ = model.decision_space()
+        assert scr.table is not None and len(scr.table) == len(kept)
+        A = raw_modes(scr.table.modes)
+        for k in range(4):
+            assert set(A[:, k]) <= set(P[:, k])
+        details = str(scr.query_one("#details").render())
+        assert "profiled knobs only" in details, details
+        assert np.isfinite(scr.table.power_w).all()
