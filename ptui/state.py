@@ -31,6 +31,8 @@ class AppState:
     """Its predicted (or measured) time_ms, power_w and power_w_std."""
     selected_basis: str = "predicted"
     """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
+    selected_unit: str = "minibatch"
+    """What one of its times is: a minibatch, or what the probe timed in a script."""
     log: list[str] = field(default_factory=list)
 
 

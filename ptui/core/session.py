@@ -552,7 +552,7 @@ def load_predictions(path: Path, device) -> Predictions:
         w = WORKLOADS.get(str(wl))
         mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
-        return Predictions(table, model, mb, wl)
+        return Predictions(table, model, mb, wl, str(model.meta.get("timed") or ""))
     from .csvio import profile_tags, read_profile
     modes, t, p = read_profile(path, device, min_modes=1)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
