@@ -33,6 +33,8 @@ class AppState:
     selected_batch: int | None = None
     """The batch size picked with it (a source with several batch sizes), else None."""
     """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
+    selected_unit: str = "minibatch"
+    """What one of its times is: a minibatch, or what the probe timed in a script."""
     log: list[str] = field(default_factory=list)
 
 

@@ -563,7 +563,8 @@ def load_predictions(path: Path, device) -> Predictions:
         if len(model.batch_sizes) > 1:
             from .batch import model_space
             space = model_space(model, model.batch_sizes, modes)
-        return Predictions(table, model, mb, wl, note=note, space=space)
+        return Predictions(table, model, mb, wl, str(model.meta.get("timed") or ""), note=note,
+                           space=space)
     from .csvio import profile_batch_sizes, profile_tags, read_profile
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size

@@ -76,7 +76,7 @@ class ApplyScreen(Screen):
         pred = st.selected_pred
         spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
         lines = [f"[b]Apply[/b] {p.target}   (now: {p.current.key})",
-                 f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per minibatch"
+                 f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per {st.selected_unit}"
                  f"{f' of {st.selected_batch}' if st.selected_batch else ''}, "
                  f"{pred.get('power_w', float('nan')):.2f} W{spread}", ""]
         lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]

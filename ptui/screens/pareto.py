@@ -602,6 +602,8 @@ class ParetoScreen(Screen):
         st = self.app.state
         st.selected = self.table.modes[i]
         st.selected_basis = "predicted" if self.model is not None else "measured"
+        from ..core.profiler import time_unit
+        st.selected_unit = time_unit(self.timed)
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
         st.selected_batch = (int(self.view.targets.batch[self.target_pos(i)])

@@ -1,5 +1,6 @@
-"""Quitting the app while a fine-tune runs (issue 10 C5): the app ends promptly, not after the
-current fitting stage (it showed a blank screen for ~8 s)."""
+"""Issue 10 in the app: quitting while a fine-tune runs ends the app promptly, not after the
+current fitting stage (C5: it showed a blank screen for ~8 s); a script's model says what one
+time is (A6)."""
 import time
 
 
@@ -41,3 +42,37 @@ def test_the_fitting_child_reports_bad_input_as_one_line(tmp_path):
     with pytest.raises(InputError) as e:
         fit_cancellable(get_device("orin-agx"), bad, workload="resnet18")
     assert "\n" not in str(e.value) and "Traceback" not in str(e.value) and str(e.value)
+
+
+async def test_a_scripts_model_says_what_was_timed_on_pareto_and_apply(tmp_path):
+    """A model fitted on a script's profile predicts optimizer steps (or whole iterations): the
+    Pareto details and the Apply plan say so (they said 'minibatch')."""
+    import csv
+
+    from tests.functional.test_app import make_app, wait_workers
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rows = list(csv.reader((tmp_path / "p.csv").open()))
+    h = rows[0]
+    for r in rows[1:]:
+        r[h.index("timed")] = "one iteration of 2 optimizers (2 optimizer steps, 2 backward passes)"
+        r[h.index("workload")] = "script"
+    with (tmp_path / "s.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    rc, _, err = run_cli("fit", "--device", "orin-agx", "--profile", tmp_path / "s.csv", "--out",
+                         tmp_path / "m", "--method", "gp")
+    assert rc == 0, err
+    app, _ = make_app(model_dir=tmp_path / "m")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        details = str(app.screen.query_one("#details").render())
+        assert app.screen.model is not None and "minibatch" not in details, details
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        plan = str(app.screen.query_one("#plan").render())
+        assert "ms per iteration of 2 optimizers" in plan and "minibatch" not in plan, plan
