@@ -35,8 +35,13 @@ def _pick(caps):
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed on this machine")
-def test_user_journey_in_tmux():
-    caps = journey()
+@pytest.mark.parametrize("cols,rows", [(80, 24), (100, 30)])
+def test_user_journey_in_tmux(cols, rows):
+    caps = journey(cols=cols, rows=rows)
+    for name, screen in caps.items():        # the footer is whole: no key label cut off
+        footer = screen.rstrip("\n").splitlines()[-1]
+        assert "Quit" in footer and "Screens" in footer, (name, footer)
+        assert len(screen.splitlines()) <= rows, name
     key, m, pareto = _pick(caps)
     power = float(re.search(r"power ([\d.]+) W ± [\d.]+", pareto)[1])
     assert power <= 30.0                                          # predicted within the budget
