@@ -782,10 +782,15 @@ def targets(h: Harness) -> list[str]:
 
 
 def batch_section() -> list[str]:
-    """docs/accuracy-batch.md (written by benchmarks/eval_batch.py --markdown) as the report's last
-    section, so that regenerating this report keeps the batch-size evaluation."""
-    f = ROOT / "docs" / "accuracy-batch.md"
-    return ["", f.read_text().rstrip("\n")] if f.exists() else []
+    """The sections measured by benchmarks/eval_batch.py, appended to the report so that
+    regenerating it keeps them: docs/accuracy-decision-space.md (which modes a decision may
+    choose) and docs/accuracy-batch.md (eval_batch.py --markdown: batch size as a knob)."""
+    out = []
+    for name in ("accuracy-decision-space.md", "accuracy-batch.md"):
+        f = ROOT / "docs" / name
+        if f.exists():
+            out += ["", f.read_text().rstrip("\n")]
+    return out
 
 
 def main(argv=None) -> None:
