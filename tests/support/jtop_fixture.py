@@ -33,12 +33,24 @@ def unavailable() -> str | None:
         return f"no jtop executable next to {sys.executable}"
     if FAKE.exists() and not FAKE.is_symlink():
         return "/fake_sys exists and is not ours"
-    if SOCK.exists():
+    if SOCK.exists() and _answers(SOCK):
         return "a jtop service is already running on /run/jtop.sock"
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
     if r.returncode:
         return f"unshare --mount is not permitted here: {r.stderr.decode().strip()[:100]}"
     return None
+
+
+def _answers(sock: Path) -> bool:
+    """A socket left behind by a killed service refuses connections: the service's --force
+    replaces it, so only a live one is a reason to stay away."""
+    import socket
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(sock))
+            return True
+        except OSError:
+            return False
 
 
 def _config_dir() -> Path:
@@ -68,7 +80,7 @@ class JtopService:
                                      env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         end = time.time() + timeout
         while time.time() < end:
-            if SOCK.exists():
+            if SOCK.exists() and _answers(SOCK):
                 time.sleep(0.3)
                 return
             if self.proc.poll() is not None:

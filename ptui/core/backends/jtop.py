@@ -102,7 +102,9 @@ class JtopBackend(Backend):
         if nvp is not None and cur != nvp and not self._select_nvpmodel(nvp, timeout=40.0) \
                 and self._sysfs.snapshot().get("nvpmodel") != nvp:
             raise BackendError(f"jtop did not switch back to nvpmodel {nvp}")
-        self._sysfs.restore(snap)
+        # the service owns nvpmodel (it runs it as root): sysfs writes only the exact values, and
+        # never runs the nvpmodel command because the board's status file lags behind the service
+        self._sysfs.restore(dict(snap, nvpmodel=None) if isinstance(snap, dict) else snap)
 
     def plan_writes(self, target: Mode) -> list[str]:
         return self._sysfs.plan_writes(target)
@@ -128,16 +130,20 @@ class JtopBackend(Backend):
             time.sleep(0.1)
         return False
 
-    def apply_preset(self, key, timeout: float = 15.0) -> Mode:
+    def apply_preset(self, key, timeout: float = 30.0) -> Mode:
         """Select an NVIDIA preset through the jtop service (it runs nvpmodel as root), wait for
         it, and verify the board's clocks through sysfs; roll back on a mismatch."""
         p = self.device.preset(key)
         snap = self._sysfs.snapshot()
         if self._select_nvpmodel(p.id, timeout) and self.current_mode() == p.mode:
             return p.mode
-        self.restore(snap)
-        raise ApplyError(f"nvpmodel {p.name} not reached through jtop within {timeout:.0f} s "
-                         f"(board reports {self.current_mode().key}); rolled back")
+        why = (f"nvpmodel {p.name} not reached through jtop within {timeout:.0f} s "
+               f"(board reports {self.current_mode().key})")
+        try:
+            self.restore(snap)
+        except BackendError as e:                # the first cause first, then the failed rollback
+            raise ApplyError(f"{why}; rolling back failed: {e}") from None
+        raise ApplyError(f"{why}; rolled back")
 
     def persist(self, mode: Mode) -> str:
         return self._sysfs.persist(mode)
