@@ -42,15 +42,20 @@ class Term:
                               text=True, check=True).stdout
 
     def wait_for(self, text: str, timeout: float = 90.0) -> str:
-        """Wait until `text` is on screen, also when the terminal wrapped it inside a panel."""
+        """Wait until `text` is on screen, also when the terminal wrapped it inside a panel, and
+        the frame is whole: tmux can be read while the app is half-way through drawing a frame
+        (seen in CI under load: the bottom rows of the screen before still showing), so a capture
+        counts once its bottom line is the key footer.  A screen that never draws its footer
+        whole still fails here, with the screen shown."""
         want = _flat(text)
         end = time.time() + timeout
         while time.time() < end:
             s = self.screen()
-            if want in _flat(s):
+            lines = s.rstrip("\n").splitlines()
+            if want in _flat(s) and lines and "Quit" in lines[-1]:
                 return s
             time.sleep(0.3)
-        raise AssertionError(f"{text!r} never appeared; screen:\n{self.screen()}")
+        raise AssertionError(f"{text!r} never appeared above a whole footer; screen:\n{self.screen()}")
 
     def close(self) -> None:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
