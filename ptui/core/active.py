@@ -206,15 +206,14 @@ class ActivePlanner:
 
     def fit(self, rows: list[dict]):
         """GP time and power models on the measured rows (in plan order)."""
-        from .fit import gp_fit
+        from .fit import GP_SPECS, gp_fit
         from .predictor import features
         A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
         out = {}
         for name, key in (("time", "time_ms"), ("power", "power_w")):
             y = np.array([r[key] for r in rows], float)
             ref = getattr(self.reference, name) if self.reference is not None else None
-            prior = {"gp": "none", "gp-refmean": "refmean", "gp-refinput": "refinput"}[
-                self._choice(name, A, y, ref)]
+            prior = GP_SPECS[self._choice(name, A, y, ref)]
             ref_log = ref.predict_log(features(self.device, A))[0] if ref is not None else None
             out[name], _ = gp_fit(prior, A, np.log(y), ref_log, ref if prior != "none" else None,
                                   seed=self.seed)
