@@ -9,6 +9,7 @@ import pytest
 from ptui.core.devices import get_device
 from ptui.core.fit import calibrate, fit_model, gp_fit
 from ptui.core.gp import knob_features, raw_modes
+from ptui.core.modeldir import meta_digest
 from ptui.core.pareto import Table, choose
 from ptui.core.predictor import load_bundled, load_model
 
@@ -29,9 +30,12 @@ def synthetic(n, seed, noise=0.02):
     return modes, A, t, p
 
 
-def test_numpy_inference_equals_sklearn():
+@pytest.mark.parametrize("base", ["matern52", "rbf"])
+def test_numpy_inference_equals_sklearn(base):
+    """The Matern-5/2 kernel ptui fits now and the RBF kernel of models saved before it."""
     _, A, t, _ = synthetic(40, 0)
-    g, kern = gp_fit("none", A, np.log(t), None, None, seed=0)
+    g, kern = gp_fit("none", A, np.log(t), None, None, seed=0, base=base)
+    assert g.kernel_type == base
     # rebuild the same fitted regressor in sklearn and compare predictions on other modes
     from sklearn.gaussian_process import GaussianProcessRegressor
     F = knob_features(A)
@@ -81,6 +85,64 @@ def test_save_load_round_trip_plain_arrays(tmp_path):
     after = load_model(tmp_path / "m").predict(A)
     for k in before:
         assert np.allclose(before[k], after[k], rtol=1e-12)
+
+
+def test_gp_fit_uses_matern52_by_default():
+    from sklearn.gaussian_process.kernels import Matern
+    _, A, t, _ = synthetic(30, 13)
+    g, kern = gp_fit("none", A, np.log(t), None, None, seed=0)
+    assert g.kernel_type == "matern52" and isinstance(kern.k1.k2, Matern) and kern.k1.k2.nu == 2.5
+
+
+def test_gp_model_saved_before_the_kernel_key_loads_as_rbf(tmp_path):
+    """A GP model directory written before Matern-5/2 (no kernel_type in its config) is an RBF
+    GP: it loads and predicts exactly what it predicted when it was saved."""
+    from ptui.core.predictor import Model
+    _, A, t, p = synthetic(30, 14)
+    gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="rbf")
+    gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0, base="rbf")
+    m = Model(DEV, gt, gpw, {"kind": "gp"})
+    space = raw_modes(DEV.pt_grid())
+    before = m.predict(space)
+    m.save(tmp_path / "m")
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    for cfg in meta["predictors"].values():
+        assert cfg.pop("kernel_type") == "rbf"
+    meta["digest"] = meta_digest(meta)              # as an older ptui wrote it
+    f.write_text(json.dumps(meta))
+    again = load_model(tmp_path / "m")
+    assert again.time.kernel_type == "rbf"
+    for k in before:
+        assert np.allclose(again.predict(space)[k], before[k], rtol=1e-12)
+
+
+def test_unknown_kernel_refused(tmp_path):
+    from ptui.core.predictor import ModelError
+    modes, _, t, p = synthetic(20, 15)
+    fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    meta["predictors"]["time"]["kernel_type"] = "cubic"
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="kernel"):
+        load_model(tmp_path / "m")
+
+
+def test_calibration_rarely_leaves_intervals_too_narrow():
+    """50 cross-validated residuals of a GP whose sd is 1.5x too small: after calibration the
+    true coverage of the 90 % interval falls below 85 % in few draws (the 90 % quantile alone,
+    resting on the five largest residuals, left ~20 % of draws below 85 %)."""
+    from scipy.stats import norm
+    rng = np.random.default_rng(0)
+    cover = []
+    for _ in range(1000):
+        s = calibrate(np.abs(rng.standard_normal(50)) * 1.5)
+        cover.append(2 * norm.cdf(1.6448536 * s / 1.5) - 1)
+    cover = np.array(cover)
+    assert np.mean(cover < 0.85) < 0.13
+    assert np.median(cover) == pytest.approx(0.90, abs=0.02)
 
 
 def test_old_format_model_still_loads():
