@@ -200,8 +200,10 @@ class ActivePlanner:
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
         if key not in self.state:
+            from .fit import GP_SPECS
             _, m = fit_one(self.device, A[:n5], y[:n5], ref, method="gp", seed=self.seed)
-            self.state[key] = m["choice"]
+            cv = {k: v for k, v in m["candidates_cv_mape"].items() if k in GP_SPECS}
+            self.state[key] = min(cv, key=cv.get)       # the best single GP (refits are cheap)
         return self.state[key]
 
     def fit(self, rows: list[dict]):

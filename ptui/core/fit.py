@@ -89,12 +89,25 @@ def _kernel_parts(k) -> tuple[float, np.ndarray, str, float]:
             float(k.k2.noise_level))
 
 
-GP_CANDIDATES = tuple(GP_SPECS)
+STACK = "gp-stack"        # the GP candidates combined (gp.GPStack), when there are several
+GP_CANDIDATES = tuple(GP_SPECS) + (STACK,)
 
 
 def gp_candidates(with_reference: bool) -> tuple[str, ...]:
-    """The GP candidates cross-validated for a target (those using the reference need one)."""
-    return tuple(nm for nm in GP_CANDIDATES if with_reference or GP_SPECS[nm] == "none")
+    """The single GP candidates fitted for a target (those using the reference need one)."""
+    return tuple(nm for nm in GP_SPECS if with_reference or GP_SPECS[nm] == "none")
+
+
+def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
+    """Stack the single GP candidates: weights from their CV predictions (gp.stack_weights); the
+    stack's CV prediction is the same combination of theirs (its weights saw those predictions,
+    so its CV error is slightly optimistic).  Returns (GPStack, _CV)."""
+    from .gp import GPStack, stack_weights
+    names = list(fulls)
+    w = stack_weights(np.stack([cvs[nm].log_pred for nm in names], axis=1), ly)
+    mu = sum(wi * cvs[nm].log_pred for wi, nm in zip(w, names))
+    second = sum(wi * (cvs[nm].log_sd ** 2 + cvs[nm].log_pred ** 2) for wi, nm in zip(w, names))
+    return GPStack([fulls[nm] for nm in names], w), _CV(mu, np.sqrt(np.maximum(second - mu * mu, 1e-12)))
 
 
 def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None):
@@ -478,6 +491,8 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
             for nm in gp_candidates(ref_net is not None):
                 fulls[t][nm], cvs[t][nm] = _gp_candidate(nm, device, A, ly, ref_log, ref_net,
                                                          fold, seed)
+            if len(fulls[t]) > 1:
+                fulls[t][STACK], cvs[t][STACK] = _gp_stack(dict(fulls[t]), cvs[t], ly)
     except BaseException:
         if worker is not None:
             worker.close()                       # no orphaned child on an error or Ctrl-C
@@ -506,15 +521,21 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
         ly = np.log(y)
         cvs[t].update(nn[t])
         scores = {nm: cv.score(ly) for nm, cv in cvs[t].items()}
-        choice = min(scores, key=lambda k: (round(scores[k]["cv_mape"], 6), k not in GP_CANDIDATES))
+        # with a stack, the single GPs are reported but not chosen: the stack's weights already
+        # chose among them (measured: always the stack beat picking the CV-best single GP)
+        pool = [k for k in scores if not (STACK in scores and k in GP_SPECS)]
+        choice = min(pool, key=lambda k: (round(scores[k]["cv_mape"], 6), k not in GP_CANDIDATES))
         best = scores[choice]
         scale = calibrate(best["_z"])
         if choice in fulls[t]:
             pred = fulls[t][choice]
             pred.sd_scale = scale
-            if pred.ref is not None:             # the reference on every mode, looked up later
-                from .gp import reference_grid
-                pred.ref_grid = reference_grid(device, pred.ref)
+            grid = None
+            for g in getattr(pred, "members", [pred]):
+                if g.ref is not None:            # the reference on every mode, looked up later
+                    from .gp import reference_grid
+                    grid = reference_grid(device, g.ref) if grid is None else grid
+                    g.ref_grid = grid
             preds[t] = pred
         else:
             final_jobs[t] = (choice, y, ref_net, best["cv_resid_sd"] * scale)

@@ -231,3 +231,79 @@ def reference_grid(device: Device, ref) -> np.ndarray:
                        indexing="ij")
     A = np.stack([a.ravel() for a in axes], axis=1).astype(np.float64)
     return ref.predict_log(features(device, A))[0].reshape(shape)
+
+
+@dataclass
+class GPStack:
+    """A weighted combination of GP candidates of one target (stacking): mean = sum w_i mu_i,
+    variance = that of the mixture, sum w_i (sd_i^2 + mu_i^2) - mean^2, times sd_scale^2.  The
+    weights (non-negative, summing to 1) are fitted on the candidates' cross-validated
+    predictions.  Stored as each member's arrays prefixed ``m<i>_`` and their configs in order."""
+    members: list
+    weights: np.ndarray
+    sd_scale: float = 1.0
+
+    kind = "gp"
+
+    @property
+    def per_sample(self) -> bool:
+        return self.members[0].per_sample
+
+    @per_sample.setter
+    def per_sample(self, value: bool) -> None:
+        for m in self.members:
+            m.per_sample = value
+
+    def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu = np.zeros(len(np.asarray(A).reshape(-1, np.asarray(A).shape[-1])))
+        second = np.zeros_like(mu)
+        for w, m in zip(self.weights, self.members):
+            if w <= 0:
+                continue
+            mi, si = m.predict_log(device, A)
+            mu += w * mi
+            second += w * (si * si + mi * mi)
+        sd = np.sqrt(np.maximum(second - mu * mu, 1e-12)) * self.sd_scale
+        return mu, sd
+
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.predict_log(device, A)
+        mid = np.exp(mu)
+        return mid, mid * np.sqrt(np.expm1(sd ** 2))
+
+    def config(self) -> dict:
+        return {"kind": "gp-stack", "weights": [float(w) for w in self.weights],
+                "sd_scale": self.sd_scale, "members": [m.config() for m in self.members]}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {f"m{i}_{k}": v for i, m in enumerate(self.members) for k, v in m.to_arrays().items()}
+
+    @classmethod
+    def from_arrays(cls, cfg: dict, d) -> "GPStack":
+        cfgs = cfg.get("members")
+        w = np.asarray(cfg.get("weights"), np.float64)
+        if not isinstance(cfgs, list) or not cfgs or w.shape != (len(cfgs),):
+            raise ValueError("GP stack: members and weights do not match")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-6:
+            raise ValueError("GP stack weights must be non-negative and sum to 1")
+        members = []
+        for i, mc in enumerate(cfgs):
+            if not isinstance(mc, dict) or mc.get("kind") != "gp":
+                raise ValueError("GP stack member is not a GP")
+            pre = f"m{i}_"
+            members.append(GPTarget.from_arrays(mc, {k[len(pre):]: d[k] for k in d if k.startswith(pre)}))
+        scale = float(cfg.get("sd_scale", 1.0))
+        if not np.isfinite(scale) or scale <= 0:
+            raise ValueError("GP scales must be positive")
+        return cls(members, w, scale)
+
+
+def stack_weights(P: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative weights summing to 1 for the columns of P (cross-validated log predictions of
+    each candidate) that best fit y in least squares (the sum enforced by a heavily weighted extra
+    row)."""
+    from scipy.optimize import nnls
+    k = P.shape[1]
+    lam = 100.0 * max(1.0, float(np.abs(P).max()))
+    w, _ = nnls(np.vstack([P, np.full((1, k), lam)]), np.r_[y, lam])
+    return w / w.sum() if w.sum() > 0 else np.full(k, 1.0 / k)

@@ -81,7 +81,8 @@ def test_save_load_round_trip_plain_arrays(tmp_path):
         with np.load(tmp_path / "m" / f, allow_pickle=False) as z:
             assert all(z[k].dtype != object for k in z.files)
     meta = json.loads((tmp_path / "m" / "meta.json").read_text())
-    assert meta["predictors"]["time"]["kind"] == "gp"
+    assert meta["predictors"]["time"]["kind"] == "gp-stack"      # three candidates, stacked
+    assert len(meta["predictors"]["time"]["members"]) == 3
     after = load_model(tmp_path / "m").predict(A)
     for k in before:
         assert np.allclose(before[k], after[k], rtol=1e-12)
@@ -145,6 +146,47 @@ def test_calibration_rarely_leaves_intervals_too_narrow():
     assert np.median(cover) == pytest.approx(0.90, abs=0.02)
 
 
+def test_stack_weights_recover_a_known_combination():
+    from ptui.core.gp import stack_weights
+    rng = np.random.default_rng(0)
+    P = rng.standard_normal((40, 3))
+    w = stack_weights(P, P @ np.array([0.7, 0.3, 0.0]))
+    assert np.all(w >= 0) and w.sum() == pytest.approx(1.0)
+    assert np.allclose(w, [0.7, 0.3, 0.0], atol=1e-3)
+
+
+def test_stack_predicts_the_mixture_of_its_members():
+    """GPStack: mean = sum w mu, sd = the mixture's sd x sd_scale, from the members' own
+    predictions; fit --method gp with a reference stacks the three candidates."""
+    from ptui.core.gp import GPStack
+    modes, A, t, p = synthetic(30, 16)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+    st = model.time
+    assert isinstance(st, GPStack) and model.meta["metrics"]["time"]["choice"] == "gp-stack"
+    assert [m.prior for m in st.members] == ["none", "refmean", "refinput"]
+    B = raw_modes(DEV.pt_grid()[:200])
+    mu, sd = st.predict_log(DEV, B)
+    parts = [m.predict_log(DEV, B) for m in st.members]
+    mix = sum(w * m for w, (m, _) in zip(st.weights, parts))
+    var = sum(w * (s * s + m * m) for w, (m, s) in zip(st.weights, parts)) - mix ** 2
+    assert np.allclose(mu, mix, atol=1e-12)
+    assert np.allclose(sd, np.sqrt(var) * st.sd_scale, rtol=1e-9)
+    assert all(m.sd_scale == 1.0 for m in st.members)
+
+
+def test_stack_with_bad_weights_refused(tmp_path):
+    from ptui.core.predictor import ModelError
+    modes, _, t, p = synthetic(20, 17)
+    fit_model(load_bundled(), DEV, modes, t, p, method="gp").save(tmp_path / "m")
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    meta["predictors"]["time"]["weights"] = [0.5, 0.5, 0.5]
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="weights"):
+        load_model(tmp_path / "m")
+
+
 def test_old_format_model_still_loads():
     from ptui.core.predictor import bundled_reference
     meta = json.loads((bundled_reference() / "meta.json").read_text())
@@ -171,8 +213,11 @@ def test_auto_keeps_the_lowest_cv_error_and_reports_coverage():
     for name in ("time", "power"):
         m = model.meta["metrics"][name]
         cands = m["candidates_cv_mape"]
-        assert {"gp", "gp-refmean", "gp-refinput", "transfer", "transfer-nodropout", "scratch"} <= set(cands)
-        assert m["choice"] == min(cands, key=cands.get)
+        assert {"gp", "gp-refmean", "gp-refinput", "gp-stack", "transfer", "transfer-nodropout",
+                "scratch"} <= set(cands)
+        # the single GPs are reported; the stack stands for them against the networks
+        pool = {k: v for k, v in cands.items() if k not in ("gp", "gp-refmean", "gp-refinput")}
+        assert m["choice"] == min(pool, key=pool.get)
         assert 0 <= m["cv_coverage90"] <= 100
 
 
@@ -231,7 +276,7 @@ def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
     model = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
     for name in ("time", "power"):
         m = model.meta["metrics"][name]
-        assert set(m["candidates_cv_mape"]) == {"gp", "gp-refmean", "gp-refinput"}
+        assert set(m["candidates_cv_mape"]) == {"gp", "gp-refmean", "gp-refinput", "gp-stack"}
         assert "torch is not installed" in m["note"]
     from ptui.core.errors import PtuiInputError
     with pytest.raises(PtuiInputError, match="needs torch"):
