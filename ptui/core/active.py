@@ -200,21 +200,22 @@ class ActivePlanner:
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
         if key not in self.state:
+            from .fit import GP_SPECS
             _, m = fit_one(self.device, A[:n5], y[:n5], ref, method="gp", seed=self.seed)
-            self.state[key] = m["choice"]
+            cv = {k: v for k, v in m["candidates_cv_mape"].items() if k in GP_SPECS}
+            self.state[key] = min(cv, key=cv.get)       # the best single GP (refits are cheap)
         return self.state[key]
 
     def fit(self, rows: list[dict]):
         """GP time and power models on the measured rows (in plan order)."""
-        from .fit import gp_fit
+        from .fit import GP_SPECS, gp_fit
         from .predictor import features
         A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
         out = {}
         for name, key in (("time", "time_ms"), ("power", "power_w")):
             y = np.array([r[key] for r in rows], float)
             ref = getattr(self.reference, name) if self.reference is not None else None
-            prior = {"gp": "none", "gp-refmean": "refmean", "gp-refinput": "refinput"}[
-                self._choice(name, A, y, ref)]
+            prior = GP_SPECS[self._choice(name, A, y, ref)]
             ref_log = ref.predict_log(features(self.device, A))[0] if ref is not None else None
             out[name], _ = gp_fit(prior, A, np.log(y), ref_log, ref if prior != "none" else None,
                                   seed=self.seed)

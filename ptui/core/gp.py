@@ -2,7 +2,13 @@
 
 One target (time or power) is a GP on log(target):
 
-    log y(x) = m(x) + f(x),   f ~ GP(0, c * RBF_ARD(length) + noise * delta)
+    log y(x) = m(x) + f(x),   f ~ GP(0, c * Matern52_ARD(length) + noise * delta)
+
+(models saved before the Matern kernel use an RBF kernel and still load: ``kernel_type``).
+Matern-5/2 rather than RBF: its functions are twice differentiable, not infinitely, so it follows
+the bends where one resource takes over from another (a maximum of per-resource times) without
+the ringing an RBF needs to fit them; on held-out modes of both synthetic corpora (ptui's
+simulator and benchmarks/indep_corpus.py) it had lower error for every prior mean (docs/accuracy-notes-gp.md).
 
 Inputs: for each knob (cores, CPU, GPU, EMC frequency) its log and its reciprocal, standardised.
 A minibatch's time is close to a sum of per-resource terms that each scale like 1/frequency and a
@@ -31,6 +37,7 @@ import numpy as np
 from .devices import Device
 
 PRIORS = ("none", "refmean", "refinput")
+KERNELS = ("rbf", "matern52")
 
 
 def knob_features(A: np.ndarray) -> np.ndarray:
@@ -67,6 +74,7 @@ class GPTarget:
     ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
+    kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     _linv: np.ndarray | None = None
 
     kind = "gp"
@@ -102,8 +110,13 @@ class GPTarget:
 
     def kernel(self, Z1: np.ndarray, Z2: np.ndarray) -> np.ndarray:
         a, b = Z1 / self.length, Z2 / self.length
-        d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
-        return self.const * np.exp(-0.5 * np.maximum(d2, 0.0))
+        d2 = np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
+        if self.kernel_type == "matern52":
+            d5 = np.sqrt(5.0 * d2)
+            k = self.const * (1.0 + d5 + d2 * (5.0 / 3.0)) * np.exp(-d5)
+        else:
+            k = self.const * np.exp(-0.5 * d2)
+        return k
 
     def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement)."""
@@ -133,7 +146,8 @@ class GPTarget:
         return {"kind": "gp", "prior": self.prior, "const": self.const, "noise": self.noise,
                 "y_mean": self.y_mean, "y_scale": self.y_scale, "prior_a": self.prior_a,
                 "prior_b": self.prior_b, "sd_scale": self.sd_scale,
-                **({"per_sample": True} if self.per_sample else {})}
+                **({"per_sample": True} if self.per_sample else {}),
+                "kernel_type": self.kernel_type}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "X": self.X, "alpha": self.alpha,
@@ -160,6 +174,7 @@ class GPTarget:
                 float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
                 float(cfg.get("sd_scale", 1.0)), ref, grid if prior != "none" else None)
         g.per_sample = bool(cfg.get("per_sample", False))
+        g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
         g.check()
         return g
 
@@ -177,6 +192,8 @@ class GPTarget:
         if self.const <= 0 or self.noise < 0 or self.y_scale <= 0 or self.sd_scale <= 0 \
                 or np.any(self.length <= 0) or np.any(self.x_scale <= 0):
             raise ValueError("GP scales must be positive")
+        if self.kernel_type not in KERNELS:
+            raise ValueError(f"unknown GP kernel {self.kernel_type!r}")
         if self.per_sample and not self.batch_aware:
             raise ValueError("a per-sample GP needs the batch size as an input")
         if (self.prior == "none") != (self.ref is None):
@@ -214,3 +231,79 @@ def reference_grid(device: Device, ref) -> np.ndarray:
                        indexing="ij")
     A = np.stack([a.ravel() for a in axes], axis=1).astype(np.float64)
     return ref.predict_log(features(device, A))[0].reshape(shape)
+
+
+@dataclass
+class GPStack:
+    """A weighted combination of GP candidates of one target (stacking): mean = sum w_i mu_i,
+    variance = that of the mixture, sum w_i (sd_i^2 + mu_i^2) - mean^2, times sd_scale^2.  The
+    weights (non-negative, summing to 1) are fitted on the candidates' cross-validated
+    predictions.  Stored as each member's arrays prefixed ``m<i>_`` and their configs in order."""
+    members: list
+    weights: np.ndarray
+    sd_scale: float = 1.0
+
+    kind = "gp"
+
+    @property
+    def per_sample(self) -> bool:
+        return self.members[0].per_sample
+
+    @per_sample.setter
+    def per_sample(self, value: bool) -> None:
+        for m in self.members:
+            m.per_sample = value
+
+    def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu = np.zeros(len(np.asarray(A).reshape(-1, np.asarray(A).shape[-1])))
+        second = np.zeros_like(mu)
+        for w, m in zip(self.weights, self.members):
+            if w <= 0:
+                continue
+            mi, si = m.predict_log(device, A)
+            mu += w * mi
+            second += w * (si * si + mi * mi)
+        sd = np.sqrt(np.maximum(second - mu * mu, 1e-12)) * self.sd_scale
+        return mu, sd
+
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.predict_log(device, A)
+        mid = np.exp(mu)
+        return mid, mid * np.sqrt(np.expm1(sd ** 2))
+
+    def config(self) -> dict:
+        return {"kind": "gp-stack", "weights": [float(w) for w in self.weights],
+                "sd_scale": self.sd_scale, "members": [m.config() for m in self.members]}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {f"m{i}_{k}": v for i, m in enumerate(self.members) for k, v in m.to_arrays().items()}
+
+    @classmethod
+    def from_arrays(cls, cfg: dict, d) -> "GPStack":
+        cfgs = cfg.get("members")
+        w = np.asarray(cfg.get("weights"), np.float64)
+        if not isinstance(cfgs, list) or not cfgs or w.shape != (len(cfgs),):
+            raise ValueError("GP stack: members and weights do not match")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-6:
+            raise ValueError("GP stack weights must be non-negative and sum to 1")
+        members = []
+        for i, mc in enumerate(cfgs):
+            if not isinstance(mc, dict) or mc.get("kind") != "gp":
+                raise ValueError("GP stack member is not a GP")
+            pre = f"m{i}_"
+            members.append(GPTarget.from_arrays(mc, {k[len(pre):]: d[k] for k in d if k.startswith(pre)}))
+        scale = float(cfg.get("sd_scale", 1.0))
+        if not np.isfinite(scale) or scale <= 0:
+            raise ValueError("GP scales must be positive")
+        return cls(members, w, scale)
+
+
+def stack_weights(P: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative weights summing to 1 for the columns of P (cross-validated log predictions of
+    each candidate) that best fit y in least squares (the sum enforced by a heavily weighted extra
+    row)."""
+    from scipy.optimize import nnls
+    k = P.shape[1]
+    lam = 100.0 * max(1.0, float(np.abs(P).max()))
+    w, _ = nnls(np.vstack([P, np.full((1, k), lam)]), np.r_[y, lam])
+    return w / w.sum() if w.sum() > 0 else np.full(k, 1.0 / k)

@@ -250,6 +250,9 @@ def load_model(directory: str | Path) -> Model:
             if cfg.get("kind") == "gp":
                 from .gp import GPTarget
                 nets[name] = GPTarget.from_arrays(cfg, arrays)
+            elif cfg.get("kind") == "gp-stack":
+                from .gp import GPStack
+                nets[name] = GPStack.from_arrays(cfg, arrays)
             elif cfg.get("kind") == "nn":
                 nets[name] = Net.from_arrays(arrays)
             else:

@@ -1,0 +1,110 @@
+"""Held-out accuracy of `fit --method gp` alone, fast enough to compare modelling changes.
+
+For every scenario of a corpus (evaluate.py's SIM_SCENARIOS or INDEP_SCENARIOS, corpora cached as
+evaluate.py caches them), each size and repeat: the same random profiled modes as evaluate.py
+draws, fit_one(method="gp") per target, MAPE and 90 % interval coverage on every other grid mode.
+No networks, no decisions (evaluate.py does those).  Prints one line per scenario and size and,
+with --save-json, keeps the rows; --compare A.json B.json prints the range over scenarios of the
+per-scenario medians of two saved runs side by side.
+
+    python benchmarks/gp_heldout.py --corpus indep --sizes 25,50 --repeats 3 --save-json new.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import evaluate as ev  # noqa: E402
+
+from ptui.core import fit as fitmod  # noqa: E402
+from ptui.core.devices import get_device  # noqa: E402
+
+
+def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
+    ref = ev.load_model(ev.bundled_reference())
+    rows = []
+    for dev_name, wl in scenarios:
+        dev = get_device(dev_name)
+        if corpus == "sim":
+            modes, tt, pp, _ = ev.sim_corpus(dev_name, wl, cache)
+        else:
+            modes, tt, pp, _ = ev._read(ev.indep_corpus_file(dev_name, wl, cache), dev_name)
+        A = np.array([m.as_tuple() for m in modes], float)
+        n = len(A)
+        for k in sizes:
+            res: dict = {"time": [], "power": [], "cov_t": [], "cov_p": [], "ch_t": [], "ch_p": []}
+            secs = []
+            for r in range(repeats):
+                idx = np.random.default_rng(1000 * k + r).choice(n, k, replace=False)
+                ho = ev.held_out(n, idx)
+                for tgt, y, ck, chk in (("time", tt, "cov_t", "ch_t"), ("power", pp, "cov_p", "ch_p")):
+                    t1 = time.perf_counter()
+                    pred, met = fitmod.fit_one(dev, A[idx], y[idx], getattr(ref, tgt), method="gp", seed=r)
+                    secs.append(time.perf_counter() - t1)
+                    mu, sd = pred.predict_log(dev, A[ho])
+                    res[tgt].append(ev.mape(mu, y[ho]))
+                    res[ck].append(ev.coverage(mu, sd, y[ho]))
+                    res[chk].append(met["choice"])
+            row = {"corpus": corpus, "scen": f"{dev_name}/{wl}", "k": k, "raw": res,
+                   "secs": float(np.mean(secs)),
+                   **{key: float(np.median(v)) for key, v in res.items() if not key.startswith("ch")}}
+            rows.append(row)
+            print(f"{corpus} {row['scen']} k={k}: time {row['time']:.2f} % power {row['power']:.2f} % "
+                  f"coverage {row['cov_t']:.0f}/{row['cov_p']:.0f} % ({row['secs']:.2f} s per target) "
+                  f"choices {res['ch_t']} {res['ch_p']}", flush=True)
+    return rows
+
+
+def compare(a_path: str, b_path: str) -> None:
+    a, b = (json.loads(Path(p).read_text()) for p in (a_path, b_path))
+    print("| corpus | modes | run | time MAPE % range (mean) | power MAPE % range (mean) | coverage % range |")
+    print("|---|---|---|---|---|---|")
+    for corpus in ("sim", "indep"):
+        for k in sorted({r["k"] for r in a + b}):
+            for name, rows in ((a_path, a), (b_path, b)):
+                sel = [r for r in rows if r["corpus"] == corpus and r["k"] == k]
+                if not sel:
+                    continue
+                t, p = [r["time"] for r in sel], [r["power"] for r in sel]
+                cov = [r["cov_t"] for r in sel] + [r["cov_p"] for r in sel]
+                print(f"| {corpus} | {k} | {Path(name).stem} | {min(t):.1f}-{max(t):.1f} ({np.mean(t):.2f}) "
+                      f"| {min(p):.1f}-{max(p):.1f} ({np.mean(p):.2f}) | {min(cov):.0f}-{max(cov):.0f} |")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", choices=("sim", "indep", "both"), default="both")
+    ap.add_argument("--sizes", default="25,50")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--scenarios", default=None, help="comma-separated device/workload pairs to keep")
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "ptui-eval-corpora"))
+    ap.add_argument("--save-json")
+    ap.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"))
+    a = ap.parse_args(argv)
+    if a.compare:
+        compare(*a.compare)
+        return
+    keep = None if a.scenarios is None else {tuple(s.split("/")) for s in a.scenarios.split(",")}
+    rows = []
+    for corpus in (("sim", "indep") if a.corpus == "both" else (a.corpus,)):
+        scen = ev.SIM_SCENARIOS if corpus == "sim" else ev.INDEP_SCENARIOS
+        scen = [s for s in scen if keep is None or s in keep]
+        Path(a.cache).mkdir(parents=True, exist_ok=True)
+        rows += run(corpus, scen, [int(s) for s in a.sizes.split(",")], a.repeats, Path(a.cache))
+    if a.save_json:
+        Path(a.save_json).write_text(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
