@@ -52,8 +52,13 @@ def cmd_profile(a) -> int:
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
-        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout)
+        deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
+        noise_scale=getattr(a, "noise_scale", None),
+        samples_to_target=getattr(a, "samples_to_target", None))
     sizes = getattr(a, "batch_sizes", None)
+    if sizes is None and (req.noise_scale is not None or req.samples_to_target):
+        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
+                       "profile over batch sizes)")
     if a.device and a.workload and sizes is None and not a.command_line and not a.resume:
         from .core.devices import get_device
         from .core.session import check_memory
@@ -79,8 +84,10 @@ def cmd_profile(a) -> int:
 
     def show(p):
         r = p.last
-        bar.update(p.done, f"{r.mode.key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
-                   f"[{p.done:>5}/{p.total}] {r.mode.key:<26} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
+        key = r.mode.key + (f" bs{p.batch_size}" if p.batch_size is not None else "")
+        w = 26 if p.batch_size is None else 31
+        bar.update(p.done, f"{key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
+                   f"[{p.done:>5}/{p.total}] {key:<{w}} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
                    f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
                    else None)
 
@@ -102,8 +109,10 @@ def cmd_profile(a) -> int:
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")
     if res.best:
-        _info(f"best measured mode for the goal: {res.best[0].key} "
-              f"(P(meets the goal) {res.best[1]:.0%} by the model)")
+        what = res.best[0]
+        what = (f"(mode, batch size) pair for the goal: {what[0].key} at batch {what[1]}"
+                if isinstance(what, tuple) else f"mode for the goal: {what.key}")
+        _info(f"best measured {what} (P(meets the goal) {res.best[1]:.0%} by the model)")
     label = f" ({res.label})" if res.label else ""
     _info(f"profiled: {res.saved}; device time {hms(res.device_time_s)}{label}, "
           f"wall time {res.wall_s:.1f} s")
@@ -549,6 +558,11 @@ def _profile_args(pr, *, tune: bool) -> None:
         pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
                         help="which modes to profile: random (PowerTrain's protocol, the default), "
                              "space-filling, or active (needs a goal; stops early when confident)")
+        pr.add_argument("--noise-scale", type=float, default=None, metavar="B",
+                        help="active over --batch-sizes: samples to target grow as 1 + B_size / B "
+                             "(McCandlish et al. 2018)")
+        pr.add_argument("--samples-to-target", metavar="FILE",
+                        help="active over --batch-sizes: CSV batch_size,relative_samples")
     pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
     pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
     pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")

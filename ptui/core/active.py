@@ -168,14 +168,35 @@ class ActivePlanner:
             raise PtuiInputError(f"active profiling needs --count of at least 3, got {count}")
         self.device, self.goal, self.count, self.seed = device, goal, count, seed
         self.candidates = list(candidates)
-        self.A = raw_modes(self.candidates)
-        self.index = {m.as_tuple(): i for i, m in enumerate(self.candidates)}
+        self.A = self._inputs(self.candidates)
+        self.index = {self._key(c): i for i, c in enumerate(self.candidates)}
+        self.shift = np.zeros(len(self.A))   # log factor from a step's time to the objective's
         self.reference = reference
         self.n_initial = min(count, n_initial or max(4, min(8, count // 3)))
         self.stop_reason = ""
         self.state: dict = {}            # (target, rows) -> the GP candidate chosen by CV
         self.last: Acquisition | None = None
         self.verifying = None           # the predicted pick measured before stopping
+
+    unit = "mode"                        # what a candidate is, in words
+
+    # what a candidate and a measured row are (batchactive.JointPlanner: (mode, batch) pairs) --
+    @staticmethod
+    def _inputs(candidates) -> np.ndarray:
+        return raw_modes(candidates)
+
+    @staticmethod
+    def _key(c) -> tuple:
+        return c.as_tuple()
+
+    @staticmethod
+    def _row_key(r: dict) -> tuple:
+        return (r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+
+    def _rows_inputs(self, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """Model inputs of measured rows and the time target the GP learns (log taken later)."""
+        A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
+        return A, np.array([r["time_ms"] for r in rows], float)
 
     # the initial design ---------------------------------------------------------------------
     def initial(self) -> list:
@@ -210,15 +231,15 @@ class ActivePlanner:
         """GP time and power models on the measured rows (in plan order)."""
         from .fit import GP_SPECS, gp_fit
         from .predictor import features
-        A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
+        A, yt = self._rows_inputs(rows)
         out = {}
-        for name, key in (("time", "time_ms"), ("power", "power_w")):
-            y = np.array([r[key] for r in rows], float)
+        for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
             prior = GP_SPECS[self._choice(name, A, y, ref)]
-            ref_log = ref.predict_log(features(self.device, A))[0] if ref is not None else None
+            ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
             out[name], _ = gp_fit(prior, A, np.log(y), ref_log, ref if prior != "none" else None,
                                   seed=self.seed)
+            out[name].per_sample = name == "time" and A.shape[1] == 5
         return out
 
     def next_mode(self, rows: list[dict]):
@@ -226,25 +247,26 @@ class ActivePlanner:
         power_w), or None with self.stop_reason set."""
         n = len(rows)
         if n >= self.count:
-            self.stop_reason = f"reached --count {self.count} profiled modes"
+            self.stop_reason = f"reached --count {self.count} profiled {self.unit}s"
             return None
         measured = np.zeros(len(self.A), bool)
         mt = np.full(len(self.A), np.nan)
         mp = np.full(len(self.A), np.nan)
         for r in rows:
-            i = self.index.get((r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]))
+            i = self.index.get(self._row_key(r))
             if i is not None:
                 measured[i] = True
                 mt[i], mp[i] = r["time_ms"], r["power_w"]
         if n < 3:
             # not enough for a model: finish the initial design
             for m in self.initial():
-                if not measured[self.index[m.as_tuple()]]:
+                if not measured[self.index[self._key(m)]]:
                     return m
         models = self.fit(rows)
         mu_t, sd_t = models["time"].predict_log(self.device, self.A)
         mu_p, sd_p = models["power"].predict_log(self.device, self.A)
-        acq = acquire(self.goal, mu_t, sd_t, mu_p, sd_p, measured, mt, mp)
+        acq = acquire(self.goal, mu_t + self.shift, sd_t, mu_p, sd_p, measured,
+                      mt * np.exp(self.shift), mp)
         self.last = acq
         if acq.index is None:
             self.stop_reason = acq.reason
@@ -260,8 +282,9 @@ class ActivePlanner:
                 self.verifying = self.candidates[pick]
                 return self.verifying
             if confident:
-                self.stop_reason = (f"confident after {n} modes: no unprofiled mode is expected to "
-                                    f"improve on the best measured one by more than {STOP_EI:.1%}")
+                self.stop_reason = (f"confident after {n} {self.unit}s: no unprofiled {self.unit} is "
+                                    f"expected to improve on the best measured one by more than "
+                                    f"{STOP_EI:.1%}")
                 return None
         return self.candidates[acq.index]
 

@@ -25,6 +25,7 @@ from .store import Store
 from .workloads import get_workload
 
 PLACEHOLDER = "{bs}"
+ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
 SEP = "@bs"
 
 
@@ -58,9 +59,29 @@ class _Info:
     n_done: int
 
 
+class _SameSize:
+    """The planner a sub-session runs with during active profiling over batch sizes: it goes on
+    while the group's planner chooses a pair of its own size, and otherwise ends the sub-session,
+    leaving the chosen pair (or the stop) to the group."""
+
+    def __init__(self, group: "BatchProfileRun", b: int) -> None:
+        self.group, self.b = group, b
+        self.count, self.goal = group.planner.count, group.planner.goal
+
+    def next_mode(self, _rows):
+        nxt = self.group.planner.next_mode(self.group._rows())
+        if nxt is None:
+            self.group._stopped = True
+            return None
+        if int(nxt[1]) == self.b:
+            return nxt[0]
+        self.group._pending = nxt
+        return None
+
+
 class BatchProfileRun:
     """Same surface as session.ProfileRun for the CLI: open_backend, prepare, notes, run,
-    resume_hint, close; planner is None (random pairs only)."""
+    resume_hint, close; planner is the JointPlanner of an active profile, else None."""
     planner = None
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
@@ -82,10 +103,17 @@ class BatchProfileRun:
         req = self.req
         if req.batch_size is not None:
             raise BatchError("give --batch-size or --batch-sizes, not both")
-        if req.strategy not in (None, "random"):
-            raise BatchError(f"--batch-sizes profiles random (mode, batch size) pairs (or every "
-                             f"--modes mode at each size); --strategy {req.strategy} is not "
-                             f"supported with it")
+        if req.strategy not in (None, "random", "active"):
+            raise BatchError(f"--batch-sizes profiles random (mode, batch size) pairs, every "
+                             f"--modes mode at each size, or (--strategy active) the pairs that "
+                             f"decide a goal; --strategy {req.strategy} is not supported with it")
+        if req.strategy == "active" and req.modes_csv:
+            raise BatchError("--strategy active chooses the (mode, batch size) pairs itself; "
+                             "drop --modes (or drop --strategy active to profile those modes)")
+        if (req.noise_scale is not None or req.samples_to_target) and req.strategy != "active":
+            raise BatchError("--noise-scale and --samples-to-target steer an active profile "
+                             "(--strategy active with a goal); a random profile does not use them "
+                             "(give them to ptui pareto --batch-sizes)")
         if req.grid:
             raise BatchError("--batch-sizes with --grid would profile the whole grid at every size; "
                              "use --count N (random pairs) or --modes FILE")
@@ -190,17 +218,18 @@ class BatchProfileRun:
             self.how = first.params.get("pairs", "random")
             self.count = first.params.get("pairs_count")
         else:
-            self.how = "modes" if req.modes_csv else "random"
-            self.count = req.count if req.count is not None else 50
+            self.how = ("modes" if req.modes_csv else
+                        "active" if req.strategy == "active" else "random")
+            self.count = req.count if req.count is not None else (ACTIVE_COUNT if self.how == "active"
+                                                                  else 50)
+        if self.how == "active":
+            return self._prepare_active(dev, sizes)
         if self.how == "modes":
             fresh = ({b: list(self.existing[min(self.existing)].plan) for b in sizes} if req.resume
                      else self._pairs(dev, sizes))
         else:
             fresh = self._pairs(dev, sizes, self.count)
-        wl = self.workload_name or "script"
-        self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+        self._name(dev)
         total = done = 0
         self.plans: dict[int, list | None] = {}
         for b in sizes:
@@ -212,9 +241,57 @@ class BatchProfileRun:
                 self.plans[b] = fresh[b]
                 total += len(fresh[b])
         self.info = _Info([None] * total, done)
+        wl = self.workload_name or "script"
         self.notes.append(f"session {self.name}: {wl} at batch sizes "
                           f"{','.join(map(str, sizes))} on {dev.name} ({self.backend.kind}); "
                           f"{total} (mode, batch size) pairs, {done} done, {total - done} to go")
+        return self.info
+
+    def _name(self, dev) -> None:
+        req = self.req
+        wl = self.workload_name or "script"
+        self.name = req.session or self.store.free_name(
+            f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+
+    def _prepare_active(self, dev, sizes: list[int]):
+        """Active over the joint space: the goal, the samples-to-target relation and the count are
+        the group's (a resume takes them from the store); the planner's space-filling start is
+        the first plan of each size, later pairs are chosen one at a time as the profile runs."""
+        from .active import Goal
+        from .batch import relation
+        from .batchactive import JointPlanner
+        from .predictor import load_bundled
+        req = self.req
+        if req.resume:
+            first = next(iter(self.existing.values())).params
+            goal, rel_spec = Goal(**first["goal"]), first.get("relation") or {}
+        else:
+            goal = Goal(budget_w=req.budget_w, deadline_ms=req.deadline_ms, objective=req.objective)
+            rel_spec = {"noise_scale": req.noise_scale, "samples_to_target": req.samples_to_target}
+        rel = relation(rel_spec.get("samples_to_target"), rel_spec.get("noise_scale"))
+        self.goal, self.rel_spec = goal, rel_spec
+        self.planner = JointPlanner(dev, dev.pt_grid(), sizes, goal, rel, count=int(self.count),
+                                    reference=load_bundled(), seed=self.seed)
+        self._name(dev)
+        start = self.planner.initial()
+        self.plans = {}
+        for b in sizes:
+            mine = [m for m, bb in start if bb == b]
+            if b in self.existing:
+                self.plans[b] = None            # its stored plan (the start, then chosen pairs)
+            elif mine:
+                self.plans[b] = mine
+        done = sum(s.n_done for s in self.existing.values())
+        self.info = _Info([None] * int(self.count), done)
+        wl = self.workload_name or "script"
+        how = ("throughput only: no --samples-to-target or --noise-scale" if rel.throughput_only
+               else f"time to target by the {rel.source}")
+        self.notes.append(f"session {self.name}: {wl} at batch sizes {','.join(map(str, sizes))} "
+                          f"on {dev.name} ({self.backend.kind}); active profiling for the goal "
+                          f"'{goal.describe()}' ({how}): up to "
+                          f"{self.count} (mode, batch size) pairs, {done} done, stopping early once "
+                          f"the decision is confident")
         return self.info
 
     def _sub_request(self, b: int, plan) -> ProfileRequest:
@@ -222,11 +299,14 @@ class BatchProfileRun:
         script = [a.replace(PLACEHOLDER, str(b)) for a in req.script]
         return replace(req, batch_size=b, session=sub_name(self.name, b), seed=self.seed,
                        workload=None if req.script else self.workload_name,
-                       resume=b in self.existing, script=script, modes_csv=None, grid=None,
+                       resume=self.store.get_session(sub_name(self.name, b)) is not None,
+                       script=script, modes_csv=None, grid=None,
                        count=None, strategy="random", modes=plan,
                        out=paths.profile_csv(sub_name(self.name, b)),
                        params={**req.params, "batch_sizes": list(self.batch_sizes),
-                               "group": self.name, "pairs": self.how, "pairs_count": self.count})
+                               "group": self.name, "pairs": self.how, "pairs_count": self.count,
+                               **({"goal": self.goal.as_dict(), "relation": self.rel_spec}
+                                  if self.how == "active" else {})})
 
     def resume_hint(self) -> str:
         import shlex
@@ -249,39 +329,79 @@ class BatchProfileRun:
                 n_rows, saved = self.save()
             finally:
                 self.close()
+        pl = self.planner
         return ProfileOutcome(status, self.name, self.out if n_rows else None, n_rows, dev_s,
                               self.simulated, time.perf_counter() - wall0, error,
-                              interrupted, saved, label)
+                              interrupted, saved, label,
+                              pl.stop_reason if pl is not None and status == "done" else "",
+                              pl.best() if pl is not None and status == "done" else None)
 
     def _run_all(self, on_progress, total):
-        offset = 0
-        status, error, interrupted, dev_s, label = "done", None, False, 0.0, ""
-        for b, plan in self.plans.items():
-            paths.profile_csv(sub_name(self.name, b)).parent.mkdir(parents=True, exist_ok=True)
-            sub = ProfileRun(self._sub_request(b, plan), store=self.store, notify=self.notify)
-            self.current = sub
-            try:
-                sub.prepare(self.backend)
-            except BaseException:
-                sub.close()
-                raise
-            for note in sub.notes[1:] if sub.notes and "session " in sub.notes[0] else sub.notes:
-                self.notify(note)
-            n_sub = len(sub.info.plan)
-            base = offset
-
-            def show(p, base=base, dev0=dev_s):
-                if on_progress is not None:
-                    on_progress(replace(p, done=base + p.done, total=total,
-                                        device_time_s=dev0 + p.device_time_s))
-            res = sub.run(show)
-            offset += n_sub
-            dev_s += res.device_time_s
+        status, error, interrupted = "done", None, False
+        label = "simulated" if self.backend.simulated and not self.req.script else ""
+        self._pending, self._stopped = None, False
+        for b, plan in self.plans.items():      # the drawn pairs; for active, the start
+            if plan is None:
+                s = self.store.get_session(sub_name(self.name, b))
+                if self.how == "active" and s is not None and s.n_done >= len(s.plan):
+                    continue
+            res = self._sub(b, plan, on_progress, total, quiet=False)
+            label = res.label or label
+            if res.status != "done":
+                return res.status, res.error, res.interrupted, self._device_s(), label
+        while self.how == "active" and not self._stopped:   # then one chosen pair at a time
+            nxt = self._pending or self.planner.next_mode(self._rows())
+            self._pending = None
+            if nxt is None:
+                break
+            m, b = nxt
+            name = sub_name(self.name, b)
+            if self.store.get_session(name) is not None:
+                self.store.extend_plan(name, [m])   # committed before it runs: a resume runs it
+                plan = None
+            else:
+                plan = [m]
+            res = self._sub(b, plan, on_progress, total, quiet=True, stay=True)
             label = res.label or label
             if res.status != "done":
                 status, error, interrupted = res.status, res.error, res.interrupted
                 break
-        return status, error, interrupted, dev_s, label
+        return status, error, interrupted, self._device_s(), label
+
+    def _device_s(self) -> float:
+        return sum(s.device_time_s for s in group_sessions(self.store, self.name).values())
+
+    def _rows(self) -> list[dict]:
+        """Every measured pair of the group, with its batch size (in a fixed order: by size, then
+        as profiled), for the active planner."""
+        return [dict(r, batch_size=b) for b, s in sorted(group_sessions(self.store, self.name).items())
+                for _, r in self.store.results(s.name)]
+
+    def _sub(self, b: int, plan, on_progress, total, *, quiet: bool, stay: bool = False):
+        """Profile one batch size's sub-session (its plan, or what a resume left of it).  stay: the
+        active planner extends it while the next pair it chooses has the same size."""
+        paths.profile_csv(sub_name(self.name, b)).parent.mkdir(parents=True, exist_ok=True)
+        sub = ProfileRun(self._sub_request(b, plan), store=self.store, notify=self.notify)
+        self.current = sub
+        try:
+            sub.prepare(self.backend)
+        except BaseException:
+            sub.close()
+            raise
+        if not quiet:
+            for note in sub.notes[1:] if sub.notes and "session " in sub.notes[0] else sub.notes:
+                self.notify(note)
+        if stay:
+            sub.profiler.planner = _SameSize(self, b)
+        others = {bb: s for bb, s in group_sessions(self.store, self.name).items() if bb != b}
+        base = sum(s.n_done for s in others.values())
+        dev0 = sum(s.device_time_s for s in others.values())
+
+        def show(p):
+            if on_progress is not None:
+                on_progress(replace(p, done=base + p.done, total=total,
+                                    device_time_s=dev0 + p.device_time_s, batch_size=b))
+        return sub.run(show)
 
     def save(self) -> tuple[int, str]:
         """Join the sub-sessions' rows into the group's CSV (batch_size column; peak_mem_gb from

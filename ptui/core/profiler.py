@@ -90,6 +90,7 @@ class Progress:
     phase: str = ""
     live_power_w: float | None = None
     live_minibatch_ms: float | None = None
+    batch_size: int | None = None         # profiles over several batch sizes: the pair's size
 
 
 @dataclass

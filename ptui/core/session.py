@@ -69,6 +69,8 @@ class ProfileRequest:
     objective: str | None = None
     startup_timeout: float = 600.0        # a script's first optimizer step may take this long
     modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
+    noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
+    samples_to_target: str | None = None
 
 
 @dataclass
