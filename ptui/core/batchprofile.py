@@ -322,7 +322,12 @@ class BatchProfileRun:
         total = len(self.info.plan)
         self.simulated = self.backend.simulated
         try:
-            status, error, interrupted, dev_s, label = self._run_all(on_progress, total)
+            try:
+                status, error, interrupted, dev_s, label = self._run_all(on_progress, total)
+            except KeyboardInterrupt:   # Ctrl-C between pairs (choosing one, opening a session):
+                # the board is in its original mode (each session restores it when it ends)
+                status, error, interrupted, dev_s, label = ("aborted", None, True,
+                                                            self._device_s(), "")
         finally:
             self.current = None
             try:

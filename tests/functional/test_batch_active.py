@@ -148,3 +148,24 @@ def test_joint_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_path, monkeypatch):
+    """Ctrl-C between pairs (the planner refitting) ended the command with 'interrupted' and no
+    resume hint; now it ends as during a pair: the finished pairs saved, the run aborted."""
+    monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
+    from ptui.core.batchprofile import BatchProfileRun
+    from ptui.core.session import ProfileRequest
+    req = ProfileRequest(workload="resnet18", count=12, session="c", out=tmp_path / "c.csv",
+                         strategy="active", budget_w=30.0)
+    run = BatchProfileRun(req, (8, 16, 32, 64))
+    run.open_backend("sim", "orin-agx")
+    run.prepare()
+    start = sum(len(p) for p in run.plans.values())
+
+    def interrupted(rows):
+        raise KeyboardInterrupt
+    run.planner.next_mode = interrupted
+    res = run.run()
+    assert res.status == "aborted" and res.interrupted and res.n_rows == start
+    assert len((tmp_path / "c.csv").read_text().splitlines()) == start + 1
