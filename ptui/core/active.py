@@ -340,15 +340,18 @@ def active_profile_offline(device: Device, modes: list, measure_fn, *, goal: dic
         rows.append({"cores": c, "cpu_mhz": f, "gpu_mhz": gg, "mem_mhz": mm, "time_ms": t, "power_w": p})
         order.append(i)
 
-    for m in pl.initial():
-        if len(order) < count:
-            take(m)
-    while True:
-        m = pl.next_mode(rows)
-        if m is None:
-            break
-        take(m)
+    drive_offline(pl, take, count, rows)
     return order, pl.stop_reason, pl
+
+
+def drive_offline(pl: ActivePlanner, take, count: int, rows: list) -> None:
+    """Run a planner against a table: its start, then its choices until it stops; take(c)
+    measures candidate c and appends its row to `rows`."""
+    for c in pl.initial():
+        if len(rows) < count:
+            take(c)
+    while (c := pl.next_mode(rows)) is not None:
+        take(c)
 
 
 def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, candidates=None,

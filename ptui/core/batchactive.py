@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .active import ActivePlanner, Goal, plausible, spacefill
+from .active import ActivePlanner, Goal, drive_offline, plausible, spacefill
 from .batch import BatchError, SamplesToTarget
 from .devices import Device
 from .gp import raw_modes
@@ -109,12 +109,5 @@ def joint_active_offline(device: Device, modes: list, sizes, measure_fn, *, goal
                      "time_ms": t, "power_w": p})
         order.append(pair)
 
-    for pair in pl.initial():
-        if len(order) < count:
-            take(pair)
-    while True:
-        pair = pl.next_mode(rows)
-        if pair is None:
-            break
-        take(pair)
+    drive_offline(pl, take, count, rows)
     return order, pl.stop_reason, pl

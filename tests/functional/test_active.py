@@ -1,6 +1,5 @@
 """Profiling strategies (random, space-filling, active), the replay device and `ptui tune`."""
 import json
-import signal
 import subprocess
 
 import numpy as np
@@ -10,7 +9,7 @@ from ptui.core.active import Goal, acquire, active_profile_offline, make_plan
 from ptui.core.csvio import PROFILE_COLS, read_csv, read_profile
 from ptui.core.devices import get_device
 from tests.functional.test_profiler import _rows
-from tests.support.cli import PY, subprocess_env
+from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
 ORIN = get_device("orin-agx")
 
@@ -145,17 +144,9 @@ def test_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
             "--strategy", "active", "--budget-w", "30", "--count", "14", "--seed", "3"]
     subprocess.run(base + ["--session", "ref", "--out", str(tmp_path / "ref.csv")], env=env,
                    check=True, capture_output=True)
-    p = subprocess.Popen(base + ["--session", "k", "--out", str(tmp_path / "k.csv")], env=env,
-                         stderr=subprocess.PIPE, text=True)
-    lines = 0
-    for line in p.stderr:
-        if line.startswith("["):
-            lines += 1
-            if lines == 9:                 # past the initial design: the planner chose these
-                p.send_signal(signal.SIGKILL)
-                break
-    p.wait()
-    assert p.returncode == -signal.SIGKILL
+    # past the initial design: the planner chose these
+    kill_9_after_progress_lines(base + ["--session", "k", "--out", str(tmp_path / "k.csv")],
+                                env, 9)
     r = subprocess.run([PY, "-m", "ptui", "profile", "--session", "k", "--resume", "--device",
                         "orin-agx", "--workload", "lstm", "--out", str(tmp_path / "k.csv")],
                        env=env, capture_output=True, text=True)

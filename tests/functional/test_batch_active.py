@@ -1,6 +1,5 @@
 """Active profiling over the joint (mode, batch size) space (issue 11): the planner, the CLI, its
 refusals and kill -9 + resume."""
-import signal
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from ptui.core.physics import steady_state
 from ptui.core.predictor import load_bundled
 from ptui.core.workloads import get_workload
 from tests.functional.test_profiler import _rows
-from tests.support.cli import PY, subprocess_env
+from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
 ORIN = get_device("orin-agx")
 SIZES = (8, 16, 32, 64)
@@ -127,17 +126,9 @@ def test_joint_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
     r = subprocess.run(base + ["--session", "ref", "--out", str(tmp_path / "ref.csv")], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    p = subprocess.Popen(base + ["--session", "k", "--out", str(tmp_path / "k.csv")], env=env,
-                         stderr=subprocess.PIPE, text=True)
-    lines = 0
-    for line in p.stderr:
-        if line.startswith("["):
-            lines += 1
-            if lines == 10:                # past the space-filling start: chosen pairs
-                p.send_signal(signal.SIGKILL)
-                break
-    p.wait()
-    assert p.returncode == -signal.SIGKILL
+    # past the space-filling start: chosen pairs
+    kill_9_after_progress_lines(base + ["--session", "k", "--out", str(tmp_path / "k.csv")],
+                                env, 10)
     r = subprocess.run([PY, "-m", "ptui", "profile", "--session", "k", "--resume", "--batch-sizes",
                         "8,16,32,64", "--out", str(tmp_path / "k.csv")], env=env,
                        capture_output=True, text=True)
@@ -145,9 +136,6 @@ def test_joint_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
     assert "stopped:" in r.stderr
     assert sorted(_rows(tmp_path / "k.csv")) == sorted(_rows(tmp_path / "ref.csv"))
 
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))
 
 
 def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_path, monkeypatch):
@@ -169,3 +157,7 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     res = run.run()
     assert res.status == "aborted" and res.interrupted and res.n_rows == start
     assert len((tmp_path / "c.csv").read_text().splitlines()) == start + 1
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,4 +1,3 @@
-import signal
 import subprocess
 
 import pytest
@@ -9,7 +8,7 @@ from ptui.core.physics import steady_state
 from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
 from ptui.core.store import Store
 from ptui.core.workloads import get_workload
-from tests.support.cli import PY, subprocess_env
+from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
 ORIN = get_device("orin-agx")
 WL = get_workload("resnet18")
@@ -138,17 +137,8 @@ def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
             "--count", "1000", "--seed", "11"]
     subprocess.run(base + ["--session", "ref", "--out", str(tmp_path / "ref.csv")], env=env,
                    check=True, capture_output=True)
-    p = subprocess.Popen(base + ["--session", "k", "--out", str(tmp_path / "k.csv")], env=env,
-                         stderr=subprocess.PIPE, text=True)
-    lines = 0
-    for line in p.stderr:
-        if line.startswith("["):
-            lines += 1
-            if lines == 8:
-                p.send_signal(signal.SIGKILL)
-                break
-    p.wait()
-    assert p.returncode == -signal.SIGKILL
+    kill_9_after_progress_lines(base + ["--session", "k", "--out", str(tmp_path / "k.csv")],
+                                env, 8)
     assert not (tmp_path / "k.csv").exists()          # killed before writing: all data is in the store
     r = subprocess.run(base + ["--session", "k", "--resume", "--out", str(tmp_path / "k.csv")],
                        env=env, capture_output=True, text=True)

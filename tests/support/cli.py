@@ -23,3 +23,20 @@ def subprocess_env(tmp_path):
     env["PTUI_DATA_DIR"] = str(tmp_path / "data")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def kill_9_after_progress_lines(cmd, env, n: int) -> None:
+    """Run a profiling command and SIGKILL it once it has printed `n` progress lines ("[...");
+    asserts that the kill (not an exit) ended it."""
+    import signal
+    import subprocess
+    p = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    lines = 0
+    for line in p.stderr:
+        if line.startswith("["):
+            lines += 1
+            if lines == n:
+                p.send_signal(signal.SIGKILL)
+                break
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, f"ended by itself (rc {p.returncode}) before {n} lines"
