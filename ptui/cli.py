@@ -132,8 +132,14 @@ def cmd_tune(a) -> int:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if not a.command_line and not a.workload and not a.resume:
         raise CLIError("--workload is required (or your own training command after --)")
+    sizes = getattr(a, "batch_sizes", None)
+    if sizes is not None and a.deadline_ms is not None:
+        raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
+                       "size; with --batch-sizes use --budget-w W or --objective energy")
+    if sizes is None and (a.noise_scale is not None or a.samples_to_target):
+        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes")
     a.strategy = "active"
-    a.count = a.count or 20
+    a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
     if a.session is None:
         a.session = f"tune-{a.device or 'auto'}-{a.workload or 'script'}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -145,9 +151,14 @@ def cmd_tune(a) -> int:
         return rc
     store = Store()
     try:
-        dev = get_device(store.get_session(a.session).device)
+        from .core.batchprofile import group_sessions
+        first = store.get_session(a.session) or next(iter(group_sessions(store, a.session).values()))
+        dev = get_device(first.device)
+        recorded = first.params.get("batch_sizes")
     finally:
         store.close()
+    if sizes is not None or recorded:
+        return _tune_batches(a, dev, out, tuple(sizes or recorded))
     td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
                              objective=a.objective, risk=None if a.risk == 0 else a.risk,
                              method=a.method, seed=a.seed or 0, workload=a.workload or "script",
@@ -187,6 +198,46 @@ def cmd_tune(a) -> int:
     else:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
+    return EXIT_OK
+
+
+def _tune_batches(a, dev, out, sizes) -> int:
+    """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
+    import json
+
+    from .core import session
+    from .core.paths import data_dir
+    r, model_dir, n = session.tune_decide_batches(
+        out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
+        risk=None if a.risk == 0 else a.risk, samples_file=a.samples_to_target,
+        noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
+        workload=a.workload or "script", model_dir=data_dir() / "models" / a.session, progress=_info)
+    for note in r.notes:
+        _info(note)
+    p = r.pick
+    applied = None
+    if a.apply:
+        from .core.backends import open_backend
+        backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
+        _info(note)
+        res = session.apply(backend, p.mode)        # verified; remembered for ptui restore
+        if not res.ok:
+            raise CLIError(res.message, EXIT_ERR)
+        applied = res.message
+    if a.json:
+        from .core.modeldir import finite_json
+        d = dict(finite_json(r.as_dict()), profiled_pairs=n, profile=str(out), model=str(model_dir),
+                 applied=applied is not None, **({"apply_message": applied} if applied else {}))
+        print(json.dumps(d, allow_nan=False))
+        return EXIT_OK
+    _print_batch_decision(r)
+    print(f"from {n} profiled (mode, batch size) pairs; model {model_dir}")
+    if applied:
+        print(f"{applied}; train at batch size {p.batch_size}")
+    else:
+        print(f"apply with: ptui apply --cores {p.mode.cores} --cpu-mhz {p.mode.cpu_mhz:g} "
+              f"--gpu-mhz {p.mode.gpu_mhz:g} --mem-mhz {p.mode.mem_mhz:g}  and train at batch size "
+              f"{p.batch_size}  (or ptui tune ... --apply)")
     return EXIT_OK
 
 
@@ -443,6 +494,15 @@ def _pareto_batches(a) -> int:
         from .core.modeldir import finite_json
         print(json.dumps(finite_json(r.as_dict()), allow_nan=False))
         return EXIT_OK
+    _print_batch_decision(r)
+    print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "
+          f"--gpu-mhz {r.pick.mode.gpu_mhz:g} --mem-mhz {r.pick.mode.mem_mhz:g}  and train at batch "
+          f"size {r.pick.batch_size}")
+    return EXIT_OK
+
+
+def _print_batch_decision(r) -> None:
+    """A joint (mode, batch size) decision and its two baselines (pareto and tune)."""
     p = r.pick
 
     def line(tag, q):
@@ -464,10 +524,6 @@ def _pareto_batches(a) -> int:
     lb = r.memory.largest()
     print(f"memory: {r.memory.capacity_gb:.1f} GB for training; largest batch that fits: "
           f"{lb if lb is not None else 'unknown'} ({r.memory.how})")
-    print(f"apply with: ptui apply --cores {p.mode.cores} --cpu-mhz {p.mode.cpu_mhz:g} "
-          f"--gpu-mhz {p.mode.gpu_mhz:g} --mem-mhz {p.mode.mem_mhz:g}  and train at batch size "
-          f"{p.batch_size}")
-    return EXIT_OK
 
 
 def cmd_apply(a) -> int:
@@ -550,19 +606,21 @@ def _profile_args(pr, *, tune: bool) -> None:
         g.add_argument("--count", type=int, default=None, help="modes to profile (default 50)")
         g.add_argument("--modes", help="CSV of modes to profile")
         g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
+    pr.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
+                    help=("choose the batch size too: active over (mode, batch size) pairs (at most "
+                          "--count, default 40); a script needs {bs} in its command" if tune else
+                          "profile (mode, batch size) pairs over these sizes (--count pairs at "
+                          "random, or every --modes mode at each size); a script needs {bs} "
+                          "in its command"))
     if not tune:
-        pr.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
-                        help="profile (mode, batch size) pairs over these sizes (--count pairs at "
-                             "random, or every --modes mode at each size); a script needs {bs} "
-                             "in its command")
         pr.add_argument("--strategy", choices=("random", "space-filling", "active"), default=None,
                         help="which modes to profile: random (PowerTrain's protocol, the default), "
                              "space-filling, or active (needs a goal; stops early when confident)")
-        pr.add_argument("--noise-scale", type=float, default=None, metavar="B",
-                        help="active over --batch-sizes: samples to target grow as 1 + B_size / B "
-                             "(McCandlish et al. 2018)")
-        pr.add_argument("--samples-to-target", metavar="FILE",
-                        help="active over --batch-sizes: CSV batch_size,relative_samples")
+    pr.add_argument("--noise-scale", type=float, default=None, metavar="B",
+                    help="with --batch-sizes: samples to target grow as 1 + B_size / B "
+                         "(McCandlish et al. 2018)")
+    pr.add_argument("--samples-to-target", metavar="FILE",
+                    help="with --batch-sizes: CSV batch_size,relative_samples")
     pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
     pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
     pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")

@@ -794,3 +794,28 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
                         out, len(modes))
+
+
+def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
+                        objective: str | None = None, risk: float | None = 0.05,
+                        samples_file: str | None = None, noise_scale: float | None = None,
+                        method: str = "auto", seed: int = 0, workload: str = "custom",
+                        model_dir: Path | None = None,
+                        progress: Callable[[str], None] | None = None) -> tuple[object, Path, int]:
+    """After an active profile over batch sizes: fit the batch-aware model (measured pairs kept)
+    and decide as `ptui pareto --batch-sizes` does.  Returns (batch.BatchDecision, model dir,
+    pairs profiled)."""
+    from .batch import decide, fit_batch_profile
+    from .predictor import load_bundled
+    if progress:
+        progress(f"fitting time and power ({method}) over (mode, batch size) on {profile}")
+    model = fit_batch_profile(profile, device, load_bundled(), method=method, seed=seed,
+                              workload=workload)
+    from .profiler import keep_timed
+    keep_timed(model, profile)
+    out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
+    model.save(out)
+    modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
+    r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
+               budget_w=budget_w, objective=objective, risk=risk)
+    return r, out, int(model.meta["trained_on"]["modes"])

@@ -159,5 +159,37 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     assert len((tmp_path / "c.csv").read_text().splitlines()) == start + 1
 
 
+def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
+    """`ptui tune --batch-sizes`: active over (mode, batch), fit, the joint decision, applied and
+    verified on the simulated board; the pick is within 2 % of the true optimum and the budget."""
+    import json
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
+                       "8,16,32,64", "--budget-w", "30", "--noise-scale", "64", "--count", "30",
+                       "--apply", "--json", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["applied"] and "verified" in d["apply_message"]
+    assert d["profiled_pairs"] <= 30 and d["batch_size"] in SIZES
+    m = ORIN.mode(d["mode"]["cores"], d["mode"]["cpu_mhz"], d["mode"]["gpu_mhz"], d["mode"]["mem_mhz"])
+    f = truth()
+    rel = SamplesToTarget.from_noise_scale(64)
+    t, p = f(m, d["batch_size"])
+    assert p <= 31.0
+    assert t / d["batch_size"] * float(rel.relative(d["batch_size"], 64)) <= \
+        1.02 * true_optimum(f, rel, 30.0, ORIN.pt_grid())
+    assert "best_mode_at_batch_16" in d["baselines"] and d["samples_to_target"].startswith("noise")
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--batch-sizes", "8,16", "--deadline-ms", "100"], "different work at each batch size"),
+    (["--noise-scale", "64", "--budget-w", "30"], "go with --batch-sizes"),
+])
+def test_tune_over_batch_sizes_refuses_bad_input(cli, tmp_path, args, why):
+    rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", *args,
+                     "--out", tmp_path / "t.csv")
+    assert rc == 2 and why in err and "Traceback" not in err, err
+    assert not (tmp_path / "t.csv").exists()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
