@@ -31,6 +31,8 @@ intervals already covered what they claim).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -51,9 +53,12 @@ def knob_features(A: np.ndarray) -> np.ndarray:
 def raw_modes(modes) -> np.ndarray:
     if isinstance(modes, np.ndarray):
         return modes.astype(np.float64).reshape(-1, 4)
-    return np.array([m.as_tuple() for m in modes], dtype=np.float64).reshape(-1, 4)
+    modes = list(modes)
+    return np.fromiter(chain.from_iterable(map(_KNOBS, modes)), np.float64,
+                       count=4 * len(modes)).reshape(-1, 4)
 
 
+_KNOBS = attrgetter("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 @dataclass
 class GPTarget:
     """One target's GP: everything inference needs, as plain arrays and numbers."""
@@ -109,41 +114,60 @@ class GPTarget:
         return (F - self.x_mean) / self.x_scale, m
 
     def kernel(self, Z1: np.ndarray, Z2: np.ndarray) -> np.ndarray:
-        """k(Z1, Z2), computed in place on one [n1, n2] array (this is most of the time spent
-        predicting the whole mode space)."""
+        """k(Z1, Z2) in float64: the reference for the faster blocks that prediction uses."""
         a, b = Z1 / self.length, Z2 / self.length
-        d2 = a @ (-2.0 * b.T)
+        d2 = np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0)
+        if self.kernel_type == "matern52":
+            r5 = np.sqrt(5.0 * d2)
+            return self.const * (1.0 + r5 + r5 * r5 / 3.0) * np.exp(-r5)
+        return self.const * np.exp(-0.5 * d2)
+
+    def _block(self, Zs: np.ndarray, pre: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance (normalised units) for one block of standardised inputs, the kernel
+        computed in place on one array.
+
+        With ``f32`` the square roots and exponentials (most of the time spent predicting the whole
+        mode space) run in float32; the products with alpha and L^-1 stay in float64 (L^-1 has
+        entries near 1/sqrt(noise): a float32 product would lose the small variances of modes close
+        to profiled ones).  ``predict_log`` allows it only where the error bound on the log mean,
+        a few float32 ulps x const x sum|alpha| x y_scale, is at most 1e-3 (0.1 %)."""
+        inv_len, b2, bb, linv_t, f32 = pre
+        a = Zs * inv_len
+        d2 = a @ b2
         d2 += (a * a).sum(1)[:, None]
-        d2 += (b * b).sum(1)[None, :]
+        d2 += bb
         np.maximum(d2, 0.0, out=d2)
-        if self.kernel_type == "matern52":       # const * (1 + r5 + r5^2 / 3) * exp(-r5), r5 = sqrt(5 d2)
-            d2 *= 5.0 / 3.0
-            r5 = np.sqrt(d2 * 3.0)
-            d2 += 1.0
-            d2 += r5
+        k = d2.astype(np.float32) if f32 else d2
+        if self.kernel_type == "matern52":       # (1 + r5 + r5^2 / 3) * exp(-r5), r5 = sqrt(5 d2)
+            k *= 5.0
+            r5 = np.sqrt(k)
+            k *= 1.0 / 3.0
+            k += 1.0
+            k += r5
             np.negative(r5, out=r5)
             np.exp(r5, out=r5)
-            d2 *= r5
+            k *= r5
         else:
-            d2 *= -0.5
-            np.exp(d2, out=d2)
-        d2 *= self.const
-        return d2
+            k *= -0.5
+            np.exp(k, out=k)
+        K = k.astype(np.float64) if f32 else k
+        K *= self.const
+        v = K @ linv_t
+        return K @ self.alpha, self.const + self.noise - np.einsum("ij,ij->i", v, v)
 
     def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement)."""
         if self._linv is None:
             self._linv = np.linalg.inv(self.L)
         Z, m = self.inputs(device, A)
-        out_mu = np.empty(len(Z))
-        out_var = np.empty(len(Z))
+        inv_len = 1.0 / self.length
+        b = self.X * inv_len
+        f32 = 2.4e-7 * self.const * float(np.abs(self.alpha).sum()) * self.y_scale <= 1e-3
+        pre = (inv_len, -2.0 * b.T, (b * b).sum(1), self._linv.T, f32)
         step = 2048                                       # bounded memory, cache-sized blocks
-        linv_t = self._linv.T
-        for s in range(0, len(Z), step):
-            Ks = self.kernel(Z[s:s + step], self.X)
-            out_mu[s:s + step] = Ks @ self.alpha
-            v = Ks @ linv_t
-            out_var[s:s + step] = self.const + self.noise - np.einsum("ij,ij->i", v, v)
+        parts = [self._block(Z[s:s + step], pre) for s in range(0, len(Z), step)]
+        out_mu = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
+        out_var = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
         mu = out_mu * self.y_scale + self.y_mean + m
         if self.per_sample:
             mu = mu + np.log(np.asarray(A, np.float64)[:, 4])

@@ -48,6 +48,48 @@ def test_numpy_inference_equals_sklearn(base):
     assert np.allclose(sd, sd_sk, rtol=1e-6, atol=1e-9)
 
 
+def _float64_prediction(g, B):
+    """The plain float64 formula, from the member's own kernel()."""
+    Z, m = g.inputs(DEV, B)
+    K = g.kernel(Z, g.X)
+    v = K @ np.linalg.inv(g.L).T
+    mu = (K @ g.alpha) * g.y_scale + g.y_mean + m
+    var = np.maximum(g.const + g.noise - (v * v).sum(1), 1e-12)
+    return mu, np.sqrt(var) * g.y_scale * g.sd_scale
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.08])
+def test_fast_blocks_equal_the_float64_formula(noise):
+    """predict_log runs the kernel's roots and exponentials in float32 only where its error bound
+    on the log mean is <= 1e-3; then it stays within that bound, and otherwise it is the float64
+    formula exactly, block after block."""
+    _, A, t, _ = synthetic(40, 0, noise=noise)
+    g, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="matern52")
+    _, B, _, _ = synthetic(40, 1)
+    B = np.vstack([B, raw_modes(DEV.full_space()[::2])])          # several blocks
+    assert len(B) > 3 * 2048
+    mu64, sd64 = _float64_prediction(g, B)
+    mu, sd = g.predict_log(DEV, B)
+    bound = 2.4e-7 * g.const * np.abs(g.alpha).sum() * g.y_scale
+    if bound <= 1e-3:
+        assert np.abs(mu - mu64).max() <= bound
+        assert np.abs(sd / sd64 - 1).max() <= 1e-2
+    else:
+        assert np.allclose(mu, mu64, rtol=0, atol=1e-10) and np.allclose(sd, sd64, rtol=1e-9)
+    assert np.allclose(g.predict_log(DEV, B[5000:5010])[0], mu[5000:5010], rtol=0, atol=1e-12)
+
+
+def test_both_kernel_precisions_are_exercised():
+    """The two parametrised cases above cover both paths (a test that could not see float32
+    error would pass whatever the fast path did)."""
+    bounds = []
+    for noise in (0.02, 0.08):
+        _, A, t, _ = synthetic(40, 0, noise=noise)
+        g, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="matern52")
+        bounds.append(2.4e-7 * g.const * np.abs(g.alpha).sum() * g.y_scale)
+    assert max(bounds) > 1e-3 >= min(bounds), bounds
+
+
 def test_interval_coverage_on_synthetic_case():
     """90 % intervals cover 80-98 % of 500 held-out modes (n=60 profiled, known noise)."""
     modes, A, t, p = synthetic(60, 3)
