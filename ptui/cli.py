@@ -133,11 +133,18 @@ def cmd_tune(a) -> int:
     if not a.command_line and not a.workload and not a.resume:
         raise CLIError("--workload is required (or your own training command after --)")
     sizes = getattr(a, "batch_sizes", None)
-    if sizes is not None and a.deadline_ms is not None:
+    stored = _resumed_tune(a) if a.resume and a.session else None
+    group = sizes is not None or bool(stored and stored["batch_sizes"])
+    if group and a.deadline_ms is not None:
         raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
                        "size; with --batch-sizes use --budget-w W or --objective energy")
-    if sizes is None and (a.noise_scale is not None or a.samples_to_target):
+    if not group and (a.noise_scale is not None or a.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes")
+    if a.count is not None and not a.resume:
+        floor = 10 if group else 6
+        if a.count < floor:
+            raise CLIError(f"--count {a.count} is too few for tune: the fit after profiling needs at "
+                           f"least {floor} {'(mode, batch size) pairs' if group else 'modes'}")
     a.strategy = "active"
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
@@ -157,11 +164,15 @@ def cmd_tune(a) -> int:
         recorded = first.params.get("batch_sizes")
     finally:
         store.close()
+    workload = a.workload or (stored or {}).get("workload") or "script"
+    if stored:                                  # decide for what the session was profiled for
+        a.noise_scale = stored["relation"].get("noise_scale")
+        a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
-        return _tune_batches(a, dev, out, tuple(sizes or recorded))
+        return _tune_batches(a, dev, out, tuple(sizes or recorded), workload)
     td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
                              objective=a.objective, risk=None if a.risk == 0 else a.risk,
-                             method=a.method, seed=a.seed or 0, workload=a.workload or "script",
+                             method=a.method, seed=a.seed or 0, workload=workload,
                              corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
                              progress=_info)
     d = td.decision
@@ -201,7 +212,41 @@ def cmd_tune(a) -> int:
     return EXIT_OK
 
 
-def _tune_batches(a, dev, out, sizes) -> int:
+def _resumed_tune(a) -> dict | None:
+    """What a resumed tune session was profiled for: its workload and, for a batch-size group,
+    its sizes and samples-to-target relation, so the decision is made for the same.  A goal or a
+    relation on the command line that differs from the stored one is refused before any
+    profiling.  None when there is no such session (the profile then says so)."""
+    from pathlib import Path
+
+    from .core.active import Goal
+    from .core.batchprofile import group_sessions
+    from .core.store import Store
+    store = Store()
+    try:
+        first = store.get_session(a.session) or next(iter(group_sessions(store, a.session).values()), None)
+    finally:
+        store.close()
+    if first is None:
+        return None
+    p = first.params or {}
+    mine = Goal(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective)
+    if p.get("goal") and Goal(**p["goal"]) != mine:
+        raise CLIError(f"session {a.session} was profiled for '{Goal(**p['goal']).describe()}', not "
+                       f"'{mine.describe()}'; resume it with its own goal, or start a new session")
+    rel = p.get("relation") or {}
+    ns, stt = rel.get("noise_scale"), rel.get("samples_to_target")
+    given_stt = None if a.samples_to_target is None else str(Path(a.samples_to_target).resolve())
+    if (a.noise_scale is not None and a.noise_scale != ns) or (
+            given_stt is not None and (stt is None or given_stt != str(Path(stt).resolve()))):
+        have = (f"--noise-scale {ns:g}" if ns is not None else f"--samples-to-target {stt}" if stt
+                else "throughput only (no --noise-scale or --samples-to-target)")
+        raise CLIError(f"session {a.session} was profiled with {have}; resume it with the same, or "
+                       f"start a new session")
+    return {"workload": first.workload, "relation": rel, "batch_sizes": p.get("batch_sizes")}
+
+
+def _tune_batches(a, dev, out, sizes, workload) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
     import json
 
@@ -211,7 +256,7 @@ def _tune_batches(a, dev, out, sizes) -> int:
         out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
         risk=None if a.risk == 0 else a.risk, samples_file=a.samples_to_target,
         noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
-        workload=a.workload or "script", model_dir=data_dir() / "models" / a.session, progress=_info)
+        workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info)
     for note in r.notes:
         _info(note)
     p = r.pick
@@ -600,10 +645,15 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--batch-size", type=int, default=None)
     if tune:
         pr.add_argument("--count", type=int, default=None,
-                        help="most modes to profile (default 20; stops earlier when confident)")
+                        help="most modes to profile (default 20, at least 6; stops earlier when "
+                             "confident); with --batch-sizes, (mode, batch size) pairs (default 40, "
+                             "at least 10)")
     else:
         g = pr.add_mutually_exclusive_group()
-        g.add_argument("--count", type=int, default=None, help="modes to profile (default 50)")
+        g.add_argument("--count", type=int, default=None,
+                       help="modes to profile (default 50); with --batch-sizes, (mode, batch size) "
+                            "pairs (default 50 at random; with --strategy active at most 40, at "
+                            "least 10)")
         g.add_argument("--modes", help="CSV of modes to profile")
         g.add_argument("--grid", choices=("pt",), help="profile PowerTrain's whole grid")
     pr.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",

@@ -266,9 +266,10 @@ def measured_at(measured: dict | None, batch: int, default_batch) -> dict | None
 def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
                  budget_w: float | None = None, objective: str | None = None,
                  risk: float | None = 0.05, tolerance_w: float = 0.0,
-                 restrict: np.ndarray | None = None) -> Pick:
+                 restrict: np.ndarray | None = None, cautious: float = 0.0) -> Pick:
     """The (mode, batch) with the least time (or energy, objective='energy') to target within the
-    budget, risk-aware as pareto.choose; pairs that do not fit in memory never qualify."""
+    budget, risk-aware as pareto.choose (cautious ranking too: `ptui tune`); pairs that do not fit
+    in memory never qualify."""
     from .pareto import InfeasibleError, Table, choose
     t = jt.table
     keep = jt.fits.copy()
@@ -282,7 +283,8 @@ def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
     scale = r / jt.batch[idx]                       # time per step -> time per (target) sample
     sub = Table([t.modes[i] for i in idx], t.time_ms[idx] * scale, t.power_w[idx],
                 t.time_ms_std[idx] * scale, t.power_w_std[idx], t.measured[idx])
-    d = choose(sub, budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w)
+    d = choose(sub, budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
+               cautious=cautious)
     i = int(idx[d.index])
     b = int(jt.batch[i])
     target = float(time_to_target_s(t.time_ms[i], b, float(r[d.index]), samples))
@@ -568,7 +570,8 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
 def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
            noise_scale: float | None = None, budget_w: float | None = None,
            objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
-           epochs: int | None = None, batches_per_epoch: int | None = None) -> BatchDecision:
+           epochs: int | None = None, batches_per_epoch: int | None = None,
+           cautious: float = 0.0) -> BatchDecision:
     """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
     target, and the two baselines it is compared with."""
     rel = relation(samples_file, noise_scale)
@@ -577,13 +580,14 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
     _candidates(model_memory(model), sizes, rel, budget_w, objective)   # bad input before any work
     space = model_space(model, sizes, modes)
     return decide_in(space, sizes, rel, budget_w=budget_w, objective=objective, risk=risk,
-                     tolerance_w=tolerance_w, epochs=epochs, batches_per_epoch=batches_per_epoch)
+                     tolerance_w=tolerance_w, epochs=epochs, batches_per_epoch=batches_per_epoch,
+                     cautious=cautious)
 
 
 def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
               budget_w: float | None = None, objective: str | None = None,
               risk: float | None = 0.05, tolerance_w: float = 0.0, epochs: int | None = None,
-              batches_per_epoch: int | None = None) -> BatchDecision:
+              batches_per_epoch: int | None = None, cautious: float = 0.0) -> BatchDecision:
     """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
     Pareto screen both come here).  Pick indices are rows of the space."""
     from .pareto import InfeasibleError
@@ -595,7 +599,7 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
     rows = np.flatnonzero(np.isin(space.jt.batch, tg.evaluated))
     jt = space.subset(rows)
     kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
-              samples=tg.samples)
+              samples=tg.samples, cautious=cautious)
     cand_mask = np.isin(jt.batch, cands)
     back = lambda q: None if q is None else _reindex(q, rows)  # noqa: E731
     pick = back(choose_joint(jt, rel, restrict=cand_mask, **kw))

@@ -26,6 +26,7 @@ from .workloads import get_workload
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
+ACTIVE_MIN = 10            # fewest: `ptui fit` over (mode, batch size) needs 10 pairs
 SEP = "@bs"
 
 
@@ -268,7 +269,14 @@ class BatchProfileRun:
             goal, rel_spec = Goal(**first["goal"]), first.get("relation") or {}
         else:
             goal = Goal(budget_w=req.budget_w, deadline_ms=req.deadline_ms, objective=req.objective)
-            rel_spec = {"noise_scale": req.noise_scale, "samples_to_target": req.samples_to_target}
+            stt = req.samples_to_target        # stored absolute: a resume may run from elsewhere
+            rel_spec = {"noise_scale": req.noise_scale,
+                        "samples_to_target": None if stt is None else str(Path(stt).resolve())}
+            space = len(sizes) * len(dev.pt_grid())
+            if not ACTIVE_MIN <= int(self.count) <= space:
+                raise SessionError(f"--count must be between {ACTIVE_MIN} and {space} (mode, batch "
+                                   f"size) pairs here (a fit over batch sizes needs {ACTIVE_MIN}), "
+                                   f"got {self.count}")
         rel = relation(rel_spec.get("samples_to_target"), rel_spec.get("noise_scale"))
         self.goal, self.rel_spec = goal, rel_spec
         self.planner = JointPlanner(dev, dev.pt_grid(), sizes, goal, rel, count=int(self.count),

@@ -803,7 +803,9 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
                         model_dir: Path | None = None,
                         progress: Callable[[str], None] | None = None) -> tuple[object, Path, int]:
     """After an active profile over batch sizes: fit the batch-aware model (measured pairs kept)
-    and decide as `ptui pareto --batch-sizes` does.  Returns (batch.BatchDecision, model dir,
+    and decide as `ptui pareto --batch-sizes` does, with tune's cautious ranking (as
+    `tune_decide`: a pair the model knows little about never beats a measured one on its median
+    alone).  Returns (batch.BatchDecision, model dir,
     pairs profiled)."""
     from .batch import decide, fit_batch_profile
     from .predictor import load_bundled
@@ -817,5 +819,5 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     model.save(out)
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
-               budget_w=budget_w, objective=objective, risk=risk)
+               budget_w=budget_w, objective=objective, risk=risk, cautious=1.0)
     return r, out, int(model.meta["trained_on"]["modes"])

@@ -103,6 +103,9 @@ def test_cli_active_over_batch_sizes(cli, tmp_path):
       "--samples-to-target", "x.csv"], "not both"),
     (["--strategy", "active", "--budget-w", "30", "--samples-to-target", "missing.csv"],
      "cannot read"),
+    # too few pairs for a fit over batch sizes, and more than there are (used to be a MemoryError)
+    (["--strategy", "active", "--budget-w", "30", "--count", "5"], "between 10 and"),
+    (["--strategy", "active", "--budget-w", "30", "--count", "1000000000000"], "between 10 and"),
 ])
 def test_cli_active_over_batch_sizes_refuses_bad_input(cli, tmp_path, args, why):
     rc, out, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
@@ -183,12 +186,80 @@ def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
 @pytest.mark.parametrize("args,why", [
     (["--batch-sizes", "8,16", "--deadline-ms", "100"], "different work at each batch size"),
     (["--noise-scale", "64", "--budget-w", "30"], "go with --batch-sizes"),
+    # a profile the fit after it could never use: refused before any device time is spent
+    (["--batch-sizes", "8,16,32", "--budget-w", "30", "--count", "4"], "at least 10 (mode, batch"),
+    (["--budget-w", "30", "--count", "4"], "at least 6 modes"),
 ])
 def test_tune_over_batch_sizes_refuses_bad_input(cli, tmp_path, args, why):
     rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", *args,
                      "--out", tmp_path / "t.csv")
     assert rc == 2 and why in err and "Traceback" not in err, err
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_tune_resume_decides_for_what_the_group_was_profiled_for(cli, tmp_path):
+    """A resumed `tune` over batch sizes decides with the group's stored relation and workload
+    (it used to decide on throughput only, for workload 'script'), and a different goal or noise
+    scale on the resume is refused before any profiling."""
+    import json
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
+                     "8,16,32", "--strategy", "active", "--budget-w", "30", "--noise-scale", "16",
+                     "--count", "12", "--session", "g", "--out", tmp_path / "g.csv")
+    assert rc == 0, err
+    for args, why in ((["--budget-w", "25"], "profiled for 'fastest within 30 W'"),
+                      (["--budget-w", "30", "--noise-scale", "8"], "profiled with --noise-scale 16")):
+        rc, _, err = cli("tune", "--session", "g", "--resume", *args, "--method", "gp")
+        assert rc == 2 and why in err and "Traceback" not in err, err
+    rc, out, err = cli("tune", "--session", "g", "--resume", "--budget-w", "30", "--method", "gp",
+                       "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["samples_to_target"].startswith("noise") and "16" in d["samples_to_target"]
+    assert d["profiled_pairs"] == 12
+    assert d["target_samples"] == 50_000          # resnet18's epoch, not a script's 1,000
+
+
+def test_tune_over_batch_sizes_ranks_cautiously():
+    """tune's decision over batch sizes ranks as single-size tune does: a predicted pair with a wide
+    sd that is barely better on its median does not beat a measured pair."""
+    from ptui.core.batch import JointTable, choose_joint
+    from ptui.core.pareto import Table
+    grid = ORIN.pt_grid()
+    modes = [grid[0], grid[1]]
+    t = Table(modes, np.array([100.0, 99.8]), np.array([20.0, 20.0]), np.array([0.5, 8.0]),
+              np.array([0.1, 0.1]), np.array([True, False]))
+    jt = JointTable(t, np.array([16, 16]), np.array([True, True]))
+    rel = SamplesToTarget.throughput()
+    assert choose_joint(jt, rel, budget_w=30).index == 1                 # the median alone
+    assert choose_joint(jt, rel, budget_w=30, cautious=1.0).index == 0   # tune: the measured one
+
+
+def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
+    from ptui.core import batch, session
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_decide(*args, **kw):
+        seen.update(kw)
+        raise Stop
+
+    class FakeModel:
+        meta = {"trained_on": {"modes": 10}}
+
+        def save(self, out):
+            pass
+
+        def decision_space(self):
+            return [], None
+    monkeypatch.setattr(batch, "decide", fake_decide)
+    monkeypatch.setattr(batch, "fit_batch_profile", lambda *a, **k: FakeModel())
+    monkeypatch.setattr("ptui.core.profiler.keep_timed", lambda *a, **k: None)
+    with pytest.raises(Stop):
+        session.tune_decide_batches(tmp_path / "p.csv", ORIN, (8, 16), budget_w=30,
+                                    model_dir=tmp_path / "m")
+    assert seen.get("cautious") == 1.0
 
 
 if __name__ == "__main__":
