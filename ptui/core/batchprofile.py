@@ -264,6 +264,15 @@ class BatchProfileRun:
         from .batchactive import JointPlanner
         from .predictor import load_bundled
         req = self.req
+        if len(sizes) < 2:                      # say why, before the planner's general refusal
+            if len(self.batch_sizes) < 2:
+                raise BatchError("active profiling over batch sizes needs at least two sizes: "
+                                 "give --batch-sizes B1,B2,...")
+            dropped = [n for n in self.notes if n.startswith(("not profiled: batch", "memory:"))]
+            raise BatchError(f"active profiling over batch sizes needs at least two sizes that fit; "
+                             f"only {','.join(map(str, sizes)) or 'none'} of "
+                             f"{','.join(map(str, self.batch_sizes))} does ("
+                             + "; ".join(dropped) + ")")
         if req.resume:
             first = next(iter(self.existing.values())).params
             goal, rel_spec = Goal(**first["goal"]), first.get("relation") or {}

@@ -115,6 +115,17 @@ def test_cli_active_over_batch_sizes_refuses_bad_input(cli, tmp_path, args, why)
     assert not (tmp_path / "x.csv").exists()
 
 
+@pytest.mark.parametrize("sizes,why", [
+    ("8,4096", "only 8 of 8,4096 does (memory: 61.5 GB"),     # used to hide which size did not fit
+    ("16", "needs at least two sizes: give --batch-sizes"),
+])
+def test_active_over_too_few_fitting_sizes_says_which(cli, tmp_path, sizes, why):
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
+                     sizes, "--strategy", "active", "--budget-w", "30", "--out", tmp_path / "x.csv")
+    assert rc == 2 and why in err and "Traceback" not in err, err
+    assert "largest resnet18 batch that fits: 647" in err or sizes == "16"
+
+
 def test_noise_scale_without_batch_sizes_is_refused(cli, tmp_path):
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--noise-scale",
                      "64", "--out", tmp_path / "x.csv")
