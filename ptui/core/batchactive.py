@@ -17,6 +17,8 @@ from .batch import BatchError, SamplesToTarget
 from .devices import Device
 from .gp import raw_modes
 
+REF_BATCH = 16      # the bundled reference's batch size (ResNet-18 at 16)
+
 
 class JointPlanner(ActivePlanner):
     """Candidates are (mode, batch) pairs, ordered batch by batch (as batch.joint_table orders its
@@ -61,9 +63,15 @@ class JointPlanner(ActivePlanner):
     def initial(self) -> list:
         ok = np.ones(len(self.A), bool)
         if self.reference is not None:
-            # the reference knows a step at its own batch; as a loose filter that is enough
+            # the reference knows a step at its own batch (16) only: as a loose filter, take a step's
+            # work as proportional to the batch, so time per sample is the reference's step / 16
+            # at every size (step / 16 x relative samples to target).  Taking the step as the same
+            # at every size made a batch of 8 look 8x slower per sample than one of 64, and the
+            # start left out the small sizes.
             pr = self.reference.predict(self.A[:, :4])
-            ok = plausible(self.goal, pr["time_ms"] * np.exp(self.shift), pr["power_w"])
+            b = self.A[:, 4]
+            per_sample = pr["time_ms"] / REF_BATCH * np.exp(self.shift) * b
+            ok = plausible(self.goal, per_sample, pr["power_w"])
             if ok.sum() < 3 * self.n_initial:
                 ok[:] = True
         idx = np.flatnonzero(ok)

@@ -77,6 +77,17 @@ def test_the_objective_is_time_to_target_not_time_per_step():
                      SamplesToTarget.throughput(), count=20)
 
 
+@pytest.mark.parametrize("rel", [SamplesToTarget.throughput(), SamplesToTarget.from_noise_scale(64)])
+def test_start_design_spans_the_batch_axis(rel):
+    """The reference knows one batch size; the start's plausibility filter must not rule a size
+    out for it (it used to take a step as the same at every size, which left batch 8 and 16 out
+    of the start and the GP extrapolating along the batch axis)."""
+    pl = JointPlanner(ORIN, ORIN.pt_grid(), SIZES, Goal(budget_w=30), rel, count=40,
+                      reference=load_bundled())
+    sizes = {b for _, b in pl.initial()}
+    assert min(SIZES) in sizes and max(SIZES) in sizes, sizes
+
+
 def test_cli_active_over_batch_sizes(cli, tmp_path):
     out = tmp_path / "a.csv"
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
