@@ -93,9 +93,10 @@ def cmd_profile(a) -> int:
 
     with bar:
         res = run.run(show)
+    hint = getattr(a, "tune_hint", None) or run.resume_hint()
     if res.status == "aborted":
         _info(f"interrupted: device restored to its original mode; {res.saved}; "
-              f"resume with: {run.resume_hint()}")
+              f"resume with: {hint}")
         return EXIT_INT
     if res.error is not None:
         from .core.profiler import RestoreFailed
@@ -104,7 +105,7 @@ def cmd_profile(a) -> int:
                  if isinstance(res.error, RestoreFailed) else
                  "the device was restored to its original mode")
         _info(f"{where}; finished modes are kept in session {res.session} "
-              f"(resume with: {run.resume_hint()})")
+              f"(resume with: {hint})")
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")
@@ -153,6 +154,7 @@ def cmd_tune(a) -> int:
     out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
+    a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
@@ -210,6 +212,21 @@ def cmd_tune(a) -> int:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
+
+
+def _tune_hint(a) -> str:
+    """The command that resumes an interrupted `ptui tune` (profile, fit and decision)."""
+    import shlex
+
+    from .core.userscript import command_text
+    goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
+        (["--deadline-ms", f"{a.deadline_ms:g}"] if a.deadline_ms is not None else []) + \
+        (["--objective", a.objective] if a.objective else [])
+    extra = (["--method", a.method] if a.method and a.method != "auto" else []) + \
+        (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
+    cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra,
+                      "--out", a.out])
+    return cmd + (f" -- {command_text(a.command_line)}" if a.command_line else "")
 
 
 def _resumed_tune(a) -> dict | None:

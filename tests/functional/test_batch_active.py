@@ -241,6 +241,33 @@ def test_tune_resume_decides_for_what_the_group_was_profiled_for(cli, tmp_path):
     assert d["target_samples"] == 50_000          # resnet18's epoch, not a script's 1,000
 
 
+def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
+    """Ctrl-C during `ptui tune` names the tune command that resumes it (profile, fit and
+    decision), not a `ptui profile` that would stop after profiling; the hint works."""
+    import shlex
+
+    from ptui.core import batchprofile
+    real = batchprofile.BatchProfileRun._sub
+    calls = []
+
+    def interrupted(self, *args, **kw):          # Ctrl-C as the second size's session opens
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, *args, **kw)
+    monkeypatch.setattr(batchprofile.BatchProfileRun, "_sub", interrupted)
+    rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
+                     "8,16,32", "--budget-w", "30", "--count", "12", "--method", "gp",
+                     "--session", "tk", "--out", tmp_path / "t.csv")
+    assert rc == 130, err
+    hint = err.split("resume with: ")[1].strip().splitlines()[0]
+    assert hint.startswith("ptui tune --session tk --resume --budget-w 30 --method gp"), hint
+    monkeypatch.setattr(batchprofile.BatchProfileRun, "_sub", real)
+    rc, out, err = cli(*shlex.split(hint)[1:], "--json")
+    assert rc == 0, err
+    assert '"batch_size"' in out
+
+
 def test_tune_over_batch_sizes_ranks_cautiously():
     """tune's decision over batch sizes ranks as single-size tune does: a predicted pair with a wide
     sd that is barely better on its median does not beat a measured pair."""
