@@ -283,8 +283,18 @@ def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
     scale = r / jt.batch[idx]                       # time per step -> time per (target) sample
     sub = Table([t.modes[i] for i in idx], t.time_ms[idx] * scale, t.power_w[idx],
                 t.time_ms_std[idx] * scale, t.power_w_std[idx], t.measured[idx])
-    d = choose(sub, budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
-               cautious=cautious)
+    try:
+        d = choose(sub, budget_w=budget_w, objective=objective, risk=risk,
+                   tolerance_w=tolerance_w, cautious=cautious)
+    except InfeasibleError:             # say it per step and per pair, not per sample
+        if budget_w is None:
+            raise
+        i = int(idx[np.argmin(t.power_w[idx])])
+        raise InfeasibleError(
+            f"no (mode, batch size) pair stays within {budget_w:g} W"
+            + (f" with risk <= {risk:g}" if risk is not None else "")
+            + f"; the lowest-power pair is {t.modes[i].key} at batch {int(jt.batch[i])}: "
+              f"{t.power_w[i]:.1f} W (+-{t.power_w_std[i]:.1f}), {t.time_ms[i]:.0f} ms per step") from None
     i = int(idx[d.index])
     b = int(jt.batch[i])
     target = float(time_to_target_s(t.time_ms[i], b, float(r[d.index]), samples))

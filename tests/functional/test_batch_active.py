@@ -268,6 +268,20 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
     assert '"batch_size"' in out
 
 
+def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
+    """The closest option over batch sizes is a (mode, batch) pair with its time per step (it used
+    to print the time per sample as if per step, with no batch size)."""
+    from ptui.core.batch import JointTable, choose_joint
+    from ptui.core.pareto import InfeasibleError, Table
+    grid = ORIN.pt_grid()
+    t = Table([grid[0], grid[1]], np.array([160.0, 300.0]), np.array([12.0, 11.0]),
+              np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]))
+    jt = JointTable(t, np.array([16, 32]), np.array([True, True]))
+    with pytest.raises(InfeasibleError, match=rf"lowest-power pair is {grid[1].key} at batch 32: "
+                                              r"11.0 W \(\+-0.2\), 300 ms per step"):
+        choose_joint(jt, SamplesToTarget.throughput(), budget_w=5)
+
+
 def test_tune_over_batch_sizes_ranks_cautiously():
     """tune's decision over batch sizes ranks as single-size tune does: a predicted pair with a wide
     sd that is barely better on its median does not beat a measured pair."""
