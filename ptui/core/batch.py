@@ -439,6 +439,7 @@ class BatchDecision:
                  memory={"how": self.memory.how, "capacity_gb": round(self.memory.capacity_gb, 2),
                          "largest_batch": self.memory.largest(),
                          "infeasible_batch_sizes": self.dropped},
+                 default_batch=self.default_batch,     # the size of the first baseline's key
                  baselines={f"best_mode_at_batch_{self.default_batch}":
                             self.default.as_dict() if self.default else None,
                             "largest_batch_fastest_mode": self.paper.as_dict() if self.paper else None})

@@ -203,6 +203,7 @@ def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
     assert t / d["batch_size"] * float(rel.relative(d["batch_size"], 64)) <= \
         1.02 * true_optimum(f, rel, 30.0, ORIN.pt_grid())
     assert "best_mode_at_batch_16" in d["baselines"] and d["samples_to_target"].startswith("noise")
+    assert f"best_mode_at_batch_{d['default_batch']}" in d["baselines"]    # a stable way to find it
 
 
 @pytest.mark.parametrize("args,why", [
