@@ -185,14 +185,8 @@ def cmd_tune(a) -> int:
            "profiled_modes": td.n_modes, "profile": str(out), "model": str(td.model_dir),
            "applied": False}
     if a.apply:
-        from .core.backends import open_backend
-        backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
-        _info(note)
-        r = session.apply(backend, d.mode)          # verified; remembered for ptui restore
-        if not r.ok:
-            raise CLIError(r.message, EXIT_ERR)
         res["applied"] = True
-        res["apply_message"] = r.message
+        res["apply_message"] = _tune_apply(a, dev, d.mode)
     if a.json:
         print(json.dumps(res, allow_nan=False))
         return EXIT_OK
@@ -212,6 +206,18 @@ def cmd_tune(a) -> int:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
+
+
+def _tune_apply(a, dev, mode) -> str:
+    """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
+    from .core import session
+    from .core.backends import open_backend
+    backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
+    _info(note)
+    r = session.apply(backend, mode)
+    if not r.ok:
+        raise CLIError(r.message, EXIT_ERR)
+    return r.message
 
 
 def _tune_hint(a) -> str:
@@ -277,15 +283,7 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
     for note in r.notes:
         _info(note)
     p = r.pick
-    applied = None
-    if a.apply:
-        from .core.backends import open_backend
-        backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
-        _info(note)
-        res = session.apply(backend, p.mode)        # verified; remembered for ptui restore
-        if not res.ok:
-            raise CLIError(res.message, EXIT_ERR)
-        applied = res.message
+    applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
         from .core.modeldir import finite_json
         d = dict(finite_json(r.as_dict()), profiled_pairs=n, profile=str(out), model=str(model_dir),
