@@ -318,12 +318,13 @@ class Harness:
             act_av |= bool(d["active_available"])
             sizes += [k for k in d["sizes"] if k not in sizes]
             argv.append(" ".join(d["argv"]))
-            reps.append(d["repeats"])
+            if d["acc"]:                   # an active-only run's default repeats counts nothing
+                reps.append(d["repeats"])
             budgets += [b for b in d["active_budgets"] if b not in budgets]
             count = d["active_count"]
         h.fit_available, h.active_available = fit_av, act_av
         out_args.sizes = tuple(sorted(sizes))
-        out_args.repeats = max(reps)
+        out_args.repeats = max(reps) if reps else 0
         out_args.active_budgets = sorted(budgets)
         out_args.active_count = count
         out_args.cmdline = " and ".join(f"`python benchmarks/evaluate.py {x}`" for x in argv) + \
