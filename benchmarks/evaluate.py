@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import indep_corpus  # noqa: E402
 
 from ptui.core import train  # noqa: E402
-from ptui.core.csvio import PROFILE_COLS, read_csv  # noqa: E402
+from ptui.core.csvio import PROFILE_COLS, SPREAD_COLS, measured_uncertainty, read_csv  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
 from ptui.core.pareto import InfeasibleError, Table, choose  # noqa: E402
 from ptui.core.predictor import bundled_reference, features, load_model  # noqa: E402
@@ -93,13 +93,10 @@ def indep_corpus_file(dev: str, wl: str, cache: Path) -> Path:
 
 def _read(f: Path, dev: str):
     """(modes, time, power, extras) of a full-grid corpus; extras: per-mode profiling time and
-    the measured spread (time sd from the minibatch IQR / 1.349, power sd), as ptui reads them."""
-    rows = read_csv(f, get_device(dev), need=PROFILE_COLS,
-                    extras=("mode_s", "time_ms_p25", "time_ms_p75", "power_w_std"))
+    the uncertainty of each measured figure, as ptui reads them (csvio.measured_uncertainty)."""
+    rows = read_csv(f, get_device(dev), need=PROFILE_COLS, extras=("mode_s",) + SPREAD_COLS)
     col = lambda k, d=np.nan: np.array([r.get(k, d) for _, r in rows], float)  # noqa: E731
-    ext = {"mode_s": col("mode_s"),
-           "time_ms_std": np.maximum((col("time_ms_p75", 0.0) - col("time_ms_p25", 0.0)) / 1.349, 0.0),
-           "power_w_std": col("power_w_std", 0.0)}
+    ext = {"mode_s": col("mode_s"), **measured_uncertainty([r for _, r in rows])}
     return [m for m, _ in rows], col("time_ms"), col("power_w"), ext
 
 

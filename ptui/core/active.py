@@ -314,14 +314,14 @@ class ActivePlanner:
 
 
 def measured_from_rows(rows: list[dict]) -> dict:
-    """Profile rows (store or CSV dicts) as the measurements a decision table takes."""
-    def col(k, default=0.0):
-        return np.array([float(r.get(k) if r.get(k) is not None else default) for r in rows])
-    iqr = col("time_ms_p75") - col("time_ms_p25")
+    """Profile rows (store or CSV dicts) as the measurements a decision table takes (sds: the
+    uncertainty of each figure, csvio.measured_uncertainty)."""
+    from .csvio import measured_uncertainty
     return {"modes": np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows],
                               float).reshape(-1, 4),
-            "time_ms": col("time_ms"), "power_w": col("power_w"),
-            "time_ms_std": np.maximum(iqr / 1.349, 0.0), "power_w_std": col("power_w_std")}
+            "time_ms": np.array([float(r["time_ms"]) for r in rows]),
+            "power_w": np.array([float(r["power_w"]) for r in rows]),
+            **measured_uncertainty(rows)}
 
 
 def active_profile_offline(device: Device, modes: list, measure_fn, *, goal: dict | Goal,

@@ -219,20 +219,43 @@ def read_profile(path, device: Device, *, min_modes: int = 10):
     return (modes, np.array([seen[m][1] for m in modes]), np.array([seen[m][2] for m in modes]))
 
 
-def read_measured(path, device: Device, modes: list[Mode]) -> dict:
-    """The measured spread of each profiled mode (for decisions that trust measurements):
-    arrays of MEASURED_KEYS in the order of `modes`.  Time sd from the interquartile range of the
-    minibatch times (IQR / 1.349), power sd from the samples; 0 where a column is absent."""
+REPEAT_SD = 0.004      # relative sd of a mode's median time / mean power from one run to the next
+SPREAD_COLS = ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
+
+
+def measured_uncertainty(rows: list[dict]) -> dict:
+    """How far a profiled mode's figures may be off, as sds (arrays time_ms_std, power_w_std):
+    the standard error of the statistic the profile recorded, not the spread of its samples.
+    The time is the median of n_minibatches minibatch times whose sd is IQR / 1.349 (a median's
+    standard error is 1.2533 sd / sqrt(n)); the power is the mean of n_power samples of sd
+    power_w_std (standard error sd / sqrt(n)); both with a REPEAT_SD floor, the run-to-run
+    variation that more samples do not remove.  Without a count (older files) n = 1: the spread
+    itself, the cautious reading.  rows: dicts with time_ms, power_w and any of SPREAD_COLS."""
     import numpy as np
-    rows = read_csv(path, device, need=PROFILE_COLS,
-                    extras=("time_ms_p25", "time_ms_p75", "power_w_std"))
+
+    def col(k):
+        return np.array([float(r.get(k) or 0.0) for r in rows], np.float64)
+
+    def count(k):
+        return np.maximum(col(k), 1.0)
+    t, p = col("time_ms"), col("power_w")
+    t_sd = np.maximum(col("time_ms_p75") - col("time_ms_p25"), 0.0) / 1.349
+    p_sd = np.maximum(col("power_w_std"), 0.0)
+    return {"time_ms_std": np.hypot(1.2533 * t_sd / np.sqrt(count("n_minibatches")), REPEAT_SD * t),
+            "power_w_std": np.hypot(p_sd / np.sqrt(count("n_power")), REPEAT_SD * p)}
+
+
+def read_measured(path, device: Device, modes: list[Mode]) -> dict:
+    """The measured figures of each profiled mode and their uncertainty (for decisions that
+    trust measurements): arrays of MEASURED_KEYS in the order of `modes`; the sds are
+    measured_uncertainty's."""
+    import numpy as np
+    rows = read_csv(path, device, need=PROFILE_COLS, extras=SPREAD_COLS)
     by = {m: v for m, v in rows}
     out = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
            "time_ms": np.array([by[m]["time_ms"] for m in modes]),
            "power_w": np.array([by[m]["power_w"] for m in modes])}
-    iqr = [by[m].get("time_ms_p75", 0.0) - by[m].get("time_ms_p25", 0.0) for m in modes]
-    out["time_ms_std"] = np.maximum(np.array(iqr) / 1.349, 0.0)
-    out["power_w_std"] = np.array([by[m].get("power_w_std", 0.0) for m in modes])
+    out.update(measured_uncertainty([by[m] for m in modes]))
     return out
 
 
@@ -345,8 +368,7 @@ def read_batch_profile(path, device: Device, *, default_batch: int | None = None
     peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
     size is at `default_batch`.  Identical duplicates merge; conflicting ones are an error."""
     import numpy as np
-    rows = read_csv(path, device, need=PROFILE_COLS,
-                    extras=("batch_size", "time_ms_p25", "time_ms_p75", "power_w_std", PEAK_COL))
+    rows = read_csv(path, device, need=PROFILE_COLS, extras=("batch_size", PEAK_COL) + SPREAD_COLS)
     seen: dict[tuple, dict] = {}
     for m, v in rows:
         b = v.get("batch_size", default_batch)
@@ -368,15 +390,12 @@ def read_batch_profile(path, device: Device, *, default_batch: int | None = None
                        f"are needed (profile more with: ptui profile --count 50)")
     keys = list(seen)
     vals = [seen[k] for k in keys]
-    iqr = [v.get("time_ms_p75", 0.0) - v.get("time_ms_p25", 0.0) for v in vals]
     modes = [k[0] for k in keys]
     batch = np.array([k[1] for k in keys], dtype=int)
     t = np.array([v["time_ms"] for v in vals])
     p = np.array([v["power_w"] for v in vals])
     measured = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
-                "time_ms": t, "power_w": p,
-                "time_ms_std": np.maximum(np.array(iqr) / 1.349, 0.0),
-                "power_w_std": np.array([v.get("power_w_std", 0.0) for v in vals]),
+                "time_ms": t, "power_w": p, **measured_uncertainty(vals),
                 "batch_size": batch.astype(np.float64)}
     peak: dict[int, float] = {}
     for (_, b), v in zip(keys, vals):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .csvio import REPEAT_SD
 from .devices import Device
 from .errors import PtuiInputError
 from .gp import GPTarget, knob_features, raw_modes
@@ -59,7 +60,7 @@ def folds(n: int, seed: int) -> np.ndarray:
 
 
 # -- Gaussian processes ------------------------------------------------------------------------
-NOISE_FLOOR = 0.004        # relative sd of a profiled mode's median time / mean power
+NOISE_FLOOR = REPEAT_SD   # relative sd of a profiled mode's median time / mean power
 
 
 def _kernel(dim: int, y_sd: float, base: str = "matern52"):
