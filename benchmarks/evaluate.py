@@ -440,7 +440,7 @@ class Harness:
                             parts[tgt], mets[tgt] = getattr(models["auto"], tgt), met
                         else:
                             parts[tgt], mets[tgt] = fitmod.fit_one(dev, A[idx], y[idx], getattr(self.ref, tgt),
-                                                                   method="gp", seed=r)
+                                                                   method="gp", seed=r, target=tgt)
                     models["GP"] = Model(dev, parts["time"], parts["power"], {"metrics": mets})
             for name, model in models.items():
                 if name.lower() not in a.methods and name != "GP":

@@ -50,7 +50,8 @@ def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
                 ho = ev.held_out(n, idx)
                 for tgt, y, ck, chk in (("time", tt, "cov_t", "ch_t"), ("power", pp, "cov_p", "ch_p")):
                     t1 = time.perf_counter()
-                    pred, met = fitmod.fit_one(dev, A[idx], y[idx], getattr(ref, tgt), method="gp", seed=r)
+                    pred, met = fitmod.fit_one(dev, A[idx], y[idx], getattr(ref, tgt), method="gp", seed=r,
+                                               target=tgt)
                     secs.append(time.perf_counter() - t1)
                     mu, sd = pred.predict_log(dev, A[ho])
                     res[tgt].append(ev.mape(mu, y[ho]))

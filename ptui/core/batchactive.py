@@ -24,6 +24,8 @@ class JointPlanner(ActivePlanner):
     """Candidates are (mode, batch) pairs, ordered batch by batch (as batch.joint_table orders its
     rows); a measured row carries its `batch_size`."""
     unit = "(mode, batch size) pair"
+    stop_ei = 0.003          # measured with these (docs/accuracy-batch.md: median 0.0-0.2 %)
+    stop_min_share = 0.0
 
     def __init__(self, device: Device, modes: list, sizes, goal: Goal, rel: SamplesToTarget, *,
                  count: int, reference=None, seed: int = 0) -> None:

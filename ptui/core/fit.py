@@ -25,7 +25,7 @@ import numpy as np
 from .csvio import REPEAT_SD
 from .devices import Device
 from .errors import PtuiInputError
-from .gp import GPTarget, knob_features, raw_modes
+from .gp import GPTarget, knob_features, raw_modes, target_inputs
 
 METHODS = ("auto", "gp", "powertrain")
 NN_CANDIDATES = ("transfer", "transfer-nodropout", "scratch")
@@ -117,14 +117,15 @@ def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None):
 
 def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None, ref_net,
            *, seed: int = 0, kernel=None, restarts: int = 1,
-           base: str = "matern52") -> tuple[GPTarget, object]:
+           base: str = "matern52", inputs: str = "log-recip") -> tuple[GPTarget, object]:
     """Fit one GP on raw modes A [n, 4] and log targets; returns (GPTarget, fitted kernel).
-    restarts=None: a short local re-optimisation starting from `kernel` (for CV folds)."""
+    restarts=None: a short local re-optimisation starting from `kernel` (for CV folds).
+    inputs: the knob features (gp.INPUTS; gp.target_inputs says which a target uses)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
-    F = _gp_inputs(prior, knob_features(A), ref_log)
+    F = _gp_inputs(prior, knob_features(A, inputs), ref_log)
     xm = F.mean(axis=0)
     xs = F.std(axis=0)
     xs = np.where(xs > 1e-12, xs, 1.0)
@@ -150,7 +151,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
                  length, const, noise,
                  float(np.atleast_1d(gpr._y_train_mean)[0]), y_scale if y_scale > 0 else 1.0,
                  float(a), float(b), 1.0, ref_net if prior != "none" else None,
-                 kernel_type=kind)
+                 kernel_type=kind, knob_inputs=inputs)
     return g, k
 
 
@@ -169,18 +170,18 @@ def _one_thread():
     return threadpool_limits(1)
 
 
-def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed):
+def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log-recip"):
     """All-data fit plus cross-validated predictions: each fold's GP is fitted on the other folds
     (hyper-parameters re-optimised from the all-data optimum, so the held-out error and interval
     coverage are honest)."""
     prior = GP_SPECS[name]
-    full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed)
+    full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs)
     mu = np.empty(len(ly))
     sd = np.empty(len(ly))
     for f in range(fold.max() + 1):
         te, tr = fold == f, fold != f
         g, _ = gp_fit(prior, A[tr], ly[tr], None if ref_log is None else ref_log[tr], ref_net,
-                      seed=seed, kernel=kern, restarts=None)
+                      seed=seed, kernel=kern, restarts=None, inputs=inputs)
         mu[te], sd[te] = g.predict_log(device, A[te])
     return full, _CV(mu, sd)
 
@@ -496,7 +497,7 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
                 progress(f"fitting {t} ({method}) on {n} modes")
             for nm in gp_candidates(ref_net is not None):
                 fulls[t][nm], cvs[t][nm] = _gp_candidate(nm, device, A, ly, ref_log, ref_net,
-                                                         fold, seed)
+                                                         fold, seed, target_inputs(t))
             if len(fulls[t]) > 1:
                 fulls[t][STACK], cvs[t][STACK] = _gp_stack(dict(fulls[t]), cvs[t], ly)
     except BaseException:
@@ -570,12 +571,14 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
 
 
 def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: str = "auto",
-            seed: int = 0, loss: str = "mse", progress=None) -> tuple[object, dict]:
-    """Fit one target on raw modes A and positive values y; returns (predictor, metrics)."""
+            seed: int = 0, loss: str = "mse", progress=None,
+            target: str = "time") -> tuple[object, dict]:
+    """Fit one target ("time" or "power": its GP inputs, gp.target_inputs) on raw modes A and
+    positive values y; returns (predictor, metrics)."""
     preds, metrics = _fit_targets(device, np.asarray(A, np.float64),
-                                  {"y": (np.asarray(y, np.float64), ref_net)}, method=method,
+                                  {target: (np.asarray(y, np.float64), ref_net)}, method=method,
                                   seed=seed, loss=loss, progress=progress)
-    return preds["y"], metrics["y"]
+    return preds[target], metrics[target]
 
 
 def fit_model(reference, device: Device, modes, times, powers, *, method: str = "auto",

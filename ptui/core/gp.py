@@ -10,10 +10,12 @@ the bends where one resource takes over from another (a maximum of per-resource 
 the ringing an RBF needs to fit them; on held-out modes of both synthetic corpora (ptui's
 simulator and benchmarks/indep_corpus.py) it had lower error for every prior mean (docs/accuracy-notes-gp.md).
 
-Inputs: for each knob (cores, CPU, GPU, EMC frequency) its log and its reciprocal, standardised.
-A minibatch's time is close to a sum of per-resource terms that each scale like 1/frequency and a
-board's power like a sum of terms that grow with frequency, so these eight inputs make both targets
-smooth functions that a stationary kernel interpolates well from a few dozen modes.
+Inputs: for each knob (cores, CPU, GPU, EMC frequency) its log and its reciprocal, standardised;
+for power the knob itself too (``target_inputs``).  A minibatch's time is close to a sum of
+per-resource terms that each scale like 1/frequency and a board's power like a sum of terms that
+grow with frequency, convexly (f V(f)^2), so these inputs make both targets smooth functions that
+a stationary kernel interpolates well from a few dozen modes.  Models saved before power had the
+linear inputs say nothing of ``inputs`` and load as log-recip.
 
 The prior mean m(x) is one of
   * ``none``     : a constant (the GP's normalised mean);
@@ -42,12 +44,26 @@ PRIORS = ("none", "refmean", "refinput")
 KERNELS = ("rbf", "matern52")
 
 
-def knob_features(A: np.ndarray) -> np.ndarray:
-    """log and reciprocal of each knob; A is [n, 4] raw mode values (cores, MHz, MHz, MHz), or
-    [n, 5] with the batch size as a fifth knob (a profile over several batch sizes)."""
+INPUTS = ("log-recip", "log-recip-linear")
+
+
+def knob_features(A: np.ndarray, inputs: str = "log-recip") -> np.ndarray:
+    """log and reciprocal of each knob (and, for ``log-recip-linear``, the knob itself); A is
+    [n, 4] raw mode values (cores, MHz, MHz, MHz), or [n, 5] with the batch size as a fifth knob
+    (a profile over several batch sizes)."""
     A = np.asarray(A, np.float64)
     A = A.reshape(-1, A.shape[-1] if A.ndim == 2 and A.shape[-1] == 5 else 4)
-    return np.hstack([np.log(A), 1.0 / A])
+    return np.hstack([np.log(A), 1.0 / A] + ([A] if inputs == "log-recip-linear" else []))
+
+
+def target_inputs(target: str) -> str:
+    """The kernel inputs of a target.  Time: log and reciprocal (a minibatch is close to a sum of
+    per-resource terms that scale like 1/frequency).  Power: the knobs themselves as well, since
+    a domain's dynamic power grows like f V(f)^2, convex in the frequency, which neither the log
+    nor the reciprocal follows.  Measured with benchmarks/gp_heldout.py (2 repeats, 6 + 6
+    scenarios): power MAPE on the independent generator at 50 modes 2.4-3.6 -> 1.8-3.3 %; the
+    same inputs for time made it worse (gru-speech at 25 modes 7.6 -> 9.9 %)."""
+    return "log-recip-linear" if target == "power" else "log-recip"
 
 
 def raw_modes(modes) -> np.ndarray:
@@ -80,6 +96,7 @@ class GPTarget:
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
+    knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
     _linv: np.ndarray | None = None
 
     kind = "gp"
@@ -87,7 +104,11 @@ class GPTarget:
     @property
     def batch_aware(self) -> bool:
         """True when the batch size is a fifth input (fitted on several batch sizes)."""
-        return len(self.x_mean) - (self.prior == "refinput") == 10
+        return len(self.x_mean) - (self.prior == "refinput") == 5 * self._per_knob
+
+    @property
+    def _per_knob(self) -> int:
+        return 3 if self.knob_inputs == "log-recip-linear" else 2
 
     # -- inference -------------------------------------------------------------------------
     def _ref_log(self, device: Device, A: np.ndarray) -> np.ndarray:
@@ -103,7 +124,7 @@ class GPTarget:
 
     def inputs(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Standardised kernel inputs and the prior mean (log units) for raw modes A."""
-        F = knob_features(A)
+        F = knob_features(A, self.knob_inputs)
         m = np.zeros(len(F))
         if self.prior != "none":
             r = self._ref_log(device, A)
@@ -187,7 +208,7 @@ class GPTarget:
                 "y_mean": self.y_mean, "y_scale": self.y_scale, "prior_a": self.prior_a,
                 "prior_b": self.prior_b, "sd_scale": self.sd_scale,
                 **({"per_sample": True} if self.per_sample else {}),
-                "kernel_type": self.kernel_type}
+                "kernel_type": self.kernel_type, "inputs": self.knob_inputs}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "X": self.X, "alpha": self.alpha,
@@ -215,12 +236,16 @@ class GPTarget:
                 float(cfg.get("sd_scale", 1.0)), ref, grid if prior != "none" else None)
         g.per_sample = bool(cfg.get("per_sample", False))
         g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
+        g.knob_inputs = str(cfg.get("inputs", "log-recip"))     # models before the key
         g.check()
         return g
 
     def check(self) -> None:
+        if self.knob_inputs not in INPUTS:
+            raise ValueError(f"unknown GP inputs {self.knob_inputs!r}")
         n, dim = self.X.shape if self.X.ndim == 2 else (-1, -1)
-        want = (8, 10) if self.prior != "refinput" else (9, 11)   # 10/11: batch size as a knob
+        k = self._per_knob                                        # features per knob
+        want = tuple(k * knobs + (self.prior == "refinput") for knobs in (4, 5))   # 5: batch size
         if dim not in want or self.x_mean.shape != (dim,) or self.x_scale.shape != (dim,) \
                 or self.length.shape != (dim,) or self.alpha.shape != (n,) or self.L.shape != (n, n):
             raise ValueError("GP array shapes do not match each other")

@@ -401,3 +401,53 @@ def test_nn_worker_child_equals_local_and_falls_back_when_it_dies():
         w.close()
     for k in local:
         np.testing.assert_allclose(again[k][1][local[k][0]], local[k][1][local[k][0]], rtol=2e-3)
+
+
+def test_power_gps_take_the_knobs_linearly_and_time_gps_do_not():
+    """Power: log, reciprocal and the knob itself (dynamic power is convex in the frequency);
+    time: log and reciprocal only.  Every GP of a fitted model says so, and its numpy inference
+    equals scikit-learn's on those inputs."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    modes, A, t, p = synthetic(30, 21)
+    m = fit_model(load_bundled(), DEV, modes, t, p, method="gp")
+    for target, want in ((m.time, "log-recip"), (m.power, "log-recip-linear")):
+        for g in getattr(target, "members", [target]):
+            assert g.knob_inputs == want
+    g, kern = gp_fit("none", A, np.log(p), None, None, seed=0, inputs="log-recip-linear")
+    F = knob_features(A, "log-recip-linear")
+    assert F.shape == (30, 12) and np.array_equal(F[:, 8:], A)
+    gpr = GaussianProcessRegressor(kern, normalize_y=True, optimizer=None).fit(
+        (F - g.x_mean) / g.x_scale, np.log(p))
+    _, B, _, _ = synthetic(100, 22)
+    mu_sk = gpr.predict((knob_features(B, "log-recip-linear") - g.x_mean) / g.x_scale)
+    # within the float32 path's bound (gp.GPTarget._block): 1e-3 on the log mean
+    assert np.allclose(g.predict_log(DEV, B)[0], mu_sk, rtol=0, atol=1e-3)
+
+
+def test_gp_model_saved_before_the_inputs_key_loads_as_log_recip(tmp_path):
+    """A model written before power GPs took linear inputs (no `inputs` in its configs) loads
+    with log and reciprocal inputs and predicts what it predicted when saved; an unknown value is
+    refused."""
+    from ptui.core.predictor import Model, ModelError
+    _, A, t, p = synthetic(30, 23)
+    gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0)
+    gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0)
+    m = Model(DEV, gt, gpw, {"kind": "gp"})
+    space = raw_modes(DEV.pt_grid())
+    before = m.predict(space)
+    m.save(tmp_path / "m")
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    for cfg in meta["predictors"].values():
+        assert cfg.pop("inputs") == "log-recip"
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    again = load_model(tmp_path / "m")
+    assert again.power.knob_inputs == "log-recip"
+    for k in before:
+        assert np.allclose(again.predict(space)[k], before[k], rtol=1e-12)
+    meta["predictors"]["power"]["inputs"] = "quadratic"
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="inputs"):
+        load_model(tmp_path / "m")
