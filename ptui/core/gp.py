@@ -122,12 +122,21 @@ class GPTarget:
         from .predictor import features
         return self.ref.predict_log(features(device, A))[0]
 
-    def inputs(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Standardised kernel inputs and the prior mean (log units) for raw modes A."""
-        F = knob_features(A, self.knob_inputs)
+    def inputs(self, device: Device, A: np.ndarray,
+               cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised kernel inputs and the prior mean (log units) for raw modes A.  cache: a
+        dict shared by the members of a stack predicting the same A, which then compute the knob
+        features and look up the reference once (a sixth of the time of predicting every mode)."""
+        c = {} if cache is None else cache
+        F = c.get(self.knob_inputs)
+        if F is None:
+            F = c[self.knob_inputs] = knob_features(A, self.knob_inputs)
         m = np.zeros(len(F))
         if self.prior != "none":
-            r = self._ref_log(device, A)
+            key = ("ref", id(self.ref))
+            r = c.get(key)
+            if r is None:
+                r = c[key] = self._ref_log(device, A)
             if self.prior == "refmean":
                 m = self.prior_a + self.prior_b * r
             else:
@@ -178,11 +187,13 @@ class GPTarget:
         v = K @ linv_t
         return K @ self.alpha, self.const + self.noise - np.einsum("ij,ij->i", v, v)
 
-    def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement)."""
+    def predict_log(self, device: Device, A: np.ndarray,
+                    cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement); cache:
+        see inputs()."""
         if self._linv is None:
             self._linv = np.linalg.inv(self.L)
-        Z, m = self.inputs(device, A)
+        Z, m = self.inputs(device, A, cache)
         inv_len = 1.0 / self.length
         b = self.X * inv_len
         f32 = 2.4e-7 * self.const * float(np.abs(self.alpha).sum()) * self.y_scale <= 1e-3
@@ -322,10 +333,11 @@ class GPStack:
     def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         mu = np.zeros(len(np.asarray(A).reshape(-1, np.asarray(A).shape[-1])))
         second = np.zeros_like(mu)
+        shared: dict = {}
         for w, m in zip(self.weights, self.members):
             if w <= 0:
                 continue
-            mi, si = m.predict_log(device, A)
+            mi, si = m.predict_log(device, A, shared)
             mu += w * mi
             second += w * (si * si + mi * mi)
         sd = np.sqrt(np.maximum(second - mu * mu, 1e-12)) * self.sd_scale
