@@ -578,12 +578,16 @@ def load_predictions(path: Path, device) -> Predictions:
         w = WORKLOADS.get(tags.get("workload", ""))
         mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
         return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
+    from .csvio import read_measured
     modes, t, p = read_profile(path, device, min_modes=1)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
     w = WORKLOADS.get(tags.get("workload", ""))
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
-    return Predictions(Table(modes, t, p, np.zeros(len(t)), np.zeros(len(t))), None, mb,
+    # every row measured, each with the uncertainty of its figures (as a batch profile's rows and
+    # a model's measured modes have; they used to count as exact here)
+    ms = read_measured(path, device, modes)
+    return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
                        tags.get("workload"), tags.get("timed", ""))
 
 

@@ -157,3 +157,23 @@ def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path
     tab = Table.from_prediction(modes, pred).with_measurements(read_measured(f, ORIN, [modes[0], modes[2]]))
     pick = choose(tab, budget_w=22.0, risk=0.05, cautious=1.0)
     assert pick.index == 0 and tab.measured[0]
+
+
+def test_a_profile_csv_opened_for_decisions_carries_the_uncertainty_of_its_figures(tmp_path):
+    """The app's Pareto screen on a plain profile CSV (no model) decides with the same measured
+    uncertainty as `tune`, a model's measured modes and a batch profile; its rows counted as
+    exact before."""
+    from ptui.core import session
+    from ptui.core.csvio import measured_uncertainty
+    modes = ORIN.full_space()[:2]
+    rows = [(*modes[0].as_tuple(), 134.2, 21.7, 131.0, 137.0, 0.4, 40, 12),
+            (*modes[1].as_tuple(), 150.0, 19.0, 140.0, 160.0, 0.3, 40, 12)]
+    f = _profile_csv(tmp_path / "p.csv", rows)
+    tab = session.load_predictions(f, ORIN).table
+    want = measured_uncertainty([{"time_ms": r[4], "power_w": r[5], "time_ms_p25": r[6], "time_ms_p75": r[7],
+                                  "power_w_std": r[8], "n_minibatches": r[9], "n_power": r[10]} for r in rows])
+    by = {m.as_tuple(): i for i, m in enumerate(tab.modes)}
+    for k, m in enumerate(modes):
+        i = by[m.as_tuple()]
+        assert tab.time_ms_std[i] == pytest.approx(want["time_ms_std"][k])
+        assert tab.power_w_std[i] == pytest.approx(want["power_w_std"][k])
