@@ -233,8 +233,9 @@ def measured_uncertainty(rows: list[dict]) -> dict:
     itself, the cautious reading.  rows: dicts with time_ms, power_w and any of SPREAD_COLS."""
     import numpy as np
 
-    def col(k):
-        return np.array([float(r.get(k) or 0.0) for r in rows], np.float64)
+    def col(k):                      # absent, empty or not a finite number: missing (0)
+        v = np.array([float(r.get(k) or 0.0) for r in rows], np.float64)
+        return np.where(np.isfinite(v), v, 0.0)
 
     def count(k):
         return np.maximum(col(k), 1.0)

@@ -140,6 +140,12 @@ def test_measured_uncertainty_is_the_standard_error_of_the_recorded_figure(tmp_p
     assert u["power_w_std"][0] == pytest.approx(np.hypot(0.6, REPEAT_SD * 20))
     bare = measured_uncertainty([{"time_ms": 100.0, "power_w": 20.0}])
     assert bare["time_ms_std"][0] == pytest.approx(0.4) and bare["power_w_std"][0] == pytest.approx(0.08)
+    # a hand-edited 'nan' count or spread is missing, never a NaN sd (which a risk rule reads as
+    # certain to exceed the budget)
+    odd = measured_uncertainty([dict(row, n_minibatches=float("nan"), n_power=float("inf"),
+                                     power_w_std=float("nan"))])
+    assert odd["time_ms_std"][0] == pytest.approx(np.hypot(1.2533 * 10 / 1.349, REPEAT_SD * 100))
+    assert odd["power_w_std"][0] == pytest.approx(REPEAT_SD * 20)
 
 
 def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path):
@@ -160,9 +166,9 @@ def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path
 
 
 def test_a_profile_csv_opened_for_decisions_carries_the_uncertainty_of_its_figures(tmp_path):
-    """The app's Pareto screen on a plain profile CSV (no model) decides with the same measured
-    uncertainty as `tune`, a model's measured modes and a batch profile; its rows counted as
-    exact before."""
+    """The app's Pareto screen on a plain profile CSV (no model) shows each figure with the same
+    measured uncertainty as `tune`, a model's measured modes and a batch profile (its rows
+    counted as exact before)."""
     from ptui.core import session
     from ptui.core.csvio import measured_uncertainty
     modes = ORIN.full_space()[:2]
