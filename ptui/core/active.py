@@ -183,8 +183,9 @@ class ActivePlanner:
     unit = "mode"                        # what a candidate is, in words
     # when the model may call itself confident (the module's constants say what each means).
     # Measured on the independent generator (16 budget goals, <= 20 modes): with 0.3 % and no
-    # minimum share, 11 of 16 runs stopped at 11-18 modes, median penalty 2.0 %, worst 6.9 %; with
-    # these, 0.9 % and 5.4 %.  The joint planner (batchactive) keeps 0.3 % and no minimum share.
+    # minimum share, 11 of 16 runs stopped at 11-18 modes, median penalty 2.0 %, worst 6.9 %;
+    # with these (and power's linear GP inputs), 0.8 % and 3.3 % (docs/accuracy.md).  The joint
+    # planner (batchactive) keeps 0.3 % and no minimum share.
     stop_ei = STOP_EI
     stop_min_share = STOP_MIN_SHARE
 

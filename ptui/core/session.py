@@ -584,8 +584,8 @@ def load_predictions(path: Path, device) -> Predictions:
     w = WORKLOADS.get(tags.get("workload", ""))
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
-    # every row measured, each with the uncertainty of its figures (as a batch profile's rows and
-    # a model's measured modes have; they used to count as exact here)
+    # each row with the uncertainty of its figures, as a batch profile's rows and a model's
+    # measured modes have (they were shown as exact here)
     ms = read_measured(path, device, modes)
     return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
                        tags.get("workload"), tags.get("timed", ""))

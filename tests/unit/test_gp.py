@@ -137,13 +137,14 @@ def test_gp_fit_uses_matern52_by_default():
     assert g.kernel_type == "matern52" and isinstance(kern.k1.k2, Matern) and kern.k1.k2.nu == 2.5
 
 
-def test_gp_model_saved_before_the_kernel_key_loads_as_rbf(tmp_path):
-    """A GP model directory written before Matern-5/2 (no kernel_type in its config) is an RBF
-    GP: it loads and predicts exactly what it predicted when it was saved."""
+def _saved_without(tmp_path, key, old_value, seed, base="matern52"):
+    """Save a two-GP model, then drop `key` from both predictors' configs (asserting it held
+    `old_value`, what an older ptui implied by leaving it out) as an older ptui wrote it.
+    Returns (its meta.json, the meta, the modes predicted, the predictions before)."""
     from ptui.core.predictor import Model
-    _, A, t, p = synthetic(30, 14)
-    gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="rbf")
-    gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0, base="rbf")
+    _, A, t, p = synthetic(30, seed)
+    gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base=base)
+    gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0, base=base)
     m = Model(DEV, gt, gpw, {"kind": "gp"})
     space = raw_modes(DEV.pt_grid())
     before = m.predict(space)
@@ -151,9 +152,16 @@ def test_gp_model_saved_before_the_kernel_key_loads_as_rbf(tmp_path):
     f = tmp_path / "m" / "meta.json"
     meta = json.loads(f.read_text())
     for cfg in meta["predictors"].values():
-        assert cfg.pop("kernel_type") == "rbf"
-    meta["digest"] = meta_digest(meta)              # as an older ptui wrote it
+        assert cfg.pop(key) == old_value
+    meta["digest"] = meta_digest(meta)
     f.write_text(json.dumps(meta))
+    return f, meta, space, before
+
+
+def test_gp_model_saved_before_the_kernel_key_loads_as_rbf(tmp_path):
+    """A GP model directory written before Matern-5/2 (no kernel_type in its config) is an RBF
+    GP: it loads and predicts exactly what it predicted when it was saved."""
+    _, _, space, before = _saved_without(tmp_path, "kernel_type", "rbf", 14, base="rbf")
     again = load_model(tmp_path / "m")
     assert again.time.kernel_type == "rbf"
     for k in before:
@@ -428,20 +436,8 @@ def test_gp_model_saved_before_the_inputs_key_loads_as_log_recip(tmp_path):
     """A model written before power GPs took linear inputs (no `inputs` in its configs) loads
     with log and reciprocal inputs and predicts what it predicted when saved; an unknown value is
     refused."""
-    from ptui.core.predictor import Model, ModelError
-    _, A, t, p = synthetic(30, 23)
-    gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0)
-    gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0)
-    m = Model(DEV, gt, gpw, {"kind": "gp"})
-    space = raw_modes(DEV.pt_grid())
-    before = m.predict(space)
-    m.save(tmp_path / "m")
-    f = tmp_path / "m" / "meta.json"
-    meta = json.loads(f.read_text())
-    for cfg in meta["predictors"].values():
-        assert cfg.pop("inputs") == "log-recip"
-    meta["digest"] = meta_digest(meta)
-    f.write_text(json.dumps(meta))
+    from ptui.core.predictor import ModelError
+    f, meta, space, before = _saved_without(tmp_path, "inputs", "log-recip", 23)
     again = load_model(tmp_path / "m")
     assert again.power.knob_inputs == "log-recip"
     for k in before:
