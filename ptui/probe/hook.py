@@ -22,6 +22,7 @@ every failure is swallowed (and reported to ptui where possible).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -236,8 +237,11 @@ def _watch_ptui(sock: socket.socket) -> None:
     try:
         while sock.recv(64):
             pass
-    except OSError:
-        pass
+    except OSError as e:
+        if e.errno in (errno.EBADF, errno.ENOTSOCK):
+            # the script closed this descriptor itself (a launcher's os.closerange before it
+            # starts its ranks): that says nothing about ptui, which is still there
+            return
     _end_orphaned_script()
 
 
