@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+import numpy as np
+
 from .errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,9 +80,49 @@ def make_mode(device: "Device", cores, cpu_mhz, gpu_mhz, mem_mhz) -> Mode:
     )
 
 
-def full_space(device: "Device") -> list[Mode]:
-    return [Mode(c, f, g, m) for c, f, g, m in product(
-        range(1, device.max_cores + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz)]
+class ModeList(list):
+    """A list of modes that also carries their values as a read-only array [n, 4] (cores, CPU,
+    GPU, EMC MHz), so that predicting a device's whole space does not walk 18,096 objects to build
+    it (gp.raw_modes).  Any change to the list drops the array; a slice is a plain list."""
+    __slots__ = ("raw",)
+
+    def __init__(self, modes=(), raw: np.ndarray | None = None):
+        super().__init__(modes)
+        self.raw = raw if raw is not None and len(raw) == len(self) else None
+
+
+def _dropping_raw(name: str):
+    method = getattr(list, name)
+
+    def changed(self, *args, **kwargs):
+        self.raw = None
+        return method(self, *args, **kwargs)
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert",
+              "pop", "remove", "reverse", "sort", "clear"):
+    setattr(ModeList, _name, _dropping_raw(_name))
+
+# a device's spaces, built once per process: 18,096 Mode objects take ~10 ms to make
+_SPACES: dict = {}
+
+
+def _space(cores: Sequence[int], cpu: Sequence[float], gpu: Sequence[float],
+           mem: Sequence[float]) -> ModeList:
+    key = (tuple(cores), tuple(cpu), tuple(gpu), tuple(mem))
+    hit = _SPACES.get(key)
+    if hit is None:
+        combos = list(product(*key))
+        raw = np.array(combos, np.float64).reshape(-1, 4)
+        raw.setflags(write=False)
+        hit = _SPACES[key] = (tuple(Mode(*c) for c in combos), raw)
+    return ModeList(*hit)
+
+
+def full_space(device: "Device") -> ModeList:
+    return _space(range(1, device.max_cores + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz)
 
 
 def pt_grid_cpu(device: "Device") -> list[float]:
@@ -96,11 +138,10 @@ def pt_grid_cores(device: "Device") -> list[int]:
     return list(range(2, device.max_cores + 1, 2))
 
 
-def pt_grid(device: "Device") -> list[Mode]:
+def pt_grid(device: "Device") -> ModeList:
     """PowerTrain's profiling grid: even core counts x every other CPU frequency (without the two
     slowest) x all GPU x all EMC frequencies.  Orin AGX: 6 x 14 x 13 x 4 = 4,368."""
-    return [Mode(c, f, g, m) for c, f, g, m in product(
-        pt_grid_cores(device), pt_grid_cpu(device), device.gpu_mhz, device.mem_mhz)]
+    return _space(pt_grid_cores(device), pt_grid_cpu(device), device.gpu_mhz, device.mem_mhz)
 
 
 def transition_order(modes: Iterable[Mode]) -> list[Mode]:

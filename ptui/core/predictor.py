@@ -165,11 +165,13 @@ class Model:
         budget picks (batch 16) and 17.5-20 % of (mode, batch size) picks more than 1 W over the
         budget; see docs/accuracy.md.  A model without measurements (the bundled reference) and
         extrapolate=True keep every mode."""
-        modes = list(modes) if modes is not None else self.device.full_space()
+        from .gp import raw_modes
+        from .modes import ModeList
+        modes = self.device.full_space() if modes is None else ModeList(modes, getattr(modes, "raw", None))
         got = None if self.measured is None else np.asarray(self.measured.get("modes"), np.float64)
         if extrapolate or got is None or got.ndim != 2 or not len(got) or not modes:
             return modes, ""
-        A = np.array([m.as_tuple() for m in modes], np.float64)
+        A = raw_modes(modes)
         ok = np.ones(len(A), bool)
         for k in range(4):
             ok &= np.isin(np.round(A[:, k], 3), np.round(got[:, k], 3))
@@ -181,7 +183,7 @@ class Model:
                          f"{n}: {len(set(got[:, k]))} values" for k, n in enumerate(names))
         note = (f"{int((~ok).sum())} of {len(modes)} modes have a knob value no profiled mode had "
                 f"and are not chosen: predictions there are extrapolations (profiled: {seen})")
-        return [m for m, k in zip(modes, ok) if k], note
+        return ModeList([m for m, k in zip(modes, ok) if k], A[ok]), note
 
     def predict(self, modes, batch_size=None) -> dict[str, np.ndarray]:
         """Predictions for modes; batch_size (a number or one per mode) only for a model fitted on
