@@ -20,9 +20,13 @@ Methods, each fitted on k random grid modes (k = 10, 25, 50), repeated with diff
 Metrics: MAPE on every held-out grid mode (all modes not profiled); 90 % predictive-interval
 coverage on the same modes (log-normal interval from the predicted median and sd).
 Optimisation (Orin AGX scenarios): the fastest mode within budgets 17-50 W in 1 W steps against the
-corpus's true optimum: PT-50 as-is and risk-aware, the GP rows risk-aware (P(power > budget) <=
+true optimum: PT-50 as-is and risk-aware, the GP rows risk-aware (P(power > budget) <=
 0.05), random-50 measured Pareto, and goal-aware active profiling with <= 20 modes
-(ptui.core.active.active_profile_offline, when it exists).
+(ptui.core.active.active_profile_offline, when it exists).  Each decision is graded twice: against
+the corpus's recorded values (one noisy pass over the grid, as a single real full-grid profile
+would be) and against the generator's expected values (noise-free: what the mode gives on
+average, which is what a user who applies it gets).  Every method is given only the recorded
+(noisy) values of the modes it profiled.
 
 Run: python benchmarks/evaluate.py [--quick] [--repeats N] [--corpus sim|indep|both]
 Writes docs/accuracy.md (or --out) and prints a summary as it goes.
@@ -89,6 +93,21 @@ def indep_corpus_file(dev: str, wl: str, cache: Path) -> Path:
     if not f.exists():
         indep_corpus.write_corpus(f, dev, wl, 0)
     return f
+
+
+def expected_truth(corpus: str, dev_name: str, wl: str, modes) -> tuple[np.ndarray, np.ndarray]:
+    """Noise-free time and power of every corpus mode: the generator's own expected value (the
+    simulator's steady state, at the sim corpus's full-TPC setting and default batch size; the
+    independent generator's truth())."""
+    dev = get_device(dev_name)
+    A = np.array([m.as_tuple() for m in modes], float)
+    if corpus == "sim":
+        from ptui.core.physics import steady_state
+        from ptui.core.workloads import get_workload
+        op = steady_state(dev, get_workload(wl), *A.T, tpc=dev.gpu_tpcs)
+        return np.asarray(op.time_ms, float), np.asarray(op.power_w, float)
+    t, p, _ = indep_corpus.truth(dev, indep_corpus.JOBS[wl], A)
+    return np.asarray(t, float), np.asarray(p, float)
 
 
 def _read(f: Path, dev: str):
@@ -456,11 +475,15 @@ class Harness:
     # --------------------------------------------------------------------------- optimisation
     def optimisation(self, corpus, dev, wl, modes, tt, pp, ext, keep50):
         a = self.a
-        tab_true = Table(modes, tt, pp, np.zeros(len(tt)), np.zeros(len(tt)))
-        opt = {}
+        te, pe = expected_truth(corpus, dev.name, wl, modes)
+        opt, opt_x = {}, {}
         for b in BUDGETS:
             try:
-                opt[b] = choose(tab_true, budget_w=b, risk=None).time_ms
+                t_rec = choose(Table(modes, tt, pp, np.zeros(len(tt)), np.zeros(len(tt))),
+                               budget_w=b, risk=None).time_ms
+                opt_x[b] = choose(Table(modes, te, pe, np.zeros(len(te)), np.zeros(len(te))),
+                                  budget_w=b, risk=None).time_ms
+                opt[b] = t_rec
             except InfeasibleError:
                 pass
         res = {}
@@ -472,6 +495,8 @@ class Harness:
             r["pen"].append((tt[i] - opt[b]) / opt[b] * 100)
             r["over"] += pp[i] > b
             r["over1"] += pp[i] > b + 1
+            r.setdefault("pen_x", []).append((te[i] - opt_x[b]) / opt_x[b] * 100)
+            r["over1_x"] = r.get("over1_x", 0) + int(pe[i] > b + 1)
             if extra:
                 r["modes"].append(extra["modes"])
                 r["dev_s"].append(extra["dev_s"])
@@ -551,8 +576,10 @@ class Harness:
             self.opt.append((corpus, f"{dev.name}/{wl}", name, r))
         if res:
             self.log("  optimisation: " + " | ".join(
-                f"{nm} {np.median(r['pen']):.1f}/{np.percentile(r['pen'], 75):.1f} "
-                f"over+1W {100 * r['over1'] / max(1, r['n']):.0f}%" for nm, r in res.items() if r["n"]))
+                f"{nm} expected {np.median(r['pen_x']):.1f}/{np.percentile(r['pen_x'], 75):.1f} "
+                f"over+1W {100 * r['over1_x'] / r['n']:.0f}% (recorded {np.median(r['pen']):.1f}/"
+                f"{np.percentile(r['pen'], 75):.1f} {100 * r['over1'] / r['n']:.0f}%)"
+                for nm, r in res.items() if r["n"]))
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -567,6 +594,33 @@ METHOD_TEXT = {
     "auto": "`fit_model(method=\"auto\")`: cross-validation per target among ptui's GP variants "
             "and the PowerTrain NN recipes",
 }
+
+
+def _pooled(rs, expected: bool):
+    """(decisions, median, Q3, worst penalty %, over budget + 1 W %) of decision records, graded
+    against the expected (noise-free) or the recorded values; None when the records predate the
+    expected grading."""
+    key, o_key = ("pen_x", "over1_x") if expected else ("pen", "over1")
+    if not rs or any(key not in r for r in rs):
+        return None
+    pen = np.concatenate([r[key] for r in rs])
+    n = sum(r["n"] for r in rs)
+    return n, np.median(pen), np.percentile(pen, 75), np.max(pen), 100 * sum(r[o_key] for r in rs) / n
+
+
+def _fmt_pooled(st) -> str:
+    return "n/a | n/a | n/a | n/a" if st is None else f"{st[1]:.1f} | {st[2]:.1f} | {st[3]:.1f} | {st[4]:.1f}"
+
+
+GRADING_TEXT = (
+    "Each decision is graded twice. **Expected** (the figure the targets are checked on): against "
+    "the generator's noise-free value of every mode, i.e. the time and power a user gets on "
+    "average when the mode is applied. **Recorded**: against the corpus's one noisy pass over the "
+    "grid, as a single full-grid profile of a real board would be; there the true optimum is the "
+    "mode whose noise happened to be luckiest (on the independent generator, 2 % time noise), so "
+    "every prediction pays that luck as penalty while a pick among measured modes is graded with "
+    "the very values it was chosen on. Both are shown; methods only ever see the recorded values "
+    "of the modes they profiled.")
 
 
 def report(h: Harness, files: dict) -> list[str]:
@@ -669,21 +723,21 @@ def report(h: Harness, files: dict) -> list[str]:
               f"{', '.join(f'{b:g}' for b in a.active_budgets)} W. Device time = sum of the "
               "corpus's per-mode profiling time (mode_s) over the profiled modes. Infeasible = "
               "budgets with no qualifying mode (the method then falls back to its lowest-power "
-              "mode, counted in the figures).", ""]
+              "mode, counted in the figures).", "", GRADING_TEXT, ""]
         for corpus in ("sim", "indep"):
             scen = list(dict.fromkeys(s for c, s, _, _ in h.opt if c == corpus))
             for s in scen:
                 L += [f"**{corpus}: {s}**", "",
-                      "| method | decisions | median penalty % | Q3 % | worst % | over budget % | "
+                      "| method | decisions | expected: median penalty % | Q3 % | worst % | "
+                      "over budget + 1 W % | recorded: median penalty % | Q3 % | worst % | "
                       "over budget + 1 W % | infeasible | profiled modes | device time (min) |",
-                      "|---|---|---|---|---|---|---|---|---|---|"]
+                      "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
                 for c, s2, name, r in h.opt:
                     if c != corpus or s2 != s or not r["n"]:
                         continue
                     dm = np.nanmedian(r["dev_s"]) / 60 if r["dev_s"] and np.isfinite(r["dev_s"]).any() else float("nan")
-                    L.append(f"| {name} | {r['n']} | {np.median(r['pen']):.1f} | {np.percentile(r['pen'], 75):.1f} | "
-                             f"{np.max(r['pen']):.1f} | {100 * r['over'] / r['n']:.1f} | "
-                             f"{100 * r['over1'] / r['n']:.1f} | {r['infeasible']} | "
+                    L.append(f"| {name} | {r['n']} | {_fmt_pooled(_pooled([r], True))} | "
+                             f"{_fmt_pooled(_pooled([r], False))} | {r['infeasible']} | "
                              f"{fmt_m(r['modes']) if r['modes'] else '-'} | "
                              f"{'-' if not np.isfinite(dm) else f'{dm:.1f}'} |")
                 stops = [(name, r["stops"]) for c, s2, name, r in h.opt if c == corpus and s2 == s and r["stops"]]
@@ -716,20 +770,19 @@ def headline(h: Harness) -> list[str]:
                 L.append(f"| {corpus} | {k} | {m} | {min(t):.1f}-{max(t):.1f} | {min(p):.1f}-{max(p):.1f} | "
                          + (f"{min(c):.0f}-{max(c):.0f}" if c else "n/a") + " |")
     if h.opt:
-        L += ["", "Budget decisions pooled over the Orin AGX scenarios of each corpus (17-50 W):", "",
-              "| corpus | method | decisions | median penalty % | Q3 % | worst % | over budget + 1 W % |",
-              "|---|---|---|---|---|---|---|"]
+        L += ["", "Budget decisions pooled over the Orin AGX scenarios of each corpus (17-50 W). "
+              + GRADING_TEXT, "",
+              "| corpus | method | decisions | expected: median penalty % | Q3 % | worst % | "
+              "over budget + 1 W % | recorded: median penalty % | Q3 % | worst % | over budget + 1 W % |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
         for corpus in ("sim", "indep"):
             names = list(dict.fromkeys(nm for c, _, nm, _ in h.opt if c == corpus))
             for nm in names:
                 rs = [r for c, _, n2, r in h.opt if c == corpus and n2 == nm and r["n"]]
                 if not rs:
                     continue
-                pen = np.concatenate([r["pen"] for r in rs])
-                n = sum(r["n"] for r in rs)
-                o1 = sum(r["over1"] for r in rs)
-                L.append(f"| {corpus} | {nm} | {n} | {np.median(pen):.1f} | {np.percentile(pen, 75):.1f} | "
-                         f"{np.max(pen):.1f} | {100 * o1 / n:.1f} |")
+                L.append(f"| {corpus} | {nm} | {sum(r['n'] for r in rs)} | {_fmt_pooled(_pooled(rs, True))} | "
+                         f"{_fmt_pooled(_pooled(rs, False))} |")
     L.append("")
     return L
 
@@ -737,7 +790,9 @@ def headline(h: Harness) -> list[str]:
 def targets(h: Harness) -> list[str]:
     """Issue 8's targets, checked on the medians of each scenario."""
     L = ["## Issue 8 targets", "",
-         "Per scenario medians over repeats; a target is met only if every scenario meets it.", "",
+         "Per scenario medians over repeats; a target is met only if every scenario meets it. "
+         "Decisions are checked on the expected (noise-free) grading; the recorded grading is "
+         "given beside it (see the optimisation section).", "",
          "| target | method | corpus | worst scenario value | met? |", "|---|---|---|---|---|"]
     for k, tt_, tp in ((50, 5.0, 3.0), (25, 8.0, 4.0)):
         for m in ("PT", "GP-textbook", "GP", "auto"):
@@ -763,18 +818,20 @@ def targets(h: Harness) -> list[str]:
             rs = [r for c, _, n2, r in h.opt if c == corpus and n2 == name and r["n"]]
             if not rs or name == "MAXN":
                 continue
-            pen = np.concatenate([r["pen"] for r in rs])
-            n = sum(r["n"] for r in rs)
-            med, q3, worst = np.median(pen), np.percentile(pen, 75), np.max(pen)
-            o1 = 100 * sum(r["over1"] for r in rs) / n
+            ex, rc = _pooled(rs, True), _pooled(rs, False)
+            st = ex if ex is not None else rc
+            n, med, q3, worst, o1 = st
             if name.startswith("active"):
                 ok = med <= 1.5 and worst <= 10 and o1 <= 5
                 tgt = "active <= 20 modes: median <= 1.5 %, worst <= 10 %, over+1 W <= 5 %"
             else:
                 ok = med <= 1 and q3 <= 3 and o1 <= 5
                 tgt = "budgets 17-50 W: median <= 1 %, Q3 <= 3 %, over+1 W <= 5 %"
-            L.append(f"| {tgt} | {name} | {corpus} ({len(rs)} scenarios, {n} decisions) | median {med:.1f} / "
-                     f"Q3 {q3:.1f} / worst {worst:.1f} / over+1 W {o1:.1f} % | {'yes' if ok else 'NO'} |")
+            also = (f" (recorded: {rc[1]:.1f} / {rc[2]:.1f} / {rc[3]:.1f} / {rc[4]:.1f} %)"
+                    if ex is not None else " (recorded values only)")
+            L.append(f"| {tgt} | {name} | {corpus} ({len(rs)} scenarios, {n} decisions) | "
+                     f"{'expected' if ex is not None else 'recorded'}: median {med:.1f} / Q3 {q3:.1f} / "
+                     f"worst {worst:.1f} / over+1 W {o1:.1f} %{also} | {'yes' if ok else 'NO'} |")
     L.append("")
     return L
 

@@ -1,0 +1,38 @@
+"""The evaluation grades decisions against each generator's expected (noise-free) values as well
+as the recorded ones: those expected values must be what the corpora's measurements scatter
+around, on both generators."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import evaluate as ev  # noqa: E402
+import indep_corpus as ic  # noqa: E402
+
+
+def test_sim_expected_values_are_what_a_sim_profile_records(tmp_path):
+    out = tmp_path / "p.csv"
+    env = dict(os.environ, PTUI_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-m", "ptui", "profile", "--device", "orin-nano", "--workload",
+                    "resnet18", "--count", "4", "--seed", "0", "--out", str(out)], check=True,
+                   capture_output=True, env=env, cwd=ROOT)
+    modes, tt, pp, _ = ev._read(out, "orin-nano")
+    te, pe = ev.expected_truth("sim", "orin-nano", "resnet18", modes)
+    assert np.all(np.abs(tt / te - 1) < 0.02) and np.all(np.abs(pp / pe - 1) < 0.02)
+
+
+def test_indep_expected_values_are_the_generator_truth_the_noise_scatters_around(tmp_path):
+    f = tmp_path / "c.csv"
+    ic.write_corpus(f, "orin-nano", "vit-tiny", seed=0)
+    modes, tt, pp, _ = ev._read(f, "orin-nano")
+    te, pe = ev.expected_truth("indep", "orin-nano", "vit-tiny", modes)
+    m = ic.measure(ev.get_device("orin-nano"), "vit-tiny", modes, 0)
+    assert np.allclose(te, m["true_time_ms"]) and np.allclose(pe, m["true_power_w"])
+    # the recorded values carry the generator's 2 % / 1.5 % noise around them
+    assert 0.008 < np.median(np.abs(np.log(tt / te))) < 0.025
+    assert 0.005 < np.median(np.abs(np.log(pp / pe))) < 0.02
