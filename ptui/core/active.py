@@ -239,16 +239,17 @@ class ActivePlanner:
 
     def fit(self, rows: list[dict]):
         """GP time and power models on the measured rows (in plan order)."""
-        from .fit import GP_SPECS, gp_fit
+        from .fit import GP_PRIOR, gp_fit
         from .predictor import features
         A, yt = self._rows_inputs(rows)
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
-            prior = GP_SPECS[self._choice(name, A, y, ref)]
+            prior = GP_PRIOR[self._choice(name, A, y, ref)]
             ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
-            out[name], _ = gp_fit(prior, A, np.log(y), ref_log, ref if prior != "none" else None,
-                                  seed=self.seed, inputs=target_inputs(name))
+            out[name], _ = gp_fit(prior, A, np.log(y), ref_log,
+                                  ref if prior in ("refmean", "refinput") else None,
+                                  seed=self.seed, inputs=target_inputs(name), basis=name)
             out[name].per_sample = name == "time" and A.shape[1] == 5
         return out
 

@@ -19,10 +19,15 @@ linear inputs say nothing of ``inputs`` and load as log-recip.
 
 The prior mean m(x) is one of
   * ``none``     : a constant (the GP's normalised mean);
+  * ``physmean`` : a + b * log(phys(x)), phys a non-negative sum of per-resource terms fitted to the
+                   profile (``phys_basis``): time as a constant plus terms in 1/f of CPU (per core
+                   and in all), GPU and EMC; power as a constant plus terms in cores, cores x f_cpu,
+                   cores x f_cpu^3, f_gpu, f_gpu^3 and f_emc.  A shape that extrapolates like the
+                   hardware does, from the profile alone;
   * ``refmean``  : a + b * log(reference prediction) — the reference network's prediction, rescaled
-                   by least squares on the profile: transfer learning through the prior;
+                   by least squares on the profile (fitted before 2026-11-23; still loads);
   * ``refinput`` : a constant, with log(reference prediction) as a ninth input the kernel weighs
-                   by its own length scale.
+                   by its own length scale: transfer learning through the kernel.
 The reference network travels with the model (its arrays, prefixed ``ref_``), so a model directory
 needs nothing else to predict.
 
@@ -41,7 +46,42 @@ import numpy as np
 from .devices import Device
 from .modes import ModeList
 
-PRIORS = ("none", "refmean", "refinput")
+PRIORS = ("none", "refmean", "refinput", "physmean")
+WITH_REFERENCE = ("refmean", "refinput")        # priors that carry the reference network
+
+
+def phys_basis(A: np.ndarray, basis: str) -> np.ndarray:
+    """Per-resource terms of the ``physmean`` prior for raw modes A [n, >= 4] (frequencies in GHz so
+    that the cubes stay near 1).  Time: a minibatch is close to a sum of per-resource times, each
+    scaling like 1/frequency (CPU work split over the cores or not).  Power: static power, per-core
+    and per-domain dynamic power growing like f (fixed voltage) to f^3 (voltage rising with f)."""
+    A = np.asarray(A, np.float64)
+    c, fc, fg, fm = A[:, 0], A[:, 1] / 1000.0, A[:, 2] / 1000.0, A[:, 3] / 1000.0
+    one = np.ones_like(c)
+    if basis == "time":
+        return np.stack([one, 1.0 / fc, 1.0 / (c * fc), 1.0 / fg, 1.0 / fm], axis=1)
+    if basis == "power":
+        return np.stack([one, c, c * fc, c * fc ** 3, fg, fg ** 3, fm], axis=1)
+    raise ValueError(f"unknown physical basis {basis!r}")
+
+
+PHYS_TERMS = {"time": 5, "power": 7}
+
+
+def phys_fit(A: np.ndarray, y: np.ndarray, basis: str) -> np.ndarray:
+    """Non-negative weights of phys_basis that fit y with the least squared relative error."""
+    from scipy.optimize import nnls
+    y = np.asarray(y, np.float64)
+    B = phys_basis(A, basis)
+    w, _ = nnls(B / y[:, None], np.ones_like(y))
+    if not np.any(w > 0):                       # degenerate: a constant at the geometric mean
+        w = np.zeros(B.shape[1])
+        w[0] = float(np.exp(np.mean(np.log(y))))
+    return w
+
+
+def phys_log(A: np.ndarray, w: np.ndarray, basis: str) -> np.ndarray:
+    return np.log(np.maximum(phys_basis(A, basis) @ w, 1e-12))
 KERNELS = ("rbf", "matern52")
 
 
@@ -99,6 +139,8 @@ class GPTarget:
     sd_scale: float = 1.0           # calibration of the predictive sd
     ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
+    phys_w: np.ndarray | None = None     # physmean: weights of phys_basis
+    phys_basis: str = ""                 # physmean: "time" | "power"
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
@@ -137,7 +179,10 @@ class GPTarget:
         if F is None:
             F = c[self.knob_inputs] = knob_features(A, self.knob_inputs)
         m = np.zeros(len(F))
-        if self.prior != "none":
+        if self.prior == "physmean":
+            m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
+                                                      self.phys_w, self.phys_basis)
+        elif self.prior != "none":
             key = ("ref", id(self.ref))
             r = c.get(key)
             if r is None:
@@ -224,6 +269,7 @@ class GPTarget:
                 "y_mean": self.y_mean, "y_scale": self.y_scale, "prior_a": self.prior_a,
                 "prior_b": self.prior_b, "sd_scale": self.sd_scale,
                 **({"per_sample": True} if self.per_sample else {}),
+                **({"phys_basis": self.phys_basis} if self.prior == "physmean" else {}),
                 "kernel_type": self.kernel_type, "inputs": self.knob_inputs}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -233,6 +279,8 @@ class GPTarget:
             d.update({f"ref_{k}": v for k, v in self.ref.to_arrays().items()})
         if self.ref_grid is not None:
             d["grid_ref"] = self.ref_grid
+        if self.phys_w is not None:
+            d["phys_w"] = self.phys_w
         return d
 
     @classmethod
@@ -241,15 +289,20 @@ class GPTarget:
         prior = cfg.get("prior")
         if prior not in PRIORS:
             raise ValueError(f"unknown GP prior {prior!r}")
-        ref = None
-        if prior != "none":
+        ref = grid = None
+        if prior in WITH_REFERENCE:
             ref = Net.from_arrays({k[4:]: d[k] for k in d if k.startswith("ref_")})
             grid = np.asarray(d["grid_ref"], np.float64) if "grid_ref" in d else None
         g = cls(prior, *(np.asarray(d[k], np.float64) for k in
                          ("x_mean", "x_scale", "X", "alpha", "L", "length")),
                 *(float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale")),
                 float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
-                float(cfg.get("sd_scale", 1.0)), ref, grid if prior != "none" else None)
+                float(cfg.get("sd_scale", 1.0)), ref, grid)
+        if prior == "physmean":
+            if "phys_w" not in d:
+                raise ValueError("a physmean GP needs its phys_w array")
+            g.phys_w = np.asarray(d["phys_w"], np.float64)
+            g.phys_basis = str(cfg.get("phys_basis", ""))
         g.per_sample = bool(cfg.get("per_sample", False))
         g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
         g.knob_inputs = str(cfg.get("inputs", "log-recip"))     # models before the key
@@ -277,8 +330,14 @@ class GPTarget:
             raise ValueError(f"unknown GP kernel {self.kernel_type!r}")
         if self.per_sample and not self.batch_aware:
             raise ValueError("a per-sample GP needs the batch size as an input")
-        if (self.prior == "none") != (self.ref is None):
+        if (self.prior in WITH_REFERENCE) != (self.ref is not None):
             raise ValueError("GP prior and reference arrays disagree")
+        if self.prior == "physmean":
+            if self.phys_basis not in PHYS_TERMS or self.phys_w is None \
+                    or self.phys_w.shape != (PHYS_TERMS[self.phys_basis],) \
+                    or not np.all(np.isfinite(self.phys_w)) or np.any(self.phys_w < 0) \
+                    or not np.any(self.phys_w > 0):
+                raise ValueError("a physmean GP needs non-negative finite weights for its basis")
         if self.ref_grid is not None and not np.all(np.isfinite(self.ref_grid)):
             raise ValueError("non-finite reference grid")
 

@@ -174,7 +174,9 @@ def test_unknown_kernel_refused(tmp_path):
     fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
     f = tmp_path / "m" / "meta.json"
     meta = json.loads(f.read_text())
-    meta["predictors"]["time"]["kernel_type"] = "cubic"
+    time_cfg = meta["predictors"]["time"]
+    for cfg in time_cfg.get("members", [time_cfg]):          # a stack without a reference too
+        cfg["kernel_type"] = "cubic"
     meta["digest"] = meta_digest(meta)
     f.write_text(json.dumps(meta))
     with pytest.raises(ModelError, match="kernel"):
@@ -213,7 +215,7 @@ def test_stack_predicts_the_mixture_of_its_members():
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
     st = model.time
     assert isinstance(st, GPStack) and model.meta["metrics"]["time"]["choice"] == "gp-stack"
-    assert [m.prior for m in st.members] == ["none", "refmean", "refinput"]
+    assert [m.prior for m in st.members] == ["none", "physmean", "refinput"]
     B = raw_modes(DEV.pt_grid()[:200])
     mu, sd = st.predict_log(DEV, B)
     parts = [m.predict_log(DEV, B) for m in st.members]
@@ -251,7 +253,8 @@ def test_corrupt_gp_arrays_refused(tmp_path):
     fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
     with np.load(tmp_path / "m" / "time.npz") as z:
         d = {k: z[k] for k in z.files}
-    d["alpha"] = d["alpha"][:-1]
+    key = next(k for k in d if k.endswith("alpha"))          # m0_alpha in a stack
+    d[key] = d[key][:-1]
     np.savez(tmp_path / "m" / "time.npz", **d)
     with pytest.raises(ModelError):
         load_model(tmp_path / "m")
@@ -263,10 +266,10 @@ def test_auto_keeps_the_lowest_cv_error_and_reports_coverage():
     for name in ("time", "power"):
         m = model.meta["metrics"][name]
         cands = m["candidates_cv_mape"]
-        assert {"gp", "gp-refmean", "gp-refinput", "gp-stack", "transfer", "transfer-nodropout",
+        assert {"gp", "gp-physmean", "gp-refinput", "gp-stack", "transfer", "transfer-nodropout",
                 "scratch"} <= set(cands)
         # the single GPs are reported; the stack stands for them against the networks
-        pool = {k: v for k, v in cands.items() if k not in ("gp", "gp-refmean", "gp-refinput")}
+        pool = {k: v for k, v in cands.items() if k not in ("gp", "gp-physmean", "gp-refinput")}
         assert m["choice"] == min(pool, key=pool.get)
         assert 0 <= m["cv_coverage90"] <= 100
 
@@ -326,7 +329,7 @@ def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
     model = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
     for name in ("time", "power"):
         m = model.meta["metrics"][name]
-        assert set(m["candidates_cv_mape"]) == {"gp", "gp-refmean", "gp-refinput", "gp-stack"}
+        assert set(m["candidates_cv_mape"]) == {"gp", "gp-physmean", "gp-refinput", "gp-stack"}
         assert "torch is not installed" in m["note"]
     from ptui.core.errors import PtuiInputError
     with pytest.raises(PtuiInputError, match="needs torch"):
