@@ -2,8 +2,8 @@
 (torch), chosen per target by cross-validation.
 
 Methods (``ptui fit --method``):
-  * ``gp``         : the three GP candidates of ``gp.py`` (no prior, reference as prior mean,
-                     reference as an input), the best by cross-validated MAPE;
+  * ``gp``         : the three GP candidates of ``gp.py`` (no prior, the physical prior mean, the
+                     reference as an input), stacked with weights fitted on their CV predictions;
   * ``powertrain`` : the paper's method alone: the reference network's body with a fresh last layer
                      fine-tuned on the profile (train.py's ``transfer`` recipe), nothing else;
   * ``auto``       : every GP candidate and every PowerTrain recipe (transfer, transfer without

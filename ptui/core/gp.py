@@ -123,7 +123,7 @@ _KNOBS = attrgetter("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 @dataclass
 class GPTarget:
     """One target's GP: everything inference needs, as plain arrays and numbers."""
-    prior: str                      # none | refmean | refinput
+    prior: str                      # none | physmean | refinput | refmean (PRIORS)
     x_mean: np.ndarray              # [d] input scaler
     x_scale: np.ndarray             # [d]
     X: np.ndarray                   # [n, d] standardised training inputs
@@ -134,7 +134,7 @@ class GPTarget:
     noise: float                    # white-noise variance
     y_mean: float                   # target normalisation (after the prior mean)
     y_scale: float
-    prior_a: float = 0.0            # refmean: m(x) = a + b * log(ref(x))
+    prior_a: float = 0.0            # refmean / physmean: m(x) = a + b * log(ref(x) or phys(x))
     prior_b: float = 0.0
     sd_scale: float = 1.0           # calibration of the predictive sd
     ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
