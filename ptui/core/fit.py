@@ -79,9 +79,10 @@ def _kernel(dim: int, y_sd: float, base: str = "matern52"):
 # both synthetic corpora, a linear (DotProduct) term on the inputs beside it did not help.
 # The physical prior mean replaced the reference as prior mean (gp-refmean) in the stack on
 # 2026-11-23: held out on 12 scenarios x 25/50 modes, on the evaluation's draws and on fresh ones,
-# it lowered the mean error of every target and size but one and the worst case of most
-# (Xavier power at 25 modes 4.8 -> 4.1 %, where the Orin-trained reference as a mean misled);
-# docs/accuracy-notes-gp.md.  gp-refmean still names a prior (old models, active's first steps).
+# the mean error over scenarios fell in 14 of 16 (corpus, size, target, draws) groups (one equal,
+# one 0.04 points worse), and Xavier power at 25 modes, where the Orin-trained reference as a mean
+# misled, 4.8 -> 4.1 % (sim) and 4.6 -> 3.9 % (indep); docs/accuracy-notes-gp.md.  gp-refmean
+# still names a prior (models fitted before, active profiling's first steps).
 GP_SPECS = {"gp": "none", "gp-physmean": "physmean", "gp-refinput": "refinput"}
 GP_PRIOR = {**GP_SPECS, "gp-refmean": "refmean"}
 
