@@ -114,3 +114,21 @@ def test_fit_without_a_reference_stacks_the_physical_mean():
     model = fit_model(None, DEV, modes, t, p, method="gp", seed=0)
     assert [g.prior for g in model.time.members] == ["none", "physmean"]
     assert set(model.meta["metrics"]["power"]["candidates_cv_mape"]) == {"gp", "gp-physmean", "gp-stack"}
+
+
+def test_the_active_planner_chooses_among_its_own_gps_not_the_physical_mean():
+    """On 10-20 rows the planner keeps the reference as prior mean among its candidates: on a
+    truth that is exactly a sum of per-resource terms, where the physical mean wins fit's
+    cross-validation, the planner still picks one of PLANNER_GPS."""
+    from ptui.core.active import PLANNER_GPS, ActivePlanner, Goal
+    from ptui.core.fit import fit_one
+    grid = raw_modes(DEV.pt_grid())
+    idx = np.random.default_rng(5).choice(len(grid), 15, replace=False)
+    c, f, g, m = (grid[idx] / np.array([1, 1000, 1000, 1000])).T
+    y = 20 + 35 / f + 60 / (c * f) + 90 / g + 40 / m
+    ref = load_bundled()
+    _, met = fit_one(DEV, grid[idx], y, ref.time, method="gp", seed=0, target="time")
+    singles = {k: v for k, v in met["candidates_cv_mape"].items() if k != "gp-stack"}
+    assert min(singles, key=singles.get) == "gp-physmean"
+    pl = ActivePlanner(DEV, DEV.pt_grid(), Goal(budget_w=30.0), count=20, reference=ref)
+    assert pl._choice("time", grid[idx], y, ref.time) in PLANNER_GPS
