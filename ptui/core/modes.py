@@ -83,7 +83,9 @@ def make_mode(device: "Device", cores, cpu_mhz, gpu_mhz, mem_mhz) -> Mode:
 class ModeList(list):
     """A list of modes that also carries their values as a read-only array [n, 4] (cores, CPU,
     GPU, EMC MHz), so that predicting a device's whole space does not walk 18,096 objects to build
-    it (gp.raw_modes).  Any change to the list drops the array; a slice is a plain list."""
+    it (gp.raw_modes).  Any change through the list's methods drops the array; a slice is a plain
+    list.  A caller passing `raw` vouches that it lists the same modes in the same order (only
+    the length is checked)."""
     __slots__ = ("raw",)
 
     def __init__(self, modes=(), raw: np.ndarray | None = None):

@@ -69,24 +69,30 @@ def test_physmean_round_trip_predicts_the_same(tmp_path):
         assert np.array_equal(again.predict(space)[k], v)
 
 
-@pytest.mark.parametrize("change", ["negative", "missing", "basis"])
+@pytest.mark.parametrize("change", ["negative", "zero", "missing", "basis"])
 def test_corrupt_physmean_refused(tmp_path, change):
+    """Each is re-checksummed as if ptui had written it, so the refusal comes from the GP's own
+    checks, not from the model directory's checksums."""
+    from ptui.core.modeldir import sha256_file
     _physmean_model(tmp_path)
     f = tmp_path / "m" / "time.npz"
     with np.load(f) as z:
         d = {k: z[k] for k in z.files}
     if change == "negative":
         d["phys_w"] = -np.abs(d["phys_w"]) - 1
+    elif change == "zero":
+        d["phys_w"] = np.zeros_like(d["phys_w"])
     elif change == "missing":
         del d["phys_w"]
     np.savez(f, **d)
+    mf = tmp_path / "m" / "meta.json"
+    meta = json.loads(mf.read_text())
     if change == "basis":
-        mf = tmp_path / "m" / "meta.json"
-        meta = json.loads(mf.read_text())
         meta["predictors"]["time"]["phys_basis"] = "voltage"
-        meta["digest"] = meta_digest(meta)
-        mf.write_text(json.dumps(meta))
-    with pytest.raises(ModelError):
+    meta["files"]["time.npz"] = sha256_file(f)
+    meta["digest"] = meta_digest(meta)
+    mf.write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="physmean|physical basis|phys_w"):
         load_model(tmp_path / "m")
 
 
@@ -130,5 +136,12 @@ def test_the_active_planner_chooses_among_its_own_gps_not_the_physical_mean():
     _, met = fit_one(DEV, grid[idx], y, ref.time, method="gp", seed=0, target="time")
     singles = {k: v for k, v in met["candidates_cv_mape"].items() if k != "gp-stack"}
     assert min(singles, key=singles.get) == "gp-physmean"
+    from ptui.core.fit import _gp_candidate, folds
+    from ptui.core.predictor import features
+    ly = np.log(y)
+    ref_log = ref.time.predict_log(features(DEV, grid[idx]))[0]
+    cv = {nm: _gp_candidate(nm, DEV, grid[idx], ly, ref_log, ref.time, folds(15, 0), 0,
+                            "log-recip", "time")[1].score(ly)["cv_mape"] for nm in PLANNER_GPS}
     pl = ActivePlanner(DEV, DEV.pt_grid(), Goal(budget_w=30.0), count=20, reference=ref)
-    assert pl._choice("time", grid[idx], y, ref.time) in PLANNER_GPS
+    assert "gp-physmean" not in PLANNER_GPS
+    assert pl._choice("time", grid[idx], y, ref.time) == min(cv, key=cv.get)
