@@ -81,7 +81,7 @@ def _kernel(dim: int, y_sd: float, base: str = "matern52"):
 # 2026-11-23: held out on 12 scenarios x 25/50 modes, on the evaluation's draws and on fresh ones,
 # the mean error over scenarios fell in 14 of 16 (corpus, size, target, draws) groups (one equal,
 # one 0.04 points worse), and Xavier power at 25 modes, where the Orin-trained reference as a mean
-# misled, 4.8 -> 4.1 % (sim) and 4.6 -> 3.9 % (indep); docs/accuracy-notes-gp.md.  gp-refmean
+# misled, 4.8 -> 3.6 % (sim) and 4.5 -> 3.9 % (indep); docs/accuracy-notes-gp.md.  gp-refmean
 # still names a prior (models fitted before, active profiling's first steps).
 GP_SPECS = {"gp": "none", "gp-physmean": "physmean", "gp-refinput": "refinput"}
 GP_PRIOR = {**GP_SPECS, "gp-refmean": "refmean"}
