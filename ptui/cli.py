@@ -344,7 +344,7 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.csvio import profile_batch_sizes, read_measured, read_profile
+    from .core.csvio import profile_batch_sizes, read_profile_measured
     from .core.devices import get_device
     from .core.predictor import bundled_reference, load_model
     dev = get_device(a.device)
@@ -355,8 +355,7 @@ def cmd_fit(a) -> int:
                            f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
         modes = t = p = measured = None
     else:
-        modes, t, p = read_profile(a.profile, dev)
-        measured = read_measured(a.profile, dev, modes)
+        modes, t, p, measured = read_profile_measured(a.profile, dev)
     ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
     t0 = time.perf_counter()

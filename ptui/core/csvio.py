@@ -198,25 +198,35 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         raise
 
 
+def _distinct_rows(path, device: Device, min_modes: int, extras=()) -> dict:
+    """{mode: (its first row, its last row)} of a profile CSV in file order.  Identical duplicate
+    rows are merged; duplicates with conflicting values are an error."""
+    rows = read_csv(path, device, need=PROFILE_COLS, extras=extras)
+    seen: dict[Mode, tuple[dict, dict]] = {}
+    for m, v in rows:
+        prev = seen.get(m)
+        if prev is not None:
+            t0, p0 = prev[0]["time_ms"], prev[0]["power_w"]
+            if abs(t0 - v["time_ms"]) > 1e-9 * t0 or abs(p0 - v["power_w"]) > 1e-9 * p0:
+                raise CSVError(f"{path}: mode {m.key} appears twice with different values "
+                               f"({t0:g} ms/{p0:g} W vs {v['time_ms']:g} ms/{v['power_w']:g} W)")
+            seen[m] = (prev[0], v)
+            continue
+        seen[m] = (v, v)
+    if len(seen) < min_modes:
+        raise CSVError(f"{path}: {len(seen)} distinct modes; at least {min_modes} are needed "
+                       f"(profile more with: ptui profile --count 50)")
+    return seen
+
+
 def read_profile(path, device: Device, *, min_modes: int = 10):
     """A profile CSV as (modes, time_ms array, power_w array).  Identical duplicate rows are
     merged; duplicates with conflicting values are an error."""
     import numpy as np
-    rows = read_csv(path, device, need=PROFILE_COLS)
-    seen: dict[Mode, tuple[int, float, float]] = {}
-    for i, (m, v) in enumerate(rows):
-        prev = seen.get(m)
-        if prev is not None:
-            if abs(prev[1] - v["time_ms"]) > 1e-9 * prev[1] or abs(prev[2] - v["power_w"]) > 1e-9 * prev[2]:
-                raise CSVError(f"{path}: mode {m.key} appears twice with different values "
-                               f"({prev[1]:g} ms/{prev[2]:g} W vs {v['time_ms']:g} ms/{v['power_w']:g} W)")
-            continue
-        seen[m] = (i, v["time_ms"], v["power_w"])
-    if len(seen) < min_modes:
-        raise CSVError(f"{path}: {len(seen)} distinct modes; at least {min_modes} are needed "
-                       f"(profile more with: ptui profile --count 50)")
+    seen = _distinct_rows(path, device, min_modes)
     modes = list(seen)
-    return (modes, np.array([seen[m][1] for m in modes]), np.array([seen[m][2] for m in modes]))
+    return (modes, np.array([seen[m][0]["time_ms"] for m in modes]),
+            np.array([seen[m][0]["power_w"] for m in modes]))
 
 
 REPEAT_SD = 0.004      # relative sd of a mode's median time / mean power from one run to the next
@@ -246,18 +256,21 @@ def measured_uncertainty(rows: list[dict]) -> dict:
             "power_w_std": np.hypot(p_sd / np.sqrt(count("n_power")), REPEAT_SD * p)}
 
 
-def read_measured(path, device: Device, modes: list[Mode]) -> dict:
-    """The measured figures of each profiled mode and their uncertainty (for decisions that
-    trust measurements): arrays of MEASURED_KEYS in the order of `modes`; the sds are
-    measured_uncertainty's."""
+def read_profile_measured(path, device: Device, *, min_modes: int = 10):
+    """read_profile's (modes, time_ms, power_w) and, from the same read of the file, the measured
+    figures of each mode and their uncertainty for decisions that trust measurements (arrays of
+    predictor.MEASURED_KEYS in the order of modes; the sds are measured_uncertainty's, from a
+    duplicated mode's last row)."""
     import numpy as np
-    rows = read_csv(path, device, need=PROFILE_COLS, extras=SPREAD_COLS)
-    by = {m: v for m, v in rows}
-    out = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
-           "time_ms": np.array([by[m]["time_ms"] for m in modes]),
-           "power_w": np.array([by[m]["power_w"] for m in modes])}
-    out.update(measured_uncertainty([by[m] for m in modes]))
-    return out
+    seen = _distinct_rows(path, device, min_modes, SPREAD_COLS)
+    modes = list(seen)
+    t = np.array([seen[m][0]["time_ms"] for m in modes])
+    p = np.array([seen[m][0]["power_w"] for m in modes])
+    last = [seen[m][1] for m in modes]
+    measured = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
+                "time_ms": np.array([r["time_ms"] for r in last]),
+                "power_w": np.array([r["power_w"] for r in last]), **measured_uncertainty(last)}
+    return modes, t, p, measured
 
 
 # -- profile files: whose are they, what do they hold ---------------------------------------------
@@ -365,8 +378,8 @@ def profile_batch_sizes(path) -> list[int]:
 
 def read_batch_profile(path, device: Device, *, default_batch: int | None = None, min_rows: int = 10):
     """A profile over (mode, batch size) pairs: dict with modes, batch (int array), time_ms,
-    power_w, measured (read_measured's arrays plus batch_size) and peak ({batch: GB}, the largest
-    peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
+    power_w, measured (read_profile_measured's arrays plus batch_size) and peak ({batch: GB}, the
+    largest peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
     size is at `default_batch`.  Identical duplicates merge; conflicting ones are an error."""
     import numpy as np
     rows = read_csv(path, device, need=PROFILE_COLS, extras=("batch_size", PEAK_COL) + SPREAD_COLS)

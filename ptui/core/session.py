@@ -388,11 +388,10 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
     """Fit time and power predictors to a profile CSV (``fit.fit_model``: GPs and PowerTrain's
     networks chosen by cross-validation) and save the model with the profile's measurements
     (default: the models directory, named after the profile).  Cancelled between steps."""
-    from .csvio import read_measured, read_profile
+    from .csvio import read_profile_measured
     from .fit import fit_model
     from .predictor import bundled_reference, load_model
-    modes, t, p = read_profile(profile, device)
-    measured = read_measured(profile, device, modes)
+    modes, t, p, measured = read_profile_measured(profile, device)
     ref = load_model(reference or bundled_reference())
 
     def step(msg: str) -> None:
@@ -567,7 +566,7 @@ def load_predictions(path: Path, device) -> Predictions:
             space = model_space(model, model.batch_sizes, modes)
         return Predictions(table, model, mb, wl, str(model.meta.get("timed") or ""), note=note,
                            space=space)
-    from .csvio import profile_batch_sizes, profile_tags, read_profile
+    from .csvio import profile_batch_sizes, profile_tags, read_profile_measured
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
         from .batch import profile_space
@@ -578,15 +577,13 @@ def load_predictions(path: Path, device) -> Predictions:
         w = WORKLOADS.get(tags.get("workload", ""))
         mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
         return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
-    from .csvio import read_measured
-    modes, t, p = read_profile(path, device, min_modes=1)
+    modes, t, p, ms = read_profile_measured(path, device, min_modes=1)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
     w = WORKLOADS.get(tags.get("workload", ""))
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
     # each row with the uncertainty of its figures, as a batch profile's rows and a model's
     # measured modes have (they were shown as exact here)
-    ms = read_measured(path, device, modes)
     return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
                        tags.get("workload"), tags.get("timed", ""))
 
@@ -772,12 +769,11 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     """After an active profile: fit (measurements kept), then decide with the measured modes
     counting and a cautious ranking (a mode the model knows little about never beats a measured
     one on its median alone).  On the replay device only recorded modes are candidates."""
-    from .csvio import read_measured, read_profile
+    from .csvio import read_profile_measured
     from .fit import fit_model
     from .pareto import Table, choose
     from .predictor import load_bundled
-    modes, t, p = read_profile(profile, device, min_modes=6)
-    measured = read_measured(profile, device, modes)
+    modes, t, p, measured = read_profile_measured(profile, device, min_modes=6)
     if progress:
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,

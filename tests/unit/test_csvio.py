@@ -149,3 +149,32 @@ def test_write_then_read_round_trip(tmp_path):
     write_csv(p, PROFILE_COLS, [mode_cells(ORIN.mode(4, 729.6, 318.75, 665.6)) + [fmt_value(120.5), fmt_value(14.25)]])
     ((m, v),) = read_csv(p, ORIN, need=PROFILE_COLS)
     assert m == ORIN.mode(4, 729.6, 318.75, 665.6) and (v["time_ms"], v["power_w"]) == (120.5, 14.25)
+
+
+def test_profile_and_its_measurements_come_from_one_read(tmp_path, monkeypatch):
+    """read_profile_measured: the modes, figures and measured uncertainty of a profile from a
+    single read of the file; a duplicated mode keeps its first row's figures (as read_profile)
+    and its last row's spreads."""
+    import numpy as np
+
+    from ptui.core import csvio
+    from ptui.core.devices import get_device
+    dev = get_device("orin-agx")
+    m0, m1 = dev.full_space()[:2]
+    f = tmp_path / "p.csv"
+    head = list(csvio.PROFILE_COLS) + ["power_w_std", "n_power"]
+    rows = [[*map(str, m0.as_tuple()), "100", "20", "0.4", "4"],
+            [*map(str, m1.as_tuple()), "200", "15", "0.3", "9"],
+            [*map(str, m0.as_tuple()), "100", "20", "0.8", "4"]]
+    f.write_text("\n".join(",".join(r) for r in [head] + rows) + "\n")
+    reads = []
+    real = csvio.read_csv
+    monkeypatch.setattr(csvio, "read_csv", lambda *a, **k: reads.append(a) or real(*a, **k))
+    modes, t, p, ms = csvio.read_profile_measured(f, dev, min_modes=1)
+    assert len(reads) == 1
+    assert modes == [m0, m1] and list(t) == [100, 200] and list(p) == [20, 15]
+    want = csvio.measured_uncertainty([{"time_ms": 100, "power_w": 20, "power_w_std": 0.8, "n_power": 4},
+                                       {"time_ms": 200, "power_w": 15, "power_w_std": 0.3, "n_power": 9}])
+    assert np.allclose(ms["power_w_std"], want["power_w_std"])
+    assert (modes, list(t), list(p)) == (lambda r: (r[0], list(r[1]), list(r[2])))(
+        csvio.read_profile(f, dev, min_modes=1))

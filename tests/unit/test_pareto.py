@@ -154,13 +154,15 @@ def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path
     mode 10 % slower, because the samples' spread was read as the uncertainty of the mean
     (P(> 22 W) 23 %).  The pick must never be worse than the best measured mode that meets the
     goal."""
-    from ptui.core.csvio import read_measured
+    from ptui.core.csvio import read_profile_measured
     modes = ORIN.full_space()[:3]
     f = _profile_csv(tmp_path / "p.csv", [(*modes[0].as_tuple(), 134.2, 21.7, 131.0, 137.0, 0.4, 40, 12),
                                           (*modes[2].as_tuple(), 400.0, 12.0, 390.0, 410.0, 0.2, 40, 12)])
     pred = {"time_ms": np.array([138.0, 150.8, 410.0]), "power_w": np.array([21.5, 20.4, 12.1]),
             "time_ms_std": np.array([3.0, 3.9, 8.0]), "power_w_std": np.array([0.8, 0.9, 0.4])}
-    tab = Table.from_prediction(modes, pred).with_measurements(read_measured(f, ORIN, [modes[0], modes[2]]))
+    got, _, _, measured = read_profile_measured(f, ORIN, min_modes=1)
+    assert got == [modes[0], modes[2]]
+    tab = Table.from_prediction(modes, pred).with_measurements(measured)
     pick = choose(tab, budget_w=22.0, risk=0.05, cautious=1.0)
     assert pick.index == 0 and tab.measured[0]
 
