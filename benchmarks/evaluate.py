@@ -53,6 +53,7 @@ import indep_corpus  # noqa: E402
 from ptui.core import train  # noqa: E402
 from ptui.core.csvio import PROFILE_COLS, SPREAD_COLS, measured_uncertainty, read_csv  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.gp import raw_modes  # noqa: E402
 from ptui.core.pareto import InfeasibleError, Table, choose  # noqa: E402
 from ptui.core.predictor import bundled_reference, features, load_model  # noqa: E402
 
@@ -100,7 +101,7 @@ def expected_truth(corpus: str, dev_name: str, wl: str, modes) -> tuple[np.ndarr
     simulator's steady state, at the sim corpus's full-TPC setting and default batch size; the
     independent generator's truth())."""
     dev = get_device(dev_name)
-    A = np.array([m.as_tuple() for m in modes], float)
+    A = raw_modes(modes)
     if corpus == "sim":
         from ptui.core.physics import steady_state
         from ptui.core.workloads import get_workload
@@ -491,15 +492,18 @@ class Harness:
         opt = {b: opt[b] for b in sorted(both)}
         res = {}
 
+        def record(name):
+            """One method's decisions: penalties and over-budget counts under both gradings."""
+            return res.setdefault(name, {"pen": [], "over1": 0, "pen_x": [], "over1_x": 0, "n": 0,
+                                         "infeasible": 0, "modes": [], "dev_s": [], "stops": {}})
+
         def rec(name, b, i, extra=None):
-            r = res.setdefault(name, {"pen": [], "over": 0, "over1": 0, "n": 0, "infeasible": 0,
-                                      "modes": [], "dev_s": [], "stops": {}})
+            r = record(name)
             r["n"] += 1
             r["pen"].append((tt[i] - opt[b]) / opt[b] * 100)
-            r["over"] += pp[i] > b
             r["over1"] += pp[i] > b + 1
-            r.setdefault("pen_x", []).append((te[i] - opt_x[b]) / opt_x[b] * 100)
-            r["over1_x"] = r.get("over1_x", 0) + int(pe[i] > b + 1)
+            r["pen_x"].append((te[i] - opt_x[b]) / opt_x[b] * 100)
+            r["over1_x"] += pe[i] > b + 1
             if extra:
                 r["modes"].append(extra["modes"])
                 r["dev_s"].append(extra["dev_s"])
@@ -511,8 +515,7 @@ class Harness:
             try:
                 return choose(table, budget_w=b, risk=risk, cautious=cautious).index
             except InfeasibleError:
-                res.setdefault(name, {"pen": [], "over": 0, "over1": 0, "n": 0, "infeasible": 0,
-                                      "modes": [], "dev_s": [], "stops": {}})["infeasible"] += 1
+                record(name)["infeasible"] += 1
                 return int(np.argmin(table.power_w))          # fall back: lowest predicted power
 
         def dev_s(idx):
@@ -542,9 +545,7 @@ class Harness:
                         rec("RND-50 (best measured)", b, idx[choose(sub, budget_w=b, risk=None).index],
                             {"modes": 50, "dev_s": dev_s(idx)})
                     except InfeasibleError:
-                        res.setdefault("RND-50 (best measured)", {"pen": [], "over": 0, "over1": 0, "n": 0,
-                                                                  "infeasible": 0, "modes": [], "dev_s": [],
-                                                                  "stops": {}})["infeasible"] += 1
+                        record("RND-50 (best measured)")["infeasible"] += 1
                 rec("MAXN", b, modes.index(dev.maxn))
         # goal-aware active profiling, <= count modes per budget, then `ptui tune`'s decision:
         # fit (--method, default auto) on the profiled modes, measured modes count with their

@@ -21,7 +21,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import PtuiInputError
-from .gp import knob_features, raw_modes, target_inputs
+from .gp import WITH_REFERENCE, knob_features, raw_modes, target_inputs
 
 STRATEGIES = ("random", "space-filling", "active")
 STOP_EI = 0.001            # stop when no mode promises more than 0.1 % improvement ...
@@ -226,26 +226,25 @@ class ActivePlanner:
         return [self.candidates[idx[i]] for i in pick]
 
     # one step -------------------------------------------------------------------------------
-    def _choice(self, name: str, A, y, ref) -> str:
+    def _choice(self, name: str, A, y, ref, ref_log) -> str:
         """The GP candidate for a target: chosen by cross-validation on the first 5k rows (k the
         largest possible, at least 10 rows), so it depends only on the rows, never on when the
-        session was interrupted and resumed."""
+        session was interrupted and resumed.  ref_log: the reference's log prediction of every
+        row (None without a reference)."""
         n5 = (len(y) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
         if n5 < 10:
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
         if key not in self.state:
             from .fit import GP_PRIOR, _gp_candidate, folds
-            from .gp import WITH_REFERENCE
-            from .predictor import features
-            An, ly = A[:n5], np.log(y[:n5])
+            ly = np.log(y[:n5])
             fold = folds(n5, self.seed)
-            ref_log = ref.predict_log(features(self.device, An[:, :4]))[0] if ref is not None else None
             cv = {}
             for nm in PLANNER_GPS:
                 if ref is not None or GP_PRIOR[nm] not in WITH_REFERENCE:
-                    _, c = _gp_candidate(nm, self.device, An, ly, ref_log, ref, fold, self.seed,
-                                         target_inputs(name), name)
+                    _, c = _gp_candidate(nm, self.device, A[:n5], ly,
+                                         None if ref_log is None else ref_log[:n5], ref, fold,
+                                         self.seed, target_inputs(name), name)
                     cv[nm] = c.score(ly)["cv_mape"]
             self.state[key] = min(cv, key=cv.get)       # the best single GP (refits are cheap)
         return self.state[key]
@@ -258,10 +257,10 @@ class ActivePlanner:
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
-            prior = GP_PRIOR[self._choice(name, A, y, ref)]
             ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
+            prior = GP_PRIOR[self._choice(name, A, y, ref, ref_log)]
             out[name], _ = gp_fit(prior, A, np.log(y), ref_log,
-                                  ref if prior in ("refmean", "refinput") else None,
+                                  ref if prior in WITH_REFERENCE else None,
                                   seed=self.seed, inputs=target_inputs(name), basis=name)
             out[name].per_sample = name == "time" and A.shape[1] == 5
         return out

@@ -109,9 +109,8 @@ def target_inputs(target: str) -> str:
 
 def raw_modes(modes) -> np.ndarray:
     """[n, 4] raw values of modes (Mode objects, a ModeList, or an array)."""
-    raw = getattr(modes, "raw", None)
-    if raw is not None and isinstance(modes, ModeList):
-        return raw
+    if isinstance(modes, ModeList) and modes.raw is not None:
+        return modes.raw
     if isinstance(modes, np.ndarray):
         return modes.astype(np.float64).reshape(-1, 4)
     modes = list(modes)

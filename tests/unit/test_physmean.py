@@ -144,4 +144,4 @@ def test_the_active_planner_chooses_among_its_own_gps_not_the_physical_mean():
                             "log-recip", "time")[1].score(ly)["cv_mape"] for nm in PLANNER_GPS}
     pl = ActivePlanner(DEV, DEV.pt_grid(), Goal(budget_w=30.0), count=20, reference=ref)
     assert "gp-physmean" not in PLANNER_GPS
-    assert pl._choice("time", grid[idx], y, ref.time) == min(cv, key=cv.get)
+    assert pl._choice("time", grid[idx], y, ref.time, ref_log) == min(cv, key=cv.get)
