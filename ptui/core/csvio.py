@@ -198,25 +198,31 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         raise
 
 
-def _distinct_rows(path, device: Device, min_modes: int, extras=()) -> dict:
-    """{mode: (its first row, its last row)} of a profile CSV in file order.  Identical duplicate
-    rows are merged; duplicates with conflicting values are an error."""
-    rows = read_csv(path, device, need=PROFILE_COLS, extras=extras)
-    seen: dict[Mode, tuple[dict, dict]] = {}
-    for m, v in rows:
-        prev = seen.get(m)
+def _merge_rows(path, keyed, min_count: int, what: str = "modes") -> dict:
+    """{key: (its first row, its last row)} in file order, from (key, label, row) triples: rows
+    with the same key and identical figures are one measurement; the same key with conflicting
+    figures is an error naming the label.  Fewer than min_count keys: an error naming `what`."""
+    seen: dict = {}
+    for key, label, v in keyed:
+        prev = seen.get(key)
         if prev is not None:
             t0, p0 = prev[0]["time_ms"], prev[0]["power_w"]
             if abs(t0 - v["time_ms"]) > 1e-9 * t0 or abs(p0 - v["power_w"]) > 1e-9 * p0:
-                raise CSVError(f"{path}: mode {m.key} appears twice with different values "
+                raise CSVError(f"{path}: {label} appears twice with different values "
                                f"({t0:g} ms/{p0:g} W vs {v['time_ms']:g} ms/{v['power_w']:g} W)")
-            seen[m] = (prev[0], v)
+            seen[key] = (prev[0], v)
             continue
-        seen[m] = (v, v)
-    if len(seen) < min_modes:
-        raise CSVError(f"{path}: {len(seen)} distinct modes; at least {min_modes} are needed "
+        seen[key] = (v, v)
+    if len(seen) < min_count:
+        raise CSVError(f"{path}: {len(seen)} distinct {what}; at least {min_count} are needed "
                        f"(profile more with: ptui profile --count 50)")
     return seen
+
+
+def _distinct_rows(path, device: Device, min_modes: int, extras=()) -> dict:
+    """{mode: (its first row, its last row)} of a profile CSV in file order (_merge_rows)."""
+    rows = read_csv(path, device, need=PROFILE_COLS, extras=extras)
+    return _merge_rows(path, ((m, f"mode {m.key}", v) for m, v in rows), min_modes)
 
 
 def read_profile(path, device: Device, *, min_modes: int = 10):
@@ -380,39 +386,32 @@ def read_batch_profile(path, device: Device, *, default_batch: int | None = None
     """A profile over (mode, batch size) pairs: dict with modes, batch (int array), time_ms,
     power_w, measured (read_profile_measured's arrays plus batch_size) and peak ({batch: GB}, the
     largest peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
-    size is at `default_batch`.  Identical duplicates merge; conflicting ones are an error."""
+    size is at `default_batch`.  Identical duplicates merge (a repeated pair's spreads are its last
+    row's, as in read_profile_measured); conflicting ones are an error."""
     import numpy as np
     rows = read_csv(path, device, need=PROFILE_COLS, extras=("batch_size", PEAK_COL) + SPREAD_COLS)
-    seen: dict[tuple, dict] = {}
+    keyed = []
     for m, v in rows:
         b = v.get("batch_size", default_batch)
         if b is None:
             raise CSVError(f"{path}: a row has no batch_size and the profile names no default")
         if b < 1 or b != int(b):
             raise CSVError(f"{path}: batch_size must be a whole number >= 1, got {b:g}")
-        key = (m, int(b))
-        prev = seen.get(key)
-        if prev is not None:
-            if abs(prev["time_ms"] - v["time_ms"]) > 1e-9 * prev["time_ms"] \
-                    or abs(prev["power_w"] - v["power_w"]) > 1e-9 * prev["power_w"]:
-                raise CSVError(f"{path}: mode {m.key} at batch size {int(b)} appears twice with "
-                               f"different values")
-            continue
-        seen[key] = v
-    if len(seen) < min_rows:
-        raise CSVError(f"{path}: {len(seen)} distinct (mode, batch size) pairs; at least {min_rows} "
-                       f"are needed (profile more with: ptui profile --count 50)")
+        keyed.append(((m, int(b)), f"mode {m.key} at batch size {int(b)}", v))
+    seen = _merge_rows(path, keyed, min_rows, "(mode, batch size) pairs")
     keys = list(seen)
-    vals = [seen[k] for k in keys]
+    first = [seen[k][0] for k in keys]
+    last = [seen[k][1] for k in keys]
     modes = [k[0] for k in keys]
     batch = np.array([k[1] for k in keys], dtype=int)
-    t = np.array([v["time_ms"] for v in vals])
-    p = np.array([v["power_w"] for v in vals])
+    t = np.array([v["time_ms"] for v in first])
+    p = np.array([v["power_w"] for v in first])
     measured = {"modes": np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4),
-                "time_ms": t, "power_w": p, **measured_uncertainty(vals),
+                "time_ms": np.array([v["time_ms"] for v in last]),
+                "power_w": np.array([v["power_w"] for v in last]), **measured_uncertainty(last),
                 "batch_size": batch.astype(np.float64)}
     peak: dict[int, float] = {}
-    for (_, b), v in zip(keys, vals):
+    for (_, b), _label, v in keyed:            # every row: a repeated pair may have peaked higher
         if PEAK_COL in v and v[PEAK_COL] > 0:
             peak[b] = max(peak.get(b, 0.0), v[PEAK_COL])
     return {"modes": modes, "batch": batch, "time_ms": t, "power_w": p, "measured": measured,

@@ -165,6 +165,24 @@ def test_batch_column_and_peak_memory_read(tmp_path):
         read_batch_profile(bad, AGX)
 
 
+def test_a_repeated_pair_merges_like_a_repeated_mode(tmp_path):
+    """A (mode, batch size) recorded twice with the same figures is one pair, as a mode is in
+    read_profile_measured: its spreads are the last row's, and its peak memory the larger of the
+    two (the second row's peak was ignored before)."""
+    from ptui.core.csvio import read_batch_profile
+    head = HEAD + ",batch_size,peak_mem_gb,power_w_std,n_power"
+    rows = [r + ",0.5,10" for r in _rows(10, 8, 3.0)]
+    again = _rows(1, 8, 4.5)[0] + ",2.0,10"            # pair 0 again: same figures, other spread
+    f = _write(tmp_path / "r.csv", head + "\n" + "\n".join(rows + [again]) + "\n")
+    prof = read_batch_profile(f, AGX)
+    assert len(prof["modes"]) == 10
+    assert prof["peak"] == {8: 4.5}
+    sd = prof["measured"]["power_w_std"]
+    assert sd[0] > 3 * sd[1]                           # the last row's (larger) spread
+    with pytest.raises(Exception, match=r"10 distinct \(mode, batch size\) pairs; at least 11"):
+        read_batch_profile(f, AGX, min_rows=11)
+
+
 # -- memory model of a decision ---------------------------------------------------------------------
 def test_memory_from_profiled_peaks_and_the_catalog():
     m = bt.Memory(10.0, {8: 4.0, 32: 7.0}, "x")
