@@ -393,6 +393,7 @@ def cmd_fit(a) -> int:
         model.meta["timed"] = tags["timed"]
     model.save(a.out)
     m = model.meta["metrics"]
+    from .core.fit import outlier_note
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     what = (f"{len(modes)} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, sizes))}"
             if len(sizes) > 1 else f"{len(modes)} profiled modes")
@@ -404,8 +405,9 @@ def cmd_fit(a) -> int:
                   if abs(mm.get("sd_scale", 1.0) - 1.0) > 0.005 else "")
                if "cv_coverage90" in mm else "")
         print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} %{cov}")
-        if mm.get("note"):
-            print(f"         {mm['note']}")
+        for line in (mm.get("note"), outlier_note(name, mm)):
+            if line:
+                print(f"         {line}")
     return EXIT_OK
 
 

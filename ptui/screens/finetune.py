@@ -110,12 +110,15 @@ class FinetuneScreen(Screen):
         self.query_one("#spinner").display = False
         lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}", "",
                  f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
+        from ..core.fit import outlier_note
+        notes = []
         for tgt in ("time", "power"):
             m = metrics[tgt]
             cov = m.get("cv_coverage90")
             lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
                          f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
-        lines += ["", "Next: 4 Pareto to pick a mode."]
+            notes += [escape(n) for n in [outlier_note(tgt, m)] if n]
+        lines += ([""] + notes if notes else []) + ["", "Next: 4 Pareto to pick a mode."]
         self.query_one("#result", Static).update("\n".join(lines))    # no toast: it says it
 
     def failed(self, msg: str) -> None:

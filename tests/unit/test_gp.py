@@ -207,23 +207,68 @@ def test_stack_weights_recover_a_known_combination():
     assert np.allclose(w, [0.7, 0.3, 0.0], atol=1e-3)
 
 
-def test_stack_predicts_the_mixture_of_its_members():
-    """GPStack: mean = sum w mu, sd = the mixture's sd x sd_scale, from the members' own
-    predictions; fit --method gp with a reference stacks the three candidates."""
+def test_stack_predicts_its_members_combined():
+    """GPStack: mean = sum w mu; sd = the members' spread with every member counted equally,
+    (1/m) sum (sd_i^2 + (mu_i - mean)^2), x sd_scale (a member without weight widens it too);
+    an old stack (spread "mixture") keeps the weighted mixture's sd.  fit --method gp with a
+    reference stacks the three candidates."""
     from ptui.core.gp import GPStack
     modes, A, t, p = synthetic(30, 16)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
     st = model.time
     assert isinstance(st, GPStack) and model.meta["metrics"]["time"]["choice"] == "gp-stack"
     assert [m.prior for m in st.members] == ["none", "physmean", "refinput"]
+    assert st.spread == "members"
     B = raw_modes(DEV.pt_grid()[:200])
     mu, sd = st.predict_log(DEV, B)
     parts = [m.predict_log(DEV, B) for m in st.members]
     mix = sum(w * m for w, (m, _) in zip(st.weights, parts))
-    var = sum(w * (s * s + m * m) for w, (m, s) in zip(st.weights, parts)) - mix ** 2
+    var = sum(s * s + (m - mix) ** 2 for m, s in parts) / 3
     assert np.allclose(mu, mix, atol=1e-12)
     assert np.allclose(sd, np.sqrt(var) * st.sd_scale, rtol=1e-9)
     assert all(m.sd_scale == 1.0 for m in st.members)
+    # a member with no weight moves the sd, not the mean
+    w0 = GPStack(st.members, np.array([1.0, 0.0, 0.0]), 1.0)
+    mu0, sd0 = w0.predict_log(DEV, B)
+    assert np.allclose(mu0, parts[0][0], atol=1e-12)
+    assert np.allclose(sd0, np.sqrt(sum(s * s + (m - parts[0][0]) ** 2 for m, s in parts) / 3))
+    # the old rule, as model directories saved before it load
+    old = GPStack(st.members, st.weights, st.sd_scale, "mixture")
+    mu1, sd1 = old.predict_log(DEV, B)
+    var1 = sum(w * (s * s + m * m) for w, (m, s) in zip(st.weights, parts)) - mix ** 2
+    assert np.allclose(mu1, mix, atol=1e-12)
+    assert np.allclose(sd1, np.sqrt(var1) * st.sd_scale, rtol=1e-9)
+    assert not np.allclose(sd1, sd)
+
+
+def test_stack_spread_saved_and_old_stacks_load_as_the_mixture(tmp_path):
+    """The spread rule is saved with the model; a stack saved without one (before it existed)
+    loads with the weighted mixture's sd, as it predicted when it was fitted; an unknown rule
+    is refused."""
+    from ptui.core.predictor import ModelError
+    modes, _, t, p = synthetic(20, 17)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp")
+    model.save(tmp_path / "m")
+    B = raw_modes(DEV.pt_grid()[:100])
+    again = load_model(tmp_path / "m")
+    assert again.time.spread == "members"
+    assert np.allclose(again.time.predict_log(DEV, B)[1], model.time.predict_log(DEV, B)[1])
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    del meta["predictors"]["time"]["spread"]
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    old = load_model(tmp_path / "m").time
+    assert old.spread == "mixture"
+    parts = [m.predict_log(DEV, B) for m in old.members]
+    mix = sum(w * m for w, (m, _) in zip(old.weights, parts))
+    var = sum(w * (s * s + m * m) for w, (m, s) in zip(old.weights, parts)) - mix ** 2
+    assert np.allclose(old.predict_log(DEV, B)[1], np.sqrt(var) * old.sd_scale, rtol=1e-9)
+    meta["predictors"]["time"]["spread"] = "widest"
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="spread"):
+        load_model(tmp_path / "m")
 
 
 def test_stack_with_bad_weights_refused(tmp_path):

@@ -1,0 +1,116 @@
+"""Measurement outliers: a profiled mode disturbed while it was measured is left out of the GP fit
+(and said so), a clean profile loses no row, and both faces print which rows were left out."""
+import numpy as np
+import pytest
+
+from ptui.core.fit import _CV, OUTLIER_MIN_MODES, OUTLIER_Z, fit_model, outlier_note, outliers
+from ptui.core.predictor import load_bundled
+
+from .test_gp import DEV, synthetic
+
+
+def _cv(n, seed=0):
+    """CV predictions whose errors are exactly N(0, sd) in z."""
+    rng = np.random.default_rng(seed)
+    ly = rng.normal(4.0, 0.5, n)
+    sd = np.full(n, 0.02)
+    return ly, _CV(ly + sd * rng.standard_normal(n), sd)
+
+
+def test_one_far_row_is_flagged_and_only_it():
+    ly, cv = _cv(50)
+    cv.log_pred[7] = ly[7] + 0.30                # 30 % off where the others are 2 %: z = 15
+    out = outliers(cv, ly)
+    assert out.sum() == 1 and out[7]
+
+
+def test_no_row_of_a_gaussian_profile_is_flagged():
+    for seed in range(20):
+        ly, cv = _cv(50, seed)
+        assert not outliers(cv, ly).any()
+
+
+def test_threshold_is_robust_to_the_outlier_itself():
+    """The scale is the median |z|: one huge error does not raise it and hide a second one."""
+    ly, cv = _cv(45, 3)
+    cv.log_pred[0] = ly[0] + 2.0                  # z = 100
+    cv.log_pred[1] = ly[1] - 0.25                 # z = 12.5
+    out = outliers(cv, ly)
+    assert out[0] and out[1] and out.sum() == 2
+
+
+def test_small_profiles_and_the_cap():
+    ly, cv = _cv(OUTLIER_MIN_MODES - 1)
+    cv.log_pred[0] = ly[0] + 1.0
+    assert not outliers(cv, ly).any()             # too few rows to tell a bad row from a hard region
+    ly, cv = _cv(50)
+    cv.log_pred[:8] = ly[:8] + np.linspace(0.5, 1.0, 8)
+    out = outliers(cv, ly)
+    assert out.sum() == 5 and out[3:8].all()      # at most a tenth, the worst first
+
+
+def test_just_below_the_threshold_stays():
+    ly, cv = _cv(50, 5)
+    z = np.abs(cv.log_pred - ly) / cv.log_sd
+    scale = np.median(z) / 0.6745
+    cv.log_pred[9] = ly[9] + 0.98 * OUTLIER_Z * scale * cv.log_sd[9]
+    assert not outliers(cv, ly)[9]
+    cv.log_pred[9] = ly[9] + 1.1 * OUTLIER_Z * scale * cv.log_sd[9]
+    assert outliers(cv, ly)[9]
+
+
+@pytest.fixture(scope="module")
+def corrupted():
+    modes, _, t, p = synthetic(45, 21, noise=0.01)
+    t_bad = t.copy()
+    t_bad[5] *= 1.35                              # a background job slowed this mode's minibatches
+    clean = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+    bad = fit_model(load_bundled(), DEV, modes, t_bad, p, method="gp", seed=0)
+    return modes, t, t_bad, clean, bad, p
+
+
+def test_fit_leaves_the_disturbed_mode_out_and_predicts_it_as_the_clean_fit(corrupted):
+    modes, t, t_bad, clean, bad, _ = corrupted
+    mt = bad.meta["metrics"]["time"]
+    assert [o["mode"] for o in mt["outliers"]] == [modes[5].key]
+    o = mt["outliers"][0]
+    assert o["measured"] == pytest.approx(t_bad[5])
+    assert abs(o["cross_validated"] / t[5] - 1) < 0.05            # what the others predict
+    assert "outliers" not in bad.meta["metrics"]["power"]          # power was measured cleanly
+    assert "outliers" not in clean.meta["metrics"]["time"]         # a clean profile loses nothing
+    # the model of the disturbed profile predicts that mode (and the others) as the clean one
+    mu_bad = bad.predict(modes)["time_ms"]
+    mu_clean = clean.predict(modes)["time_ms"]
+    assert abs(mu_bad[5] / t[5] - 1) < 0.05
+    assert np.median(np.abs(mu_bad / mu_clean - 1)) < 0.01
+    # the cross-validation is scored on the kept rows only: no NaN leaks into the metrics
+    assert np.isfinite(mt["cv_mape"]) and np.isfinite(mt["sd_scale"])
+    assert all(np.isfinite(v) for v in mt["candidates_cv_mape"].values())
+
+
+def test_fit_without_leaving_out_would_widen_the_intervals(corrupted, monkeypatch):
+    """What leaving the row out buys: kept in, the outlier widens every interval of the model
+    (the calibration on CV residuals and the GP's noise both grow)."""
+    modes, _, t_bad, _, bad, p = corrupted
+    from ptui.core import fit
+    monkeypatch.setattr(fit, "OUTLIER_MIN_MODES", 10 ** 6)
+    kept_in = fit_model(load_bundled(), DEV, modes, t_bad, p, method="gp", seed=0)
+    assert "outliers" not in kept_in.meta["metrics"]["time"]
+    sd_in = kept_in.time.predict_log(DEV, np.array([m.as_tuple() for m in modes], float))[1]
+    sd_out = bad.time.predict_log(DEV, np.array([m.as_tuple() for m in modes], float))[1]
+    assert np.median(sd_in) > 1.3 * np.median(sd_out)
+
+
+def test_outlier_note_names_mode_and_figures(corrupted):
+    modes, t, t_bad, _, bad, _ = corrupted
+    note = outlier_note("time", bad.meta["metrics"]["time"])
+    assert modes[5].key in note and f"{t_bad[5]:.4g} ms" in note and "re-profile" in note
+    assert outlier_note("power", bad.meta["metrics"]["power"]) is None
+
+
+def test_model_with_outliers_saves_and_loads(corrupted, tmp_path):
+    from ptui.core.predictor import load_model
+    _, _, _, _, bad, _ = corrupted
+    bad.save(tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    assert again.meta["metrics"]["time"]["outliers"] == bad.meta["metrics"]["time"]["outliers"]
