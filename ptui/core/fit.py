@@ -532,15 +532,35 @@ OUTLIER_Z = 6.0
 OUTLIER_MIN_MODES = 40
 
 
-def _outlier_record(a: np.ndarray, y: float, log_pred: float, target: str) -> dict:
-    """What the metrics keep of a row left out: its mode (and batch size), its measurement and
-    what the other rows' cross-validated fit expected (time per step: a batch-aware fit's time
+def _outlier_record(row: int, a: np.ndarray, y: float, log_pred: float, target: str) -> dict:
+    """What the metrics keep of a row left out: its row, mode (and batch size), its measurement
+    and what the other rows' cross-validated fit expected (time per step: a batch-aware fit's time
     target is per sample, fit_model)."""
     from .modes import fmt_mhz
     per = float(a[4]) if len(a) == 5 and target == "time" else 1.0
     key = f"{int(a[0])}c/{fmt_mhz(a[1])}/{fmt_mhz(a[2])}/{fmt_mhz(a[3])}"
-    return {"mode": key + (f" at batch {int(a[4])}" if len(a) == 5 else ""),
+    return {"row": int(row), "mode": key + (f" at batch {int(a[4])}" if len(a) == 5 else ""),
             "measured": float(y) * per, "cross_validated": float(np.exp(log_pred)) * per}
+
+
+def distrust_outliers(measured: dict | None, A: np.ndarray, metrics: dict) -> dict | None:
+    """The measured figures a decision may trust, given the rows a fit left out as outliers: the
+    sd of such a measurement is widened to its distance from what the other modes predict, so a
+    risk-aware decision does not take a disturbed reading (a power transient read 10 % low) as
+    exact.  The figure itself stays what was measured.  Returns a new dict (measured is kept)."""
+    if not measured or not any(metrics[t].get("outliers") for t in metrics):
+        return measured
+    out = {k: np.array(v, copy=True) for k, v in measured.items()}
+    rows = np.asarray(out["modes"], np.float64).reshape(-1, 4)
+    sizes = out.get("batch_size")
+    for t, key in (("time", "time_ms_std"), ("power", "power_w_std")):
+        for o in metrics.get(t, {}).get("outliers", []):
+            a = A[o["row"]]
+            hit = np.all(np.isclose(rows, a[:4]), axis=1)
+            if len(a) == 5 and sizes is not None:
+                hit &= np.isclose(np.asarray(sizes, np.float64), a[4])
+            out[key][hit] = np.maximum(out[key][hit], abs(o["measured"] - o["cross_validated"]))
+    return out
 
 
 def outlier_note(target: str, m: dict) -> str | None:
@@ -604,7 +624,7 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
             if out.any():                          # refit every GP without them
                 keep[t] = ~out
                 first = cvs[t][STACK if STACK in cvs[t] else next(iter(cvs[t]))]
-                left_out[t] = [_outlier_record(A[i], y[i], first.log_pred[i], t)
+                left_out[t] = [_outlier_record(i, A[i], y[i], first.log_pred[i], t)
                                for i in np.flatnonzero(out)]
                 if progress:
                     progress(f"fitting {t} ({method}) again without {int(out.sum())} outlying "
@@ -746,5 +766,5 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)
-    model.measured = measured
+    model.measured = distrust_outliers(measured, A, metrics)
     return model

@@ -565,3 +565,20 @@ async def test_pareto_goal_row_fits_80_columns():
             assert r.width and r.right <= 80, (wid, r)
         sel = app.screen.query_one("#objective")
         assert sel.region.height == 3                      # its label on one line
+
+
+async def test_finetune_names_a_measurement_it_left_out(tmp_path):
+    """The Fine-tune screen says which profiled mode the fit left out as an outlier, as ptui fit
+    does (one rule, fit.outlier_note, for both faces)."""
+    from tests.support.cli import disturbed_profile
+    q, _, _, key = disturbed_profile(tmp_path)
+    app, _ = make_app()
+    app.state.profile_csv = q
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        await pilot.press("t")
+        await wait_workers(app, pilot)
+        res = str(app.screen.query_one("#result").render())
+        assert "left out of the power fit as an outlier" in res and key in res, res
+        assert "measured 17.2 W" in res

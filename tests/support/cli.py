@@ -40,3 +40,21 @@ def kill_9_after_progress_lines(cmd, env, n: int) -> None:
                 break
     p.wait()
     assert p.returncode == -signal.SIGKILL, f"ended by itself (rc {p.returncode}) before {n} lines"
+
+
+def disturbed_profile(tmp_path):
+    """A 45-mode simulated Orin AGX ResNet-18 profile in which one power reading was caught low by
+    a transient: the fastest mode drawing 19.5-21 W reads 17.2 W.  Returns (CSV path, the
+    victim's row of cells, its true watts, its mode key as ptui writes it)."""
+    import csv
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "45",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rows = list(csv.reader(open(tmp_path / "p.csv")))
+    ip, it = rows[0].index("power_w"), rows[0].index("time_ms")
+    victim = min((r for r in rows[1:] if 19.5 < float(r[ip]) < 21.0), key=lambda r: float(r[it]))
+    true_w = float(victim[ip])
+    victim[ip] = "17.2"
+    with open(tmp_path / "q.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return tmp_path / "q.csv", victim, true_w, "/".join(victim[:4]).replace("/", "c/", 1)
