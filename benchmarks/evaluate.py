@@ -258,15 +258,19 @@ def fmt_m(values, nd=0):
     return f"{np.nanmedian(v):.{nd}f}"
 
 
-def with_measured(table: Table, modes, idx, tt, pp, ext) -> Table:
+def with_measured(table: Table, modes, idx, tt, pp, ext, metrics=None) -> Table:
     """Profiled modes count with their measurement and measured spread (ptui's own rule,
-    pareto.Table.with_measurements, issue 8 item 3)."""
+    pareto.Table.with_measurements, issue 8 item 3); given a ptui fit's metrics, a measurement it
+    left out as an outlier has its spread widened as fit_model does (fit.distrust_outliers)."""
     idx = np.asarray(idx, int)
     if not hasattr(table, "with_measurements"):
         return table
     meas = {"modes": np.array([modes[i].as_tuple() for i in idx], float).reshape(-1, 4),
             "time_ms": tt[idx], "power_w": pp[idx],
             "time_ms_std": ext["time_ms_std"][idx], "power_w_std": ext["power_w_std"][idx]}
+    if metrics:
+        from ptui.core.fit import distrust_outliers
+        meas = distrust_outliers(meas, meas["modes"], metrics)
     return table.with_measurements(meas)
 
 
@@ -465,7 +469,8 @@ class Harness:
             for name, model in models.items():
                 if name.lower() not in a.methods and name != "GP":
                     continue
-                preds[name].append(Pred.from_model_dict(model.predict(modes)))
+                preds[name].append(Pred.from_model_dict(model.predict(modes),
+                                                        {"metrics": model.meta.get("metrics")}))
                 for tgt in ("time", "power"):
                     c = str(model.meta.get("metrics", {}).get(tgt, {}).get("choice", "?"))
                     ch[name][tgt][c] = ch[name][tgt].get(c, 0) + 1
@@ -535,7 +540,8 @@ class Harness:
                     for r in range(a.repeats):
                         tab = preds[key][r].table(modes)
                         if meas:
-                            tab = with_measured(tab, modes, samples[r], tt, pp, ext)
+                            tab = with_measured(tab, modes, samples[r], tt, pp, ext,
+                                                preds[key][r].info.get("metrics"))
                         rec(label, b, decide(label, tab, b, risk),
                             {"modes": 50, "dev_s": dev_s(samples[r])})
                 for r in range(a.repeats):
@@ -569,7 +575,7 @@ class Harness:
                     model = fit_model(self.ref, dev, [modes[i] for i in idx], tt[idx], pp[idx],
                                       method=a.active_method, seed=r, workload=wl, source="eval-active")
                     tab = Pred.from_model_dict(model.predict(modes)).table(modes)
-                    tab = with_measured(tab, modes, idx, tt, pp, ext)
+                    tab = with_measured(tab, modes, idx, tt, pp, ext, model.meta["metrics"])
                     why = str(stop).split()
                     why = {"reached": "count", "confident": "confident"}.get(why[0] if why else "", str(stop)[:30])
                     rec(label, b, decide(label, tab, b, RISK, cautious=1.0),

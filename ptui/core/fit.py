@@ -25,7 +25,17 @@ import numpy as np
 from .csvio import REPEAT_SD
 from .devices import Device
 from .errors import PtuiInputError
-from .gp import WITH_REFERENCE, GPTarget, knob_features, phys_fit, phys_log, raw_modes, target_inputs
+from .gp import (
+    TIME_LOG,
+    WITH_REFERENCE,
+    GPTarget,
+    knob_features,
+    phys_fit,
+    phys_log,
+    raw_modes,
+    target_inputs,
+    time_log,
+)
 
 METHODS = ("auto", "gp", "powertrain")
 NN_CANDIDATES = ("transfer", "transfer-nodropout", "scratch")
@@ -130,24 +140,31 @@ def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
     return stack, _CV(mu, np.sqrt(var))
 
 
-def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None):
+def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None,
+               time_log: np.ndarray | None = None):
+    """Kernel inputs, in GPTarget.inputs' order: knob features, the predicted log step time (a
+    power GP with a time input), the reference's log prediction (refinput)."""
+    if time_log is not None:
+        F = np.hstack([F, np.asarray(time_log, np.float64)[:, None]])
     return np.hstack([F, ref_log[:, None]]) if prior == "refinput" else F
 
 
 def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None, ref_net,
            *, seed: int = 0, kernel=None, restarts: int = 1,
            base: str = "matern52", inputs: str = "log-recip",
-           basis: str = "time") -> tuple[GPTarget, object]:
+           basis: str = "time", time_log: np.ndarray | None = None) -> tuple[GPTarget, object]:
     """Fit one GP on raw modes A [n, 4] and log targets; returns (GPTarget, fitted kernel).
     restarts=None: a short local re-optimisation starting from `kernel` (for CV folds).
     inputs: the knob features (gp.INPUTS; gp.target_inputs says which a target uses).
     basis: the physmean prior's per-resource terms ("time" or "power"), fitted here on A alone
-    (so each CV fold refits them on its own rows)."""
+    (so each CV fold refits them on its own rows).
+    time_log: the log step time the profile's time predictor gives each row: an input of its own
+    (power GPs; the GP then needs that predictor to predict, GPStack.time_source)."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
-    F = _gp_inputs(prior, knob_features(A, inputs), ref_log)
+    F = _gp_inputs(prior, knob_features(A, inputs), ref_log, time_log)
     xm = F.mean(axis=0)
     xs = F.std(axis=0)
     xs = np.where(xs > 1e-12, xs, 1.0)
@@ -178,7 +195,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
                  float(np.atleast_1d(gpr._y_train_mean)[0]), y_scale if y_scale > 0 else 1.0,
                  float(a), float(b), 1.0, ref_net if prior in WITH_REFERENCE else None,
                  kernel_type=kind, knob_inputs=inputs, phys_w=phys_w,
-                 phys_basis=basis if prior == "physmean" else "")
+                 phys_basis=basis if prior == "physmean" else "", time_input=time_log is not None)
     return g, k
 
 
@@ -197,19 +214,23 @@ def _one_thread():
     return threadpool_limits(1)
 
 
-def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log-recip", basis="time"):
+def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log-recip", basis="time",
+                  time_log=None):
     """All-data fit plus cross-validated predictions: each fold's GP is fitted on the other folds
     (hyper-parameters re-optimised from the all-data optimum, so the held-out error and interval
     coverage are honest)."""
     prior = GP_PRIOR[name]
-    full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs, basis=basis)
+    full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs, basis=basis,
+                        time_log=time_log)
     mu = np.empty(len(ly))
     sd = np.empty(len(ly))
     for f in range(fold.max() + 1):
         te, tr = fold == f, fold != f
         g, _ = gp_fit(prior, A[tr], ly[tr], None if ref_log is None else ref_log[tr], ref_net,
-                      seed=seed, kernel=kern, restarts=None, inputs=inputs, basis=basis)
-        mu[te], sd[te] = g.predict_log(device, A[te])
+                      seed=seed, kernel=kern, restarts=None, inputs=inputs, basis=basis,
+                      time_log=None if time_log is None else time_log[tr])
+        mu[te], sd[te] = g.predict_log(device, A[te],
+                                       None if time_log is None else {TIME_LOG: time_log[te]})
     return full, _CV(mu, sd)
 
 
@@ -504,16 +525,30 @@ def _nn_final(X, jobs, seed, loss):
     return out
 
 
-def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target) -> tuple[dict, dict]:
+def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None) -> tuple[dict, dict]:
     """Every GP candidate of a target (and their stack, when there are several): ({name: GP},
-    {name: _CV})."""
+    {name: _CV}).  times: (time predictor, its log step time for each row of A) for power: the
+    candidates of TIME_INPUT take it as an input and the stack keeps the predictor."""
     fulls, cvs = {}, {}
-    for nm in gp_candidates(ref_net is not None):
+    names = gp_candidates(ref_net is not None)
+    if len(names) < 2:                     # only a stack holds the time predictor
+        times = None
+    for nm in names:
+        tl = times[1] if times is not None and nm in TIME_INPUT else None
         fulls[nm], cvs[nm] = _gp_candidate(nm, device, A, ly, ref_log, ref_net, fold, seed,
-                                           target_inputs(target), target)
+                                           target_inputs(target), target, tl)
     if len(fulls) > 1:
         fulls[STACK], cvs[STACK] = _gp_stack(dict(fulls), cvs, ly)
+        if any(m.time_input for m in fulls[STACK].members):
+            fulls[STACK].time_source = times[0]
     return fulls, cvs
+
+
+# Power candidates that take the profile's predicted step time as an input (its log, from the
+# time GPs fitted just before): a step's power follows how busy each unit is, and the step time
+# carries that (a CPU-bound step leaves the GPU idle; the knobs alone say so only through an
+# interaction the GP must learn from a few dozen modes).  Measured: docs/accuracy-notes-gp.md.
+TIME_INPUT = ("gp",)
 
 
 # Measurement outliers.  A profiled mode disturbed while it was measured (a background job during
@@ -521,13 +556,13 @@ def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target) -> tuple[dict, 
 # mode predicts for it.  Left in, it pulls the GP towards it and, through the calibration on
 # cross-validated residuals, widens every interval.  A row is left out of the fit when its
 # cross-validated error is more than OUTLIER_Z times the typical one (|z| over the median |z| of
-# the profile / 0.6745, a robust sd that one outlier cannot move); at most a tenth of the rows,
-# and only from OUTLIER_MIN_MODES profiled modes.  With fewer, a mode in a region no other
-# profiled mode is near is as far from its cross-validated prediction as a disturbed one, and
-# leaving it out costs more than the outlier would (measured at 25 modes: ptui's simulator, which
-# has no outliers, lost accuracy on 3 of 6 scenarios).  Its measurement stays in the profile and in
-# the model's measured figures; the fit says which rows it left out.  Measured:
-# docs/accuracy-notes-gp.md.
+# the profile / 0.6745, a robust sd that one outlier cannot move): one row at a time, refitting in
+# between (next_outlier), at most a tenth of the rows, and only from OUTLIER_MIN_MODES profiled
+# modes.  With fewer, a mode in a region no other profiled mode is near is as far from its
+# cross-validated prediction as a disturbed one, and leaving it out costs more than the outlier
+# would (measured at 25 modes: ptui's simulator, which has no outliers, lost accuracy on 3 of 6
+# scenarios).  Its measurement stays in the profile and in the model's measured figures; the fit
+# says which rows it left out.  Measured: docs/accuracy-notes-gp.md.
 OUTLIER_Z = 6.0
 OUTLIER_MIN_MODES = 40
 
@@ -575,25 +610,35 @@ def outlier_note(target: str, m: dict) -> str | None:
             f"(re-profile to check): {each}")
 
 
-def outliers(cv: _CV, ly: np.ndarray) -> np.ndarray:
-    """Rows whose cross-validated error marks them as measurement outliers (see OUTLIER_Z)."""
+def _chosen_cv(cvs: dict) -> _CV:
+    """The GP cross-validation a target's outliers are judged on: the stack's, else the only one."""
+    return cvs[STACK] if STACK in cvs else next(iter(cvs.values()))
+
+
+def next_outlier(cv: _CV, ly: np.ndarray) -> int | None:
+    """The row to leave out next as a measurement outlier (see OUTLIER_Z), else None.  cv: the
+    cross-validation of a fit without the rows already left out (NaN there).  One row at a time,
+    refitting in between: a disturbed row also pulls its neighbours' cross-validated predictions,
+    so flagging every far row of one pass would leave good rows out with it."""
     n = len(ly)
-    out = np.zeros(n, bool)
-    if n < OUTLIER_MIN_MODES:
-        return out
-    z = np.abs(cv.log_pred - ly) / np.maximum(cv.log_sd, 1e-9)
-    r = z / max(float(np.median(z)) / 0.6745, 1e-9)
-    worst = np.argsort(-r)[:max(1, n // 10)]
-    out[worst[r[worst] > OUTLIER_Z]] = True
-    return out
+    ok = np.isfinite(cv.log_pred)
+    if n < OUTLIER_MIN_MODES or n - ok.sum() >= max(1, n // 10):
+        return None
+    z = np.full(n, -np.inf)
+    z[ok] = np.abs(cv.log_pred[ok] - ly[ok]) / np.maximum(cv.log_sd[ok], 1e-9)
+    scale = max(float(np.median(z[ok])) / 0.6745, 1e-9)
+    i = int(np.argmax(z))
+    return i if z[i] / scale > OUTLIER_Z else None
 
 
 # -- per target, one model ---------------------------------------------------------------------
 def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, seed: int,
-                 loss: str, progress=None) -> tuple[dict, dict]:
+                 loss: str, progress=None, per_sample: bool = False) -> tuple[dict, dict]:
     """Fit every target ({name: (y, ref_net)}) on raw modes A; returns ({name: predictor},
     {name: metrics}).  The GP candidates are cross-validated first, then the network recipes of
-    all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS)."""
+    all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS).  With both
+    targets, time first: the power stack's TIME_INPUT candidates take the time GPs' prediction.
+    per_sample: the time target is per sample (fit_model, several batch sizes)."""
     from .predictor import features
     n = len(A)
     X = features(device, A[:, :4])
@@ -619,20 +664,27 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
             ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
             if progress:
                 progress(f"fitting {t} ({method}) on {n} modes")
-            fulls[t], cvs[t] = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, t)
-            out = outliers(cvs[t][STACK if STACK in cvs[t] else next(iter(cvs[t]))], ly)
-            if out.any():                          # refit every GP without them
-                keep[t] = ~out
-                first = cvs[t][STACK if STACK in cvs[t] else next(iter(cvs[t]))]
-                left_out[t] = [_outlier_record(i, A[i], y[i], first.log_pred[i], t)
-                               for i in np.flatnonzero(out)]
+            times = None
+            if t == "power" and "time" in fulls and fulls["time"]:
+                src = fulls["time"].get(STACK) or next(iter(fulls["time"].values()))
+                if per_sample:
+                    src.per_sample = True              # its time_log: per step, as predicted
+                times = (src, time_log(src, device, A))
+            fulls[t], cvs[t] = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, t, times)
+            gone: list = []
+            while (i := next_outlier(_chosen_cv(cvs[t]), ly)) is not None:
+                gone.append(_outlier_record(i, A[i], y[i], _chosen_cv(cvs[t]).log_pred[i], t))
+                keep[t][i] = False                 # refit every GP without it, then look again
                 if progress:
-                    progress(f"fitting {t} ({method}) again without {int(out.sum())} outlying "
-                             f"measurement{'s' if out.sum() > 1 else ''}")
-                fulls[t], cv_kept = _gp_all(device, A[keep[t]], ly[keep[t]],
-                                            None if ref_log is None else ref_log[keep[t]], ref_net,
-                                            folds(int(keep[t].sum()), seed), seed, t)
-                cvs[t] = {nm: cv.expand(keep[t]) for nm, cv in cv_kept.items()}
+                    progress(f"fitting {t} ({method}) again without {len(gone)} outlying "
+                             f"measurement{'s' if len(gone) > 1 else ''}")
+                k = keep[t]
+                fulls[t], cv_kept = _gp_all(device, A[k], ly[k], None if ref_log is None else ref_log[k],
+                                            ref_net, folds(int(k.sum()), seed), seed, t,
+                                            None if times is None else (times[0], times[1][k]))
+                cvs[t] = {nm: cv.expand(k) for nm, cv in cv_kept.items()}
+            if gone:
+                left_out[t] = gone
     except BaseException:
         if worker is not None:
             worker.close()                       # no orphaned child on an error or Ctrl-C
@@ -670,12 +722,14 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
         if choice in fulls[t]:
             pred = fulls[t][choice]
             pred.sd_scale = scale
-            grid = None
-            for g in getattr(pred, "members", [pred]):
-                if g.ref is not None:            # the reference on every mode, looked up later
+            grids: dict = {}                     # per reference network (time's, power's)
+            src = getattr(pred, "time_source", None)
+            for g in getattr(pred, "members", [pred]) + getattr(src, "members", [src] if src else []):
+                if g.ref is not None and g.ref_grid is None:   # every mode's, looked up later
                     from .gp import reference_grid
-                    grid = reference_grid(device, g.ref) if grid is None else grid
-                    g.ref_grid = grid
+                    if id(g.ref) not in grids:
+                        grids[id(g.ref)] = reference_grid(device, g.ref)
+                    g.ref_grid = grids[id(g.ref)]
             preds[t] = pred
         else:
             final_jobs[t] = (choice, y, ref_net, best["cv_resid_sd"] * scale, np.flatnonzero(keep[t]))
@@ -754,7 +808,7 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
                       getattr(reference, name) if reference is not None else None)
                for name, y in (("time", t), ("power", p))}
     preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
-                                  progress=progress)
+                                  progress=progress, per_sample=per_sample)
     if per_sample:
         preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)

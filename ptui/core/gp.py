@@ -143,6 +143,8 @@ class GPTarget:
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
+    time_input: bool = False        # power: the step time the model predicts is an input too
+    time_source: object | None = None    # that time predictor, when the GP is used on its own
     _linv: np.ndarray | None = None
 
     kind = "gp"
@@ -150,7 +152,7 @@ class GPTarget:
     @property
     def batch_aware(self) -> bool:
         """True when the batch size is a fifth input (fitted on several batch sizes)."""
-        return len(self.x_mean) - (self.prior == "refinput") == 5 * self._per_knob
+        return len(self.x_mean) - (self.prior == "refinput") - self.time_input == 5 * self._per_knob
 
     @property
     def _per_knob(self) -> int:
@@ -177,6 +179,14 @@ class GPTarget:
         F = c.get(self.knob_inputs)
         if F is None:
             F = c[self.knob_inputs] = knob_features(A, self.knob_inputs)
+        if self.time_input:
+            lt = c.get(TIME_LOG)
+            if lt is None:
+                if self.time_source is None:
+                    raise ValueError("this power GP takes the predicted step time as an input; "
+                                     "predict it with its model (or stack)")
+                lt = c[TIME_LOG] = time_log(self.time_source, device, A)
+            F = np.hstack([F, np.asarray(lt, np.float64).reshape(-1, 1)])
         m = np.zeros(len(F))
         if self.prior == "physmean":
             m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
@@ -257,8 +267,9 @@ class GPTarget:
         sd = np.sqrt(np.maximum(out_var, 1e-12)) * self.y_scale * self.sd_scale
         return mu, sd
 
-    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mu, sd = self.predict_log(device, A)
+    def predict_modes(self, device: Device, A: np.ndarray,
+                      cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.predict_log(device, A, cache)
         mid = np.exp(mu)
         return mid, mid * np.sqrt(np.expm1(sd ** 2))
 
@@ -269,6 +280,7 @@ class GPTarget:
                 "prior_b": self.prior_b, "sd_scale": self.sd_scale,
                 **({"per_sample": True} if self.per_sample else {}),
                 **({"phys_basis": self.phys_basis} if self.prior == "physmean" else {}),
+                **({"time_input": True} if self.time_input else {}),
                 "kernel_type": self.kernel_type, "inputs": self.knob_inputs}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -305,6 +317,7 @@ class GPTarget:
         g.per_sample = bool(cfg.get("per_sample", False))
         g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
         g.knob_inputs = str(cfg.get("inputs", "log-recip"))     # models before the key
+        g.time_input = cfg.get("time_input", False) is True     # models before 2026-11-24: none
         g.check()
         return g
 
@@ -313,7 +326,8 @@ class GPTarget:
             raise ValueError(f"unknown GP inputs {self.knob_inputs!r}")
         n, dim = self.X.shape if self.X.ndim == 2 else (-1, -1)
         k = self._per_knob                                        # features per knob
-        want = tuple(k * knobs + (self.prior == "refinput") for knobs in (4, 5))   # 5: batch size
+        want = tuple(k * knobs + (self.prior == "refinput") + self.time_input
+                     for knobs in (4, 5))                                         # 5: batch size
         if dim not in want or self.x_mean.shape != (dim,) or self.x_scale.shape != (dim,) \
                 or self.length.shape != (dim,) or self.alpha.shape != (n,) or self.L.shape != (n, n):
             raise ValueError("GP array shapes do not match each other")
@@ -392,6 +406,7 @@ class GPStack:
     weights: np.ndarray
     sd_scale: float = 1.0
     spread: str = "members"
+    time_source: object | None = None   # power: the time predictor members with time_input use
 
     kind = "gp"
 
@@ -404,8 +419,16 @@ class GPStack:
         for m in self.members:
             m.per_sample = value
 
-    def predict_log(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        shared: dict = {}
+    def predict_log(self, device: Device, A: np.ndarray,
+                    cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """cache: a dict the caller may pre-fill with TIME_LOG, the log step time of A that the
+        model's time predictor (this stack's time_source) already computed."""
+        shared: dict = {} if cache is None else cache
+        if TIME_LOG not in shared and any(m.time_input for m in self.members):
+            if self.time_source is None:
+                raise ValueError("this power stack takes the predicted step time as an input but "
+                                 "has no time predictor")
+            shared[TIME_LOG] = time_log(self.time_source, device, A)
         every = self.spread == "members"
         parts = [(w, *m.predict_log(device, A, shared)) for w, m in zip(self.weights, self.members)
                  if w > 0 or every]
@@ -413,18 +436,26 @@ class GPStack:
                                 self.spread)
         return mu, np.sqrt(var) * self.sd_scale
 
-    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mu, sd = self.predict_log(device, A)
+    def predict_modes(self, device: Device, A: np.ndarray,
+                      cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        mu, sd = self.predict_log(device, A, cache)
         mid = np.exp(mu)
         return mid, mid * np.sqrt(np.expm1(sd ** 2))
 
     def config(self) -> dict:
         return {"kind": "gp-stack", "weights": [float(w) for w in self.weights],
                 "sd_scale": self.sd_scale, "spread": self.spread,
-                "members": [m.config() for m in self.members]}
+                "members": [m.config() for m in self.members],
+                **({"time_source": self.time_source.config()} if self.time_source is not None else {})}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {f"m{i}_{k}": v for i, m in enumerate(self.members) for k, v in m.to_arrays().items()}
+        """The members' arrays (prefixed m<i>_) and, for a power stack with a time input, its time
+        predictor's (prefixed time_: the model directory then holds that predictor twice, in
+        time.npz and here, so that this file predicts on its own)."""
+        d = {f"m{i}_{k}": v for i, m in enumerate(self.members) for k, v in m.to_arrays().items()}
+        if self.time_source is not None:
+            d.update({f"{TIME_PREFIX}{k}": v for k, v in self.time_source.to_arrays().items()})
+        return d
 
     @classmethod
     def from_arrays(cls, cfg: dict, d) -> "GPStack":
@@ -446,7 +477,31 @@ class GPStack:
         spread = cfg.get("spread", "mixture")           # saved before 2026-11-24: the mixture's
         if spread not in SPREADS:
             raise ValueError(f"GP stack spread must be one of {', '.join(SPREADS)}")
-        return cls(members, w, scale, spread)
+        source = None
+        tcfg = cfg.get("time_source")
+        if tcfg is not None:
+            sub = {k[len(TIME_PREFIX):]: d[k] for k in d if k.startswith(TIME_PREFIX)}
+            if not isinstance(tcfg, dict) or tcfg.get("kind") not in ("gp", "gp-stack"):
+                raise ValueError("a power stack's time predictor must be a GP")
+            source = (GPStack if tcfg["kind"] == "gp-stack" else GPTarget).from_arrays(tcfg, sub)
+            if getattr(source, "time_source", None) is not None or any(
+                    getattr(m, "time_input", False) for m in getattr(source, "members", [source])):
+                raise ValueError("a power stack's time predictor cannot itself take a time input")
+        if any(m.time_input for m in members) and source is None:
+            raise ValueError("GP stack members take the predicted time as an input but the stack "
+                             "has no time predictor")
+        return cls(members, w, scale, spread, source)
+
+
+TIME_LOG = "time_log"        # cache key: the log step time the model predicts for the modes at hand
+TIME_PREFIX = "time_"        # array prefix of a power stack's time predictor
+
+
+def time_log(source, device: Device, A: np.ndarray) -> np.ndarray:
+    """The log step time a GP time predictor (GPTarget or GPStack) predicts for raw modes A: the
+    input of power GPs with ``time_input`` (a step's power follows how busy each unit is, which the
+    step time says: a CPU-bound step leaves the GPU idle)."""
+    return np.asarray(source.predict_log(device, np.asarray(A, np.float64))[0], np.float64)
 
 
 SPREADS = ("members", "mixture")

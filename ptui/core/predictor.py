@@ -203,7 +203,14 @@ class Model:
                 raise ModelError(f"this model was fitted at {at} only; to predict other sizes "
                                  f"fit a profile over several (ptui profile --batch-sizes ...)")
         t, ts = self.time.predict_modes(self.device, A)
-        p, ps = self.power.predict_modes(self.device, A)
+        if getattr(self.power, "time_source", None) is not None:
+            # a power GP whose input is the step time: the time predicted above, when it is the
+            # very predictor the power stack was fitted with (else the stack computes its own)
+            from .gp import TIME_LOG
+            shared = {TIME_LOG: np.log(t)} if self.power.time_source is self.time else {}
+            p, ps = self.power.predict_modes(self.device, A, shared)
+        else:
+            p, ps = self.power.predict_modes(self.device, A)
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
 
     def save(self, directory: str | Path) -> None:
@@ -251,6 +258,8 @@ def load_model(directory: str | Path) -> Model:
                 arrays = {k: z[k] for k in z.files}
             if cfg.get("kind") == "gp":
                 from .gp import GPTarget
+                if cfg.get("time_input"):
+                    raise ValueError("a GP with the step time as an input is saved in a stack")
                 nets[name] = GPTarget.from_arrays(cfg, arrays)
             elif cfg.get("kind") == "gp-stack":
                 from .gp import GPStack
@@ -264,6 +273,7 @@ def load_model(directory: str | Path) -> Model:
         except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
             why = "not an archive of plain arrays" if "pickle" in str(e) else f"{type(e).__name__}: {e}"
             raise ModelError(f"{f}: corrupt model file ({why})") from None
+    _share_time_source(nets)
     measured = None
     f = d / "measured.npz"
     if f.exists():
@@ -282,6 +292,18 @@ def load_model(directory: str | Path) -> Model:
         probe = model.predict(_probe_modes(device))
     check_predictions(probe, f"{d}")
     return model
+
+
+def _share_time_source(nets: dict) -> None:
+    """A power stack stores the time predictor it was fitted with; when that is the model's own
+    time predictor (the same arrays and configuration), it uses the loaded one, so predicting both
+    targets computes the time once."""
+    src = getattr(nets["power"], "time_source", None)
+    if src is None or type(src) is not type(nets["time"]) or src.config() != nets["time"].config():
+        return
+    a, b = src.to_arrays(), nets["time"].to_arrays()
+    if a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a):
+        nets["power"].time_source = nets["time"]
 
 
 def _probe_modes(device: Device) -> np.ndarray:

@@ -1,0 +1,128 @@
+"""Power GPs that take the predicted step time as an input (fit.TIME_INPUT): fitted after time,
+stored with the time predictor they use (plain arrays), wired to the model's own time predictor on
+load, and never changing the time prediction itself."""
+import json
+
+import numpy as np
+import pytest
+
+from ptui.core import gp as gpmod
+from ptui.core.fit import TIME_INPUT, fit_model, fit_one
+from ptui.core.gp import GPStack, raw_modes
+from ptui.core.modeldir import meta_digest
+from ptui.core.predictor import Model, ModelError, load_bundled, load_model
+
+from .test_gp import DEV, synthetic
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    modes, _, t, p = synthetic(30, 31)
+    return modes, t, p, fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+
+
+def test_power_members_take_the_time_prediction(fitted):
+    modes, t, p, model = fitted
+    pw = model.power
+    assert isinstance(pw, GPStack) and pw.time_source is model.time
+    flags = {m.prior: m.time_input for m in pw.members}
+    assert flags == {"none": "gp" in TIME_INPUT, "physmean": "gp-physmean" in TIME_INPUT,
+                     "refinput": "gp-refinput" in TIME_INPUT}
+    assert not any(m.time_input for m in model.time.members)      # time never takes itself
+    # the time input column of the training rows: the time model's prediction of those modes
+    m = next(m for m in pw.members if m.time_input)
+    k = 12                                   # power's knob features: log, 1/x and x of 4 knobs
+    col = m.X[:, k] * m.x_scale[k] + m.x_mean[k]
+    assert np.allclose(col, model.time.predict_log(DEV, raw_modes(modes))[0], atol=1e-9)
+    with pytest.raises(ValueError, match="step time"):        # alone it cannot predict
+        m.predict_log(DEV, raw_modes(modes))
+
+
+def test_fitting_power_leaves_time_as_fitted_alone(fitted):
+    """The time predictor of a two-target fit predicts exactly as the time fitted on its own (a
+    reference grid of the power network once leaked into the time members: 1 % off)."""
+    modes, t, _, model = fitted
+    alone, _ = fit_one(DEV, raw_modes(modes), t, load_bundled().time, method="gp", seed=0,
+                       target="time")
+    B = raw_modes(DEV.full_space()[::7])
+    assert np.allclose(model.time.predict_log(DEV, B)[0], alone.predict_log(DEV, B)[0], atol=1e-9)
+
+
+def test_round_trip_wires_the_loaded_time_predictor(fitted, tmp_path, monkeypatch):
+    modes, _, _, model = fitted
+    model.save(tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    assert again.power.time_source is again.time
+    grid = DEV.full_space()
+    a, b = model.predict(grid), again.predict(grid)
+    for k in a:
+        assert np.allclose(a[k], b[k], rtol=1e-9), k
+    # predicting both targets computes the time once: the power stack takes it from the model
+    calls = []
+    real = gpmod.time_log
+    monkeypatch.setattr(gpmod, "time_log", lambda *x: calls.append(1) or real(*x))
+    again.predict(grid)
+    assert calls == []
+    # power.npz alone predicts: the stack stores its time predictor (the time_ arrays)
+    with np.load(tmp_path / "m" / "power.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    assert any(k.startswith("time_m0_") for k in arrays)
+    cfg = json.loads((tmp_path / "m" / "meta.json").read_text())["predictors"]["power"]
+    alone = GPStack.from_arrays(cfg, arrays)
+    A = raw_modes(grid[:500])
+    assert np.allclose(alone.predict_log(DEV, A)[0], again.power.predict_log(DEV, A)[0], atol=1e-9)
+    assert len(calls) == 2              # called on their own, each stack computed the time itself
+
+
+def test_with_another_time_predictor_the_stack_uses_its_own(fitted):
+    """A model whose time predictor is not the one the power stack was fitted with (auto chose a
+    network for time) still predicts power from the stack's own time GPs."""
+    modes, _, _, model = fitted
+    mixed = Model(DEV, load_bundled().time, model.power, {})
+    A = raw_modes(DEV.pt_grid()[:300])
+    got = mixed.predict(DEV.pt_grid()[:300])["power_w"]
+    assert np.allclose(np.log(got), model.power.predict_log(DEV, A)[0], atol=1e-9)
+
+
+def _edit(tmp_path, fn):
+    f = tmp_path / "m" / "meta.json"
+    meta = json.loads(f.read_text())
+    fn(meta["predictors"]["power"])
+    meta["digest"] = meta_digest(meta)
+    f.write_text(json.dumps(meta))
+
+
+def test_a_stack_with_time_inputs_but_no_time_predictor_is_refused(fitted, tmp_path):
+    fitted[3].save(tmp_path / "m")
+    _edit(tmp_path, lambda cfg: cfg.pop("time_source"))
+    with pytest.raises(ModelError, match="no time predictor"):
+        load_model(tmp_path / "m")
+
+
+def test_a_time_predictor_with_a_time_input_is_refused(fitted, tmp_path):
+    fitted[3].save(tmp_path / "m")
+    _edit(tmp_path, lambda cfg: cfg["time_source"]["members"][0].update(time_input=True))
+    with pytest.raises(ModelError):
+        load_model(tmp_path / "m")
+
+
+def test_power_fitted_alone_has_no_time_input():
+    modes, _, _, p = synthetic(20, 5)
+    pw, _ = fit_one(DEV, raw_modes(modes), p, load_bundled().power, method="gp", seed=0,
+                    target="power")
+    assert pw.time_source is None and not any(m.time_input for m in pw.members)
+
+
+def test_batch_aware_power_takes_the_time_per_step():
+    """Several batch sizes: the time GPs predict per sample x B; the power stack's time input is
+    that per-step time, at fit and at prediction alike."""
+    modes, _, t, p = synthetic(36, 8)
+    B = np.array([8, 16, 32, 64] * 9, float)
+    t = t * (0.6 + B / 40.0)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0, batch_sizes=B)
+    assert model.power.time_source is model.time and model.time.per_sample
+    A5 = np.hstack([raw_modes(modes), B[:, None]])
+    lt = gpmod.time_log(model.time, DEV, A5)
+    assert np.median(np.abs(lt - np.log(t))) < 0.05                    # per step, not per sample
+    pred = model.predict(modes[:4], batch_size=B[:4])["power_w"]
+    assert np.all(np.abs(pred / p[:4] - 1) < 0.1)
