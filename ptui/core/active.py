@@ -315,7 +315,7 @@ class ActivePlanner:
     def decide(self, rows: list[dict]) -> int | None:
         """The candidate the decision picks now: calibrated GPs (cross-validated, as `ptui fit
         --method gp`), measured modes with their measurements, cautious ranking."""
-        from .fit import fit_model
+        from .fit import distrust_outliers, fit_model
         from .pareto import InfeasibleError, Table, choose
         if len(rows) < 6:
             return None
@@ -324,7 +324,7 @@ class ActivePlanner:
         p = np.array([r["power_w"] for r in rows])
         model = fit_model(self.reference, self.device, A, t, p, method="gp", seed=self.seed)
         tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
-            measured_from_rows(rows))
+            distrust_outliers(measured_from_rows(rows), A, model.meta["metrics"]))
         try:
             return choose(tab, risk=0.05, cautious=1.0, **self.goal.as_dict()).index
         except InfeasibleError:

@@ -778,6 +778,11 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
                       workload=workload, source=f"profile {profile}", measured=measured)
+    from .fit import outlier_note
+    for tgt in ("time", "power"):
+        note = outlier_note(tgt, model.meta["metrics"][tgt])
+        if note and progress:
+            progress(note)
     from .profiler import keep_timed
     keep_timed(model, profile)
     out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
@@ -787,7 +792,8 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         space = list(load_corpus(corpus, device))
     else:
         space, _ = model.decision_space()          # no extrapolation beyond what was profiled
-    tab = Table.from_prediction(space, model.predict(space)).with_measurements(measured)
+    # model.measured: the profile's measurements, those the fit left out as outliers not exact
+    tab = Table.from_prediction(space, model.predict(space)).with_measurements(model.measured)
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
                cautious=1.0)
     pred = model.predict([d.mode])

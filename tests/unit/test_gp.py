@@ -8,7 +8,7 @@ import pytest
 
 from ptui.core.devices import get_device
 from ptui.core.fit import calibrate, fit_model, gp_fit
-from ptui.core.gp import knob_features, raw_modes
+from ptui.core.gp import F32_MAX_ERR, knob_features, raw_modes
 from ptui.core.modeldir import meta_digest
 from ptui.core.pareto import Table, choose
 from ptui.core.predictor import load_bundled, load_model
@@ -31,8 +31,9 @@ def synthetic(n, seed, noise=0.02):
 
 
 @pytest.mark.parametrize("base", ["matern52", "rbf"])
-def test_numpy_inference_equals_sklearn(base):
-    """The Matern-5/2 kernel ptui fits now and the RBF kernel of models saved before it."""
+def test_numpy_inference_equals_sklearn(base, monkeypatch):
+    """The Matern-5/2 kernel ptui fits now and the RBF kernel of models saved before it; exactly
+    in float64 (the float32 kernel, where its bound allows it, is within that bound)."""
     _, A, t, _ = synthetic(40, 0)
     g, kern = gp_fit("none", A, np.log(t), None, None, seed=0, base=base)
     assert g.kernel_type == base
@@ -43,6 +44,10 @@ def test_numpy_inference_equals_sklearn(base):
         (F - g.x_mean) / g.x_scale, np.log(t))
     _, B, _, _ = synthetic(200, 1)
     mu_sk, sd_sk = gpr.predict((knob_features(B) - g.x_mean) / g.x_scale, return_std=True)
+    mu, _ = g.predict_log(DEV, B)
+    assert np.abs(mu - mu_sk).max() <= F32_MAX_ERR
+    import ptui.core.gp as gpmod
+    monkeypatch.setattr(gpmod, "F32_MAX_ERR", 0.0)
     mu, sd = g.predict_log(DEV, B)
     assert np.allclose(mu, mu_sk, rtol=0, atol=1e-8)
     assert np.allclose(sd, sd_sk, rtol=1e-6, atol=1e-9)
@@ -58,11 +63,11 @@ def _float64_prediction(g, B):
     return mu, np.sqrt(var) * g.y_scale * g.sd_scale
 
 
-@pytest.mark.parametrize("n,seed,noise", [(40, 0, 0.02), (40, 0, 0.08), (12, 1, 0.02), (20, 0, 0.02)])
+@pytest.mark.parametrize("n,seed,noise", [(40, 0, 0.01), (40, 0, 0.02), (40, 0, 0.08), (12, 1, 0.02), (20, 0, 0.02)])
 def test_fast_blocks_equal_the_float64_formula(n, seed, noise):
     """predict_log runs the kernel's roots and exponentials in float32 only where its error bound
-    on the log mean is <= 1e-3; then the mean stays within that bound and the sd within 1e-3 (log
-    units), and otherwise it is the float64 formula exactly, block after block."""
+    on the log mean is <= F32_MAX_ERR (0.4 %); then the mean stays within that bound and the sd
+    within 1e-3 (log units), and otherwise it is the float64 formula exactly, block after block."""
     _, A, t, _ = synthetic(n, seed, noise=noise)
     g, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="matern52")
     _, B, _, _ = synthetic(40, 1)
@@ -71,23 +76,23 @@ def test_fast_blocks_equal_the_float64_formula(n, seed, noise):
     mu64, sd64 = _float64_prediction(g, B)
     mu, sd = g.predict_log(DEV, B)
     bound = 2.4e-7 * g.const * np.abs(g.alpha).sum() * g.y_scale
-    if bound <= 1e-3:
+    if bound <= F32_MAX_ERR:
         assert np.abs(mu - mu64).max() <= bound
         assert np.abs(sd - sd64).max() <= 1e-3
     else:
         assert np.allclose(mu, mu64, rtol=0, atol=1e-10) and np.allclose(sd, sd64, rtol=1e-9)
-    assert np.allclose(g.predict_log(DEV, B[5000:5010])[0], mu[5000:5010], rtol=0, atol=1e-12)
+    assert np.allclose(g.predict_log(DEV, B[5000:5010])[0], mu[5000:5010], rtol=0, atol=1e-9)
 
 
 def test_both_kernel_precisions_are_exercised():
     """The two parametrised cases above cover both paths (a test that could not see float32
     error would pass whatever the fast path did)."""
     bounds = []
-    for noise in (0.02, 0.08):
+    for noise in (0.01, 0.08):
         _, A, t, _ = synthetic(40, 0, noise=noise)
         g, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base="matern52")
         bounds.append(2.4e-7 * g.const * np.abs(g.alpha).sum() * g.y_scale)
-    assert max(bounds) > 1e-3 >= min(bounds), bounds
+    assert max(bounds) > F32_MAX_ERR >= min(bounds), bounds
 
 
 def test_interval_coverage_on_synthetic_case():
