@@ -214,7 +214,7 @@ class GPTarget:
         return self.const * np.exp(-0.5 * d2)
 
     def _block(self, Zs: np.ndarray, pre: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance (normalised units) for one block of standardised inputs, the kernel
+        """Mean and variance (normalised units) for one block of augmented scaled inputs, the kernel
         computed in place on one array.  The scaled squared distances come from one product of
         augmented matrices ([a, |a|^2, 1] @ [-2 b; 1; |b|^2]); for Matern the sqrt(5) is folded
         into the length scales and the signal variance into alpha and L^-1, so each of the
@@ -231,11 +231,13 @@ class GPTarget:
         float32 (up to 1e-3, the limit before 2026-11-24, 21 of them ran in float64; now 3).  The
         sd moves by less than 3e-4 in log units there (1e-3 on 8-60 synthetic modes): a few per
         cent of the sd only right next to profiled modes, where the sd itself is ~0.005."""
-        inv_len, b_aug, c_alpha, c_linv_t, f32 = pre
-        a = Zs * inv_len
-        d2 = np.hstack([a, (a * a).sum(1)[:, None], np.ones((len(a), 1))]) @ b_aug
-        k = d2.astype(np.float32) if f32 else d2
-        np.maximum(k, 0.0, out=k)
+        b_aug, c_alpha, c_linv_t, f32 = pre
+        d2 = Zs @ b_aug                          # Zs: the block's rows of [a, |a|^2, 1]
+        if f32:                                  # clip and cast in one pass
+            k = np.empty(d2.shape, np.float32)
+            np.maximum(d2, 0.0, out=k, casting="unsafe")
+        else:
+            k = np.maximum(d2, 0.0, out=d2)
         if self.kernel_type == "matern52":       # (1 + r + r^2 / 3) * exp(-r), r = sqrt(5) * distance
             r = np.sqrt(k)
             k *= 1.0 / 3.0
@@ -262,9 +264,11 @@ class GPTarget:
         b = self.X * inv_len
         b_aug = np.vstack([-2.0 * b.T, np.ones((1, len(b))), (b * b).sum(1)[None, :]])
         f32 = 2.4e-7 * self.const * float(np.abs(self.alpha).sum()) * self.y_scale <= F32_MAX_ERR
-        pre = (inv_len, b_aug, self.const * self.alpha, self.const * self._linv.T, f32)
+        pre = (b_aug, self.const * self.alpha, self.const * self._linv.T, f32)
+        a = Z * inv_len
+        a_aug = np.hstack([a, (a * a).sum(1)[:, None], np.ones((len(a), 1))])
         step = 2048                                       # bounded memory, cache-sized blocks
-        parts = [self._block(Z[s:s + step], pre) for s in range(0, len(Z), step)]
+        parts = [self._block(a_aug[s:s + step], pre) for s in range(0, len(Z), step)]
         out_mu = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
         out_var = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
         mu = out_mu * self.y_scale + self.y_mean + m
