@@ -126,3 +126,14 @@ def test_batch_aware_power_takes_the_time_per_step():
     assert np.median(np.abs(lt - np.log(t))) < 0.05                    # per step, not per sample
     pred = model.predict(modes[:4], batch_size=B[:4])["power_w"]
     assert np.all(np.abs(pred / p[:4] - 1) < 0.1)
+
+
+def test_below_twenty_modes_power_goes_without_the_time_input():
+    """Fewer than TIME_INPUT_MIN_MODES profiled modes: the time it would rest on is too rough."""
+    from ptui.core.fit import TIME_INPUT_MIN_MODES
+    modes, _, t, p = synthetic(TIME_INPUT_MIN_MODES - 1, 12)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+    assert model.power.time_source is None and not any(m.time_input for m in model.power.members)
+    modes, _, t, p = synthetic(TIME_INPUT_MIN_MODES, 12)
+    model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
+    assert model.power.time_source is model.time
