@@ -57,10 +57,11 @@ class FinetuneScreen(Screen):
         if st.profile_csv and not inp.value:
             inp.value = str(st.profile_csv)
         self.query_one("#info", Static).update(
-            "Fits time and power to your profile: Gaussian processes (with the bundled ResNet-18 "
-            "reference as prior mean or input, or none) and PowerTrain's transfer-learned networks "
-            "(§3.2); 5-fold cross-validation keeps the best per target and says how often its 90 % "
-            "interval covered held-out modes.")
+            "Fits time and power to your profile: stacked Gaussian processes (no prior, a physical "
+            "prior mean, the bundled ResNet-18 reference as an input; power also takes the "
+            "predicted time) and PowerTrain's transfer-learned networks (§3.2); 5-fold "
+            "cross-validation keeps the best per target, says how often its 90 % interval covered "
+            "held-out modes and names any measurement it left out as an outlier.")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()
