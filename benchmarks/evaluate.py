@@ -431,13 +431,11 @@ class Harness:
 
     def issue8(self, dev, wl, modes, tt, pp, samples, preds, secs, corpus, k):
         """GP and auto rows.  `auto` cross-validates the GP candidates and the network recipes on the
-        same folds with the same seed as `gp`, so where auto's choice for a target is a GP candidate
-        the `gp` method's predictor for that target is the very same object; only targets where
-        auto chose a network are refitted with fit_one(method="gp") (unless --separate-gp)."""
+        same folds with the same seed as `gp`, so where auto chose GPs for both targets the `gp`
+        method's model is the very same; where it chose a network, `gp` is fitted on its own
+        (always with --separate-gp)."""
         from ptui.core import fit as fitmod
-        from ptui.core.predictor import Model
         a = self.a
-        A = np.array([m.as_tuple() for m in modes], float)
         ch = {"GP": {"time": {}, "power": {}}, "auto": {"time": {}, "power": {}}}
         for name in ("GP", "auto"):
             if name.lower() in a.methods:
@@ -456,16 +454,12 @@ class Harness:
                     models["GP"] = fit_model(self.ref, dev, sub, tt[idx], pp[idx], method="gp",
                                              seed=r, workload=wl, source="eval")
                     secs["GP"].append(time.perf_counter() - t1)
-                else:
-                    parts, mets = {}, {}
-                    for tgt, y in (("time", tt), ("power", pp)):
-                        met = models["auto"].meta["metrics"][tgt]
-                        if met["choice"] in fitmod.GP_CANDIDATES:
-                            parts[tgt], mets[tgt] = getattr(models["auto"], tgt), met
-                        else:
-                            parts[tgt], mets[tgt] = fitmod.fit_one(dev, A[idx], y[idx], getattr(self.ref, tgt),
-                                                                   method="gp", seed=r, target=tgt)
-                    models["GP"] = Model(dev, parts["time"], parts["power"], {"metrics": mets})
+                elif all(models["auto"].meta["metrics"][tgt]["choice"] in fitmod.GP_CANDIDATES
+                         for tgt in ("time", "power")):
+                    models["GP"] = models["auto"]
+                else:           # auto chose a network: method gp's own fit (power's time input too)
+                    models["GP"] = fit_model(self.ref, dev, sub, tt[idx], pp[idx], method="gp",
+                                             seed=r, workload=wl, source="eval")
             for name, model in models.items():
                 if name.lower() not in a.methods and name != "GP":
                     continue

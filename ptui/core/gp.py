@@ -146,7 +146,7 @@ class GPTarget:
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
     time_input: bool = False        # power: the step time the model predicts is an input too
-    time_source: object | None = None    # that time predictor, when the GP is used on its own
+                                    # (given by its GPStack, whose time_source predicts it)
     _linv: np.ndarray | None = None
 
     kind = "gp"
@@ -184,10 +184,8 @@ class GPTarget:
         if self.time_input:
             lt = c.get(TIME_LOG)
             if lt is None:
-                if self.time_source is None:
-                    raise ValueError("this power GP takes the predicted step time as an input; "
-                                     "predict it with its model (or stack)")
-                lt = c[TIME_LOG] = time_log(self.time_source, device, A)
+                raise ValueError("this power GP takes the predicted step time as an input; "
+                                 "predict it with its model (or stack)")
             F = np.hstack([F, np.asarray(lt, np.float64).reshape(-1, 1)])
         m = np.zeros(len(F))
         if self.prior == "physmean":

@@ -28,8 +28,11 @@ import numpy as np
 from .devices import Device, get_device
 from .errors import InputError
 
-FORMAT = "ptui-model-2"                  # written; per-target kind in meta["predictors"]
-FORMATS = ("ptui-powertrain-1", FORMAT)   # read: the first format held two networks
+# written; per-target kind in meta["predictors"].  3 (2026-11-24): GP stacks may carry a "spread"
+# rule and a power stack a time predictor (time input), which a reader of format 2 would ignore
+# or call corrupt; it refuses the directory as another format instead.
+FORMAT = "ptui-model-3"
+FORMATS = ("ptui-powertrain-1", "ptui-model-2", FORMAT)   # read: the first held two networks
 TARGETS = ("time", "power")
 MEASURED_KEYS = ("modes", "time_ms", "power_w", "time_ms_std", "power_w_std")
 
@@ -241,6 +244,10 @@ def load_model(directory: str | Path) -> Model:
     except (OSError, ValueError) as e:
         raise ModelError(f"{d}/meta.json is corrupt: {e}") from None
     if not isinstance(meta, dict) or meta.get("format") not in FORMATS:
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        if isinstance(fmt, str) and fmt.startswith("ptui-model-"):
+            raise ModelError(f"{d}: written by a newer ptui (model format {fmt}; this one reads "
+                             f"up to {FORMAT}); upgrade ptui or fit the profile again")
         raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
     from .modeldir import verify_model_dir
     verify_model_dir(d, meta)

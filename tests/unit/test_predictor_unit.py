@@ -139,3 +139,12 @@ def test_defaults_dtypes_and_nested_save(tmp_path):
     assert back.heads_w.dtype == np.float32 and back.layers[0][0].dtype == np.float32
     Model(ORIN, net, net, {}).save(tmp_path / "a" / "b" / "m")
     assert load_model(tmp_path / "a" / "b" / "m").device.name == "orin-agx"
+
+
+def test_a_model_of_a_newer_format_is_refused_as_such(tmp_path):
+    from ptui.core.predictor import ModelError, load_model
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"format": "ptui-model-9", "device": "orin-agx"}))
+    with pytest.raises(ModelError, match="newer ptui"):
+        load_model(d)
