@@ -161,32 +161,36 @@ class GPTarget:
         return 3 if self.knob_inputs == "log-recip-linear" else 2
 
     # -- inference -------------------------------------------------------------------------
-    def _ref_log(self, device: Device, A: np.ndarray) -> np.ndarray:
+    def _ref_log(self, device: Device, A: np.ndarray, cache: dict | None = None) -> np.ndarray:
         """The reference's log prediction: looked up in ref_grid (computed once at fit time, so
-        predicting the whole mode space does not run the reference network), else evaluated."""
+        predicting the whole mode space does not run the reference network), else evaluated.
+        cache: shared by the predictors of the same A, which then find the grid index once."""
         A = np.asarray(A, np.float64)[:, :4]          # the reference knows no batch size
         if self.ref_grid is not None and self.ref_grid.shape == grid_shape(device):
-            idx = grid_index(device, A)
+            c = {} if cache is None else cache
+            if GRID_INDEX not in c:
+                c[GRID_INDEX] = grid_index(device, A)
+            idx = c[GRID_INDEX]
             if idx is not None:
                 return self.ref_grid.ravel()[idx]
         from .predictor import features
         return self.ref.predict_log(features(device, A))[0]
 
-    def inputs(self, device: Device, A: np.ndarray,
-               cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Standardised kernel inputs and the prior mean (log units) for raw modes A.  cache: a
-        dict shared by the members of a stack predicting the same A, which then compute the knob
-        features and look up the reference once (a sixth of the time of predicting every mode)."""
-        c = {} if cache is None else cache
+    def _columns(self, device: Device, A: np.ndarray, c: dict) -> tuple[list, np.ndarray]:
+        """The raw kernel input columns for raw modes A (knob features, then the predicted step
+        time, then the reference's prediction, as the GP was fitted) and the prior mean (log
+        units).  c: a dict shared by the predictors of the same A (the members of both targets'
+        stacks), which then compute the knob features and look up the reference once."""
         F = c.get(self.knob_inputs)
         if F is None:
             F = c[self.knob_inputs] = knob_features(A, self.knob_inputs)
+        cols = [F]
         if self.time_input:
             lt = c.get(TIME_LOG)
             if lt is None:
                 raise ValueError("this power GP takes the predicted step time as an input; "
                                  "predict it with its model (or stack)")
-            F = np.hstack([F, np.asarray(lt, np.float64).reshape(-1, 1)])
+            cols.append(np.asarray(lt, np.float64).reshape(-1, 1))
         m = np.zeros(len(F))
         if self.prior == "physmean":
             m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
@@ -195,12 +199,19 @@ class GPTarget:
             key = ("ref", id(self.ref))
             r = c.get(key)
             if r is None:
-                r = c[key] = self._ref_log(device, A)
+                r = c[key] = self._ref_log(device, A, c)
             if self.prior == "refmean":
                 m = self.prior_a + self.prior_b * r
             else:
-                F = np.hstack([F, r[:, None]])
-        return (F - self.x_mean) / self.x_scale, m
+                cols.append(r[:, None])
+        return cols, m
+
+    def inputs(self, device: Device, A: np.ndarray,
+               cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised kernel inputs and the prior mean (log units) for raw modes A; cache: see
+        _columns."""
+        cols, m = self._columns(device, A, {} if cache is None else cache)
+        return (np.hstack(cols) - self.x_mean) / self.x_scale, m
 
     def kernel(self, Z1: np.ndarray, Z2: np.ndarray) -> np.ndarray:
         """k(Z1, Z2) in float64: the reference for the faster blocks that prediction uses."""
@@ -211,7 +222,7 @@ class GPTarget:
             return self.const * (1.0 + r5 + r5 * r5 / 3.0) * np.exp(-r5)
         return self.const * np.exp(-0.5 * d2)
 
-    def _block(self, Zs: np.ndarray, pre: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def _block(self, Zs: np.ndarray, pre: tuple, ws: dict) -> tuple[np.ndarray, np.ndarray]:
         """Mean and variance (normalised units) for one block of augmented scaled inputs, the kernel
         computed in place on one array.  The scaled squared distances come from one product of
         augmented matrices ([a, |a|^2, 1] @ [-2 b; 1; |b|^2]); for Matern the sqrt(5) is folded
@@ -228,16 +239,20 @@ class GPTarget:
         actual error is at most 37 % of the bound, and at most 0.07 % where the bound allows
         float32 (up to 1e-3, the limit before 2026-11-24, 21 of them ran in float64; now 3).  The
         sd moves by less than 3e-4 in log units there (1e-3 on 8-60 synthetic modes): a few per
-        cent of the sd only right next to profiled modes, where the sd itself is ~0.005."""
+        cent of the sd only right next to profiled modes, where the sd itself is ~0.005.
+
+        ws: scratch arrays reused from block to block and member to member (a fresh array of this
+        size is fresh pages from the system each time: about a sixth of the time, measured)."""
         b_aug, c_alpha, c_linv_t, f32 = pre
-        d2 = Zs @ b_aug                          # Zs: the block's rows of [a, |a|^2, 1]
+        rows = len(Zs)
+        d2 = np.matmul(Zs, b_aug, out=scratch(ws, "d2", rows, b_aug.shape[1], np.float64))
         if f32:                                  # clip and cast in one pass
-            k = np.empty(d2.shape, np.float32)
+            k = scratch(ws, "k", *d2.shape, np.float32)
             np.maximum(d2, 0.0, out=k, casting="unsafe")
         else:
             k = np.maximum(d2, 0.0, out=d2)
         if self.kernel_type == "matern52":       # (1 + r + r^2 / 3) * exp(-r), r = sqrt(5) * distance
-            r = np.sqrt(k)
+            r = np.sqrt(k, out=scratch(ws, "r", *k.shape, k.dtype))
             k *= 1.0 / 3.0
             k += 1.0
             k += r
@@ -247,32 +262,61 @@ class GPTarget:
         else:
             k *= -0.5
             np.exp(k, out=k)
-        K = k.astype(np.float64) if f32 else k
-        v = K @ c_linv_t
+        if f32:
+            K = scratch(ws, "K", *k.shape, np.float64)
+            K[...] = k
+        else:
+            K = k
+        v = np.matmul(K, c_linv_t, out=scratch(ws, "v", rows, c_linv_t.shape[1], np.float64))
         return K @ c_alpha, self.const + self.noise - np.einsum("ij,ij->i", v, v)
+
+    def _scaled_inputs(self, device: Device, A: np.ndarray, cache: dict,
+                       inv_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows [a, |a|^2, 1] that _block takes (a: the standardised inputs divided by the
+        length scales) and the prior mean: inputs() written column by column into one array
+        (Fortran order, so that each column is one contiguous pass) and nothing else copied."""
+        cols, m = self._columns(device, A, cache)
+        dim = len(self.x_mean)
+        scale = inv_len / self.x_scale
+        shift = self.x_mean * scale
+        out = np.empty((dim + 2, len(m)))          # transposed: row j is input column j
+        j = 0
+        for c in cols:
+            k = c.shape[1]
+            np.multiply(c.T, scale[j:j + k, None], out=out[j:j + k])
+            out[j:j + k] -= shift[j:j + k, None]
+            j += k
+        np.einsum("ji,ji->i", out[:dim], out[:dim], out=out[dim])
+        out[dim + 1] = 1.0
+        return out.T, m
 
     def predict_log(self, device: Device, A: np.ndarray,
                     cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of log(target) for raw modes A [n, 4] (sd of a new measurement); cache:
-        see inputs()."""
+        see _columns()."""
         if self._linv is None:
             self._linv = np.linalg.inv(self.L)
-        Z, m = self.inputs(device, A, cache)
         inv_len = (np.sqrt(5.0) if self.kernel_type == "matern52" else 1.0) / self.length
+        a_aug, m = self._scaled_inputs(device, A, {} if cache is None else cache, inv_len)
         b = self.X * inv_len
         b_aug = np.vstack([-2.0 * b.T, np.ones((1, len(b))), (b * b).sum(1)[None, :]])
         f32 = 2.4e-7 * self.const * float(np.abs(self.alpha).sum()) * self.y_scale <= F32_MAX_ERR
         pre = (b_aug, self.const * self.alpha, self.const * self._linv.T, f32)
-        a = Z * inv_len
-        a_aug = np.hstack([a, (a * a).sum(1)[:, None], np.ones((len(a), 1))])
+        n = len(a_aug)
         step = 2048                                       # bounded memory, cache-sized blocks
-        parts = [self._block(a_aug[s:s + step], pre) for s in range(0, len(Z), step)]
-        out_mu = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-        out_var = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-        mu = out_mu * self.y_scale + self.y_mean + m
+        mu = np.empty(n)
+        var = np.empty(n)
+        ws = {} if cache is None else cache.setdefault(SCRATCH, {})
+        for s in range(0, n, step):
+            mu[s:s + step], var[s:s + step] = self._block(a_aug[s:s + step], pre, ws)
+        mu *= self.y_scale
+        mu += self.y_mean
+        mu += m
         if self.per_sample:
-            mu = mu + np.log(np.asarray(A, np.float64)[:, 4])
-        sd = np.sqrt(np.maximum(out_var, 1e-12)) * self.y_scale * self.sd_scale
+            mu += np.log(np.asarray(A, np.float64)[:, 4])
+        np.maximum(var, 1e-12, out=var)
+        sd = np.sqrt(var, out=var)
+        sd *= self.y_scale * self.sd_scale
         return mu, sd
 
     def predict_modes(self, device: Device, A: np.ndarray,
@@ -361,6 +405,16 @@ class GPTarget:
                 raise ValueError("a physmean GP needs non-negative finite weights for its basis")
         if self.ref_grid is not None and not np.all(np.isfinite(self.ref_grid)):
             raise ValueError("non-finite reference grid")
+
+
+def scratch(ws: dict, name: str, rows: int, cols: int, dtype) -> np.ndarray:
+    """A [rows, cols] array of dtype from the scratch dict ws: the first rows of a buffer kept under
+    (name, cols, dtype), grown when too small.  Its contents are garbage until written."""
+    key = (name, cols, np.dtype(dtype).str)
+    buf = ws.get(key)
+    if buf is None or len(buf) < rows:
+        buf = ws[key] = np.empty((rows, cols), dtype)
+    return buf[:rows]
 
 
 def grid_shape(device: Device) -> tuple[int, int, int, int]:
@@ -501,6 +555,8 @@ class GPStack:
         return cls(members, w, scale, spread, source)
 
 
+SCRATCH = "scratch"          # cache key: GPTarget._block's scratch arrays
+GRID_INDEX = "grid_index"    # cache key: the modes' flat index in the device's table (or None)
 TIME_LOG = "time_log"        # cache key: the log step time the model predicts for the modes at hand
 TIME_PREFIX = "time_"        # array prefix of a power stack's time predictor
 

@@ -37,6 +37,11 @@ TARGETS = ("time", "power")
 MEASURED_KEYS = ("modes", "time_ms", "power_w", "time_ms_std", "power_w_std")
 
 
+def _cache_kw(predictor, cache: dict) -> dict:
+    """The cache keyword for a GP predictor (a network takes none)."""
+    return {"cache": cache} if getattr(predictor, "kind", "") == "gp" else {}
+
+
 class ModelError(InputError):
     """Missing, corrupt or mismatched model files."""
 
@@ -205,15 +210,19 @@ class Model:
                 at = f"batch size {own}" if own else "one batch size"
                 raise ModelError(f"this model was fitted at {at} only; to predict other sizes "
                                  f"fit a profile over several (ptui profile --batch-sizes ...)")
-        t, ts = self.time.predict_modes(self.device, A)
+        # GPs of both targets share one cache: the knob features and the grid index are computed
+        # once for the two stacks' members
+        shared: dict = {}
+        t, ts = self.time.predict_modes(self.device, A, **_cache_kw(self.time, shared))
         if getattr(self.power, "time_source", None) is not None:
             # a power GP whose input is the step time: the time predicted above, when it is the
             # very predictor the power stack was fitted with (else the stack computes its own)
             from .gp import TIME_LOG
-            shared = {TIME_LOG: np.log(t)} if self.power.time_source is self.time else {}
-            p, ps = self.power.predict_modes(self.device, A, shared)
-        else:
-            p, ps = self.power.predict_modes(self.device, A)
+            if self.power.time_source is self.time:
+                shared[TIME_LOG] = np.log(t)
+            else:
+                shared.pop(TIME_LOG, None)
+        p, ps = self.power.predict_modes(self.device, A, **_cache_kw(self.power, shared))
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
 
     def save(self, directory: str | Path) -> None:

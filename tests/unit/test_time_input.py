@@ -166,3 +166,28 @@ def test_below_twenty_modes_power_goes_without_the_time_input():
     modes, _, t, p = synthetic(TIME_INPUT_MIN_MODES, 12)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
     assert model.power.time_source is model.time
+
+
+def test_one_cache_for_both_targets_changes_no_figure(fitted):
+    """Model.predict shares one cache (knob features, the grid index, scratch arrays) between the
+    time and power stacks: every figure equals the one each predictor gives with nothing shared,
+    on the whole mode space (more than one block) and on a few off-grid modes."""
+    _, _, _, model = fitted
+    grid = DEV.full_space()
+    A = raw_modes(grid)
+    got = model.predict(grid)
+    t_mu, t_sd = model.time.predict_log(DEV, A)
+    p_mu, p_sd = model.power.predict_log(DEV, A)
+    for (mid, sd), (lmu, lsd) in (((got["time_ms"], got["time_ms_std"]), (t_mu, t_sd)),
+                                  ((got["power_w"], got["power_w_std"]), (p_mu, p_sd))):
+        assert np.allclose(np.log(mid), lmu, rtol=0, atol=1e-12)
+        assert np.allclose(sd, mid * np.sqrt(np.expm1(lsd ** 2)), rtol=1e-12, atol=0)
+    for m in model.time.members + model.power.members:            # a member alone, fresh scratch
+        cache = {gpmod.TIME_LOG: t_mu} if m.time_input else {}
+        alone = m.predict_log(DEV, A, cache)
+        again = m.predict_log(DEV, A, cache)                      # scratch reused: same figures
+        assert np.array_equal(alone[0], again[0]) and np.array_equal(alone[1], again[1])
+    off = np.array([[3.0, 1000.0, 500.0, 2000.0], [5.0, 1234.5, 777.0, 3100.0]])
+    mixed = model.time.predict_log(DEV, np.vstack([A[:3], off]))   # off the table: no grid lookup
+    # (the reference network evaluated in float32 rather than looked up: equal to rounding)
+    assert np.all(np.isfinite(mixed[0])) and np.allclose(mixed[0][:3], t_mu[:3], rtol=0, atol=1e-5)
