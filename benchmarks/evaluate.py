@@ -327,11 +327,16 @@ class Harness:
             for r in d["acc"]:
                 for key in ("cov_t", "cov_p"):
                     r[key] = [nan if v is None else v for v in r[key]]
+                key = tuple(r[k] for k in ("corpus", "dev", "wl", "k", "method"))
+                # a scenario in two files (rerun on its own): the later file's rows replace it
+                h.acc = [x for x in h.acc
+                         if tuple(x[k] for k in ("corpus", "dev", "wl", "k", "method")) != key]
                 h.acc.append(r)
             for c, s, nm, r in d["opt"]:
                 r["dev_s"] = [nan if v is None else v for v in r["dev_s"]]
                 h.opt.append((c, s, nm, r))
-            h.choices += [tuple(x) for x in d["choices"]]
+            for x in d["choices"]:
+                h.choices = [c for c in h.choices if tuple(c[:4]) != tuple(x[:4])] + [tuple(x)]
             for c, dv, w, n in d["files"]:
                 files[(c, dv, w)] = n
             h.walls.append(d["wall_s"])
@@ -791,6 +796,14 @@ def headline(h: Harness) -> list[str]:
     return L
 
 
+def pooled_coverage(rows: list[dict]) -> tuple[float, float] | None:
+    """Mean 90 % interval coverage (time, power) over every scenario and draw of rows (each draw's
+    coverage is over its scenario's held-out modes; every draw weighs the same)."""
+    ct = [c for r in rows for c in r["cov_t"] if np.isfinite(c)]
+    cp = [c for r in rows for c in r["cov_p"] if np.isfinite(c)]
+    return (float(np.mean(ct)), float(np.mean(cp))) if ct and cp else None
+
+
 def targets(h: Harness) -> list[str]:
     """Issue 8's targets, checked on the medians of each scenario."""
     L = ["## Issue 8 targets", "",
@@ -814,8 +827,20 @@ def targets(h: Harness) -> list[str]:
             if not rr:
                 continue
             ct = [np.median(r["cov_t"]) for r in rr] + [np.median(r["cov_p"]) for r in rr]
-            L.append(f"| 90 % interval covers 85-95 % (50 modes) | {m} | {corpus} | "
-                     f"{min(ct):.0f}-{max(ct):.0f} % | {'yes' if min(ct) >= 85 and max(ct) <= 95 else 'NO'} |")
+            L.append(f"| 90 % interval covers 85-95 % (50 modes), every scenario's median | {m} | "
+                     f"{corpus} | {min(ct):.0f}-{max(ct):.0f} % | "
+                     f"{'yes' if min(ct) >= 85 and max(ct) <= 95 else 'NO'} |")
+    for k in (50, 25):
+        for m in ("GP", "auto", "GP-textbook", "PT"):
+            for corpus in ("sim", "indep"):
+                pooled = pooled_coverage([r for r in h.acc if r["corpus"] == corpus
+                                          and r["method"] == m and r["k"] == k])
+                if pooled is None:
+                    continue
+                ok = all(85 <= c <= 95 for c in pooled)
+                L.append(f"| 90 % interval covers 85-95 % ({k} modes), all held-out modes: mean over "
+                         f"scenarios and draws | {m} | {corpus} | time {pooled[0]:.1f} %, power "
+                         f"{pooled[1]:.1f} % | {'yes' if ok else 'NO'} |")
     for corpus in ("sim", "indep"):            # pooled over the corpus's Orin AGX scenarios
         names = list(dict.fromkeys(nm for c, _, nm, _ in h.opt if c == corpus))
         for name in names:

@@ -36,3 +36,29 @@ def test_indep_expected_values_are_the_generator_truth_the_noise_scatters_around
     # the recorded values carry the generator's 2 % / 1.5 % noise around them
     assert 0.008 < np.median(np.abs(np.log(tt / te))) < 0.025
     assert 0.005 < np.median(np.abs(np.log(pp / pe))) < 0.02
+
+
+def _result(cov_t, time_mape):
+    row = {"corpus": "sim", "dev": "orin-nano", "wl": "resnet18", "k": 50, "method": "GP",
+           "time": [time_mape] * 3, "power": [1.0] * 3, "cov_t": cov_t, "cov_p": [90.0, 91.0, None],
+           "secs": [1.0] * 3}
+    return {"argv": ["--corpus", "sim"], "repeats": 3, "sizes": [50], "active_budgets": [],
+            "active_count": 20, "acc": [row], "opt": [],
+            "choices": [["sim", "orin-nano/resnet18", 50, "GP", {"time": {"gp-stack": 3}}]],
+            "files": [], "wall_s": 1.0, "fit_available": True, "active_available": False}
+
+
+def test_merged_results_count_a_rerun_scenario_once(tmp_path):
+    """The same scenario in two merged files (a rerun) is one scenario: the later file's rows
+    (docs/accuracy.md listed the rerun Orin Nano scenarios' CV choices twice)."""
+    import argparse
+    import json
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_result([80.0, 82.0, 84.0], 9.0)))
+    second.write_text(json.dumps(_result([88.0, 90.0, 92.0], 2.0)))
+    h, _ = ev.Harness.from_json([first, second], argparse.Namespace())
+    assert len(h.acc) == 1 and h.acc[0]["time"] == [2.0] * 3
+    assert len(h.choices) == 1
+    # coverage over every scenario and draw: missing draws (None -> nan) are not counted
+    assert ev.pooled_coverage(h.acc) == (90.0, 90.5)
+    assert ev.pooled_coverage([]) is None
