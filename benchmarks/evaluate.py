@@ -281,7 +281,7 @@ class Harness:
         self.ref = load_model(bundled_reference())
         self.t0 = time.time()
         self.acc = []          # dicts: corpus, dev, wl, k, method, time[], power[], cov_t[], cov_p[], secs[]
-        self.choices = []      # (corpus, scenario, method, target, {choice: count})
+        self.choices = []      # (corpus, scenario, k, method, {target: {choice: count}})
         self.opt = []          # (corpus, scenario, name, res)
         self.active = []       # (corpus, scenario, dict)
         self.notes = []
@@ -334,7 +334,7 @@ class Harness:
                 h.acc.append(r)
             for c, s, nm, r in d["opt"]:
                 r["dev_s"] = [nan if v is None else v for v in r["dev_s"]]
-                h.opt.append((c, s, nm, r))
+                h.opt = [o for o in h.opt if o[:3] != (c, s, nm)] + [(c, s, nm, r)]
             for x in d["choices"]:
                 h.choices = [c for c in h.choices if tuple(c[:4]) != tuple(x[:4])] + [tuple(x)]
             for c, dv, w, n in d["files"]:

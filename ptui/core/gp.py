@@ -277,6 +277,9 @@ class GPTarget:
         (Fortran order, so that each column is one contiguous pass) and nothing else copied."""
         cols, m = self._columns(device, A, cache)
         dim = len(self.x_mean)
+        if sum(c.shape[1] for c in cols) != dim:
+            raise ValueError(f"this GP takes {dim} inputs per mode; the modes give "
+                             f"{sum(c.shape[1] for c in cols)}")
         scale = inv_len / self.x_scale
         shift = self.x_mean * scale
         out = np.empty((dim + 2, len(m)))          # transposed: row j is input column j

@@ -43,7 +43,8 @@ def _result(cov_t, time_mape):
            "time": [time_mape] * 3, "power": [1.0] * 3, "cov_t": cov_t, "cov_p": [90.0, 91.0, None],
            "secs": [1.0] * 3}
     return {"argv": ["--corpus", "sim"], "repeats": 3, "sizes": [50], "active_budgets": [],
-            "active_count": 20, "acc": [row], "opt": [],
+            "active_count": 20, "acc": [row],
+            "opt": [["sim", "orin-agx/resnet18", "GP-50", {"dev_s": [1.0], "pen": [time_mape]}]],
             "choices": [["sim", "orin-nano/resnet18", 50, "GP", {"time": {"gp-stack": 3}}]],
             "files": [], "wall_s": 1.0, "fit_available": True, "active_available": False}
 
@@ -59,6 +60,7 @@ def test_merged_results_count_a_rerun_scenario_once(tmp_path):
     h, _ = ev.Harness.from_json([first, second], argparse.Namespace())
     assert len(h.acc) == 1 and h.acc[0]["time"] == [2.0] * 3
     assert len(h.choices) == 1
+    assert [o[3]["pen"] for o in h.opt] == [[2.0]]             # decisions too (found by review)
     # coverage over every scenario and draw: missing draws (None -> nan) are not counted
     assert ev.pooled_coverage(h.acc) == (90.0, 90.5)
     assert ev.pooled_coverage([]) is None

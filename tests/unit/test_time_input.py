@@ -155,6 +155,11 @@ def test_batch_aware_power_takes_the_time_per_step():
     assert np.allclose(m.X[:, k] * m.x_scale[k] + m.x_mean[k], lt, atol=1e-9)
     pred = model.predict(modes[:4], batch_size=B[:4])["power_w"]
     assert np.all(np.abs(pred / p[:4] - 1) < 0.1)
+    # modes without their batch size are refused, not predicted from uninitialised inputs (the
+    # scaled inputs are written column by column into one array: found by review)
+    for g in model.time.members:
+        with pytest.raises(ValueError, match=r"takes \d+ inputs per mode; the modes give \d+"):
+            g.predict_log(DEV, raw_modes(modes))
 
 
 def test_below_twenty_modes_power_goes_without_the_time_input():
