@@ -322,21 +322,22 @@ class Harness:
         fit_av = act_av = False
         sizes, argv, reps, budgets, count = [], [], [], [], 20
         nan = float("nan")
+        # keyed by scenario (and size, method or decision rule): a scenario in two files (rerun on
+        # its own) counts once, with the later file's rows
+        acc: dict = {}
+        opt: dict = {}
+        choices: dict = {}
         for pth in paths:
             d = json.loads(Path(pth).read_text())
             for r in d["acc"]:
                 for key in ("cov_t", "cov_p"):
                     r[key] = [nan if v is None else v for v in r[key]]
-                key = tuple(r[k] for k in ("corpus", "dev", "wl", "k", "method"))
-                # a scenario in two files (rerun on its own): the later file's rows replace it
-                h.acc = [x for x in h.acc
-                         if tuple(x[k] for k in ("corpus", "dev", "wl", "k", "method")) != key]
-                h.acc.append(r)
+                acc[tuple(r[k] for k in ("corpus", "dev", "wl", "k", "method"))] = r
             for c, s, nm, r in d["opt"]:
                 r["dev_s"] = [nan if v is None else v for v in r["dev_s"]]
-                h.opt = [o for o in h.opt if o[:3] != (c, s, nm)] + [(c, s, nm, r)]
+                opt[(c, s, nm)] = (c, s, nm, r)
             for x in d["choices"]:
-                h.choices = [c for c in h.choices if tuple(c[:4]) != tuple(x[:4])] + [tuple(x)]
+                choices[tuple(x[:4])] = tuple(x)
             for c, dv, w, n in d["files"]:
                 files[(c, dv, w)] = n
             h.walls.append(d["wall_s"])
@@ -348,6 +349,7 @@ class Harness:
                 reps.append(d["repeats"])
             budgets += [b for b in d["active_budgets"] if b not in budgets]
             count = d["active_count"]
+        h.acc, h.opt, h.choices = list(acc.values()), list(opt.values()), list(choices.values())
         h.fit_available, h.active_available = fit_av, act_av
         out_args.sizes = tuple(sorted(sizes))
         out_args.repeats = max(reps) if reps else 0

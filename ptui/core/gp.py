@@ -276,10 +276,9 @@ class GPTarget:
         length scales) and the prior mean: inputs() written column by column into one array
         (Fortran order, so that each column is one contiguous pass) and nothing else copied."""
         cols, m = self._columns(device, A, cache)
-        dim = len(self.x_mean)
-        if sum(c.shape[1] for c in cols) != dim:
-            raise ValueError(f"this GP takes {dim} inputs per mode; the modes give "
-                             f"{sum(c.shape[1] for c in cols)}")
+        dim, given = len(self.x_mean), sum(c.shape[1] for c in cols)
+        if given != dim:
+            raise ValueError(f"this GP takes {dim} inputs per mode; the modes give {given}")
         scale = inv_len / self.x_scale
         shift = self.x_mean * scale
         out = np.empty((dim + 2, len(m)))          # transposed: row j is input column j
@@ -299,8 +298,9 @@ class GPTarget:
         see _columns()."""
         if self._linv is None:
             self._linv = np.linalg.inv(self.L)
+        cache = {} if cache is None else cache
         inv_len = (np.sqrt(5.0) if self.kernel_type == "matern52" else 1.0) / self.length
-        a_aug, m = self._scaled_inputs(device, A, {} if cache is None else cache, inv_len)
+        a_aug, m = self._scaled_inputs(device, A, cache, inv_len)
         b = self.X * inv_len
         b_aug = np.vstack([-2.0 * b.T, np.ones((1, len(b))), (b * b).sum(1)[None, :]])
         f32 = 2.4e-7 * self.const * float(np.abs(self.alpha).sum()) * self.y_scale <= F32_MAX_ERR
@@ -309,7 +309,7 @@ class GPTarget:
         step = 2048                                       # bounded memory, cache-sized blocks
         mu = np.empty(n)
         var = np.empty(n)
-        ws = {} if cache is None else cache.setdefault(SCRATCH, {})
+        ws = cache.setdefault(SCRATCH, {})
         for s in range(0, n, step):
             mu[s:s + step], var[s:s + step] = self._block(a_aug[s:s + step], pre, ws)
         mu *= self.y_scale

@@ -214,14 +214,13 @@ class Model:
         # once for the two stacks' members
         shared: dict = {}
         t, ts = self.time.predict_modes(self.device, A, **_cache_kw(self.time, shared))
-        if getattr(self.power, "time_source", None) is not None:
-            # a power GP whose input is the step time: the time predicted above, when it is the
-            # very predictor the power stack was fitted with (else the stack computes its own)
-            from .gp import TIME_LOG
-            if self.power.time_source is self.time:
-                shared[TIME_LOG] = np.log(t)
-            else:
-                shared.pop(TIME_LOG, None)
+        # a power GP whose input is the step time takes the time predicted above when that is the
+        # very predictor its stack was fitted with; otherwise the stack computes its own
+        from .gp import TIME_LOG
+        if getattr(self.power, "time_source", None) is self.time:
+            shared[TIME_LOG] = np.log(t)
+        else:
+            shared.pop(TIME_LOG, None)
         p, ps = self.power.predict_modes(self.device, A, **_cache_kw(self.power, shared))
         return {"time_ms": t, "power_w": p, "time_ms_std": ts, "power_w_std": ps}
 
