@@ -24,11 +24,30 @@ def ptui(*args, tmp):
     return r.returncode, r.stdout, r.stderr
 
 
+def service_log(root) -> str:
+    """The end of the jtop service's log, for a failure message (what the service saw)."""
+    log = Path(root) / "jtop-service.log"
+    lines = [ln for ln in (log.read_text(errors="replace") if log.exists() else "").splitlines()
+             if "Number of CPU online changed" not in ln]
+    return "\n--- jtop service log (end) ---\n" + "\n".join(lines[-25:])
+
+
 @pytest.fixture
 def board(emulated_board, tmp_path):
     root, drv = emulated_board
     svc = JtopService(root, bin_dir=tmp_path / "bin")
     fakesys.install_nvpmodel(tmp_path / "bin", root)
+    svc.start()
+    yield root, drv
+    svc.stop()
+
+
+@pytest.fixture
+def faulty_board(emulated_board, tmp_path):
+    """The service's nvpmodel fails for MODE_15W (exit 1 after changing the CPU clocks)."""
+    root, drv = emulated_board
+    svc = JtopService(root, bin_dir=tmp_path / "bin")
+    fakesys.install_faulty_nvpmodel(tmp_path / "bin", root, "exit1", on_ids=(1,))
     svc.start()
     yield root, drv
     svc.stop()
@@ -64,29 +83,78 @@ def test_jtop_sysfs_apply_restore(board, tmp_path):
         rc, out, err = ptui("apply", "--backend", "jtop", "--sysfs-root", root, "--cores", "4",
                             "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes",
                             tmp=tmp_path)
-        assert rc == 0, err
+        assert rc == 0, err + service_log(root)
         assert fakesys.read_mode(root) == orin.mode(4, 729.6, 318.75, 665.6)
         low = settle(jt, lambda t: t.cores_online == 4 and t.cpu_mhz == 729.6 and t.power_w < 0.7 * high)
         assert low.cores_online == 4 and low.cpu_mhz == 729.6 and low.gpu_mhz == 318.75
         assert low.power_w < 0.7 * high                       # the emulated board responds
         rc, out, err = ptui("restore", "--backend", "jtop", "--sysfs-root", root, tmp=tmp_path)
-        assert rc == 0 and "restored" in out, err
+        assert rc == 0 and "restored" in out, err + service_log(root)
         back = settle(jt, lambda t: t.cores_online == 8 and t.cpu_mhz == 1728.0 and t.power_w > 0.9 * high)
         assert (back.cores_online, back.cpu_mhz, back.gpu_mhz, back.mem_mhz) == (8, 1728.0, 624.75, 3199.0)
         # an NVIDIA preset, selected through the jtop service's nvpmodel control
         assert settle(jt, lambda t: t.nvpmodel == "MODE_30W").nvpmodel == "MODE_30W"
         rc, out, err = ptui("apply", "--backend", "jtop", "--sysfs-root", root, "--preset", "MODE_15W",
                             "--yes", tmp=tmp_path)
-        assert rc == 0 and "selected MODE_15W" in out, err
+        assert rc == 0 and "selected MODE_15W" in out, err + service_log(root)
         p15 = settle(jt, lambda t: (t.nvpmodel, t.cores_online, t.cpu_mhz) == ("MODE_15W", 4, 1113.6))
         assert (p15.nvpmodel, p15.cores_online, p15.cpu_mhz) == ("MODE_15W", 4, 1113.6)
         rc, out, err = ptui("restore", "--backend", "jtop", "--sysfs-root", root, tmp=tmp_path)
-        assert rc == 0, err
+        assert rc == 0, err + service_log(root)
         again = settle(jt, lambda t: (t.nvpmodel, t.cores_online, t.cpu_mhz) == ("MODE_30W", 8, 1728.0))
         assert (again.nvpmodel, again.cores_online, again.cpu_mhz) == ("MODE_30W", 8, 1728.0)
     finally:
         jt.close()
         sf.close()
+
+
+@needs_service
+def test_jtop_nvpmodel_failure_is_reported_at_once_and_rolled_back(faulty_board, tmp_path):
+    """The service's nvpmodel run fails: ptui waited the whole 30 s and said the preset was 'not
+    reached within 30 s'; the service's own failure flag now ends the wait with the reason."""
+    from ptui.core.devices import get_device
+    root, _ = faulty_board
+    orin = get_device("orin-agx")
+    before = fakesys.read_mode(root)
+    assert before == orin.mode(8, 1728.0, 624.75, 3199.0)
+    t0 = time.monotonic()
+    rc, out, err = ptui("apply", "--backend", "jtop", "--sysfs-root", root, "--preset", "MODE_15W",
+                        "--yes", tmp=tmp_path)
+    took = time.monotonic() - t0
+    assert rc != 0 and "ran nvpmodel -m 1 and it failed" in err and "rolled back" in err, \
+        err + service_log(root)
+    assert [ln for ln in err.splitlines() if ln.startswith("ptui: error")] == [err.splitlines()[-1]]
+    assert "Traceback" not in err
+    assert took < 20, f"{took:.1f} s"
+    assert fakesys.read_mode(root) == before                      # the CPU clocks it changed are back
+    assert "pmode:0002" in (root / "var/lib/nvpmodel/status").read_text()
+
+
+@needs_service
+def test_jtop_service_whose_sampler_stopped_is_refused(board, tmp_path):
+    """One failed `nvpmodel -q` stops the genuine service's sampler; its clients keep its last
+    sample forever.  ptui's reads went on returning that sample (a profile would have measured
+    the same watts in every mode); now they stop with one line saying so."""
+    from ptui.core.backends.base import BackendError
+    from ptui.core.backends.jtop import JtopBackend
+    from ptui.core.devices import get_device
+    root, _ = board
+    nvp = tmp_path / "bin" / "nvpmodel"
+    nvp.write_text(nvp.read_text().replace('elif args[:1] == ["-q"]:\n', 'elif args[:1] == ["-q"]:\n'
+                                           '    if (ROOT / "q-fails").exists(): sys.exit(1)\n'))
+    jt = JtopBackend(get_device("orin-agx"), interval=0.2, root=root)
+    jt.stale_s = 3.0
+    try:
+        assert settle(jt, lambda t: t.power_w and t.power_w > 20).power_w > 20
+        (root / "q-fails").write_text("")
+        end = time.monotonic() + 30
+        with pytest.raises(BackendError, match=r"jtop service has sent no new sample for \d+ s"):
+            while time.monotonic() < end:
+                jt.read()
+                time.sleep(0.2)
+        assert "nvpmodel command unavailable" in service_log(root)    # the service's side of it
+    finally:
+        jt.close()
 
 
 def test_jtop_service_down_message():

@@ -171,9 +171,10 @@ class Driver:
             wp(root / f"sys/devices/virtual/thermal/thermal_zone{i}/temp", int(t.temps[name] * 1000))
 
 
-NVPMODEL = r'''#!{python}
+NVPMODEL = r'''#!{python} -IS
 # Emulated nvpmodel for ptui's tests: -p --verbose, -q, -m N on the emulated tree {root}
-import json, sys
+# (-IS: no site packages, it starts in half the time; the jtop service runs `-q` every sample)
+import json, os, sys
 from pathlib import Path
 ROOT = Path({root!r})
 PRESETS = json.loads({presets!r})
@@ -181,6 +182,12 @@ status = ROOT / "var/lib/nvpmodel/status"
 def put(rel, v):
     p = ROOT / rel
     p.write_text(f"{{v}}\n")
+def set_status(mode_id):
+    # whole or not at all: the jtop service may run `-q` while this runs, and a `-q` that reads a
+    # half-written file fails, which stops the service's sampler for good
+    tmp = status.with_name(".status.tmp")
+    tmp.write_text(f"pmode:{{mode_id:04d}} fmode:quiet\n")
+    os.replace(tmp, status)
 args = sys.argv[1:]
 if args[:1] == ["-p"]:
     print("NVPM VERB: Config file: /etc/nvpmodel.conf")
@@ -210,7 +217,7 @@ elif args[:1] == ["-m"]:
     for core in range(11, 0, -1):
         if core >= c:
             put(f"sys/devices/system/cpu/cpu{{core}}/online", 0)
-    status.write_text(f"pmode:{{p['id']:04d}} fmode:quiet\n")
+    set_status(p["id"])
 '''
 
 
@@ -365,11 +372,11 @@ def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) 
         if {fault!r} == "nvpm-error":
             print("NVPM ERROR: optMask is 1, no request for power mode"); sys.exit(0)
         if {fault!r} == "wrong":            # says nothing, exits 0, but the GPU cap is not set
-            status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
+            set_status(int(args[1]))
             sys.exit(0)
         if {fault!r} == "reboot":
             (ROOT / "nvpmodel-answer").write_text(sys.stdin.readline().strip())
-            status.write_text(f"pmode:{{int(args[1]):04d}} fmode:quiet\\n")
+            set_status(int(args[1]))
             print("NVPM WARN: Reboot required for changing to this power mode: " + args[1])
             print("NVPM WARN: DO YOU WANT TO REBOOT NOW? enter YES/yes to confirm:")
             sys.exit(0)

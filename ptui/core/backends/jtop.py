@@ -6,6 +6,7 @@ set frequencies or cores, so applying a mode goes through the sysfs backend (roo
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from ..devices import Device
@@ -44,6 +45,7 @@ class JtopBackend(Backend):
             raise BackendError("the jtop service runs but jetson-stats is not installed here: "
                                "pip install jetson-stats (same version as the service)") from None
         self._jtop_exc = JtopException
+        _forget_old_connection()
         try:
             self._j = jtop(interval=interval)
             self._j.start()
@@ -51,11 +53,34 @@ class JtopBackend(Backend):
             msg = (str(e).splitlines() or [type(e).__name__])[0]
             raise BackendError(f"cannot connect to the jtop service: {msg}") from None
         self._sysfs = SysfsBackend(device, root=root)
+        # a service whose sampler died (one failed `nvpmodel -q` is enough) keeps serving its last
+        # sample forever: a sample whose uptime has not moved for this long is refused
+        self.stale_s = max(10.0, 20 * interval)
+        self._last_uptime: object = None
+        self._last_new = time.monotonic()
+
+    def _sample(self) -> None:
+        """Let the client take the service's latest sample; BackendError if the service has
+        stopped sampling (the board's uptime in its samples has not moved for `stale_s`)."""
+        try:
+            self._j.ok(spin=True)
+            up = self._j.uptime
+        except self._jtop_exc as e:
+            raise BackendError(f"jtop: {str(e).splitlines()[0]}") from None
+        except (KeyError, TypeError, AttributeError):       # no sample in yet
+            up = None
+        now = time.monotonic()
+        if up is not None and up != self._last_uptime:
+            self._last_uptime, self._last_new = up, now
+        elif now - self._last_new > self.stale_s:
+            raise BackendError(f"the jtop service has sent no new sample for {now - self._last_new:.0f} s "
+                               "(its sampler stopped; `journalctl -u jtop` says why): "
+                               "sudo systemctl restart jtop, or use --backend sysfs")
 
     def read(self) -> Telemetry:
         j = self._j
+        self._sample()
         try:
-            j.ok(spin=True)
             power = j.power or {}
             cpu = j.cpu or {}
             gpu = dict(j.gpu) if j.gpu else {}
@@ -94,51 +119,88 @@ class JtopBackend(Backend):
         return self._sysfs.snapshot()
 
     def restore(self, snap) -> None:
-        """The nvpmodel mode goes back through the service, then the exact values through sysfs."""
+        """The nvpmodel mode goes back through the service, then the exact values through sysfs.
+        If the service cannot switch back, ptui runs nvpmodel itself (it is root for the sysfs
+        writes anyway); if that fails too, the exact values still go back and the error says what
+        the board's nvpmodel status is left at."""
         nvp = snap.get("nvpmodel") if isinstance(snap, dict) else None
-        cur = self._sysfs.snapshot().get("nvpmodel")            # the board's own status file
-        # a restore is the safety path: wait longer than an apply (nvpmodel on a busy board can
-        # take a while) and trust the board's own status file if the service lags behind it
-        if nvp is not None and cur != nvp and not self._select_nvpmodel(nvp, timeout=40.0) \
-                and self._sysfs.snapshot().get("nvpmodel") != nvp:
-            raise BackendError(f"jtop did not switch back to nvpmodel {nvp}")
-        # the service owns nvpmodel (it runs it as root): sysfs writes only the exact values, and
-        # never runs the nvpmodel command because the board's status file lags behind the service
-        self._sysfs.restore(dict(snap, nvpmodel=None) if isinstance(snap, dict) else snap)
+        if nvp is None or self._board_nvpmodel() == nvp:
+            # the service owns nvpmodel (it runs it as root): sysfs writes only the exact values
+            self._sysfs.restore(dict(snap, nvpmodel=None) if isinstance(snap, dict) else snap)
+            return
+        # a restore is the safety path: wait longer than an apply (nvpmodel on a busy board can take
+        # a while) and trust the board's own status file if the service lags behind it
+        try:
+            why = self._select_nvpmodel(nvp, timeout=40.0)
+        except BackendError as e:
+            why = str(e)
+        if why is None or self._board_nvpmodel() == nvp:
+            self._sysfs.restore(dict(snap, nvpmodel=None))
+            return
+        try:
+            self._sysfs.restore(snap)                # nvpmodel -m here, then the exact values
+        except BackendError as e:
+            self._sysfs.restore(dict(snap, nvpmodel=None))
+            raise BackendError(f"nvpmodel {nvp} could not be restored: {why}; running nvpmodel here "
+                               f"failed too ({e}); the clocks, cores and memory rate are back, the "
+                               f"board's nvpmodel status says {self._board_nvpmodel()}") from None
+
+    def _board_nvpmodel(self):
+        """The nvpmodel mode in the board's own status file (None where there is none)."""
+        return self._sysfs.snapshot().get("nvpmodel")
 
     def plan_writes(self, target: Mode) -> list[str]:
         return self._sysfs.plan_writes(target)
 
-    def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> bool:
-        """Ask the service to switch nvpmodel mode; True once it reports the new mode."""
-        import time
+    def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> str | None:
+        """Ask the service to switch nvpmodel mode: None once it reports the new mode, else why
+        not.  A switch the service reports as failed ends the wait at once; a service that stopped
+        sampling raises BackendError (its reports would never change)."""
         end = time.monotonic() + 5.0
         while self._j.nvpmodel is None and time.monotonic() < end:   # first sample not in yet
-            self._j.ok(spin=True)
+            self._sample()
             time.sleep(0.05)
         if self._j.nvpmodel is None:
             raise BackendError("the jtop service reports no nvpmodel on this board")
+        self._sample()
+        if self._j.nvpmodel.id == mode_id:
+            return None
+        # the service keeps one success flag per mode: a flag that was set before this request and
+        # is clear once its nvpmodel run is over means this run failed
+        was_ok = _switch_ok(self._j.nvpmodel, mode_id)
         try:
             self._j.nvpmodel = mode_id
         except self._jtop_exc as e:
             raise BackendError(f"jtop refused nvpmodel {mode_id}: {str(e).splitlines()[0]}") from None
+        seen_running = False
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            self._j.ok(spin=True)
-            if self._j.nvpmodel is not None and self._j.nvpmodel.id == mode_id:
-                return True
+            self._sample()
+            nvp = self._j.nvpmodel
+            if nvp.id == mode_id:
+                return None
+            running = bool(nvp.is_running())
+            seen_running = seen_running or running
+            if not running and (was_ok or seen_running) and not _switch_ok(nvp, mode_id):
+                return (f"the jtop service ran nvpmodel -m {mode_id} and it failed "
+                        "(`journalctl -u jtop` says why)")
             time.sleep(0.1)
-        return False
+        return f"the jtop service did not report nvpmodel {mode_id} within {timeout:.0f} s"
 
     def apply_preset(self, key, timeout: float = 30.0) -> Mode:
         """Select an NVIDIA preset through the jtop service (it runs nvpmodel as root), wait for
-        it, and verify the board's clocks through sysfs; roll back on a mismatch."""
+        it, and verify the board's clocks through sysfs; roll back on a mismatch.  A service that
+        stopped sampling is reported the same way (the board is put back first)."""
         p = self.device.preset(key)
         snap = self._sysfs.snapshot()
-        if self._select_nvpmodel(p.id, timeout) and self.current_mode() == p.mode:
+        try:
+            why = self._select_nvpmodel(p.id, timeout)
+        except BackendError as e:                # the request may be out: roll back all the same
+            why = str(e)
+        if why is None and self.current_mode() == p.mode:
             return p.mode
-        why = (f"nvpmodel {p.name} not reached through jtop within {timeout:.0f} s "
-               f"(board reports {self.current_mode().key})")
+        why = (f"nvpmodel {p.name} not reached through jtop: "
+               f"{why or 'the board is not in its mode'} (board reports {self.current_mode().key})")
         try:
             self.restore(snap)
         except BackendError as e:                # the first cause first, then the failed rollback
@@ -154,6 +216,25 @@ class JtopBackend(Backend):
         except Exception:  # noqa: BLE001 - closing a dead connection
             pass
         self._sysfs.close()
+
+
+def _forget_old_connection() -> None:
+    """jtop's client talks through multiprocessing proxies, which keep one connection per socket
+    address for the life of the process: after the service restarts, a new client in the same
+    process would reuse the dead one ('Broken pipe').  Proxies made earlier keep their own."""
+    try:
+        from multiprocessing.managers import BaseProxy
+        BaseProxy._address_to_local.pop(JTOP_SOCKET, None)
+    except (ImportError, AttributeError):      # another Python's multiprocessing: nothing cached
+        pass
+
+
+def _switch_ok(nvp, mode_id: int) -> bool:
+    """The service's flag for its last nvpmodel run to `mode_id` (True where it keeps none)."""
+    try:
+        return bool(nvp.status[mode_id])
+    except (IndexError, KeyError, TypeError, AttributeError):
+        return True
 
 
 __all__ = ["JtopBackend", "jtop_available", "Path"]
