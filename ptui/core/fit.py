@@ -29,6 +29,7 @@ from .gp import (
     TIME_LOG,
     WITH_REFERENCE,
     GPTarget,
+    input_columns,
     knob_features,
     phys_fit,
     phys_log,
@@ -140,15 +141,6 @@ def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
     return stack, _CV(mu, np.sqrt(var))
 
 
-def _gp_inputs(prior: str, F: np.ndarray, ref_log: np.ndarray | None,
-               time_log: np.ndarray | None = None):
-    """Kernel inputs, in GPTarget.inputs' order: knob features, the predicted log step time (a
-    power GP with a time input), the reference's log prediction (refinput)."""
-    if time_log is not None:
-        F = np.hstack([F, np.asarray(time_log, np.float64)[:, None]])
-    return np.hstack([F, ref_log[:, None]]) if prior == "refinput" else F
-
-
 def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None, ref_net,
            *, seed: int = 0, kernel=None, restarts: int = 1,
            base: str = "matern52", inputs: str = "log-recip",
@@ -164,7 +156,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
-    F = _gp_inputs(prior, knob_features(A, inputs), ref_log, time_log)
+    F = np.hstack(input_columns(prior, knob_features(A, inputs), time_log, ref_log))
     xm = F.mean(axis=0)
     xs = F.std(axis=0)
     xs = np.where(xs > 1e-12, xs, 1.0)

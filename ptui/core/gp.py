@@ -120,6 +120,20 @@ def raw_modes(modes) -> np.ndarray:
                        count=4 * len(modes)).reshape(-1, 4)
 
 
+def input_columns(prior: str, F: np.ndarray, time_log: np.ndarray | None = None,
+                  ref_log: np.ndarray | None = None) -> list[np.ndarray]:
+    """A GP's raw kernel input columns in the one order that fitting and prediction share: the
+    knob features F, then the predicted log step time (a power GP with a time input), then the
+    reference's log prediction (prior "refinput"; the other priors enter the mean, not the
+    inputs)."""
+    cols = [F]
+    if time_log is not None:
+        cols.append(np.asarray(time_log, np.float64).reshape(-1, 1))
+    if prior == "refinput":
+        cols.append(np.asarray(ref_log, np.float64).reshape(-1, 1))
+    return cols
+
+
 _KNOBS = attrgetter("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 @dataclass
 class GPTarget:
@@ -177,20 +191,19 @@ class GPTarget:
         return self.ref.predict_log(features(device, A))[0]
 
     def _columns(self, device: Device, A: np.ndarray, c: dict) -> tuple[list, np.ndarray]:
-        """The raw kernel input columns for raw modes A (knob features, then the predicted step
-        time, then the reference's prediction, as the GP was fitted) and the prior mean (log
-        units).  c: a dict shared by the predictors of the same A (the members of both targets'
-        stacks), which then compute the knob features and look up the reference once."""
+        """The raw kernel input columns for raw modes A (input_columns' order, as the GP was
+        fitted) and the prior mean (log units).  c: a dict shared by the predictors of the same A
+        (the members of both targets' stacks), which then compute the knob features and look up
+        the reference once."""
         F = c.get(self.knob_inputs)
         if F is None:
             F = c[self.knob_inputs] = knob_features(A, self.knob_inputs)
-        cols = [F]
+        lt = r = None
         if self.time_input:
             lt = c.get(TIME_LOG)
             if lt is None:
                 raise ValueError("this power GP takes the predicted step time as an input; "
                                  "predict it with its model (or stack)")
-            cols.append(np.asarray(lt, np.float64).reshape(-1, 1))
         m = np.zeros(len(F))
         if self.prior == "physmean":
             m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
@@ -202,9 +215,7 @@ class GPTarget:
                 r = c[key] = self._ref_log(device, A, c)
             if self.prior == "refmean":
                 m = self.prior_a + self.prior_b * r
-            else:
-                cols.append(r[:, None])
-        return cols, m
+        return input_columns(self.prior, F, lt, r), m
 
     def inputs(self, device: Device, A: np.ndarray,
                cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:

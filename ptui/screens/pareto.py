@@ -41,6 +41,11 @@ OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy
 BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
+def _knob_cells(m) -> tuple[str, str, str, str]:
+    """A mode's knobs as the front table shows them: cores, CPU, GPU and EMC clocks."""
+    return str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz)
+
+
 class ParetoScreen(Screen):
     TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
@@ -261,14 +266,9 @@ class ParetoScreen(Screen):
         rng = np.random.default_rng(0)
         n = len(tab)
         self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
-        dt = self.query_one("#front", DataTable)
-        with self.prevent(DataTable.RowHighlighted):    # see fill_batch_front
-            dt.clear(columns=True)
-            dt.add_columns("c", "CPU", "GPU", "EMC", f"min/{per}", "W")
-            for i in self.front:
-                m = tab.modes[i]
-                dt.add_row(str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz),
-                           f"{self.epoch_s(i) / 60:.2f}", f"{tab.power_w[i]:.1f}")
+        dt = self._fill_front(("c", "CPU", "GPU", "EMC", f"min/{per}", "W"),
+                              (_knob_cells(tab.modes[i]) + (f"{self.epoch_s(i) / 60:.2f}",
+                                                           f"{tab.power_w[i]:.1f}") for i in self.front))
         dt.focus()
         self.action_goal()
 
@@ -389,17 +389,23 @@ class ParetoScreen(Screen):
             return
         self.front_key = key
         tab, tg = self.table, v.targets
+        ks = [self.target_pos(i) for i in self.front]
+        self._fill_front(("bs", "c", "CPU", "GPU", "EMC", "h", "W"),
+                         ((str(int(tg.batch[k])),) + _knob_cells(tab.modes[i])
+                          + (f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
+                          for i, k in zip(self.front, ks)))
+
+    def _fill_front(self, columns, rows) -> DataTable:
+        """Refill the front table.  The first row added highlights itself; that must not move the
+        selection: a pick off the front (a risk-aware one) would lose it to the front's first row
+        (test_b_restricts_...)."""
         dt = self.query_one("#front", DataTable)
-        # the first row added highlights itself; let that not move the selection: a pick off the
-        # front (a risk-aware one) would lose it to the front's first row (test_b_restricts_...)
         with self.prevent(DataTable.RowHighlighted):
             dt.clear(columns=True)
-            dt.add_columns("bs", "c", "CPU", "GPU", "EMC", "h", "W")
-            for i in self.front:
-                m = tab.modes[i]
-                k = self.target_pos(i)
-                dt.add_row(str(int(tg.batch[k])), str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz),
-                           fmt_mhz(m.mem_mhz), f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
+            dt.add_columns(*columns)
+            for row in rows:
+                dt.add_row(*row)
+        return dt
 
     def target_pos(self, i: int) -> int:
         """Position of space row i among the view's candidate rows (rows are sorted)."""

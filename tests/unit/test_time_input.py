@@ -196,3 +196,20 @@ def test_one_cache_for_both_targets_changes_no_figure(fitted):
     mixed = model.time.predict_log(DEV, np.vstack([A[:3], off]))   # off the table: no grid lookup
     # (the reference network evaluated in float32 rather than looked up: equal to rounding)
     assert np.all(np.isfinite(mixed[0])) and np.allclose(mixed[0][:3], t_mu[:3], rtol=0, atol=1e-5)
+
+
+def test_prediction_rebuilds_each_members_training_inputs(fitted):
+    """Fitting and prediction assemble a member's kernel inputs with one helper (gp.input_columns):
+    a member's inputs for its own training modes, as prediction builds them, are the training
+    inputs it stored, column for column (knob features, predicted time, reference)."""
+    modes, _, _, model = fitted
+    A = raw_modes(modes)
+    lt = model.time.predict_log(DEV, A)[0]
+    for stack in (model.time, model.power):
+        for m in stack.members:
+            cache = {gpmod.TIME_LOG: lt} if m.time_input else {}
+            Z, _ = m.inputs(DEV, A, cache)
+            assert Z.shape == m.X.shape, (m.prior, m.time_input)
+            # within the float32 parts (reference grid, fast kernel blocks); a column out of place
+            # would be off by O(1)
+            assert np.allclose(Z, m.X, rtol=0, atol=1e-5), (m.prior, m.time_input)
