@@ -365,8 +365,7 @@ def install_faulty_nvpmodel(bin_dir: Path, root: Path, fault: str, on_ids=(1,)) 
             if core and on.read_text().strip() != "1":
                 continue                     # an offline policy cannot be written (EBUSY)
             for k in ("scaling_min_freq", "scaling_max_freq"):
-                pp = ROOT / f"sys/devices/system/cpu/cpu{{core}}/cpufreq/{{k}}"
-                pp.write_text("1113600\\n")
+                put(f"sys/devices/system/cpu/cpu{{core}}/cpufreq/{{k}}", 1113600)
         if {fault!r} == "exit1":
             print("NVPM ERROR: failed to write CPU frequency", file=sys.stderr); sys.exit(1)
         if {fault!r} == "nvpm-error":
