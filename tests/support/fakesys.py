@@ -180,12 +180,18 @@ ROOT = Path({root!r})
 PRESETS = json.loads({presets!r})
 status = ROOT / "var/lib/nvpmodel/status"
 def put(rel, v):
-    p = ROOT / rel
-    p.write_text(f"{{v}}\n")
+    # in place, padded to the old length (as fakesys.wp does): the jtop service samples these files
+    # while this runs, and one empty or cut-off read stops its sampler for good
+    data = f"{{v}}\n".encode()
+    fd = os.open(ROOT / rel, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, data + b" " * max(0, os.fstat(fd).st_size - len(data)), 0)
+    finally:
+        os.close(fd)
 def set_status(mode_id):
-    # whole or not at all: the jtop service may run `-q` while this runs, and a `-q` that reads a
-    # half-written file fails, which stops the service's sampler for good
-    tmp = status.with_name(".status.tmp")
+    # whole or not at all (a new file renamed over it): the jtop service may run `-q` meanwhile,
+    # and a `-q` that reads a half-written file fails, which stops its sampler for good
+    tmp = status.with_name(f".status.{{os.getpid()}}")
     tmp.write_text(f"pmode:{{mode_id:04d}} fmode:quiet\n")
     os.replace(tmp, status)
 args = sys.argv[1:]

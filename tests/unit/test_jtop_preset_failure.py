@@ -16,6 +16,7 @@ def test_preset_not_reached_rolls_back_and_says_so(tmp_path):
     be = JtopBackend.__new__(JtopBackend)            # no service here: only the preset logic runs
     be.device = ORIN
     be._sysfs = SysfsBackend(ORIN, root=root)
+    _attach(be, _Client())                            # an idle service (restore asks it)
     before = be._sysfs.current_mode()
     be._select_nvpmodel = lambda pid, timeout: "never reported"   # the service never reports it
     with pytest.raises(ApplyError, match="not reached through jtop.*rolled back"):
@@ -29,7 +30,14 @@ def _backend(tmp_path):
     be.device = ORIN
     be._sysfs = SysfsBackend(ORIN, root=root)
     be._sysfs.nvpmodel_cmd = str(tmp_path / "no-such-nvpmodel")     # only the service has nvpmodel
+    _attach(be, _Client())                            # an idle service (restore asks it)
     return be, root
+
+
+def _attach(be, client, stale_s=0.5):
+    import time
+    be._j, be._jtop_exc = client, RuntimeError
+    be.stale_s, be._last_uptime, be._last_new = stale_s, None, time.monotonic()
 
 
 def test_jtop_restore_leaves_nvpmodel_to_the_service(tmp_path):
@@ -103,10 +111,8 @@ class _Client:
 
 
 def _with_client(tmp_path, client, stale_s=0.5):
-    import time
     be, root = _backend(tmp_path)
-    be._j, be._jtop_exc = client, RuntimeError
-    be.stale_s, be._last_uptime, be._last_new = stale_s, None, time.monotonic()
+    _attach(be, client, stale_s)
     return be, root
 
 
@@ -204,4 +210,56 @@ def test_restore_without_any_nvpmodel_still_puts_the_values_back_and_says_so(tmp
                                            r"nvpmodel -m 2 and it failed.*; running nvpmodel here failed "
                                            r"too \(nvpmodel was not found.*status says 1"):
         be.restore(snap)
+    assert be._sysfs.current_mode() == before
+
+
+def _slow_switch(be, root, secs):
+    """The service's nvpmodel run takes `secs`: meanwhile it reports the old mode and is running;
+    then the board, its status file and the report change together."""
+    import threading
+
+    def switch(nvp, n):
+        nvp.running = True
+
+        def done():
+            be._sysfs.apply_mode(ORIN.presets[n].mode)
+            (root / "var/lib/nvpmodel/status").write_text(f"pmode:{n:04d} fmode:quiet\n")
+            nvp.id, nvp.running = n, False
+        threading.Timer(secs, done).start()
+    return switch
+
+
+def test_a_rollback_waits_for_a_switch_still_running(tmp_path):
+    """The preset timed out while the service was still running its nvpmodel switch: the restore
+    saw the old status file, wrote the old values and said 'rolled back', and then the switch
+    landed, leaving the board in the preset the user had rolled back from (found by review)."""
+    import time
+    be, root = _with_client(tmp_path, None, stale_s=5.0)
+    be._j = _Client(switch=_slow_switch(be, root, 0.8))
+    before = be._sysfs.current_mode()
+    with pytest.raises(ApplyError, match=r"MODE_15W not reached through jtop.*rolled back") as e:
+        be.apply_preset("MODE_15W", timeout=0.3)
+    time.sleep(1.2)                                   # any switch still in flight has landed
+    assert "pmode:0002" in (root / "var/lib/nvpmodel/status").read_text()
+    assert be._sysfs.current_mode() == before
+    assert be._j.asked == [1, 2]
+    assert "still running nvpmodel -m 1 after 0 s" in str(e.value)
+
+
+def test_a_lost_connection_mid_preset_rolls_back_with_one_line(tmp_path):
+    """The service died after the request was out: the client's pipe raised BrokenPipeError, which
+    went past the rollback as a traceback (found by review)."""
+    be, root = _with_client(tmp_path, None)
+
+    def switch_then_die(nvp, n):
+        be._sysfs.apply_mode(ORIN.presets[n].mode)       # the switch landed on the board...
+
+        def dead(spin=False):
+            raise BrokenPipeError(32, "Broken pipe")     # ...and the service went away
+        be._j.ok = dead
+    be._j = _Client(switch=switch_then_die)
+    before = be._sysfs.current_mode()
+    with pytest.raises(ApplyError, match=r"not reached through jtop: jtop: \[Errno 32\] Broken pipe") as e:
+        be.apply_preset("MODE_15W", timeout=5.0)
+    assert "\n" not in str(e.value)
     assert be._sysfs.current_mode() == before

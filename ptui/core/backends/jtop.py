@@ -54,25 +54,32 @@ class JtopBackend(Backend):
             raise BackendError(f"cannot connect to the jtop service: {msg}") from None
         self._sysfs = SysfsBackend(device, root=root)
         # a service whose sampler died (one failed `nvpmodel -q` is enough) keeps serving its last
-        # sample forever: a sample whose uptime has not moved for this long is refused
-        self.stale_s = max(10.0, 20 * interval)
+        # sample forever: a sample whose uptime has not moved for this long is refused (the service
+        # samples at the interval its first client asked for, which may be slower than ours)
+        try:
+            served = float(self._j.interval or 0.0)
+        except (TypeError, ValueError, AttributeError):
+            served = 0.0
+        self.stale_s = max(10.0, 20 * max(interval, served))
         self._last_uptime: object = None
         self._last_new = time.monotonic()
 
     def _sample(self) -> None:
-        """Let the client take the service's latest sample; BackendError if the service has
-        stopped sampling (the board's uptime in its samples has not moved for `stale_s`)."""
+        """Let the client take the service's latest sample; BackendError if the connection is gone
+        or the service has stopped sampling (the board's uptime in its samples has not moved for
+        `stale_s`; not judged before a first uptime is in)."""
         try:
             self._j.ok(spin=True)
+        except (self._jtop_exc, EOFError, OSError) as e:   # a dead service's pipe: OSError, EOFError
+            raise BackendError(f"jtop: {_one_line(e)}") from None
+        try:
             up = self._j.uptime
-        except self._jtop_exc as e:
-            raise BackendError(f"jtop: {str(e).splitlines()[0]}") from None
-        except (KeyError, TypeError, AttributeError):       # no sample in yet
+        except Exception:  # noqa: BLE001 - no sample in yet, or a jetson-stats without uptime
             up = None
         now = time.monotonic()
         if up is not None and up != self._last_uptime:
             self._last_uptime, self._last_new = up, now
-        elif now - self._last_new > self.stale_s:
+        elif self._last_uptime is not None and now - self._last_new > self.stale_s:
             raise BackendError(f"the jtop service has sent no new sample for {now - self._last_new:.0f} s "
                                "(its sampler stopped; `journalctl -u jtop` says why): "
                                "sudo systemctl restart jtop, or use --backend sysfs")
@@ -87,8 +94,8 @@ class JtopBackend(Backend):
             mem = j.memory or {}
             temps_raw = j.temperature or {}
             nvp = j.nvpmodel
-        except self._jtop_exc as e:
-            raise BackendError(f"jtop: {str(e).splitlines()[0]}") from None
+        except (self._jtop_exc, EOFError, OSError) as e:
+            raise BackendError(f"jtop: {_one_line(e)}") from None
         rails = {name: round(r.get("power", 0) / 1000.0, 3) for name, r in power.get("rail", {}).items()
                  if r.get("online", True)}
         tot = power.get("tot", {}).get("power")
@@ -124,6 +131,9 @@ class JtopBackend(Backend):
         writes anyway); if that fails too, the exact values still go back and the error says what
         the board's nvpmodel status is left at."""
         nvp = snap.get("nvpmodel") if isinstance(snap, dict) else None
+        if nvp is not None:
+            # a switch the service is still running would land after this restore: let it finish
+            self._service_idle(40.0)
         if nvp is None or self._board_nvpmodel() == nvp:
             # the service owns nvpmodel (it runs it as root): sysfs writes only the exact values
             self._sysfs.restore(dict(snap, nvpmodel=None) if isinstance(snap, dict) else snap)
@@ -132,22 +142,45 @@ class JtopBackend(Backend):
         # a while) and trust the board's own status file if the service lags behind it
         try:
             why = self._select_nvpmodel(nvp, timeout=40.0)
-        except BackendError as e:
-            why = str(e)
-        if why is None or self._board_nvpmodel() == nvp:
-            self._sysfs.restore(dict(snap, nvpmodel=None))
-            return
+        except Exception as e:  # noqa: BLE001 - whatever the client raised, the board goes back
+            why = _one_line(e)
+        ran = None
+        if why is not None and self._board_nvpmodel() != nvp:
+            try:
+                self._sysfs.run_nvpmodel(nvp)         # ptui runs it itself, then the exact values
+            except BackendError as e:
+                ran = _one_line(e)
         try:
-            self._sysfs.restore(snap)                # nvpmodel -m here, then the exact values
-        except BackendError as e:
             self._sysfs.restore(dict(snap, nvpmodel=None))
+        except BackendError as e:
+            if why is None:
+                raise
+            raise BackendError(f"nvpmodel {nvp} could not be restored through jtop ({why}); putting "
+                               f"the exact values back failed: {_one_line(e)}") from None
+        if ran is not None:
             raise BackendError(f"nvpmodel {nvp} could not be restored: {why}; running nvpmodel here "
-                               f"failed too ({e}); the clocks, cores and memory rate are back, the "
-                               f"board's nvpmodel status says {self._board_nvpmodel()}") from None
+                               f"failed too ({ran}); the clocks, cores and memory rate are back, the "
+                               f"board's nvpmodel status says {self._board_nvpmodel()}")
 
     def _board_nvpmodel(self):
         """The nvpmodel mode in the board's own status file (None where there is none)."""
         return self._sysfs.snapshot().get("nvpmodel")
+
+    def _service_idle(self, timeout: float) -> bool:
+        """Wait until the service runs no nvpmodel switch (it drops new requests meanwhile, and
+        reports the mode from before the switch); True once idle."""
+        end = time.monotonic() + timeout
+        while True:
+            nvp = self._j.nvpmodel
+            if nvp is None or not nvp.is_running():
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.1)
+            try:
+                self._sample()
+            except BackendError:
+                return False
 
     def plan_writes(self, target: Mode) -> list[str]:
         return self._sysfs.plan_writes(target)
@@ -156,13 +189,17 @@ class JtopBackend(Backend):
         """Ask the service to switch nvpmodel mode: None once it reports the new mode, else why
         not.  A switch the service reports as failed ends the wait at once; a service that stopped
         sampling raises BackendError (its reports would never change)."""
-        end = time.monotonic() + 5.0
+        t0 = time.monotonic()
+        end = t0 + 5.0
         while self._j.nvpmodel is None and time.monotonic() < end:   # first sample not in yet
             self._sample()
             time.sleep(0.05)
         if self._j.nvpmodel is None:
             raise BackendError("the jtop service reports no nvpmodel on this board")
         self._sample()
+        end = t0 + timeout
+        if not self._service_idle(end - time.monotonic()):
+            return f"the jtop service was still running an earlier nvpmodel switch after {timeout:.0f} s"
         if self._j.nvpmodel.id == mode_id:
             return None
         # the service keeps one success flag per mode: a flag that was set before this request and
@@ -170,33 +207,34 @@ class JtopBackend(Backend):
         was_ok = _switch_ok(self._j.nvpmodel, mode_id)
         try:
             self._j.nvpmodel = mode_id
-        except self._jtop_exc as e:
-            raise BackendError(f"jtop refused nvpmodel {mode_id}: {str(e).splitlines()[0]}") from None
-        seen_running = False
-        end = time.monotonic() + timeout
+        except (self._jtop_exc, EOFError, OSError) as e:
+            raise BackendError(f"jtop refused nvpmodel {mode_id}: {_one_line(e)}") from None
+        seen_running = running = False
         while time.monotonic() < end:
             self._sample()
             nvp = self._j.nvpmodel
-            if nvp.id == mode_id:
-                return None
-            running = bool(nvp.is_running())
+            running = bool(nvp.is_running())         # while it runs, the service reports the old mode
             seen_running = seen_running or running
+            if not running and nvp.id == mode_id:
+                return None
             if not running and (was_ok or seen_running) and not _switch_ok(nvp, mode_id):
                 return (f"the jtop service ran nvpmodel -m {mode_id} and it failed "
                         "(`journalctl -u jtop` says why)")
             time.sleep(0.1)
+        if running:
+            return f"the jtop service was still running nvpmodel -m {mode_id} after {timeout:.0f} s"
         return f"the jtop service did not report nvpmodel {mode_id} within {timeout:.0f} s"
 
     def apply_preset(self, key, timeout: float = 30.0) -> Mode:
         """Select an NVIDIA preset through the jtop service (it runs nvpmodel as root), wait for
         it, and verify the board's clocks through sysfs; roll back on a mismatch.  A service that
-        stopped sampling is reported the same way (the board is put back first)."""
+        stopped sampling or a client that failed is reported the same way (the board put back)."""
         p = self.device.preset(key)
         snap = self._sysfs.snapshot()
         try:
             why = self._select_nvpmodel(p.id, timeout)
-        except BackendError as e:                # the request may be out: roll back all the same
-            why = str(e)
+        except Exception as e:  # noqa: BLE001 - the request may be out: roll back all the same
+            why = _one_line(e)
         if why is None and self.current_mode() == p.mode:
             return p.mode
         why = (f"nvpmodel {p.name} not reached through jtop: "
@@ -227,6 +265,11 @@ def _forget_old_connection() -> None:
         BaseProxy._address_to_local.pop(JTOP_SOCKET, None)
     except (ImportError, AttributeError):      # another Python's multiprocessing: nothing cached
         pass
+
+
+def _one_line(e) -> str:
+    """An exception (or text) as one line: its words joined by spaces, or its type's name."""
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def _switch_ok(nvp, mode_id: int) -> bool:

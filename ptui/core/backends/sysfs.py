@@ -148,7 +148,9 @@ class SysfsBackend(Backend):
             t = self._num(f)
             if t is not None and t > -256000:
                 temps[name] = round(t / 1000.0, 1)
-        status = self._pread(self.root / NVPMODEL_STATUS)
+        # a plain file that nvpmodel rewrites (it may replace it): read afresh, never through a
+        # kept descriptor, which would go on showing the file it replaced
+        status = _read_text(self.root / NVPMODEL_STATUS)
         return Telemetry(
             t=self.clock.now(), power_w=total, rails=rails,
             cpu_mhz=cpu / 1000.0 if cpu else None, gpu_mhz=gpu / 1e6 if gpu else None,
@@ -332,6 +334,10 @@ class SysfsBackend(Backend):
         self._do(ws)
 
     # -- nvpmodel presets and persistence ---------------------------------------------------------
+    def run_nvpmodel(self, mode_id: int) -> None:
+        """Run `nvpmodel -m mode_id` (the jtop backend's fallback when its service cannot)."""
+        self._nvpmodel(mode_id)
+
     def _nvpmodel(self, mode_id: int) -> None:
         try:
             r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
@@ -341,7 +347,7 @@ class SysfsBackend(Backend):
                                f"JetPack (package nvidia-l4t-nvpmodel)") from None
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BackendError(f"nvpmodel -m {mode_id} failed: {e}") from None
-        out = (r.stdout + r.stderr).strip()
+        out = " ".join((r.stdout + r.stderr).split())           # one line
         if r.returncode not in (0, 255) or "NVPM ERROR" in out:
             raise BackendError(f"nvpmodel -m {mode_id} failed: {out[:200]}")
         if "reboot" in out.lower():
