@@ -13,7 +13,9 @@ of the held-out coverage over draws, and how well the sd factor that `fit` calib
 profile's cross-validated residuals (``sd_scale``) matches the factor that would have given
 exactly 90 % on that draw's held-out modes (the "oracle"): their correlation over draws and the
 sd of log(chosen / oracle).  A factor fitted on a few dozen residuals cannot be better than its
-correlation with the oracle allows (docs/accuracy-notes-gp.md).
+correlation with the oracle allows (docs/accuracy-notes-gp.md).  Last, where the intervals miss:
+held-out coverage by quintile of the predicted sd, and on extrapolated modes (a knob value no
+profiled mode had) against the others.
 
     python benchmarks/gp_heldout.py --corpus indep --sizes 25,50 --repeats 3 --save-json new.json
 """
@@ -52,11 +54,17 @@ def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
         n = len(A)
         for k in sizes:
             res: dict = {"time": [], "power": [], "cov_t": [], "cov_p": [], "ch_t": [], "ch_p": [],
-                         "scale_t": [], "scale_p": [], "oracle_t": [], "oracle_p": []}
+                         "scale_t": [], "scale_p": [], "oracle_t": [], "oracle_p": [],
+                         "where_t": [], "where_p": []}
             secs = []
             for r in range(repeats):
                 idx = np.random.default_rng(1000 * k + r).choice(n, k, replace=False)
                 ho = ev.held_out(n, idx)
+                # held-out modes with a knob value no profiled mode had (extrapolations)
+                ext = np.zeros(n, bool)
+                for j in range(A.shape[1]):
+                    ext |= ~np.isin(A[:, j], A[idx, j])
+                ext = ext[ho]
                 t1 = time.perf_counter()
                 model = fitmod.fit_model(ref, dev, [modes[i] for i in idx], tt[idx], pp[idx],
                                          method="gp", seed=r)
@@ -69,6 +77,7 @@ def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
                     res[chk].append(met["choice"])
                     res["scale_" + ck[-1]].append(met["sd_scale"])
                     res["oracle_" + ck[-1]].append(oracle_factor(mu, sd / met["sd_scale"], y[ho]))
+                    res["where_" + ck[-1]].append(where_missed(mu, sd, y[ho], ext))
             row = {"corpus": corpus, "scen": f"{dev_name}/{wl}", "k": k, "raw": res,
                    "secs": float(np.mean(secs)),
                    **{key: float(np.median(v)) for key, v in res.items()
@@ -84,6 +93,39 @@ def oracle_factor(mu: np.ndarray, raw_sd: np.ndarray, y: np.ndarray) -> float:
     """The factor on the uncalibrated sd that puts exactly 90 % of these held-out values inside
     the interval: the 90 % quantile of |log error| / sd over 1.645."""
     return float(np.quantile(np.abs(np.log(y) - mu) / raw_sd, 0.90) / ev.Z90)
+
+
+def where_missed(mu: np.ndarray, sd: np.ndarray, y: np.ndarray, ext: np.ndarray) -> dict:
+    """Which held-out modes one draw's 90 % intervals cover: by quintile of the predicted sd
+    (within this draw, lowest first) and for extrapolated modes (a knob value no profiled mode
+    had) against the others; counts, so draws pool exactly."""
+    hit = np.abs(np.log(y) - mu) <= ev.Z90 * sd
+    rank = np.argsort(np.argsort(sd, kind="stable"), kind="stable") * 5 // len(sd)
+    return {"q_n": np.bincount(rank, minlength=5).tolist(),
+            "q_hit": np.bincount(rank, weights=hit, minlength=5).astype(int).tolist(),
+            "ext": [int(ext.sum()), int(hit[ext].sum()), int((~ext).sum()), int(hit[~ext].sum())]}
+
+
+def miss_report(rows: list[dict]) -> list[str]:
+    """Per corpus, size and target: held-out coverage by quintile of the predicted sd (each draw's
+    own quintiles, pooled) and for extrapolated against interpolated modes."""
+    out = ["| corpus | modes | target | coverage by predicted-sd quintile, lowest sd first (%) | "
+           "extrapolated modes: share, coverage | interpolated: coverage |", "|---|---|---|---|---|---|"]
+    for corpus in ("sim", "indep"):
+        for k in sorted({r["k"] for r in rows}):
+            sel = [r for r in rows if r["corpus"] == corpus and r["k"] == k and "where_t" in r["raw"]]
+            for tgt, c in (("time", "t"), ("power", "p")):
+                ws = [w for r in sel for w in r["raw"]["where_" + c]]
+                if not ws:
+                    continue
+                qn = np.sum([w["q_n"] for w in ws], axis=0)
+                qh = np.sum([w["q_hit"] for w in ws], axis=0)
+                e = np.sum([w["ext"] for w in ws], axis=0)
+                quint = " / ".join(f"{100 * h / max(m, 1):.0f}" for h, m in zip(qh, qn))
+                ext_cov = f"{100 * e[1] / e[0]:.0f}" if e[0] else "-"
+                out.append(f"| {corpus} | {k} | {tgt} | {quint} | {100 * e[0] / (e[0] + e[2]):.1f} %, "
+                           f"{ext_cov} % | {100 * e[3] / max(e[2], 1):.0f} % |")
+    return out
 
 
 def interval_report(rows: list[dict]) -> list[str]:
@@ -146,6 +188,7 @@ def main(argv=None) -> None:
         Path(a.cache).mkdir(parents=True, exist_ok=True)
         rows += run(corpus, scen, [int(s) for s in a.sizes.split(",")], a.repeats, Path(a.cache))
     print("\n" + "\n".join(interval_report(rows)))
+    print("\nWhere the 90 % intervals miss:\n" + "\n".join(miss_report(rows)))
     if a.save_json:
         Path(a.save_json).write_text(json.dumps(rows))
 
