@@ -64,3 +64,21 @@ def test_merged_results_count_a_rerun_scenario_once(tmp_path):
     # coverage over every scenario and draw: missing draws (None -> nan) are not counted
     assert ev.pooled_coverage(h.acc) == (90.0, 90.5)
     assert ev.pooled_coverage([]) is None
+
+
+def test_where_missed_counts_by_sd_quintile_and_extrapolation():
+    """gp_heldout's miss table: each draw's own sd quintiles (lowest first) and the extrapolated
+    modes, as counts that pool exactly over draws."""
+    import gp_heldout as gh
+    sd = np.linspace(0.01, 0.10, 10)                  # two modes per quintile
+    mu = np.zeros(10)
+    err = 1.6448536269514722 * sd * np.array([2, 0.5, 2, 2, 0.5, 0.5, 0.5, 0.5, 0.5, 3])
+    y = np.exp(err)                                   # misses: modes 0, 2, 3, 9
+    ext = np.array([True, True] + [False] * 8)
+    w = gh.where_missed(mu, sd, y, ext)
+    assert w["q_n"] == [2, 2, 2, 2, 2]
+    assert w["q_hit"] == [1, 0, 2, 2, 1]
+    assert w["ext"] == [2, 1, 8, 5]
+    rows = [{"corpus": "indep", "k": 50, "raw": {"where_t": [w, w], "where_p": [w]}}]
+    table = gh.miss_report(rows)
+    assert "| indep | 50 | time | 50 / 0 / 100 / 100 / 50 | 20.0 %, 50 % | 62 % |" in table
