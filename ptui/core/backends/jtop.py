@@ -134,7 +134,7 @@ class JtopBackend(Backend):
         if nvp is not None:
             # a switch the service is still running would land after this restore: let it finish
             self._service_idle(40.0)
-        if nvp is None or self._board_nvpmodel() == nvp:
+        if nvp is None or self._sysfs.nvpmodel_id() == nvp:
             # the service owns nvpmodel (it runs it as root): sysfs writes only the exact values
             self._sysfs.restore(dict(snap, nvpmodel=None) if isinstance(snap, dict) else snap)
             return
@@ -145,7 +145,7 @@ class JtopBackend(Backend):
         except Exception as e:  # noqa: BLE001 - whatever the client raised, the board goes back
             why = _one_line(e)
         ran = None
-        if why is not None and self._board_nvpmodel() != nvp:
+        if why is not None and self._sysfs.nvpmodel_id() != nvp:
             try:
                 self._sysfs.run_nvpmodel(nvp)         # ptui runs it itself, then the exact values
             except BackendError as e:
@@ -160,11 +160,7 @@ class JtopBackend(Backend):
         if ran is not None:
             raise BackendError(f"nvpmodel {nvp} could not be restored: {why}; running nvpmodel here "
                                f"failed too ({ran}); the clocks, cores and memory rate are back, the "
-                               f"board's nvpmodel status says {self._board_nvpmodel()}")
-
-    def _board_nvpmodel(self):
-        """The nvpmodel mode in the board's own status file (None where there is none)."""
-        return self._sysfs.snapshot().get("nvpmodel")
+                               f"board's nvpmodel status says {self._sysfs.nvpmodel_id()}")
 
     def _service_idle(self, timeout: float) -> bool:
         """Wait until the service runs no nvpmodel switch (it drops new requests meanwhile, and

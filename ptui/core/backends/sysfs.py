@@ -179,12 +179,15 @@ class SysfsBackend(Backend):
         emc = self._num(self.emc_dir / "rate")
         return _nearest_mode(dev, self.online_cores(), cpu / 1000.0, gpu / 1e6, emc / 1e6)
 
+    def nvpmodel_id(self) -> int | None:
+        """The nvpmodel mode in the board's own status file (None where there is none)."""
+        status = _read_text(self.root / NVPMODEL_STATUS) or ""
+        return int(status.split("pmode:")[1].split()[0]) if "pmode:" in status else None
+
     # -- writing --------------------------------------------------------------------------------
     def _state(self) -> dict:
         """Everything apply can change, to restore it exactly."""
-        status = _read_text(self.root / NVPMODEL_STATUS) or ""
-        nvp = int(status.split("pmode:")[1].split()[0]) if "pmode:" in status else None
-        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None, "nvpmodel": nvp}
+        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None, "nvpmodel": self.nvpmodel_id()}
         for c in range(1, self.device.max_cores):
             f = self._cpu(c) / "online"
             if f.exists():
@@ -294,7 +297,7 @@ class SysfsBackend(Backend):
             return
         now = _read_text(self.root / NVPMODEL_STATUS) or ""
         if snap.get("nvpmodel") is not None and f"pmode:{snap['nvpmodel']:04d}" not in now:
-            self._nvpmodel(snap["nvpmodel"])            # back to the preset first, then the exact values
+            self.run_nvpmodel(snap["nvpmodel"])            # back to the preset first, then the exact values
         ws: list[Write] = []
         online = {int(k): v for k, v in snap["online"].items()}
         for c, v in sorted(online.items()):
@@ -335,10 +338,7 @@ class SysfsBackend(Backend):
 
     # -- nvpmodel presets and persistence ---------------------------------------------------------
     def run_nvpmodel(self, mode_id: int) -> None:
-        """Run `nvpmodel -m mode_id` (the jtop backend's fallback when its service cannot)."""
-        self._nvpmodel(mode_id)
-
-    def _nvpmodel(self, mode_id: int) -> None:
+        """Run `nvpmodel -m mode_id` (also the jtop backend's fallback when its service cannot)."""
         try:
             r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
                                timeout=20, input="NO\n")
@@ -359,7 +359,7 @@ class SysfsBackend(Backend):
         p = self.device.preset(key)
         snap = self._state()
         try:
-            self._nvpmodel(p.id)
+            self.run_nvpmodel(p.id)
         except BackendError as e:
             # nvpmodel can fail (or stop for a reboot) after changing part of the board
             try:
@@ -393,7 +393,7 @@ class SysfsBackend(Backend):
         except OSError as e:
             raise BackendError(f"cannot write {conf}: {e.strerror or e}") from None
         try:
-            self._nvpmodel(mode_id)
+            self.run_nvpmodel(mode_id)
         except BackendError as e:
             _write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
             if made_backup:
