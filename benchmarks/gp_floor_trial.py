@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import evaluate as ev  # noqa: E402
+import gp_heldout as gh  # noqa: E402
 
 from ptui.core import fit as fitmod  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
@@ -63,16 +64,10 @@ def trial(cache: Path) -> dict:
     for corpus, scen in (("sim", ev.SIM_SCENARIOS), ("indep", ev.INDEP_SCENARIOS)):
         for dev_name, wl in scen:
             dev = get_device(dev_name)
-            if corpus == "sim":
-                modes, tt, pp, _ = ev.sim_corpus(dev_name, wl, cache)
-            else:
-                modes, tt, pp, _ = ev._read(ev.indep_corpus_file(dev_name, wl, cache), dev_name)
-            A = np.array([m.as_tuple() for m in modes], float)
-            n = len(A)
+            modes, A, tt, pp = gh.scenario(corpus, dev_name, wl, cache)
             for k in (25, 50):
                 for r in range(3):                       # gp_heldout's and evaluate's draws
-                    idx = np.random.default_rng(1000 * k + r).choice(n, k, replace=False)
-                    ho = ev.held_out(n, idx)
+                    idx, ho = gh.draw(len(A), k, r)
                     cap.clear()
                     model = fitmod.fit_model(ref, dev, [modes[i] for i in idx], tt[idx], pp[idx],
                                              method="gp", seed=r)

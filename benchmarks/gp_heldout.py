@@ -41,16 +41,27 @@ from ptui.core import fit as fitmod  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
 
 
+def scenario(corpus: str, dev_name: str, wl: str, cache: Path):
+    """A scenario's full-grid corpus as evaluate.py caches it: (modes, A [n, 4], time_ms, power_w)."""
+    if corpus == "sim":
+        modes, tt, pp, _ = ev.sim_corpus(dev_name, wl, cache)
+    else:
+        modes, tt, pp, _ = ev._read(ev.indep_corpus_file(dev_name, wl, cache), dev_name)
+    return modes, np.array([m.as_tuple() for m in modes], float), tt, pp
+
+
+def draw(n: int, k: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draw r of k profiled rows out of n, as evaluate.py draws them, and the held-out mask."""
+    idx = np.random.default_rng(1000 * k + r).choice(n, k, replace=False)
+    return idx, ev.held_out(n, idx)
+
+
 def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
     ref = ev.load_model(ev.bundled_reference())
     rows = []
     for dev_name, wl in scenarios:
         dev = get_device(dev_name)
-        if corpus == "sim":
-            modes, tt, pp, _ = ev.sim_corpus(dev_name, wl, cache)
-        else:
-            modes, tt, pp, _ = ev._read(ev.indep_corpus_file(dev_name, wl, cache), dev_name)
-        A = np.array([m.as_tuple() for m in modes], float)
+        modes, A, tt, pp = scenario(corpus, dev_name, wl, cache)
         n = len(A)
         for k in sizes:
             res: dict = {"time": [], "power": [], "cov_t": [], "cov_p": [], "ch_t": [], "ch_p": [],
@@ -58,8 +69,7 @@ def run(corpus: str, scenarios, sizes, repeats: int, cache: Path) -> list[dict]:
                          "where_t": [], "where_p": []}
             secs = []
             for r in range(repeats):
-                idx = np.random.default_rng(1000 * k + r).choice(n, k, replace=False)
-                ho = ev.held_out(n, idx)
+                idx, ho = draw(n, k, r)
                 # held-out modes with a knob value no profiled mode had (extrapolations)
                 ext = np.zeros(n, bool)
                 for j in range(A.shape[1]):
