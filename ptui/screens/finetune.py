@@ -109,7 +109,10 @@ class FinetuneScreen(Screen):
     def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
-        lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}", "",
+        # the next step right under the headline: below the notes it scrolled out of a 30-row
+        # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
+        lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}",
+                 "Next: 4 Pareto to pick a mode.", "",
                  f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
         from ..core.fit import outlier_note
         notes = []
@@ -119,7 +122,7 @@ class FinetuneScreen(Screen):
             lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
                          f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
             notes += [escape(n) for n in [outlier_note(tgt, m)] if n]
-        lines += ([""] + notes if notes else []) + ["", "Next: 4 Pareto to pick a mode."]
+        lines += [""] + notes if notes else []
         self.query_one("#result", Static).update("\n".join(lines))    # no toast: it says it
 
     def failed(self, msg: str) -> None:
