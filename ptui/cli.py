@@ -21,11 +21,20 @@ class CLIError(PtuiError):
 
 
 def _err(msg: str) -> None:
-    print(f"ptui: error: {msg}", file=sys.stderr)
+    _say(f"ptui: error: {msg}")
 
 
 def _info(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    _say(msg)
+
+
+def _say(line: str) -> None:
+    """One line to stderr; a terminal that is gone (SSH closed: SIGHUP, then EIO) does not stop ptui
+    from finishing what it does, such as putting the board back."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -95,9 +104,11 @@ def cmd_profile(a) -> int:
         res = run.run(show)
     hint = getattr(a, "tune_hint", None) or run.resume_hint()
     if res.status == "aborted":
-        _info(f"interrupted: device restored to its original mode; {res.saved}; "
-              f"resume with: {hint}")
-        return EXIT_INT
+        from .core.signals import exit_code_for
+        by = res.stopped_by if res.stopped_by.startswith("SIG") else ""
+        _info(f"{'stopped by ' + by if by else 'interrupted'}: device restored to its original mode; "
+              f"{res.saved}; resume with: {hint}")
+        return exit_code_for(by) if by else EXIT_INT
     if res.error is not None:
         from .core.profiler import RestoreFailed
         _info(res.saved)
@@ -957,8 +968,13 @@ def main(argv: list[str] | None = None) -> int:
         from .app import run_app
         return run_app(a)
     from .core.errors import exit_code, known_errors
+    from .core.signals import Terminated, install
+    install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does
     try:
         return a.fn(a)
+    except Terminated as e:
+        _err(f"stopped by {e.name}")
+        return e.exit_code
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED

@@ -5,8 +5,12 @@ from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401 (r
 
 @pytest.fixture(autouse=True)
 def _data_dir(tmp_path, monkeypatch):
-    """Every test gets its own session store."""
+    """Every test gets its own session store, and its own board-wide places (the boards' locks and
+    undo state, which a real ptui keeps in /run/lock and /var/lib/ptui): a test's subprocesses share
+    them whatever their data directory, as processes on one board do."""
     monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PTUI_LOCK_DIR", str(tmp_path / "board-locks"))
+    monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "board-state"))
     yield
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .backends.base import ApplyError, Backend
 from .modes import Mode, fmt_mhz
+from .signals import shielded
 
 
 @dataclass
@@ -60,7 +61,7 @@ def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     process is changing this board's mode)."""
     from .locks import LockError, board_lock
     try:
-        with board_lock(backend):
+        with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
             return _apply_mode(backend, target)
     except LockError as e:                   # nothing was touched
         return ApplyResult(False, target, None, None, f"not applied: {e}")
@@ -115,7 +116,7 @@ def select_preset(backend: Backend, preset):
     from .locks import board_lock
     if not backend.can_select_presets:
         raise NotSupported(f"the {backend.kind} backend cannot select presets")
-    with board_lock(backend):
+    with board_lock(backend), shielded():
         snap = backend.snapshot()
         backend.apply_preset(preset.id)
     return snap
@@ -124,6 +125,6 @@ def select_preset(backend: Backend, preset):
 def restore_snapshot(backend: Backend, snap) -> Mode:
     """Return the board to a saved state under the board's lock; the mode it is in after."""
     from .locks import board_lock
-    with board_lock(backend):
+    with board_lock(backend), shielded():
         backend.restore(snap)
         return backend.current_mode()

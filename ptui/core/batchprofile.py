@@ -341,10 +341,11 @@ class BatchProfileRun:
         try:
             try:
                 status, error, interrupted, dev_s, label = self._run_all(on_progress, total)
-            except KeyboardInterrupt:   # Ctrl-C between pairs (choosing one, opening a session):
-                # the board is in its original mode (each session restores it when it ends)
+            except KeyboardInterrupt as e:   # Ctrl-C between pairs (choosing one, opening a
+                # session): the board is in its original mode (each session restores it when it ends)
                 status, error, interrupted, dev_s, label = ("aborted", None, True,
                                                             self._device_s(), "")
+                self._stopped_by = getattr(e, "name", "Ctrl-C")
         finally:
             self.current = None
             try:
@@ -354,12 +355,13 @@ class BatchProfileRun:
         pl = self.planner
         return ProfileOutcome(status, self.name, self.out if n_rows else None, n_rows, dev_s,
                               self.simulated, time.perf_counter() - wall0, error,
-                              interrupted, saved, label,
+                              interrupted, self._stopped_by, saved, label,
                               pl.stop_reason if pl is not None and status == "done" else "",
                               pl.best() if pl is not None and status == "done" else None)
 
     def _run_all(self, on_progress, total):
         status, error, interrupted = "done", None, False
+        self._stopped_by = ""
         label = "simulated" if self.backend.simulated and not self.req.script else ""
         self._pending, self._stopped = None, False
         for b, plan in self.plans.items():      # the drawn pairs; for active, the start
@@ -370,6 +372,7 @@ class BatchProfileRun:
             res = self._sub(b, plan, on_progress, total, quiet=False)
             label = res.label or label
             if res.status != "done":
+                self._stopped_by = res.stopped_by
                 return res.status, res.error, res.interrupted, self._device_s(), label
         while self.how == "active" and not self._stopped:   # then one chosen pair at a time
             nxt = self._pending or self.planner.next_mode(self._rows())
@@ -387,6 +390,7 @@ class BatchProfileRun:
             label = res.label or label
             if res.status != "done":
                 status, error, interrupted = res.status, res.error, res.interrupted
+                self._stopped_by = res.stopped_by
                 break
         return status, error, interrupted, self._device_s(), label
 

@@ -1,8 +1,13 @@
 """Advisory locks between ptui processes: one driver per board, one runner per session.
 
-A lock is an ``flock`` on a file under ``<data dir>/locks``; the kernel drops it when the process
-ends, so a ``kill -9`` never leaves a board or a session locked.  The holder writes its pid into
-the file so the next process can say who holds it.  Locks are re-entrant within a process.
+A lock is an ``flock`` on a file; the kernel drops it when the process ends, so a ``kill -9`` never
+leaves a board or a session locked.  The holder writes its pid into the file so the next process can
+say who holds it.  Locks are re-entrant within a process.
+
+A board's lock describes the board, not the user: it lives in the system's lock directory
+(``/run/lock/ptui-<board>.lock``, see ``paths.board_lock_dir``), made writable by every account, so
+ptui under ``sudo`` and ptui under the user's account, or with two data directories, exclude each
+other.  A session's lock lives with its session store, under ``<data dir>/locks``.
 """
 from __future__ import annotations
 
@@ -11,10 +16,10 @@ import re
 import threading
 from pathlib import Path
 
-from .store import StoreError
+from .errors import RuntimeFailure
 
 
-class LockError(StoreError):
+class LockError(RuntimeFailure):
     """Another process holds the lock (exit code 1: try again when it has finished)."""
     exit_code = 1
 
@@ -40,7 +45,8 @@ def current_umask() -> int:
 
 
 def lock_dir() -> Path:
-    from .store import data_dir
+    """Where session locks live (with the session store they guard)."""
+    from .paths import data_dir
     return data_dir() / "locks"
 
 
@@ -53,7 +59,32 @@ _mu = threading.Lock()
 
 
 def lock_path(key: str) -> Path:
+    if key.startswith(BOARD_PREFIX):
+        from .paths import board_lock_dir
+        return board_lock_dir().path / f"{_safe(key)}.lock"
     return lock_dir() / f"{_safe(key)}.lock"
+
+
+def _open_lock_file(p: Path) -> int:
+    """A descriptor to flock: the file another account made is opened, not re-created (a sticky
+    directory's protected_regular refuses O_CREAT on it); a new one is made writable by every
+    account, so whoever comes next can record its pid; read-only where that is all we may do
+    (flock works on it)."""
+    try:
+        return os.open(p, os.O_RDWR)
+    except FileNotFoundError:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return os.open(p, os.O_RDWR)
+        try:
+            os.fchmod(fd, 0o666 if p.name.startswith(BOARD_PREFIX) else 0o644)
+        except OSError:
+            pass
+        return fd
+    except PermissionError:
+        return os.open(p, os.O_RDONLY)
 
 
 def acquire(key: str, what: str) -> None:
@@ -66,8 +97,10 @@ def acquire(key: str, what: str) -> None:
             _held[key] = (fd, n + 1)
             return
         p = lock_path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = _open_lock_file(p)
+        except OSError as e:
+            raise LockError(f"cannot take the lock {p}: {e.strerror or e}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -79,8 +112,11 @@ def acquire(key: str, what: str) -> None:
         except OSError:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass                               # a read-only lock file: held all the same
         _held[key] = (fd, 1)
 
 
@@ -140,15 +176,19 @@ class held:
 
 
 # -- the two kinds of lock ptui takes -------------------------------------------------------------
+BOARD_PREFIX = "ptui-"
+
+
 def board_key(backend) -> str | None:
-    """One key per physical board (sysfs and jtop drive the same one); None for the simulator,
-    whose board lives inside one process."""
+    """One key per physical board (sysfs and jtop drive the same one): ``ptui-<board>``, with the
+    tree's path for an emulated board under another root; None for the simulator, whose board lives
+    inside one process."""
     if getattr(backend, "simulated", False):
         return None
     root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
     root = str(root or "/")
     tag = "" if root in ("/", "") else "-" + _safe(os.path.abspath(root)).strip("_")[-60:]
-    return f"board-{backend.device.name}{tag}"
+    return f"{BOARD_PREFIX}{backend.device.name}{tag}"
 
 
 def board_lock(backend) -> held | None:

@@ -3,11 +3,18 @@
 The data directory is ``$PTUI_DATA_DIR``, else ``$XDG_DATA_HOME/ptui``, else ``~/.local/share/ptui``.
 Inside it: ``sessions.sqlite`` (profiling sessions), ``profiles/`` (profile CSVs the app writes),
 ``models/`` (fine-tuned predictors the app writes), ``logs/`` (output of profiled scripts) and
-``last-apply-<device>.json`` (the state before the last apply, for ``ptui restore``).
+``locks/`` (one lock per profiling session).
+
+What describes a *board* rather than a user lives in board-wide places, so that ptui under ``sudo``
+and ptui under the user's account (or two data directories) see the same: the board's lock in
+``/run/lock`` (``ptui-<board>.lock``; ``$PTUI_LOCK_DIR`` overrides) and its undo state (the state before
+the last apply, the start state of a running profile) in ``/var/lib/ptui`` (``$PTUI_STATE_DIR``
+overrides).  Where such a place is not writable ptui falls back to the data directory and says so.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -50,9 +57,56 @@ def script_log(session: str) -> Path:
     return logs_dir() / f"{session}.log"
 
 
-def apply_snapshot(device: str) -> Path:
-    """The board's state before the last ptui apply (read by ``ptui restore``)."""
-    return data_dir() / f"last-apply-{device}.json"
+SYSTEM_LOCK_DIRS = ("/run/lock", "/var/lock")
+SYSTEM_STATE_DIR = "/var/lib/ptui"
+
+
+@dataclass(frozen=True)
+class Place:
+    """A board-wide directory, or the fallback used where it is not writable (`notice` says so)."""
+    path: Path
+    notice: str = ""
+
+
+def _usable(d: Path) -> bool:
+    return d.is_dir() and os.access(d, os.W_OK | os.X_OK)
+
+
+def board_lock_dir() -> Place:
+    """Where boards' lock files live: ``$PTUI_LOCK_DIR``, else the system's lock directory (shared by
+    every user and by root), else the data directory's ``locks/`` (then only ptui processes with this
+    data directory see the lock: `notice` says so)."""
+    env = os.environ.get("PTUI_LOCK_DIR")
+    if env:
+        return Place(Path(env))
+    for d in SYSTEM_LOCK_DIRS:
+        if _usable(Path(d)):
+            return Place(Path(d))
+    fb = data_dir() / "locks"
+    return Place(fb, f"note: {SYSTEM_LOCK_DIRS[0]} is not writable, so the board's lock is kept in "
+                     f"{fb}: a ptui run by another user (or under sudo) will not see it")
+
+
+def board_state_dir() -> Place:
+    """Where a board's undo state is written: ``$PTUI_STATE_DIR``, else ``/var/lib/ptui`` when it can
+    be written (root), else the data directory (`notice` says that a ptui under sudo will not see
+    it there)."""
+    env = os.environ.get("PTUI_STATE_DIR")
+    if env:
+        return Place(Path(env))
+    sysd = Path(SYSTEM_STATE_DIR)
+    if _usable(sysd) or (not sysd.exists() and _usable(sysd.parent) and os.geteuid() == 0):
+        return Place(sysd)
+    fb = data_dir()
+    return Place(fb, f"note: {SYSTEM_STATE_DIR} is not writable, so the board's undo state is kept in "
+                     f"{fb}: ptui restore under another account (or sudo) will not see it")
+
+
+def board_state_dirs() -> list[Path]:
+    """Where a board's undo state may be read: the place it is written, and the system-wide one."""
+    first = board_state_dir().path
+    return [first] + ([Path(SYSTEM_STATE_DIR)] if not os.environ.get("PTUI_STATE_DIR")
+                      and first != Path(SYSTEM_STATE_DIR) else [])
 
 
 def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:

@@ -20,6 +20,7 @@ from .backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from .devices import Device
 from .errors import RuntimeFailure
 from .modes import Mode, transition_order
+from .signals import shielded
 from .store import SessionInfo, Store, StoreError
 from .workloads import Workload
 
@@ -43,6 +44,14 @@ class ThermalLimit(ProfileError):
 class SessionError(ProfileError):
     """A session that cannot be created or resumed as asked (bad input, exit code 2)."""
     exit_code = 2
+
+
+class ModeDisturbed(ProfileError):
+    """Something other than ptui changed the board's mode while a mode was being measured."""
+
+
+# a measurement whose mode changed under it is taken again this many times before profiling stops
+REMEASURE = 2
 
 
 @dataclass(frozen=True)
@@ -164,12 +173,30 @@ class Profiler:
         self.cfg = config or ProfileConfig()
         self.control = Control()
         self.progress: Progress | None = None
+        self.notify: Callable[[str], None] = lambda text: None
 
     # -- one mode -----------------------------------------------------------------------------
+    def measure_checked(self, events, mode: Mode) -> ModeResult:
+        """measure(), then read the mode back: a measurement during which another program changed a
+        clock (or a core) is taken again, up to REMEASURE times; if it keeps happening profiling
+        stops (ModeDisturbed), and no such row is ever saved."""
+        for attempt in range(REMEASURE + 1):
+            r = self.measure(events, mode)
+            now = self.backend.current_mode()
+            if now == mode:
+                return r
+            what = (f"the board's mode changed from {mode.key} to {now.key} while it was being "
+                    f"measured (another program set a clock or a core)")
+            if attempt < REMEASURE:
+                self.notify(f"{what}; measuring {mode.key} again")
+        raise ModeDisturbed(f"{what}, {REMEASURE + 1} times in a row: no row was saved for it; stop the "
+                            f"other program, then resume")
+
     def measure(self, events, mode: Mode, *, record: bool = True) -> ModeResult | None:
         be, cfg, clock = self.backend, self.cfg, self.backend.clock
         t_start = clock.now()
-        got = be.apply_mode(mode)
+        with shielded():                           # a mode is applied whole or not at all
+            got = be.apply_mode(mode)
         if got != mode or be.current_mode() != mode:
             raise ApplyError(f"mode {mode.key} did not read back (device reports {be.current_mode().key})")
         t_a = clock.now()
@@ -253,6 +280,45 @@ class Profiler:
         finally:
             unlock_session(self.session)
 
+    def start_state(self, info: SessionInfo):
+        """The state this run must leave the board in, recorded durably before the board is touched.
+
+        A new session takes the board's state now and keeps it in the session store; a resumed one
+        goes back to the state its first run found (a resume ends in the original mode, not in
+        whatever a killed run left).  A profile record left by a killed profile means the board is
+        still in a mode nobody chose: this run ends in the state before that profile instead, and
+        says so.  The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state
+        back after a kill -9.  Called with the board's lock held."""
+        from . import undo
+        be = self.backend
+        stale = undo.load(be, undo.PROFILE)
+        if info.original_state is not None:
+            snap = be.snapshot_from_json(info.original_state)
+        elif stale is not None:
+            snap = stale.state
+        else:
+            snap = be.snapshot()
+        if stale is not None and stale.session != self.session:
+            self.notify(f"an interrupted profile (session {stale.session}, {stale.when()}) left this "
+                        f"board in a mode nobody chose; this profile ends in the mode before it, "
+                        f"{be.snapshot_mode(snap).key}")
+        if info.original_state is None:
+            self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
+        self.record = undo.save(be, undo.PROFILE, snap, self.session)
+        return snap
+
+    def _put_back(self, snap) -> None:
+        """Restore the start state, read it back, then drop the profile record (kept when the board
+        is not back, so that `ptui restore` can try again)."""
+        from . import undo
+        be = self.backend
+        with shielded():
+            be.restore(snap)
+            now, want = be.current_mode(), be.snapshot_mode(snap)
+            if now != want:
+                raise BackendError(f"the board reads back {now.key}, not {want.key}")
+            undo.clear(be, undo.PROFILE, getattr(self, "record", None))
+
     def _run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
              ) -> list[ModeResult]:
         be, clock = self.backend, self.backend.clock
@@ -261,7 +327,7 @@ class Profiler:
         t0 = clock.now()
         base_time = info.device_time_s
         results: list[ModeResult] = []
-        snap = be.snapshot()
+        snap = self.start_state(info)
         total = max(len(plan), self.planner.count) if self.planner is not None else len(plan)
         self.progress = Progress(len(done), total, None, None, base_time, "starting")
         status = "failed"
@@ -287,7 +353,7 @@ class Profiler:
                     mode = plan[i]
                     self.progress.mode, self.progress.phase = mode, "settling"
                     self.control.wait()
-                    r = self.measure(events, mode)
+                    r = self.measure_checked(events, mode)
                     dev_t = base_time + (clock.now() - t0)
                     self.store.save_result(self.session, i, r.row(), dev_t)
                     results.append(r)
@@ -313,7 +379,7 @@ class Profiler:
             finally:
                 restore_error = None
                 try:
-                    be.restore(snap)
+                    self._put_back(snap)
                 except Exception as e:  # noqa: BLE001 - report, don't mask the original error
                     restore_error = e
                 try:
@@ -322,7 +388,8 @@ class Profiler:
                     pass
                 self.progress.phase = status
                 if restore_error is not None:
-                    raise RestoreFailed(f"could not restore the original mode: {restore_error}")
+                    raise RestoreFailed(f"could not restore the original mode: {restore_error}; "
+                                        f"`ptui restore` tries again")
         return results
 
 

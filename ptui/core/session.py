@@ -83,7 +83,8 @@ class ProfileOutcome:
     simulated: bool
     wall_s: float
     error: BaseException | None = None
-    interrupted: bool = False             # Ctrl-C (as opposed to a cancel from the app)
+    interrupted: bool = False             # Ctrl-C or a stop signal (as opposed to a cancel from the app)
+    stopped_by: str = ""                  # what interrupted it: "Ctrl-C", "SIGTERM", "SIGHUP"
     saved: str = ""                       # what happened to the CSV, in words
     label: str = ""                       # simulated / replayed / what-if, in words ("" on a board)
     stop_reason: str = ""                 # active profiling: why it stopped
@@ -264,6 +265,7 @@ class ProfileRun:
                                  ProfileConfig(sample_interval=req.sample_interval),
                                  source=self.source, planner=self.planner)
         self.profiler.control = self.control
+        self.profiler.notify = self.notify
         if self.planner is not None:
             self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
                               f"{self.planner.count} modes, stopping early once the decision is confident")
@@ -300,7 +302,7 @@ class ProfileRun:
         if self.profiler is None:
             self.prepare()
         wall0 = time.perf_counter()
-        status, error, interrupted = "failed", None, False
+        status, error, interrupted, stopped_by = "failed", None, False, ""
         saved, written, n_rows, final = "", None, 0, None
         try:
             try:
@@ -308,8 +310,9 @@ class ProfileRun:
                 status = "done"
             except ProfileAborted:
                 status = "aborted"
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
                 status, interrupted = "aborted", True
+                stopped_by = getattr(e, "name", "Ctrl-C")
             except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
                 error = e
             finally:
@@ -325,8 +328,8 @@ class ProfileRun:
         pl = self.planner
         return ProfileOutcome(status, self.name, written, n_rows,
                               final.device_time_s if final else 0.0, self.backend.simulated,
-                              time.perf_counter() - wall0, error, interrupted, saved, label,
-                              pl.stop_reason if pl is not None else "",
+                              time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
+                              label, pl.stop_reason if pl is not None else "",
                               pl.best() if pl is not None else None)
 
     def close(self) -> None:
@@ -670,26 +673,66 @@ def plan_apply(backend: Backend, mode: Mode) -> Plan:
     return plan(backend, mode)
 
 
-def remember_for_restore(backend: Backend, snap) -> None:
-    """Keep the state before an apply so `ptui restore` can return to it (real boards only: a
-    simulated board starts afresh every run)."""
-    if not backend.simulated:
-        from .backends.sysfs import save_snapshot
-        save_snapshot(paths.apply_snapshot(backend.device.name), backend.device.name, snap)
+def _undo_state(backend: Backend):
+    """The state an apply made now should be undone to: the board's own, or, when a killed profile
+    left the board in a mode nobody chose, the state before that profile (its record is then
+    consumed).  Returns (state or None for the board's own, the profile record or None)."""
+    from . import undo
+    stale = undo.load(backend, undo.PROFILE)
+    return (stale.state if stale else None), stale
 
 
-def _forget_snapshot(backend: Backend) -> None:
-    try:
-        paths.apply_snapshot(backend.device.name).unlink()
-    except FileNotFoundError:
-        pass
+def _applying(backend: Backend, change):
+    """Run `change()` (an apply or a preset, returning the snapshot taken before it, or None when
+    nothing changed) under the board's lock, keeping the last-apply record right: written before
+    the board is touched (a kill -9 mid-apply still leaves ptui restore a way back), put back as
+    it was when the board ends where it started."""
+    from . import undo
+    from .locks import board_lock
+    with board_lock(backend):
+        undo_to, stale = _undo_state(backend)
+        pre = backend.snapshot()
+        before = undo.load(backend, undo.APPLY) if undo_to is None else None
+        rec = undo.save(backend, undo.APPLY, undo_to if undo_to is not None else pre)
+        changed = False
+        try:
+            result = change()
+            changed = True
+            return result
+        finally:
+            if rec is not None:
+                back = backend.current_mode() == backend.snapshot_mode(pre)
+                if not changed and back and undo_to is None:
+                    # nothing happened to the board: the record is the one there before
+                    if before is not None:
+                        undo.save(backend, undo.APPLY, before.state)
+                    else:
+                        undo.clear(backend, undo.APPLY, rec)
+                elif stale is not None:
+                    undo.clear(backend, undo.PROFILE, stale)
 
 
 def apply(backend: Backend, mode: Mode) -> ApplyResult:
     """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
-    res = apply_mode(backend, mode)
-    if res.ok:
-        remember_for_restore(backend, res.snapshot)
+    from .locks import LockError
+    try:
+        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode)))
+    except _NotApplied as e:
+        return e.result
+    except LockError as e:                   # nothing was touched
+        return ApplyResult(False, mode, None, None, f"not applied: {e}")
+    return res
+
+
+class _NotApplied(Exception):
+    def __init__(self, result: ApplyResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def _ok_or_raise(res: ApplyResult) -> ApplyResult:
+    if not res.ok:
+        raise _NotApplied(res)
     return res
 
 
@@ -697,21 +740,19 @@ def apply_preset(backend: Backend, key) -> Mode:
     """Select an nvpmodel preset (verified, rolled back on a mismatch, under the board's lock);
     remembered for restore."""
     from .apply import select_preset
-    snap = select_preset(backend, backend.device.preset(key))
-    remember_for_restore(backend, snap)
+    preset = backend.device.preset(key)
+    _applying(backend, lambda: select_preset(backend, preset))
     return backend.current_mode()
 
 
 def rollback(backend: Backend, snapshot) -> Mode:
     """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
+    from . import undo
     from .apply import restore_snapshot
     now = restore_snapshot(backend, snapshot)
-    if not backend.simulated:
-        from .backends.sysfs import load_snapshot
-        saved = load_snapshot(paths.apply_snapshot(backend.device.name))
-        import json
-        if saved and saved.get("state") == json.loads(json.dumps(snapshot)):
-            _forget_snapshot(backend)
+    rec = undo.load(backend, undo.APPLY)
+    if rec is not None and backend.snapshot_json(rec.state) == backend.snapshot_json(snapshot):
+        undo.clear(backend, undo.APPLY, rec)
     return now
 
 
@@ -732,23 +773,39 @@ class NothingToRestore(BackendError):
 
 
 def restore(backend: Backend) -> str:
-    """Undo the last ptui apply, made by the CLI or the app.  With nothing saved the board stays
-    where it is: selecting a default mode could move it away from where the user started."""
+    """Undo what ptui left on the board, made by the CLI or the app: first a profile (or tune) that
+    was killed before it could put the board back, else the last apply or preset.  Every record is
+    checked against the board before anything is written, and what is reported is what the board
+    reads back.  With nothing saved the board stays where it is, on every backend (selecting a
+    default mode could move it away from where the user started)."""
+    from . import undo
     from .apply import restore_snapshot
+    from .locks import board_lock
     dev = backend.device
-    if backend.simulated:
-        p = dev.preset(dev.default_preset)
-        backend.apply_preset(p.id)
-        return f"simulated board back in its default mode {p.name}"
-    from .backends.sysfs import load_snapshot
-    snap = load_snapshot(paths.apply_snapshot(dev.name))
-    if snap and snap.get("device") == dev.name:
-        now = restore_snapshot(backend, snap["state"])
-        _forget_snapshot(backend)
-        return f"restored the state before the last ptui apply: {now.key}"
-    raise NothingToRestore(f"nothing to restore: no ptui apply on this {dev.name} is waiting to be "
-                           f"undone (the board stays in {backend.current_mode().key}; choose a preset "
-                           f"with ptui apply --preset NAME)")
+    if not undo.keeps_records(backend):
+        raise NothingToRestore(f"nothing to restore: a {backend.kind} board starts afresh in "
+                               f"{backend.current_mode().key} with every ptui run, so no apply is "
+                               f"waiting to be undone (choose a preset with ptui apply --preset NAME)")
+    with board_lock(backend):
+        rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
+        if rec is None:
+            raise NothingToRestore(f"nothing to restore: no ptui apply or interrupted profile on this "
+                                   f"{dev.name} is waiting to be undone (the board stays in "
+                                   f"{backend.current_mode().key}; choose a preset with ptui apply "
+                                   f"--preset NAME)")
+        now = restore_snapshot(backend, rec.state)
+        if now.key != rec.mode:
+            raise BackendError(f"restore wrote the saved state back but the board reads {now.key}, "
+                               f"not {rec.mode}; {rec.path} is kept: check the board, then run "
+                               f"ptui restore again")
+        undo.clear(backend, rec.kind, rec)
+        if rec.kind == undo.PROFILE:
+            more = undo.load(backend, undo.APPLY)
+            tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
+                    if more is not None else "")
+            return (f"restored the state before the interrupted profile (session {rec.session}, "
+                    f"{rec.when()}): the board reads back {now.key}{tail}")
+        return f"restored the state before the last ptui apply: the board reads back {now.key}"
 
 
 # -- tune: active profile + fit + decision -------------------------------------------------------------

@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     original_mode TEXT,
     plan TEXT NOT NULL,
     params TEXT NOT NULL,
-    device_time_s REAL NOT NULL DEFAULT 0
+    device_time_s REAL NOT NULL DEFAULT 0,
+    original_state TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     session TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE,
@@ -68,6 +69,7 @@ class SessionInfo:
     device_time_s: float
     created: float
     n_done: int = 0
+    original_state: object = None         # the board's state when profiling began (backend JSON)
 
 
 _CORRUPT = {11, 26}          # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -109,6 +111,9 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
+            cols = {r[1] for r in self.db.execute("PRAGMA table_info(sessions)")}
+            if "original_state" not in cols:           # a store from before it was kept
+                self.db.execute("ALTER TABLE sessions ADD COLUMN original_state TEXT")
             if str(self.path) not in _checked:
                 bad = [r[0] for r in self.db.execute("PRAGMA quick_check")]
                 if bad != ["ok"]:
@@ -164,7 +169,8 @@ class Store:
     def get_session(self, name: str) -> SessionInfo | None:
         row = self.db.execute(
             "SELECT name, device, workload, batch_size, seed, backend, status, original_mode, plan,"
-            " params, device_time_s, created FROM sessions WHERE name=?", (name,)).fetchone()
+            " params, device_time_s, created, original_state FROM sessions WHERE name=?",
+            (name,)).fetchone()
         if row is None:
             return None
         n_done = self.db.execute("SELECT COUNT(*) FROM results WHERE session=?", (name,)).fetchone()[0]
@@ -176,7 +182,13 @@ class Store:
                 status = "interrupted"      # its process is gone (killed): nobody holds its lock
         return SessionInfo(row[0], row[1], row[2], row[3], row[4], row[5], status, orig,
                            [Mode(*t) for t in json.loads(row[8])], json.loads(row[9]), row[10],
-                           row[11], n_done)
+                           row[11], n_done, json.loads(row[12]) if row[12] else None)
+
+    def set_original_state(self, name: str, state, mode: Mode) -> None:
+        """Record, durably, the board's state (a backend snapshot as JSON) and mode when this
+        session's profiling began: every run of it, resumed ones too, ends by putting it back."""
+        self.db.execute("UPDATE sessions SET original_state=?, original_mode=?, updated=? WHERE name=?",
+                        (json.dumps(state), json.dumps(mode.as_tuple()), time.time(), name))
 
     def merge_params(self, name: str, extra: dict) -> None:
         """Add keys to a session's params (what a script's probe learnt once it ran)."""

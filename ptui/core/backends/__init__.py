@@ -39,6 +39,9 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     if device is None and det.device is None:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
     dev = get_device(device) if device else det.device
+    if kind in ("sysfs", "jtop"):
+        from ..paths import board_lock_dir, board_state_dir
+        note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
     if kind == "sysfs":
         from .sysfs import SysfsBackend
         return SysfsBackend(dev, root=root), note

@@ -17,6 +17,11 @@ class ApplyError(BackendError):
     """Applying a mode failed or did not read back; the backend rolled back."""
 
 
+class DamagedSnapshot(BackendError):
+    """A saved board state that does not describe this board (unreadable, another device, values
+    off its frequency tables or core count): refused before anything is written."""
+
+
 @dataclass(frozen=True)
 class Telemetry:
     """One snapshot of the device.  Any field may be None when its sensor is missing."""
@@ -76,6 +81,21 @@ class Backend(ABC):
     def restore(self, snap) -> None:
         self.apply_mode(snap)
 
+    # A snapshot kept on disk (ptui restore, a profile's start state) goes through these three: the
+    # JSON form, the checked way back, and the mode the state puts the board in.
+    def snapshot_json(self, snap):
+        """`snap` as plain JSON values."""
+        return list(snap.as_tuple())
+
+    def snapshot_from_json(self, obj):
+        """The snapshot `obj` (from snapshot_json, read back from disk) describes, checked against
+        this device's tables and core count; DamagedSnapshot when it does not fit."""
+        return _json_mode(self.device, obj, "the saved mode")
+
+    def snapshot_mode(self, snap) -> Mode:
+        """The mode the board reads back once `snap` is restored."""
+        return snap
+
     def persist(self, mode: Mode) -> str:
         raise BackendError(f"keeping a mode across reboots needs a real Jetson (nvpmodel); "
                            f"the {self.kind} backend cannot")
@@ -108,3 +128,15 @@ class Backend(ABC):
         if c is None:
             c = self._clock = RealClock()
         return c
+
+
+def _json_mode(device: Device, obj, what: str) -> Mode:
+    """A Mode from its JSON list, on this device's tables, else DamagedSnapshot."""
+    from ..modes import ModeError, make_mode
+    if not (isinstance(obj, (list, tuple)) and len(obj) == 4
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in obj)):
+        raise DamagedSnapshot(f"{what} is not a (cores, CPU, GPU, EMC) mode: {str(obj)[:80]}")
+    try:
+        return make_mode(device, *obj)
+    except ModeError as e:
+        raise DamagedSnapshot(f"{what} is not a mode of {device.name}: {e}") from None

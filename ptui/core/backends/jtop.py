@@ -125,6 +125,15 @@ class JtopBackend(Backend):
     def snapshot(self):
         return self._sysfs.snapshot()
 
+    def snapshot_json(self, snap):
+        return self._sysfs.snapshot_json(snap)
+
+    def snapshot_from_json(self, obj):
+        return self._sysfs.snapshot_from_json(obj)
+
+    def snapshot_mode(self, snap) -> Mode:
+        return self._sysfs.snapshot_mode(snap)
+
     def restore(self, snap) -> None:
         """The nvpmodel mode goes back through the service, then the exact values through sysfs.
         If the service cannot switch back, ptui runs nvpmodel itself (it is root for the sysfs

@@ -30,7 +30,7 @@ from ..devices import Device
 from ..modes import Mode, make_mode
 from ..physics import steady_state
 from ..workloads import Workload
-from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
+from .base import ApplyError, Backend, BackendError, DamagedSnapshot, MinibatchEvent, Telemetry, _json_mode
 
 POWER_TAU_S = 0.6
 THERMAL_TAU_S = 60.0
@@ -172,6 +172,24 @@ class SimJetson(Backend):
     def restore(self, snap) -> None:
         mode, tpc, nvp = snap
         self.apply_mode(mode, tpc=tpc, nvpmodel=nvp)
+
+    def snapshot_json(self, snap):
+        mode, tpc, nvp = snap
+        return {"mode": list(mode.as_tuple()), "tpc": tpc, "nvpmodel": nvp}
+
+    def snapshot_from_json(self, obj):
+        if not isinstance(obj, dict):
+            raise DamagedSnapshot(f"the saved state is not a simulated board's: {str(obj)[:80]}")
+        mode = _json_mode(self.device, obj.get("mode"), "the saved mode")
+        tpc, nvp = obj.get("tpc"), obj.get("nvpmodel")
+        if not (isinstance(tpc, int) and 1 <= tpc <= self.device.gpu_tpcs):
+            raise DamagedSnapshot(f"the saved GPU TPC count {tpc!r} is not 1..{self.device.gpu_tpcs}")
+        if nvp is not None and not isinstance(nvp, str):
+            raise DamagedSnapshot(f"the saved nvpmodel name {nvp!r} is not a name")
+        return (mode, tpc, nvp)
+
+    def snapshot_mode(self, snap) -> Mode:
+        return snap[0]
 
     def apply_preset(self, key) -> Mode:
         p = self.device.preset(key)

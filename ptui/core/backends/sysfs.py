@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..devices import Device
 from ..modes import Mode, fmt_mhz, make_mode
-from .base import ApplyError, Backend, BackendError, Telemetry
+from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
 
 GPU_DEVFREQ = ("sys/class/devfreq/17000000.gpu",
                "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu",
@@ -211,6 +211,27 @@ class SysfsBackend(Backend):
 
     def snapshot(self):
         return self._state()
+
+    def snapshot_json(self, snap):
+        return json.loads(json.dumps(snap))             # int keys and tuples as JSON has them
+
+    def snapshot_from_json(self, obj):
+        check_state(self.device, obj)
+        return obj
+
+    def snapshot_mode(self, snap) -> Mode:
+        """The mode `snap` puts the board in, read as current_mode() reads the board: cores online,
+        the first cluster's CPU maximum, the GPU maximum, the EMC rate."""
+        dev = self.device
+        online = {int(k): v for k, v in snap["online"].items()}
+        cores = dev.max_cores - len(online) + sum(1 for v in online.values() if v == "1")
+        first = next((pc for pc in sorted(int(k) for k in snap["cpufreq"]) if pc in dev.cpu_clusters[0]),
+                     None)
+        cpu = (float(snap["cpufreq"][_key(snap["cpufreq"], first)][1]) / 1000.0 if first is not None
+               else self._num(self._cpu(dev.cpu_clusters[0][0]) / "cpufreq/scaling_max_freq") / 1000.0)
+        gpu = float(snap["gpu"][1]) / 1e6 if snap.get("gpu") else self.current_mode().gpu_mhz
+        emc = float(snap["emc"][1]) / 1e6 if snap.get("emc") else self.current_mode().mem_mhz
+        return _nearest_mode(dev, cores, cpu, gpu, emc)
 
     def plan_writes(self, target: Mode) -> list[str]:
         return [str(w) for w in self._writes(target)] + [
@@ -465,6 +486,75 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def _key(d: dict, k: int):
+    """`d`'s key for the number k (an int in memory, its text once read back from JSON)."""
+    return k if k in d else str(k)
+
+
+# how far a saved frequency may lie outside the device's table (a governor's range on an unpinned
+# board is within it; a typo or a corrupted digit is not)
+_SLACK = 0.02
+
+
+def check_state(dev: Device, st) -> None:
+    """Refuse a saved sysfs state that does not fit this board: its structure, core numbers,
+    on/off flags, and every frequency within the device's table range.  DamagedSnapshot says
+    the first thing wrong."""
+    def bad(why: str):
+        raise DamagedSnapshot(why)
+
+    def hz(v, table_mhz, scale, what):
+        if not (isinstance(v, str) and v.isdigit()):
+            bad(f"{what} {v!r} is not a whole number")
+        mhz = int(v) / scale
+        lo, hi = min(table_mhz) * (1 - _SLACK), max(table_mhz) * (1 + _SLACK)
+        if not lo <= mhz <= hi:
+            bad(f"{what} {mhz:g} MHz is outside {dev.name}'s range {min(table_mhz):g}-{max(table_mhz):g} MHz")
+        return mhz
+
+    def pair(v, what):
+        if not (isinstance(v, (list, tuple)) and len(v) == 2):
+            bad(f"{what} is not a (min, max) pair: {str(v)[:60]}")
+        return v
+
+    def core(k, what):
+        try:
+            c = int(k)
+        except (TypeError, ValueError):
+            c = -1
+        if not 0 <= c < dev.max_cores:
+            bad(f"{what} names cpu{k}, which {dev.name} (cpu0-{dev.max_cores - 1}) does not have")
+        return c
+
+    if not isinstance(st, dict) or not {"online", "cpufreq", "gpu", "emc"} <= set(st):
+        bad("it is not a saved sysfs state (online, cpufreq, gpu, emc)")
+    if not isinstance(st["online"], dict) or not isinstance(st["cpufreq"], dict):
+        bad("its online or cpufreq part is not a table")
+    for k, v in st["online"].items():
+        if core(k, "the online table") == 0:
+            bad("the online table names cpu0, which cannot go offline")
+        if v not in ("0", "1"):
+            bad(f"cpu{k} online is {v!r}, not 0 or 1")
+    for k, v in st["cpufreq"].items():
+        core(k, "the cpufreq table")
+        mn, mx = pair(v, f"cpu{k}'s CPU limits")
+        if hz(mn, dev.cpu_mhz, 1e3, f"cpu{k}'s CPU minimum") > hz(mx, dev.cpu_mhz, 1e3,
+                                                                   f"cpu{k}'s CPU maximum"):
+            bad(f"cpu{k}'s CPU minimum {mn} is above its maximum {mx}")
+    if st["gpu"] is not None:
+        mn, mx = pair(st["gpu"], "the GPU limits")
+        if hz(mn, dev.gpu_mhz, 1e6, "the GPU minimum") > hz(mx, dev.gpu_mhz, 1e6, "the GPU maximum"):
+            bad(f"the GPU minimum {mn} is above its maximum {mx}")
+    if st["emc"] is not None:
+        locked, rate = pair(st["emc"], "the EMC state")
+        if locked not in ("0", "1"):
+            bad(f"the EMC lock flag is {locked!r}, not 0 or 1")
+        hz(rate, dev.mem_mhz, 1e6, "the EMC rate")
+    nvp = st.get("nvpmodel")
+    if nvp is not None and not (isinstance(nvp, int) and not isinstance(nvp, bool) and 0 <= nvp < 1000):
+        bad(f"the nvpmodel mode {nvp!r} is not a mode number")
+
+
 def _read_text(path: Path) -> str | None:
     try:
         return Path(path).read_text().strip()
@@ -476,15 +566,3 @@ def _nearest_mode(dev: Device, cores: int, cpu, gpu, emc) -> Mode:
     def snap(v, table):
         return min(table, key=lambda x: abs(x - v))
     return Mode(max(1, cores), snap(cpu, dev.cpu_mhz), snap(gpu, dev.gpu_mhz), snap(emc, dev.mem_mhz))
-
-
-def save_snapshot(path: Path, device: str, snap) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"device": device, "state": snap}))
-
-
-def load_snapshot(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None

@@ -1,0 +1,193 @@
+"""The board always goes back: stop signals, kill -9 then restore, resume, one lock per board.
+
+The board is an emulated Orin AGX sysfs tree kept alive by the simulator (conftest's emulated_board);
+ptui runs as a separate process, as a user's would, on a small real torch training script.
+"""
+import os
+import signal
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from ptui.core.devices import get_device
+from tests.support import fakesys
+from tests.support.cli import PY, subprocess_env
+
+pytest.importorskip("torch")
+
+ORIN = get_device("orin-agx")
+OTHER = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
+
+TRAIN = textwrap.dedent("""
+    import sys, time, torch
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 16)
+    for i in range(int(sys.argv[1])):
+        opt.zero_grad()
+        model(x).sum().backward()
+        time.sleep(0.01)
+        opt.step()
+""")
+
+
+def _mode(root):
+    """The emulated board's mode; a knob caught between ptui's truncate and write is read again."""
+    for _ in range(50):
+        try:
+            return fakesys.read_mode(root)
+        except ValueError:
+            time.sleep(0.02)
+    return fakesys.read_mode(root)
+
+
+def _env(tmp_path, data: str):
+    env = subprocess_env(tmp_path)
+    env["PTUI_DATA_DIR"] = str(tmp_path / data)
+    return env
+
+
+def _profile(tmp_path, root, *extra, data="data", session="s"):
+    """Start `ptui profile` on the emulated board; returns the process once it is measuring its
+    first mode (the board has left its start mode)."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    cmd = [PY, "-m", "ptui", "profile", "--backend", "sysfs", "--sysfs-root", str(root),
+           "--count", "4", "--sample-interval", "0.1", "--session", session, *extra,
+           "--out", str(tmp_path / f"{session}.csv"), "--", PY, str(script), "100000"]
+    p = subprocess.Popen(cmd, env=_env(tmp_path, data), stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    return p
+
+
+def _wait_until_moved(p, root, start, timeout=120):
+    """Read the profile's output until the board is in another mode than `start` (and a mode has
+    finished, so the session has rows); returns the lines read."""
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if line.startswith("[") and _mode(root) != start:
+            return lines
+    raise AssertionError("profile ended before it moved the board:\n" + "".join(lines))
+
+
+def _cli(tmp_path, *args, data="other-data"):
+    r = subprocess.run([PY, "-m", "ptui", *map(str, args)], env=_env(tmp_path, data),
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulated_board, sig):
+    root, _ = emulated_board
+    start = _mode(root)
+    p = _profile(tmp_path, root)
+    try:
+        _wait_until_moved(p, root, start)
+        p.send_signal(sig)
+        rest = p.stderr.read()
+        p.wait(60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    name = signal.Signals(sig).name
+    assert p.returncode == 128 + sig, rest
+    assert f"stopped by {name}: device restored to its original mode" in rest
+    assert "Traceback" not in rest
+    assert _mode(root) == start
+
+
+def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path, emulated_board):
+    """A second process with another data directory (sudo, another user) may not apply during the
+    profile; after kill -9 it restores the mode the board had before the profile."""
+    root, _ = emulated_board
+    start = _mode(root)
+    p = _profile(tmp_path, root)
+    try:
+        _wait_until_moved(p, root, start)
+        rc, out, err = _cli(tmp_path, "apply", "--backend", "sysfs", "--sysfs-root", root, *OTHER, "--yes")
+        assert rc == 1 and "changing the power mode" in err and f"pid {p.pid}" in err, err
+        assert "applied" not in out and _mode(root) != ORIN.mode(4, 729.6, 318.75, 665.6)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    left = _mode(root)
+    assert left != start
+    rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 0, err
+    assert "restored the state before the interrupted profile (session s" in out
+    assert f"reads back {start.key}" in out
+    assert _mode(root) == start
+    rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 2 and "nothing to restore" in err
+
+
+def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulated_board):
+    root, _ = emulated_board
+    start = _mode(root)
+    p = _profile(tmp_path, root)
+    try:
+        _wait_until_moved(p, root, start)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert _mode(root) != start
+    p = _profile(tmp_path, root, "--resume")
+    out = p.stderr.read()
+    p.wait(300)
+    assert p.returncode == 0, out
+    assert _mode(root) == start
+    rc, _, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 2 and "nothing to restore" in err            # the resumed run left nothing behind
+
+
+def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path):
+    """SIGTERM between two sysfs writes of an apply: the apply finishes (read back and verified),
+    then ptui stops, saying so; the board is never left half-written."""
+    root = fakesys.build(tmp_path / "root")
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from ptui.core.backends.sysfs import SysfsBackend
+        real, n = SysfsBackend._write, [0]
+        def write(self, path, value):
+            n[0] += 1
+            if n[0] == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+            real(self, path, value)
+        SysfsBackend._write = write
+        from ptui.cli import main
+        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes"]))
+    """)
+    r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    assert _mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
+    rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 0 and _mode(root) == ORIN.preset("MODE_30W").mode, err
+
+
+def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
+    p = subprocess.Popen([PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
+                          "--grid", "pt", "--session", "sim", "--out", str(tmp_path / "p.csv")],
+                         env=_env(tmp_path, "data"), stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if line.startswith("["):
+                break
+        time.sleep(0.2)
+        p.send_signal(signal.SIGTERM)
+        rest = p.stderr.read()
+        p.wait(60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, rest
+    assert "stopped by SIGTERM: device restored to its original mode" in rest
+    assert "--session sim --resume" in rest
