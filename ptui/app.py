@@ -45,12 +45,43 @@ class PtuiApp(App):
     def __init__(self, state: AppState) -> None:
         super().__init__()
         self.state = state
+        self.stopped_by = ""          # the signal that stopped the app (SIGTERM, SIGHUP), if one did
+        self.aborted_profile = False  # shutting down aborted a running profile
+        self.board_left = ""          # a profile could not put the board back: why
         dev = state.backend.device
         self.sub_title = f"{dev.title}{'  [SIMULATED]' if state.backend.simulated else ''}"
 
     def on_mount(self) -> None:
         self.state.sampler.start()
         self.switch_mode("dashboard")
+        self._catch_stop_signals()
+
+    def _catch_stop_signals(self) -> None:
+        """SIGTERM and SIGHUP (kill, systemd, a closed SSH session) quit the app as `q` does: a
+        running profile is aborted and the board's original mode restored before it exits."""
+        import asyncio
+        import signal
+        try:
+            loop = asyncio.get_running_loop()
+            for s in (signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(s, self._on_stop_signal, s)
+        except (RuntimeError, NotImplementedError, ValueError):   # not the main thread (tests)
+            pass
+
+    def _on_stop_signal(self, signum) -> None:
+        import signal
+        if self.stopped_by:
+            return                                  # already shutting down
+        self.stopped_by = signal.Signals(signum).name
+        if signum == signal.SIGHUP:
+            # the terminal is gone: what the app still draws goes nowhere instead of blocking its
+            # exit on a dead tty (Textual's writer would wait for it forever)
+            import os
+            null = os.open(os.devnull, os.O_WRONLY)
+            for fd in (1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+        self.call_later(self.shutdown)
 
     async def action_switch_mode(self, mode: str) -> None:
         """Toasts belong to the screen that raised them (each screen also shows its outcome in a
@@ -103,12 +134,16 @@ class PtuiApp(App):
         self.notify(msg, severity="error", timeout=8)
 
     async def action_quit(self) -> None:
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
         """Quit, but never leave the board in a mode the user did not choose: a running profile is
         aborted and its worker restores the original mode before the app exits; a fine-tune stops
         at its next step; a device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
         if scr is not None and scr.running:
+            self.aborted_profile = True
             self.notify("aborting the profile and restoring the original mode…", timeout=15)
             scr.shutdown()
         ft = self._screen_for("finetune")
@@ -133,10 +168,23 @@ def run_app(args) -> int:
     from .core.errors import exit_code, known_errors
     try:
         state = make_state(args.backend, args.device, args.speed,
-                           corpus=getattr(args, "corpus", None))
+                           corpus=getattr(args, "corpus", None), root=getattr(args, "sysfs_root", "/"))
     except known_errors() as e:
         import sys
         print(f"ptui: error: {e}", file=sys.stderr)
         return exit_code(e)
-    PtuiApp(state).run()
+    app = PtuiApp(state)
+    app.run()
+    if app.stopped_by:
+        import sys
+
+        from .core.signals import exit_code_for
+        what = ("" if not app.aborted_profile else
+                f"; the board is NOT back in its original mode: {app.board_left}" if app.board_left else
+                "; the running profile was aborted and the board restored to its original mode")
+        try:
+            print(f"ptui: stopped by {app.stopped_by}{what}", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        return exit_code_for(app.stopped_by)
     return 0

@@ -250,6 +250,9 @@ class ProfileScreen(Screen):
                 run.close()
             self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
             return
+        from ..core.profiler import RestoreFailed
+        if isinstance(res.error, RestoreFailed):
+            self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
         if res.best:
             note += (f"; best measured mode {res.best[0].key} (P(meets the goal) "

@@ -86,3 +86,17 @@ async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
         assert "rolled back to" in str(app.screen.query_one("#result").render())
     assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
     assert undo.load(app.state.backend, undo.APPLY) is None
+
+
+def test_the_app_opens_the_board_under_sysfs_root(tmp_path, monkeypatch):
+    """`ptui --backend sysfs --sysfs-root DIR` opens the app on the board under DIR (it read the
+    machine's own / instead: no rails, no mode)."""
+    from ptui import app as app_mod
+    from ptui.cli import build_parser
+    root = fakesys.build(tmp_path / "root")
+    seen = {}
+    monkeypatch.setattr(app_mod.PtuiApp, "run", lambda self: seen.setdefault("be", self.state.backend))
+    args = build_parser().parse_args(["--backend", "sysfs", "--sysfs-root", str(root), "--device", "orin-agx"])
+    assert app_mod.run_app(args) == 0
+    assert str(seen["be"].root) == str(root)
+    assert seen["be"].current_mode() == ORIN.preset("MODE_30W").mode

@@ -4,6 +4,8 @@ The board is an emulated Orin AGX sysfs tree kept alive by the simulator (confte
 ptui runs as a separate process, as a user's would, on a small real torch training script.
 """
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -191,3 +193,62 @@ def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
     assert p.returncode == 143, rest
     assert "stopped by SIGTERM: device restored to its original mode" in rest
     assert "--session sim --resume" in rest
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed on this machine")
+@pytest.mark.parametrize("sig", ["TERM", "HUP"])
+def test_the_app_restores_the_board_when_stopped_by_a_signal(tmp_path, emulated_board, sig):
+    """The app in a real terminal profiling the emulated board: `kill` (SIGTERM) or the terminal
+    closing under it (SIGHUP, as when an SSH session drops) aborts the profile, restores the board
+    and ends the app."""
+    root, _ = emulated_board
+    start = _mode(root)
+    name = f"ptui-sig-{os.getpid()}-{sig}"
+    env = _env(tmp_path, "data")
+    exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in
+                       ("PTUI_DATA_DIR", "PTUI_LOCK_DIR", "PTUI_STATE_DIR", "PYTHONPATH"))
+    rc_file = tmp_path / "rc"
+    cmd = (f"{exports} {shlex.quote(PY)} -m ptui --backend sysfs --sysfs-root {shlex.quote(str(root))} "
+           f"--device orin-agx 2>/dev/null; echo $? > {rc_file}; sleep 30")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True)
+    try:
+        end = time.time() + 60
+        while "Dashboard" not in _pane(name) and time.time() < end:
+            time.sleep(0.5)
+        subprocess.run(["tmux", "send-keys", "-t", name, "2"], check=True)
+        time.sleep(1.5)
+        subprocess.run(["tmux", "send-keys", "-t", name, "s"], check=True)
+        end = time.time() + 120
+        while _mode(root) == start:
+            assert time.time() < end, _pane(name)
+            time.sleep(0.5)
+        app = subprocess.run(["pgrep", "-f", f"^{PY} -m ptui --backend sysfs --sysfs-root {root}"],
+                             capture_output=True, text=True).stdout.split()
+        assert len(app) == 1, app
+        pid = int(app[0])
+        if sig == "HUP":
+            subprocess.run(["tmux", "kill-session", "-t", name], check=True)
+        else:
+            os.kill(pid, signal.SIGTERM)
+        end = time.time() + 60
+        while _alive(pid):
+            assert time.time() < end, "the app did not exit"
+            time.sleep(0.5)
+        assert _mode(root) == start
+        if sig == "TERM":
+            assert rc_file.read_text().strip() == "143"
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def _pane(name):
+    return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"], capture_output=True, text=True).stdout
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:                     # a zombie has exited
+        return f.read().split()[2] != "Z"
