@@ -277,6 +277,14 @@ class SysfsBackend(Backend):
         with open(path, "w") as fh:
             fh.write(value)
 
+    def _not_read_back(self, writes: list[Write]) -> list[str]:
+        """The writes whose file does not read back what was written (the last write to a file
+        counts; a core taken offline may lose its online file)."""
+        last = {wr.path: wr for wr in writes}
+        return [f"{wr.path} reads {_read_text(wr.path)!r}, wrote {wr.value}" for wr in last.values()
+                if _read_text(wr.path) != wr.value
+                and not (wr.path.name == "online" and wr.value == "0" and not wr.path.exists())]
+
     def _do(self, writes: list[Write]) -> None:
         for wr in writes:
             try:
@@ -293,9 +301,7 @@ class SysfsBackend(Backend):
         try:
             writes = self._writes(mode)
             self._do(writes)
-            bad = [f"{wr.path} reads {_read_text(wr.path)!r}, wrote {wr.value}" for wr in writes
-                   if _read_text(wr.path) != wr.value
-                   and not (wr.path.name == "online" and wr.value == "0" and not wr.path.exists())]
+            bad = self._not_read_back(writes)
             if bad:
                 raise ApplyError("read-back mismatch: " + "; ".join(bad[:3]))
             got = self.current_mode()
@@ -356,6 +362,9 @@ class SysfsBackend(Backend):
             if v == "0":
                 ws.append(Write(self._cpu(c) / "online", "0", "restore"))
         self._do(ws)
+        bad = self._not_read_back(ws)
+        if bad:
+            raise ApplyError("restore did not read back: " + "; ".join(bad[:3]))
 
     # -- nvpmodel presets and persistence ---------------------------------------------------------
     def run_nvpmodel(self, mode_id: int) -> None:
