@@ -673,43 +673,33 @@ def plan_apply(backend: Backend, mode: Mode) -> Plan:
     return plan(backend, mode)
 
 
-def _undo_state(backend: Backend):
-    """The state an apply made now should be undone to: the board's own, or, when a killed profile
-    left the board in a mode nobody chose, the state before that profile (its record is then
-    consumed).  Returns (state or None for the board's own, the profile record or None)."""
-    from . import undo
-    stale = undo.load(backend, undo.PROFILE)
-    return (stale.state if stale else None), stale
-
-
 def _applying(backend: Backend, change):
-    """Run `change()` (an apply or a preset, returning the snapshot taken before it, or None when
-    nothing changed) under the board's lock, keeping the last-apply record right: written before
-    the board is touched (a kill -9 mid-apply still leaves ptui restore a way back), put back as
-    it was when the board ends where it started."""
+    """Run `change()` (an apply or a preset) under the board's lock, keeping the last-apply record
+    right.  It is written before the board is touched (a kill -9 mid-apply still leaves ptui restore
+    a way back) and names the state to undo to: the board's own, or, when a killed profile left the
+    board in a mode nobody chose, the state before that profile (whose record this consumes).  A
+    change that failed and left the board where it was puts the previous record back."""
     from . import undo
     from .locks import board_lock
     with board_lock(backend):
-        undo_to, stale = _undo_state(backend)
+        stale = undo.load(backend, undo.PROFILE)
+        before = undo.load(backend, undo.APPLY)
         pre = backend.snapshot()
-        before = undo.load(backend, undo.APPLY) if undo_to is None else None
-        rec = undo.save(backend, undo.APPLY, undo_to if undo_to is not None else pre)
-        changed = False
+        rec = undo.save(backend, undo.APPLY, stale.state if stale else pre)
+        done = False
         try:
             result = change()
-            changed = True
+            done = True
             return result
         finally:
             if rec is not None:
-                back = backend.current_mode() == backend.snapshot_mode(pre)
-                if not changed and back and undo_to is None:
-                    # nothing happened to the board: the record is the one there before
+                if stale is not None:
+                    undo.clear(backend, undo.PROFILE, stale)
+                elif not done and backend.current_mode() == backend.snapshot_mode(pre):
                     if before is not None:
                         undo.save(backend, undo.APPLY, before.state)
                     else:
                         undo.clear(backend, undo.APPLY, rec)
-                elif stale is not None:
-                    undo.clear(backend, undo.PROFILE, stale)
 
 
 def apply(backend: Backend, mode: Mode) -> ApplyResult:
