@@ -173,7 +173,7 @@ def cmd_tune(a) -> int:
     if sizes is not None or recorded:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload)
     td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
-                             objective=a.objective, risk=None if a.risk == 0 else a.risk,
+                             objective=a.objective, risk=a.risk,
                              method=a.method, seed=a.seed or 0, workload=workload,
                              corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
                              progress=_info)
@@ -228,7 +228,9 @@ def _tune_hint(a) -> str:
     goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
         (["--deadline-ms", f"{a.deadline_ms:g}"] if a.deadline_ms is not None else []) + \
         (["--objective", a.objective] if a.objective else [])
-    extra = (["--method", a.method] if a.method and a.method != "auto" else []) + \
+    from .core.pareto import DEFAULT_RISK, RISK_MEAN
+    risk = [] if a.risk == DEFAULT_RISK else ["--risk", RISK_MEAN if a.risk is None else f"{a.risk:g}"]
+    extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
         (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
     cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra,
                       "--out", a.out])
@@ -277,7 +279,7 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
     from .core.paths import data_dir
     r, model_dir, n = session.tune_decide_batches(
         out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
-        risk=None if a.risk == 0 else a.risk, samples_file=a.samples_to_target,
+        risk=a.risk, samples_file=a.samples_to_target,
         noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
         workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info)
     for note in r.notes:
@@ -478,7 +480,7 @@ def cmd_pareto(a) -> int:
         w = WORKLOADS.get(str(model.meta.get("workload")))
         wl_mb = w.minibatches_per_epoch if w else None
     d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w)
+               risk=a.risk, tolerance_w=a.tolerance_w)
     front = front_indices(tab.time_ms, tab.power_w)
 
     def point(i):
@@ -547,7 +549,7 @@ def _pareto_batches(a) -> int:
             _info(note + " (--extrapolate to include them)")
     r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
                noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
+               risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
                batches_per_epoch=a.batches_per_epoch)
     for note in r.notes:
         _info(note)
@@ -724,7 +726,6 @@ NUMERIC = {
     "startup_timeout": dict(gt=0, le=7 * 24 * 3600),
     "budget_w": dict(gt=0),
     "deadline_ms": dict(gt=0),
-    "risk": dict(ge=0, lt=1),
     "tolerance_w": dict(ge=0),
     "epochs": dict(integer=True, ge=1),
     "batches_per_epoch": dict(integer=True, ge=1),
@@ -746,6 +747,26 @@ def _numeric_type(integer: bool, **bounds):
             raise argparse.ArgumentTypeError(str(e).removeprefix("the value ")) from None
     parse.__name__ = "whole number" if integer else "number"
     return parse
+
+
+def _risk(text: str) -> float | None:
+    from .core.errors import InputError
+    from .core.pareto import parse_risk
+    try:
+        return parse_risk(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--risk ")) from None
+
+
+def _add_risk(p: argparse.ArgumentParser) -> None:
+    """--risk, as pareto and tune take it (one parse, one default)."""
+    from .core.pareto import DEFAULT_RISK, RISK_MEAN
+    p.add_argument("--risk", type=_risk, default=DEFAULT_RISK, metavar=f"P|{RISK_MEAN}",
+                   help=f"the allowed probability of exceeding the budget (or deadline) under the "
+                        f"prediction's uncertainty, strictly between 0 and 1 (default "
+                        f"{DEFAULT_RISK:g}: a mode qualifies when P(power > budget) <= P); "
+                        f"'{RISK_MEAN}' decides on the predicted value alone, the least cautious "
+                        f"choice")
 
 
 def _batch_sizes(text: str) -> tuple[int, ...]:
@@ -836,8 +857,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)")
     _profile_args(tu, tune=True)
     tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
-    tu.add_argument("--risk", type=float, default=0.05,
-                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    _add_risk(tu)
     tu.add_argument("--apply", action="store_true", help="apply the chosen mode (verified)")
     tu.add_argument("--json", action="store_true")
     tu.set_defaults(fn=cmd_tune, strategy="active", modes=None, grid=None)
@@ -893,8 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--batches-per-epoch", type=int, default=None,
                     help="optimizer steps per epoch (what a profile times; with gradient "
                     "accumulation: micro-batches per epoch / accumulation steps)")
-    pa.add_argument("--risk", type=float, default=0.05,
-                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    _add_risk(pa)
     pa.add_argument("--tolerance-w", type=float, default=0.0,
                     help="with --risk: the overshoot above the budget you can live with (W)")
     pa.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",

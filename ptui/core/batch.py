@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, PtuiInputError
+from .pareto import DEFAULT_RISK
 
 MAX_BATCH = 4096
 
@@ -265,7 +266,7 @@ def measured_at(measured: dict | None, batch: int, default_batch) -> dict | None
 
 def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
                  budget_w: float | None = None, objective: str | None = None,
-                 risk: float | None = 0.05, tolerance_w: float = 0.0,
+                 risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
                  restrict: np.ndarray | None = None, cautious: float = 0.0) -> Pick:
     """The (mode, batch) with the least time (or energy, objective='energy') to target within the
     budget, risk-aware as pareto.choose (cautious ranking too: `ptui tune`); pairs that do not fit
@@ -580,7 +581,7 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
 
 def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
            noise_scale: float | None = None, budget_w: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            epochs: int | None = None, batches_per_epoch: int | None = None,
            cautious: float = 0.0) -> BatchDecision:
     """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
@@ -597,7 +598,7 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
 
 def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
               budget_w: float | None = None, objective: str | None = None,
-              risk: float | None = 0.05, tolerance_w: float = 0.0, epochs: int | None = None,
+              risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0, epochs: int | None = None,
               batches_per_epoch: int | None = None, cautious: float = 0.0) -> BatchDecision:
     """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
     Pareto screen both come here).  Pick indices are rows of the space."""

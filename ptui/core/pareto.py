@@ -12,8 +12,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import Infeasible
+from .errors import Infeasible, InputError
 from .modes import Mode
+
+# --risk: the allowed probability that the picked mode exceeds the budget (or the deadline), under
+# the predictive distribution.  One default everywhere a decision is made (CLI, app, tune, the
+# active planner); deciding on the mean instead is its own explicit choice, RISK_MEAN.
+DEFAULT_RISK = 0.05
+RISK_MEAN = "mean"
+
+
+def parse_risk(value) -> float | None:
+    """A --risk value: a probability strictly between 0 and 1, or 'mean' (None: decide on the
+    predicted value alone, no risk rule).  0 and 1 are refused: 0 would demand certainty (and once
+    meant 'the mean', the least cautious answer), 1 allows anything."""
+    text = str(value).strip()
+    if text.lower() == RISK_MEAN:
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0.0 < x < 1.0):
+        raise InputError(f"--risk must lie strictly between 0 and 1 (the allowed probability of "
+                         f"exceeding the budget or deadline, e.g. {DEFAULT_RISK:g}), got {text!r}; "
+                         f"to decide on the mean use --risk {RISK_MEAN}")
+    return x
 
 
 class InfeasibleError(Infeasible):
@@ -111,7 +135,7 @@ class Decision:
 
 
 def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            cautious: float = 0.0) -> Decision:
     """Pick the mode for a goal; raises InfeasibleError naming the closest option.
 

@@ -20,6 +20,7 @@ from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
 from .errors import Interrupted
 from .modes import Mode
+from .pareto import DEFAULT_RISK
 from .profiler import (
     Control,
     ProfileAborted,
@@ -604,7 +605,7 @@ def saved_sources(device: str) -> list[tuple[str, Path]]:
 
 
 def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
-           risk: float | None = 0.05, tolerance_w: float = 0.0):
+           risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0):
     """The mode for a goal: 'budget' (fastest within budget_w), 'deadline' (lowest power meeting
     deadline_ms per minibatch) or 'energy' (least energy, within budget_w if given)."""
     from .pareto import choose
@@ -634,7 +635,7 @@ class BatchView:
 
 def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
                noise_scale: float | None = None, epochs: int | None = None,
-               risk: float | None = 0.05) -> BatchView:
+               risk: float | None = DEFAULT_RISK) -> BatchView:
     """The joint (mode, batch size) decision for the app, made as `ptui pareto --batch-sizes` makes
     it (batch.decide_in): 'budget' (least time to target within budget_w) or 'energy' (least
     energy to target, within budget_w if given).  `sizes` None: every size of the space.  Without
@@ -763,7 +764,7 @@ class TuneDecision:
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 deadline_ms: float | None = None, objective: str | None = None,
-                risk: float | None = 0.05, method: str = "auto", seed: int = 0,
+                risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
                 workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
                 progress: Callable[[str], None] | None = None) -> TuneDecision:
     """After an active profile: fit (measurements kept), then decide with the measured modes
@@ -803,7 +804,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
-                        objective: str | None = None, risk: float | None = 0.05,
+                        objective: str | None = None, risk: float | None = DEFAULT_RISK,
                         samples_file: str | None = None, noise_scale: float | None = None,
                         method: str = "auto", seed: int = 0, workload: str = "custom",
                         model_dir: Path | None = None,
