@@ -109,7 +109,7 @@ def cmd_profile(a) -> int:
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")
-    if res.best:
+    if res.best and getattr(a, "best_line", True):      # tune says it after deciding
         what = res.best[0]
         what = (f"(mode, batch size) pair for the goal: {what[0].key} at batch {what[1]}"
                 if isinstance(what, tuple) else f"mode for the goal: {what.key}")
@@ -155,6 +155,7 @@ def cmd_tune(a) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
     a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
+    a.best_line = False                         # the best measured mode is said with the decision
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
@@ -183,7 +184,9 @@ def cmd_tune(a) -> int:
            "time_ms_std": round(d.time_ms_std, 4), "power_w_std": round(d.power_w_std, 4),
            "predicted": {k: round(v, 4) for k, v in td.predicted.items()},
            "profiled_modes": td.n_modes, "profile": str(out), "model": str(td.model_dir),
-           "applied": False}
+           "best_measured": td.best_measured, "notes": d.notes, "applied": False}
+    for note in d.notes:
+        _info(f"warning: {note}")
     if a.apply:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
@@ -200,6 +203,10 @@ def cmd_tune(a) -> int:
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
+    bm = td.best_measured
+    if bm is not None:
+        print(f"best measured mode for the goal: {bm['key']} ({bm['time_ms']:.1f} ms, "
+              f"{bm['power_w']:.2f} W): {bm['why']}")
     if a.apply:
         print(res["apply_message"])
     else:
@@ -285,14 +292,29 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
     for note in r.notes:
         _info(note)
     p = r.pick
+    for note in p.notes:
+        _info(f"warning: {note}")
+    best = None
+    if p.best_measured is not None:          # one answer: the best measured pair and the pick
+        jt = r.space.jt
+        j = p.best_measured
+        best = {"mode": jt.table.modes[j].as_dict(), "batch_size": int(jt.batch[j]),
+                "time_ms": round(float(jt.table.time_ms[j]), 4),
+                "power_w": round(float(jt.table.power_w[j]), 4), "is_pick": j == p.index,
+                "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
         from .core.modeldir import finite_json
         d = dict(finite_json(r.as_dict()), profiled_pairs=n, profile=str(out), model=str(model_dir),
+                 best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(json.dumps(d, allow_nan=False))
         return EXIT_OK
     _print_batch_decision(r)
+    if best is not None:
+        print(f"best measured (mode, batch size) for the goal: "
+              f"{jt.table.modes[j].key} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
+              f"step, {best['power_w']:.2f} W): {p.why}")
     print(f"from {n} profiled (mode, batch size) pairs; model {model_dir}")
     if applied:
         print(f"{applied}; train at batch size {p.batch_size}")

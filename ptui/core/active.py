@@ -326,7 +326,7 @@ class ActivePlanner:
         tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
             distrust_outliers(measured_from_rows(rows), A, model.meta["metrics"]))
         try:
-            return choose(tab, risk=DEFAULT_RISK, cautious=1.0, **self.goal.as_dict()).index
+            return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
         except InfeasibleError:
             return None
 

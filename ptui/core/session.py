@@ -760,6 +760,19 @@ class TuneDecision:
     predicted: dict                       # the model's time_ms / power_w for the picked mode
     model_dir: Path
     n_modes: int
+    table: object = None                  # pareto.Table the decision was made in
+
+    @property
+    def best_measured(self) -> dict | None:
+        """The best measured mode for the goal (on its measured figures) and why the pick is or
+        is not that mode (pareto.choose's cautious ranking): one answer, not two."""
+        j = self.decision.best_measured
+        if j is None:
+            return None
+        tab = self.table
+        return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
+                "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
+                "is_pick": j == self.decision.index, "why": self.decision.why}
 
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
@@ -768,8 +781,10 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
                 progress: Callable[[str], None] | None = None) -> TuneDecision:
     """After an active profile: fit (measurements kept), then decide with the measured modes
-    counting and a cautious ranking (a mode the model knows little about never beats a measured
-    one on its median alone).  On the replay device only recorded modes are candidates."""
+    counting and a cautious ranking (pareto.choose: a predicted mode beats the best measured one
+    only when it does so at its upper bound at the risk level; the decision says why it differs
+    from the best measured mode, and warns about an uncertain predicted pick).  On the replay
+    device only recorded modes are candidates."""
     from .csvio import read_profile_measured
     from .fit import fit_model
     from .pareto import Table, choose
@@ -796,11 +811,11 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     # model.measured: the profile's measurements, those the fit left out as outliers not exact
     tab = Table.from_prediction(space, model.predict(space)).with_measurements(model.measured)
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
-               cautious=1.0)
+               cautious=True)
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, len(modes))
+                        out, len(modes), tab)
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
@@ -826,5 +841,5 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     model.save(out)
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
-               budget_w=budget_w, objective=objective, risk=risk, cautious=1.0)
+               budget_w=budget_w, objective=objective, risk=risk, cautious=True)
     return r, out, int(model.meta["trained_on"]["modes"])

@@ -168,3 +168,42 @@ def test_tune_json_on_replay(tmp_path, cli):
     feasible = [v[0] for v in rec.values() if v[1] <= 30.0]
     assert rec[m][0] <= 1.03 * min(feasible)
     assert res["profiled_modes"] <= 15 and res["source"] == "measured"
+
+
+def test_a_six_mode_tune_keeps_the_measured_mode_over_a_wide_prediction(tmp_path, cli):
+    """Issue 23, reproduced: `tune --count 6` on the simulated ResNet-18 at 20 W (seed 0) applied
+    a mode predicted at 289 +- 69 ms, source 'predicted'; the simulator takes 379 ms there, no
+    better than the measured 379.5 ms mode.  Its gain does not beat its uncertainty: the measured
+    mode is the pick, and the JSON says it is the best measured one."""
+    from ptui.core.physics import steady_state
+    from ptui.core.workloads import get_workload
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "20",
+                       "--count", "6", "--method", "gp", "--seed", "0", "--json",
+                       "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["source"] == "measured", res
+    assert res["best_measured"]["is_pick"] and res["best_measured"]["why"] == "the pick"
+    assert res["best_measured"]["mode"] == res["mode"] and res["notes"] == []
+    m = res["mode"]
+    truth = steady_state(ORIN, get_workload("resnet18"), m["cores"], m["cpu_mhz"], m["gpu_mhz"],
+                         m["mem_mhz"])
+    assert float(truth.power_w) <= 20.0
+
+
+def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
+    """`tune --count 6` on the simulated ResNet-18 at 25 W (seed 9): the profile reported 'best
+    measured mode for the goal: 5c/1497.6/522.75/2133' (24.99 W) and the decision picked another
+    mode with no word on why.  Now one line names the best measured mode and says it is the pick
+    or why it is not (here: its measurement leaves a 46 % chance of exceeding 25 W), and the
+    predicted, uncertain pick comes with a warning."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "25",
+                       "--count", "6", "--method", "gp", "--seed", "9", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    pick = next(line for line in out.splitlines() if line.startswith("apply with:"))
+    lines = [ln for ln in (out + err).splitlines() if "best measured" in ln]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("best measured mode for the goal: 5c/1497.6/522.75/2133"), lines
+    assert "not taken: with the uncertainty of its measurement it exceeds 25 W" in lines[0]
+    assert "--cores 5 --cpu-mhz 1497.6 --gpu-mhz 522.75 --mem-mhz 2133" not in pick
+    assert "predicted:" in out and "warning: the pick is predicted, not measured, and uncertain" in err
