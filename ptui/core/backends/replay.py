@@ -15,23 +15,26 @@ from pathlib import Path
 
 from ..devices import Device
 from ..modes import Mode, make_mode
-from .base import ApplyError, BackendError
+from .base import ApplyError
 from .sim import SimJetson, _Point
 
 SPREAD_COLS = ("time_ms_p25", "time_ms_p75", "power_w_std")
 
 
 def load_corpus(path: str | Path, device: Device) -> dict[Mode, dict]:
+    """The recorded modes of a corpus CSV and their figures.  A file that cannot be a recording
+    (a figure no Jetson can record, a negative spread: csvio.LIMITS) is refused here, before
+    anything opens: bad input, exit 2."""
     from ..csvio import PROFILE_COLS, CSVError, read_csv
     try:
         rows = read_csv(path, device, need=PROFILE_COLS, extras=SPREAD_COLS)
     except CSVError as e:
-        raise BackendError(f"replay corpus: {e}") from None
+        raise CSVError(f"replay corpus: {e}") from None
     table: dict[Mode, dict] = {}
     for m, v in rows:
         table.setdefault(m, v)
     if not table:
-        raise BackendError(f"replay corpus {path}: no recorded modes")
+        raise CSVError(f"replay corpus {path}: no recorded modes")
     return table
 
 
