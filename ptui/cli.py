@@ -54,12 +54,13 @@ def cmd_profile(a) -> int:
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
-        samples_to_target=getattr(a, "samples_to_target", None))
+        samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus)
     sizes = getattr(a, "batch_sizes", None)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
                        "profile over batch sizes)")
-    if a.device and a.workload and sizes is None and not a.command_line and not a.resume:
+    if a.device and a.workload and sizes is None and not a.command_line and not a.resume \
+            and not a.corpus:                   # a replayed corpus: the replay run decides
         from .core.devices import get_device
         from .core.session import check_memory
         from .core.workloads import get_workload
@@ -131,8 +132,9 @@ def cmd_tune(a) -> int:
     from .core.store import Store
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
-    if not a.command_line and not a.workload and not a.resume:
-        raise CLIError("--workload is required (or your own training command after --)")
+    if not a.command_line and not a.workload and not a.resume and not a.corpus:
+        raise CLIError("--workload is required (or your own training command after --; on the "
+                       "replay device --corpus F.csv is the workload)")
     sizes = getattr(a, "batch_sizes", None)
     stored = _resumed_tune(a) if a.resume and a.session else None
     group = sizes is not None or bool(stored and stored["batch_sizes"])
@@ -150,7 +152,8 @@ def cmd_tune(a) -> int:
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
     if a.session is None:
-        a.session = f"tune-{a.device or 'auto'}-{a.workload or 'script'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
+        a.session = f"tune-{a.device or 'auto'}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
@@ -167,7 +170,7 @@ def cmd_tune(a) -> int:
         recorded = first.params.get("batch_sizes")
     finally:
         store.close()
-    workload = a.workload or (stored or {}).get("workload") or "script"
+    workload = first.workload                   # as profiled (a replayed corpus names its own)
     if stored:                                  # decide for what the session was profiled for
         a.noise_scale = stored["relation"].get("noise_scale")
         a.samples_to_target = stored["relation"].get("samples_to_target")
@@ -215,6 +218,11 @@ def cmd_tune(a) -> int:
     return EXIT_OK
 
 
+def _corpus_name(corpus: str) -> str:
+    from .core.backends.replay import corpus_workload
+    return corpus_workload(corpus).name
+
+
 def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
     from .core import session
@@ -239,7 +247,8 @@ def _tune_hint(a) -> str:
     risk = [] if a.risk == DEFAULT_RISK else ["--risk", RISK_MEAN if a.risk is None else f"{a.risk:g}"]
     extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
         (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
-    cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra,
+    replay = ["--backend", "replay", "--corpus", a.corpus] if a.corpus else []
+    cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra, *replay,
                       "--out", a.out])
     return cmd + (f" -- {command_text(a.command_line)}" if a.command_line else "")
 
@@ -614,7 +623,7 @@ def _print_batch_decision(r) -> None:
 def cmd_apply(a) -> int:
     from .core import session
     from .core.backends import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     dev = backend.device
     if a.persist:
@@ -640,11 +649,18 @@ def cmd_apply(a) -> int:
     res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
+    print(f"{res.message}" + (_board_words(backend) if backend.simulated else
                               "; undo with: ptui restore"))
     if a.persist:
         print(session.persist(backend, mode))
     return EXIT_OK
+
+
+def _board_words(backend) -> str:
+    """Where a mode was applied when that is not a live board (it lives in this process only)."""
+    if backend.kind == "replay":
+        return f" on the REPLAY board ({backend.corpus_path.name}, this process only)"
+    return " on the SIMULATED board"
 
 
 def _apply_preset(a, backend) -> int:
@@ -652,7 +668,7 @@ def _apply_preset(a, backend) -> int:
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
-           "sim": "on the simulated board"}.get(backend.kind, "")
+           "sim": "on the simulated board", "replay": "on the replay board"}.get(backend.kind, "")
     print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how} -> {p.mode.key}"
           f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
     if a.dry_run:
@@ -661,7 +677,8 @@ def _apply_preset(a, backend) -> int:
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
     got = session.apply_preset(backend, p.id)
-    print(f"selected {p.name}: {got.key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    print(f"selected {p.name}: {got.key}" + (_board_words(backend) if backend.simulated else
+                                             "; undo with: ptui restore"))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
@@ -670,7 +687,7 @@ def _apply_preset(a, backend) -> int:
 def cmd_restore(a) -> int:
     from .core import session
     from .core.backends import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     print(session.restore(backend))
     return EXIT_OK
@@ -681,7 +698,8 @@ def _profile_args(pr, *, tune: bool) -> None:
     """Arguments shared by profile and tune."""
     pr.add_argument("--device")
     pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm")
+    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm (with "
+                    "--backend replay --corpus F.csv: optional, the corpus is the workload)")
     pr.add_argument("--batch-size", type=int, default=None)
     if tune:
         pr.add_argument("--count", type=int, default=None,
@@ -952,7 +970,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
     ap_.add_argument("--device")
-    ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     ap_.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     ap_.add_argument("--cores", type=int)
     ap_.add_argument("--cpu-mhz", type=float)
@@ -966,7 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
     rs.add_argument("--device")
-    rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     rs.set_defaults(fn=cmd_restore)
     _share_global_options(p)

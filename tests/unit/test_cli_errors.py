@@ -229,7 +229,7 @@ def test_an_interrupted_tune_resumes_with_its_own_risk(risk, want):
     from ptui.cli import _tune_hint
     a = argparse.Namespace(budget_w=30.0, deadline_ms=None, objective=None, method="auto",
                            apply=False, json=False, session="s", out="t.csv", command_line=[],
-                           risk=risk)
+                           risk=risk, corpus=None)
     argv = shlex.split(_tune_hint(a))
     got = argv[argv.index("--risk"):argv.index("--risk") + 2] if "--risk" in argv else []
     assert got == want, argv
