@@ -216,7 +216,7 @@ def tune_pick(dev, taken: list[dict], sizes, rel, budget_w: float, seed: int):
     modes, _ = model.decision_space()
     try:
         r = bt.decide_in(bt.model_space(model, tuple(sizes), modes), tuple(sizes), rel,
-                         budget_w=budget_w, risk=0.05, cautious=1.0)
+                         budget_w=budget_w, risk=0.05, cautious=True)
     except InfeasibleError:
         return None, None
     return r.pick.mode, r.pick.batch_size

@@ -517,7 +517,7 @@ class Harness:
                 if s:
                     r["stops"][s] = r["stops"].get(s, 0) + 1
 
-        def decide(name, table, b, risk, cautious=0.0):
+        def decide(name, table, b, risk, cautious=False):
             try:
                 return choose(table, budget_w=b, risk=risk, cautious=cautious).index
             except InfeasibleError:
@@ -579,7 +579,7 @@ class Harness:
                     tab = with_measured(tab, modes, idx, tt, pp, ext, model.meta["metrics"])
                     why = str(stop).split()
                     why = {"reached": "count", "confident": "confident"}.get(why[0] if why else "", str(stop)[:30])
-                    rec(label, b, decide(label, tab, b, RISK, cautious=1.0),
+                    rec(label, b, decide(label, tab, b, RISK, cautious=True),
                         {"modes": len(set(calls)), "dev_s": dev_s(idx), "stop": why})
                     runs += 1
             self.log(f"  active: {runs} runs in {time.perf_counter() - t1:.0f} s")
@@ -729,8 +729,9 @@ def report(h: Harness, files: dict) -> list[str]:
               "measured values (issue 8 item 3). RND-50 = best measured mode among the 50 random "
               "profiled modes. Active = `active_profile_offline` with the budget as goal, at most "
               f"{a.active_count} modes, then `ptui tune`'s decision (fit on the profiled modes, "
-              "measured modes with their measurements, risk 0.05, cautious ranking: median x "
-              "exp(log-sd)), among the corpus's modes as on the replay device; budgets "
+              "measured modes with their measurements, risk 0.05, cautious ranking: a mode ranks "
+              "at its upper bound at the risk level, median x exp(1.645 log-sd)), among the "
+              "corpus's modes as on the replay device; budgets "
               f"{', '.join(f'{b:g}' for b in a.active_budgets)} W. Device time = sum of the "
               "corpus's per-mode profiling time (mode_s) over the profiled modes. Infeasible = "
               "budgets with no qualifying mode (the method then falls back to its lowest-power "

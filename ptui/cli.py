@@ -63,12 +63,13 @@ def cmd_profile(a) -> int:
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
-        samples_to_target=getattr(a, "samples_to_target", None))
+        samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus)
     sizes = getattr(a, "batch_sizes", None)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
                        "profile over batch sizes)")
-    if a.device and a.workload and sizes is None and not a.command_line and not a.resume:
+    if a.device and a.workload and sizes is None and not a.command_line and not a.resume \
+            and not a.corpus:                   # a replayed corpus: the replay run decides
         from .core.devices import get_device
         from .core.session import check_memory
         from .core.workloads import get_workload
@@ -120,7 +121,7 @@ def cmd_profile(a) -> int:
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")
-    if res.best:
+    if res.best and getattr(a, "best_line", True):      # tune says it after deciding
         what = res.best[0]
         what = (f"(mode, batch size) pair for the goal: {what[0].key} at batch {what[1]}"
                 if isinstance(what, tuple) else f"mode for the goal: {what.key}")
@@ -142,8 +143,9 @@ def cmd_tune(a) -> int:
     from .core.store import Store
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
-    if not a.command_line and not a.workload and not a.resume:
-        raise CLIError("--workload is required (or your own training command after --)")
+    if not a.command_line and not a.workload and not a.resume and not a.corpus:
+        raise CLIError("--workload is required (or your own training command after --; on the "
+                       "replay device --corpus F.csv is the workload)")
     sizes = getattr(a, "batch_sizes", None)
     stored = _resumed_tune(a) if a.resume and a.session else None
     group = sizes is not None or bool(stored and stored["batch_sizes"])
@@ -161,11 +163,13 @@ def cmd_tune(a) -> int:
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
     if a.session is None:
-        a.session = f"tune-{a.device or 'auto'}-{a.workload or 'script'}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
+        a.session = f"tune-{a.device or 'auto'}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
     a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
+    a.best_line = False                         # the best measured mode is said with the decision
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
@@ -177,14 +181,14 @@ def cmd_tune(a) -> int:
         recorded = first.params.get("batch_sizes")
     finally:
         store.close()
-    workload = a.workload or (stored or {}).get("workload") or "script"
+    workload = first.workload                   # as profiled (a replayed corpus names its own)
     if stored:                                  # decide for what the session was profiled for
         a.noise_scale = stored["relation"].get("noise_scale")
         a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload)
     td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
-                             objective=a.objective, risk=None if a.risk == 0 else a.risk,
+                             objective=a.objective, risk=a.risk,
                              method=a.method, seed=a.seed or 0, workload=workload,
                              corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
                              progress=_info)
@@ -194,7 +198,9 @@ def cmd_tune(a) -> int:
            "time_ms_std": round(d.time_ms_std, 4), "power_w_std": round(d.power_w_std, 4),
            "predicted": {k: round(v, 4) for k, v in td.predicted.items()},
            "profiled_modes": td.n_modes, "profile": str(out), "model": str(td.model_dir),
-           "applied": False}
+           "best_measured": td.best_measured, "notes": d.notes, "applied": False}
+    for note in d.notes:
+        _info(f"warning: {note}")
     if a.apply:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
@@ -211,12 +217,21 @@ def cmd_tune(a) -> int:
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
+    bm = td.best_measured
+    if bm is not None:
+        print(f"best measured mode for the goal: {bm['key']} ({bm['time_ms']:.1f} ms, "
+              f"{bm['power_w']:.2f} W): {bm['why']}")
     if a.apply:
         print(res["apply_message"])
     else:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
+
+
+def _corpus_name(corpus: str) -> str:
+    from .core.backends.replay import corpus_workload
+    return corpus_workload(corpus).name
 
 
 def _tune_apply(a, dev, mode) -> str:
@@ -239,9 +254,12 @@ def _tune_hint(a) -> str:
     goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
         (["--deadline-ms", f"{a.deadline_ms:g}"] if a.deadline_ms is not None else []) + \
         (["--objective", a.objective] if a.objective else [])
-    extra = (["--method", a.method] if a.method and a.method != "auto" else []) + \
+    from .core.pareto import DEFAULT_RISK, RISK_MEAN
+    risk = [] if a.risk == DEFAULT_RISK else ["--risk", RISK_MEAN if a.risk is None else f"{a.risk:g}"]
+    extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
         (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
-    cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra,
+    replay = ["--backend", "replay", "--corpus", a.corpus] if a.corpus else []
+    cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra, *replay,
                       "--out", a.out])
     return cmd + (f" -- {command_text(a.command_line)}" if a.command_line else "")
 
@@ -288,20 +306,35 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
     from .core.paths import data_dir
     r, model_dir, n = session.tune_decide_batches(
         out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
-        risk=None if a.risk == 0 else a.risk, samples_file=a.samples_to_target,
+        risk=a.risk, samples_file=a.samples_to_target,
         noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
         workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info)
     for note in r.notes:
         _info(note)
     p = r.pick
+    for note in p.notes:
+        _info(f"warning: {note}")
+    best = None
+    if p.best_measured is not None:          # one answer: the best measured pair and the pick
+        jt = r.space.jt
+        j = p.best_measured
+        best = {"mode": jt.table.modes[j].as_dict(), "batch_size": int(jt.batch[j]),
+                "time_ms": round(float(jt.table.time_ms[j]), 4),
+                "power_w": round(float(jt.table.power_w[j]), 4), "is_pick": j == p.index,
+                "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
         from .core.modeldir import finite_json
         d = dict(finite_json(r.as_dict()), profiled_pairs=n, profile=str(out), model=str(model_dir),
+                 best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(json.dumps(d, allow_nan=False))
         return EXIT_OK
     _print_batch_decision(r)
+    if best is not None:
+        print(f"best measured (mode, batch size) for the goal: "
+              f"{jt.table.modes[j].key} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
+              f"step, {best['power_w']:.2f} W): {p.why}")
     print(f"from {n} profiled (mode, batch size) pairs; model {model_dir}")
     if applied:
         print(f"{applied}; train at batch size {p.batch_size}")
@@ -489,7 +522,7 @@ def cmd_pareto(a) -> int:
         w = WORKLOADS.get(str(model.meta.get("workload")))
         wl_mb = w.minibatches_per_epoch if w else None
     d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w)
+               risk=a.risk, tolerance_w=a.tolerance_w)
     front = front_indices(tab.time_ms, tab.power_w)
 
     def point(i):
@@ -558,7 +591,7 @@ def _pareto_batches(a) -> int:
             _info(note + " (--extrapolate to include them)")
     r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
                noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
-               risk=None if a.risk == 0 else a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
+               risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
                batches_per_epoch=a.batches_per_epoch)
     for note in r.notes:
         _info(note)
@@ -601,7 +634,7 @@ def _print_batch_decision(r) -> None:
 def cmd_apply(a) -> int:
     from .core import session
     from .core.backends import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     dev = backend.device
     if a.persist:
@@ -627,11 +660,18 @@ def cmd_apply(a) -> int:
     res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
+    print(f"{res.message}" + (_board_words(backend) if backend.simulated else
                               "; undo with: ptui restore"))
     if a.persist:
         print(session.persist(backend, mode))
     return EXIT_OK
+
+
+def _board_words(backend) -> str:
+    """Where a mode was applied when that is not a live board (it lives in this process only)."""
+    if backend.kind == "replay":
+        return f" on the REPLAY board ({backend.corpus_path.name}, this process only)"
+    return " on the SIMULATED board"
 
 
 def _apply_preset(a, backend) -> int:
@@ -639,7 +679,7 @@ def _apply_preset(a, backend) -> int:
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
-           "sim": "on the simulated board"}.get(backend.kind, "")
+           "sim": "on the simulated board", "replay": "on the replay board"}.get(backend.kind, "")
     print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how} -> {p.mode.key}"
           f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
     if a.dry_run:
@@ -648,7 +688,8 @@ def _apply_preset(a, backend) -> int:
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
     got = session.apply_preset(backend, p.id)
-    print(f"selected {p.name}: {got.key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    print(f"selected {p.name}: {got.key}" + (_board_words(backend) if backend.simulated else
+                                             "; undo with: ptui restore"))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
@@ -657,7 +698,7 @@ def _apply_preset(a, backend) -> int:
 def cmd_restore(a) -> int:
     from .core import session
     from .core.backends import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     print(session.restore(backend))
     return EXIT_OK
@@ -668,7 +709,8 @@ def _profile_args(pr, *, tune: bool) -> None:
     """Arguments shared by profile and tune."""
     pr.add_argument("--device")
     pr.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm")
+    pr.add_argument("--workload", help="resnet18, mobilenetv3, yolov8n, bert-base or lstm (with "
+                    "--backend replay --corpus F.csv: optional, the corpus is the workload)")
     pr.add_argument("--batch-size", type=int, default=None)
     if tune:
         pr.add_argument("--count", type=int, default=None,
@@ -735,7 +777,6 @@ NUMERIC = {
     "startup_timeout": dict(gt=0, le=7 * 24 * 3600),
     "budget_w": dict(gt=0),
     "deadline_ms": dict(gt=0),
-    "risk": dict(ge=0, lt=1),
     "tolerance_w": dict(ge=0),
     "epochs": dict(integer=True, ge=1),
     "batches_per_epoch": dict(integer=True, ge=1),
@@ -757,6 +798,26 @@ def _numeric_type(integer: bool, **bounds):
             raise argparse.ArgumentTypeError(str(e).removeprefix("the value ")) from None
     parse.__name__ = "whole number" if integer else "number"
     return parse
+
+
+def _risk(text: str) -> float | None:
+    from .core.errors import InputError
+    from .core.pareto import parse_risk
+    try:
+        return parse_risk(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--risk ")) from None
+
+
+def _add_risk(p: argparse.ArgumentParser) -> None:
+    """--risk, as pareto and tune take it (one parse, one default)."""
+    from .core.pareto import DEFAULT_RISK, RISK_MEAN
+    p.add_argument("--risk", type=_risk, default=DEFAULT_RISK, metavar=f"P|{RISK_MEAN}",
+                   help=f"the allowed probability of exceeding the budget (or deadline) under the "
+                        f"prediction's uncertainty, strictly between 0 and 1 (default "
+                        f"{DEFAULT_RISK:g}: a mode qualifies when P(power > budget) <= P); "
+                        f"'{RISK_MEAN}' decides on the predicted value alone, the least cautious "
+                        f"choice")
 
 
 def _batch_sizes(text: str) -> tuple[int, ...]:
@@ -847,8 +908,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)")
     _profile_args(tu, tune=True)
     tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
-    tu.add_argument("--risk", type=float, default=0.05,
-                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    _add_risk(tu)
     tu.add_argument("--apply", action="store_true", help="apply the chosen mode (verified)")
     tu.add_argument("--json", action="store_true")
     tu.set_defaults(fn=cmd_tune, strategy="active", modes=None, grid=None)
@@ -904,8 +964,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--batches-per-epoch", type=int, default=None,
                     help="optimizer steps per epoch (what a profile times; with gradient "
                     "accumulation: micro-batches per epoch / accumulation steps)")
-    pa.add_argument("--risk", type=float, default=0.05,
-                    help="max probability of exceeding the budget/deadline (0 = use the mean)")
+    _add_risk(pa)
     pa.add_argument("--tolerance-w", type=float, default=0.0,
                     help="with --risk: the overshoot above the budget you can live with (W)")
     pa.add_argument("--batch-sizes", type=_batch_sizes, metavar="B1,B2,...",
@@ -922,7 +981,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
     ap_.add_argument("--device")
-    ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     ap_.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     ap_.add_argument("--cores", type=int)
     ap_.add_argument("--cpu-mhz", type=float)
@@ -936,7 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
     rs.add_argument("--device")
-    rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop"), default=None)
+    rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     rs.set_defaults(fn=cmd_restore)
     _share_global_options(p)

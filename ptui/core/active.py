@@ -316,7 +316,7 @@ class ActivePlanner:
         """The candidate the decision picks now: calibrated GPs (cross-validated, as `ptui fit
         --method gp`), measured modes with their measurements, cautious ranking."""
         from .fit import distrust_outliers, fit_model
-        from .pareto import InfeasibleError, Table, choose
+        from .pareto import DEFAULT_RISK, InfeasibleError, Table, choose
         if len(rows) < 6:
             return None
         A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
@@ -326,7 +326,7 @@ class ActivePlanner:
         tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
             distrust_outliers(measured_from_rows(rows), A, model.meta["metrics"]))
         try:
-            return choose(tab, risk=0.05, cautious=1.0, **self.goal.as_dict()).index
+            return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
         except InfeasibleError:
             return None
 

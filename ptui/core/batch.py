@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, PtuiInputError
+from .pareto import DEFAULT_RISK
 
 MAX_BATCH = 4096
 
@@ -214,6 +215,11 @@ class Pick:
     energy_wh: float               # energy to target
     source: str
     exceed_prob: float | None = None
+    # with tune's cautious ranking (pareto.choose): the best measured pair for the goal, why the
+    # pick is not that pair ('the pick' when it is), warnings about an uncertain predicted pick
+    best_measured: int | None = None
+    why: str = ""
+    notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"mode": self.mode.as_dict(), "batch_size": self.batch_size, "source": self.source,
@@ -265,8 +271,8 @@ def measured_at(measured: dict | None, batch: int, default_batch) -> dict | None
 
 def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
                  budget_w: float | None = None, objective: str | None = None,
-                 risk: float | None = 0.05, tolerance_w: float = 0.0,
-                 restrict: np.ndarray | None = None, cautious: float = 0.0) -> Pick:
+                 risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
+                 restrict: np.ndarray | None = None, cautious: bool = False) -> Pick:
     """The (mode, batch) with the least time (or energy, objective='energy') to target within the
     budget, risk-aware as pareto.choose (cautious ranking too: `ptui tune`); pairs that do not fit
     in memory never qualify."""
@@ -300,7 +306,8 @@ def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
     target = float(time_to_target_s(t.time_ms[i], b, float(r[d.index]), samples))
     return Pick(i, b, t.modes[i], float(t.time_ms[i]), float(t.power_w[i]), float(t.time_ms_std[i]),
                 float(t.power_w_std[i]), target, target * float(t.power_w[i]) / 3600.0,
-                t.source(i), d.exceed_prob)
+                t.source(i), d.exceed_prob,
+                None if d.best_measured is None else int(idx[d.best_measured]), d.why, d.notes)
 
 
 def paper_baseline(jt: JointTable, rel: SamplesToTarget, **kw) -> Pick:
@@ -430,6 +437,7 @@ class BatchDecision:
     dropped: list                    # candidate sizes that do not fit in memory
     goal: str
     notes: list
+    space: object = None             # the JointSpace the pick indices refer to
 
     def as_dict(self) -> dict:
         d = self.pick.as_dict()
@@ -580,9 +588,9 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
 
 def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
            noise_scale: float | None = None, budget_w: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
+           objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            epochs: int | None = None, batches_per_epoch: int | None = None,
-           cautious: float = 0.0) -> BatchDecision:
+           cautious: bool = False) -> BatchDecision:
     """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
     target, and the two baselines it is compared with."""
     rel = relation(samples_file, noise_scale)
@@ -597,8 +605,8 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
 
 def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
               budget_w: float | None = None, objective: str | None = None,
-              risk: float | None = 0.05, tolerance_w: float = 0.0, epochs: int | None = None,
-              batches_per_epoch: int | None = None, cautious: float = 0.0) -> BatchDecision:
+              risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0, epochs: int | None = None,
+              batches_per_epoch: int | None = None, cautious: bool = False) -> BatchDecision:
     """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
     Pareto screen both come here).  Pick indices are rows of the space."""
     from .pareto import InfeasibleError
@@ -637,9 +645,11 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
         notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
                      "workload): every batch size is assumed to fit")
     return BatchDecision(pick, base, paper, b0, rel, tg.samples, tg.samples_note, memory, dropped,
-                         goal, notes)
+                         goal, notes, space)
 
 
 def _reindex(q: Pick, rows: np.ndarray) -> Pick:
     q.index = int(rows[q.index])
+    if q.best_measured is not None:
+        q.best_measured = int(rows[q.best_measured])
     return q

@@ -82,11 +82,11 @@ class JointPlanner(ActivePlanner):
 
     def decide(self, rows: list[dict]) -> int | None:
         """The pair `ptui pareto --batch-sizes` would pick now (calibrated GPs, measured pairs with
-        their measurements, risk 0.05)."""
+        their measurements, the default risk)."""
         from .active import measured_from_rows
         from .batch import choose_joint, joint_table
         from .fit import fit_model
-        from .pareto import InfeasibleError
+        from .pareto import DEFAULT_RISK, InfeasibleError
         B = np.array([int(r["batch_size"]) for r in rows])
         if len(rows) < 6 or len(set(B.tolist())) < 2:
             return None
@@ -98,7 +98,7 @@ class JointPlanner(ActivePlanner):
         jt = joint_table(model, self.modes, self.sizes)
         try:
             return choose_joint(jt, self.rel, budget_w=self.goal.budget_w,
-                                objective=self.goal.objective, risk=0.05).index
+                                objective=self.goal.objective, risk=DEFAULT_RISK).index
         except InfeasibleError:
             return None
 

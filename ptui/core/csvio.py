@@ -2,7 +2,8 @@
 
 A profile CSV starts with ``cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w``; any further columns are
 extras.  Readers accept extra columns and reject, with one line naming the file and line, missing
-columns, non-numbers, non-positive values and modes that are not on the device's tables.
+columns, non-numbers, non-positive values, figures no Jetson can record (LIMITS) and modes that are
+not on the device's tables.
 """
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ class CSVError(InputError):
     pass
 
 
+# Figures no Jetson can record are refused as a file is read (a replay corpus with 1e300 W is a
+# broken file, not a board): no Jetson draws a kilowatt, and no training step takes a day.
+MAX_POWER_W = 1000.0
+MAX_TIME_MS = 24 * 3600 * 1000.0
+LIMITS = {"time_ms": (MAX_TIME_MS, "ms"), "time_ms_p25": (MAX_TIME_MS, "ms"),
+          "time_ms_p75": (MAX_TIME_MS, "ms"), "power_w": (MAX_POWER_W, "W"),
+          "power_w_std": (MAX_POWER_W, "W")}
+
+
 def _num(text: str, col: str, where: str) -> float:
     try:
         v = float(text)
@@ -32,6 +42,31 @@ def _num(text: str, col: str, where: str) -> float:
         raise CSVError(f"{where}: column {col!r} is not a number: {text!r}") from None
     if not math.isfinite(v) or v <= 0:
         raise CSVError(f"{where}: column {col!r} must be a positive number, got {text!r}")
+    _within_limit(v, text, col, where)
+    return v
+
+
+def _within_limit(v: float, text: str, col: str, where: str) -> None:
+    if col in LIMITS and v > LIMITS[col][0]:
+        top, unit = LIMITS[col]
+        raise CSVError(f"{where}: column {col!r} is {text} {unit}, more than a Jetson can record "
+                       f"(at most {top:.0f} {unit}); is the file broken?")
+
+
+def _extra(text: str, col: str, where: str) -> float | None:
+    """An optional figure: a number; a bounded one (a spread: LIMITS) must also be finite, not
+    negative and within its limit, with 'nan' read as missing (None)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise CSVError(f"{where}: column {col!r} is not a number: {text!r}") from None
+    if col not in LIMITS:
+        return v
+    if math.isnan(v):
+        return None
+    if not math.isfinite(v) or v < 0:
+        raise CSVError(f"{where}: column {col!r} must be a finite number, not negative, got {text!r}")
+    _within_limit(v, text, col, where)
     return v
 
 
@@ -74,11 +109,8 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
                     text = rec[i].strip()
                     if c in need:
                         vals[c] = _num(text, c, where)
-                    elif text:
-                        try:
-                            vals[c] = float(text)
-                        except ValueError:
-                            raise CSVError(f"{where}: column {c!r} is not a number: {text!r}") from None
+                    elif text and (v := _extra(text, c, where)) is not None:
+                        vals[c] = v
                 try:
                     mode = make_mode(device, vals["cores"], vals["cpu_mhz"], vals["gpu_mhz"],
                                      vals["mem_mhz"])

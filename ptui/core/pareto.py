@@ -8,12 +8,36 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import Infeasible
+from .errors import Infeasible, InputError
 from .modes import Mode
+
+# --risk: the allowed probability that the picked mode exceeds the budget (or the deadline), under
+# the predictive distribution.  One default everywhere a decision is made (CLI, app, tune, the
+# active planner); deciding on the mean instead is its own explicit choice, RISK_MEAN.
+DEFAULT_RISK = 0.05
+RISK_MEAN = "mean"
+
+
+def parse_risk(value) -> float | None:
+    """A --risk value: a probability strictly between 0 and 1, or 'mean' (None: decide on the
+    predicted value alone, no risk rule).  0 and 1 are refused: 0 would demand certainty (and once
+    meant 'the mean', the least cautious answer), 1 allows anything."""
+    text = str(value).strip()
+    if text.lower() == RISK_MEAN:
+        return None
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0.0 < x < 1.0):
+        raise InputError(f"--risk must lie strictly between 0 and 1 (the allowed probability of "
+                         f"exceeding the budget or deadline, e.g. {DEFAULT_RISK:g}), got {text!r}; "
+                         f"to decide on the mean use --risk {RISK_MEAN}")
+    return x
 
 
 class InfeasibleError(Infeasible):
@@ -98,6 +122,11 @@ def _ncdf(z: np.ndarray) -> np.ndarray:
 
 
 
+# tune's cautious ranking: a predicted pick whose time or power sd is more than this share of its
+# value is said to be uncertain (a warning to profile it before relying on it)
+WIDE_SD = 0.10
+
+
 @dataclass
 class Decision:
     index: int
@@ -108,28 +137,52 @@ class Decision:
     power_w_std: float
     goal: str
     exceed_prob: float | None = None
+    # with cautious ranking: the best measured row for the goal on its measured figures (None:
+    # no measured row meets it), why the pick is not that row ('' when it is), and warnings
+    best_measured: int | None = None
+    why: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def upper_z(risk: float | None) -> float:
+    """The normal quantile of the upper bound at a risk level (1.645 at 0.05); --risk mean ranks
+    at the default level."""
+    from statistics import NormalDist
+    return NormalDist().inv_cdf(1.0 - (DEFAULT_RISK if risk is None else risk))
+
+
+def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
+
+
+def _best(idx: np.ndarray, t: np.ndarray, p: np.ndarray, kind: str) -> int:
+    """The best of rows idx for a goal kind ('energy', 'deadline', 'budget'), on values t, p."""
+    if kind == "energy":
+        return int(idx[np.argmin(t[idx] * p[idx])])
+    if kind == "deadline":
+        return int(idx[np.lexsort((t[idx], p[idx]))[0]])
+    return int(idx[np.lexsort((p[idx], t[idx]))[0]])
 
 
 def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | None = None,
-           objective: str | None = None, risk: float | None = 0.05, tolerance_w: float = 0.0,
-           cautious: float = 0.0) -> Decision:
+           objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
+           cautious: bool = False) -> Decision:
     """Pick the mode for a goal; raises InfeasibleError naming the closest option.
 
     With risk, a mode qualifies when P(power > budget + tolerance) <= risk, and its predicted
-    mean power stays within the budget.  cautious = k > 0 ranks modes by a pessimistic value,
-    median x exp(k x log-sd), instead of the median: a well-predicted or measured mode then wins
-    over one the model knows little about (used after active profiling, whose modes cluster
-    where the goal is decided)."""
+    mean power stays within the budget.  cautious (`ptui tune`, the active planner) ranks modes by
+    their upper bound at the risk level, median x exp(z x log-sd) (z = 1.645 at risk 0.05, at the
+    default level for --risk mean), instead of the median: a predicted mode beats a measured one
+    only when the gain it promises is larger than its uncertainty (a 6-mode tune applied a mode
+    predicted 289 +- 69 ms over a measured 379 ms one; it took 379 ms).  The decision then also
+    names the best measured mode for the goal and why the pick is not that mode."""
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
     n = len(table)
-    if cautious:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            up = lambda v, sd: v * np.exp(cautious * np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2))))  # noqa: E731
-        rt, rp = up(t, ts), up(p, ps)
-    else:
-        rt, rp = t, p
+    k = upper_z(risk) if cautious else 0.0
+    rt, rp = (t * np.exp(k * _log_sd(t, ts)), p * np.exp(k * _log_sd(p, ps))) if k else (t, p)
     ok = np.ones(n, dtype=bool)
-    prob = None
+    prob = prob_t = None
     if risk is not None and not 0 < risk < 1:
         raise ValueError(f"--risk must be between 0 and 1, got {risk}")
     if budget_w is not None:
@@ -145,27 +198,82 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
         if deadline_ms <= 0:
             raise ValueError(f"--deadline-ms must be positive, got {deadline_ms}")
         if risk is not None and np.any(ts > 0):
-            ok &= _exceed_prob(t, ts, deadline_ms) <= risk
+            prob_t = _exceed_prob(t, ts, deadline_ms)
+            ok &= prob_t <= risk
         else:
             ok &= t <= deadline_ms
     if not ok.any():
         raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk))
     idx = np.flatnonzero(ok)
     if objective == "energy":
-        goal = "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
-        i = idx[np.argmin(rt[idx] * rp[idx])]
+        kind, goal = "energy", "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
     elif deadline_ms is not None and budget_w is None:
-        goal = f"lowest power meeting {deadline_ms:g} ms per minibatch"
-        i = idx[np.lexsort((rt[idx], rp[idx]))[0]]
+        kind, goal = "deadline", f"lowest power meeting {deadline_ms:g} ms per minibatch"
     elif budget_w is not None:
+        kind = "budget"
         goal = f"fastest within {budget_w:g} W" + (
             f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
             if prob is not None else "")
-        i = idx[np.lexsort((rp[idx], rt[idx]))[0]]
     else:
         raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
-    return Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
-                    goal, None if prob is None else float(prob[i]))
+    i = _best(idx, rt, rp, kind)
+    d = Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
+                 goal, None if prob is None else float(prob[i]))
+    if cautious:
+        _against_measured(d, table, kind, ok, rt, rp, prob, prob_t, risk, budget_w,
+                          tolerance_w, deadline_ms)
+    return d
+
+
+def _against_measured(d: Decision, table: Table, kind: str, ok, rt, rp, prob, prob_t, risk,
+                      budget_w, tolerance_w, deadline_ms) -> None:
+    """Fill d.best_measured, d.why and d.notes: the best measured row for the goal on its measured
+    figures (what active profiling reports as its best), and why a cautious pick differs."""
+    t, p, ts, ps, meas = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std, table.measured
+    i = d.index
+    plain = meas.copy()
+    if budget_w is not None:
+        plain &= p <= budget_w
+    if deadline_ms is not None:
+        plain &= t <= deadline_ms
+    j = _best(np.flatnonzero(plain), t, p, kind) if plain.any() else None
+    d.best_measured = j
+    level = f"{1.0 - (DEFAULT_RISK if risk is None else risk):.0%} upper bound"
+    better = {"energy": "less energy", "deadline": "lower power", "budget": "faster"}[kind]
+    val = {"energy": rt * rp, "deadline": rp, "budget": rt}[kind]       # what the ranking compares
+
+    def gain_over(m: int, whom: str) -> str:
+        by = f" by {1.0 - val[i] / val[m]:.1%}" if val[m] > 0 else ""
+        return f"{better} than {whom}{by} even at its {level}"
+    if j is None:
+        d.why = ""
+    elif j == i:
+        d.why = "the pick"
+    elif not ok[j]:
+        if prob is not None and prob[j] > risk:
+            what, pj = f"{budget_w + tolerance_w:g} W", prob[j]
+        else:
+            what, pj = f"{deadline_ms:g} ms", prob_t[j]
+        d.why = (f"not taken: with the uncertainty of its measurement it exceeds {what} with "
+                 f"probability {pj:.0%}, more than the risk {risk:g}")
+        if not meas[i]:
+            within = np.flatnonzero(ok & meas)
+            d.why += ("; the pick is predicted, not measured, and " + (
+                gain_over(_best(within, rt, rp, kind), "the best measured one within the risk")
+                if len(within) else "no other measured one is within the risk"))
+    else:
+        d.why = (f"not taken: the pick is {gain_over(j, 'it')}"
+                 + (" (the pick is predicted, not measured)" if not meas[i] else
+                    f" (this mode's figure is uncertain: +-{ts[j] / t[j]:.0%} time, "
+                    f"+-{ps[j] / p[j]:.0%} power)"))
+    if not meas[i]:
+        st, sp = ts[i] / t[i], ps[i] / p[i]
+        if j is None:
+            d.notes.append("nothing profiled meets the goal on its measurement: the pick is "
+                           "predicted, not measured")
+        if max(st, sp) > WIDE_SD:
+            d.notes.append(f"the pick is predicted, not measured, and uncertain (time +-{st:.0%}, "
+                           f"power +-{sp:.0%}): profile it before relying on it")
 
 
 def _closest(table: Table, budget_w, deadline_ms, risk) -> str:

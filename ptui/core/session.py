@@ -20,6 +20,7 @@ from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
 from .errors import Interrupted
 from .modes import Mode
+from .pareto import DEFAULT_RISK
 from .profiler import (
     Control,
     ProfileAborted,
@@ -71,6 +72,8 @@ class ProfileRequest:
     modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
     noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
     samples_to_target: str | None = None
+    corpus: str | None = None             # the replay device's recorded profile (with no workload:
+                                          # the corpus is the workload)
 
 
 @dataclass
@@ -134,8 +137,9 @@ class ProfileRun:
     def _resolve(self) -> None:
         req = self.req
         self.script = list(req.script)
-        if not self.script and not req.workload and not req.resume:
-            raise SessionError("--workload is required (or --resume an existing --session)")
+        if not self.script and not req.workload and not req.resume and not req.corpus:
+            raise SessionError("--workload is required (or --resume an existing --session; on the "
+                               "replay device --corpus F.csv is the workload)")
         if req.resume and not req.session:
             raise SessionError("--resume needs --session NAME")
         self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None
@@ -146,6 +150,7 @@ class ProfileRun:
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
         self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
+        self.recorded = False                 # a recorded model replayed under its own name
         if self.is_script:
             from .userscript import check_resume_command, command_text, script_workload
             if not self.script:
@@ -157,16 +162,40 @@ class ProfileRun:
             # on the simulator the profile is a what-if of the script's measured model
             self.workload: Workload = script_workload(self.batch_size, self.script)
         else:
-            self.workload = get_workload(req.workload or ex.workload, self.batch_size)
+            self.workload = self._catalog_or_replayed(req.workload or (ex.workload if ex else None))
+            self.batch_size = self.workload.batch_size
         self.device_name = ex.device if ex else None
         self.user_script = bool(self.script)
+
+    def _catalog_or_replayed(self, name: str | None) -> Workload:
+        """A built-in workload, or on the replay device the recorded one: the corpus is the
+        workload (named by its workload column or file name, at its batch size; a name of the
+        user's own is kept), and a replay session resumes under the name it was profiled as."""
+        from .backends.replay import corpus_workload, replay_workload
+        from .workloads import WORKLOADS
+        req, ex = self.req, self.existing
+        replayed = bool(req.corpus) or (ex is not None and ex.backend == "replay")
+        self.recorded = replayed and (name is None or name.strip().lower() not in WORKLOADS)
+        if name is None:
+            return corpus_workload(req.corpus, req.batch_size)
+        if not self.recorded:
+            return get_workload(name, self.batch_size)
+        size = self.batch_size if req.batch_size or ex else corpus_workload(req.corpus).batch_size
+        return replay_workload(name, size, Path(req.corpus).name if req.corpus else "")
+
+    @property
+    def memory_checked(self) -> bool:
+        """Whether a batch that does not fit is refused up front: a catalog workload's modelled
+        footprint (not a script's, not a recorded model the corpus shows running)."""
+        return not self.is_script and not self.recorded
 
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind: str | None, device: str | None, root: str | None = "/",
                      corpus: str | None = None) -> str:
         """Open the backend this run needs; returns the note saying which and why."""
         from .backends import open_backend
-        if (device or self.device_name) and not self.is_script:     # refused before anything opens
+        corpus = corpus or self.req.corpus
+        if (device or self.device_name) and self.memory_checked:     # refused before anything opens
             from .devices import get_device
             check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
         self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
@@ -199,7 +228,10 @@ class ProfileRun:
                 return choose_modes(dev, modes=req.modes)
             if req.modes_csv:
                 from .csvio import read_modes
-                return choose_modes(dev, modes=read_modes(req.modes_csv, dev))
+                modes = read_modes(req.modes_csv, dev)
+                if cands is not None:           # before any mode is profiled, not in the middle
+                    check_recorded(modes, cands, be.corpus_path.name)
+                return choose_modes(dev, modes=modes)
             if req.grid:
                 return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=req.grid)
             return first
@@ -216,7 +248,14 @@ class ProfileRun:
             raise SessionError("no backend to profile on")
         dev = be.device
         req, wl = self.req, self.workload
-        if not self.is_script:
+        ex = self.existing
+        if (self.recorded or (req.resume and ex is not None and ex.backend == "replay")) \
+                and be.kind != "replay":
+            raise SessionError(f"session {ex.name} was profiled on the replay device: resume it "
+                               f"with --backend replay --corpus F.csv" if req.resume and ex else
+                               f"{wl.name} is a recorded workload, not a built-in one: replay it "
+                               f"with --backend replay --corpus F.csv")
+        if self.memory_checked:
             check_memory(dev, wl, self.batch_size)
         if not self.is_script and not be.trains_builtin:
             from ..probe.names import BUILTIN
@@ -237,6 +276,11 @@ class ProfileRun:
         if self.user_script:
             params["command"] = self.script
             params.setdefault("batch_size_stated", self.bs_stated)
+        if be.kind == "replay":               # the profile says its figures are replayed
+            from .csvio import profile_tags
+            from .profiler import time_unit
+            params.setdefault("timed", f"{time_unit(profile_tags(be.corpus_path).get('timed'))} "
+                                       f"(REPLAYED from {be.corpus_path.name})")
         self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
                                  seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
                                  original_mode=be.current_mode(), params=params)
@@ -273,7 +317,11 @@ class ProfileRun:
 
     def resume_hint(self) -> str:
         from .userscript import resume_hint
-        return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None)
+        be = self.backend
+        replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
+            if be is not None and be.kind == "replay" else []
+        return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None,
+                           replay)
 
     # -- running ------------------------------------------------------------------------------------
     @property
@@ -349,6 +397,20 @@ class ProfileRun:
 
     def cancel(self) -> None:
         self.control.abort()
+
+
+def check_recorded(modes: list[Mode], recorded, corpus: str, what: str = "--modes") -> None:
+    """The replay device applies only recorded modes: a plan (a --modes file, a mode to apply)
+    with others is refused up front, naming how many and the first ones."""
+    have = set(recorded)
+    missing = [m for m in dict.fromkeys(modes) if m not in have]
+    if missing:
+        first = ", ".join(m.key for m in missing[:3]) + (", ..." if len(missing) > 3 else "")
+        which = (f"{len(missing)} of the {len(set(modes))} {what} are" if len(modes) > 1 else
+                 f"{what} {first} is")
+        raise SessionError(f"{which} not in the replay corpus {corpus} ({len(have)} recorded "
+                           f"modes), which can replay only recorded modes"
+                           + (f": {first}" if len(modes) > 1 else ""))
 
 
 def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
@@ -607,7 +669,7 @@ def saved_sources(device: str) -> list[tuple[str, Path]]:
 
 
 def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
-           risk: float | None = 0.05, tolerance_w: float = 0.0):
+           risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0):
     """The mode for a goal: 'budget' (fastest within budget_w), 'deadline' (lowest power meeting
     deadline_ms per minibatch) or 'energy' (least energy, within budget_w if given)."""
     from .pareto import choose
@@ -637,7 +699,7 @@ class BatchView:
 
 def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
                noise_scale: float | None = None, epochs: int | None = None,
-               risk: float | None = 0.05) -> BatchView:
+               risk: float | None = DEFAULT_RISK) -> BatchView:
     """The joint (mode, batch size) decision for the app, made as `ptui pareto --batch-sizes` makes
     it (batch.decide_in): 'budget' (least time to target within budget_w) or 'energy' (least
     energy to target, within budget_w if given).  `sizes` None: every size of the space.  Without
@@ -670,6 +732,10 @@ def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
 
 # -- apply, roll back, persist, restore --------------------------------------------------------------
 def plan_apply(backend: Backend, mode: Mode) -> Plan:
+    """The steps of an apply; on the replay device a mode it never recorded is refused here,
+    before a dry run shows a plan it could not carry out."""
+    if backend.kind == "replay":
+        check_recorded([mode], backend.table, backend.corpus_path.name, "mode")
     return plan(backend, mode)
 
 
@@ -806,16 +872,31 @@ class TuneDecision:
     predicted: dict                       # the model's time_ms / power_w for the picked mode
     model_dir: Path
     n_modes: int
+    table: object = None                  # pareto.Table the decision was made in
+
+    @property
+    def best_measured(self) -> dict | None:
+        """The best measured mode for the goal (on its measured figures) and why the pick is or
+        is not that mode (pareto.choose's cautious ranking): one answer, not two."""
+        j = self.decision.best_measured
+        if j is None:
+            return None
+        tab = self.table
+        return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
+                "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
+                "is_pick": j == self.decision.index, "why": self.decision.why}
 
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 deadline_ms: float | None = None, objective: str | None = None,
-                risk: float | None = 0.05, method: str = "auto", seed: int = 0,
+                risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
                 workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
                 progress: Callable[[str], None] | None = None) -> TuneDecision:
     """After an active profile: fit (measurements kept), then decide with the measured modes
-    counting and a cautious ranking (a mode the model knows little about never beats a measured
-    one on its median alone).  On the replay device only recorded modes are candidates."""
+    counting and a cautious ranking (pareto.choose: a predicted mode beats the best measured one
+    only when it does so at its upper bound at the risk level; the decision says why it differs
+    from the best measured mode, and warns about an uncertain predicted pick).  On the replay
+    device only recorded modes are candidates."""
     from .csvio import read_profile_measured
     from .fit import fit_model
     from .pareto import Table, choose
@@ -842,15 +923,15 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     # model.measured: the profile's measurements, those the fit left out as outliers not exact
     tab = Table.from_prediction(space, model.predict(space)).with_measurements(model.measured)
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
-               cautious=1.0)
+               cautious=True)
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, len(modes))
+                        out, len(modes), tab)
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
-                        objective: str | None = None, risk: float | None = 0.05,
+                        objective: str | None = None, risk: float | None = DEFAULT_RISK,
                         samples_file: str | None = None, noise_scale: float | None = None,
                         method: str = "auto", seed: int = 0, workload: str = "custom",
                         model_dir: Path | None = None,
@@ -872,5 +953,5 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     model.save(out)
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
-               budget_w=budget_w, objective=objective, risk=risk, cautious=1.0)
+               budget_w=budget_w, objective=objective, risk=risk, cautious=True)
     return r, out, int(model.meta["trained_on"]["modes"])

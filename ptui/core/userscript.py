@@ -57,9 +57,10 @@ def check_resume_command(params: dict, argv) -> None:
                            f"`{command_text(argv)}`; resume with the same command or start a new session")
 
 
-def resume_hint(name: str, out, argv=None) -> str:
-    """The exact command that resumes a session (the script's command after --)."""
-    cmd = f"ptui profile --session {shlex.quote(name)} --resume --out {shlex.quote(str(out))}"
+def resume_hint(name: str, out, argv=None, extra=()) -> str:
+    """The exact command that resumes a session (extra options, e.g. the replay device's, before
+    --out; the script's command after --)."""
+    cmd = shlex.join(["ptui", "profile", "--session", name, "--resume", *extra, "--out", str(out)])
     return cmd + (f" -- {command_text(argv)}" if argv else "")
 
 

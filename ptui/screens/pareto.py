@@ -29,7 +29,7 @@ from textual.widgets import (
 from ..core import session
 from ..core.clock import hms
 from ..core.modes import Mode, fmt_mhz
-from ..core.pareto import InfeasibleError, Table, front_indices
+from ..core.pareto import DEFAULT_RISK, InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
 from ..widgets.safeplot import SafePlot
@@ -313,7 +313,7 @@ class ParetoScreen(Screen):
             return
         obj = self.query_one("#objective", Select).value
         (budget, e1), (deadline_s, e2), (_, e3) = (self._field(w) for w in self.FIELDS)
-        risk = 0.05 if self.model is not None else None
+        risk = DEFAULT_RISK if self.model is not None else None
         try:
             if e1 or e2 or e3:
                 raise ValueError(e1 or e2 or e3)
@@ -340,7 +340,7 @@ class ParetoScreen(Screen):
         self.view_gen += 1
         self.batch_decide(self.view_gen, self.space, e1 or e3 or e4, dict(
             goal=obj, budget_w=budget, sizes=sizes, noise_scale=noise,
-            epochs=int(self._num("#epochs") or 1), risk=0.05 if self.model is not None else None))
+            epochs=int(self._num("#epochs") or 1), risk=DEFAULT_RISK if self.model is not None else None))
 
     @work(thread=True, exclusive=True, group="pareto-goal", exit_on_error=False)
     def batch_decide(self, gen: int, space, field_error: str | None, kw: dict) -> None:

@@ -204,6 +204,10 @@ def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
         1.02 * true_optimum(f, rel, 30.0, ORIN.pt_grid())
     assert "best_mode_at_batch_16" in d["baselines"] and d["samples_to_target"].startswith("noise")
     assert f"best_mode_at_batch_{d['default_batch']}" in d["baselines"]    # a stable way to find it
+    # one answer: the best measured pair is the pick, or the JSON says why not
+    bm = d["best_measured"]
+    assert bm["is_pick"] == (bm["why"] == "the pick") and (bm["is_pick"] or "not taken" in bm["why"])
+    assert bm["is_pick"] == (bm["mode"] == d["mode"] and bm["batch_size"] == d["batch_size"])
 
 
 @pytest.mark.parametrize("args,why", [
@@ -296,7 +300,14 @@ def test_tune_over_batch_sizes_ranks_cautiously():
     jt = JointTable(t, np.array([16, 16]), np.array([True, True]))
     rel = SamplesToTarget.throughput()
     assert choose_joint(jt, rel, budget_w=30).index == 1                 # the median alone
-    assert choose_joint(jt, rel, budget_w=30, cautious=1.0).index == 0   # tune: the measured one
+    pick = choose_joint(jt, rel, budget_w=30, cautious=True)
+    assert pick.index == 0 and pick.best_measured == 0 and pick.why == "the pick"  # tune: the measured one
+    # as single-size tune: the best measured pair and why the pick is not it, in jt's rows
+    t2 = Table(modes + [grid[2]], np.array([100.0, 60.0, 90.0]), np.array([20.0, 20.0, 29.99]),
+               np.array([0.5, 2.0, 0.4]), np.array([0.1, 0.2, 0.1]), np.array([True, False, True]))
+    jt2 = JointTable(t2, np.array([16, 16, 16]), np.array([True, True, True]))
+    pick = choose_joint(jt2, rel, budget_w=30, cautious=True, restrict=np.array([True, True, True]))
+    assert pick.index == 1 and pick.best_measured == 2 and "exceeds 30 W" in pick.why
 
 
 def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
@@ -324,7 +335,7 @@ def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
     with pytest.raises(Stop):
         session.tune_decide_batches(tmp_path / "p.csv", ORIN, (8, 16), budget_w=30,
                                     model_dir=tmp_path / "m")
-    assert seen.get("cautious") == 1.0
+    assert seen.get("cautious") is True
 
 
 if __name__ == "__main__":

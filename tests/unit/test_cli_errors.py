@@ -177,3 +177,59 @@ def test_jtop_preset_that_does_not_read_back_raises_apply_error():
     with pytest.raises(ApplyError, match="not reached through jtop") as e:
         b.apply_preset("MODE_30W", timeout=0.1)
     assert errors.exit_code(e.value) == 1 and b.restored == [{"mode": "before"}]
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0.0", "1e0"])
+@pytest.mark.parametrize("cmd", ["pareto", "tune"])
+def test_risk_0_or_1_is_refused_pointing_to_risk_mean(cmd, value, tmp_path, cli):
+    """--risk is the allowed probability of exceeding the budget, strictly between 0 and 1.
+    --risk 0 silently meant 'decide on the mean' (the least cautious answer; tune profiled and
+    decided with it) and --risk 1 was refused without saying how to decide on the mean."""
+    from ptui.core.predictor import bundled_reference
+    where = (["--model", bundled_reference()] if cmd == "pareto" else
+             ["--device", "orin-agx", "--workload", "resnet18", "--count", "6"])
+    rc, out, err = cli(cmd, *where, "--budget-w", "30", "--risk", value)
+    assert rc == 2 and err.startswith("ptui: error: ") and err.count("\n") == 1, err
+    assert "--risk mean" in err and "between 0 and 1" in err, err
+    assert out == "" and not (tmp_path / "data" / "tune").exists()
+
+
+def test_risk_mean_decides_on_the_mean_and_help_says_what_risk_is(cli, capsys):
+    """`--risk mean` is the explicit way to decide on the predicted value alone (no risk rule)."""
+    import json
+
+    from ptui.cli import build_parser
+    from ptui.core.pareto import Table, choose
+    from ptui.core.predictor import bundled_reference, load_model
+    model = load_model(bundled_reference())
+    modes, _ = model.decision_space()
+    tab = Table.from_prediction(modes, model.predict(modes))
+    plain, safe = choose(tab, budget_w=30, risk=None), choose(tab, budget_w=30, risk=0.05)
+    assert plain.index != safe.index               # the test tells them apart
+    rc, out, err = cli("pareto", "--model", bundled_reference(), "--budget-w", "30", "--risk", "mean",
+                       "--json")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["mode"] == plain.mode.as_dict() and "risk" not in res["goal"]
+    rc, out, err = cli("pareto", "--model", bundled_reference(), "--budget-w", "30", "--json")
+    assert rc == 0 and json.loads(out)["mode"] == safe.mode.as_dict(), err
+    for cmd in ("pareto", "tune"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([cmd, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "probability of exceeding" in text and "mean" in text and "0.05" in text, text
+
+
+@pytest.mark.parametrize("risk,want", [(None, ["--risk", "mean"]), (0.2, ["--risk", "0.2"]), (0.05, [])])
+def test_an_interrupted_tune_resumes_with_its_own_risk(risk, want):
+    """The resume command an interrupted tune prints decides with the risk it was started with
+    (it dropped --risk: a resumed `--risk mean` tune then decided at 0.05)."""
+    import shlex
+
+    from ptui.cli import _tune_hint
+    a = argparse.Namespace(budget_w=30.0, deadline_ms=None, objective=None, method="auto",
+                           apply=False, json=False, session="s", out="t.csv", command_line=[],
+                           risk=risk, corpus=None)
+    argv = shlex.split(_tune_hint(a))
+    got = argv[argv.index("--risk"):argv.index("--risk") + 2] if "--risk" in argv else []
+    assert got == want, argv

@@ -178,3 +178,22 @@ def test_profile_and_its_measurements_come_from_one_read(tmp_path, monkeypatch):
     assert np.allclose(ms["power_w_std"], want["power_w_std"])
     assert (modes, list(t), list(p)) == (lambda r: (r[0], list(r[1]), list(r[2])))(
         csvio.read_profile(f, dev, min_modes=1))
+
+
+@pytest.mark.parametrize("cols,cells,col", [
+    ("", "120,1e300", "power_w"), ("", "9e7,20", "time_ms"), (",power_w_std", "120,20,-0.5", "power_w_std"),
+    (",time_ms_p75", "120,20,inf", "time_ms_p75"), (",power_w_std", "120,20,2000", "power_w_std"),
+])
+def test_figures_no_jetson_can_record_are_refused_naming_row_and_column(tmp_path, cols, cells, col):
+    """1e300 W, a step of more than a day, a negative or infinite spread: a broken file, refused
+    on reading (a replay corpus replayed 1e300 W as a measurement)."""
+    p = csv(tmp_path, HEAD + cols, "4,729.6,318.75,665.6," + cells)
+    with pytest.raises(CSVError) as ei:
+        read_csv(p, ORIN, need=PROFILE_COLS, extras=("power_w_std", "time_ms_p75"))
+    assert str(ei.value).startswith(f"{p}:2: column '{col}' "), ei.value
+
+
+def test_a_nan_spread_reads_as_missing(tmp_path):
+    p = csv(tmp_path, HEAD + ",power_w_std", "4,729.6,318.75,665.6,120,20,nan")
+    ((_, v),) = read_csv(p, ORIN, need=PROFILE_COLS, extras=("power_w_std",))
+    assert "power_w_std" not in v

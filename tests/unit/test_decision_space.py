@@ -65,10 +65,10 @@ def test_cli_pareto_says_what_it_left_out_and_extrapolate_includes_it(tmp_path, 
     p_all = model.predict(DEV.full_space())["power_w"].min()
     assert p_all < p_in - 0.5                  # cheaper modes exist only by extrapolation
     budget = f"{(p_all + p_in) / 2:.2f}"
-    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", budget, "--risk", "0")
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", budget, "--risk", "mean")
     assert rc == 3, (rc, err)
     assert "no profiled mode had" in err and "--extrapolate" in err
-    rc2, out2, err2 = cli("pareto", "--model", tmp_path / "m", "--budget-w", budget, "--risk", "0",
+    rc2, out2, err2 = cli("pareto", "--model", tmp_path / "m", "--budget-w", budget, "--risk", "mean",
                           "--extrapolate", "--json")
     assert rc2 == 0 and "no profiled mode had" not in err2, err2
     m2 = json.loads(out2)["mode"]

@@ -317,13 +317,13 @@ def test_table_from_prediction():
 # -- the CLI names the brute-force mode ---------------------------------------------------------
 @pytest.mark.parametrize("args, goal", [
     (("--budget-w", "30"), {"budget": 30.0, "risk": 0.05}),
-    (("--budget-w", "30", "--risk", "0"), {"budget": 30.0, "risk": None}),
+    (("--budget-w", "30", "--risk", "mean"), {"budget": 30.0, "risk": None}),
     (("--budget-w", "25", "--tolerance-w", "2"), {"budget": 25.0, "risk": 0.05, "tol": 2.0}),
     (("--budget-w", "20", "--risk", "0.2"), {"budget": 20.0, "risk": 0.2}),
     (("--deadline-ms", "150"), {"deadline": 150.0, "risk": 0.05}),
-    (("--deadline-ms", "150", "--risk", "0"), {"deadline": 150.0, "risk": None}),
+    (("--deadline-ms", "150", "--risk", "mean"), {"deadline": 150.0, "risk": None}),
     (("--objective", "energy", "--budget-w", "20"), {"objective": "energy", "budget": 20.0, "risk": 0.05}),
-    (("--objective", "energy", "--risk", "0"), {"objective": "energy", "risk": None}),
+    (("--objective", "energy", "--risk", "mean"), {"objective": "energy", "risk": None}),
 ])
 def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     import json

@@ -163,7 +163,7 @@ def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path
     got, _, _, measured = read_profile_measured(f, ORIN, min_modes=1)
     assert got == [modes[0], modes[2]]
     tab = Table.from_prediction(modes, pred).with_measurements(measured)
-    pick = choose(tab, budget_w=22.0, risk=0.05, cautious=1.0)
+    pick = choose(tab, budget_w=22.0, risk=0.05, cautious=True)
     assert pick.index == 0 and tab.measured[0]
 
 
@@ -185,3 +185,61 @@ def test_a_profile_csv_opened_for_decisions_carries_the_uncertainty_of_its_figur
         i = by[m.as_tuple()]
         assert tab.time_ms_std[i] == pytest.approx(want["time_ms_std"][k])
         assert tab.power_w_std[i] == pytest.approx(want["power_w_std"][k])
+
+
+def _caution_table(rows):
+    """rows: (time, time sd, power, power sd, measured) per mode."""
+    modes = ORIN.full_space()[:len(rows)]
+    a = np.array([r[:4] for r in rows], float)
+    return Table(modes, a[:, 0], a[:, 2], a[:, 1], a[:, 3], np.array([r[4] for r in rows]))
+
+
+def test_a_wide_prediction_beats_a_measured_mode_only_when_its_gain_beats_its_uncertainty():
+    """Issue 23: a 6-mode `tune` (simulated ResNet-18, 20 W, seed 0) applied a mode predicted at
+    289 +- 69 ms over the measured 379 ms one; it took 379 ms.  Cautious ranking compared the
+    prediction's median + 1 sd; it now takes the upper bound at the risk level (1.645 sd at 0.05),
+    so a predicted mode wins only when even that bound is better than the measured mode."""
+    measured = (126.0, 0.7, 19.7, 0.1, True)
+    wide = _caution_table([measured, (95.0, 25.0, 15.0, 1.0, False)])
+    d = choose(wide, budget_w=20, risk=0.05, cautious=True)
+    assert d.index == 0 and d.best_measured == 0 and d.why == "the pick" and d.notes == []
+    # a gain larger than the uncertainty still wins, said so, with a warning when it is wide
+    big = _caution_table([measured, (70.0, 10.0, 15.0, 1.0, False)])
+    d = choose(big, budget_w=20, risk=0.05, cautious=True)
+    assert d.index == 1 and d.best_measured == 0
+    assert d.why.startswith("not taken: the pick is faster than it by ") and "95% upper bound" in d.why
+    assert "predicted, not measured" in d.why
+    assert len(d.notes) == 1 and "uncertain (time +-14%" in d.notes[0] and "profile it" in d.notes[0]
+    narrow = _caution_table([measured, (100.0, 3.0, 15.0, 0.5, False)])
+    d = choose(narrow, budget_w=20, risk=0.05, cautious=True)
+    assert d.index == 1 and d.notes == []                    # well predicted: no warning
+    # the level follows --risk: at risk 0.4 the bound is 0.25 sd above the median
+    assert choose(wide, budget_w=20, risk=0.4, cautious=True).index == 1
+    # --risk mean ranks at the default level (tune never ranks on the median alone)
+    assert choose(wide, budget_w=20, risk=None, cautious=True).index == 0
+
+
+def test_a_cautious_decision_says_why_the_best_measured_mode_is_not_the_pick():
+    """The fastest measured mode within the budget (what active profiling reports as its best)
+    is passed over when its measurement leaves too large a chance of exceeding the budget; the
+    decision says so instead of giving a second answer."""
+    tab = _caution_table([(89.8, 0.6, 24.99, 0.12, True), (94.6, 21.2, 19.6, 2.9, False),
+                          (183.0, 1.0, 18.0, 0.1, True)])
+    d = choose(tab, budget_w=25, risk=0.05, cautious=True)
+    assert d.index == 1 and d.best_measured == 0
+    assert "exceeds 25 W with probability 47%, more than the risk 0.05" in d.why, d.why
+    assert "than the best measured one within the risk by " in d.why, d.why
+    assert any("uncertain" in n for n in d.notes)
+    # nothing measured meets the goal: said, and the predicted pick is flagged
+    none = _caution_table([(89.8, 0.6, 26.0, 0.1, True), (94.6, 2.0, 19.6, 0.5, False)])
+    d = choose(none, budget_w=25, risk=0.05, cautious=True)
+    assert d.index == 1 and d.best_measured is None and "nothing profiled meets the goal" in d.notes[0]
+    # deadline and energy goals say it in their own terms
+    dl = _caution_table([(99.0, 0.5, 20.0, 0.1, True), (96.0, 5.0, 12.0, 0.5, False)])
+    d = choose(dl, deadline_ms=100, risk=0.05, cautious=True)
+    assert d.index == 0 and "exceeds 100 ms" in choose(
+        _caution_table([(99.9, 0.5, 20.0, 0.1, True), (60.0, 2.0, 12.0, 0.5, False)]),
+        deadline_ms=100, risk=0.05, cautious=True).why
+    en = _caution_table([(100.0, 0.5, 20.0, 0.1, True), (80.0, 2.0, 15.0, 0.5, False)])
+    d = choose(en, objective="energy", risk=0.05, cautious=True)
+    assert d.index == 1 and "less energy than it by " in d.why

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..detect import detect
 from ..devices import Device, get_device
+from ..errors import InputError
 from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 
 __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
@@ -12,6 +13,9 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
                  clock=None, seed: int = 0, sample_interval: float | None = None,
                  corpus: str | None = None) -> tuple[Backend, str]:
     """Return (backend, one-line note on why this backend)."""
+    if corpus and kind not in (None, "auto", "replay"):
+        raise InputError(f"--corpus is the replay device's recording; it goes with --backend "
+                         f"replay, not {kind}")
     if kind == "replay" or (corpus and kind in (None, "auto")):
         if not corpus:
             raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")

@@ -220,13 +220,16 @@ class SimJetson(Backend):
     def workload(self) -> Workload | None:
         return self._workload
 
-    def start_training(self, workload: Workload) -> None:
+    def _check_memory(self, workload: Workload) -> None:
         from ..physics import fits, footprint_gb, memory_gb
         if not fits(self.device, workload, workload.batch_size):   # a real run dies of OOM
             raise BackendError(f"{workload.name} at batch size {workload.batch_size} needs "
                                f"{float(footprint_gb(workload)):.1f} GB, more than the "
                                f"{memory_gb(self.device):.1f} GB the simulated {self.device.name} "
                                f"has for training (out of memory)")
+
+    def start_training(self, workload: Workload) -> None:
+        self._check_memory(workload)
         now = self.clock.now()
         self._change(now)
         self._workload = workload
