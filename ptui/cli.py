@@ -393,11 +393,14 @@ def cmd_fit(a) -> int:
         model.meta["timed"] = tags["timed"]
     model.save(a.out)
     m = model.meta["metrics"]
-    from .core.fit import outlier_note
+    from .core.fit import outlier_note, subset_note
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     what = (f"{len(modes)} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, sizes))}"
             if len(sizes) > 1 else f"{len(modes)} profiled modes")
     print(f"model for {dev.name} ({how}), {what} -> {a.out} ({el:.1f} s)")
+    sub = subset_note(m, "(mode, batch size) pairs" if len(sizes) > 1 else "modes")
+    if sub:
+        print(f"  {sub}")
     for name in ("time", "power"):
         mm = m[name]
         cov = (f"; 90 % interval covered {mm['cv_coverage90']:.0f} % of held-out modes"
