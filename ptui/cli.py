@@ -377,10 +377,17 @@ def cmd_fit(a) -> int:
             modes = model.measured["modes"]
         elif a.scratch:
             from .core import train
-            model = train.transfer(ref, dev, modes, t, p, workload=workload,
+            from .core.fit import check_model_rest, fit_rows
+            from .core.gp import raw_modes
+            A = raw_modes(modes)
+            rows = fit_rows(A, a.seed)              # a large profile: the rows fit_model takes
+            sel = slice(None) if rows is None else rows
+            model = train.transfer(ref, dev, A[sel], t[sel], p[sel], workload=workload,
                                    source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
                                    scratch=True, progress=progress)
             model.measured = measured
+            if rows is not None:
+                check_model_rest(model, A, t, p, rows, measured)
         else:
             from .core.fit import fit_model
             model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,

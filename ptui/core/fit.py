@@ -727,6 +727,18 @@ def _check_rest(pred, device: Device, A: np.ndarray, y: np.ndarray, rows: np.nda
              rest_coverage90=float(np.mean(z <= Z90) * 100))
 
 
+def check_model_rest(model, A: np.ndarray, t: np.ndarray, p: np.ndarray, rows: np.ndarray,
+                     measured: dict | None) -> None:
+    """A model fitted on `rows` of a profile by another route (``ptui fit --scratch``:
+    train.transfer on fit_rows' subset) checked on the other rows as fit_model's are (_check_rest);
+    its metadata and measured figures (every row, far readings distrusted) updated in place."""
+    for tgt, y in (("time", t), ("power", p)):
+        _check_rest(getattr(model, tgt), model.device, A, np.asarray(y, np.float64), rows, tgt,
+                    model.meta["metrics"][tgt])
+    model.meta["trained_on"].update(modes=int(len(A)), fitted_rows=int(len(rows)))
+    model.measured = distrust_outliers(measured, A, model.meta["metrics"])
+
+
 def subset_note(metrics: dict, unit: str = "modes") -> str | None:
     """The line a fit's report gives a profile fitted on a subset of its rows ({target: metrics}),
     else None."""

@@ -156,3 +156,33 @@ def test_outliers_left_out_of_a_fit_are_at_most_outlier_max():
     ly, cv = _cv(50)
     cv.log_pred[:8] = ly[:8] + np.linspace(0.5, 1.0, 8)
     assert _all(cv, ly) == [7, 6, 5, 4, 3]
+
+
+def test_fit_scratch_trains_the_baseline_network_on_the_capped_rows(capped, monkeypatch, tmp_path):
+    """`ptui fit --scratch` (the NN baseline, train.transfer) is bounded by the same rows."""
+    pytest.importorskip("torch")
+    import json
+
+    from ptui.core import train
+    from tests.support.cli import run_cli
+    given = []
+    real = train.train_many
+
+    def train_many(X, y, members, **k):
+        given.append(len(X))
+        assert len(X) <= CAP, f"networks given {len(X)} rows"
+        return real(X, y, members, **k)
+
+    monkeypatch.setattr(train, "train_many", train_many)
+    monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "100",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rc, out, err = run_cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--scratch",
+                           "--out", tmp_path / "m")
+    assert rc == 0, err
+    assert given and max(given) <= CAP
+    assert f"fitted on {CAP} of 100 profiled modes" in out
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert meta["trained_on"]["fitted_rows"] == CAP and meta["trained_on"]["modes"] == 100
+    assert meta["metrics"]["time"]["rest_rows"] == 100 - CAP
