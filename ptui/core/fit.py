@@ -674,8 +674,8 @@ def far_rows(z: np.ndarray, limit: int) -> np.ndarray:
 # prediction is distrusted in decisions as a left-out outlier is (fitted False).  Every row stays
 # in the model's measured figures.  The calibration stays the cross-validated one: the other rows
 # lie between fitted ones, closer than a mode the profile never saw.  Measured on the 4,368-mode
-# grid: the factor that would calibrate the sds to the other rows was 0.90 (time) and 0.58
-# (power), to the 13,728 modes of the full grid that the profile did not hold 1.47 and 1.13;
+# grid: the factor that would calibrate the sds to the other rows was 0.89 (time) and 0.59
+# (power), to the 13,728 modes of the full grid that the profile did not hold 1.47 and 1.15;
 # scaling to the other rows would have narrowed intervals that were already too narrow there.
 # 200: on the 4,368-mode ResNet-18 grid (simulator), 100 / 200 / 300 fitted rows gave a held-out
 # MAPE on the other rows of 1.3 / 0.8 / 0.7 % (time) and 0.8 / 0.5 / 0.4 % (power), and took
