@@ -387,7 +387,7 @@ def cmd_fit(a) -> int:
                                    scratch=True, progress=progress)
             model.measured = measured
             if rows is not None:
-                check_model_rest(model, A, t, p, rows, measured)
+                check_model_rest(model, A, t, p, rows, measured, a.seed)
         else:
             from .core.fit import fit_model
             model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,

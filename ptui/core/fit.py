@@ -727,15 +727,22 @@ def _check_rest(pred, device: Device, A: np.ndarray, y: np.ndarray, rows: np.nda
              rest_coverage90=float(np.mean(z <= Z90) * 100))
 
 
+def subset_meta(m: dict, seed: int) -> dict:
+    """What a model's trained_on records of a fit on a subset (a target's metrics m), else {}."""
+    if "fitted_rows" not in m:
+        return {}
+    return {"fitted_rows": m["fitted_rows"], "fitted_rows_chosen": SUBSET_HOW, "fitted_rows_seed": seed}
+
+
 def check_model_rest(model, A: np.ndarray, t: np.ndarray, p: np.ndarray, rows: np.ndarray,
-                     measured: dict | None) -> None:
+                     measured: dict | None, seed: int) -> None:
     """A model fitted on `rows` of a profile by another route (``ptui fit --scratch``:
     train.transfer on fit_rows' subset) checked on the other rows as fit_model's are (_check_rest);
     its metadata and measured figures (every row, far readings distrusted) updated in place."""
     for tgt, y in (("time", t), ("power", p)):
         _check_rest(getattr(model, tgt), model.device, A, np.asarray(y, np.float64), rows, tgt,
                     model.meta["metrics"][tgt])
-    model.meta["trained_on"].update(modes=int(len(A)), fitted_rows=int(len(rows)))
+    model.meta["trained_on"].update(modes=int(len(A)), **subset_meta(model.meta["metrics"]["time"], seed))
     model.measured = distrust_outliers(measured, A, model.meta["metrics"])
 
 
@@ -960,8 +967,7 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
             "reference_workload": reference.meta.get("reference_workload") if reference else None,
             "reference_device": reference.device.name if reference else None,
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name,
-                           **({"fitted_rows": metrics["time"]["fitted_rows"]}
-                              if "fitted_rows" in metrics["time"] else {})},
+                           **subset_meta(metrics["time"], seed)},
             **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

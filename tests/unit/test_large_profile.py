@@ -56,7 +56,9 @@ def test_gp_fit_on_a_large_profile_trains_on_a_capped_space_filling_subset(cappe
         # the other 360 rows checked it: a smooth function, so a few per cent at most
         assert 0 < m["rest_mape"] < 5 and 50 <= m["rest_coverage90"] <= 100
         assert m["rest_rows"] == 360
-    assert model.meta["trained_on"] == {**model.meta["trained_on"], "modes": 400, "fitted_rows": CAP}
+    assert model.meta["trained_on"] == {**model.meta["trained_on"], "modes": 400, "fitted_rows": CAP,
+                                        "fitted_rows_seed": 0}
+    assert "max-min distance" in model.meta["trained_on"]["fitted_rows_chosen"]
     assert len(model.measured["modes"]) == 400               # every measurement still counts
     # the rows cover the space: every knob's extremes are among them
     rows = fitmod.fit_rows(A, 0)
