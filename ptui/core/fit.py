@@ -14,6 +14,8 @@ Every candidate is scored on the same 5 folds; each fold's GP re-optimises its h
 the other folds (warm-started at the all-data optimum), each fold's network is retrained.
 The 90 % interval coverage in cross-validation is reported beside the MAPE; when it falls outside
 85-95 % the predictive sd is rescaled by the factor that makes it right on the CV residuals.
+A profile of more than FIT_MAX_ROWS rows is fitted on that many of them chosen to cover the space,
+the others checking the result (fit_rows, "large profiles" below).
 """
 from __future__ import annotations
 
