@@ -3,6 +3,8 @@ the whole `ptui fit` process, and prediction of all 18,096 Orin AGX modes.
 
 Targets (issue 8): fit <= 5 s on 2 cores (whole process <= 8 s); predicting the 18,096 modes
 <= 50 ms of compute.  Run: python benchmarks/bench_predict.py [--methods gp,auto,powertrain]
+[--count N]: N profiled modes (default 50); above fit.FIT_MAX_ROWS the fit takes that many of them,
+so --count 1000 shows a capped model's fit and prediction (the targets are for 50).
 """
 import argparse
 import os
@@ -19,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--methods", default="gp,auto,powertrain")
+    ap.add_argument("--count", type=int, default=50)
     args = ap.parse_args()
     from ptui.core.csvio import read_profile
     from ptui.core.devices import get_device
@@ -31,7 +34,7 @@ def main() -> None:
         env = dict(os.environ, PTUI_DATA_DIR=d, PYTHONPATH=str(ROOT))
         csv = os.path.join(d, "p.csv")
         subprocess.run([sys.executable, "-m", "ptui", "profile", "--device", "orin-agx", "--workload",
-                        "mobilenetv3", "--count", "50", "--out", csv], check=True, capture_output=True,
+                        "mobilenetv3", "--count", str(args.count), "--out", csv], check=True, capture_output=True,
                        env=env, cwd=ROOT)
         modes, t, p = read_profile(csv, dev)
         ref = load_bundled()

@@ -421,10 +421,17 @@ def cmd_fit(a) -> int:
             modes = model.measured["modes"]
         elif a.scratch:
             from .core import train
-            model = train.transfer(ref, dev, modes, t, p, workload=workload,
+            from .core.fit import check_model_rest, fit_rows
+            from .core.gp import raw_modes
+            A = raw_modes(modes)
+            rows = fit_rows(A, a.seed)              # a large profile: the rows fit_model takes
+            sel = slice(None) if rows is None else rows
+            model = train.transfer(ref, dev, A[sel], t[sel], p[sel], workload=workload,
                                    source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
                                    scratch=True, progress=progress)
             model.measured = measured
+            if rows is not None:
+                check_model_rest(model, A, t, p, rows, measured, a.seed)
         else:
             from .core.fit import fit_model
             model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,
@@ -437,11 +444,14 @@ def cmd_fit(a) -> int:
         model.meta["timed"] = tags["timed"]
     model.save(a.out)
     m = model.meta["metrics"]
-    from .core.fit import outlier_note
+    from .core.fit import outlier_note, subset_note
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     what = (f"{len(modes)} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, sizes))}"
             if len(sizes) > 1 else f"{len(modes)} profiled modes")
     print(f"model for {dev.name} ({how}), {what} -> {a.out} ({el:.1f} s)")
+    sub = subset_note(m, "(mode, batch size) pairs" if len(sizes) > 1 else "modes")
+    if sub:
+        print(f"  {sub}")
     for name in ("time", "power"):
         mm = m[name]
         cov = (f"; 90 % interval covered {mm['cv_coverage90']:.0f} % of held-out modes"

@@ -21,7 +21,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import PtuiInputError
-from .gp import WITH_REFERENCE, knob_features, raw_modes, target_inputs
+from .gp import WITH_REFERENCE, raw_modes, spacefill, target_inputs
 
 STRATEGIES = ("random", "space-filling", "active")
 STOP_EI = 0.001            # stop when no mode promises more than 0.1 % improvement ...
@@ -69,21 +69,6 @@ def _ncdf(z):
 
 def _npdf(z):
     return np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-
-
-def spacefill(A: np.ndarray, k: int, seed: int, start: int | None = None) -> list[int]:
-    """Greedy max-min design over standardised knob features, from a seeded random start."""
-    Z = knob_features(A)
-    Z = (Z - Z.mean(0)) / np.where(Z.std(0) > 0, Z.std(0), 1.0)
-    rng = np.random.default_rng(seed)
-    first = int(rng.integers(len(Z))) if start is None else start
-    chosen = [first]
-    d = np.linalg.norm(Z - Z[first], axis=1)
-    while len(chosen) < min(k, len(Z)):
-        i = int(np.argmax(d + 1e-9 * rng.random(len(d))))
-        chosen.append(i)
-        d = np.minimum(d, np.linalg.norm(Z - Z[i], axis=1))
-    return chosen
 
 
 def _objective(goal: Goal, lt, lp):
@@ -228,10 +213,12 @@ class ActivePlanner:
     # one step -------------------------------------------------------------------------------
     def _choice(self, name: str, A, y, ref, ref_log) -> str:
         """The GP candidate for a target: chosen by cross-validation on the first 5k rows (k the
-        largest possible, at least 10 rows), so it depends only on the rows, never on when the
-        session was interrupted and resumed.  ref_log: the reference's log prediction of every
-        row (None without a reference)."""
-        n5 = (len(y) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
+        largest possible, at least 10 rows, at most fit.FIT_MAX_ROWS: the choice made there
+        stands), so it depends only on the rows, never on when the session was interrupted and
+        resumed.  ref_log: the reference's log prediction of every row (None without a
+        reference)."""
+        from .fit import FIT_MAX_ROWS
+        n5 = (min(len(y), FIT_MAX_ROWS) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
         if n5 < 10:
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
@@ -250,16 +237,21 @@ class ActivePlanner:
         return self.state[key]
 
     def fit(self, rows: list[dict]):
-        """GP time and power models on the measured rows (in plan order)."""
-        from .fit import GP_PRIOR, gp_fit
+        """GP time and power models on the measured rows (in plan order); beyond fit.FIT_MAX_ROWS
+        rows, on fit_rows' subset of them, as `ptui fit` (the acquisition still knows every
+        measured mode)."""
+        from .fit import GP_PRIOR, fit_rows, gp_fit
         from .predictor import features
         A, yt = self._rows_inputs(rows)
+        keep = fit_rows(A, self.seed)
+        keep = slice(None) if keep is None else keep
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
             ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
             prior = GP_PRIOR[self._choice(name, A, y, ref, ref_log)]
-            out[name], _ = gp_fit(prior, A, np.log(y), ref_log,
+            out[name], _ = gp_fit(prior, A[keep], np.log(y[keep]),
+                                  None if ref_log is None else ref_log[keep],
                                   ref if prior in WITH_REFERENCE else None,
                                   seed=self.seed, inputs=target_inputs(name), basis=name)
             out[name].per_sample = name == "time" and A.shape[1] == 5

@@ -14,6 +14,8 @@ Every candidate is scored on the same 5 folds; each fold's GP re-optimises its h
 the other folds (warm-started at the all-data optimum), each fold's network is retrained.
 The 90 % interval coverage in cross-validation is reported beside the MAPE; when it falls outside
 85-95 % the predictive sd is rescaled by the factor that makes it right on the CV residuals.
+A profile of more than FIT_MAX_ROWS rows is fitted on that many of them chosen to cover the space,
+the others checking the result (fit_rows, "large profiles" below).
 """
 from __future__ import annotations
 
@@ -560,14 +562,18 @@ TIME_INPUT_MIN_MODES = 20
 # cross-validated residuals, widens every interval.  A row is left out of the fit when its
 # cross-validated error is more than OUTLIER_Z times the typical one (|z| over the median |z| of
 # the profile / 0.6745, a robust sd that one outlier cannot move): one row at a time, refitting in
-# between (next_outlier), at most a tenth of the rows, and only from OUTLIER_MIN_MODES profiled
-# modes.  With fewer, a mode in a region no other profiled mode is near is as far from its
-# cross-validated prediction as a disturbed one, and leaving it out costs more than the outlier
-# would (measured at 25 modes: ptui's simulator, which has no outliers, lost accuracy on 3 of 6
-# scenarios).  Its measurement stays in the profile and in the model's measured figures; the fit
-# says which rows it left out.  Measured: docs/accuracy-notes-gp.md.
+# between (next_outlier), at most a tenth of the rows and OUTLIER_MAX, and only from
+# OUTLIER_MIN_MODES profiled modes.  With fewer, a mode in a region no other profiled mode is near
+# is as far from its cross-validated prediction as a disturbed one, and leaving it out costs more
+# than the outlier would (measured at 25 modes: ptui's simulator, which has no outliers, lost
+# accuracy on 3 of 6 scenarios).  Its measurement stays in the profile and in the model's
+# measured figures; the fit says which rows it left out.  Measured: docs/accuracy-notes-gp.md.
 OUTLIER_Z = 6.0
 OUTLIER_MIN_MODES = 40
+# ... and at most this many per target: each costs a refit of every GP candidate, which on a
+# profile at FIT_MAX_ROWS takes seconds (a tenth of 200 rows was 20 refits, minutes).  A 50-mode
+# profile, a tenth of which is 5, is fitted as before.
+OUTLIER_MAX = 5
 
 
 def _outlier_record(row: int, a: np.ndarray, y: float, log_pred: float, target: str) -> dict:
@@ -601,16 +607,35 @@ def distrust_outliers(measured: dict | None, A: np.ndarray, metrics: dict) -> di
     return out
 
 
+NOTE_NAMES = 5           # the rows a note names; the model's metadata lists every one
+
+
 def outlier_note(target: str, m: dict) -> str | None:
-    """The line a fit's report (CLI and app) gives the rows a target's fit left out, else None."""
+    """The line a fit's report (CLI and app) gives the rows a target's fit left out, and those of
+    a large profile's rows not fitted whose measurement is far from the fit (fitted False), else
+    None."""
     rows = m.get("outliers")
     if not rows:
         return None
     unit = "ms" if target == "time" else "W"
-    each = "; ".join(f"{o['mode']}: measured {o['measured']:.4g} {unit}, the other modes predict "
-                     f"{o['cross_validated']:.4g} {unit}" for o in rows)
-    return (f"left out of the {target} fit as {'outliers' if len(rows) > 1 else 'an outlier'} "
-            f"(re-profile to check): {each}")
+
+    def each(recs: list, who: str) -> str:
+        s = "; ".join(f"{o['mode']}: measured {o['measured']:.4g} {unit}, {who} predict"
+                      f"{'s' if who == 'the fit' else ''} {o['cross_validated']:.4g} {unit}"
+                      for o in recs[:NOTE_NAMES])
+        more = len(recs) - NOTE_NAMES
+        return s + (f"; and {more} more (listed in the model's meta.json)" if more > 0 else "")
+    left = [o for o in rows if o.get("fitted", True)]
+    far = [o for o in rows if not o.get("fitted", True)]
+    parts = []
+    if left:
+        parts.append(f"left out of the {target} fit as {'outliers' if len(left) > 1 else 'an outlier'} "
+                     f"(re-profile to check): {each(left, 'the other modes')}")
+    if far:
+        parts.append(f"not among the fitted rows, {len(far)} measurement"
+                     f"{'s are' if len(far) > 1 else ' is'} far from what the fit predicts and "
+                     f"counted with a wider ± (re-profile to check): {each(far, 'the fit')}")
+    return ". ".join(parts)
 
 
 def _chosen_cv(cvs: dict) -> _CV:
@@ -625,18 +650,137 @@ def next_outlier(cv: _CV, ly: np.ndarray) -> int | None:
     so flagging every far row of one pass would leave good rows out with it."""
     n = len(ly)
     ok = np.isfinite(cv.log_pred)
-    if n < OUTLIER_MIN_MODES or n - ok.sum() >= max(1, n // 10):
+    if n < OUTLIER_MIN_MODES or n - ok.sum() >= min(max(1, n // 10), OUTLIER_MAX):
         return None
-    z = np.full(n, -np.inf)
-    z[ok] = np.abs(cv.log_pred[ok] - ly[ok]) / np.maximum(cv.log_sd[ok], 1e-9)
-    scale = max(float(np.median(z[ok])) / 0.6745, 1e-9)
-    i = int(np.argmax(z))
-    return i if z[i] / scale > OUTLIER_Z else None
+    rows = np.flatnonzero(ok)
+    far = far_rows(np.abs(cv.log_pred[ok] - ly[ok]) / np.maximum(cv.log_sd[ok], 1e-9), 1)
+    return int(rows[far[0]]) if len(far) else None
+
+
+def far_rows(z: np.ndarray, limit: int) -> np.ndarray:
+    """Rows whose |z| (error over predicted sd) is more than OUTLIER_Z times the typical one (the
+    median |z| / 0.6745, a robust sd), the farthest first, at most `limit` of them."""
+    scale = max(float(np.median(z)) / 0.6745, 1e-9)
+    far = np.flatnonzero(z / scale > OUTLIER_Z)
+    return far[np.argsort(-z[far], kind="stable")][:limit]
+
+
+# -- large profiles ----------------------------------------------------------------------------
+# An exact GP costs O(n^3) time to fit and, in scikit-learn's likelihood gradient, O(n^2 d) memory
+# (a whole grid of 4,368 modes gave no answer in 420 s, 18,096 a MemoryError), and its prediction
+# O(n) per mode.  A profile of more than FIT_MAX_ROWS rows is fitted on FIT_MAX_ROWS of them chosen
+# to cover the space (fit_rows): every GP candidate, its cross-validation, the outlier refits, the
+# stack, the calibration and, in auto, the network recipes, exactly as a profile of that size is.
+# The other rows are predicted by the fitted model, which they did not train: their error and
+# interval coverage are reported (rest_mape, rest_coverage90), and a reading far from the
+# prediction is distrusted in decisions as a left-out outlier is (fitted False).  Every row stays
+# in the model's measured figures.  The calibration stays the cross-validated one: the other rows
+# lie between fitted ones, closer than a mode the profile never saw.  Measured on the 4,368-mode
+# grid: the factor that would calibrate the sds to the other rows was 0.89 (time) and 0.59
+# (power), to the 13,728 modes of the full grid that the profile did not hold 1.47 and 1.15;
+# scaling to the other rows would have narrowed intervals that were already too narrow there.
+# 200: on the 4,368-mode ResNet-18 grid (simulator), 100 / 200 / 300 fitted rows gave a held-out
+# MAPE on the other rows of 1.3 / 0.8 / 0.7 % (time) and 0.8 / 0.5 / 0.4 % (power), and took
+# 4 / 16 / 38 s (method gp, 2 busy cores); predicting the device's 18,096 modes 78 / 173 / 296 ms.
+FIT_MAX_ROWS = 200
+SUBSET_HOW = "chosen to cover the space (max-min distance over the knobs' log and reciprocal)"
+
+
+def fit_rows(A: np.ndarray, seed: int) -> np.ndarray | None:
+    """The rows of raw modes A (4 knobs, or 5 with the batch size) a fit trains on: None (all of
+    them) up to FIT_MAX_ROWS, else FIT_MAX_ROWS of them in profile order, chosen by greedy max-min
+    distance in the standardised log and reciprocal of the knobs (gp.spacefill, the GP's inputs
+    for time; the extremes of every knob come first), seeded."""
+    if len(A) <= FIT_MAX_ROWS:
+        return None
+    from .gp import spacefill
+    return np.sort(np.asarray(spacefill(A, FIT_MAX_ROWS, seed), np.int64))
+
+
+def _log_moments(pred, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of the log target a GP or network predicts for raw modes A (predict_modes,
+    which both have, inverted from its log-normal median and sd)."""
+    mid, sd = pred.predict_modes(device, A)
+    return np.log(mid), np.sqrt(np.log1p((sd / mid) ** 2))
+
+
+def _check_rest(pred, device: Device, A: np.ndarray, y: np.ndarray, rows: np.ndarray,
+                target: str, m: dict) -> None:
+    """Score a target's model, fitted on `rows` of A, on every other row (metrics m gain
+    fitted_rows, profile_rows, rest_rows, rest_mape, rest_coverage90), map the outliers' rows
+    back to A's, and add the other rows whose reading is far from the prediction (far_rows, from
+    OUTLIER_MIN_MODES of them; at most a tenth) as outliers not fitted."""
+    n = len(A)
+    rest = np.setdiff1d(np.arange(n), rows)
+    mu, sd = _log_moments(pred, device, A[rest])
+    if getattr(pred, "per_sample", False):          # a batch-aware time GP predicts per step
+        mu = mu - np.log(A[rest, 4])
+    r = mu - np.log(y[rest])
+    z = np.abs(r) / np.maximum(sd, 1e-9)
+    for o in m.get("outliers", []):
+        o["row"] = int(rows[o["row"]])
+    far = far_rows(z, max(1, len(rest) // 10)) if len(rest) >= OUTLIER_MIN_MODES else []
+    if len(far):
+        m.setdefault("outliers", []).extend(
+            {**_outlier_record(rest[i], A[rest[i]], y[rest[i]], mu[i], target), "fitted": False}
+            for i in far)
+    m.update(fitted_rows=int(len(rows)), profile_rows=int(n), rest_rows=int(len(rest)),
+             rest_mape=float(np.mean(np.abs(np.expm1(r))) * 100),
+             rest_coverage90=float(np.mean(z <= Z90) * 100))
+
+
+def subset_meta(m: dict, seed: int) -> dict:
+    """What a model's trained_on records of a fit on a subset (a target's metrics m), else {}."""
+    if "fitted_rows" not in m:
+        return {}
+    return {"fitted_rows": m["fitted_rows"], "fitted_rows_chosen": SUBSET_HOW, "fitted_rows_seed": seed}
+
+
+def check_model_rest(model, A: np.ndarray, t: np.ndarray, p: np.ndarray, rows: np.ndarray,
+                     measured: dict | None, seed: int) -> None:
+    """A model fitted on `rows` of a profile by another route (``ptui fit --scratch``:
+    train.transfer on fit_rows' subset) checked on the other rows as fit_model's are (_check_rest);
+    its metadata and measured figures (every row, far readings distrusted) updated in place."""
+    for tgt, y in (("time", t), ("power", p)):
+        _check_rest(getattr(model, tgt), model.device, A, np.asarray(y, np.float64), rows, tgt,
+                    model.meta["metrics"][tgt])
+    model.meta["trained_on"].update(modes=int(len(A)), **subset_meta(model.meta["metrics"]["time"], seed))
+    model.measured = distrust_outliers(measured, A, model.meta["metrics"])
+
+
+def subset_note(metrics: dict, unit: str = "modes") -> str | None:
+    """The line a fit's report gives a profile fitted on a subset of its rows ({target: metrics}),
+    else None."""
+    first = next((m for m in metrics.values() if "fitted_rows" in m), None)
+    if first is None:
+        return None
+    k, n = first["fitted_rows"], first["profile_rows"]
+    checks = "; ".join(f"{t} MAPE {m['rest_mape']:.1f} %, 90 % interval covered "
+                       f"{m['rest_coverage90']:.0f} %" for t, m in metrics.items() if "rest_mape" in m)
+    return (f"fitted on {k:,} of {n:,} profiled {unit}, {SUBSET_HOW}; the other {n - k:,} checked "
+            f"it: {checks}")
 
 
 # -- per target, one model ---------------------------------------------------------------------
 def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, seed: int,
                  loss: str, progress=None, per_sample: bool = False) -> tuple[dict, dict]:
+    """_fit_all on every row of a profile up to FIT_MAX_ROWS; beyond, on fit_rows' subset, the
+    other rows checking the models (_check_rest)."""
+    rows = fit_rows(A, seed)
+    kw = dict(method=method, seed=seed, loss=loss, progress=progress, per_sample=per_sample)
+    if rows is None:
+        return _fit_all(device, A, targets, **kw)
+    if progress:
+        progress(f"choosing {len(rows)} of the {len(A)} profiled rows to fit, covering the space")
+    preds, metrics = _fit_all(device, A[rows], {t: (y[rows], ref) for t, (y, ref) in targets.items()},
+                              **kw)
+    for t, (y, _) in targets.items():
+        _check_rest(preds[t], device, A, y, rows, t, metrics[t])
+    return preds, metrics
+
+
+def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed: int,
+             loss: str, progress=None, per_sample: bool = False) -> tuple[dict, dict]:
     """Fit every target ({name: (y, ref_net)}) on raw modes A; returns ({name: predictor},
     {name: metrics}).  The GP candidates are cross-validated first, then the network recipes of
     all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS).  With both
@@ -824,7 +968,8 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     meta = {"kind": kind, "method": method, "workload": workload,
             "reference_workload": reference.meta.get("reference_workload") if reference else None,
             "reference_device": reference.device.name if reference else None,
-            "trained_on": {"source": source, "modes": int(len(A)), "device": device.name},
+            "trained_on": {"source": source, "modes": int(len(A)), "device": device.name,
+                           **subset_meta(metrics["time"], seed)},
             **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

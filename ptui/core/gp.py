@@ -99,6 +99,24 @@ def knob_features(A: np.ndarray, inputs: str = "log-recip") -> np.ndarray:
     return np.hstack([np.log(A), 1.0 / A] + ([A] if inputs == "log-recip-linear" else []))
 
 
+def spacefill(A: np.ndarray, k: int, seed: int, start: int | None = None) -> list[int]:
+    """Greedy max-min design: k rows of raw modes A (4 knobs, or 5 with the batch size), each the
+    farthest from those chosen before in the standardised knob features (log and reciprocal of
+    each knob), from a seeded random start.  Active profiling's initial design, the space-filling
+    strategy, and the rows a large profile's fit trains on (fit.fit_rows)."""
+    Z = knob_features(A)
+    Z = (Z - Z.mean(0)) / np.where(Z.std(0) > 0, Z.std(0), 1.0)
+    rng = np.random.default_rng(seed)
+    first = int(rng.integers(len(Z))) if start is None else start
+    chosen = [first]
+    d = np.linalg.norm(Z - Z[first], axis=1)
+    while len(chosen) < min(k, len(Z)):
+        i = int(np.argmax(d + 1e-9 * rng.random(len(d))))
+        chosen.append(i)
+        d = np.minimum(d, np.linalg.norm(Z - Z[i], axis=1))
+    return chosen
+
+
 def target_inputs(target: str) -> str:
     """The kernel inputs of a target.  Time: log and reciprocal (a minibatch is close to a sum of
     per-resource terms that scale like 1/frequency).  Power: the knobs themselves as well, since

@@ -906,9 +906,9 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
                       workload=workload, source=f"profile {profile}", measured=measured)
-    from .fit import outlier_note
-    for tgt in ("time", "power"):
-        note = outlier_note(tgt, model.meta["metrics"][tgt])
+    from .fit import outlier_note, subset_note
+    for note in [subset_note(model.meta["metrics"])] + [outlier_note(tgt, model.meta["metrics"][tgt])
+                                                        for tgt in ("time", "power")]:
         if note and progress:
             progress(note)
     from .profiler import keep_timed

@@ -114,8 +114,8 @@ class FinetuneScreen(Screen):
         lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}",
                  "Next: 4 Pareto to pick a mode.", "",
                  f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
-        from ..core.fit import outlier_note
-        notes = []
+        from ..core.fit import outlier_note, subset_note
+        notes = [escape(n) for n in [subset_note(metrics)] if n]
         for tgt in ("time", "power"):
             m = metrics[tgt]
             cov = m.get("cv_coverage90")
