@@ -16,6 +16,8 @@ class Detection:
 
 MODEL_HINTS = (("orin nano", "orin-nano"), ("agx orin", "orin-agx"), ("orin agx", "orin-agx"),
                ("agx xavier", "xavier-agx"), ("xavier agx", "xavier-agx"))
+# whole model strings that name no board in words: the AGX Xavier devkit's device tree says "Jetson-AGX"
+MODEL_NAMES = {"jetson-agx": "xavier-agx"}
 
 
 def detect(root: str | os.PathLike = "/") -> Detection:
@@ -26,6 +28,8 @@ def detect(root: str | os.PathLike = "/") -> Detection:
         except OSError:
             continue
         low = model.lower()
+        if low in MODEL_NAMES:
+            return Detection(get_device(MODEL_NAMES[low]), f"found {model!r} ({p})")
         for hint, name in MODEL_HINTS:
             if hint in low:
                 return Detection(get_device(name), f"found {model!r} ({p})")

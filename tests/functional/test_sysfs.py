@@ -23,6 +23,13 @@ def test_detects_orin_from_device_tree(tree, tmp_path):
     assert "no Jetson found" in detect(tmp_path / "nothing").reason
 
 
+def test_detects_the_xavier_devkit_whose_model_is_jetson_agx(tmp_path):
+    """The AGX Xavier devkit's device tree says only "Jetson-AGX": ptui called it unsupported."""
+    (tmp_path / "proc/device-tree").mkdir(parents=True)
+    (tmp_path / "proc/device-tree/model").write_bytes(b"Jetson-AGX\0")
+    assert detect(tmp_path).device.name == "xavier-agx"
+
+
 def test_reads_rails_clocks_thermal(tree):
     drv = fakesys.Driver(tree)
     drv.sim.start_training(get_workload("resnet18"))
