@@ -36,6 +36,7 @@ def test_reads_rails_clocks_thermal(tree):
     for _ in range(10):
         drv.step()
     be = SysfsBackend(ORIN, root=tree)
+    assert len(be.rails) == len(ORIN.rails)                   # each channel read once, not twice
     t = be.read()
     assert set(t.rails) == set(ORIN.rails)                    # NC channels skipped
     assert t.power_w == pytest.approx(sum(t.rails.values()), abs=0.01)

@@ -64,12 +64,14 @@ class SysfsBackend(Backend):
 
     # -- discovery ------------------------------------------------------------------------------
     def _find_rails(self) -> list[tuple[str, Path, Path]]:
-        """(label, voltage file, current file) for every INA3221 channel with a real rail."""
+        """(label, voltage file, current file) for every INA3221 channel with a real rail.  A
+        sensor is reached both through its driver's directory and the bus's device links: each
+        hwmon directory is read once (by its real path)."""
         out = []
-        dirs = sorted(set(glob.glob(str(self.root / "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*")))
-                      | {d for d in glob.glob(str(self.root / "sys/bus/i2c/devices/*/hwmon/hwmon*"))
-                         if _read_text(Path(d).parent.parent / "name") == "ina3221"})
-        for d in dirs:
+        dirs = (glob.glob(str(self.root / "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*"))
+                + [d for d in glob.glob(str(self.root / "sys/bus/i2c/devices/*/hwmon/hwmon*"))
+                   if _read_text(Path(d).parent.parent / "name") == "ina3221"])
+        for d in sorted({os.path.realpath(d): d for d in reversed(dirs)}.values()):
             for label_f in sorted(Path(d).glob("in*_label")):
                 k = label_f.name[2:-6]
                 label = _read_text(label_f)
