@@ -134,7 +134,7 @@ def test_no_root_says_sudo(tree, monkeypatch):
 
 def test_persist_writes_nvpmodel_conf(tree, tmp_path):
     conf = tree / "etc/nvpmodel.conf"
-    conf.parent.mkdir(parents=True)
+    conf.parent.mkdir(parents=True, exist_ok=True)   # the tree has its own conf: replaced
     conf.write_text("< POWER_MODEL ID=0 NAME=MAXN >\nCPU_ONLINE CORE_1 1\n\n< PM_CONFIG DEFAULT=2 >\n")
     log = tmp_path / "nvp.log"
     fake = tmp_path / "nvpmodel"
