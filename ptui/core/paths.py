@@ -3,7 +3,8 @@
 The data directory is ``$PTUI_DATA_DIR``, else ``$XDG_DATA_HOME/ptui``, else ``~/.local/share/ptui``.
 Inside it: ``sessions.sqlite`` (profiling sessions), ``profiles/`` (profile CSVs the app writes),
 ``models/`` (fine-tuned predictors the app writes), ``logs/`` (output of profiled scripts) and
-``last-apply-<device>.json`` (the state before the last apply, for ``ptui restore``).
+``last-apply-<device>.json`` (the state before the last apply, for ``ptui restore``; a board under
+another sysfs root, e.g. an emulated one, has its own ``last-apply-<device>-<root>.json``).
 """
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def script_log(session: str) -> Path:
     return logs_dir() / f"{session}.log"
 
 
-def apply_snapshot(device: str) -> Path:
-    """The board's state before the last ptui apply (read by ``ptui restore``)."""
-    return data_dir() / f"last-apply-{device}.json"
+def apply_snapshot(board: str) -> Path:
+    """The board's state before the last ptui apply (read by ``ptui restore``); `board` is the
+    device name, with a tag for a board under another sysfs root (an emulated one)."""
+    return data_dir() / f"last-apply-{board}.json"
 
 
 def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:

@@ -672,17 +672,25 @@ def plan_apply(backend: Backend, mode: Mode) -> Plan:
     return plan(backend, mode)
 
 
+def apply_snapshot_file(backend: Backend) -> Path:
+    """Where the state before the last apply on this board is kept: one file per board (a board
+    under another sysfs root, e.g. an emulated one, has its own), never another board's."""
+    from .locks import board_key
+    key = board_key(backend) or f"board-{backend.device.name}"
+    return paths.apply_snapshot(key.removeprefix("board-"))
+
+
 def remember_for_restore(backend: Backend, snap) -> None:
     """Keep the state before an apply so `ptui restore` can return to it (real boards only: a
     simulated board starts afresh every run)."""
     if not backend.simulated:
         from .backends.sysfs import save_snapshot
-        save_snapshot(paths.apply_snapshot(backend.device.name), backend.device.name, snap)
+        save_snapshot(apply_snapshot_file(backend), backend.device.name, snap)
 
 
 def _forget_snapshot(backend: Backend) -> None:
     try:
-        paths.apply_snapshot(backend.device.name).unlink()
+        apply_snapshot_file(backend).unlink()
     except FileNotFoundError:
         pass
 
@@ -710,7 +718,7 @@ def rollback(backend: Backend, snapshot) -> Mode:
     now = restore_snapshot(backend, snapshot)
     if not backend.simulated:
         from .backends.sysfs import load_snapshot
-        saved = load_snapshot(paths.apply_snapshot(backend.device.name))
+        saved = load_snapshot(apply_snapshot_file(backend))
         import json
         if saved and saved.get("state") == json.loads(json.dumps(snapshot)):
             _forget_snapshot(backend)
@@ -743,7 +751,7 @@ def restore(backend: Backend) -> str:
         backend.apply_preset(p.id)
         return f"simulated board back in its default mode {p.name}"
     from .backends.sysfs import load_snapshot
-    snap = load_snapshot(paths.apply_snapshot(dev.name))
+    snap = load_snapshot(apply_snapshot_file(backend))
     if snap and snap.get("device") == dev.name:
         now = restore_snapshot(backend, snap["state"])
         _forget_snapshot(backend)

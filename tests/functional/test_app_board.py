@@ -71,18 +71,18 @@ async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
 
 async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
     root = fakesys.build(tmp_path / "root")
-    app, _ = board_app(root)
+    app, be = board_app(root)
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
-    from ptui.core import paths
+    from ptui.core.session import apply_snapshot_file
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("5")
         await pilot.pause(0.2)
         await pilot.press("y")
         await app.workers.wait_for_complete()
-        assert paths.apply_snapshot("orin-agx").exists()
+        assert apply_snapshot_file(be).exists()
         await pilot.press("r")
         await app.workers.wait_for_complete()
         await pilot.pause(0.1)
         assert "rolled back to" in str(app.screen.query_one("#result").render())
     assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
-    assert not paths.apply_snapshot("orin-agx").exists()
+    assert not apply_snapshot_file(be).exists()
