@@ -46,7 +46,9 @@ class PtuiApp(App):
         super().__init__()
         self.state = state
         dev = state.backend.device
-        self.sub_title = f"{dev.title}{'  [SIMULATED]' if state.backend.simulated else ''}"
+        be = state.backend
+        self.sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
+                                      "  [EMULATED, SIMULATED]" if be.emulated else "")
 
     def on_mount(self) -> None:
         self.state.sampler.start()

@@ -86,3 +86,17 @@ async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
         assert "rolled back to" in str(app.screen.query_one("#result").render())
     assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
     assert not apply_snapshot_file(be).exists()
+
+
+async def test_an_emulated_board_is_labelled_on_screen(tmp_path):
+    """The app on an emulated tree showed the plain `sysfs` badge of a real board."""
+    from ptui.core import emulator
+    from ptui.core.backends import open_backend
+    root = emulator.build(tmp_path / "root", "orin-agx")
+    be, note = open_backend("sysfs", None, root=str(root))
+    app = PtuiApp(AppState(be, note, Sampler(be, interval=0.2)))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.2)
+        banner = str(app.screen.query_one("#banner").render())
+        assert banner.startswith("EMULATED (SIMULATED)") and "made by ptui emulate" in banner
+        assert "[EMULATED, SIMULATED]" in app.sub_title
