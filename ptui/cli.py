@@ -658,7 +658,9 @@ def cmd_emulate(a) -> int:
     import threading
 
     from .core.emulator import Emulator
+    from .core.session import check_memory
     emu = Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
+    check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
     stop, got = threading.Event(), []
 
     def on_signal(signum, frame):

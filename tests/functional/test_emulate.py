@@ -243,3 +243,5 @@ def test_bad_options_are_one_line(tmp_path, cli):
     assert rc == 2 and "--interval" in err and not (tmp_path / "b").exists()
     rc, _, err = cli("emulate", "--root", tmp_path / "b")
     assert rc == 2 and "--device" in err
+    rc, _, err = cli("emulate", "--device", "orin-nano", "--root", tmp_path / "b", "--workload", "bert-base")
+    assert rc == 2 and "does not fit orin-nano" in err and not (tmp_path / "b").exists()
