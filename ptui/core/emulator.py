@@ -344,9 +344,8 @@ class Driver:
                     write_sensor(d / f"curr{k}_input", int(round(t.rails[label] * 1e6 / RAIL_MV)))
         for cl in self.device.cpu_clusters:         # the clusters run at their cap (min = max)
             pol = root / f"sys/devices/system/cpu/cpufreq/policy{cl[0]}"
-            write_sensor(pol / "scaling_cur_freq", (pol / "scaling_max_freq").read_text().split()[0])
-        gpu = root / lay.gpu_dir
-        write_sensor(gpu / "cur_freq", (gpu / "max_freq").read_text().split()[0])
+            _follow_file(pol / "scaling_cur_freq", pol / "scaling_max_freq")
+        _follow_file(root / lay.gpu_dir / "cur_freq", root / lay.gpu_dir / "max_freq")
         load = int(round((t.gpu_load or 0) * 10))
         for p in (f"{lay.gpu_dev}/load", *lay.gpu_loads):
             write_sensor(root / p, load)
@@ -356,6 +355,16 @@ class Driver:
         for i, (_, key) in enumerate(lay.zones):
             if key is not None:
                 write_sensor(zones / f"thermal_zone{i}/temp", int(t.temps[key] * 1000))
+
+
+def _follow_file(cur: Path, knob: Path) -> None:
+    """A clock runs at its knob's value; a knob caught mid-write (ptui truncates, then writes) is
+    read again at the next step."""
+    try:
+        value = int(knob.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    write_sensor(cur, value)
 
 
 # -- the nvpmodel stand-in -----------------------------------------------------------------------------

@@ -116,3 +116,21 @@ def test_the_emulated_board_is_said_so(tmp_path):
     be, note = open_backend("sysfs", None, root=str(plain))
     assert not be.emulated and "emulated" not in note
 
+
+
+def test_driver_survives_a_knob_caught_mid_write(tmp_path):
+    """ptui writes a knob by truncating then writing: the driver once read the empty file, died
+    (IndexError) and the emulated board stopped following."""
+    root = emulator.build(tmp_path / "b", "orin-agx")
+    drv = emulator.Driver(root)
+    pol = root / "sys/devices/system/cpu/cpufreq/policy0"
+    gpu = root / "sys/class/devfreq/17000000.gpu"
+    (pol / "scaling_max_freq").write_text("")
+    (gpu / "max_freq").write_text("")
+    drv.step(0.5)                                           # no error; the board stays as it was
+    assert drv.sim.current_mode() == ORIN.preset("MODE_30W").mode
+    assert (pol / "scaling_cur_freq").read_text().split() == ["1728000"]
+    (pol / "scaling_max_freq").write_text("1728000\n")
+    (gpu / "max_freq").write_text("624750000\n")
+    drv.step(0.5)
+    assert SysfsBackend(ORIN, root=root).read().gpu_mhz == 624.75
