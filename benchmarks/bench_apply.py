@@ -11,16 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ptui.core import emulator  # noqa: E402
 from ptui.core.apply import apply_mode, rollback  # noqa: E402
 from ptui.core.backends.sysfs import SysfsBackend  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
-from tests import fakesys  # noqa: E402
 
 
 def main(n: int = 200) -> None:
     orin = get_device("orin-agx")
     with tempfile.TemporaryDirectory() as d:
-        root = fakesys.build(Path(d))
+        root = emulator.build(Path(d), "orin-agx")
         be = SysfsBackend(orin, root=root)
         modes = orin.pt_grid()[::97]
         app, rb = [], []

@@ -11,16 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ptui.core import emulator  # noqa: E402
 from ptui.core.backends.sysfs import SysfsBackend  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
 from ptui.core.telemetry import Sampler  # noqa: E402
-from tests import fakesys  # noqa: E402
 
 
 def main(seconds: float = 10.0) -> None:
     with tempfile.TemporaryDirectory() as d:
-        root = fakesys.build(Path(d))
-        fakesys.Driver(root).step()
+        root = emulator.build(Path(d), "orin-agx")
+        emulator.Driver(root).step()
         be = SysfsBackend(get_device("orin-agx"), root=root)
         n = 2000
         t0 = time.perf_counter()

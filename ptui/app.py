@@ -49,7 +49,9 @@ class PtuiApp(App):
         self.aborted_profile = False  # shutting down aborted a running profile
         self.board_left = ""          # a profile could not put the board back: why
         dev = state.backend.device
-        self.sub_title = f"{dev.title}{'  [SIMULATED]' if state.backend.simulated else ''}"
+        be = state.backend
+        self.sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
+                                      "  [EMULATED, SIMULATED]" if be.emulated else "")
 
     def on_mount(self) -> None:
         self.state.sampler.start()

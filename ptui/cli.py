@@ -714,6 +714,40 @@ def cmd_restore(a) -> int:
     return EXIT_OK
 
 
+def cmd_emulate(a) -> int:
+    """Make (or reboot) an emulated board under --root and drive it until SIGTERM, SIGINT or SIGHUP."""
+    import signal
+    import threading
+
+    from .core.emulator import Emulator
+    from .core.session import check_memory
+    emu = Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
+    check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
+    stop, got = threading.Event(), []
+
+    def on_signal(signum, frame):
+        got.append(signal.Signals(signum).name)
+        stop.set()
+    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    old = {s: signal.signal(s, on_signal) for s in sigs}
+    try:
+        done = emu.open()
+        print(emu.usage(done), flush=True)
+        emu.run(stop)
+    finally:
+        emu.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    _info(f"ptui emulate: stopped ({got[0] if got else 'done'}); the emulated {emu.device.name} stays in "
+          f"{emu.root}: the same command starts it again (a reboot)")
+    return EXIT_OK
+
+
+SYSFS_ROOT_HELP = ("read and write the board's sysfs under DIR instead of / (e.g. an emulated board made by "
+                   "ptui emulate); under a DIR other than /, ptui runs DIR/bin/nvpmodel when it exists, "
+                   "else nvpmodel from PATH")
+
+
 # -- parser --------------------------------------------------------------------------------------
 def _profile_args(pr, *, tune: bool) -> None:
     """Arguments shared by profile and tune."""
@@ -758,7 +792,7 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--session", help="session name (to resume later)")
     pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
     pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
-    pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    pr.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
     pr.add_argument("--out", required=not tune, help="CSV file for the results"
                     + (" (default: in ptui's data directory)" if tune else ""))
     pr.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
@@ -795,6 +829,7 @@ NUMERIC = {
     "cpu_mhz": dict(gt=0),
     "gpu_mhz": dict(gt=0),
     "mem_mhz": dict(gt=0),
+    "interval": dict(ge=0.01, le=60),
 }
 
 
@@ -900,7 +935,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
                    help="device backend (default: auto)")
     p.add_argument("--corpus", help="with --backend replay: a recorded profile CSV that acts as the board")
-    p.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    p.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
     p.add_argument("--speed", type=float, default=1.0,
                    help="simulator clock speed for the app (default 1 = real time)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -992,7 +1027,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
     ap_.add_argument("--device")
     ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    ap_.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    ap_.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
     ap_.add_argument("--cores", type=int)
     ap_.add_argument("--cpu-mhz", type=float)
     ap_.add_argument("--gpu-mhz", type=float)
@@ -1006,8 +1041,20 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
     rs.add_argument("--device")
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    rs.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
+    rs.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
     rs.set_defaults(fn=cmd_restore)
+
+    em = sub.add_parser("emulate", help="an emulated Jetson sysfs tree under DIR, driven by the simulator, "
+                        "for trying the real-board path and testing automation (SIMULATED)")
+    em.add_argument("--device", required=True, help="orin-agx, xavier-agx or orin-nano")
+    em.add_argument("--root", required=True, metavar="DIR",
+                    help="where the tree goes: a new or empty directory, or one ptui emulate made (then "
+                         "the board reboots into the nvpmodel mode it was left in)")
+    em.add_argument("--workload", default="resnet18",
+                    help="what the emulated board trains (default resnet18)")
+    em.add_argument("--interval", type=float, default=0.2, metavar="S",
+                    help="seconds between sensor updates (default 0.2)")
+    em.set_defaults(fn=cmd_emulate)
     _share_global_options(p)
     _validate_numbers(p)
     return p

@@ -21,28 +21,20 @@ def cli():
 
 @pytest.fixture
 def emulated_board(tmp_path):
-    """An emulated Orin AGX tree whose sensors the simulator keeps updating (training ResNet-18)
-    in a background thread; yields (root, driver)."""
+    """An emulated Orin AGX training ResNet-18: what `ptui emulate --device orin-agx --root R
+    --interval 0.1` runs, its driver loop in a background thread; yields (root, driver)."""
     import threading
-    import time as _time
 
-    from ptui.core.workloads import get_workload
-    from tests.support import fakesys
-    root = fakesys.build(tmp_path / "root")
-    drv = fakesys.Driver(root)
-    drv.sim.start_training(get_workload("resnet18"))
+    from ptui.core.emulator import Emulator
+    emu = Emulator(tmp_path / "root", "orin-agx", interval=0.1)
+    emu.open()
     stop = threading.Event()
-
-    def run():
-        while not stop.is_set():
-            drv.step(0.1)
-            _time.sleep(0.05)
-
-    th = threading.Thread(target=run, daemon=True)
+    th = threading.Thread(target=emu.run, args=(stop,), daemon=True)
     th.start()
-    yield root, drv
+    yield emu.root, emu.driver
     stop.set()
     th.join(5)
+    emu.close()
 
 
 @pytest.fixture

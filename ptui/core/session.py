@@ -340,6 +340,8 @@ class ProfileRun:
             return f"{WHATIF_LABEL}; host step time on this machine {host}"
         if be.kind == "replay":
             return "replayed from recorded data"
+        if be.emulated:
+            return "power and clocks from an emulated board (SIMULATED); step times measured"
         return "simulated" if be.simulated else ""
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:

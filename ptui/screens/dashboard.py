@@ -19,10 +19,11 @@ class DashboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         st = self.app.state
-        badge = ("REPLAY" if st.backend.kind == "replay" else
-                 "SIMULATED" if st.backend.simulated else st.backend.kind)
-        yield Static(f"[b]{badge}[/b]  {st.backend.device.title} — {st.note}",
-                     id="banner", classes="sim" if st.backend.simulated else "panel")
+        be = st.backend
+        badge = ("REPLAY" if be.kind == "replay" else "SIMULATED" if be.simulated else
+                 "EMULATED (SIMULATED)" if be.emulated else be.kind)
+        yield Static(f"[b]{badge}[/b]  {be.device.title} — {st.note}",
+                     id="banner", classes="sim" if be.simulated or be.emulated else "panel")
         with Horizontal(id="dash-top"):
             yield Static(id="power", classes="panel")
             yield Static(id="clocks", classes="panel")

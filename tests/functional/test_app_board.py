@@ -71,7 +71,7 @@ async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
 
 async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
     root = fakesys.build(tmp_path / "root")
-    app, _ = board_app(root)
+    app, be = board_app(root)
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
     from ptui.core import undo
     async with app.run_test(size=(100, 32)) as pilot:
@@ -100,3 +100,17 @@ def test_the_app_opens_the_board_under_sysfs_root(tmp_path, monkeypatch):
     assert app_mod.run_app(args) == 0
     assert str(seen["be"].root) == str(root)
     assert seen["be"].current_mode() == ORIN.preset("MODE_30W").mode
+
+
+async def test_an_emulated_board_is_labelled_on_screen(tmp_path):
+    """The app on an emulated tree showed the plain `sysfs` badge of a real board."""
+    from ptui.core import emulator
+    from ptui.core.backends import open_backend
+    root = emulator.build(tmp_path / "root", "orin-agx")
+    be, note = open_backend("sysfs", None, root=str(root))
+    app = PtuiApp(AppState(be, note, Sampler(be, interval=0.2)))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.2)
+        banner = str(app.screen.query_one("#banner").render())
+        assert banner.startswith("EMULATED (SIMULATED)") and "made by ptui emulate" in banner
+        assert "[EMULATED, SIMULATED]" in app.sub_title

@@ -162,3 +162,24 @@ def test_profiling_holds_the_board(tmp_path):
                         plan_fn=None, original_mode=start, params={})
     assert len(Profiler(be, wl, store, "b").run(info)) == 2
     assert be.current_mode() == start
+
+
+def test_restore_undoes_only_an_apply_made_on_the_same_board(tmp_path, cli):
+    """Two boards of one kind (two emulated trees, or an emulated one beside the real one): the
+    state saved before an apply on one was restored onto the other, since it was kept per device."""
+    a = fakesys.build(tmp_path / "a")
+    b = fakesys.build(tmp_path / "b", mode=ORIN.mode(2, 268.8, 114.75, 204))
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", a, *MODE, "--yes")
+    assert rc == 0, err
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", b, *MODE, "--yes")
+    assert rc == 0, err
+    rc, out, err = cli("restore", "--backend", "sysfs", "--sysfs-root", a)
+    assert rc == 0 and "restored" in out, err
+    assert fakesys.read_mode(a) == ORIN.preset("MODE_30W").mode           # a's own state, not b's
+    assert fakesys.read_mode(b) == ORIN.mode(4, 729.6, 318.75, 665.6)      # b untouched
+    rc, out, err = cli("restore", "--backend", "sysfs", "--sysfs-root", b)
+    assert rc == 0 and "restored" in out, err
+    assert fakesys.read_mode(b) == ORIN.mode(2, 268.8, 114.75, 204)
+    c = fakesys.build(tmp_path / "c")
+    rc, _, err = cli("restore", "--backend", "sysfs", "--sysfs-root", c)     # nothing applied there
+    assert rc == 2 and "nothing to restore" in err

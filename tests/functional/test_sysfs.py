@@ -23,12 +23,20 @@ def test_detects_orin_from_device_tree(tree, tmp_path):
     assert "no Jetson found" in detect(tmp_path / "nothing").reason
 
 
+def test_detects_the_xavier_devkit_whose_model_is_jetson_agx(tmp_path):
+    """The AGX Xavier devkit's device tree says only "Jetson-AGX": ptui called it unsupported."""
+    (tmp_path / "proc/device-tree").mkdir(parents=True)
+    (tmp_path / "proc/device-tree/model").write_bytes(b"Jetson-AGX\0")
+    assert detect(tmp_path).device.name == "xavier-agx"
+
+
 def test_reads_rails_clocks_thermal(tree):
     drv = fakesys.Driver(tree)
     drv.sim.start_training(get_workload("resnet18"))
     for _ in range(10):
         drv.step()
     be = SysfsBackend(ORIN, root=tree)
+    assert len(be.rails) == len(ORIN.rails)                   # each channel read once, not twice
     t = be.read()
     assert set(t.rails) == set(ORIN.rails)                    # NC channels skipped
     assert t.power_w == pytest.approx(sum(t.rails.values()), abs=0.01)
@@ -126,7 +134,7 @@ def test_no_root_says_sudo(tree, monkeypatch):
 
 def test_persist_writes_nvpmodel_conf(tree, tmp_path):
     conf = tree / "etc/nvpmodel.conf"
-    conf.parent.mkdir(parents=True)
+    conf.parent.mkdir(parents=True, exist_ok=True)   # the tree has its own conf: replaced
     conf.write_text("< POWER_MODEL ID=0 NAME=MAXN >\nCPU_ONLINE CORE_1 1\n\n< PM_CONFIG DEFAULT=2 >\n")
     log = tmp_path / "nvp.log"
     fake = tmp_path / "nvpmodel"

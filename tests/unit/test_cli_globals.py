@@ -10,7 +10,8 @@ COMMANDS = [["modes"], ["profile", "--workload", "resnet18", "--out", "x.csv"], 
             ["reference", "build", "--profile", "p.csv", "--out", "m"],
             ["fit", "--profile", "p.csv", "--out", "m"], ["predict", "--model", "m"],
             ["pareto", "--model", "m", "--budget-w", "30"], ["apply", "--preset", "MODE_30W", "--dry-run"],
-            ["restore"], ["tune", "--workload", "resnet18", "--budget-w", "30"]]
+            ["restore"], ["tune", "--workload", "resnet18", "--budget-w", "30"],
+            ["emulate", "--root", "board"]]
 
 
 def _dest(opt):
@@ -57,3 +58,12 @@ def test_device_given_before_modes_is_enough(cli):
     rc, out, err = cli("--device", "orin-nano", "modes", "--grid", "presets")
     assert rc == 0, err
     assert out.splitlines()[0].startswith("cores,cpu_mhz") and len(out.splitlines()) > 2
+
+
+def test_sysfs_root_is_documented(capsys):
+    """--sysfs-root was hidden; it is how ptui drives an emulated board (ptui emulate)."""
+    for argv in (["--help"], ["apply", "--help"], ["profile", "--help"], ["restore", "--help"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        out = " ".join(capsys.readouterr().out.split())
+        assert "--sysfs-root DIR" in out and "ptui emulate" in out and "DIR/bin/nvpmodel" in out, argv

@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from ptui.core import emulator
 from ptui.core.apply import apply_mode, plan, rollback
 from ptui.core.backends.base import ApplyError, BackendError
 from ptui.core.backends.sysfs import SysfsBackend
@@ -246,18 +247,19 @@ def test_cli_apply_failure_tells_the_user_and_leaves_the_board(tree, cli, monkey
 
 # -- power on other boards -------------------------------------------------------------------
 def test_nano_power_is_vdd_in_not_the_sum_of_its_parts(tmp_path):
-    root = fakesys.build_nano(tmp_path / "nano")
+    root = emulator.build(tmp_path / "nano", "orin-nano")
+    fakesys.add_sum_channel(root, ma=9999)
     be = SysfsBackend(NANO, root=root)
     t = be.read()
     assert set(t.rails) == {"VDD_IN", "VDD_CPU_GPU_CV", "VDD_SOC"}     # the sum channel is no rail
-    assert t.rails == {"VDD_IN": 7.0, "VDD_CPU_GPU_CV": 2.5, "VDD_SOC": 1.5}
-    assert t.power_w == 7.0
+    assert t.rails["VDD_IN"] > t.rails["VDD_CPU_GPU_CV"] + t.rails["VDD_SOC"] > 0
+    assert t.power_w == t.rails["VDD_IN"]
     assert be.current_mode() == NANO.preset("15W").mode and t.cores_online == 6
     assert t.nvpmodel == "15W"
 
 
 def test_nano_apply_and_restore_under_a_strict_kernel(tmp_path):
-    root = fakesys.build_nano(tmp_path / "nano")
+    root = emulator.build(tmp_path / "nano", "orin-nano")
     before = fakesys.board_files(root)
     be = SysfsBackend(NANO, root=root)
     k = fakesys.Kernel(root)

@@ -49,7 +49,7 @@ BLOCKS = [b"< PARAM TYPE=FILE NAME=CPU_ONLINE >\nCORE_1 /sys/devices/system/cpu/
 def board(tmp_path):
     root = fakesys.build(tmp_path / "root")
     conf = root / "etc/nvpmodel.conf"
-    conf.parent.mkdir(parents=True)
+    conf.parent.mkdir(parents=True, exist_ok=True)   # the tree has its own conf: replaced
     conf.write_bytes(CONF)
     os.chmod(conf, 0o640)
     log = tmp_path / "nvp.log"
@@ -192,7 +192,7 @@ def test_cli_apply_restore_restore(tmp_path, cli, monkeypatch):
 def test_cli_persist_twice(tmp_path, cli, monkeypatch):
     root = fakesys.build(tmp_path / "root")
     conf = root / "etc/nvpmodel.conf"
-    conf.parent.mkdir(parents=True)
+    conf.parent.mkdir(parents=True, exist_ok=True)   # the tree has its own conf: replaced
     conf.write_bytes(CONF)
     log = tmp_path / "nvp.log"
     fake = tmp_path / "bin/nvpmodel"

@@ -35,6 +35,8 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
             note = f"{det.reason}; using {kind}"
     else:
         note = f"backend {kind} chosen on the command line"
+        if det.emulated and kind != "sim":
+            note += f"; {det.reason}"
     if kind == "sim":
         from .sim import SimJetson
         dev: Device = get_device(device or "orin-agx")

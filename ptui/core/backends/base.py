@@ -55,6 +55,8 @@ class Backend(ABC):
     """apply_preset(key) selects one of NVIDIA's nvpmodel presets."""
     plans_writes: bool = False
     """plan_writes(target) lists the exact writes apply_mode() will make."""
+    emulated: bool = False
+    """the board is an emulated tree made by `ptui emulate` (its readings are SIMULATED)."""
     trains_builtin: bool = False
     """start_training(workload) trains a catalog workload inside the backend (the simulator); on
     other backends ptui profiles its own torch training loop (or the user's script) under the probe."""

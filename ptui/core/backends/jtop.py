@@ -53,6 +53,7 @@ class JtopBackend(Backend):
             msg = (str(e).splitlines() or [type(e).__name__])[0]
             raise BackendError(f"cannot connect to the jtop service: {msg}") from None
         self._sysfs = SysfsBackend(device, root=root)
+        self.emulated = self._sysfs.emulated
         # a service whose sampler died (one failed `nvpmodel -q` is enough) keeps serving its last
         # sample forever: a sample whose uptime has not moved for this long is refused (the service
         # samples at the interval its first client asked for, which may be slower than ours)

@@ -5,6 +5,8 @@ Reads: INA3221 rails (hwmon, found by glob), CPU online/cpufreq, GPU devfreq (Or
 Writes (root): core hot-plug, cpufreq min/max per cluster policy, GPU devfreq min/max, EMC rate
 lock — in a legal order (raise max before min, lower min before max), every value read back.
 Telemetry files are kept open and re-read with pread, so a sample costs a few syscalls.
+nvpmodel: under a root other than / (an emulated board from `ptui emulate`), ROOT/bin/nvpmodel when
+it exists, else `nvpmodel` from PATH.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..detect import is_emulated
 from ..devices import Device
 from ..modes import Mode, fmt_mhz, make_mode
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
@@ -46,11 +49,12 @@ class SysfsBackend(Backend):
     can_select_presets = True
     plans_writes = True
 
-    def __init__(self, device: Device, root: str | os.PathLike = "/", nvpmodel_cmd: str = "nvpmodel",
+    def __init__(self, device: Device, root: str | os.PathLike = "/", nvpmodel_cmd: str | None = None,
                  nvpmodel_conf: str | None = None) -> None:
         super().__init__(device)
         self.root = Path(root)
-        self.nvpmodel_cmd = nvpmodel_cmd
+        self.emulated = is_emulated(self.root)
+        self.nvpmodel_cmd = nvpmodel_cmd or own_nvpmodel(self.root) or "nvpmodel"
         self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
         self._fds: dict[Path, int] = {}
         self.gpu_dir = next((self.root / p for p in GPU_DEVFREQ if (self.root / p).is_dir()), None)
@@ -64,12 +68,14 @@ class SysfsBackend(Backend):
 
     # -- discovery ------------------------------------------------------------------------------
     def _find_rails(self) -> list[tuple[str, Path, Path]]:
-        """(label, voltage file, current file) for every INA3221 channel with a real rail."""
+        """(label, voltage file, current file) for every INA3221 channel with a real rail.  A
+        sensor is reached both through its driver's directory and the bus's device links: each
+        hwmon directory is read once (by its real path)."""
         out = []
-        dirs = sorted(set(glob.glob(str(self.root / "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*")))
-                      | {d for d in glob.glob(str(self.root / "sys/bus/i2c/devices/*/hwmon/hwmon*"))
-                         if _read_text(Path(d).parent.parent / "name") == "ina3221"})
-        for d in dirs:
+        dirs = (glob.glob(str(self.root / "sys/bus/i2c/drivers/ina3221/*/hwmon/hwmon*"))
+                + [d for d in glob.glob(str(self.root / "sys/bus/i2c/devices/*/hwmon/hwmon*"))
+                   if _read_text(Path(d).parent.parent / "name") == "ina3221"])
+        for d in sorted({os.path.realpath(d): d for d in reversed(dirs)}.values()):
             for label_f in sorted(Path(d).glob("in*_label")):
                 k = label_f.name[2:-6]
                 label = _read_text(label_f)
@@ -562,6 +568,12 @@ def check_state(dev: Device, st) -> None:
     nvp = st.get("nvpmodel")
     if nvp is not None and not (isinstance(nvp, int) and not isinstance(nvp, bool) and 0 <= nvp < 1000):
         bad(f"the nvpmodel mode {nvp!r} is not a mode number")
+def own_nvpmodel(root: Path) -> str | None:
+    """The tree's own nvpmodel, ROOT/bin/nvpmodel, under a root other than / (None: use PATH's)."""
+    f = Path(root) / "bin/nvpmodel"
+    if os.path.abspath(root) != "/" and f.is_file() and os.access(f, os.X_OK):
+        return str(f)
+    return None
 
 
 def _read_text(path: Path) -> str | None:

@@ -1,0 +1,247 @@
+"""`ptui emulate`: the real command, started as a subprocess, is the board that ptui's sysfs backend
+drives (apply, restore, presets through the tree's own nvpmodel, --persist, a profile); it stops
+cleanly on SIGTERM, SIGINT and SIGHUP; it never writes into a directory it did not make."""
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ptui.core import emulator, session
+from ptui.core.backends import open_backend
+from ptui.core.backends.sysfs import SysfsBackend
+from ptui.core.detect import detect
+from ptui.core.devices import DEVICES, get_device
+from tests.support.cli import subprocess_env
+
+ORIN = get_device("orin-agx")
+
+
+class Emulated:
+    """A running `python -m ptui emulate ...`; `line` is the one line it printed when ready."""
+
+    def __init__(self, tmp_path, root, device, *extra, timeout=60.0):
+        self.root = root
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ptui", "emulate", "--device", device, "--root", str(root), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(tmp_path))
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        self.line = self.proc.stdout.readline() if ready else ""
+        if not self.line:
+            self.proc.kill()
+            _, err = self.proc.communicate(10)
+            raise AssertionError(f"ptui emulate printed nothing in {timeout:.0f} s "
+                                 f"(rc {self.proc.returncode}): {err[-800:]}")
+
+    def stop(self, sig=signal.SIGTERM, timeout=30.0):
+        """Send `sig`; (exit code, the rest of stdout, stderr)."""
+        self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError(f"ptui emulate did not stop on {sig!r} within {timeout:.0f} s: "
+                                 f"{err[-800:]}") from None
+        return self.proc.returncode, out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def emulate(tmp_path):
+    running = []
+
+    def start(root, device="orin-agx", *extra):
+        e = Emulated(tmp_path, root, device, "--interval", "0.1", *extra)
+        running.append(e)
+        return e
+    yield start
+    for e in running:
+        e.kill()
+
+
+def settle(be, pred, timeout=30.0):
+    """The first reading that satisfies pred (the emulator follows the knobs a tick later; slower on
+    a busy machine), else the last one after `timeout`."""
+    end = time.time() + timeout
+    while time.time() < end:
+        t = be.read()
+        if pred(t):
+            return t
+        time.sleep(0.1)
+    return be.read()
+
+
+def status(root):
+    return (root / "var/lib/nvpmodel/status").read_text().split()[0]
+
+
+def test_apply_restore_preset_persist_against_the_emulator_then_sigterm(tmp_path, emulate, cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")        # no nvpmodel on PATH: the tree's own is used
+    root = tmp_path / "board"
+    emu = emulate(root)
+    assert "SIMULATED" in emu.line and "emulated orin-agx" in emu.line
+    assert f"ptui --backend sysfs --sysfs-root {root}" in emu.line
+    assert f"PATH={root}/bin:$PATH" in emu.line
+    assert (root / "bin/nvpmodel").is_file()
+    sysfs = ("--backend", "sysfs", "--sysfs-root", root)
+    be = SysfsBackend(ORIN, root=root)
+    try:
+        high = settle(be, lambda t: t.power_w and t.power_w > 20).power_w   # resnet18 in MODE_30W: 23 W
+        assert high > 20 and be.read().nvpmodel == "MODE_30W"
+        rc, out, err = cli(*sysfs, "apply", "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75",
+                           "--mem-mhz", "665.6", "--yes")
+        assert rc == 0, err
+        assert "applied and verified 4c/729.6/318.75/665.6" in out
+        assert "emulated orin-agx" in err and "SIMULATED" in err             # the note says what it is
+        assert emulator.read_mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
+        low = settle(be, lambda t: (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == (4, 729.6, 318.75, 665.6)
+                     and t.power_w < 0.7 * high)
+        assert (low.cores_online, low.cpu_mhz, low.gpu_mhz, low.mem_mhz) == (4, 729.6, 318.75, 665.6)
+        assert low.power_w < 0.7 * high                                      # the emulated board follows
+        rc, out, err = cli(*sysfs, "restore")
+        assert rc == 0 and "restored" in out, err
+        assert emulator.read_mode(root) == ORIN.preset("MODE_30W").mode
+        # a preset through DIR/bin/nvpmodel (found by --sysfs-root, nothing on PATH)
+        rc, out, err = cli(*sysfs, "apply", "--preset", "MODE_15W", "--yes")
+        assert rc == 0 and "selected MODE_15W" in out, err
+        assert status(root) == "pmode:0001" and emulator.read_mode(root) == ORIN.preset("MODE_15W").mode
+        q = subprocess.run([root / "bin/nvpmodel", "-q"], capture_output=True, text=True)
+        assert q.stdout.split("\n")[:2] == ["NV Power Mode: MODE_15W", "1"]
+        assert settle(be, lambda t: t.cpu_mhz == 1113.6).cpu_mhz == 1113.6
+        rc, out, err = cli(*sysfs, "restore")
+        assert rc == 0, err
+        assert status(root) == "pmode:0002" and emulator.read_mode(root) == ORIN.preset("MODE_30W").mode
+        # --persist: a custom mode in the tree's nvpmodel.conf, selected by its nvpmodel
+        kept = ORIN.mode(6, 1497.6, 522.75, 2133)
+        rc, out, err = cli(*sysfs, "apply", "--cores", "6", "--cpu-mhz", "1497.6", "--gpu-mhz", "522.75",
+                           "--mem-mhz", "2133", "--yes", "--persist")
+        assert rc == 0 and "saved as nvpmodel 99" in out, err
+        assert status(root) == "pmode:0099" and emulator.read_mode(root) == kept
+        assert "< POWER_MODEL ID=99 NAME=PTUI >" in (root / "etc/nvpmodel.conf").read_text()
+    finally:
+        be.close()
+        rc, out, err = emu.stop(signal.SIGTERM)
+    assert rc == 0, err
+    assert "Traceback" not in err and "stopped" in err
+    # started again on its own tree: a reboot, into the nvpmodel mode the status file names
+    emu = emulate(root)
+    assert "SIMULATED" in emu.line and "rebooted" in emu.line and "nvpmodel mode 99" in emu.line
+    assert emulator.read_mode(root) == kept and status(root) == "pmode:0099"
+    rc, _, err = emu.stop(signal.SIGTERM)
+    assert rc == 0, err
+
+
+def test_profile_against_the_emulator(tmp_path, emulate, cli):
+    pytest.importorskip("torch")
+    from tests.functional.test_userscript import TRAIN
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    root = tmp_path / "board"
+    emu = emulate(root)
+    before = emulator.read_mode(root)
+    rc, _, err = cli("--backend", "sysfs", "--sysfs-root", root, "profile", "--count", "2",
+                     "--sample-interval", "0.1", "--out", tmp_path / "p.csv", "--", sys.executable,
+                     script, "100000")
+    assert rc == 0, err
+    rows = (tmp_path / "p.csv").read_text().splitlines()[1:]
+    assert len(rows) == 2 and all(float(r.split(",")[5]) > 5 for r in rows)   # watts from the tree
+    assert "emulated" in err and "SIMULATED" in err
+    assert emulator.read_mode(root) == before                                 # restored
+    rc, _, err = emu.stop(signal.SIGTERM)
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("name", sorted(DEVICES))
+def test_each_board_is_detected_read_and_applied(tmp_path, emulate, name):
+    dev = get_device(name)
+    root = tmp_path / name
+    emu = emulate(root, name)
+    try:
+        det = detect(root)
+        assert det.device is dev and det.emulated, det.reason
+        be, note = open_backend("sysfs", None, root=str(root))              # the device is detected
+        assert be.device is dev and "SIMULATED" in note
+        default = dev.preset(dev.default_preset)
+        t = settle(be, lambda t: t.power_w and t.gpu_load)
+        assert set(t.rails) == set(dev.rails)
+        if dev.total_rail:
+            assert t.power_w == t.rails[dev.total_rail] and t.power_w < sum(t.rails.values())
+        else:
+            assert t.power_w == pytest.approx(sum(t.rails.values()), abs=0.01)
+        assert (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == default.mode.as_tuple()
+        assert t.nvpmodel == default.name and t.gpu_load > 0
+        assert t.temps and all(20 < c < 85 for c in t.temps.values()), t.temps
+        assert be.current_mode() == default.mode
+        mode = dev.mode(2, dev.cpu_mhz[8], dev.gpu_mhz[0], dev.mem_mhz[0])
+        res = session.apply(be, mode)
+        assert res.ok, res.message
+        assert emulator.read_mode(root) == mode
+        t = settle(be, lambda t: (t.cores_online, t.cpu_mhz, t.gpu_mhz) == mode.as_tuple()[:3])
+        assert (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == mode.as_tuple()
+        assert session.restore(be).startswith("restored")
+        assert emulator.read_mode(root) == default.mode
+        other = next(p for p in dev.presets if p.id != default.id)
+        assert session.apply_preset(be, other.id) == other.mode
+        assert status(root) == f"pmode:{other.id:04d}"
+        session.restore(be)
+        assert status(root) == f"pmode:{default.id:04d}" and emulator.read_mode(root) == default.mode
+        be.close()
+    finally:
+        rc, _, err = emu.stop(signal.SIGTERM)
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_stops_cleanly_on_sigint_and_sighup(tmp_path, emulate, sig):
+    emu = emulate(tmp_path / "board")
+    rc, _, err = emu.stop(sig)
+    assert rc == 0, err
+    assert "Traceback" not in err and "stopped" in err
+
+
+def test_refuses_a_directory_it_did_not_make(tmp_path, cli):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes\n")
+    rc, out, err = cli("emulate", "--device", "orin-agx", "--root", mine)
+    assert rc == 2
+    assert err.startswith("ptui: error: ") and err.count("\n") == 1
+    assert "not an emulated board ptui made" in err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    assert (mine / "notes.txt").read_text() == "my notes\n"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rc, _, err = cli("emulate", "--device", "orin-agx", "--root", afile)
+    assert rc == 2 and "not a directory" in err and afile.read_text() == "x"
+
+
+def test_reuse_checks_the_device_and_one_emulator_per_tree(tmp_path, emulate, cli):
+    root = tmp_path / "board"
+    emu = emulate(root, "orin-nano")
+    try:
+        rc, _, err = cli("emulate", "--device", "orin-nano", "--root", root)
+        assert rc == 1 and f"pid {emu.proc.pid}" in err and "emulating" in err
+    finally:
+        rc, _, err = emu.stop()
+    assert rc == 0, err
+    rc, _, err = cli("emulate", "--device", "xavier-agx", "--root", root)
+    assert rc == 2 and "emulated orin-nano" in err and "--device orin-nano" in err
+    assert detect(root).device.name == "orin-nano"
+
+
+def test_bad_options_are_one_line(tmp_path, cli):
+    rc, _, err = cli("emulate", "--device", "orin-agx", "--root", tmp_path / "b", "--workload", "nope")
+    assert rc == 2 and "unknown workload" in err and not (tmp_path / "b").exists()
+    rc, _, err = cli("emulate", "--device", "orin-agx", "--root", tmp_path / "b", "--interval", "0")
+    assert rc == 2 and "--interval" in err and not (tmp_path / "b").exists()
+    rc, _, err = cli("emulate", "--root", tmp_path / "b")
+    assert rc == 2 and "--device" in err
+    rc, _, err = cli("emulate", "--device", "orin-nano", "--root", tmp_path / "b", "--workload", "bert-base")
+    assert rc == 2 and "does not fit orin-nano" in err and not (tmp_path / "b").exists()

@@ -1,0 +1,136 @@
+"""The emulated Jetson trees (ptui.core.emulator): every catalogued board's layout, its nvpmodel
+stand-in and conf, the driver that plays the board, and --sysfs-root finding the tree's nvpmodel."""
+import subprocess
+
+import pytest
+
+from ptui.core import emulator
+from ptui.core.backends import open_backend
+from ptui.core.backends.sysfs import SysfsBackend
+from ptui.core.detect import detect
+from ptui.core.devices import DEVICES, get_device
+from ptui.core.workloads import get_workload
+
+ORIN = get_device("orin-agx")
+
+
+@pytest.fixture(params=sorted(DEVICES))
+def board(request, tmp_path):
+    dev = get_device(request.param)
+    root = emulator.build(tmp_path / dev.name, dev.name)
+    return dev, root, emulator.install_nvpmodel(root)
+
+
+def test_every_board_has_its_real_layout(board):
+    dev, root, _ = board
+    det = detect(root)
+    assert det.device is dev and det.emulated and "SIMULATED" in det.reason
+    be = SysfsBackend(dev, root=root)
+    gpu = {"orin-agx": "17000000.gpu", "xavier-agx": "17000000.gv11b", "orin-nano": "17000000.ga10b"}[dev.name]
+    assert be.gpu_dir is not None and be.gpu_dir.name == gpu
+    assert be.gpu_load is not None and be.emc_dir is not None
+    assert sorted(label for label, _, _ in be.rails) == sorted(dev.rails)   # NC channels are no rails
+    t = be.read()
+    assert (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == dev.preset(dev.default_preset).mode.as_tuple()
+    assert t.power_w and t.nvpmodel == dev.preset(dev.default_preset).name
+    assert {"CPU", "GPU"} <= set(t.temps)
+    for c in range(dev.max_cores):                           # one cpufreq policy per cluster
+        pol = next(cl[0] for cl in dev.cpu_clusters if c in cl)
+        assert (root / f"sys/devices/system/cpu/cpu{c}/cpufreq").resolve().name == f"policy{pol}"
+    khz = (root / "sys/devices/system/cpu/cpu0/cpufreq/scaling_available_frequencies").read_text().split()
+    assert [int(k) / 1000 for k in khz] == list(dev.cpu_mhz)
+    be.close()
+
+
+def test_nvpmodel_stand_in_selects_every_preset_from_the_conf(board):
+    dev, root, nvp = board
+    conf = (root / "etc/nvpmodel.conf").read_text()
+    assert f"< PM_CONFIG DEFAULT={dev.default_preset} >" in conf and "SIMULATED" in conf
+    p = subprocess.run([nvp, "-p", "--verbose"], capture_output=True, text=True)
+    assert p.returncode == 0
+    d = dev.preset(dev.default_preset)
+    assert f"NVPM VERB: PM_CONFIG: DEFAULT={d.name}({d.id})" in p.stdout
+    assert [ln.split("POWER_MODEL: ")[1] for ln in p.stdout.splitlines() if "POWER_MODEL:" in ln] == \
+        [f"ID={x.id} NAME={x.name}" for x in dev.presets]
+    for preset in (*dev.presets[1:], dev.presets[0]):
+        r = subprocess.run([nvp, "-m", str(preset.id)], capture_output=True, text=True)
+        assert r.returncode == 0 and "NVPM ERROR" not in r.stdout, r.stdout + r.stderr
+        assert emulator.read_mode(root) == preset.mode, preset.name
+        assert (root / "var/lib/nvpmodel/status").read_text() == f"pmode:{preset.id:04d} fmode:quiet\n"
+        q = subprocess.run([nvp, "-q"], capture_output=True, text=True)
+        assert q.stdout.splitlines()[:2] == [f"NV Power Mode: {preset.name}", str(preset.id)]
+    r = subprocess.run([nvp, "-m", "42"], capture_output=True, text=True)
+    assert r.returncode == 1 and "NVPM ERROR" in r.stdout
+    assert emulator.read_mode(root) == dev.presets[0].mode
+
+
+def test_persist_on_the_emulated_tree_is_selected_by_its_nvpmodel(tmp_path):
+    root = emulator.build(tmp_path / "b", "xavier-agx")
+    emulator.install_nvpmodel(root)
+    xavier = get_device("xavier-agx")
+    be = SysfsBackend(xavier, root=root)                     # finds DIR/bin/nvpmodel itself
+    mode = xavier.mode(6, 1420.8, 675.75, 1331.2)
+    assert "saved as nvpmodel 99" in be.persist(mode)
+    assert emulator.read_mode(root) == mode and be.read().nvpmodel == "mode 0099"
+    assert "CPU_DENVER_2 MAX_FREQ 1420800" in (root / "etc/nvpmodel.conf").read_text()
+
+
+def test_sysfs_root_finds_the_trees_own_nvpmodel(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    root = emulator.build(tmp_path / "b", "orin-agx")
+    assert SysfsBackend(ORIN, root=root).nvpmodel_cmd == "nvpmodel"          # none in the tree: PATH
+    nvp = emulator.install_nvpmodel(root)
+    assert SysfsBackend(ORIN, root=root).nvpmodel_cmd == str(nvp)
+    assert SysfsBackend(ORIN).nvpmodel_cmd == "nvpmodel"                     # a real board: PATH
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", root, "--preset", "MODE_15W", "--yes")
+    assert rc == 0 and "selected MODE_15W" in out, err
+    assert emulator.read_mode(root) == ORIN.preset("MODE_15W").mode
+
+
+def test_driver_follows_knobs_and_tpc_gating(tmp_path):
+    root = emulator.build(tmp_path / "b", "orin-agx")
+    nvp = emulator.install_nvpmodel(root)
+    drv = emulator.Driver(root)
+    drv.sim.start_training(get_workload("resnet18"))
+    assert drv.sim.tpc == 4                                   # MODE_30W gates half the TPCs
+    subprocess.run([nvp, "-m", "0"], check=True)
+    drv.step(0.5)
+    assert drv.sim.current_mode() == ORIN.maxn and drv.sim.tpc == 8
+    for _ in range(20):
+        drv.step(0.5)
+    be = SysfsBackend(ORIN, root=root)
+    t = be.read()
+    assert t.power_w == pytest.approx(drv.sim.read().power_w, rel=0.05) and t.power_w > 40
+    assert t.gpu_load > 50 and t.cpu_mhz == 2201.6
+    be.close()
+
+
+def test_the_emulated_board_is_said_so(tmp_path):
+    root = emulator.build(tmp_path / "b", "orin-nano")
+    be, note = open_backend("sysfs", None, root=str(root))
+    assert be.device.name == "orin-nano" and be.emulated
+    assert "emulated orin-nano" in note and "SIMULATED" in note
+    plain = tmp_path / "plain"
+    (plain / "proc/device-tree").mkdir(parents=True)
+    (plain / "proc/device-tree/model").write_text("NVIDIA Jetson Orin Nano Developer Kit\0")
+    be, note = open_backend("sysfs", None, root=str(plain))
+    assert not be.emulated and "emulated" not in note
+
+
+
+def test_driver_survives_a_knob_caught_mid_write(tmp_path):
+    """ptui writes a knob by truncating then writing: the driver once read the empty file, died
+    (IndexError) and the emulated board stopped following."""
+    root = emulator.build(tmp_path / "b", "orin-agx")
+    drv = emulator.Driver(root)
+    pol = root / "sys/devices/system/cpu/cpufreq/policy0"
+    gpu = root / "sys/class/devfreq/17000000.gpu"
+    (pol / "scaling_max_freq").write_text("")
+    (gpu / "max_freq").write_text("")
+    drv.step(0.5)                                           # no error; the board stays as it was
+    assert drv.sim.current_mode() == ORIN.preset("MODE_30W").mode
+    assert (pol / "scaling_cur_freq").read_text().split() == ["1728000"]
+    (pol / "scaling_max_freq").write_text("1728000\n")
+    (gpu / "max_freq").write_text("624750000\n")
+    drv.step(0.5)
+    assert SysfsBackend(ORIN, root=root).read().gpu_mhz == 624.75
