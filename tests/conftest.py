@@ -38,6 +38,20 @@ def emulated_board(tmp_path):
 
 
 @pytest.fixture
+def emulate(tmp_path):
+    running = []
+
+    def start(root, device="orin-agx", *extra):
+        from tests.support.emulated import Emulated
+        e = Emulated(tmp_path, root, device, "--interval", "0.1", *extra)
+        running.append(e)
+        return e
+    yield start
+    for e in running:
+        e.kill()
+
+
+@pytest.fixture
 def slow_profiler(monkeypatch):
     """Each measured mode takes 50 ms of wall time, so an app test can act mid-profile."""
     import time as _time

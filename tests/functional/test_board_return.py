@@ -1,6 +1,6 @@
 """The board always goes back: stop signals, kill -9 then restore, resume, one lock per board.
 
-The board is an emulated Orin AGX sysfs tree kept alive by the simulator (conftest's emulated_board);
+The board is an emulated Orin AGX sysfs tree kept alive by the simulator (conftest's emulate);
 ptui runs as a separate process, as a user's would, on a small real torch training script.
 """
 import os
@@ -82,8 +82,8 @@ def _cli(tmp_path, *args, data="other-data"):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulated_board, sig):
-    root, _ = emulated_board
+def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig):
+    root = emulate(tmp_path / "root").root
     start = _mode(root)
     p = _profile(tmp_path, root)
     try:
@@ -101,10 +101,10 @@ def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulated_boar
     assert _mode(root) == start
 
 
-def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path, emulated_board):
+def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path, emulate):
     """A second process with another data directory (sudo, another user) may not apply during the
     profile; after kill -9 it restores the mode the board had before the profile."""
-    root, _ = emulated_board
+    root = emulate(tmp_path / "root").root
     start = _mode(root)
     p = _profile(tmp_path, root)
     try:
@@ -128,8 +128,8 @@ def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path,
     assert rc == 2 and "nothing to restore" in err
 
 
-def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulated_board):
-    root, _ = emulated_board
+def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulate):
+    root = emulate(tmp_path / "root").root
     start = _mode(root)
     p = _profile(tmp_path, root)
     try:
@@ -197,11 +197,11 @@ def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed on this machine")
 @pytest.mark.parametrize("sig", ["TERM", "HUP"])
-def test_the_app_restores_the_board_when_stopped_by_a_signal(tmp_path, emulated_board, sig):
+def test_the_app_restores_the_board_when_stopped_by_a_signal(tmp_path, emulate, sig):
     """The app in a real terminal profiling the emulated board: `kill` (SIGTERM) or the terminal
     closing under it (SIGHUP, as when an SSH session drops) aborts the profile, restores the board
     and ends the app."""
-    root, _ = emulated_board
+    root = emulate(tmp_path / "root").root
     start = _mode(root)
     name = f"ptui-sig-{os.getpid()}-{sig}"
     env = _env(tmp_path, "data")

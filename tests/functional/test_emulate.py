@@ -1,7 +1,6 @@
 """`ptui emulate`: the real command, started as a subprocess, is the board that ptui's sysfs backend
 drives (apply, restore, presets through the tree's own nvpmodel, --persist, a profile); it stops
 cleanly on SIGTERM, SIGINT and SIGHUP; it never writes into a directory it did not make."""
-import select
 import signal
 import subprocess
 import sys
@@ -14,56 +13,9 @@ from ptui.core.backends import open_backend
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.detect import detect
 from ptui.core.devices import DEVICES, get_device
-from tests.support.cli import subprocess_env
+from tests.support.emulated import Emulated  # noqa: F401 (the emulate fixture's runner)
 
 ORIN = get_device("orin-agx")
-
-
-class Emulated:
-    """A running `python -m ptui emulate ...`; `line` is the one line it printed when ready."""
-
-    def __init__(self, tmp_path, root, device, *extra, timeout=60.0):
-        self.root = root
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ptui", "emulate", "--device", device, "--root", str(root), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(tmp_path))
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        self.line = self.proc.stdout.readline() if ready else ""
-        if not self.line:
-            self.proc.kill()
-            _, err = self.proc.communicate(10)
-            raise AssertionError(f"ptui emulate printed nothing in {timeout:.0f} s "
-                                 f"(rc {self.proc.returncode}): {err[-800:]}")
-
-    def stop(self, sig=signal.SIGTERM, timeout=30.0):
-        """Send `sig`; (exit code, the rest of stdout, stderr)."""
-        self.proc.send_signal(sig)
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-            raise AssertionError(f"ptui emulate did not stop on {sig!r} within {timeout:.0f} s: "
-                                 f"{err[-800:]}") from None
-        return self.proc.returncode, out, err
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-
-
-@pytest.fixture
-def emulate(tmp_path):
-    running = []
-
-    def start(root, device="orin-agx", *extra):
-        e = Emulated(tmp_path, root, device, "--interval", "0.1", *extra)
-        running.append(e)
-        return e
-    yield start
-    for e in running:
-        e.kill()
 
 
 def settle(be, pred, timeout=30.0):
