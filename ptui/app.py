@@ -96,8 +96,10 @@ class PtuiApp(App):
             yield SystemCommand(f"Go to {label}", f"Switch to the {label} screen (key {key})",
                                 lambda n=name: self.switch_mode(n))
         yield SystemCommand("Help", "Keys and how ptui works", lambda: self.push_screen("help"))
-        for title, help_, action in getattr(self.screen, "COMMANDS_", ()):
-            yield SystemCommand(title, help_, getattr(self.screen, action))
+        # `screen` is the screen the palette was opened from (while the palette is open,
+        # self.screen is the palette itself, which has no actions of ptui's)
+        for title, help_, action in getattr(screen, "COMMANDS_", ()):
+            yield SystemCommand(title, help_, getattr(screen, action))
 
     def notify_error(self, msg: str) -> None:
         self.notify(msg, severity="error", timeout=8)

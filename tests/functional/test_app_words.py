@@ -1,0 +1,60 @@
+"""Issue 23 in the app: the command palette, the Pareto Enter key and failed loads, Help, Apply,
+the fields, the plan estimate, quitting mid-profile, small terminals, the from-scratch baseline
+and modes in plain words."""
+import re
+
+import pytest
+
+from ptui.core.devices import get_device
+from tests.functional.test_app import make_app
+
+ORIN = get_device("orin-agx")
+
+
+async def until(pilot, cond, tries: int = 400, step: float = 0.02) -> None:
+    for _ in range(tries):
+        if cond():
+            return
+        await pilot.pause(step)
+    raise AssertionError("timed out")
+
+
+@pytest.fixture
+def profile_csv(tmp_path):
+    from tests.support.cli import run_cli
+    out = tmp_path / "p.csv"
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
+                         "--out", out)
+    assert rc == 0, err
+    return out
+
+
+def _text(app, wid: str) -> str:
+    return str(app.screen.query_one(wid).render())
+
+
+# -- ctrl+p ---------------------------------------------------------------------------------------
+async def test_palette_lists_the_current_screens_actions():
+    """ctrl+p on Profile lists Profile's actions (it listed only navigation: the provider was
+    asked for `app.screen`, the palette itself)."""
+    from textual.command import CommandList
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        lst = app.screen.query_one(CommandList)
+        await until(pilot, lambda: lst.option_count >= 6)
+        await pilot.pause(0.2)
+        titles = [str(lst.get_option_at_index(i).prompt) for i in range(lst.option_count)]
+        assert any("Start profiling" in t for t in titles), titles
+        assert any("Abort profiling" in t for t in titles), titles
+
+
+# -- the plan estimate -----------------------------------------------------------------------------
+def _estimate(plan: str) -> int:
+    h, m, s = map(int, re.search(r"≈ (\d+):(\d\d):(\d\d) of device time", plan).groups())
+    return 3600 * h + 60 * m + s
+
+
