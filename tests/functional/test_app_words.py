@@ -52,6 +52,23 @@ async def test_palette_lists_the_current_screens_actions():
         assert any("Abort profiling" in t for t in titles), titles
 
 
+# -- Help ------------------------------------------------------------------------------------------
+async def test_help_numbers_match_the_screen_keys():
+    from ptui.app import AREAS
+    from ptui.screens.help import HELP
+    listed = dict(re.findall(r"^(\d)\. \*\*([\w-]+)", HELP, flags=re.M))
+    assert listed == {key: label for _, key, label in AREAS}, listed
+
+
+async def test_help_explains_the_words_on_screen():
+    from ptui.screens.help import HELP
+    flat = " ".join(HELP.split())
+    for word in ("CV MAPE", "risk", "P(meets the goal)"):
+        assert word in flat, word
+    assert "mean absolute percentage error" in flat and "held out" in flat
+    assert "probability" in flat
+
+
 # -- the plan estimate -----------------------------------------------------------------------------
 def _estimate(plan: str) -> int:
     h, m, s = map(int, re.search(r"≈ (\d+):(\d\d):(\d\d) of device time", plan).groups())
