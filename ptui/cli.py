@@ -84,8 +84,9 @@ def cmd_profile(a) -> int:
 
     def show(p):
         r = p.last
-        key = r.mode.key + (f" bs{p.batch_size}" if p.batch_size is not None else "")
-        w = 26 if p.batch_size is None else 31
+        # the mode in plain words (the CSV keeps the exact values)
+        key = r.mode.describe() + (f" · batch {p.batch_size}" if p.batch_size is not None else "")
+        w = 56 if p.batch_size is None else 67
         bar.update(p.done, f"{key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
                    f"[{p.done:>5}/{p.total}] {key:<{w}} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
                    f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
@@ -111,8 +112,8 @@ def cmd_profile(a) -> int:
         _info(f"stopped: {res.stop_reason}")
     if res.best:
         what = res.best[0]
-        what = (f"(mode, batch size) pair for the goal: {what[0].key} at batch {what[1]}"
-                if isinstance(what, tuple) else f"mode for the goal: {what.key}")
+        what = (f"(mode, batch size) pair for the goal: {what[0].describe()} at batch {what[1]}"
+                if isinstance(what, tuple) else f"mode for the goal: {what.describe()}")
         _info(f"best measured {what} (P(meets the goal) {res.best[1]:.0%} by the model)")
     label = f" ({res.label})" if res.label else ""
     _info(f"profiled: {res.saved}; device time {hms(res.device_time_s)}{label}, "
@@ -568,10 +569,10 @@ def _print_batch_decision(r) -> None:
 
     def line(tag, q):
         if q is None:
-            return f"  {tag:<34} not available (no such pair fits the goal and memory)"
+            return f"  {tag:<28} not available (no such pair fits the goal and memory)"
         pen = (q.target_s / p.target_s - 1.0) * 100 if p.target_s > 0 else 0.0
-        return (f"  {tag:<34} bs {q.batch_size:>4}  {q.mode.key:<26} {hms(q.target_s)}  "
-                f"{q.power_w:5.1f} W  {q.energy_wh:8.1f} Wh  ({pen:+.1f} %)")
+        return (f"  {tag:<28} bs {q.batch_size:>4}  {hms(q.target_s)}  {q.power_w:5.1f} W  "
+                f"{q.energy_wh:8.1f} Wh  ({pen:+.1f} %)\n  {'':<28} {q.mode.describe()}")
     print(f"goal: {r.goal}")
     print(f"mode: {p.mode}   batch size: {p.batch_size}")
     print(f"{p.source}: {p.time_ms:.1f} ms per step (+-{p.time_ms_std:.1f}), {p.power_w:.2f} W "
@@ -601,7 +602,7 @@ def cmd_apply(a) -> int:
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
     p = session.plan_apply(backend, mode)
-    print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
+    print(f"plan for {dev.name} ({backend.kind}): from {p.current} to {mode}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
     if a.dry_run:
@@ -629,7 +630,7 @@ def _apply_preset(a, backend) -> int:
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
            "sim": "on the simulated board"}.get(backend.kind, "")
-    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how} -> {p.mode.key}"
+    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how}: {p.mode}"
           f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
     if a.dry_run:
         print("dry run: nothing written")
@@ -637,7 +638,8 @@ def _apply_preset(a, backend) -> int:
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
     got = session.apply_preset(backend, p.id)
-    print(f"selected {p.name}: {got.key}" + ("" if backend.simulated else "; undo with: ptui restore"))
+    print(f"selected {p.name}: {got}" + (" on the SIMULATED board" if backend.simulated else
+                                          "; undo with: ptui restore"))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK

@@ -601,14 +601,25 @@ def distrust_outliers(measured: dict | None, A: np.ndarray, metrics: dict) -> di
     return out
 
 
+def _mode_words(recorded: str) -> str:
+    """An outlier's mode as the metrics keep it ('12c/883.2/522.75/3199', maybe ' at batch 32'),
+    in plain words; a text that is not a mode key is shown as it is."""
+    from .modes import Mode
+    key, sep, rest = recorded.partition(" at batch ")
+    try:
+        return Mode.from_key(key).describe() + (f", batch {rest}" if sep else "")
+    except ValueError:
+        return recorded
+
+
 def outlier_note(target: str, m: dict) -> str | None:
     """The line a fit's report (CLI and app) gives the rows a target's fit left out, else None."""
     rows = m.get("outliers")
     if not rows:
         return None
     unit = "ms" if target == "time" else "W"
-    each = "; ".join(f"{o['mode']}: measured {o['measured']:.4g} {unit}, the other modes predict "
-                     f"{o['cross_validated']:.4g} {unit}" for o in rows)
+    each = "; ".join(f"{_mode_words(o['mode'])}: measured {o['measured']:.4g} {unit}, the other "
+                     f"modes predict {o['cross_validated']:.4g} {unit}" for o in rows)
     return (f"left out of the {target} fit as {'outliers' if len(rows) > 1 else 'an outlier'} "
             f"(re-profile to check): {each}")
 

@@ -75,7 +75,7 @@ class ApplyScreen(Screen):
             return                                  # stale: another mode was picked since
         pred = st.selected_pred
         spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
-        lines = [f"[b]Apply[/b] {p.target}   (now: {p.current.key})",
+        lines = [f"[b]Apply[/b] {p.target.describe()}", f"now:  {p.current.describe()}",
                  f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per {st.selected_unit}"
                  f"{f' of {st.selected_batch}' if st.selected_batch else ''}, "
                  f"{pred.get('power_w', float('nan')):.2f} W{spread}", ""]
@@ -189,7 +189,7 @@ class ApplyScreen(Screen):
         self.snapshot = None
         self.result = None
         self.measure_from = None
-        self.query_one("#result", Static).update(f"rolled back to {msg.mode.key}")
+        self.query_one("#result", Static).update(f"rolled back to {msg.mode.describe()}")
         self.show_plan()
 
     def action_persist(self) -> None:

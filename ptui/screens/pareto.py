@@ -28,7 +28,7 @@ from textual.widgets import (
 
 from ..core import session
 from ..core.clock import hms
-from ..core.modes import Mode, fmt_mhz
+from ..core.modes import Mode, cpu_ghz, whole_mhz
 from ..core.pareto import InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
@@ -42,8 +42,9 @@ BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
 def _knob_cells(m) -> tuple[str, str, str, str]:
-    """A mode's knobs as the front table shows them: cores, CPU, GPU and EMC clocks."""
-    return str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz)
+    """A mode's knobs as the front table shows them, in Mode.describe's units: cores, CPU GHz,
+    GPU and memory MHz."""
+    return str(m.cores), cpu_ghz(m.cpu_mhz), whole_mhz(m.gpu_mhz), whole_mhz(m.mem_mhz)
 
 
 class ParetoScreen(Screen):
@@ -114,9 +115,9 @@ class ParetoScreen(Screen):
     def on_mount(self) -> None:
         for wid in ("#noise-label", "#noise"):
             self.query_one(wid).display = False
-        # short headers (the details panel spells the selected mode out), so all six columns fit the
-        # side panel at 80 columns
-        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "EMC", "min/ep", "W")
+        # short headers (the details panel spells the selected mode out, with units: CPU in GHz, GPU
+        # and memory in MHz), so all six columns fit the side panel at 80 columns
+        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "mem", "min/ep", "W")
         self.on_screen_resume()
 
     def refresh_sources(self) -> None:
@@ -266,7 +267,7 @@ class ParetoScreen(Screen):
         rng = np.random.default_rng(0)
         n = len(tab)
         self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
-        dt = self._fill_front(("c", "CPU", "GPU", "EMC", f"min/{per}", "W"),
+        dt = self._fill_front(("c", "CPU", "GPU", "mem", f"min/{per}", "W"),
                               (_knob_cells(tab.modes[i]) + (f"{self.epoch_s(i) / 60:.2f}",
                                                            f"{tab.power_w[i]:.1f}") for i in self.front))
         dt.focus()
@@ -390,7 +391,7 @@ class ParetoScreen(Screen):
         self.front_key = key
         tab, tg = self.table, v.targets
         ks = [self.target_pos(i) for i in self.front]
-        self._fill_front(("bs", "c", "CPU", "GPU", "EMC", "h", "W"),
+        self._fill_front(("bs", "c", "CPU", "GPU", "mem", "h", "W"),
                          ((str(int(tg.batch[k])),) + _knob_cells(tab.modes[i])
                           + (f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
                           for i, k in zip(self.front, ks)))
@@ -417,13 +418,13 @@ class ParetoScreen(Screen):
         k = self.target_pos(i)
         tg = v.targets
         m, b = tab.modes[i], int(tg.batch[k])
+        w = m.words()
         t, p = float(tab.time_ms[i]), float(tab.power_w[i])
         tt, wh = float(tg.target_s[k]), float(tg.energy_wh[k])
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         lines += [f"[b]{self.goal_text}[/b]" if d is not None and i == self.goal_idx
                   else "[b]selected pair[/b]",
-                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
-                  f"EMC {fmt_mhz(m.mem_mhz)} MHz   [b]batch {b}[/b]",
+                  f"{w[0]} · {w[1]}   [b]batch {b}[/b]", f"{w[2]} · {w[3]}",
                   f"step {t:.1f}±{float(tab.time_ms_std[i]):.1f} ms  "
                   f"{p:.1f}±{float(tab.power_w_std[i]):.1f} W",
                   f"to target {hms(tt)}  {wh:.1f} Wh"]
@@ -517,7 +518,7 @@ class ParetoScreen(Screen):
     def show_details(self, i: int) -> None:
         goal = self.goal_text if i == self.goal_idx else None
         tab = self.table
-        m = tab.modes[i]
+        w = tab.modes[i].words()
         t, p = float(tab.time_ms[i]), float(tab.power_w[i])
         ts, ps = float(tab.time_ms_std[i]), float(tab.power_w_std[i])
         epochs = int(self._num("#epochs") or 1)
@@ -528,8 +529,7 @@ class ParetoScreen(Screen):
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         # short lines (the panel is 32 columns at 80x24), so a number never wraps away from its unit
         lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
-                  f"EMC {fmt_mhz(m.mem_mhz)} MHz",
+                  f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
                   f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
                   f"power {p:.2f} W ± {ps:.2f}",
                   f"{self.unit} {ep / 60:.2f} min",

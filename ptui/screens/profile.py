@@ -121,7 +121,9 @@ class ProfileScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)
-        t.add_columns("#", "mode", "time ms", "power W", "minibatches", "samples", "settle s")
+        # the mode's knobs in Mode.describe's units (the CSV keeps the exact values)
+        t.add_columns("#", "cores", "CPU GHz", "GPU MHz", "mem MHz", "time ms", "power W",
+                      "minibatches", "samples", "settle s")
         self.query_one("#progress", ProgressBar).display = False
         self.refresh_sessions()
         self.update_plan()
@@ -252,7 +254,7 @@ class ProfileScreen(Screen):
             return
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
         if res.best:
-            note += (f"; best measured mode {res.best[0].key} (P(meets the goal) "
+            note += (f"; best measured mode {res.best[0].describe()} (P(meets the goal) "
                      f"{res.best[1]:.0%} by the model)")
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
                                           None if res.error is None else str(res.error), note))
@@ -268,10 +270,10 @@ class ProfileScreen(Screen):
         self.query_one("#status", Static).update("\n".join(msg.notes))
 
     def _add_row(self, i, r) -> None:
-        from ..core.modes import Mode
-        m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+        from ..core.modes import cpu_ghz, whole_mhz
         self.query_one("#results", DataTable).add_row(
-            str(i), m.key, f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
+            str(i), str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
+            whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
             str(r["n_power"]), f"{r['settle_s']:.1f}")
 
     @on(ModeProfiled)
@@ -316,14 +318,14 @@ class ProfileScreen(Screen):
             per = (until - self.started - self._paused_s) / max(1, p.done - self._done0)
             eta = f"  ETA {hms(per * (p.total - p.done))}"
         paused = "  [b]PAUSED[/b]" if control.paused else ""
-        mode = p.mode.key if p.mode else "-"
+        mode = p.mode.describe() if p.mode else "-"
         pw = f"{p.live_power_w:.2f} W" if p.live_power_w else "-"
         mb = f"{p.live_minibatch_ms:.1f} ms" if p.live_minibatch_ms else "-"
         best = ""
         planner = run.planner
         if planner is not None:
             b = planner.best()           # the planner's last answer (a plain read of its result)
-            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].key}, "
+            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].describe()}, "
                     f"P(meets the goal) {b[1]:.0%}" if b else
                     f"\nactive search for '{planner.goal.describe()}': no measured mode meets it yet")
         self.query_one("#status", Static).update(

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ptui.core.devices import get_device
-from tests.functional.test_app import make_app
+from tests.functional.test_app import make_app, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -75,3 +75,21 @@ def _estimate(plan: str) -> int:
     return 3600 * h + 60 * m + s
 
 
+# -- plain words ------------------------------------------------------------------------------------------
+async def test_screens_show_modes_in_plain_words():
+    app, sim = make_app()
+    app.state.selected = ORIN.mode(6, 1497.6, 522.75, 2133)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.3)
+        clocks = " ".join(_text(app, "#clocks").split())
+        assert "CPU 1.73 GHz" in clocks and "GPU 625 MHz" in clocks and "memory 3199 MHz" in clocks
+        assert "8c/1728" not in clocks
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        plan = " ".join(_text(app, "#plan").split())
+        assert "6 cores · CPU 1.50 GHz · GPU 523 MHz · memory 2133 MHz" in plan, plan
+        assert "8 cores · CPU 1.73 GHz · GPU 625 MHz · memory 3199 MHz" in plan, plan
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "6 cores · CPU 1.50 GHz" in " ".join(_text(app, "#result").split())
