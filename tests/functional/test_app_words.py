@@ -69,6 +69,22 @@ async def test_help_explains_the_words_on_screen():
     assert "probability" in flat
 
 
+# -- Apply -----------------------------------------------------------------------------------------
+async def test_apply_says_applied_after_y():
+    app, sim = make_app()
+    app.state.selected = ORIN.maxn
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        assert "press y to apply" in _text(app, "#plan")
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        plan = _text(app, "#plan")
+        assert "Applied" in plan and "press y to apply" not in plan, plan
+        assert sim.current_mode() == ORIN.maxn
+
+
 # -- the plan estimate -----------------------------------------------------------------------------
 def _estimate(plan: str) -> int:
     h, m, s = map(int, re.search(r"≈ (\d+):(\d\d):(\d\d) of device time", plan).groups())

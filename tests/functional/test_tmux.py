@@ -49,7 +49,7 @@ def test_user_journey_in_tmux(cols, rows):
     plan = _flat(caps["apply-plan"])
     assert f"Apply {mode}" in plan and f"now: {START}" in plan
     done = _flat(caps["apply-done"])
-    assert f"applied and verified: {mode}" in done, done
+    assert f"applied and verified: {mode}" in done and f"Applied {mode}" in done, done
     # the pick's figure is a prediction or, for a profiled mode, its measurement while profiling
     got = re.search(r"measured ([\d.]+) W over 10 s .*? (?:predicted|measured while profiling) "
                     r"([\d.]+) W", done)
