@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ptui.core.devices import get_device
-from tests.functional.test_app import make_app, wait_workers
+from tests.functional.test_app import footer_keys, make_app, record_notifications, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -52,6 +52,126 @@ async def test_palette_lists_the_current_screens_actions():
         assert any("Abort profiling" in t for t in titles), titles
 
 
+# -- Pareto: a failed load, Enter ---------------------------------------------------------------
+async def test_a_failed_load_clears_the_front_and_enter_sends_nothing(profile_csv, tmp_path):
+    """After a failed load nothing of the previous file is left to pick: Enter sent a mode of the
+    previous file to Apply."""
+    app, _ = make_app(profile_csv=profile_csv)
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert scr.table is not None and scr.sel is not None
+        bad = tmp_path / "broken.csv"
+        bad.write_text("cores,cpu_mhz\n1,2\n")
+        scr.query_one("#path").value = str(bad)
+        await pilot.press("l")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is None and scr.sel is None
+        assert scr.query_one("#front").row_count == 0
+        scr.query_one("#front").focus()
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.state.selected is None and type(app.screen).__name__ == "ParetoScreen"
+    assert any("load" in m for m in seen), seen
+
+
+async def test_enter_in_a_goal_field_takes_the_goal_mode_to_apply(profile_csv):
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        budget = scr.query_one("#budget")
+        budget.focus()
+        await pilot.press("home", "ctrl+k", "2", "5")     # select all, then type 25
+        await pilot.pause(0.2)
+        assert budget.value == "25"
+        assert "Apply this mode" in footer_keys(app)
+        goal = scr.table.modes[scr.goal_idx]
+        assert "fastest within 25 W" in _text(app, "#details")
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert type(app.screen).__name__ == "ApplyScreen" and app.state.selected == goal
+
+
+async def test_enter_on_the_objective_dropdown_takes_the_mode_to_apply(profile_csv):
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        chosen = scr.table.modes[scr.sel]
+        scr.query_one("#objective").focus()
+        await pilot.pause(0.1)
+        assert "Apply this mode" in footer_keys(app)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert type(app.screen).__name__ == "ApplyScreen" and app.state.selected == chosen
+
+
+async def test_enter_in_an_open_dropdown_still_chooses(profile_csv):
+    """The pick steps aside in an open dropdown: Enter there chooses the objective."""
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        sel = app.screen.query_one("#objective")
+        sel.focus()
+        await pilot.press("space")                          # opens the list
+        await pilot.pause(0.2)
+        assert sel.expanded
+        await pilot.press("down", "enter")
+        await pilot.pause(0.2)
+        assert sel.value == "deadline" and type(app.screen).__name__ == "ParetoScreen"
+        assert app.state.selected is None
+
+
+async def test_the_footer_says_what_enter_does_on_pareto(profile_csv):
+    """On the front table the footer offers Enter (the table's own Enter binding hid it); in the
+    path field Enter loads, and the footer says that instead."""
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.query_one("#front").focus()
+        await pilot.pause(0.1)
+        assert "Apply this mode" in footer_keys(app)
+        assert app.screen.active_bindings["enter"].binding.description == "Apply this mode"
+        scr.query_one("#path").focus()
+        await pilot.pause(0.1)
+        keys = footer_keys(app)
+        assert "Apply this mode" not in keys and "Load" in keys, keys
+        assert app.screen.active_bindings["enter"].binding.description == "Load"
+
+
+async def test_enter_with_a_bad_goal_field_says_so_and_stays(profile_csv):
+    """A goal field that does not hold a number keeps the old pick on screen; Enter does not take
+    that stale pick to Apply."""
+    app, _ = make_app(profile_csv=profile_csv)
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        budget = app.screen.query_one("#budget")
+        budget.focus()
+        await pilot.press("home", "ctrl+k", "2", "x")
+        await pilot.pause(0.2)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.state.selected is None and type(app.screen).__name__ == "ParetoScreen"
+    assert any("budget" in m for m in seen), seen
+
+
 # -- Help ------------------------------------------------------------------------------------------
 async def test_help_numbers_match_the_screen_keys():
     from ptui.app import AREAS
@@ -83,6 +203,45 @@ async def test_apply_says_applied_after_y():
         plan = _text(app, "#plan")
         assert "Applied" in plan and "press y to apply" not in plan, plan
         assert sim.current_mode() == ORIN.maxn
+
+
+# -- fields ----------------------------------------------------------------------------------------
+async def test_pareto_epochs_field_keeps_1e9_and_names_itself():
+    from ptui.core.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        ep = app.screen.query_one("#epochs")
+        ep.focus()
+        await pilot.press("home", "ctrl+k", *"1e9")
+        await pilot.pause(0.2)
+        assert ep.value == "1e9"
+        details = _text(app, "#details")
+        assert "number of epochs" in details and "whole number" in details, details
+        ep.value = "2.5"
+        await pilot.pause(0.2)
+        assert "whole number" in _text(app, "#details")
+
+
+async def test_unused_fields_are_shown_as_unused_on_pareto(profile_csv):
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        scr = app.screen
+        budget, deadline = scr.query_one("#budget"), scr.query_one("#deadline")
+        assert not budget.disabled and deadline.disabled and deadline.placeholder == "unused"
+        scr.query_one("#objective").value = "deadline"
+        await pilot.pause(0.2)
+        assert budget.disabled and budget.value == "" and budget.placeholder == "unused"
+        assert not deadline.disabled
+        assert scr.drawn_budget is None                    # an unused budget is not drawn
+        scr.query_one("#objective").value = "energy"
+        await pilot.pause(0.2)
+        assert not budget.disabled and budget.value == "30" and deadline.disabled
 
 
 # -- the plan estimate -----------------------------------------------------------------------------
