@@ -5,7 +5,11 @@ import re
 
 import pytest
 
+from ptui.app import AppState, PtuiApp
+from ptui.core.backends.sim import SimJetson
+from ptui.core.clock import RealClock
 from ptui.core.devices import get_device
+from ptui.core.telemetry import Sampler
 from tests.functional.test_app import footer_keys, make_app, record_notifications, wait_workers
 
 ORIN = get_device("orin-agx")
@@ -206,6 +210,34 @@ async def test_apply_says_applied_after_y():
 
 
 # -- fields ----------------------------------------------------------------------------------------
+async def test_profile_fields_keep_what_is_typed_and_name_themselves():
+    """`1e9` in the batch field became 19 (the field dropped the e); a bad value is said with the
+    field's name, never a CLI flag."""
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        batch = app.screen.query_one("#batch")
+        batch.focus()
+        await pilot.press("home", "ctrl+k", *"1e9")
+        await pilot.pause(0.2)
+        assert batch.value == "1e9"
+        plan = _text(app, "#plan")
+        assert "batch size" in plan and "1e9" in plan and "--" not in plan, plan
+        assert "Plan" not in plan
+        await pilot.press("home", "ctrl+k", *"16")
+        app.screen.query_one("#strategy").value = "active"
+        count = app.screen.query_one("#count")
+        count.value = "1"
+        await pilot.pause(0.2)
+        plan = _text(app, "#plan")
+        assert "modes" in plan and "--count" not in plan and "--" not in plan, plan
+        count.value = "999999"
+        await pilot.pause(0.2)
+        plan = _text(app, "#plan")
+        assert "modes" in plan and "--" not in plan, plan
+
+
 async def test_pareto_epochs_field_keeps_1e9_and_names_itself():
     from ptui.core.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
@@ -244,10 +276,56 @@ async def test_unused_fields_are_shown_as_unused_on_pareto(profile_csv):
         assert not budget.disabled and budget.value == "30" and deadline.disabled
 
 
+async def test_profile_goal_field_unused_and_cleared_when_the_goal_changes():
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        goal, value = scr.query_one("#goal"), scr.query_one("#goal-value")
+        assert goal.disabled and value.disabled            # random: no goal
+        scr.query_one("#strategy").value = "active"
+        await pilot.pause(0.2)
+        assert not goal.disabled and not value.disabled and value.value == "30"
+        goal.value = "deadline"
+        await pilot.pause(0.2)
+        assert value.value == "" and not value.disabled    # 30 W is not 30 ms
+        assert "deadline" in _text(app, "#plan")
+        goal.value = "energy"
+        await pilot.pause(0.2)
+        assert value.disabled and value.placeholder == "unused"
+
+
 # -- the plan estimate -----------------------------------------------------------------------------
 def _estimate(plan: str) -> int:
     h, m, s = map(int, re.search(r"≈ (\d+):(\d\d):(\d\d) of device time", plan).groups())
     return 3600 * h + 60 * m + s
+
+
+async def test_plan_estimate_scales_with_batch_size():
+    app, _ = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        small = _estimate(" ".join(_text(app, "#plan").split()))
+        app.screen.query_one("#batch").value = "128"
+        await pilot.pause(0.2)
+        big = _estimate(" ".join(_text(app, "#plan").split()))
+        assert big > 1.5 * small, (small, big)
+
+
+async def test_plan_estimate_shows_wall_time_at_speed():
+    sim = SimJetson(ORIN, clock=RealClock(60), seed=3)
+    app = PtuiApp(AppState(sim, "SIMULATED device: test", Sampler(sim, interval=0.05)))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        plan = " ".join(_text(app, "#plan").split())
+        dev = _estimate(plan)
+        m = re.search(r"(\d+):(\d\d):(\d\d) at --speed 60", plan)
+        assert m, plan
+        wall = 3600 * int(m[1]) + 60 * int(m[2]) + int(m[3])
+        assert wall == pytest.approx(dev / 60, abs=1)
 
 
 # -- plain words ------------------------------------------------------------------------------------------
