@@ -16,10 +16,14 @@ from .screens.finetune import FinetuneScreen
 from .screens.help import HelpScreen
 from .screens.pareto import ParetoScreen
 from .screens.profile import ProfileScreen
+from .screens.quit import QuitScreen
 from .state import AppState, make_state
 
 __all__ = ["AppState", "PtuiApp", "make_state", "run_app"]
 
+
+MIN_SIZE = (80, 24)
+"""The smallest terminal every screen is laid out for."""
 
 AREAS = (("dashboard", "1", "Dashboard"), ("profile", "2", "Profile"), ("finetune", "3", "Fine-tune"),
            ("pareto", "4", "Pareto"), ("apply", "5", "Apply"))
@@ -51,6 +55,23 @@ class PtuiApp(App):
     def on_mount(self) -> None:
         self.state.sampler.start()
         self.switch_mode("dashboard")
+        self.check_size(self.size)
+
+    def on_resize(self, event) -> None:
+        self.check_size(event.size)
+
+    def check_size(self, size) -> None:
+        """Below MIN_SIZE panels are cut off or crowded: say so when the terminal gets that small
+        (and keep saying it in the header while it is)."""
+        w, h = size.width, size.height
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        base = self.sub_title.split("  [terminal ")[0]
+        self.sub_title = base + (f"  [terminal {w}x{h}]" if small else "")
+        if small and not getattr(self, "_small", False):
+            self.notify(f"the terminal is {w}x{h}; ptui is laid out for at least "
+                        f"{MIN_SIZE[0]}x{MIN_SIZE[1]}: some panels are cut off. Enlarge the window.",
+                        severity="warning", timeout=10)
+        self._small = small
 
     async def action_switch_mode(self, mode: str) -> None:
         """Toasts belong to the screen that raised them (each screen also shows its outcome in a
@@ -105,9 +126,21 @@ class PtuiApp(App):
         self.notify(msg, severity="error", timeout=8)
 
     async def action_quit(self) -> None:
-        """Quit, but never leave the board in a mode the user did not choose: a running profile is
-        aborted and its worker restores the original mode before the app exits; a fine-tune stops
-        at its next step; a device write under way finishes."""
+        """Quit, but never leave the board in a mode the user did not choose.  While a profile
+        runs, ask first (QuitScreen; ctrl+q there quits)."""
+        scr = self._screen_for("profile")
+        if scr is not None and scr.running and not isinstance(self.screen, QuitScreen):
+            self.push_screen(QuitScreen(), self._quit_answered)
+            return
+        await self.quit_now()
+
+    def _quit_answered(self, quit_: bool | None) -> None:
+        if quit_:
+            self.call_later(self.quit_now)
+
+    async def quit_now(self) -> None:
+        """A running profile is aborted and its worker restores the original mode before the app
+        exits; a fine-tune stops at its next step; a device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
         if scr is not None and scr.running:

@@ -209,7 +209,9 @@ async def test_quit_mid_profile_restores_mode(slow_profiler):
         await pilot.press("s")
         await pilot.pause(0.4)
         assert sim.workload is not None                 # profiling is under way
-        await pilot.press("q")
+        await pilot.press("q")                          # asks first (test_app_words)
+        await pilot.pause(0.2)
+        await pilot.press("y")
         await pilot.pause(0.2)
     assert sim.current_mode() == original and sim.workload is None
 

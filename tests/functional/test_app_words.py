@@ -328,6 +328,55 @@ async def test_plan_estimate_shows_wall_time_at_speed():
         assert wall == pytest.approx(dev / 60, abs=1)
 
 
+# -- quitting mid-profile ---------------------------------------------------------------------------
+async def test_q_during_a_profile_asks_first(slow_profiler):
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        prof = app.screen
+        await until(pilot, lambda: prof.run is not None and prof.run.progress is not None)
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ == "QuitScreen" and prof.running
+        await pilot.press("n")                              # no: the profile goes on
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ == "ProfileScreen" and prof.running
+        assert app.is_running
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        await pilot.press("y")
+        await pilot.pause(0.5)
+    assert sim.current_mode() == original and sim.workload is None
+
+
+async def test_q_when_idle_quits_at_once():
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+        await pilot.pause(0.3)
+        assert not app.is_running
+
+
+# -- small terminal -----------------------------------------------------------------------------------
+async def test_a_terminal_below_80x24_gets_a_notice():
+    app, _ = make_app()
+    seen = record_notifications(app)
+    async with app.run_test(size=(70, 20)) as pilot:
+        await pilot.pause(0.3)
+    assert any("80x24" in m and "70x20" in m for m in seen), seen
+
+
+async def test_no_size_notice_at_80x24():
+    app, _ = make_app()
+    seen = record_notifications(app)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+    assert not any("80x24" in m for m in seen), seen
+
+
 # -- plain words ------------------------------------------------------------------------------------------
 async def test_screens_show_modes_in_plain_words():
     app, sim = make_app()
