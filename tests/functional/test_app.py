@@ -84,9 +84,13 @@ async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
         await wait_workers(app, pilot)
         res = str(app.screen.query_one("#result").render())
         assert "CV MAPE" in res and "90 % interval covered" in res
-        choices = {m["choice"] for m in __import__("json").loads(
-            (app.state.model_dir / "meta.json").read_text())["metrics"].values()}
-        assert all(c in res for c in choices)
+        metrics = __import__("json").loads((app.state.model_dir / "meta.json").read_text())["metrics"]
+        assert all(m["choice"] in res for m in metrics.values())
+        # next to it, PowerTrain's from-scratch baseline as the fit cross-validated it (README)
+        assert "baseline from scratch" in res
+        for tgt, m in metrics.items():
+            base = m["candidates_cv_mape"].get("scratch")
+            assert (f"{tgt} {base:.1f}%" if base is not None else "not run") in res
         assert app.state.model_dir is not None
         # pareto with a 30 W budget
         await pilot.press("4")

@@ -377,6 +377,23 @@ async def test_no_size_notice_at_80x24():
     assert not any("80x24" in m for m in seen), seen
 
 
+# -- Fine-tune: the from-scratch baseline -------------------------------------------------------------
+def test_finetune_shows_the_from_scratch_baseline():
+    """README: Fine-tune 'shows cross-validated MAPE next to the from-scratch baseline'; the
+    screen now does, from the fit's own cross-validation of PowerTrain's scratch recipe."""
+    from ptui.screens.finetune import result_lines
+    metrics = {t: {"choice": "gp-stack", "cv_mape": 2.5, "cv_coverage90": 92.0,
+                   "candidates_cv_mape": {"gp-stack": 2.5, "transfer": 4.0, "scratch": 11.25}}
+               for t in ("time", "power")}
+    text = "\n".join(result_lines(metrics, 50, 3.0, "m"))
+    assert "from scratch" in text and "11.2%" in text
+    for m in metrics.values():                     # without torch: no network recipe at all
+        m["candidates_cv_mape"].pop("scratch")
+        m["note"] = "PowerTrain network recipes skipped: torch is not installed"
+    text = "\n".join(result_lines(metrics, 50, 3.0, "m"))
+    assert "not run" in text and "torch is not installed" in text
+
+
 # -- plain words ------------------------------------------------------------------------------------------
 async def test_screens_show_modes_in_plain_words():
     app, sim = make_app()
