@@ -218,7 +218,7 @@ def _tune_apply(a, dev, mode) -> str:
     r = session.apply(backend, mode)
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
-    return r.message
+    return _applied(r.message, backend)
 
 
 def _tune_hint(a) -> str:
@@ -588,9 +588,19 @@ def _print_batch_decision(r) -> None:
           f"{lb if lb is not None else 'unknown'} ({r.memory.how})")
 
 
+def _applied(message: str, backend) -> str:
+    """An apply's outcome line: on the simulator it says so (apply and tune --apply alike)."""
+    return message + (" on the SIMULATED board" if backend.simulated else "; undo with: ptui restore")
+
+
 def cmd_apply(a) -> int:
     from .core import session
     from .core.backends import open_backend
+    given = [f for f, v in (("--cores", a.cores), ("--cpu-mhz", a.cpu_mhz), ("--gpu-mhz", a.gpu_mhz),
+                            ("--mem-mhz", a.mem_mhz)) if v is not None]
+    if a.preset is not None and given:
+        raise CLIError(f"--preset selects a whole NVIDIA mode: give it alone, or {', '.join(given)} "
+                       f"and the other clocks without --preset")
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
@@ -617,8 +627,7 @@ def cmd_apply(a) -> int:
     res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    print(f"{res.message}" + (" on the SIMULATED board" if backend.simulated else
-                              "; undo with: ptui restore"))
+    print(_applied(res.message, backend))
     if a.persist:
         print(session.persist(backend, mode))
     return EXIT_OK
@@ -776,6 +785,22 @@ def _validate_numbers(p: argparse.ArgumentParser) -> None:
                 act.type = _numeric_type(integer, **rule)
 
 
+WORDS = {
+    "CV MAPE": "cross-validated MAPE, the mean absolute percentage error of the predictions for "
+               "profiled modes held out of the fit (5-fold cross-validation); lower is better",
+    "risk": "the largest accepted probability that the chosen mode goes over the budget (or "
+            "misses the deadline), from the predictions' uncertainty; 0 decides on the means",
+    "P(meets the goal)": "the model's probability that the mode meets the goal (stays within the "
+                         "budget, or meets the deadline)",
+}
+"""The words ptui's output uses that need saying (the app's Help says the same)."""
+
+
+def _words(*names: str) -> str:
+    """A --help epilog explaining the words a command prints."""
+    return "Words in the output: " + "; ".join(f"{n}: {WORDS[n]}" for n in names) + "."
+
+
 GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
 
 
@@ -813,7 +838,8 @@ def _share_global_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ptui", description="Pick the right Jetson power mode for DNN "
                                 "training (PowerTrain). With no command, opens the app. Global options "
-                                "(--device, --backend, --speed) go before or after the command.")
+                                "(--device, --backend, --speed) go before or after the command.",
+                epilog=_words(*WORDS))
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--device", type=_device_name,
                    help="orin-agx, xavier-agx or orin-nano (default: detected)")
@@ -831,11 +857,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", help="CSV file (default: stdout)")
     m.set_defaults(fn=cmd_modes)
 
-    pr = sub.add_parser("profile", help="profile a training workload on a set of power modes")
+    pr = sub.add_parser("profile", help="profile a training workload on a set of power modes",
+                        epilog=_words("P(meets the goal)"))
     _profile_args(pr, tune=False)
     pr.set_defaults(fn=cmd_profile)
 
-    tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)")
+    tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)",
+                        epilog=_words(*WORDS))
     _profile_args(tu, tune=True)
     tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
     tu.add_argument("--risk", type=float, default=0.05,
@@ -858,7 +886,8 @@ def build_parser() -> argparse.ArgumentParser:
     rbb.add_argument("--out", required=True, help="model directory")
     rbb.set_defaults(fn=cmd_reference_build)
 
-    f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile")
+    f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile",
+                       epilog=_words("CV MAPE"))
     f.add_argument("--device", required=True)
     f.add_argument("--profile", required=True)
     f.add_argument("--out", required=True, help="model directory")
@@ -880,7 +909,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--out", help="CSV file (default: stdout)")
     pd.set_defaults(fn=cmd_predict)
 
-    pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal")
+    pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal",
+                        epilog=_words("risk"))
     pa.add_argument("--model", required=True)
     pa.add_argument("--device", help="fail unless the model is for this device")
     pa.add_argument("--modes", help="CSV of candidate modes (default: the modes whose every knob "
