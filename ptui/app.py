@@ -50,7 +50,8 @@ class PtuiApp(App):
         super().__init__()
         self.state = state
         dev = state.backend.device
-        self.sub_title = f"{dev.title}{'  [SIMULATED]' if state.backend.simulated else ''}"
+        self.base_sub_title = f"{dev.title}{'  [SIMULATED]' if state.backend.simulated else ''}"
+        self.sub_title = self.base_sub_title
 
     def on_mount(self) -> None:
         self.state.sampler.start()
@@ -62,11 +63,10 @@ class PtuiApp(App):
 
     def check_size(self, size) -> None:
         """Below MIN_SIZE panels are cut off or crowded: say so when the terminal gets that small
-        (and keep saying it in the header while it is)."""
+        (and keep saying it at the front of the header, which is cut at its end, while it is)."""
         w, h = size.width, size.height
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
-        base = self.sub_title.split("  [terminal ")[0]
-        self.sub_title = base + (f"  [terminal {w}x{h}]" if small else "")
+        self.sub_title = (f"[{w}x{h} < {MIN_SIZE[0]}x{MIN_SIZE[1]}] " if small else "") + self.base_sub_title
         if small and not getattr(self, "_small", False):
             self.notify(f"the terminal is {w}x{h}; ptui is laid out for at least "
                         f"{MIN_SIZE[0]}x{MIN_SIZE[1]}: some panels are cut off. Enlarge the window.",

@@ -58,7 +58,7 @@ class ParetoScreen(Screen):
     # Enter takes the selected mode to Apply wherever the focus is (a priority binding: the front
     # table, the goal fields, the dropdowns and the Load button would take it first), except in
     # the path field, where it loads (the footer then says 'enter Load'), and in an open dropdown
-    BINDINGS = [Binding("enter", "pick", "Apply this mode", priority=True), Binding("l", "load", "Load"),
+    BINDINGS = [Binding("enter", "pick", "To Apply", priority=True), Binding("l", "load", "Load"),
                 Binding("g", "goal", "Go to goal"), Binding("b", "batch", "Batch sizes")]
     COMMANDS_ = (("Load predictions", "Load the model or profile in the path box", "action_load"),
                  ("Pick the mode for the goal", "Jump to the mode that meets the goal", "action_goal"),

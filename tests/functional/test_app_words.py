@@ -95,7 +95,7 @@ async def test_enter_in_a_goal_field_takes_the_goal_mode_to_apply(profile_csv):
         await pilot.press("home", "ctrl+k", "2", "5")     # select all, then type 25
         await pilot.pause(0.2)
         assert budget.value == "25"
-        assert "Apply this mode" in footer_keys(app)
+        assert "To Apply" in footer_keys(app)
         goal = scr.table.modes[scr.goal_idx]
         assert "fastest within 25 W" in _text(app, "#details")
         await pilot.press("enter")
@@ -113,7 +113,7 @@ async def test_enter_on_the_objective_dropdown_takes_the_mode_to_apply(profile_c
         chosen = scr.table.modes[scr.sel]
         scr.query_one("#objective").focus()
         await pilot.pause(0.1)
-        assert "Apply this mode" in footer_keys(app)
+        assert "To Apply" in footer_keys(app)
         await pilot.press("enter")
         await pilot.pause(0.3)
         assert type(app.screen).__name__ == "ApplyScreen" and app.state.selected == chosen
@@ -148,12 +148,12 @@ async def test_the_footer_says_what_enter_does_on_pareto(profile_csv):
         scr = app.screen
         scr.query_one("#front").focus()
         await pilot.pause(0.1)
-        assert "Apply this mode" in footer_keys(app)
-        assert app.screen.active_bindings["enter"].binding.description == "Apply this mode"
+        assert "To Apply" in footer_keys(app)
+        assert app.screen.active_bindings["enter"].binding.description == "To Apply"
         scr.query_one("#path").focus()
         await pilot.pause(0.1)
         keys = footer_keys(app)
-        assert "Apply this mode" not in keys and "Load" in keys, keys
+        assert "To Apply" not in keys and "Load" in keys, keys
         assert app.screen.active_bindings["enter"].binding.description == "Load"
 
 
@@ -366,6 +366,7 @@ async def test_a_terminal_below_80x24_gets_a_notice():
     seen = record_notifications(app)
     async with app.run_test(size=(70, 20)) as pilot:
         await pilot.pause(0.3)
+        assert app.sub_title.startswith("[70x20 < 80x24]")
     assert any("80x24" in m and "70x20" in m for m in seen), seen
 
 
