@@ -202,7 +202,7 @@ class ParetoScreen(Screen):
         """Nothing of the file shown before stays to be picked: its front, its selection and its
         plot go (Enter sent a mode of the previous file to Apply)."""
         self.clear_source()
-        self.app.notify_error(f"cannot load {msg.path}: {msg.error}")
+        self.app.notify_error(msg.error)
         self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
 
     def clear_source(self) -> None:
