@@ -18,20 +18,6 @@ def make_app(**kw):
     return PtuiApp(state), sim
 
 
-@pytest.fixture
-def slower_profiler(monkeypatch):
-    """Each measured mode takes 0.2 s of wall time: a test that acts mid-profile still finds the
-    profile running on a loaded machine (the run is aborted early, so this costs little)."""
-    import ptui.core.profiler as P
-    real = P.Profiler.measure
-
-    def slow(self, *a, **k):
-        time.sleep(0.2)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(P.Profiler, "measure", slow)
-
-
 async def wait_workers(app, pilot):
     await app.workers.wait_for_complete()
     await pilot.pause(0.1)

@@ -329,7 +329,7 @@ async def test_plan_estimate_shows_wall_time_at_speed():
 
 
 # -- quitting mid-profile ---------------------------------------------------------------------------
-async def test_q_during_a_profile_asks_first(slow_profiler):
+async def test_q_during_a_profile_asks_first(slower_profiler):
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(100, 30)) as pilot:
