@@ -347,8 +347,8 @@ async def test_q_during_a_profile_asks_first(slower_profiler):
         assert app.is_running
         await pilot.press("q")
         await pilot.pause(0.1)
-        await pilot.press("y")
-        await pilot.pause(0.5)
+        await pilot.press("y")                              # yes: abort, restore, then exit
+        await until(pilot, lambda: not prof.running and not app.is_running)
     assert sim.current_mode() == original and sim.workload is None
 
 
