@@ -87,7 +87,7 @@ def cmd_profile(a) -> int:
         # the mode in plain words (the CSV keeps the exact values)
         key = r.mode.describe() + (f" · batch {p.batch_size}" if p.batch_size is not None else "")
         w = 56 if p.batch_size is None else 67
-        bar.update(p.done, f"{key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
+        bar.update(p.done, f"{r.time_ms:.1f} ms {r.power_w:.2f} W  {key}",
                    f"[{p.done:>5}/{p.total}] {key:<{w}} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
                    f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
                    else None)
