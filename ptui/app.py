@@ -16,10 +16,14 @@ from .screens.finetune import FinetuneScreen
 from .screens.help import HelpScreen
 from .screens.pareto import ParetoScreen
 from .screens.profile import ProfileScreen
+from .screens.quit import QuitScreen
 from .state import AppState, make_state
 
 __all__ = ["AppState", "PtuiApp", "make_state", "run_app"]
 
+
+MIN_SIZE = (80, 24)
+"""The smallest terminal every screen is laid out for."""
 
 AREAS = (("dashboard", "1", "Dashboard"), ("profile", "2", "Profile"), ("finetune", "3", "Fine-tune"),
            ("pareto", "4", "Pareto"), ("apply", "5", "Apply"))
@@ -50,13 +54,15 @@ class PtuiApp(App):
         self.board_left = ""          # a profile could not put the board back: why
         dev = state.backend.device
         be = state.backend
-        self.sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
-                                      "  [EMULATED, SIMULATED]" if be.emulated else "")
+        self.base_sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
+                                           "  [EMULATED, SIMULATED]" if be.emulated else "")
+        self.sub_title = self.base_sub_title
 
     def on_mount(self) -> None:
         self.state.sampler.start()
         self.switch_mode("dashboard")
         self._catch_stop_signals()
+        self.check_size(self.size)
 
     def _catch_stop_signals(self) -> None:
         """SIGTERM and SIGHUP (kill, systemd, a closed SSH session) quit the app as `q` does: a
@@ -83,7 +89,22 @@ class PtuiApp(App):
             for fd in (1, 2):
                 os.dup2(null, fd)
             os.close(null)
-        self.call_later(self.shutdown)
+        self.call_later(self.quit_now)
+
+    def on_resize(self, event) -> None:
+        self.check_size(event.size)
+
+    def check_size(self, size) -> None:
+        """Below MIN_SIZE panels are cut off or crowded: say so when the terminal gets that small
+        (and keep saying it at the front of the header, which is cut at its end, while it is)."""
+        w, h = size.width, size.height
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        self.sub_title = (f"[{w}x{h} < {MIN_SIZE[0]}x{MIN_SIZE[1]}] " if small else "") + self.base_sub_title
+        if small and not getattr(self, "_small", False):
+            self.notify(f"the terminal is {w}x{h}; ptui is laid out for at least "
+                        f"{MIN_SIZE[0]}x{MIN_SIZE[1]}: some panels are cut off. Enlarge the window.",
+                        severity="warning", timeout=10)
+        self._small = small
 
     async def action_switch_mode(self, mode: str) -> None:
         """Toasts belong to the screen that raised them (each screen also shows its outcome in a
@@ -129,19 +150,30 @@ class PtuiApp(App):
             yield SystemCommand(f"Go to {label}", f"Switch to the {label} screen (key {key})",
                                 lambda n=name: self.switch_mode(n))
         yield SystemCommand("Help", "Keys and how ptui works", lambda: self.push_screen("help"))
-        for title, help_, action in getattr(self.screen, "COMMANDS_", ()):
-            yield SystemCommand(title, help_, getattr(self.screen, action))
+        # `screen` is the screen the palette was opened from (while the palette is open,
+        # self.screen is the palette itself, which has no actions of ptui's)
+        for title, help_, action in getattr(screen, "COMMANDS_", ()):
+            yield SystemCommand(title, help_, getattr(screen, action))
 
     def notify_error(self, msg: str) -> None:
         self.notify(msg, severity="error", timeout=8)
 
     async def action_quit(self) -> None:
-        await self.shutdown()
+        """Quit, but never leave the board in a mode the user did not choose.  While a profile
+        runs, ask first (QuitScreen; ctrl+q there quits)."""
+        scr = self._screen_for("profile")
+        if scr is not None and scr.running and not isinstance(self.screen, QuitScreen):
+            self.push_screen(QuitScreen(), self._quit_answered)
+            return
+        await self.quit_now()
 
-    async def shutdown(self) -> None:
-        """Quit, but never leave the board in a mode the user did not choose: a running profile is
-        aborted and its worker restores the original mode before the app exits; a fine-tune stops
-        at its next step; a device write under way finishes."""
+    def _quit_answered(self, quit_: bool | None) -> None:
+        if quit_:
+            self.call_later(self.quit_now)
+
+    async def quit_now(self) -> None:
+        """A running profile is aborted and its worker restores the original mode before the app
+        exits; a fine-tune stops at its next step; a device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
         if scr is not None and scr.running:

@@ -94,9 +94,10 @@ def cmd_profile(a) -> int:
 
     def show(p):
         r = p.last
-        key = r.mode.key + (f" bs{p.batch_size}" if p.batch_size is not None else "")
-        w = 26 if p.batch_size is None else 31
-        bar.update(p.done, f"{key} {r.time_ms:.1f} ms {r.power_w:.2f} W",
+        # the mode in plain words (the CSV keeps the exact values)
+        key = r.mode.describe() + (f" · batch {p.batch_size}" if p.batch_size is not None else "")
+        w = 56 if p.batch_size is None else 67
+        bar.update(p.done, f"{r.time_ms:.1f} ms {r.power_w:.2f} W  {key}",
                    f"[{p.done:>5}/{p.total}] {key:<{w}} {r.time_ms:9.1f} ms {r.power_w:6.2f} W"
                    f"   device time {hms(p.device_time_s)}" if p.done % every == 0 or p.done == p.total
                    else None)
@@ -123,8 +124,8 @@ def cmd_profile(a) -> int:
         _info(f"stopped: {res.stop_reason}")
     if res.best and getattr(a, "best_line", True):      # tune says it after deciding
         what = res.best[0]
-        what = (f"(mode, batch size) pair for the goal: {what[0].key} at batch {what[1]}"
-                if isinstance(what, tuple) else f"mode for the goal: {what.key}")
+        what = (f"(mode, batch size) pair for the goal: {what[0].describe()} at batch {what[1]}"
+                if isinstance(what, tuple) else f"mode for the goal: {what.describe()}")
         _info(f"best measured {what} (P(meets the goal) {res.best[1]:.0%} by the model)")
     label = f" ({res.label})" if res.label else ""
     _info(f"profiled: {res.saved}; device time {hms(res.device_time_s)}{label}, "
@@ -243,7 +244,7 @@ def _tune_apply(a, dev, mode) -> str:
     r = session.apply(backend, mode)
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
-    return r.message
+    return _applied(r.message, backend)
 
 
 def _tune_hint(a) -> str:
@@ -622,10 +623,10 @@ def _print_batch_decision(r) -> None:
 
     def line(tag, q):
         if q is None:
-            return f"  {tag:<34} not available (no such pair fits the goal and memory)"
+            return f"  {tag:<28} not available (no such pair fits the goal and memory)"
         pen = (q.target_s / p.target_s - 1.0) * 100 if p.target_s > 0 else 0.0
-        return (f"  {tag:<34} bs {q.batch_size:>4}  {q.mode.key:<26} {hms(q.target_s)}  "
-                f"{q.power_w:5.1f} W  {q.energy_wh:8.1f} Wh  ({pen:+.1f} %)")
+        return (f"  {tag:<28} bs {q.batch_size:>4}  {hms(q.target_s)}  {q.power_w:5.1f} W  "
+                f"{q.energy_wh:8.1f} Wh  ({pen:+.1f} %)\n  {'':<28} {q.mode.describe()}")
     print(f"goal: {r.goal}")
     print(f"mode: {p.mode}   batch size: {p.batch_size}")
     print(f"{p.source}: {p.time_ms:.1f} ms per step (+-{p.time_ms_std:.1f}), {p.power_w:.2f} W "
@@ -641,9 +642,19 @@ def _print_batch_decision(r) -> None:
           f"{lb if lb is not None else 'unknown'} ({r.memory.how})")
 
 
+def _applied(message: str, backend) -> str:
+    """An apply's outcome line: on the simulator it says so (apply and tune --apply alike)."""
+    return message + (_board_words(backend) if backend.simulated else "; undo with: ptui restore")
+
+
 def cmd_apply(a) -> int:
     from .core import session
     from .core.backends import open_backend
+    given = [f for f, v in (("--cores", a.cores), ("--cpu-mhz", a.cpu_mhz), ("--gpu-mhz", a.gpu_mhz),
+                            ("--mem-mhz", a.mem_mhz)) if v is not None]
+    if a.preset is not None and given:
+        raise CLIError(f"--preset selects a whole NVIDIA mode: give it alone, or {', '.join(given)} "
+                       f"and the other clocks without --preset")
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     dev = backend.device
@@ -655,7 +666,7 @@ def cmd_apply(a) -> int:
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
     p = session.plan_apply(backend, mode)
-    print(f"plan for {dev.name} ({backend.kind}): {p.current.key} -> {mode.key}")
+    print(f"plan for {dev.name} ({backend.kind}): from {p.current} to {mode}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
     if a.dry_run:
@@ -670,8 +681,7 @@ def cmd_apply(a) -> int:
     res = session.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
-    print(f"{res.message}" + (_board_words(backend) if backend.simulated else
-                              "; undo with: ptui restore"))
+    print(_applied(res.message, backend))
     if a.persist:
         print(session.persist(backend, mode))
     return EXIT_OK
@@ -690,7 +700,7 @@ def _apply_preset(a, backend) -> int:
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
            "sim": "on the simulated board", "replay": "on the replay board"}.get(backend.kind, "")
-    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how} -> {p.mode.key}"
+    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how}: {p.mode}"
           f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
     if a.dry_run:
         print("dry run: nothing written")
@@ -698,8 +708,7 @@ def _apply_preset(a, backend) -> int:
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
     got = session.apply_preset(backend, p.id)
-    print(f"selected {p.name}: {got.key}" + (_board_words(backend) if backend.simulated else
-                                             "; undo with: ptui restore"))
+    print(_applied(f"selected {p.name}: {got}", backend))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK
@@ -891,6 +900,22 @@ def _validate_numbers(p: argparse.ArgumentParser) -> None:
                 act.type = _numeric_type(integer, **rule)
 
 
+WORDS = {
+    "CV MAPE": "cross-validated MAPE, the mean absolute percentage error of the predictions for "
+               "profiled modes held out of the fit (5-fold cross-validation); lower is better",
+    "risk": "the largest accepted probability that the chosen mode goes over the budget (or "
+            "misses the deadline), from the predictions' uncertainty; 0 decides on the means",
+    "P(meets the goal)": "the model's probability that the mode meets the goal (stays within the "
+                         "budget, or meets the deadline)",
+}
+"""The words ptui's output uses that need saying (the app's Help says the same)."""
+
+
+def _words(*names: str) -> str:
+    """A --help epilog explaining the words a command prints."""
+    return "Words in the output: " + "; ".join(f"{n}: {WORDS[n]}" for n in names) + "."
+
+
 GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
 
 
@@ -928,7 +953,8 @@ def _share_global_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ptui", description="Pick the right Jetson power mode for DNN "
                                 "training (PowerTrain). With no command, opens the app. Global options "
-                                "(--device, --backend, --speed) go before or after the command.")
+                                "(--device, --backend, --speed) go before or after the command.",
+                epilog=_words(*WORDS))
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--device", type=_device_name,
                    help="orin-agx, xavier-agx or orin-nano (default: detected)")
@@ -946,11 +972,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", help="CSV file (default: stdout)")
     m.set_defaults(fn=cmd_modes)
 
-    pr = sub.add_parser("profile", help="profile a training workload on a set of power modes")
+    pr = sub.add_parser("profile", help="profile a training workload on a set of power modes",
+                        epilog=_words("P(meets the goal)"))
     _profile_args(pr, tune=False)
     pr.set_defaults(fn=cmd_profile)
 
-    tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)")
+    tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)",
+                        epilog=_words(*WORDS))
     _profile_args(tu, tune=True)
     tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
     _add_risk(tu)
@@ -972,7 +1000,8 @@ def build_parser() -> argparse.ArgumentParser:
     rbb.add_argument("--out", required=True, help="model directory")
     rbb.set_defaults(fn=cmd_reference_build)
 
-    f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile")
+    f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile",
+                       epilog=_words("CV MAPE"))
     f.add_argument("--device", required=True)
     f.add_argument("--profile", required=True)
     f.add_argument("--out", required=True, help="model directory")
@@ -994,7 +1023,8 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("--out", help="CSV file (default: stdout)")
     pd.set_defaults(fn=cmd_predict)
 
-    pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal")
+    pa = sub.add_parser("pareto", help="Pareto front and the best mode for a goal",
+                        epilog=_words("risk"))
     pa.add_argument("--model", required=True)
     pa.add_argument("--device", help="fail unless the model is for this device")
     pa.add_argument("--modes", help="CSV of candidate modes (default: the modes whose every knob "

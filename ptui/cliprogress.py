@@ -46,10 +46,16 @@ class Steps:
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), TextColumn("{task.fields[text]}"),
-                                 console=Console(stderr=True), transient=False)
+            from rich.table import Column
+            # the bar and the text beside it share what the fixed columns leave; the text (a mode
+            # in plain words is long) is cut at its end rather than squeezing the counts and ETA
+            self._bar = Progress(TextColumn("{task.description}"),
+                                 BarColumn(bar_width=None, table_column=Column(ratio=1)),
+                                 MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[text]}", table_column=Column(
+                                     ratio=3, no_wrap=True, overflow="ellipsis")),
+                                 console=Console(stderr=True), transient=False, expand=True)
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, completed=self.done, text="")
         return self

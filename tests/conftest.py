@@ -64,3 +64,19 @@ def slow_profiler(monkeypatch):
         return real(self, *a, **k)
 
     monkeypatch.setattr(P.Profiler, "measure", slow)
+
+
+@pytest.fixture
+def slower_profiler(monkeypatch):
+    """Each measured mode takes 0.2 s of wall time: a test that acts mid-profile still finds the
+    profile running on a loaded machine (the run is aborted early, so this costs little)."""
+    import time as _time
+
+    import ptui.core.profiler as P
+    real = P.Profiler.measure
+
+    def slow(self, *a, **k):
+        _time.sleep(0.2)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(P.Profiler, "measure", slow)

@@ -151,14 +151,19 @@ def acquire(goal: Goal, mu_t, sd_t, mu_p, sd_p, measured: np.ndarray, meas_t, me
     return Acquisition(best, float(raw.max()), inc, p_inc)
 
 
+ACTIVE_MIN_COUNT = 3
+"""The fewest modes an active search profiles."""
+
+
 class ActivePlanner:
     """Chooses the next mode to profile from the modes measured so far (stateless between calls
     apart from caches, so a resumed session continues exactly as an uninterrupted one)."""
 
     def __init__(self, device: Device, candidates: list, goal: Goal, *, count: int,
                  reference=None, seed: int = 0, n_initial: int | None = None) -> None:
-        if count < 3:
-            raise PtuiInputError(f"active profiling needs --count of at least 3, got {count}")
+        if count < ACTIVE_MIN_COUNT:
+            raise PtuiInputError(f"active profiling needs --count of at least {ACTIVE_MIN_COUNT}, "
+                                 f"got {count}")
         self.device, self.goal, self.count, self.seed = device, goal, count, seed
         self.candidates = list(candidates)
         self.A = self._inputs(self.candidates)
@@ -370,6 +375,16 @@ def drive_offline(pl: ActivePlanner, take, count: int, rows: list) -> None:
         take(c)
 
 
+def plan_candidates(device: Device, strategy: str, candidates=None) -> list:
+    """The modes a strategy chooses from: random and space-filling draw from PowerTrain's grid;
+    active searches every mode the board has (the decision is made over all of them); on the
+    replay device (`candidates`), the recorded ones."""
+    if strategy not in STRATEGIES:
+        raise PtuiInputError(f"unknown strategy {strategy!r}; choose {', '.join(STRATEGIES)}")
+    return list(candidates) if candidates is not None else (
+        device.full_space() if strategy == "active" else device.pt_grid())
+
+
 def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, candidates=None,
               goal: Goal | None = None, reference=None):
     """The initial plan for a strategy and, for ``active``, the planner that extends it.
@@ -378,12 +393,7 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
     import random as _random
 
     from .modes import transition_order
-    if strategy not in STRATEGIES:
-        raise PtuiInputError(f"unknown strategy {strategy!r}; choose {', '.join(STRATEGIES)}")
-    # random and space-filling draw from PowerTrain's grid; active searches every mode the board
-    # has (the decision is made over all of them), on the replay device the recorded ones
-    cands = list(candidates) if candidates is not None else (
-        device.full_space() if strategy == "active" else device.pt_grid())
+    cands = plan_candidates(device, strategy, candidates)
     n = 50 if count is None else count
     if not 1 <= n <= len(cands):
         raise PtuiInputError(f"--count must be between 1 and {len(cands)} here, got {n}")

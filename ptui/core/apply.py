@@ -78,7 +78,7 @@ def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     except Exception as e:  # noqa: BLE001 - any failure means roll back
         return ApplyResult(False, target, None, snap,
                            f"apply failed: {e}; {_roll_back(backend, snap, before)}")
-    return ApplyResult(True, target, rb, snap, f"applied and verified {rb.key}")
+    return ApplyResult(True, target, rb, snap, f"applied and verified: {rb.describe()}")
 
 
 def _roll_back(backend: Backend, snap, before: Mode) -> str:
@@ -92,7 +92,7 @@ def _roll_back(backend: Backend, snap, before: Mode) -> str:
     if now != before:
         return (f"ROLLBACK FAILED: the device reports {now.key}, not the previous {before.key}; "
                 f"check the device")
-    return f"rolled back to the previous mode {before.key}"
+    return f"rolled back to the previous mode: {before.describe()}"
 
 
 def rollback(backend: Backend, snapshot) -> Mode:

@@ -299,7 +299,7 @@ def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
         raise InfeasibleError(
             f"no (mode, batch size) pair stays within {budget_w:g} W"
             + (f" with risk <= {risk:g}" if risk is not None else "")
-            + f"; the lowest-power pair is {t.modes[i].key} at batch {int(jt.batch[i])}: "
+            + f"; the lowest-power pair is {t.modes[i].describe()} at batch {int(jt.batch[i])}: "
               f"{t.power_w[i]:.1f} W (+-{t.power_w_std[i]:.1f}), {t.time_ms[i]:.0f} ms per step") from None
     i = int(idx[d.index])
     b = int(jt.batch[i])

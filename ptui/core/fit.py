@@ -608,6 +608,15 @@ def distrust_outliers(measured: dict | None, A: np.ndarray, metrics: dict) -> di
 
 
 NOTE_NAMES = 5           # the rows a note names; the model's metadata lists every one
+def _mode_words(recorded: str) -> str:
+    """An outlier's mode as the metrics keep it ('12c/883.2/522.75/3199', maybe ' at batch 32'),
+    in plain words; a text that is not a mode key is shown as it is."""
+    from .modes import Mode
+    key, sep, rest = recorded.partition(" at batch ")
+    try:
+        return Mode.from_key(key).describe() + (f", batch {rest}" if sep else "")
+    except ValueError:
+        return recorded
 
 
 def outlier_note(target: str, m: dict) -> str | None:
@@ -620,7 +629,7 @@ def outlier_note(target: str, m: dict) -> str | None:
     unit = "ms" if target == "time" else "W"
 
     def each(recs: list, who: str) -> str:
-        s = "; ".join(f"{o['mode']}: measured {o['measured']:.4g} {unit}, {who} predict"
+        s = "; ".join(f"{_mode_words(o['mode'])}: measured {o['measured']:.4g} {unit}, {who} predict"
                       f"{'s' if who == 'the fit' else ''} {o['cross_validated']:.4g} {unit}"
                       for o in recs[:NOTE_NAMES])
         more = len(recs) - NOTE_NAMES

@@ -6,6 +6,7 @@ with a message that names the valid values.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -29,6 +30,16 @@ def fmt_mhz(x: float) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
+def cpu_ghz(mhz: float) -> str:
+    """A CPU clock as people read it: 1497.6 MHz -> '1.50' (GHz; every table value stays distinct)."""
+    return f"{mhz / 1000:.2f}"
+
+
+def whole_mhz(mhz: float) -> str:
+    """A GPU or memory clock to the MHz, half up: 522.75 -> '523', 665.6 -> '666'."""
+    return str(math.floor(mhz + 0.5))
+
+
 @dataclass(frozen=True, order=True)
 class Mode:
     cores: int
@@ -38,7 +49,27 @@ class Mode:
 
     @property
     def key(self) -> str:
+        """The compact exact form, '6c/1497.6/522.75/2133', for CSV, JSON and anything a machine
+        reads back; people read describe()."""
         return f"{self.cores}c/{fmt_mhz(self.cpu_mhz)}/{fmt_mhz(self.gpu_mhz)}/{fmt_mhz(self.mem_mhz)}"
+
+    @classmethod
+    def from_key(cls, key: str) -> "Mode":
+        """The mode a key names ('6c/1497.6/522.75/2133'); ValueError when it is not a key."""
+        c, f, g, m = key.strip().split("/")
+        if not c.endswith("c"):
+            raise ValueError(f"not a mode key: {key!r}")
+        return cls(int(c[:-1]), float(f), float(g), float(m))
+
+    def words(self) -> tuple[str, str, str, str]:
+        """Each knob in plain words: '6 cores', 'CPU 1.50 GHz', 'GPU 523 MHz', 'memory 2133 MHz'."""
+        return (f"{self.cores} core{'' if self.cores == 1 else 's'}", f"CPU {cpu_ghz(self.cpu_mhz)} GHz",
+                f"GPU {whole_mhz(self.gpu_mhz)} MHz", f"memory {whole_mhz(self.mem_mhz)} MHz")
+
+    def describe(self) -> str:
+        """The mode as people read it, on screen and in the CLI's text:
+        '6 cores · CPU 1.50 GHz · GPU 523 MHz · memory 2133 MHz'."""
+        return " · ".join(self.words())
 
     def as_tuple(self) -> tuple[int, float, float, float]:
         return (self.cores, self.cpu_mhz, self.gpu_mhz, self.mem_mhz)
@@ -48,8 +79,7 @@ class Mode:
                 "mem_mhz": self.mem_mhz}
 
     def __str__(self) -> str:
-        return (f"{self.cores} cores, CPU {fmt_mhz(self.cpu_mhz)} MHz, "
-                f"GPU {fmt_mhz(self.gpu_mhz)} MHz, EMC {fmt_mhz(self.mem_mhz)} MHz")
+        return self.describe()
 
 
 def _snap(value: float, table: Sequence[float], what: str, device_name: str) -> float:

@@ -283,10 +283,10 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
         i = int(np.argmin(p))
         parts.append(f"no mode stays within {budget_w:g} W"
                      + (f" with risk <= {risk:g}" if risk is not None else "")
-                     + f"; the lowest-power mode is {table.modes[i].key} at {p[i]:.1f} W "
+                     + f"; the lowest-power mode is {table.modes[i].describe()} at {p[i]:.1f} W "
                        f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms")
     if deadline_ms is not None:
         i = int(np.argmin(t))
-        parts.append(f"no mode meets {deadline_ms:g} ms; the fastest is {table.modes[i].key} at "
+        parts.append(f"no mode meets {deadline_ms:g} ms; the fastest is {table.modes[i].describe()} at "
                      f"{t[i]:.1f} ms, {p[i]:.1f} W")
     return "; ".join(parts) or "no feasible mode"

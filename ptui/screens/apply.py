@@ -75,12 +75,21 @@ class ApplyScreen(Screen):
             return                                  # stale: another mode was picked since
         pred = st.selected_pred
         spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
-        lines = [f"[b]Apply[/b] {p.target}   (now: {p.current.key})",
-                 f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per {st.selected_unit}"
-                 f"{f' of {st.selected_batch}' if st.selected_batch else ''}, "
-                 f"{pred.get('power_w', float('nan')):.2f} W{spread}", ""]
-        lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
+        expect = (f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per {st.selected_unit}"
+                  f"{f' of {st.selected_batch}' if st.selected_batch else ''}, "
+                  f"{pred.get('power_w', float('nan')):.2f} W{spread}")
         sim = " (simulated device)" if st.backend.simulated else ""
+        if p.noop:
+            # the board runs the mode: applied here (y, read back), or it already did
+            done = self.result is not None and self.result.ok and self.result.target == p.target
+            lines = [f"[b]{'Applied' if done else 'Already running'}[/b] {p.target.describe()}{sim}",
+                     expect, "",
+                     "applied and read back: the board runs this mode now; [b]r[/b] rolls back"
+                     if done else "the board already runs this mode: nothing to apply"]
+            self.query_one("#plan", Static).update("\n".join(lines))
+            return
+        lines = [f"[b]Apply[/b] {p.target.describe()}", f"now:  {p.current.describe()}", expect, ""]
+        lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
         lines += ["", f"press [b]y[/b] to apply{sim}, [b]r[/b] to roll back afterwards"]
         self.query_one("#plan", Static).update("\n".join(lines))
 
@@ -189,7 +198,7 @@ class ApplyScreen(Screen):
         self.snapshot = None
         self.result = None
         self.measure_from = None
-        self.query_one("#result", Static).update(f"rolled back to {msg.mode.key}")
+        self.query_one("#result", Static).update(f"rolled back to {msg.mode.describe()}")
         self.show_plan()
 
     def action_persist(self) -> None:

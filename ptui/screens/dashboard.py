@@ -6,7 +6,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..core.modes import Mode, fmt_mhz
+from ..core.modes import Mode
 from ..widgets.powerplot import PowerPlot
 
 
@@ -67,17 +67,15 @@ class DashboardScreen(Screen):
         rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}"
                           for name, w in t.rails.items()) or "no rails"
         self._set("#power", f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
-        mode = "n/a"
-        if None not in (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz):
-            mode = Mode(t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz).key
         mb = st.sampler.minibatch_ms
+        # the mode in plain words, a knob a line (as Mode.describe says it)
+        knobs = (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz)
+        cores, cpu, gpu, mem = (Mode(*knobs).words() if None not in knobs else
+                                ("cores n/a", "CPU n/a", "GPU n/a", "memory n/a"))
         self._set("#clocks",
-            f"[b]Mode[/b] {mode}\n"
-            f"nvpmodel {t.nvpmodel or 'custom mode'}\n"
-            f"cores {_na(t.cores_online, '{}')}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
-            f"CPU {_na(t.cpu_mhz and fmt_mhz(t.cpu_mhz), '{}', ' MHz')}\n"
-            f"GPU {_na(t.gpu_mhz and fmt_mhz(t.gpu_mhz), '{}', ' MHz')}\n"
-            f"EMC {_na(t.mem_mhz and fmt_mhz(t.mem_mhz), '{}', ' MHz')}\n"
+            f"[b]Mode[/b] nvpmodel {t.nvpmodel or 'custom mode'}\n"
+            f"{cores}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
+            f"{cpu}\n{gpu}\n{mem}\n"
             f"minibatch {self._minibatch(mb, t)}")
         temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}"
                           for k, v in t.temps.items()) or "no thermal zones"

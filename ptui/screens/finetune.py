@@ -109,23 +109,44 @@ class FinetuneScreen(Screen):
     def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
-        # the next step right under the headline: below the notes it scrolled out of a 30-row
-        # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
-        lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {out}",
-                 "Next: 4 Pareto to pick a mode.", "",
-                 f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
-        from ..core.fit import outlier_note, subset_note
-        notes = [escape(n) for n in [subset_note(metrics)] if n]
-        for tgt in ("time", "power"):
-            m = metrics[tgt]
-            cov = m.get("cv_coverage90")
-            lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
-                         f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
-            notes += [escape(n) for n in [outlier_note(tgt, m)] if n]
-        lines += [""] + notes if notes else []
-        self.query_one("#result", Static).update("\n".join(lines))    # no toast: it says it
+        self.query_one("#result", Static).update("\n".join(result_lines(metrics, n, seconds, out)))
 
     def failed(self, msg: str) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
         self.query_one("#result", Static).update(f"[red]fine-tuning failed: {escape(msg)}[/red]")
+
+
+def result_lines(metrics: dict, n: int, seconds: float, out) -> list[str]:
+    """What the Fine-tune screen says about a fit: per target its cross-validated MAPE, interval
+    coverage and method, then PowerTrain's from-scratch baseline (its network trained on the
+    profile alone, no reference), cross-validated on the same folds, and any outliers."""
+    from ..core.fit import outlier_note, subset_note
+    # the next step right under the headline: below the notes it scrolled out of a 30-row
+    # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
+    lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {escape(str(out))}",
+             "Next: 4 Pareto to pick a mode.", "",
+             f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
+    notes, scratch, why = [escape(n) for n in [subset_note(metrics)] if n], [], ""
+    for tgt in ("time", "power"):
+        m = metrics[tgt]
+        cov = m.get("cv_coverage90")
+        lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
+                     f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
+        notes += [escape(n) for n in [outlier_note(tgt, m)] if n]
+        base = m.get("candidates_cv_mape", {}).get("scratch")
+        if base is None:
+            why = why or m.get("note", "")
+            scratch.append(f"{tgt} not run")
+        else:
+            # a recipe the screen stopped was scored on the screening folds only
+            scratch.append(f"{tgt} {base:.1f}%" + ("*" if "scratch" in m.get("screened_out", ()) else ""))
+    why = f" ({escape(why)})" if why else ""
+    if all(s.endswith("not run") for s in scratch):
+        lines.append(f"baseline from scratch: not run{why}")
+    else:
+        lines.append(f"baseline from scratch (PowerTrain's network, no reference), CV MAPE: "
+                     f"{', '.join(scratch)}" + ("  (*on the screening folds only)"
+                                                if any(s.endswith("*") for s in scratch) else "")
+                     + (why if any(s.endswith("not run") for s in scratch) else ""))
+    return lines + ([""] + notes if notes else [])

@@ -10,20 +10,22 @@ from textual.widgets import Markdown
 HELP = """\
 **ptui — power modes for DNN training on Jetson**
 
-**Screens** `1`–`5` · `?` help · `q` quit · `ctrl+p` every action. In a text field these
-keys are text: `escape` leaves the field (`ctrl+q` quits from anywhere).
+`1`–`5` screens · `?` help · `q` quit · `ctrl+p` actions. In a text field these keys
+are text: `escape` leaves it (`ctrl+q` quits from anywhere).
 
-1. **Profile** ~50 power modes of your workload (PowerTrain protocol: apply, verify, drop the
-   first minibatch, wait for stable power, time 40 minibatches). `space` pauses, `x` aborts
-   (the original mode comes back); unfinished sessions can be resumed.
-2. **Fine-tune** predictors of time and power on that profile.
-3. **Pareto**: every mode predicted; set a budget or deadline, move on the front with the
-   arrow keys, read time, power, energy and their uncertainty.
-4. **Apply**: the exact plan, `y` to confirm, read-back check, then the measured power next
-   to the prediction; `r` rolls back.
+1. **Dashboard**: live power per rail, clocks, temperatures.
+2. **Profile** ~50 modes of your workload: `s` start, `space` pause, `x` abort (the
+   original mode comes back); or resume an unfinished one.
+3. **Fine-tune** (`t`) predictors of time and power on that profile.
+4. **Pareto**: every mode predicted; a budget or deadline picks one; arrows move
+   on the front; `enter` takes the selected mode to Apply.
+5. **Apply**: the exact plan, `y` applies and reads back, `r` rolls back.
 
-Without a Jetson everything runs on a **simulated** Orin AGX (shown as SIMULATED).
-`escape` closes this help.
+**CV MAPE**: mean absolute percentage error of predictions for modes held out of
+the fit (5-fold cross-validation). **risk 0.05**: a mode is chosen only if the
+chance that it goes over the budget (or deadline) is at most 5 %. **P(meets the
+goal)**: the model's probability that a mode is within the budget or deadline.
+Without a Jetson, ptui runs a **simulated** Orin AGX (labelled SIMULATED).
 """
 
 

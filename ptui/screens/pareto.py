@@ -28,7 +28,7 @@ from textual.widgets import (
 
 from ..core import session
 from ..core.clock import hms
-from ..core.modes import Mode, fmt_mhz
+from ..core.modes import Mode, cpu_ghz, whole_mhz
 from ..core.pareto import DEFAULT_RISK, InfeasibleError, Table, front_indices
 from ..core.workloads import WORKLOADS
 from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
@@ -41,15 +41,24 @@ OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy
 BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
+class PathInput(Input):
+    """The path field: Enter loads what it names, and the footer says so."""
+    BINDINGS = [Binding("enter", "submit", "Load")]
+
+
 def _knob_cells(m) -> tuple[str, str, str, str]:
-    """A mode's knobs as the front table shows them: cores, CPU, GPU and EMC clocks."""
-    return str(m.cores), fmt_mhz(m.cpu_mhz), fmt_mhz(m.gpu_mhz), fmt_mhz(m.mem_mhz)
+    """A mode's knobs as the front table shows them, in Mode.describe's units: cores, CPU GHz,
+    GPU and memory MHz."""
+    return str(m.cores), cpu_ghz(m.cpu_mhz), whole_mhz(m.gpu_mhz), whole_mhz(m.mem_mhz)
 
 
 class ParetoScreen(Screen):
     TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
-    BINDINGS = [Binding("enter", "pick", "Apply this mode"), Binding("l", "load", "Load"),
+    # Enter takes the selected mode to Apply wherever the focus is (a priority binding: the front
+    # table, the goal fields, the dropdowns and the Load button would take it first), except in
+    # the path field, where it loads (the footer then says 'enter Load'), and in an open dropdown
+    BINDINGS = [Binding("enter", "pick", "To Apply", priority=True), Binding("l", "load", "Load"),
                 Binding("g", "goal", "Go to goal"), Binding("b", "batch", "Batch sizes")]
     COMMANDS_ = (("Load predictions", "Load the model or profile in the path box", "action_load"),
                  ("Pick the mode for the goal", "Jump to the mode that meets the goal", "action_goal"),
@@ -86,23 +95,27 @@ class ParetoScreen(Screen):
         self.front_key: tuple | None = None
         self.bs_filter: int | None = None
         """The one batch size the decision is restricted to (None: every size of the source)."""
+        self.kept: dict[str, str] = {}
+        """What a goal field held before the objective stopped using it (back when it is used)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(classes="form"):
             yield Select([], id="source", prompt="saved models and profiles…")
-            yield Input(id="path", placeholder="or a model directory / profile CSV path")
+            yield PathInput(id="path", placeholder="or a model directory / profile CSV path")
             yield Button("Load (l)", id="load")
         with Horizontal(classes="form"):
             yield Label("budget W")
-            yield Input("30", id="budget", type="number")
+            # text fields: what is typed stays as typed ('1e9' in a number field became '19'), and
+            # _field says what is wrong with it, by the field's name
+            yield Input("30", id="budget")
             yield Label("deadline s/ep", id="deadline-label")
-            yield Input("", id="deadline", type="number")
+            yield Input("", id="deadline")
             # several batch sizes: B_noise of E(B) ~ 1 + B / B_noise (empty: throughput only)
             yield Label("noise B", id="noise-label")
-            yield Input("", id="noise", type="number")
+            yield Input("", id="noise")
             yield Label("epochs", id="epochs-label")
-            yield Input("10", id="epochs", type="integer")
+            yield Input("10", id="epochs")
             yield Select(OBJECTIVES, value="budget", allow_blank=False, id="objective")
         with Horizontal():
             yield SafePlot(id="pareto-plot", redraw=self.redraw)
@@ -114,9 +127,10 @@ class ParetoScreen(Screen):
     def on_mount(self) -> None:
         for wid in ("#noise-label", "#noise"):
             self.query_one(wid).display = False
-        # short headers (the details panel spells the selected mode out), so all six columns fit the
-        # side panel at 80 columns
-        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "EMC", "min/ep", "W")
+        # short headers (the details panel spells the selected mode out, with units: CPU in GHz, GPU
+        # and memory in MHz), so all six columns fit the side panel at 80 columns
+        self.query_one("#front", DataTable).add_columns("c", "CPU", "GPU", "mem", "min/ep", "W")
+        self.show_used_fields()
         self.on_screen_resume()
 
     def refresh_sources(self) -> None:
@@ -185,8 +199,27 @@ class ParetoScreen(Screen):
 
     @on(PredictionsFailed)
     def load_failed(self, msg: PredictionsFailed) -> None:
+        """Nothing of the file shown before stays to be picked: its front, its selection and its
+        plot go (Enter sent a mode of the previous file to Apply)."""
+        self.clear_source()
         self.app.notify_error(msg.error)
-        self.query_one("#details", Static).update(f"[red]{msg.error}[/red]")
+        self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
+
+    def clear_source(self) -> None:
+        self.table = self.model = self.space = self.view = None
+        self.front = np.array([], dtype=int)
+        self.sel = self.goal_idx = self.front_key = None
+        self.loaded_path = None
+        self.query_one("#front", DataTable).clear()
+        self.show_batch_form(False)
+        self.draw_empty()
+
+    def draw_empty(self) -> None:
+        plot = self.query_one("#pareto-plot", SafePlot)
+        plot.plt.clear_data()
+        plot.plt.clear_figure()
+        plot.plt.title("nothing loaded")
+        plot.refresh()
 
     @on(PredictionsLoaded)
     def predictions_loaded(self, msg: PredictionsLoaded) -> None:
@@ -218,7 +251,16 @@ class ParetoScreen(Screen):
 
     def check_action(self, action: str, parameters) -> bool | None:
         # the batch-size filter only exists for a source with several sizes (hidden otherwise)
-        return self.space is not None if action == "batch" else True
+        if action == "batch":
+            return self.space is not None
+        if action == "pick":
+            # Enter loads in the path field and chooses in an open dropdown: the pick steps aside
+            # there (False: the key goes on to the field, and the footer shows its Enter instead)
+            f = self.focused
+            in_dropdown = (isinstance(f, Select) and f.expanded
+                           or isinstance(getattr(f, "parent", None), Select))    # its open list
+            return not (isinstance(f, PathInput) or in_dropdown)
+        return True
 
     def action_batch(self) -> None:
         """Cycle the candidate batch sizes: all of them, then each alone."""
@@ -266,7 +308,7 @@ class ParetoScreen(Screen):
         rng = np.random.default_rng(0)
         n = len(tab)
         self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
-        dt = self._fill_front(("c", "CPU", "GPU", "EMC", f"min/{per}", "W"),
+        dt = self._fill_front(("c", "CPU", "GPU", "mem", f"min/{per}", "W"),
                               (_knob_cells(tab.modes[i]) + (f"{self.epoch_s(i) / 60:.2f}",
                                                            f"{tab.power_w[i]:.1f}") for i in self.front))
         dt.focus()
@@ -276,19 +318,46 @@ class ParetoScreen(Screen):
     FIELDS = {"#budget": "the power budget (W)", "#deadline": "the deadline (s per epoch)",
               "#epochs": "the number of epochs"}
     LABELS = {**FIELDS, "#noise": "the noise scale B"}
+    WHOLE = ("#epochs",)
+    """Fields that take a whole number."""
+    USES = {"budget": ("#budget",), "deadline": ("#deadline",), "energy": ("#budget",)}
+    """The goal fields each objective uses (energy: a budget is optional)."""
 
     def _field(self, wid: str) -> tuple[float | None, str | None]:
-        """(value, None), (None, None) when empty, or (None, what is wrong)."""
-        v = self.query_one(wid, Input).value.strip()
-        if not v:
+        """(value, None), (None, None) when empty or unused, or (None, what is wrong, said with
+        the field's name)."""
+        inp = self.query_one(wid, Input)
+        v = inp.value.strip()
+        if not v or inp.disabled:
             return None, None
+        whole = wid in self.WHOLE
         try:
-            x = float(v)
+            x = int(v) if whole else float(v)
         except ValueError:
-            return None, f"{self.LABELS[wid]} is not a number"
+            return None, f"{self.LABELS[wid]} must be a {'whole number' if whole else 'number'}, got {v!r}"
         if not math.isfinite(x) or x <= 0:
-            return None, f"{self.LABELS[wid]} must be a positive number"
+            return None, f"{self.LABELS[wid]} must be a positive number, got {v}"
         return x, None
+
+    def field_error(self) -> str | None:
+        """What is wrong with the goal fields in use, else None."""
+        wids = ("#budget", "#epochs", "#noise") if self.space is not None else tuple(self.FIELDS)
+        return next((e for _, e in map(self._field, wids) if e), None)
+
+    @on(Select.Changed, "#objective")
+    def show_used_fields(self, _event=None) -> None:
+        """A field the objective does not use is shown as unused (disabled, emptied); its number
+        comes back when an objective uses it again."""
+        obj = str(self.query_one("#objective", Select).value)
+        for wid in ("#budget", "#deadline"):
+            inp = self.query_one(wid, Input)
+            used = wid in self.USES.get(obj, ())
+            if used and inp.disabled:
+                inp.disabled, inp.placeholder = False, ""
+                inp.value = self.kept.pop(wid, "")
+            elif not used and not inp.disabled:
+                self.kept[wid] = inp.value
+                inp.value, inp.placeholder, inp.disabled = "", "unused", True
 
     def _num(self, wid: str) -> float | None:
         return self._field(wid)[0]
@@ -390,7 +459,7 @@ class ParetoScreen(Screen):
         self.front_key = key
         tab, tg = self.table, v.targets
         ks = [self.target_pos(i) for i in self.front]
-        self._fill_front(("bs", "c", "CPU", "GPU", "EMC", "h", "W"),
+        self._fill_front(("bs", "c", "CPU", "GPU", "mem", "h", "W"),
                          ((str(int(tg.batch[k])),) + _knob_cells(tab.modes[i])
                           + (f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
                           for i, k in zip(self.front, ks)))
@@ -417,13 +486,13 @@ class ParetoScreen(Screen):
         k = self.target_pos(i)
         tg = v.targets
         m, b = tab.modes[i], int(tg.batch[k])
+        w = m.words()
         t, p = float(tab.time_ms[i]), float(tab.power_w[i])
         tt, wh = float(tg.target_s[k]), float(tg.energy_wh[k])
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         lines += [f"[b]{self.goal_text}[/b]" if d is not None and i == self.goal_idx
                   else "[b]selected pair[/b]",
-                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
-                  f"EMC {fmt_mhz(m.mem_mhz)} MHz   [b]batch {b}[/b]",
+                  f"{w[0]} · {w[1]}   [b]batch {b}[/b]", f"{w[2]} · {w[3]}",
                   f"step {t:.1f}±{float(tab.time_ms_std[i]):.1f} ms  "
                   f"{p:.1f}±{float(tab.power_w_std[i]):.1f} W",
                   f"to target {hms(tt)}  {wh:.1f} Wh"]
@@ -517,7 +586,7 @@ class ParetoScreen(Screen):
     def show_details(self, i: int) -> None:
         goal = self.goal_text if i == self.goal_idx else None
         tab = self.table
-        m = tab.modes[i]
+        w = tab.modes[i].words()
         t, p = float(tab.time_ms[i]), float(tab.power_w[i])
         ts, ps = float(tab.time_ms_std[i]), float(tab.power_w_std[i])
         epochs = int(self._num("#epochs") or 1)
@@ -528,8 +597,7 @@ class ParetoScreen(Screen):
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         # short lines (the panel is 32 columns at 80x24), so a number never wraps away from its unit
         lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                  f"{m.cores} cores  CPU {fmt_mhz(m.cpu_mhz)}  GPU {fmt_mhz(m.gpu_mhz)}",
-                  f"EMC {fmt_mhz(m.mem_mhz)} MHz",
+                  f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
                   f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
                   f"power {p:.2f} W ± {ps:.2f}",
                   f"{self.unit} {ep / 60:.2f} min",
@@ -591,6 +659,8 @@ class ParetoScreen(Screen):
                 self.draw_batch()
         elif self.table is not None:
             self.draw()
+        else:
+            self.draw_empty()
 
     def current_mode(self) -> Mode | None:
         """The device's mode from the latest telemetry sample (no device read on the UI thread)."""
@@ -601,7 +671,11 @@ class ParetoScreen(Screen):
 
     def action_pick(self) -> None:
         if self.table is None or self.sel is None:
-            self.app.notify_error("load predictions and select a mode first")
+            self.app.notify_error("load a model or a profile and select a mode first")
+            return
+        err = self.field_error()
+        if err:                      # the pick on screen is for the goal before this typing
+            self.app.notify_error(f"{err}: fix it first (the selected mode is for the goal before)")
             return
         if self.foreign:
             self.app.notify(f"this model predicts {self.model.device.name}, not this board "

@@ -28,15 +28,26 @@ from ..core.workloads import WORKLOADS, get_workload
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
 
 
-def estimate_device_s(device, modes, sample_interval: float = 0.5) -> float | None:
-    """Rough device time of a plan, from the bundled reference's minibatch times."""
-    try:
-        from ..core.predictor import load_bundled
-        ref = load_bundled(device.name)
-    except Exception:  # noqa: BLE001 - no reference for this device: no estimate
-        return None
-    t = ref.predict(modes)["time_ms"] / 1000.0
-    return float(sum(3.8 + max(42 * x, 5 * sample_interval) for x in t))
+def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> float:
+    """Rough device time of a plan: per mode, the protocol's ~4 s of switching and settling plus
+    ~42 minibatches (at least 5 power samples), each as long as ptui's model of the workload at
+    its batch size says (core.physics: the simulator's, so exact there; a board's own times
+    differ, and so does the estimate)."""
+    import numpy as np
+
+    from ..core.physics import steady_state
+    a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
+    t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
+    return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
+
+
+def wall_text(clock, device_s: float) -> str:
+    """', H:MM:SS at --speed S' where the clock runs faster than real time (the simulator's
+    --speed), else ''."""
+    speed = getattr(clock, "speed", 1.0)
+    if getattr(clock, "virtual", False) or speed == 1.0:
+        return ""
+    return f", {hms(device_s / speed)} at --speed {speed:g}"
 
 
 def short_name(name: str, device: str) -> str:
@@ -84,6 +95,10 @@ class ProfileScreen(Screen):
         self._paused_s = 0.0
         """Time spent paused in this run (left out of the ETA)."""
         self._paused_at: float | None = None
+        self.value_kind = "budget"
+        """What the goal field's number is for: budget or deadline."""
+        self.kept: tuple[str, str] = ("budget", "")
+        """(kind, number) of the goal field while it is unused."""
 
     @property
     def running(self) -> bool:
@@ -95,12 +110,14 @@ class ProfileScreen(Screen):
             yield Label("workload")
             yield Select([(w.model, w.name) for w in WORKLOADS.values()], value="resnet18",
                          allow_blank=False, id="workload")
+            # text fields: what is typed stays as typed ('1e9' in an integer field became '19');
+            # the plan panel says what is wrong with it, by the field's name
             yield Label("batch")
-            yield Input("16", id="batch", type="integer")
+            yield Input("16", id="batch")
             yield Label("modes")
-            yield Input("50", id="count", type="integer")
+            yield Input("50", id="count")
             yield Label("seed")
-            yield Input("0", id="seed", type="integer")
+            yield Input("0", id="seed")
         with Horizontal(classes="form"):
             yield Label("strategy")
             yield Select([("random", "random"), ("space-filling", "space-filling"),
@@ -108,7 +125,7 @@ class ProfileScreen(Screen):
             yield Label("goal (active)")
             yield Select([("budget W", "budget"), ("deadline ms", "deadline"),
                           ("least energy", "energy")], value="budget", allow_blank=False, id="goal")
-            yield Input("30", id="goal-value", type="number")
+            yield Input("30", id="goal-value")
         with Horizontal(classes="form"):
             yield Button("Start (s)", id="start", variant="primary")
             yield Select([], id="resume", prompt="resume a session…")
@@ -121,21 +138,33 @@ class ProfileScreen(Screen):
 
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)
-        t.add_columns("#", "mode", "time ms", "power W", "minibatches", "samples", "settle s")
+        # the mode's knobs in Mode.describe's units (the CSV keeps the exact values)
+        t.add_columns("#", "cores", "CPU GHz", "GPU MHz", "mem MHz", "time ms", "power W",
+                      "minibatches", "samples", "settle s")
         self.query_one("#progress", ProgressBar).display = False
         self.refresh_sessions()
+        self.show_used_fields()
         self.update_plan()
         self.set_interval(0.5, self.poll)
 
     # -- plan ---------------------------------------------------------------------------------
-    def _params(self):
-        try:
-            bs = int(self.query_one("#batch", Input).value)
-            n = int(self.query_one("#count", Input).value)
-            seed = int(self.query_one("#seed", Input).value or 0)
-        except ValueError:
-            raise ValueError("batch size, modes and seed must be whole numbers") from None
+    def _params(self, strategy: str):
+        """(workload at its batch size, modes, seed) from the fields; InputError naming the field
+        that is wrong (as its label says it, never a CLI flag)."""
+        from ..core.active import ACTIVE_MIN_COUNT, plan_candidates
+        from ..core.batch import MAX_BATCH
+        from ..core.errors import number
+        from ..core.session import check_memory
+        be = self.app.state.backend
+
+        def field(wid: str, what: str, **bounds):
+            return number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
+        bs = field("#batch", "batch size", ge=1, le=MAX_BATCH)
         wl = get_workload(str(self.query_one("#workload", Select).value), bs)
+        check_memory(be.device, wl, bs)
+        cands = plan_candidates(be.device, strategy, be.candidates() if be.kind == "replay" else None)
+        n = field("#count", "modes", ge=ACTIVE_MIN_COUNT if strategy == "active" else 1, le=len(cands))
+        seed = field("#seed", "seed", ge=0, le=2**32 - 1)
         return wl, n, seed
 
     def _strategy(self) -> tuple[str, dict]:
@@ -146,29 +175,57 @@ class ProfileScreen(Screen):
         kind = str(self.query_one("#goal", Select).value)
         if kind == "energy":
             return strategy, {"objective": "energy"}
+        text = self.query_one("#goal-value", Input).value.strip()
         try:
-            v = float(self.query_one("#goal-value", Input).value)
+            v = float(text)
         except ValueError:
             v = float("nan")
         if not (v > 0 and v != float("inf")):
             unit = "W" if kind == "budget" else "ms"
             raise ValueError(f"the {'power budget' if kind == 'budget' else 'deadline'} must be a "
-                             f"positive number of {unit}")
+                             f"positive number of {unit}" + (f", got {text!r}" if text else ""))
         return strategy, {"budget_w": v} if kind == "budget" else {"deadline_ms": v}
 
     def on_input_changed(self, _event) -> None:
         self.update_plan()
 
     def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id in ("strategy", "goal"):
+            self.show_used_fields()
         if event.select.id in ("workload", "strategy", "goal"):
             self.update_plan()
+
+    def show_used_fields(self) -> None:
+        """The goal is used by an active search only, and its number by a budget or a deadline:
+        an unused one is disabled and reads 'unused'.  Switching between a budget and a deadline
+        clears the number (30 W is not 30 ms); leaving active profiling and coming back keeps it."""
+        active = str(self.query_one("#strategy", Select).value) == "active"
+        goal = self.query_one("#goal", Select)
+        goal.disabled = not active
+        kind = str(goal.value)
+        inp = self.query_one("#goal-value", Input)
+        used = active and kind != "energy"
+        unit = "W" if kind == "budget" else "ms"
+        if not used:
+            if not inp.disabled:
+                self.kept = (self.value_kind, inp.value)
+                inp.value, inp.placeholder, inp.disabled = "", "unused", True
+        else:
+            if inp.disabled:
+                was, value = self.kept
+                inp.disabled = False
+                inp.value = value if was == kind else ""
+            elif kind != self.value_kind:
+                inp.value = ""                       # the goal changed: its number means another thing
+            inp.placeholder = unit
+        self.value_kind = kind
 
     def update_plan(self) -> None:
         be = self.app.state.backend
         dev = be.device
         try:
-            wl, n, seed = self._params()
             strategy, goal = self._strategy()
+            wl, n, seed = self._params(strategy)
             from ..core.active import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
             modes, planner = make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
@@ -177,20 +234,20 @@ class ProfileScreen(Screen):
             self.query_one("#plan", Static).update(f"[red]{e}[/red]")
             return
         where = "recorded modes" if cands is not None else "PowerTrain-grid modes"
+        est = estimate_device_s(dev, wl, modes)
+        est_txt = (f"≈ {hms(est)} of device time{wall_text(be.clock, est)} (estimated with ptui's "
+                   f"model of {wl.model} at batch {wl.batch_size})")
         if planner is not None:
-            est = estimate_device_s(dev, modes)
-            est_txt = f"; the first {len(modes)} ≈ {hms(est)} of device time" if est else ""
             self.query_one("#plan", Static).update(
                 f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: active search for "
                 f"'{planner.goal.describe()}' on {dev.name}: up to {n} modes, stopping early once "
-                f"the decision is confident{est_txt}")
+                f"the decision is confident; the first {len(modes)} {est_txt}")
             return
-        est = estimate_device_s(dev, modes)
         emc = sum(1 for a, b in zip(modes, modes[1:]) if a.mem_mhz != b.mem_mhz)
-        est_txt = f"≈ {hms(est)} of device time (estimated from the ResNet-18 reference)" if est else ""
         self.query_one("#plan", Static).update(
             f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: {len(modes)} {strategy} {where} "
-            f"(seed {seed}) on {dev.name}, ordered high to low ({emc} EMC changes); {est_txt}")
+            f"(seed {seed}) on {dev.name}, ordered high to low ({emc} memory-clock changes); "
+            f"{est_txt}")
 
     def refresh_sessions(self) -> None:
         try:
@@ -212,8 +269,8 @@ class ProfileScreen(Screen):
 
     def action_start(self) -> None:
         try:
-            wl, n, seed = self._params()
             strategy, goal = self._strategy()
+            wl, n, seed = self._params(strategy)
         except ValueError as e:
             self.app.notify_error(str(e))
             return
@@ -255,7 +312,7 @@ class ProfileScreen(Screen):
             self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
         if res.best:
-            note += (f"; best measured mode {res.best[0].key} (P(meets the goal) "
+            note += (f"; best measured mode {res.best[0].describe()} (P(meets the goal) "
                      f"{res.best[1]:.0%} by the model)")
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
                                           None if res.error is None else str(res.error), note))
@@ -271,10 +328,10 @@ class ProfileScreen(Screen):
         self.query_one("#status", Static).update("\n".join(msg.notes))
 
     def _add_row(self, i, r) -> None:
-        from ..core.modes import Mode
-        m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+        from ..core.modes import cpu_ghz, whole_mhz
         self.query_one("#results", DataTable).add_row(
-            str(i), m.key, f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
+            str(i), str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
+            whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
             str(r["n_power"]), f"{r['settle_s']:.1f}")
 
     @on(ModeProfiled)
@@ -319,14 +376,14 @@ class ProfileScreen(Screen):
             per = (until - self.started - self._paused_s) / max(1, p.done - self._done0)
             eta = f"  ETA {hms(per * (p.total - p.done))}"
         paused = "  [b]PAUSED[/b]" if control.paused else ""
-        mode = p.mode.key if p.mode else "-"
+        mode = p.mode.describe() if p.mode else "-"
         pw = f"{p.live_power_w:.2f} W" if p.live_power_w else "-"
         mb = f"{p.live_minibatch_ms:.1f} ms" if p.live_minibatch_ms else "-"
         best = ""
         planner = run.planner
         if planner is not None:
             b = planner.best()           # the planner's last answer (a plain read of its result)
-            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].key}, "
+            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].describe()}, "
                     f"P(meets the goal) {b[1]:.0%}" if b else
                     f"\nactive search for '{planner.goal.describe()}': no measured mode meets it yet")
         self.query_one("#status", Static).update(

@@ -194,3 +194,22 @@ async def test_one_size_source_after_a_batch_one(batch_files):
         assert [str(c.label) for c in dt.columns.values()][0] == "c"
         assert scr.sel is not None and scr.sel < len(scr.table)
         assert not scr.check_action("batch", ())
+
+
+async def test_batch_footer_fits_80_columns(batch_files):
+    """With several batch sizes the Pareto footer also offers b; Enter's entry (shown since the
+    table stopped hiding it) must not push Quit off an 80-column footer."""
+    from textual.widgets._footer import FooterKey
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        assert scr.space is not None
+        scr.query_one("#front").focus()
+        for _ in range(50):
+            await pilot.pause(0.05)
+            keys = list(scr.query(FooterKey))
+            if keys and all(k.region.width for k in keys if k.region.x < 80):
+                break
+        assert {"To Apply", "Batch sizes", "Quit"} <= {k.description for k in keys}
+        for k in keys:
+            assert k.region.right <= 80 and k.region.width >= len(k.description), (k.description, k.region)

@@ -1,5 +1,6 @@
 """Active profiling over the joint (mode, batch size) space (issue 11): the planner, the CLI, its
 refusals and kill -9 + resume."""
+import re
 import subprocess
 import sys
 
@@ -97,7 +98,7 @@ def test_cli_active_over_batch_sizes(cli, tmp_path):
     assert "active profiling for the goal 'fastest within 30 W'" in err
     assert "noise-scale model" in err and "stopped:" in err
     assert "best measured (mode, batch size) pair for the goal:" in err
-    assert " bs" in err                                    # each progress line names its size
+    assert " · batch " in err                                  # each progress line names its size
     lines = out.read_text().splitlines()
     head = lines[0].split(",")
     pairs = [tuple(r.split(",")[:4]) + (r.split(",")[head.index("batch_size")],) for r in lines[1:]]
@@ -283,7 +284,7 @@ def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
     t = Table([grid[0], grid[1]], np.array([160.0, 300.0]), np.array([12.0, 11.0]),
               np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]))
     jt = JointTable(t, np.array([16, 32]), np.array([True, True]))
-    with pytest.raises(InfeasibleError, match=rf"lowest-power pair is {grid[1].key} at batch 32: "
+    with pytest.raises(InfeasibleError, match=rf"lowest-power pair is {re.escape(grid[1].describe())} at batch 32: "
                                               r"11.0 W \(\+-0.2\), 300 ms per step"):
         choose_joint(jt, SamplesToTarget.throughput(), budget_w=5)
 

@@ -1,6 +1,7 @@
 """The CLI's long runs: a progress bar with an ETA on a terminal, plain lines otherwise."""
 import os
 import pty
+import re
 import subprocess
 
 from tests.support.cli import PY, ROOT, subprocess_env
@@ -8,9 +9,9 @@ from tests.support.cli import PY, ROOT, subprocess_env
 ARGS = ["-m", "ptui", "profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "6"]
 
 
-def _run_on_a_terminal(tmp_path):
+def _run_on_a_terminal(tmp_path, columns: int = 140):
     master, slave = pty.openpty()
-    env = dict(subprocess_env(tmp_path), TERM="xterm", COLUMNS="140")
+    env = dict(subprocess_env(tmp_path), TERM="xterm", COLUMNS=str(columns))
     p = subprocess.Popen([PY, *ARGS, "--out", str(tmp_path / "t.csv")], stdout=slave, stderr=slave,
                          stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
     os.close(slave)
@@ -33,6 +34,14 @@ def test_profile_draws_a_bar_with_eta_on_a_terminal(tmp_path):
     assert "━" in text and "ETA" in text and "6/6" in text
     assert "[    1/6]" not in text                      # the bar replaces the per-mode lines
     assert "profiled: 6 finished modes" in text
+
+
+def test_the_bar_and_the_figures_fit_80_columns(tmp_path):
+    """The mode in plain words is long: at 80 columns the bar, its ETA and the last mode's time
+    and power still show (the text beside the bar is cut at its end, the mode's tail)."""
+    text = _run_on_a_terminal(tmp_path, 80)
+    assert "━" in text and "ETA" in text and "6/6" in text
+    assert re.search(r"\d+\.\d ms \d+\.\d\d W", text), text
 
 
 def test_profile_prints_plain_lines_with_eta_when_piped(tmp_path):

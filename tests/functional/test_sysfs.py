@@ -163,7 +163,7 @@ def test_cli_apply_dry_run_apply_restore(tree, cli):
     assert rc == 2 and "--yes" in err                            # no tty: never silently applies
     rc, out, err = cli("apply", *args, "--yes")
     assert rc == 0, err
-    assert "applied and verified 4c/729.6/318.75/665.6" in out
+    assert f"applied and verified: {ORIN.mode(4, 729.6, 318.75, 665.6).describe()}" in out
     assert fakesys.read_mode(tree) == ORIN.mode(4, 729.6, 318.75, 665.6)
     rc, out, err = cli("restore", "--backend", "sysfs", "--sysfs-root", tree)
     assert rc == 0 and "restored" in out

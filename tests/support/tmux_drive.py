@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+START = "8 cores · CPU 1.73 GHz · GPU 625 MHz · memory 3199 MHz"
+"""The simulated Orin AGX's mode at start (MODE_30W, 8c/1728/624.75/3199), as the app says it."""
 
 
 def _flat(s: str) -> str:
@@ -88,7 +90,7 @@ def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[st
             assert "applied and verified" in done, done
             assert "measured while profiling" in done or "predicted" in done, done
             t.keys("r")
-            caps["rolled-back"] = t.wait_for("rolled back to 8c/1728/624.75/3199")
+            caps["rolled-back"] = t.wait_for(f"rolled back to {START}")
             t.keys("1")
             caps["dashboard-after"] = t.wait_for("MODE_30W")
             t.keys("?")

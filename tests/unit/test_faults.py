@@ -30,7 +30,7 @@ def test_success_reads_back_and_keeps_the_snapshot():
     be.armed = False
     res = apply_mode(be, TARGET)
     assert res.ok and res.readback == TARGET and res.target == TARGET
-    assert res.message == f"applied and verified {TARGET.key}"
+    assert res.message == f"applied and verified: {TARGET.describe()}"
     assert be.current_mode() == TARGET and be.restores == 0
     assert rollback(be, res.snapshot) == START and be.current_mode() == START
     assert be.read().nvpmodel == "MODE_30W"             # the snapshot carried the preset name too
@@ -42,7 +42,7 @@ def test_backend_lying_on_read_back_is_caught_and_rolled_back():
     assert not res.ok and res.readback is None
     assert res.message.startswith("apply failed: read-back 4c/729.6/216.75/665.6 does not match "
                                   f"{TARGET.key}")
-    assert f"rolled back to the previous mode {START.key}" in res.message
+    assert f"rolled back to the previous mode: {START.describe()}" in res.message
     assert be.current_mode() == START and be.restores == 1
 
 
@@ -51,7 +51,7 @@ def test_backend_raising_mid_apply_is_rolled_back():
     res = apply_mode(be, TARGET)
     assert not res.ok
     assert "max_freq failed: Input/output error" in res.message
-    assert f"rolled back to the previous mode {START.key}" in res.message
+    assert f"rolled back to the previous mode: {START.describe()}" in res.message
     assert be.current_mode() == START                   # the cores it changed are back too
     assert be.restores == 1
 

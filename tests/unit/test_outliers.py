@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ptui.core.fit import _CV, OUTLIER_MIN_MODES, OUTLIER_Z, fit_model, next_outlier, outlier_note
+from ptui.core.modes import Mode
 from ptui.core.predictor import load_bundled
 
 from .test_gp import DEV, synthetic
@@ -114,7 +115,7 @@ def test_fit_without_leaving_out_would_widen_the_intervals(corrupted, monkeypatc
 def test_outlier_note_names_mode_and_figures(corrupted):
     modes, t, t_bad, _, bad, _ = corrupted
     note = outlier_note("time", bad.meta["metrics"]["time"])
-    assert modes[5].key in note and f"{t_bad[5]:.4g} ms" in note and "re-profile" in note
+    assert modes[5].describe() in note and f"{t_bad[5]:.4g} ms" in note and "re-profile" in note
     assert outlier_note("power", bad.meta["metrics"]["power"]) is None
 
 
@@ -163,7 +164,8 @@ def test_cli_fit_names_a_disturbed_reading_and_pareto_does_not_trust_it(tmp_path
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", q, "--out", tmp_path / "m",
                        "--method", "gp")
     assert rc == 0, err
-    assert "left out of the power fit as an outlier (" in out and key in out   # it alone
+    # it alone, named in plain words
+    assert "left out of the power fit as an outlier (" in out and Mode.from_key(key).describe() in out
     assert "measured 17.2 W" in out
     rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "18", "--json")
     assert rc == 0, err
@@ -183,5 +185,5 @@ def test_tune_decides_with_the_widened_measurement_and_says_why(tmp_path):
     said = []
     td = session.tune_decide(q, get_device("orin-agx"), budget_w=18.0, method="gp",
                              model_dir=tmp_path / "m", progress=said.append)
-    assert any("left out of the power fit" in s and key in s for s in said)
+    assert any("left out of the power fit" in s and Mode.from_key(key).describe() in s for s in said)
     assert [float(v) for v in td.decision.mode.as_tuple()] != [float(v) for v in victim[:4]]

@@ -178,7 +178,7 @@ def test_cli_apply_restore_restore(tmp_path, cli, monkeypatch):
     rc, out, err = cli("apply", *args, "--cores", "12", "--cpu-mhz", "2201.6", "--gpu-mhz", "1300.5",
                        "--mem-mhz", "204", "--yes")
     assert rc == 0, err
-    assert "applied and verified 12c/2201.6/1300.5/204" in out
+    assert f"applied and verified: {ORIN.mode(12, 2201.6, 1300.5, 204).describe()}" in out
     assert fakesys.read_mode(root) == ORIN.mode(12, 2201.6, 1300.5, 204)
     rc, out, err = cli("restore", *args)
     assert rc == 0, err

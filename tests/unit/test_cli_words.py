@@ -1,0 +1,51 @@
+"""Issue 23 in the CLI: the words of its output explained in --help, tune --apply labelled
+SIMULATED as apply is, conflicting flags refused."""
+import pytest
+
+from ptui.core.devices import get_device
+
+ORIN = get_device("orin-agx")
+
+
+def _help(cli, *cmd) -> str:
+    rc, out, err = cli(*cmd, "--help")
+    assert rc == 0, err
+    return " ".join(out.split())
+
+
+@pytest.mark.parametrize("cmd,words", [
+    ((), ("CV MAPE", "risk", "P(meets the goal)")),
+    (("fit",), ("CV MAPE",)),
+    (("pareto",), ("risk",)),
+    (("tune",), ("CV MAPE", "risk", "P(meets the goal)")),
+    (("profile",), ("P(meets the goal)",)),
+])
+def test_help_explains_the_words_of_the_output(cli, cmd, words):
+    text = _help(cli, *cmd)
+    explained = {"CV MAPE": "mean absolute percentage error", "risk": "probability that the chosen mode",
+                 "P(meets the goal)": "probability that the mode meets the goal"}
+    for w in words:
+        assert f"{w}:" in text and explained[w] in text, (cmd, w, text)
+
+
+def test_preset_with_mode_flags_is_refused(cli):
+    rc, out, err = cli("apply", "--preset", "MODE_30W", "--cores", "4", "--dry-run")
+    assert rc == 2 and err.startswith("ptui: error:") and "--preset" in err and "--cores" in err, err
+    assert "plan for" not in out
+    assert err.count("\n") == 1
+
+
+def test_apply_on_the_simulator_says_simulated(cli):
+    m = ORIN.mode(4, 729.6, 318.75, 665.6)
+    rc, out, err = cli("apply", "--backend", "sim", "--device", "orin-agx", "--cores", "4", "--cpu-mhz",
+                       "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes")
+    assert rc == 0, err
+    assert f"applied and verified: {m.describe()} on the SIMULATED board" in out
+
+
+def test_tune_apply_on_the_simulator_says_simulated(cli, tmp_path):
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "lstm", "--budget-w", "25",
+                       "--count", "6", "--method", "gp", "--apply", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("applied and verified"))
+    assert line.endswith("on the SIMULATED board"), out
