@@ -158,7 +158,7 @@ def test_apply_dry_run_and_restore_work_on_replay(tmp_path, cli):
     assert rc == 0 and "(replay)" in out and "dry run: nothing written" in out, err
     assert "REPLAY of corpus.csv" in err
     rc, out, err = cli("--backend", "replay", "--corpus", path, "apply", *knobs, "--yes")
-    assert rc == 0 and m.key in out and "REPLAY" in out and "undo with" not in out, err
+    assert rc == 0 and m.describe() in out and "REPLAY" in out and "undo with" not in out, err
     other = next(x for x in ORIN.pt_grid() if x not in rec)
     for last in ("--yes", "--dry-run"):          # refused before a plan it cannot carry out
         rc, out, err = cli("apply", "--backend", "replay", "--corpus", path, "--cores", other.cores,
