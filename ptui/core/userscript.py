@@ -139,15 +139,18 @@ class _Iterations:
         self.n_iter = 0                      # iterations completed
         self.steps_in: int = 0
         self.bw_in: int = 0
+        self.cl_in: int = 0
         self.per_iter_steps: list[int] = []
-        self.per_step_bw: list[float] = []
+        self.per_step_bw: list[float] = []   # backward() calls before each step (accumulation)
+        self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
 
-    def step(self, t: float, opt: int, nbw: int, excluded: bool) -> float | None:
+    def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0) -> float | None:
         """Feed one step; return the duration (s) of an iteration that ended here, if any."""
         self.steps += 1
         self.optimizers = max(self.optimizers, opt + 1)
         self.steps_in += 1
         self.bw_in += nbw
+        self.cl_in += ncl
         if opt != 0:
             return None
         done = None
@@ -155,9 +158,10 @@ class _Iterations:
             self.n_iter += 1
             self.per_iter_steps.append(self.steps_in)
             self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
+            self.per_step_cl.append(self.cl_in / max(1, self.steps_in))
             if not excluded:
                 done = t - self.last
-        self.last, self.steps_in, self.bw_in = t, 0, 0
+        self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
         return done
 
     def timed(self) -> str:
@@ -166,9 +170,13 @@ class _Iterations:
             return "optimizer step"
         k = statistics.median(self.per_iter_steps[-20:])
         bw = statistics.median(self.per_step_bw[-20:])
+        cl = statistics.median(self.per_step_cl[-20:])
         if self.optimizers > 1:
             return (f"iteration of {self.optimizers} optimizers ({k:g} optimizer steps, "
-                    f"{bw * k:g} backward passes)")
+                    f"{(bw + cl) * k:g} backward passes)")
+        if cl > 1.0:
+            return (f"optimizer step with a closure ({cl:g} closure evaluations per step: the "
+                    f"optimizer's own forward and backward passes)")
         if bw > 1.0:
             return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
                     f"{bw:g} backward passes per step)")
@@ -391,9 +399,10 @@ class ScriptSource:
                     self._step_conn = cid
                 if cid != self._step_conn:
                     continue                  # another process stepping (not rank 0's loop)
-                f = line.split()
+                f = line.split()           # S <t> <opt> <nbw> <ncl> [x]
                 yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
-                            int(f[3]) if len(f) > 3 else 0, len(f) > 4 and f[4] == "x")
+                            int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
+                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0)
             elif line.startswith("W "):
                 try:
                     yield "W", json.loads(line[2:])
@@ -420,8 +429,8 @@ class ScriptSource:
         said_estimate = False
         for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):  # noqa: B023
             if kind == "S":
-                t, opt, nbw, excluded = val
-                dur = self.it.step(t, opt, nbw, excluded)
+                t = val[0]
+                dur = self.it.step(*val)
                 if dur is not None:
                     self._say_timed()
                     # slow steps: a mode may take as long as 3x its iterations at this pace

@@ -7,10 +7,13 @@ global optimizer-step post-hook and writes one line per event:
 
 ``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
 ``D <cpu|cuda>``           where the script trains
-``S <t> <opt> <nbw> [x]``  an optimizer step ended at t; opt = index of the optimizer in order of
+``S <t> <opt> <nbw> <ncl> [x]``
+                           an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = backward() calls since the previous
-                           step (>1: gradient accumulation); x = the interval ending here was slowed
-                           by ptui's measurement and must not be timed
+                           step, before this one began (>1: gradient accumulation); ncl = backward()
+                           calls inside this step (a closure the optimizer evaluated itself: LBFGS);
+                           x = the interval ending here was slowed by ptui's measurement and must
+                           not be timed
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
@@ -122,6 +125,7 @@ class _State:
         self.whatif = whatif
         self.optimizers: dict[int, object] = {}     # id -> weakref to the optimizer
         self.backward = 0
+        self.backward_at_pre: int | None = None     # backward() calls when the running step began
         self.opt0_steps = 0
         self.window: _Window | None = None
         self.measured = False
@@ -327,10 +331,13 @@ def _install_torch() -> None:
     import weakref
 
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
+
+    def pre_hook(optimizer, args, kwargs) -> None:
+        _state.backward_at_pre = _state.backward
 
     def hook(optimizer, args, kwargs) -> None:
         if cuda and torch.cuda.is_initialized():
@@ -342,7 +349,9 @@ def _install_torch() -> None:
         if ref is None or ref() is not optimizer:   # new (or a new one reusing a dead one's id)
             st.optimizers[key] = weakref.ref(optimizer)
         idx = list(st.optimizers).index(key)
-        nbw, st.backward = st.backward, 0
+        before = st.backward if st.backward_at_pre is None else st.backward_at_pre
+        nbw, ncl = before, st.backward - before
+        st.backward, st.backward_at_pre = 0, None
         flag = ""
         if st.window is not None:
             st.window.steps += 1
@@ -354,7 +363,7 @@ def _install_torch() -> None:
                 except Exception as e:  # noqa: BLE001
                     _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
                 flag = " x"
-        _send(f"S {t:.6f} {idx} {nbw}{flag}\n")
+        _send(f"S {t:.6f} {idx} {nbw} {ncl}{flag}\n")
         if idx == 0 and st.whatif and not st.measured and st.window is None and st.opt0_steps == 2:
             try:                                  # measure the second whole iteration
                 st.window = _Window().__enter__()
@@ -362,6 +371,7 @@ def _install_torch() -> None:
                 st.window, st.measured = None, True
                 _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
 
+    register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(hook)
     _patch_backward()
     try:
