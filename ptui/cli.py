@@ -698,8 +698,10 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--sysfs-root", default="/", help=argparse.SUPPRESS)
     pr.add_argument("--out", required=not tune, help="CSV file for the results"
                     + (" (default: in ptui's data directory)" if tune else ""))
-    pr.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
-                    help="with a script: seconds its first optimizer step may take (default 600)")
+    pr.add_argument("--startup-timeout", type=float, default=None, metavar="S",
+                    help="with a script: seconds its first optimizer step may take (default 600; "
+                    "a script calling backward() without an optimizer step is stopped after 60 s "
+                    "unless this is given)")
     pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
 

@@ -67,7 +67,8 @@ class ProfileRequest:
     budget_w: float | None = None         # active profiling's goal (pareto's meaning)
     deadline_ms: float | None = None
     objective: str | None = None
-    startup_timeout: float = 600.0        # a script's first optimizer step may take this long
+    startup_timeout: float | None = None  # a script's first optimizer step may take this long
+                                          # (None: userscript.STARTUP_TIMEOUT_S)
     modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
     noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
     samples_to_target: str | None = None
@@ -103,7 +104,8 @@ class ProfileRun:
         self.control = control or Control()
         self.notify = notify or (lambda text: None)
         import math
-        if not (math.isfinite(req.startup_timeout) and req.startup_timeout > 0):
+        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
+                                                    and req.startup_timeout > 0):
             raise SessionError(f"--startup-timeout must be a positive number of seconds, "
                                f"got {req.startup_timeout:g}")
         if req.out is not None:

@@ -40,6 +40,9 @@ PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds s
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
 WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
 HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
+STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
+NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
+                               # cannot be timed (unless --startup-timeout asks to wait longer)
 
 
 # -- session helpers (resume) --------------------------------------------------------------------
@@ -191,13 +194,21 @@ class ScriptSource:
     """A training command run under the probe; a measurement source for the Profiler."""
 
     def __init__(self, backend: Backend, argv: list[str], log_path: Path,
-                 first_step_timeout: float = 600.0, notify: Callable[[str], None] | None = None,
+                 first_step_timeout: float | None = None, notify: Callable[[str], None] | None = None,
                  on_info: Callable[[dict], None] | None = None, progress_every: float = 30.0,
-                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0) -> None:
+                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0,
+                 no_step_s: float | None = None) -> None:
+        """first_step_timeout: the user's --startup-timeout (None: STARTUP_TIMEOUT_S); no_step_s:
+        how long backward() may be called without an optimizer step before ptui says the script
+        cannot be timed (None: NO_STEP_S, or the user's own --startup-timeout when given)."""
         if not argv:
             raise ProfileError("no training command given after --")
         self.backend, self.argv, self.log_path = backend, [str(a) for a in argv], Path(log_path)
-        self.first_step_timeout = float(first_step_timeout)
+        self.first_step_timeout = float(first_step_timeout or STARTUP_TIMEOUT_S)
+        self.no_step_s = no_step_s if no_step_s is not None else (
+            first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
+        self.backward_calls = 0                      # before the first step (the probe's B lines)
+        self.t_backward: float | None = None         # when the first came
         self.notify = notify or (lambda msg: None)
         self.on_info = on_info or (lambda d: None)
         self.progress_every = progress_every
@@ -355,9 +366,31 @@ class ScriptSource:
 
     def _still_starting(self, waited: float) -> None:
         tail = self._tail()
-        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and has taken no "
-                    f"optimizer step after {waited:.0f} s (limit --startup-timeout "
-                    f"{self.first_step_timeout:.0f} s)" + (f"; last output: {tail}" if tail else ""))
+        if self.backward_calls:
+            bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
+            limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
+                     f"first backward() without a step")
+        else:
+            bw, limit = "", f"limit --startup-timeout {self.first_step_timeout:.0f} s"
+        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
+                    f"no optimizer step after {waited:.0f} s ({limit})"
+                    + (f"; last output: {tail}" if tail else ""))
+
+    def _no_step_limit(self) -> float:
+        return NO_STEP_S if self.no_step_s is None else self.no_step_s
+
+    def _no_optimizer_step(self, waited: float) -> ProfileError:
+        """The script trains (calls backward()) but never steps a torch.optim optimizer."""
+        tail = self._tail()
+        return ProfileError(
+            f"the training script called backward() {_plural(self.backward_calls, 'time')} in "
+            f"{waited:.0f} s but stepped no torch.optim optimizer: ptui times torch.optim optimizer "
+            f"steps (optimizer.step()), and a parameter update made by hand (p.data -= lr * p.grad) "
+            f"or by a framework's own optimizer (Keras) has none to time; to profile the script, use "
+            f"a torch.optim optimizer (or a torch.optim.Optimizer subclass whose step() makes the "
+            f"update); if it does step, but only after more backward passes than that, give "
+            f"--startup-timeout" + (f"; last output: {tail}" if tail else "")
+            + f"; full log: {self.log_path}")
 
     def _never_stepped(self) -> ProfileError:
         return ProfileError(f"the training script is still running but has taken no optimizer step "
@@ -387,8 +420,14 @@ class ScriptSource:
                 raise self._ended()
             cid, line = item
             now = time.monotonic()
+            if line.startswith("B "):
+                self.backward_calls = max(self.backward_calls, int(line.split()[1]))
+                self.t_backward = self.t_backward or now
             if self.it.steps == 0 and self.proc.poll() is None:
                 waited = now - self.t_start
+                if self.t_backward is not None and (now - self.t_backward > self._no_step_limit()
+                                                    or waited > self.first_step_timeout):
+                    raise self._no_optimizer_step(now - self.t_backward)
                 if waited > self.first_step_timeout:
                     raise self._never_stepped()
                 if now >= next_note:

@@ -7,6 +7,8 @@ global optimizer-step post-hook and writes one line per event:
 
 ``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
 ``D <cpu|cuda>``           where the script trains
+``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
+                           at the first call, then at most once a second, until the first step)
 ``S <t> <opt> <nbw> <ncl> [x]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = backward() calls since the previous
@@ -126,6 +128,9 @@ class _State:
         self.optimizers: dict[int, object] = {}     # id -> weakref to the optimizer
         self.backward = 0
         self.backward_at_pre: int | None = None     # backward() calls when the running step began
+        self.stepped = False                         # some optimizer has stepped
+        self.backward_total = 0                      # backward() calls before the first step
+        self.backward_said = 0.0                     # when the last B line went out
         self.opt0_steps = 0
         self.window: _Window | None = None
         self.measured = False
@@ -134,6 +139,12 @@ class _State:
 
 
 _state: _State | None = None
+
+
+def _is_compiling() -> bool:
+    """torch.compiler.is_compiling where torch has it (dynamo folds the call to True while it
+    traces; then the probe must add nothing to the graph)."""
+    return False
 
 
 def _optimizer_sizes() -> tuple[int, int, int]:
@@ -177,14 +188,27 @@ def _patch_backward() -> None:
     orig = torch.autograd.backward
 
     def backward(*args, **kwargs):
-        if _state is not None:
-            _state.backward += 1
-            if _state.window is not None:
-                _state.window.backward += 1
+        st = _state
+        if st is not None:
+            st.backward += 1
+            if st.window is not None:
+                st.window.backward += 1
+            if not st.stepped and not _is_compiling():
+                _backward_before_any_step(st)
         return orig(*args, **kwargs)
 
     backward.__wrapped__ = orig
     torch.autograd.backward = backward
+
+
+def _backward_before_any_step(st: _State) -> None:
+    """Tell ptui that the script trains (calls backward()) while no optimizer has stepped: a
+    parameter update without torch.optim (Keras on torch, a hand-written SGD) is never timed."""
+    st.backward_total += 1
+    now = time.monotonic()
+    if st.backward_total == 1 or now - st.backward_said >= 1.0:
+        st.backward_said = now
+        _send(f"B {st.backward_total} {now:.6f}\n")
 
 
 def _patch_dataloader() -> None:
@@ -333,6 +357,8 @@ def _install_torch() -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+    global _is_compiling
+    _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _is_compiling
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
 
@@ -344,6 +370,7 @@ def _install_torch() -> None:
             torch.cuda.synchronize()
         t = time.monotonic()
         st = _state
+        st.stepped = True
         key = id(optimizer)
         ref = st.optimizers.get(key)
         if ref is None or ref() is not optimizer:   # new (or a new one reusing a dead one's id)
