@@ -90,7 +90,8 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     the bytes each sample brings in."""
     from .physics import WorkloadPhysics
     if info.get("error"):
-        raise ProfileError(f"could not measure the script's model: {info['error']}")
+        raise ProfileError(f"could not measure the script's model: {info['error']}; no what-if for "
+                           f"the simulated board (on a Jetson ptui times its steps directly)")
     flops = float(info.get("flops") or 0)
     if flops <= 0:
         raise ProfileError("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
@@ -101,7 +102,7 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     ops = max(1, int(info.get("ops") or 1))
     param_bytes = float(info.get("param_bytes") or 0)
     state_bytes = float(info.get("state_bytes") or 0)
-    total_bytes = float(info.get("bytes") or 0)
+    total_bytes = float(info.get("bytes") or 0) + compiled_step_bytes(info)
     fixed = min(total_bytes, 6.0 * param_bytes + 2.0 * state_bytes)
     per_sample = max(0.0, total_bytes - fixed) / B
     x = flops / ops
@@ -122,13 +123,29 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
         dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
 
 
+def compiled_step_bytes(info: dict) -> float:
+    """Memory traffic of the optimizer steps that ran compiled in the measured iteration (the
+    probe does not see a compiled graph's operators): a fused update reads the parameters, their
+    gradients and the optimizer state and writes the parameters and the state once."""
+    n = int(info.get("compiled_steps") or 0)
+    steps = max(1, int(info.get("opt_steps") or 1))
+    share = min(1.0, n / steps)
+    return share * (3.0 * float(info.get("param_bytes") or 0) + 2.0 * float(info.get("state_bytes") or 0))
+
+
 def describe_model(info: dict) -> str:
     samples = int(info.get("samples") or 0)
     bs = (f"{samples} samples per iteration" if samples else
           "batch size unknown (no DataLoader seen: the iteration is one unit)")
-    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and {info.get('bytes', 0) / 1e6:.3g} MB touched "
+    est = compiled_step_bytes(info)
+    compiled = (f"; the optimizer step ran compiled (torch.compile): its operators are not counted, "
+                f"its memory traffic is estimated from the parameters and optimizer state "
+                f"({est / 1e6:.3g} MB: parameters and gradients read, parameters written, state read "
+                f"and written once)" if info.get("compiled_steps") else "")
+    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
+            f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
             f"per iteration, {info.get('params', 0):,} parameters, {info.get('ops', 0)} operators, "
-            f"{bs}, {info.get('workers') or 0} DataLoader workers")
+            f"{bs}, {info.get('workers') or 0} DataLoader workers" + compiled)
 
 
 # -- what an iteration is ------------------------------------------------------------------------
@@ -531,12 +548,13 @@ class ScriptSource:
         yield from self.backend.events(interval)
 
     def _measure_lines(self):
-        """The probe's lines until the script ends; the script ending after the model was
-        measured is fine (fewer host timings)."""
+        """The probe's lines until the script ends.  A script that ends normally (exit code 0)
+        after its model was measured leaves fewer host timings; one that dies (any other exit) is
+        reported, whatever was measured."""
         try:
             yield from self._lines(lambda: self.progress_every)
         except ProfileError:
-            if self.model_info is None:
+            if self.model_info is None or (self.proc is not None and self.proc.wait() != 0):
                 raise
             return
 

@@ -99,3 +99,97 @@ def test_an_explicit_startup_timeout_waits_that_long_for_the_first_step(tmp_path
     finally:
         src.stop()
     assert time.monotonic() - t0 >= 5.5              # the 6 s asked for, not NO_STEP_S
+
+
+def _log_of(err):
+    import re
+    m = re.search(r"its output goes to (\S+\.log)", err)
+    assert m, err
+    return Path(m.group(1)).read_text(errors="replace")
+
+
+def test_a_compiled_optimizer_step_is_timed_and_measured(tmp_path, cli, monkeypatch):
+    """opt.step = torch.compile(opt.step): the probe's step hook was traced into the compiled step
+    (a graph break at time.monotonic), the what-if's FLOP counting, entered inside the compiled
+    call, crashed the script (INTERNAL ASSERT in the dispatcher) and ptui exited 0 with a what-if
+    from a wrong count.  Now the hook adds nothing but a marker op to the graph, the counting runs
+    outside compiled calls, and the compiled step's own bytes are estimated (and said so)."""
+    monkeypatch.setenv("TORCH_LOGS", "graph_breaks")
+    out = tmp_path / "c.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "compiled_step.py")
+    assert rc == 0, err
+    log = _log_of(err)
+    assert "INTERNAL ASSERT" not in log and "Traceback" not in log, log[-3000:]
+    assert "ptui/probe" not in log and "time.monotonic" not in log, log[-3000:]   # no break at the hook
+    assert "the optimizer step ran compiled (torch.compile)" in err, err
+    rows = _rows(out)
+    assert rows[0]["timed"].endswith("one optimizer step") and float(rows[0]["host_step_ms"]) > 0
+
+
+def test_a_script_that_dies_while_measured_is_reported_on_the_simulated_board(tmp_path, cli):
+    """The script crashed after the probe had measured its model: the what-if went on and ptui
+    exited 0.  A script that dies while it is being measured is always reported."""
+    crash = tmp_path / "crash.py"
+    crash.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Linear(8, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(1000):\n"
+        "    m(torch.randn(4, 8)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "    if i == 4:\n"
+        "        sys.exit('RuntimeError: CUDA error: an illegal memory access (pretend)')\n")
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", tmp_path / "d.csv", "--", sys.executable, crash)
+    assert rc == 1, err
+    e = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(e) == 1 and "crashed (exit code 1)" in e[0] and "full log:" in e[0], err
+    assert "illegal memory access (pretend)" in e[0]
+    assert not (tmp_path / "d.csv").exists()
+
+
+COMPILED_TRAIN_STEP = """
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+
+@torch.compile(backend="eager")
+def train_step():
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+for _ in range(int(sys.argv[1])):
+    train_step()
+"""
+
+
+def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_not(tmp_path, cli):
+    """@torch.compile around forward, backward and step: every step is timed (the marker), the
+    probe's backward() wrapper is never traced (no guards on the probe, so no recompiles), and
+    the what-if, which cannot count FLOPs inside the compiled call, says so instead of guessing."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.userscript import ScriptSource
+    script = tmp_path / "ctrain.py"
+    script.write_text(COMPILED_TRAIN_STEP)
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(script), "30"], tmp_path / "log", whatif=True)
+    src.start()
+    from ptui.core.profiler import ProfileError
+    try:
+        with pytest.raises(ProfileError, match="runs compiled .* end to end.*no what-if for the "
+                           "simulated board"):
+            for _ in src.events(0.1):
+                pass
+    finally:
+        src.stop()
+    assert src.it.steps >= 8                       # the compiled steps were reported
+    log = (tmp_path / "log").read_text()
+    assert "Traceback" not in log and "probe not installed" not in log, log
