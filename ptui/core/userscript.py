@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +41,10 @@ PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds s
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
 WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
 HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
+HOST_CYCLE_MIN_S = 1.0         # ... over at least this much wall time and 3x the longest iteration
+HOST_CYCLE_MAX_S = 30.0        #     (work between the steps: rollouts, validation), at most this
+CYCLE_WINDOW_MAX_S = 60.0      # a board's window per mode spans 3x the longest recent iteration, to
+                               # this at most, so its whole cycle holds the work between the steps
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
@@ -238,6 +243,9 @@ class ScriptSource:
         self.model_info: dict | None = None          # the probe's W line (what-if)
         self.workload: Workload | None = None        # the what-if workload given to the simulator
         self.host_step_ms: float | None = None
+        self.host_cycle_ms: float | None = None       # wall time per step on the host (what-if)
+        self.host_mhz: float | None = None            # the host CPU's clock, to scale that work
+        self._recent: deque[float] = deque(maxlen=256)   # recent iteration times, s (a board)
         # the Profiler's per-mode limit: none while starting (--startup-timeout applies), then
         # raised for slow steps
         self.mode_timeout_s = float("inf")
@@ -251,6 +259,22 @@ class ScriptSource:
     @property
     def steps(self) -> int:
         return self.it.steps
+
+    @property
+    def cycle_window_s(self) -> float:
+        """How long a mode's recording must last for its whole cycle to hold the work between the
+        steps: 3x the longest recent iteration (a rollout, a validation pass), CYCLE_WINDOW_MAX_S
+        at most (the Profiler's stop condition)."""
+        return min(CYCLE_WINDOW_MAX_S, 3.0 * max(self._recent)) if self._recent else 0.0
+
+    def outside_ms(self, mode) -> float:
+        """What-if: the work outside the steps per step, measured on the host and scaled by CPU
+        clock to the mode (the simulator's events hold the steps only).  0 on a board, whose own
+        events hold it."""
+        if not self.whatif or not self.host_cycle_ms or not self.host_step_ms:
+            return 0.0
+        out = max(0.0, self.host_cycle_ms - self.host_step_ms)
+        return out * (self.host_mhz / mode.cpu_mhz if self.host_mhz else 1.0)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -489,6 +513,8 @@ class ScriptSource:
                 dur = self.it.step(*val)
                 if dur is not None:
                     self._say_timed()
+                    if self.it.n_iter > 1:                   # the first iteration warms up
+                        self._recent.append(dur)
                     # slow steps: a mode may take as long as 3x its iterations at this pace
                     # (plus the start-up, which the first mode's clock also counted)
                     if self.it.n_iter == 1 or self.mode_timeout_s == float("inf"):
@@ -520,7 +546,7 @@ class ScriptSource:
                     host.append(dur)
             elif kind == "W":
                 self.model_info = val
-            if self.model_info is not None and len(host) >= HOST_ITERATIONS:
+            if self.model_info is not None and _host_window_done(host):
                 break
             if (self.model_info is None and t_first is not None
                     and time.monotonic() - t_first > self.first_step_timeout):
@@ -533,19 +559,36 @@ class ScriptSource:
         if self.model_info is None:
             raise ProfileError("the script stopped before ptui could measure its model")
         self.host_step_ms = statistics.median(host) * 1000.0 if host else None
+        self.host_cycle_ms = statistics.fmean(host) * 1000.0 if host else None
+        self.host_mhz = host_cpu_mhz()
         self.workload = whatif_workload(self.model_info, command=command_text(self.argv))
         self._say_timed()
         host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
                     f"median of {len(host)})" if self.host_step_ms else "not timed")
         self.notify(f"{WHATIF_LABEL}: {describe_model(self.model_info)}; host step time {host_txt}; "
                     f"the times and powers below are simulated for this model on the board")
+        self._say_host_cycle(host)
         self.on_info({"whatif": {"label": WHATIF_LABEL, "model": self.model_info,
                                  "host_step_ms": self.host_step_ms,
+                                 "host_cycle_ms": self.host_cycle_ms, "host_mhz": self.host_mhz,
                                  "host_iterations": len(host)},
                       "host_step_ms": self.host_step_ms})
         self.mode_timeout_s = 0.0                     # the simulator: the Profiler's own limit
         self.backend.start_training(self.workload)
         yield from self.backend.events(interval)
+
+    def _say_host_cycle(self, host: list[float]) -> None:
+        """The host's whole cycle beside its median step, and what the what-if does with it."""
+        if not self.host_cycle_ms or not self.host_step_ms:
+            return
+        from .csvio import OUTSIDE_WARN, outside_note
+        share = max(0.0, 1.0 - self.host_step_ms / self.host_cycle_ms)
+        clock = (f"scaled by CPU clock from this machine's {self.host_mhz:.0f} MHz" if self.host_mhz
+                 else "unscaled (this machine's CPU clock is unknown)")
+        said = outside_note(share, self.host_step_ms, self.host_cycle_ms)
+        self.notify(f"{'warning: ' if share > OUTSIDE_WARN else ''}on this machine over "
+                    f"{sum(host):.1f} s, {said}; each mode's cycle_ms adds that work to the "
+                    f"simulated step, {clock} (what-if)")
 
     def _measure_lines(self):
         """The probe's lines until the script ends.  A script that ends normally (exit code 0)
@@ -557,6 +600,34 @@ class ScriptSource:
             if self.model_info is None or (self.proc is not None and self.proc.wait() != 0):
                 raise
             return
+
+
+def _host_window_done(host: list[float]) -> bool:
+    """Enough host iterations timed: HOST_ITERATIONS, over HOST_CYCLE_MIN_S and 3x the longest
+    (so that the work between the steps is in the whole cycle), or HOST_CYCLE_MAX_S in all."""
+    span = sum(host)
+    return len(host) >= HOST_ITERATIONS and (
+        span >= max(HOST_CYCLE_MIN_S, 3.0 * max(host)) or span >= HOST_CYCLE_MAX_S)
+
+
+def host_cpu_mhz() -> float | None:
+    """This machine's CPU clock (the highest core's maximum, MHz), or None where it cannot be read."""
+    import glob
+    got = []
+    for f in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            got.append(float(Path(f).read_text()) / 1000.0)
+        except (OSError, ValueError):
+            pass
+    if not got:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.lower().startswith("cpu mhz"):
+                    got.append(float(line.split(":", 1)[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    mhz = max(got) if got else None
+    return mhz if mhz and mhz > 0 else None
 
 
 def script_workload(bs: int, argv) -> Workload:

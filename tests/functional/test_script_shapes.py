@@ -193,3 +193,75 @@ def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_no
     assert src.it.steps >= 8                       # the compiled steps were reported
     log = (tmp_path / "log").read_text()
     assert "Traceback" not in log and "probe not installed" not in log, log
+
+
+def test_ppo_like_work_outside_the_steps_is_measured_warned_and_decided_on(tmp_path, cli):
+    """A PPO-like loop spends most of its wall time in CPU rollouts between short optimizer steps:
+    ptui recorded the median step alone, with no warning.  The profile now has the whole cycle
+    (cycle_ms, outside_pct), warns, and fit/pareto decide on the whole cycle by themselves (and on
+    the median step when asked)."""
+    import json
+    out = tmp_path / "ppo.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "10", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "% of the wall time is outside the optimizer steps" in err, err
+    rows = _rows(out)
+    for r in rows:
+        assert float(r["cycle_ms"]) > float(r["time_ms"]) and float(r["outside_pct"]) > 25, r
+    # the rollouts are CPU work: the what-if's cycle follows the CPU clock
+    slow = min(rows, key=lambda r: float(r["cpu_mhz"]))
+    fast = max(rows, key=lambda r: float(r["cpu_mhz"]))
+    gap = lambda r: float(r["cycle_ms"]) - float(r["time_ms"])   # noqa: E731
+    assert gap(slow) > 1.5 * gap(fast)
+    rc, fo, fe = cli("fit", "--device", "orin-agx", "--profile", out, "--out", tmp_path / "m",
+                     "--method", "gp")
+    assert rc == 0, fe
+    assert "deciding on the whole cycle" in fe, fe
+    rc, po, pe = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, pe
+    res = json.loads(po)
+    assert "whole cycle" in res["timed"], res["timed"]
+    by_mode = {(float(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"])): r
+               for r in rows}
+    m = res["mode"]
+    key = (float(m["cores"]), float(m["cpu_mhz"]), float(m["gpu_mhz"]), float(m["mem_mhz"]))
+    if res["source"] == "measured":
+        assert res["time_ms"] == pytest.approx(float(by_mode[key]["cycle_ms"]), rel=1e-3)
+    rc, _, pe = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--time", "step")
+    assert rc == 2 and "fitted on the whole cycle" in pe, pe
+    rc, _, fe = cli("fit", "--device", "orin-agx", "--profile", out, "--out", tmp_path / "m2",
+                    "--method", "gp", "--time", "step")
+    assert rc == 0 and "warning: " in fe and "decision is on the median step" in fe, fe
+    rc, po, _ = cli("pareto", "--model", tmp_path / "m2", "--budget-w", "30", "--json")
+    assert "whole cycle" not in json.loads(po)["timed"]
+
+
+def test_ppo_like_cycle_on_a_board(tmp_path, cli, emulated_board):
+    """On a board the cycle is the window's own wall time per step (the script really runs)."""
+    root, _ = emulated_board
+    out = tmp_path / "b.csv"
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "1",
+                     "--sample-interval", "0.1", "--out", out, "--", sys.executable,
+                     HERE / "ppo_like.py")
+    assert rc == 0, err
+    (r,) = _rows(out)
+    assert float(r["cycle_ms"]) > 2 * float(r["time_ms"]) and float(r["outside_pct"]) > 50, r
+    assert "% of the wall time is outside the optimizer steps" in err
+
+
+def test_tune_decides_a_ppo_like_script_on_the_whole_cycle_and_profile_records_time(tmp_path, cli):
+    """tune (active profile + fit + decision) takes the same switch: by itself on the whole cycle
+    here; `profile --time step` is written into the CSV, so a later fit keeps the median step."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--budget-w", "20", "--count", "6",
+                       "--sample-interval", "0.1", "--out", tmp_path / "t.csv", "--",
+                       sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "deciding on the whole cycle" in err, err
+    assert "ms per optimizer step over the whole cycle" in out, out
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--time", "step", "--out", tmp_path / "s.csv", "--", sys.executable,
+                     HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "it was asked to decide on the median step (--time step)" in err, err
+    assert {r["time_basis"] for r in _rows(tmp_path / "s.csv")} == {"step"}
