@@ -234,8 +234,11 @@ def _inside_compiled_call() -> bool:
     if "torch._dynamo" not in sys.modules:       # nothing was ever compiled
         return False
     if _compiled_code is None:
-        import torch
-        _compiled_code = getattr(torch.compile(_no_ref, backend="eager"), "__code__", False)
+        try:
+            import torch
+            _compiled_code = getattr(torch.compile(_no_ref, backend="eager"), "__code__", False)
+        except Exception:  # noqa: BLE001 - a torch whose compile cannot be asked: none on the stack
+            _compiled_code = False
     f = sys._getframe(1)
     while f is not None:
         if f.f_code is _compiled_code:
@@ -296,9 +299,7 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
             st.pending, st.pending_since = "close", st.opt0_steps
         elif st.whatif and not st.measured and st.pending is None and st.opt0_steps >= 2:
             st.pending, st.pending_since = "open", st.opt0_steps    # measure the next iteration
-        if st.pending and st.opt0_steps - st.pending_since >= GIVE_UP_STEPS:
-            if st.window is not None:
-                st.window.__exit__(None, None, None)
+        if st.pending == "open" and st.opt0_steps - st.pending_since >= GIVE_UP_STEPS:
             _window_error("the training step runs compiled (torch.compile) end to end: ptui found "
                           "no point outside compiled code to count one iteration's FLOPs")
         if not compiled:
@@ -528,7 +529,10 @@ def _install_torch() -> None:
                 return
         # eager here, but maybe inside a compiled call: dynamo runs a frame it cannot trace (the
         # hooks' loop after torch's own graph break in the step) as it is; the update ran compiled
-        _step_ended(optimizer, id(optimizer), compiled=_inside_compiled_call())
+        try:
+            _step_ended(optimizer, id(optimizer), compiled=_inside_compiled_call())
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
 
     register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(hook)
