@@ -367,6 +367,9 @@ def batch_tag(info: SessionInfo) -> str:
     return str(info.batch_size)
 
 
+CYCLE_WORDS = "over the whole cycle (its wall time, the work in between included)"
+
+
 def time_unit(timed: str | None) -> str:
     """One time_ms, in words for "<t> ms per <unit>": a built-in workload's minibatch, or what the
     probe timed in the user's script (an optimizer step, a whole iteration of several optimizers,
@@ -376,12 +379,9 @@ def time_unit(timed: str | None) -> str:
         t = t.split(":", 1)[1].strip()
     if t.startswith("one "):
         t = t[4:]
-    if not t or t.startswith("minibatch"):
-        return "minibatch"
+    if not t or t.startswith("minibatch"):     # "minibatch (SIMULATED built-in workload)" ...
+        return "minibatch" + (f" {CYCLE_WORDS}" if CYCLE_WORDS in t else "")
     return t
-
-
-CYCLE_WORDS = "over the whole cycle (wall time per step, the work between the steps included)"
 
 
 def cycle_timed(timed: str | None) -> str:

@@ -134,3 +134,13 @@ def test_the_cycle_of_a_window_is_its_wall_time_per_step():
     assert r.time_ms == 2.0 and r.cycle_ms == pytest.approx(9.0)
     r = summarise(mode, mbs, [20.0], 1.0, 5.0, True, extra_ms=3.0)
     assert r.cycle_ms == pytest.approx(12.0)
+
+
+def test_what_one_time_is_says_whole_cycle():
+    from ptui.core.profiler import cycle_timed, time_unit
+    t = cycle_timed("what-if from the model's measured size (SIMULATED): one optimizer step")
+    assert time_unit(t) == "optimizer step over the whole cycle (its wall time, the work in between included)"
+    assert cycle_timed(t) == t                                   # said once
+    assert time_unit(cycle_timed("minibatch (SIMULATED built-in workload)")).startswith(
+        "minibatch over the whole cycle")
+    assert "step" not in cycle_timed("")                          # the app's unit stays a minibatch
