@@ -3,14 +3,19 @@
 What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
 optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
 micro-batch); with several optimizers (a GAN) it is one cycle through all of them, from one step
-of the first optimizer used to its next step.
+of the first optimizer used to its next step.  LBFGS-style closures the optimizer evaluates itself
+are named as such; a script that calls backward() but never steps a torch.optim optimizer is
+stopped after NO_STEP_S with what ptui times and how to make it timeable.  Beside the median
+iteration each mode gets its whole cycle (Profiler: the window's wall time per iteration, the work
+between the steps included: rollouts, validation passes).
 
 On a real board the iterations are the minibatch events and the board's sensors give power.  On
 the SIMULATED board the host's step time says nothing about a Jetson, so the script is run only
 long enough to measure its model (training FLOPs, bytes touched, parameters, batch size, DataLoader
-workers, optimizer steps per iteration) and time a few host iterations; that size becomes a
-Workload for the simulator's roofline physics, and the profile is a what-if whose time and power
-follow the mode.  The host step time is reported separately.
+workers, optimizer steps per iteration) and time host iterations (over at least HOST_CYCLE_MIN_S,
+for the host's whole cycle); that size becomes a Workload for the simulator's roofline physics, and
+the profile is a what-if whose time and power follow the mode.  The host step time is reported
+separately; the host's work outside the steps is added to each mode's cycle, scaled by CPU clock.
 """
 from __future__ import annotations
 
