@@ -53,11 +53,13 @@ sys.path.insert(0, str(ROOT))
 from ptui.core.devices import Device, get_device  # noqa: E402
 
 # ptui's `ptui profile` CSV columns (ptui.core.profiler's PROFILE_HEADER: values, the notes timed
-# and host_step_ms, then the text tags workload, batch_size, session); kept literal here so this file does not import the
+# and host_step_ms, the text tags workload, batch_size, session, then the whole cycle's columns,
+# left empty: the generator models steps only); kept literal here so this file does not import the
 # profiler.  The workload tag says where the data came from: indep-<workload>.
 HEADER = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
           "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s", "stable",
-          "timed", "host_step_ms", "workload", "batch_size", "session")
+          "timed", "host_step_ms", "workload", "batch_size", "session", "cycle_ms", "outside_pct",
+          "time_basis")
 
 
 @dataclass(frozen=True)
@@ -295,7 +297,7 @@ def write_corpus(path: str | Path, device_name: str, job_name: str, seed: int = 
                                         _fmt(m["settle_s"][i]), _fmt(mode_s), "1",
                                         "minibatch (SYNTHETIC independent generator)", "",
                                         f"indep-{job_name}", str(JOBS[job_name].batch),
-                                        f"indep-{device_name}-{job_name}-s{seed}"])
+                                        f"indep-{device_name}-{job_name}-s{seed}", "", "", ""])
     write_csv(path, HEADER, rows)
     return len(rows)
 

@@ -63,7 +63,8 @@ def cmd_profile(a) -> int:
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
-        samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus)
+        samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus,
+        time_basis=a.time)
     sizes = getattr(a, "batch_sizes", None)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
@@ -130,6 +131,8 @@ def cmd_profile(a) -> int:
     label = f" ({res.label})" if res.label else ""
     _info(f"profiled: {res.saved}; device time {hms(res.device_time_s)}{label}, "
           f"wall time {res.wall_s:.1f} s")
+    if res.time_note:
+        _info(res.time_note)
     return EXIT_OK
 
 
@@ -192,7 +195,7 @@ def cmd_tune(a) -> int:
                              objective=a.objective, risk=a.risk,
                              method=a.method, seed=a.seed or 0, workload=workload,
                              corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
-                             progress=_info)
+                             progress=_info, time_basis=a.time)
     d = td.decision
     res = {"goal": d.goal, "mode": d.mode.as_dict(), "source": td.source,
            "time_ms": round(d.time_ms, 4), "power_w": round(d.power_w, 4),
@@ -210,9 +213,8 @@ def cmd_tune(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    from .core.csvio import profile_tags
     from .core.profiler import time_unit
-    print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(profile_tags(out).get('timed'))} "
+    print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(td.timed)} "
           f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
@@ -309,7 +311,8 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
         out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
         risk=a.risk, samples_file=a.samples_to_target,
         noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
-        workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info)
+        workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info,
+        time_basis=a.time)
     for note in r.notes:
         _info(note)
     p = r.pick
@@ -389,18 +392,21 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.csvio import profile_batch_sizes, read_profile_measured
+    from .core.csvio import profile_batch_sizes, profile_time, read_profile_measured
     from .core.devices import get_device
     from .core.predictor import bundled_reference, load_model
     dev = get_device(a.device)
     sizes = profile_batch_sizes(a.profile)
+    basis = profile_time(a.profile, a.time)
+    if basis.note:
+        _info(basis.note)
     if len(sizes) > 1:
         if a.scratch:
             raise CLIError("--scratch trains a network, which takes no batch-size input; this profile "
                            f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
         modes = t = p = measured = None
     else:
-        modes, t, p, measured = read_profile_measured(a.profile, dev)
+        modes, t, p, measured = read_profile_measured(a.profile, dev, time=basis.basis)
     ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
     t0 = time.perf_counter()
@@ -418,7 +424,8 @@ def cmd_fit(a) -> int:
         if len(sizes) > 1:
             from .core.batch import fit_batch_profile
             model = fit_batch_profile(a.profile, dev, ref, method=a.method, seed=a.seed,
-                                      loss=a.loss, workload=workload, progress=progress)
+                                      loss=a.loss, workload=workload, progress=progress,
+                                      time_basis=basis.basis)
             modes = model.measured["modes"]
         elif a.scratch:
             from .core import train
@@ -441,8 +448,8 @@ def cmd_fit(a) -> int:
     el = time.perf_counter() - t0
     if len(sizes) <= 1:
         _remember_epoch_size(model, workload, tags.get("batch_size"))
-    if tags.get("timed"):                          # what one time_ms is: pareto says it
-        model.meta["timed"] = tags["timed"]
+    from .core.profiler import keep_timed
+    keep_timed(model, a.profile, basis.basis)      # what one time_ms is: pareto says it
     model.save(a.out)
     m = model.meta["metrics"]
     from .core.fit import outlier_note, subset_note
@@ -527,6 +534,7 @@ def cmd_pareto(a) -> int:
     if a.samples_to_target is not None or a.noise_scale is not None:
         raise CLIError("--samples-to-target and --noise-scale need --batch-sizes (the sizes to compare)")
     model, tab = _predict_table(a)
+    _check_time_basis(a, model)
     wl_mb = a.batches_per_epoch or model.meta.get("batches_per_epoch")
     if wl_mb is None:
         from .core.workloads import WORKLOADS
@@ -581,6 +589,15 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
+def _check_time_basis(a, model) -> None:
+    """pareto --time step|cycle: the model must have been fitted on that time (fit --time)."""
+    have = model.meta.get("time_basis") or "step"
+    if getattr(a, "time", "auto") in ("step", "cycle") and a.time != have:
+        what = {"step": "the median step", "cycle": "the whole cycle"}
+        raise CLIError(f"model {a.model} was fitted on {what[have]}, not {what[a.time]}; refit it "
+                       f"with: ptui fit ... --time {a.time}")
+
+
 def _pareto_batches(a) -> int:
     """pareto --batch-sizes: the (mode, batch size) with the least time (or energy) to target."""
     import json
@@ -595,6 +612,7 @@ def _pareto_batches(a) -> int:
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    _check_time_basis(a, model)
     modes = read_modes(a.modes, model.device) if a.modes else None
     if modes is None:
         modes, note = model.decision_space(extrapolate=a.extrapolate)
@@ -757,6 +775,16 @@ SYSFS_ROOT_HELP = ("read and write the board's sysfs under DIR instead of / (e.g
                    "else nvpmodel from PATH")
 
 
+TIME_HELP = ("what one time is for the decision: step (the median optimizer step or minibatch), "
+             "cycle (the whole cycle: wall time per step, the work between the steps included), "
+             "or auto (the default: cycle when more than 25 %% of the wall time is outside the "
+             "steps, else step)")
+
+
+def _time_arg(p) -> None:
+    p.add_argument("--time", choices=("auto", "step", "cycle"), default="auto", help=TIME_HELP)
+
+
 # -- parser --------------------------------------------------------------------------------------
 def _profile_args(pr, *, tune: bool) -> None:
     """Arguments shared by profile and tune."""
@@ -804,8 +832,11 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
     pr.add_argument("--out", required=not tune, help="CSV file for the results"
                     + (" (default: in ptui's data directory)" if tune else ""))
-    pr.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
-                    help="with a script: seconds its first optimizer step may take (default 600)")
+    pr.add_argument("--startup-timeout", type=float, default=None, metavar="S",
+                    help="with a script: seconds its first optimizer step may take (default 600; "
+                    "a script calling backward() without an optimizer step is stopped after 60 s "
+                    "unless this is given)")
+    _time_arg(pr)
     pr.add_argument("command_line", nargs="*", help="after --: your own training command, "
                     "e.g. -- python train.py --epochs 1 (profiled unmodified under a probe)")
 
@@ -1014,6 +1045,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "transfer learning alone")
     f.add_argument("--scratch", action="store_true", help="train the network from scratch (NN baseline)")
     f.add_argument("--seed", type=int, default=0)
+    _time_arg(f)
     f.set_defaults(fn=cmd_fit)
 
     pd = sub.add_parser("predict", help="predict time and power for modes")
@@ -1027,6 +1059,7 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog=_words("risk"))
     pa.add_argument("--model", required=True)
     pa.add_argument("--device", help="fail unless the model is for this device")
+    _time_arg(pa)
     pa.add_argument("--modes", help="CSV of candidate modes (default: the modes whose every knob "
                     "value was profiled)")
     pa.add_argument("--extrapolate", action="store_true",

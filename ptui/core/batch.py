@@ -351,11 +351,13 @@ def default_batch(sizes) -> int:
 
 
 def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,
-                      loss: str = "mse", workload: str = "custom", progress=None):
-    """Fit time and power over (mode, batch size) on a profile with several batch sizes."""
+                      loss: str = "mse", workload: str = "custom", progress=None,
+                      time_basis: str = "step"):
+    """Fit time and power over (mode, batch size) on a profile with several batch sizes (time:
+    the median step or the whole cycle, csvio.with_time)."""
     from .csvio import read_batch_profile
     from .fit import fit_model
-    prof = read_batch_profile(path, device)
+    prof = read_batch_profile(path, device, time=time_basis)
     sizes = sorted(set(int(b) for b in prof["batch"]))
     model = fit_model(reference, device, prof["modes"], prof["time_ms"], prof["power_w"],
                       method=method, seed=seed, loss=loss, workload=workload,
@@ -496,13 +498,13 @@ def model_space(model, batch_sizes, modes=None) -> JointSpace:
                       model.meta.get("workload"))
 
 
-def profile_space(path, device) -> JointSpace:
+def profile_space(path, device, time_basis: str = "step") -> JointSpace:
     """A profile over several batch sizes as a space of measured pairs (no model: only the
     profiled pairs can be chosen).  Its default size is 16 where profiled, else the nearest."""
     from .csvio import profile_tags, read_batch_profile
     from .pareto import Table
     from .workloads import WORKLOADS
-    prof = read_batch_profile(path, device, min_rows=1)
+    prof = read_batch_profile(path, device, min_rows=1, time=time_basis)
     tags = profile_tags(path)
     memory = memory_for(device, tags.get("workload"), prof["peak"])
     batch = np.asarray(prof["batch"], int)

@@ -399,9 +399,12 @@ class BatchProfileRun:
 
     def _rows(self) -> list[dict]:
         """Every measured pair of the group, with its batch size (in a fixed order: by size, then
-        as profiled), for the active planner."""
-        return [dict(r, batch_size=b) for b, s in sorted(group_sessions(self.store, self.name).items())
+        as profiled), for the active planner; time_ms is the median step or the whole cycle, as
+        --time decides (csvio.choose_time)."""
+        from .csvio import choose_time, with_time
+        rows = [dict(r, batch_size=b) for b, s in sorted(group_sessions(self.store, self.name).items())
                 for _, r in self.store.results(s.name)]
+        return with_time(rows, choose_time(rows, self.req.time_basis).basis)
 
     def _sub(self, b: int, plan, on_progress, total, *, quiet: bool, stay: bool = False):
         """Profile one batch size's sub-session (its plan, or what a resume left of it).  stay: the

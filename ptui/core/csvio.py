@@ -11,6 +11,7 @@ import csv
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -171,10 +172,13 @@ def _clean_stale_temps(path: Path) -> None:
                 pass
 
 
-# headers earlier ptui versions wrote, which a newer header extends (profiles before the
-# workload/batch_size/session columns)
-OLDER_HEADERS = {PROFILE_COLS + ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches",
-                                 "n_power", "settle_s", "mode_s", "stable")}
+# headers earlier ptui versions wrote, which a newer header extends with more columns (profiles
+# before the workload/batch_size/session columns; before the whole cycle's columns, with and
+# without a batch profile's peak memory)
+_V1 = PROFILE_COLS + ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches", "n_power",
+                      "settle_s", "mode_s", "stable")
+_V2 = _V1 + ("timed", "host_step_ms", "workload", "batch_size", "session")
+OLDER_HEADERS = {_V1, _V2, _V2 + ("peak_mem_gb",)}
 
 
 def _refuse_foreign(path: Path, header: Sequence[str]) -> None:
@@ -185,7 +189,7 @@ def _refuse_foreign(path: Path, header: Sequence[str]) -> None:
     got = _text_rows(path)
     old = got[0] if got else None
     new = [h.lower() for h in header]
-    if old and (old == new or (tuple(old) in OLDER_HEADERS and old == new[:len(old)])):
+    if old and (old == new or (tuple(old) in OLDER_HEADERS and set(old) <= set(new))):
         return
     raise CSVError(f"{path} exists and is not a ptui CSV of this kind; nothing written "
                    f"(choose another --out, or move the file away first)")
@@ -251,17 +255,138 @@ def _merge_rows(path, keyed, min_count: int, what: str = "modes") -> dict:
     return seen
 
 
-def _distinct_rows(path, device: Device, min_modes: int, extras=()) -> dict:
+# -- what one time is: the median step or the whole cycle ----------------------------------------
+OUTSIDE_WARN = 0.25      # share of the wall time outside the timed steps above which ptui warns
+                         # and --time auto decides on the whole cycle
+TIME_BASES = ("auto", "step", "cycle")
+
+
+@dataclass(frozen=True)
+class TimeChoice:
+    basis: str                  # step | cycle
+    share: float | None         # the profile's median share of wall time outside the steps
+    note: str                   # what was chosen and why, for the user ("" when nothing to say)
+
+
+def outside_share(rows) -> float | None:
+    """The median over rows (dicts with time_ms and cycle_ms) of the share of the wall time spent
+    outside the timed steps, 1 - step / cycle; None when no row has a cycle."""
+    import statistics
+    got = [max(0.0, 1.0 - float(r["time_ms"]) / float(r["cycle_ms"])) for r in rows
+           if r.get("cycle_ms") and float(r["cycle_ms"]) > 0 and r.get("time_ms")]
+    return statistics.median(got) if got else None
+
+
+def outside_note(share: float, step_ms: float | None = None, cycle_ms: float | None = None) -> str:
+    """The words for a share of the wall time outside the timed steps."""
+    figs = (f" (median step {step_ms:.1f} ms, whole cycle {cycle_ms:.1f} ms per step)"
+            if step_ms and cycle_ms else "")
+    return f"{100 * share:.0f} % of the wall time is outside the optimizer steps{figs}"
+
+
+def choose_time(rows, requested: str = "auto", recorded: str = "", where: str = "") -> TimeChoice:
+    """Which time decides: `requested` (--time step|cycle), else what the profile was asked for
+    (`recorded`, its time_basis), else the whole cycle when more than OUTSIDE_WARN of the wall time
+    is outside the steps, else the median step.  rows: dicts with time_ms and cycle_ms."""
+    share = outside_share(rows)
+    basis = requested if requested in ("step", "cycle") else (
+        recorded if recorded in ("step", "cycle") else None)
+    if basis == "cycle" and share is None:
+        raise CSVError(f"{where or 'the profile'} has no cycle_ms column (profiled before ptui "
+                       f"measured the whole cycle): re-profile it, or use --time step")
+    why = "asked for" if requested in ("step", "cycle") else "as the profile was asked to"
+    if basis is None:
+        basis = "cycle" if share is not None and share > OUTSIDE_WARN else "step"
+        why = ""
+    if share is None:
+        return TimeChoice(basis, None, "")
+    said = outside_note(share)
+    if basis == "cycle":
+        note = (f"deciding on the whole cycle (wall time per optimizer step, the work outside the "
+                f"steps included): {said}" + (f" ({why})" if why else
+                                               f", more than {100 * OUTSIDE_WARN:.0f} %")
+                + "; --time step decides on the median step")
+    elif share > OUTSIDE_WARN:
+        note = (f"warning: {said}, and the decision is on the median step ({why}); --time cycle "
+                f"decides on the whole cycle")
+    else:
+        note = ""
+    return TimeChoice(basis, share, note)
+
+
+def outside_warning(rows, basis: str = "auto") -> str:
+    """After a profile: a warning when more than OUTSIDE_WARN of its wall time went outside the
+    timed steps (rows: dicts with time_ms and cycle_ms); "" otherwise.  basis: what the profile
+    was asked to decide on (--time)."""
+    import statistics
+    share = outside_share(rows)
+    if share is None or share <= OUTSIDE_WARN:
+        return ""
+    step = statistics.median(float(r["time_ms"]) for r in rows)
+    cyc = statistics.median(float(r["cycle_ms"]) for r in rows if r.get("cycle_ms"))
+    then = ("it was asked to decide on the median step (--time step), which understates what a "
+            "step costs" if basis == "step" else
+            "fit, pareto and tune decide on the whole cycle (cycle_ms) unless given --time step")
+    return (f"warning: {outside_note(share, step, cyc)}: time_ms, the median step, leaves out the "
+            f"work between the steps (rollouts, validation, data waits); {then}")
+
+
+def profile_time(path, requested: str = "auto") -> TimeChoice:
+    """choose_time for a profile CSV (its rows and the time_basis it records)."""
+    got = _text_rows(Path(path))
+    if got is None:              # the reader that follows says what is wrong with the file
+        return TimeChoice(requested if requested in ("step", "cycle") else "step", None, "")
+    header, rows = got
+    dicts = []
+    if "cycle_ms" in header and "time_ms" in header:
+        it, ic = header.index("time_ms"), header.index("cycle_ms")
+        for r in rows:
+            try:
+                dicts.append({"time_ms": float(r[it]), "cycle_ms": float(r[ic])})
+            except (ValueError, IndexError):
+                continue
+    return choose_time(dicts, requested, profile_tags(path).get("time_basis", ""), str(path))
+
+
+def with_time(rows: list[dict], basis: str, where: str = "") -> list[dict]:
+    """The one switch between the two times: rows (dicts) as a decision takes them.  'step':
+    unchanged; 'cycle': time_ms is the row's cycle_ms and its quartiles scale with it (the cycle
+    is taken as uncertain, relatively, as the step)."""
+    if basis != "cycle":
+        return rows
+    out = []
+    for r in rows:
+        c = r.get("cycle_ms")
+        if not c or c <= 0:
+            raise CSVError(f"{where or 'the profile'}: a row has no cycle_ms (profiled before ptui "
+                           f"measured the whole cycle): re-profile it, or use --time step")
+        k = c / r["time_ms"]
+        r = dict(r, time_ms=c)
+        for q in ("time_ms_p25", "time_ms_p75"):
+            if r.get(q):
+                r[q] = r[q] * k
+        out.append(r)
+    return out
+
+
+def _profile_csv(path, device: Device, extras=(), time: str = "step") -> list[tuple[Mode, dict]]:
+    """A profile CSV's rows (read_csv), their time_ms being the median step or the whole cycle."""
+    rows = read_csv(path, device, need=PROFILE_COLS, extras=tuple(extras) + ("cycle_ms",))
+    vals = with_time([v for _, v in rows], time, str(path))
+    return [(m, v) for (m, _), v in zip(rows, vals)]
+
+
+def _distinct_rows(path, device: Device, min_modes: int, extras=(), time: str = "step") -> dict:
     """{mode: (its first row, its last row)} of a profile CSV in file order (_merge_rows)."""
-    rows = read_csv(path, device, need=PROFILE_COLS, extras=extras)
+    rows = _profile_csv(path, device, extras, time)
     return _merge_rows(path, ((m, f"mode {m.key}", v) for m, v in rows), min_modes)
 
 
-def read_profile(path, device: Device, *, min_modes: int = 10):
+def read_profile(path, device: Device, *, min_modes: int = 10, time: str = "step"):
     """A profile CSV as (modes, time_ms array, power_w array).  Identical duplicate rows are
     merged; duplicates with conflicting values are an error."""
     import numpy as np
-    seen = _distinct_rows(path, device, min_modes)
+    seen = _distinct_rows(path, device, min_modes, time=time)
     modes = list(seen)
     return (modes, np.array([seen[m][0]["time_ms"] for m in modes]),
             np.array([seen[m][0]["power_w"] for m in modes]))
@@ -294,13 +419,13 @@ def measured_uncertainty(rows: list[dict]) -> dict:
             "power_w_std": np.hypot(p_sd / np.sqrt(count("n_power")), REPEAT_SD * p)}
 
 
-def read_profile_measured(path, device: Device, *, min_modes: int = 10):
+def read_profile_measured(path, device: Device, *, min_modes: int = 10, time: str = "step"):
     """read_profile's (modes, time_ms, power_w) and, from the same read of the file, the measured
     figures of each mode and their uncertainty for decisions that trust measurements (arrays of
     predictor.MEASURED_KEYS in the order of modes; the sds are measured_uncertainty's, from a
     duplicated mode's last row)."""
     import numpy as np
-    seen = _distinct_rows(path, device, min_modes, SPREAD_COLS)
+    seen = _distinct_rows(path, device, min_modes, SPREAD_COLS, time)
     modes = list(seen)
     t = np.array([seen[m][0]["time_ms"] for m in modes])
     p = np.array([seen[m][0]["power_w"] for m in modes])
@@ -331,7 +456,7 @@ def profile_tags(path) -> dict[str, str]:
         return {}
     header, rows = got
     out = {}
-    for col in ("workload", "batch_size", "session", "timed"):
+    for col in ("workload", "batch_size", "session", "timed", "time_basis"):
         if col in header:
             i = header.index(col)
             vals = {r[i].strip() for r in rows if len(r) > i and r[i].strip()}
@@ -414,14 +539,15 @@ def profile_batch_sizes(path) -> list[int]:
     return sorted(out)
 
 
-def read_batch_profile(path, device: Device, *, default_batch: int | None = None, min_rows: int = 10):
+def read_batch_profile(path, device: Device, *, default_batch: int | None = None, min_rows: int = 10,
+                       time: str = "step"):
     """A profile over (mode, batch size) pairs: dict with modes, batch (int array), time_ms,
     power_w, measured (read_profile_measured's arrays plus batch_size) and peak ({batch: GB}, the
     largest peak memory seen at each size; empty without a peak_mem_gb column).  A row without a batch
     size is at `default_batch`.  Identical duplicates merge (a repeated pair's spreads are its last
     row's, as in read_profile_measured); conflicting ones are an error."""
     import numpy as np
-    rows = read_csv(path, device, need=PROFILE_COLS, extras=("batch_size", PEAK_COL) + SPREAD_COLS)
+    rows = _profile_csv(path, device, ("batch_size", PEAK_COL) + SPREAD_COLS, time)
     keyed = []
     for m, v in rows:
         b = v.get("batch_size", default_batch)

@@ -80,6 +80,8 @@ class ModeResult:
     settle_s: float
     mode_s: float
     stable: bool
+    cycle_ms: float | None = None   # wall time per minibatch/step over the window (work between
+                                    # the steps included); time_ms is the median step
 
     def row(self) -> dict:
         d = asdict(self)
@@ -154,11 +156,14 @@ def choose_modes(device: Device, *, count: int | None = None, modes: list[Mode] 
 
 
 def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mode_s: float,
-              stable: bool) -> ModeResult:
+              stable: bool, extra_ms: float = 0.0) -> ModeResult:
+    """mbs: the window's minibatch (step-to-step) times, back to back: their median is the step,
+    their mean the whole cycle, wall time per step, with extra_ms added (work the events do not
+    hold: a what-if's work outside the steps, measured on the host)."""
     q = statistics.quantiles(mbs, n=4) if len(mbs) >= 2 else [mbs[0]] * 3
     return ModeResult(mode, statistics.median(mbs), statistics.fmean(pw), q[0], q[2],
                       statistics.pstdev(pw) if len(pw) > 1 else 0.0, len(mbs), len(pw),
-                      settle_s, mode_s, stable)
+                      settle_s, mode_s, stable, statistics.fmean(mbs) + extra_ms)
 
 
 class Profiler:
@@ -174,6 +179,7 @@ class Profiler:
         self.control = Control()
         self.progress: Progress | None = None
         self.notify: Callable[[str], None] = lambda text: None
+        self.time_basis = "auto"        # what active profiling decides on (csvio.choose_time)
 
     # -- one mode -----------------------------------------------------------------------------
     def measure_checked(self, events, mode: Mode) -> ModeResult:
@@ -242,7 +248,8 @@ class Profiler:
                 elif ev.t > stable_at:
                     pw.append(ev.power_w)
             if stable_at is not None and (not record or (
-                    len(mbs) >= cfg.min_minibatches and len(pw) >= cfg.min_power_samples)):
+                    len(mbs) >= cfg.min_minibatches and len(pw) >= cfg.min_power_samples
+                    and sum(mbs) / 1000.0 >= getattr(self.source, "cycle_window_s", 0.0))):
                 break
             limit = max(cfg.mode_timeout_s, getattr(self.source, "mode_timeout_s", 0.0) or 0.0)
             if now - t_a > limit:              # a script with slow steps extends the limit
@@ -252,14 +259,18 @@ class Profiler:
                 self.control.wait()
         if not record:
             return None
-        return summarise(mode, mbs, pw, stable_at - t_a, clock.now() - t_start, stable)
+        extra = getattr(self.source, "outside_ms", None)
+        return summarise(mode, mbs, pw, stable_at - t_a, clock.now() - t_start, stable,
+                         extra(mode) if extra else 0.0)
 
     def _extend(self, plan: list[Mode]) -> list[int]:
         """Active profiling: ask the planner for the next mode and append it to the plan."""
         if self.planner is None:
             return []
         self.progress.phase = "choosing the next mode"
+        from .csvio import choose_time, with_time
         rows = [r for _, r in self.store.results(self.session)]
+        rows = with_time(rows, choose_time(rows, self.time_basis).basis)
         nxt = self.planner.next_mode(rows)
         if nxt is None:
             self.progress.total = len(plan)
@@ -398,7 +409,10 @@ PROFILE_VALUES = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w"
                   "stable")
 PROFILE_NOTES = ("timed", "host_step_ms")                # what one time_ms is; a what-if's host step
 PROFILE_TAGS = ("workload", "batch_size", "session")     # trailing text columns: what was profiled
-PROFILE_HEADER = PROFILE_VALUES + PROFILE_NOTES + PROFILE_TAGS
+# the whole cycle beside the median step: wall time per step over the window, the share of it
+# outside the steps (percent), and the time basis the profile was asked to decide on (csvio)
+PROFILE_CYCLE = ("cycle_ms", "outside_pct", "time_basis")
+PROFILE_HEADER = PROFILE_VALUES + PROFILE_NOTES + PROFILE_TAGS + PROFILE_CYCLE
 
 
 def timed_unit(info: SessionInfo | None) -> str:
@@ -420,6 +434,9 @@ def batch_tag(info: SessionInfo) -> str:
     return str(info.batch_size)
 
 
+CYCLE_WORDS = "over the whole cycle (its wall time, the work in between included)"
+
+
 def time_unit(timed: str | None) -> str:
     """One time_ms, in words for "<t> ms per <unit>": a built-in workload's minibatch, or what the
     probe timed in the user's script (an optimizer step, a whole iteration of several optimizers,
@@ -429,17 +446,27 @@ def time_unit(timed: str | None) -> str:
         t = t.split(":", 1)[1].strip()
     if t.startswith("one "):
         t = t[4:]
-    if not t or t.startswith("minibatch"):
-        return "minibatch"
+    if not t or t.startswith("minibatch"):     # "minibatch (SIMULATED built-in workload)" ...
+        return "minibatch" + (f" {CYCLE_WORDS}" if CYCLE_WORDS in t else "")
     return t
 
 
-def keep_timed(model, profile) -> None:
-    """Record in a model's meta what one time_ms of its profile is (the CSV's `timed` column)."""
+def cycle_timed(timed: str | None) -> str:
+    """`timed` for a time taken over the whole cycle (csvio.with_time 'cycle')."""
+    t = (timed or "").strip() or "one minibatch"
+    return t if CYCLE_WORDS in t else f"{t} {CYCLE_WORDS}"
+
+
+def keep_timed(model, profile, basis: str = "step") -> None:
+    """Record in a model's meta what one time_ms of its profile is (the CSV's `timed` column) and
+    which time it was fitted on (time_basis: the median step, or the whole cycle)."""
     from .csvio import profile_tags
     timed = profile_tags(profile).get("timed")
+    if basis == "cycle":
+        timed = cycle_timed(timed)
     if timed:
         model.meta["timed"] = timed
+    model.meta["time_basis"] = basis
 
 
 def profile_rows(store: Store, session: str) -> list[list[str]]:
@@ -451,11 +478,15 @@ def profile_rows(store: Store, session: str) -> list[list[str]]:
     tags = [info.workload, batch_tag(info), session] if info else ["", "", session]
     timed = timed_unit(info)
     host = info.params.get("host_step_ms") if info else None
+    basis = (info.params.get("time_basis") or "") if info else ""
     out = []
     for _, r in store.results(session):
         m = Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+        cyc = r.get("cycle_ms")
+        share = (100.0 * (1.0 - r["time_ms"] / cyc) if cyc and cyc > 0 else None)
         out.append(mode_cells(m) + [fmt_value(r[k]) for k in PROFILE_VALUES[4:]]
-                   + [timed, fmt_value(host)] + tags)
+                   + [timed, fmt_value(host)] + tags
+                   + [fmt_value(cyc), "" if share is None else f"{max(0.0, share):.1f}", basis])
     return out
 
 

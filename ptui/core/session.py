@@ -68,12 +68,15 @@ class ProfileRequest:
     budget_w: float | None = None         # active profiling's goal (pareto's meaning)
     deadline_ms: float | None = None
     objective: str | None = None
-    startup_timeout: float = 600.0        # a script's first optimizer step may take this long
+    startup_timeout: float | None = None  # a script's first optimizer step may take this long
+                                          # (None: userscript.STARTUP_TIMEOUT_S)
     modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
     noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
     samples_to_target: str | None = None
     corpus: str | None = None             # the replay device's recorded profile (with no workload:
                                           # the corpus is the workload)
+    time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
+                                          # recorded in the CSV's time_basis when not auto
 
 
 @dataclass
@@ -92,6 +95,7 @@ class ProfileOutcome:
     label: str = ""                       # simulated / replayed / what-if, in words ("" on a board)
     stop_reason: str = ""                 # active profiling: why it stopped
     best: tuple | None = None             # active profiling: (best measured mode, P(meets goal))
+    time_note: str = ""                   # a large share of the wall time outside the timed steps
 
 
 class ProfileRun:
@@ -107,9 +111,13 @@ class ProfileRun:
         self.control = control or Control()
         self.notify = notify or (lambda text: None)
         import math
-        if not (math.isfinite(req.startup_timeout) and req.startup_timeout > 0):
+        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
+                                                    and req.startup_timeout > 0):
             raise SessionError(f"--startup-timeout must be a positive number of seconds, "
                                f"got {req.startup_timeout:g}")
+        from .csvio import TIME_BASES
+        if req.time_basis not in TIME_BASES:
+            raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
         if req.out is not None:
             from .csvio import check_out_file
             check_out_file(req.out)
@@ -281,6 +289,8 @@ class ProfileRun:
             from .profiler import time_unit
             params.setdefault("timed", f"{time_unit(profile_tags(be.corpus_path).get('timed'))} "
                                        f"(REPLAYED from {be.corpus_path.name})")
+        if req.time_basis != "auto":
+            params["time_basis"] = req.time_basis
         self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
                                  seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
                                  original_mode=be.current_mode(), params=params)
@@ -310,6 +320,7 @@ class ProfileRun:
                                  source=self.source, planner=self.planner)
         self.profiler.control = self.control
         self.profiler.notify = self.notify
+        self.profiler.time_basis = self.info.params.get("time_basis") or req.time_basis
         if self.planner is not None:
             self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
                               f"{self.planner.count} modes, stopping early once the decision is confident")
@@ -372,6 +383,7 @@ class ProfileRun:
                 saved = save_profile(self.out, self.store, self.name)
                 written = self.out if n_rows else None
                 final = self.store.get_session(self.name)
+            note = self.time_note()
         finally:
             label = self._label() if self.backend is not None else ""
             self.close()
@@ -379,8 +391,15 @@ class ProfileRun:
         return ProfileOutcome(status, self.name, written, n_rows,
                               final.device_time_s if final else 0.0, self.backend.simulated,
                               time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
-                              label, pl.stop_reason if pl is not None else "",
-                              pl.best() if pl is not None else None)
+                              label,
+                              pl.stop_reason if pl is not None else "",
+                              pl.best() if pl is not None else None, note)
+
+    def time_note(self) -> str:
+        """The warning for a profile whose wall time goes largely outside the timed steps."""
+        from .csvio import outside_warning
+        rows = [r for _, r in self.store.results(self.name)] if self.name else []
+        return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
     def close(self) -> None:
         """Close what this run opened (the CLI's backend, its own store connection)."""
@@ -449,29 +468,44 @@ class FitOutcome:
     seconds: float
 
 
+def profile_time_choice(profile, time_basis: str,
+                        progress: Callable[[str], None] | None = None) -> str:
+    """The time a decision on `profile` takes (csvio.profile_time: --time, the profile's own
+    time_basis, or the whole cycle when the wall time goes largely outside the steps); its note
+    goes to progress.  Returns 'step' or 'cycle'."""
+    from .csvio import profile_time
+    c = profile_time(profile, time_basis)
+    if c.note and progress:
+        progress(c.note)
+    return c.basis
+
+
 def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
         reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None, method: str = "auto", **options) -> FitOutcome:
+        cancel: threading.Event | None = None, method: str = "auto", time_basis: str = "auto",
+        **options) -> FitOutcome:
     """Fit time and power predictors to a profile CSV (``fit.fit_model``: GPs and PowerTrain's
     networks chosen by cross-validation) and save the model with the profile's measurements
-    (default: the models directory, named after the profile).  Cancelled between steps."""
+    (default: the models directory, named after the profile).  Cancelled between steps.
+    time_basis: what one time is, --time (csvio.profile_time)."""
     from .csvio import read_profile_measured
     from .fit import fit_model
     from .predictor import bundled_reference, load_model
-    modes, t, p, measured = read_profile_measured(profile, device)
-    ref = load_model(reference or bundled_reference())
 
     def step(msg: str) -> None:
         if cancel is not None and cancel.is_set():
             raise Cancelled("fine-tuning cancelled")
         if progress:
             progress(msg)
+    basis = profile_time_choice(profile, time_basis, progress)
+    modes, t, p, measured = read_profile_measured(profile, device, time=basis)
+    ref = load_model(reference or bundled_reference())
 
     t0 = time.perf_counter()
     model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                       source=f"profile {profile}", measured=measured, progress=step, **options)
     from .profiler import keep_timed
-    keep_timed(model, profile)
+    keep_timed(model, profile, basis)
     step("saving")
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
@@ -612,8 +646,9 @@ class Predictions:
     space: object | None = None           # batch.JointSpace: the source holds several batch sizes
 
 
-def load_predictions(path: Path, device) -> Predictions:
-    """Every mode predicted by a model directory, or the measured modes of a profile CSV."""
+def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
+    """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
+    time_ms the median step or the whole cycle: csvio.profile_time)."""
     import numpy as np
 
     from .pareto import Table
@@ -634,18 +669,24 @@ def load_predictions(path: Path, device) -> Predictions:
         return Predictions(table, model, mb, wl, str(model.meta.get("timed") or ""), note=note,
                            space=space)
     from .csvio import profile_batch_sizes, profile_tags, read_profile_measured
+    from .profiler import cycle_timed
+    basis = profile_time_choice(path, time_basis)
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
         from .batch import profile_space
-        space = profile_space(path, device)
+        space = profile_space(path, device, time_basis=basis)
         tags = profile_tags(path)
+        if basis == "cycle":
+            tags["timed"] = cycle_timed(tags.get("timed"))
         rows = np.flatnonzero(space.jt.batch == space.default_batch)
         sub = space.subset(rows).table
         w = WORKLOADS.get(tags.get("workload", ""))
         mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
         return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
-    modes, t, p, ms = read_profile_measured(path, device, min_modes=1)
+    modes, t, p, ms = read_profile_measured(path, device, min_modes=1, time=basis)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
+    if basis == "cycle":
+        tags["timed"] = cycle_timed(tags.get("timed"))
     w = WORKLOADS.get(tags.get("workload", ""))
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
@@ -887,13 +928,15 @@ class TuneDecision:
         return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
                 "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
                 "is_pick": j == self.decision.index, "why": self.decision.why}
+    timed: str = ""                       # what one time is (the model's meta: step or cycle)
 
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 deadline_ms: float | None = None, objective: str | None = None,
                 risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
                 workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
-                progress: Callable[[str], None] | None = None) -> TuneDecision:
+                progress: Callable[[str], None] | None = None,
+                time_basis: str = "auto") -> TuneDecision:
     """After an active profile: fit (measurements kept), then decide with the measured modes
     counting and a cautious ranking (pareto.choose: a predicted mode beats the best measured one
     only when it does so at its upper bound at the risk level; the decision says why it differs
@@ -903,7 +946,8 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     from .fit import fit_model
     from .pareto import Table, choose
     from .predictor import load_bundled
-    modes, t, p, measured = read_profile_measured(profile, device, min_modes=6)
+    basis = profile_time_choice(profile, time_basis, progress)
+    modes, t, p, measured = read_profile_measured(profile, device, min_modes=6, time=basis)
     if progress:
         progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
     model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
@@ -914,7 +958,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
         if note and progress:
             progress(note)
     from .profiler import keep_timed
-    keep_timed(model, profile)
+    keep_timed(model, profile, basis)
     out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     if corpus:
@@ -929,7 +973,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, len(modes), tab)
+                        out, len(modes), tab, str(model.meta.get("timed") or ""))
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
@@ -937,7 +981,8 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
                         samples_file: str | None = None, noise_scale: float | None = None,
                         method: str = "auto", seed: int = 0, workload: str = "custom",
                         model_dir: Path | None = None,
-                        progress: Callable[[str], None] | None = None) -> tuple[object, Path, int]:
+                        progress: Callable[[str], None] | None = None,
+                        time_basis: str = "auto") -> tuple[object, Path, int]:
     """After an active profile over batch sizes: fit the batch-aware model (measured pairs kept)
     and decide as `ptui pareto --batch-sizes` does, with tune's cautious ranking (as
     `tune_decide`: a pair the model knows little about never beats a measured one on its median
@@ -945,12 +990,13 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     pairs profiled)."""
     from .batch import decide, fit_batch_profile
     from .predictor import load_bundled
+    basis = profile_time_choice(profile, time_basis, progress)
     if progress:
         progress(f"fitting time and power ({method}) over (mode, batch size) on {profile}")
     model = fit_batch_profile(profile, device, load_bundled(), method=method, seed=seed,
-                              workload=workload)
+                              workload=workload, time_basis=basis)
     from .profiler import keep_timed
-    keep_timed(model, profile)
+    keep_timed(model, profile, basis)
     out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled

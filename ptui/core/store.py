@@ -41,13 +41,16 @@ CREATE TABLE IF NOT EXISTS results (
     time_ms REAL NOT NULL, power_w REAL NOT NULL,
     time_ms_p25 REAL, time_ms_p75 REAL, power_w_std REAL,
     n_minibatches INTEGER, n_power INTEGER, settle_s REAL, mode_s REAL, stable INTEGER,
+    cycle_ms REAL,
     PRIMARY KEY (session, idx)
 );
 """
+# columns added to a table after stores were written without them: added in place when missing
+MIGRATIONS = (("results", "cycle_ms", "REAL"), ("sessions", "original_state", "TEXT"))
 
 RESULT_FIELDS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
                  "time_ms_p75", "power_w_std", "n_minibatches", "n_power", "settle_s", "mode_s",
-                 "stable")
+                 "stable", "cycle_ms")
 
 
 class StoreError(RuntimeFailure):
@@ -111,9 +114,7 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
-            cols = {r[1] for r in self.db.execute("PRAGMA table_info(sessions)")}
-            if "original_state" not in cols:           # a store from before it was kept
-                self.db.execute("ALTER TABLE sessions ADD COLUMN original_state TEXT")
+            self._migrate()
             if str(self.path) not in _checked:
                 bad = [r[0] for r in self.db.execute("PRAGMA quick_check")]
                 if bad != ["ok"]:
@@ -124,6 +125,17 @@ class Store:
         except BaseException:
             self.db.close()
             raise
+
+    def _migrate(self) -> None:
+        """Add the columns a store written by an older ptui lacks (its rows get NULL there)."""
+        for table, col, kind in MIGRATIONS:
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if col not in have:
+                try:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {kind}")
+                except sqlite3.OperationalError as e:
+                    if "duplicate column" not in str(e):    # another process just added it
+                        raise
 
     def _set_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")

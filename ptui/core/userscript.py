@@ -3,14 +3,19 @@
 What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
 optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
 micro-batch); with several optimizers (a GAN) it is one cycle through all of them, from one step
-of the first optimizer used to its next step.
+of the first optimizer used to its next step.  LBFGS-style closures the optimizer evaluates itself
+are named as such; a script that calls backward() but never steps a torch.optim optimizer is
+stopped after NO_STEP_S with what ptui times and how to make it timeable.  Beside the median
+iteration each mode gets its whole cycle (Profiler: the window's wall time per iteration, the work
+between the steps included: rollouts, validation passes).
 
 On a real board the iterations are the minibatch events and the board's sensors give power.  On
 the SIMULATED board the host's step time says nothing about a Jetson, so the script is run only
 long enough to measure its model (training FLOPs, bytes touched, parameters, batch size, DataLoader
-workers, optimizer steps per iteration) and time a few host iterations; that size becomes a
-Workload for the simulator's roofline physics, and the profile is a what-if whose time and power
-follow the mode.  The host step time is reported separately.
+workers, optimizer steps per iteration) and time host iterations (over at least HOST_CYCLE_MIN_S,
+for the host's whole cycle); that size becomes a Workload for the simulator's roofline physics, and
+the profile is a what-if whose time and power follow the mode.  The host step time is reported
+separately; the host's work outside the steps is added to each mode's cycle, scaled by CPU clock.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +46,13 @@ PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds s
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
 WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
 HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
+HOST_CYCLE_MIN_S = 1.0         # ... over at least this much wall time and 3x the longest iteration
+HOST_CYCLE_MAX_S = 30.0        #     (work between the steps: rollouts, validation), at most this
+CYCLE_WINDOW_MAX_S = 60.0      # a board's window per mode spans 3x the longest recent iteration, to
+                               # this at most, so its whole cycle holds the work between the steps
+STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
+NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
+                               # cannot be timed (unless --startup-timeout asks to wait longer)
 
 
 # -- session helpers (resume) --------------------------------------------------------------------
@@ -88,7 +101,8 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     the bytes each sample brings in."""
     from .physics import WorkloadPhysics
     if info.get("error"):
-        raise ProfileError(f"could not measure the script's model: {info['error']}")
+        raise ProfileError(f"could not measure the script's model: {info['error']}; no what-if for "
+                           f"the simulated board (on a Jetson ptui times its steps directly)")
     flops = float(info.get("flops") or 0)
     if flops <= 0:
         raise ProfileError("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
@@ -99,7 +113,7 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     ops = max(1, int(info.get("ops") or 1))
     param_bytes = float(info.get("param_bytes") or 0)
     state_bytes = float(info.get("state_bytes") or 0)
-    total_bytes = float(info.get("bytes") or 0)
+    total_bytes = float(info.get("bytes") or 0) + compiled_step_bytes(info)
     fixed = min(total_bytes, 6.0 * param_bytes + 2.0 * state_bytes)
     per_sample = max(0.0, total_bytes - fixed) / B
     x = flops / ops
@@ -120,13 +134,29 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
         dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
 
 
+def compiled_step_bytes(info: dict) -> float:
+    """Memory traffic of the optimizer steps that ran compiled in the measured iteration (the
+    probe does not see a compiled graph's operators): a fused update reads the parameters, their
+    gradients and the optimizer state and writes the parameters and the state once."""
+    n = int(info.get("compiled_steps") or 0)
+    steps = max(1, int(info.get("opt_steps") or 1))
+    share = min(1.0, n / steps)
+    return share * (3.0 * float(info.get("param_bytes") or 0) + 2.0 * float(info.get("state_bytes") or 0))
+
+
 def describe_model(info: dict) -> str:
     samples = int(info.get("samples") or 0)
     bs = (f"{samples} samples per iteration" if samples else
           "batch size unknown (no DataLoader seen: the iteration is one unit)")
-    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and {info.get('bytes', 0) / 1e6:.3g} MB touched "
+    est = compiled_step_bytes(info)
+    compiled = (f"; the optimizer step ran compiled (torch.compile): its operators are not counted, "
+                f"its memory traffic is estimated from the parameters and optimizer state "
+                f"({est / 1e6:.3g} MB: parameters and gradients read, parameters written, state read "
+                f"and written once)" if info.get("compiled_steps") else "")
+    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
+            f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
             f"per iteration, {info.get('params', 0):,} parameters, {info.get('ops', 0)} operators, "
-            f"{bs}, {info.get('workers') or 0} DataLoader workers")
+            f"{bs}, {info.get('workers') or 0} DataLoader workers" + compiled)
 
 
 # -- what an iteration is ------------------------------------------------------------------------
@@ -140,15 +170,18 @@ class _Iterations:
         self.n_iter = 0                      # iterations completed
         self.steps_in: int = 0
         self.bw_in: int = 0
+        self.cl_in: int = 0
         self.per_iter_steps: list[int] = []
-        self.per_step_bw: list[float] = []
+        self.per_step_bw: list[float] = []   # backward() calls before each step (accumulation)
+        self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
 
-    def step(self, t: float, opt: int, nbw: int, excluded: bool) -> float | None:
+    def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0) -> float | None:
         """Feed one step; return the duration (s) of an iteration that ended here, if any."""
         self.steps += 1
         self.optimizers = max(self.optimizers, opt + 1)
         self.steps_in += 1
         self.bw_in += nbw
+        self.cl_in += ncl
         if opt != 0:
             return None
         done = None
@@ -156,9 +189,10 @@ class _Iterations:
             self.n_iter += 1
             self.per_iter_steps.append(self.steps_in)
             self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
+            self.per_step_cl.append(self.cl_in / max(1, self.steps_in))
             if not excluded:
                 done = t - self.last
-        self.last, self.steps_in, self.bw_in = t, 0, 0
+        self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
         return done
 
     def timed(self) -> str:
@@ -167,9 +201,13 @@ class _Iterations:
             return "optimizer step"
         k = statistics.median(self.per_iter_steps[-20:])
         bw = statistics.median(self.per_step_bw[-20:])
+        cl = statistics.median(self.per_step_cl[-20:])
         if self.optimizers > 1:
             return (f"iteration of {self.optimizers} optimizers ({k:g} optimizer steps, "
-                    f"{bw * k:g} backward passes)")
+                    f"{(bw + cl) * k:g} backward passes)")
+        if cl > 1.0:
+            return (f"optimizer step with a closure ({cl:g} closure evaluations per step: the "
+                    f"optimizer's own forward and backward passes)")
         if bw > 1.0:
             return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
                     f"{bw:g} backward passes per step)")
@@ -184,13 +222,21 @@ class ScriptSource:
     """A training command run under the probe; a measurement source for the Profiler."""
 
     def __init__(self, backend: Backend, argv: list[str], log_path: Path,
-                 first_step_timeout: float = 600.0, notify: Callable[[str], None] | None = None,
+                 first_step_timeout: float | None = None, notify: Callable[[str], None] | None = None,
                  on_info: Callable[[dict], None] | None = None, progress_every: float = 30.0,
-                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0) -> None:
+                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0,
+                 no_step_s: float | None = None) -> None:
+        """first_step_timeout: the user's --startup-timeout (None: STARTUP_TIMEOUT_S); no_step_s:
+        how long backward() may be called without an optimizer step before ptui says the script
+        cannot be timed (None: NO_STEP_S, or the user's own --startup-timeout when given)."""
         if not argv:
             raise ProfileError("no training command given after --")
         self.backend, self.argv, self.log_path = backend, [str(a) for a in argv], Path(log_path)
-        self.first_step_timeout = float(first_step_timeout)
+        self.first_step_timeout = float(first_step_timeout or STARTUP_TIMEOUT_S)
+        self.no_step_s = no_step_s if no_step_s is not None else (
+            first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
+        self.backward_calls = 0                      # before the first step (the probe's B lines)
+        self.t_backward: float | None = None         # when the first came
         self.notify = notify or (lambda msg: None)
         self.on_info = on_info or (lambda d: None)
         self.progress_every = progress_every
@@ -203,6 +249,9 @@ class ScriptSource:
         self.model_info: dict | None = None          # the probe's W line (what-if)
         self.workload: Workload | None = None        # the what-if workload given to the simulator
         self.host_step_ms: float | None = None
+        self.host_cycle_ms: float | None = None       # wall time per step on the host (what-if)
+        self.host_mhz: float | None = None            # the host CPU's clock, to scale that work
+        self._recent: deque[float] = deque(maxlen=256)   # recent iteration times, s (a board)
         # the Profiler's per-mode limit: none while starting (--startup-timeout applies), then
         # raised for slow steps
         self.mode_timeout_s = float("inf")
@@ -216,6 +265,22 @@ class ScriptSource:
     @property
     def steps(self) -> int:
         return self.it.steps
+
+    @property
+    def cycle_window_s(self) -> float:
+        """How long a mode's recording must last for its whole cycle to hold the work between the
+        steps: 3x the longest recent iteration (a rollout, a validation pass), CYCLE_WINDOW_MAX_S
+        at most (the Profiler's stop condition)."""
+        return min(CYCLE_WINDOW_MAX_S, 3.0 * max(self._recent)) if self._recent else 0.0
+
+    def outside_ms(self, mode) -> float:
+        """What-if: the work outside the steps per step, measured on the host and scaled by CPU
+        clock to the mode (the simulator's events hold the steps only).  0 on a board, whose own
+        events hold it."""
+        if not self.whatif or not self.host_cycle_ms or not self.host_step_ms:
+            return 0.0
+        out = max(0.0, self.host_cycle_ms - self.host_step_ms)
+        return out * (self.host_mhz / mode.cpu_mhz if self.host_mhz else 1.0)
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -348,9 +413,31 @@ class ScriptSource:
 
     def _still_starting(self, waited: float) -> None:
         tail = self._tail()
-        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and has taken no "
-                    f"optimizer step after {waited:.0f} s (limit --startup-timeout "
-                    f"{self.first_step_timeout:.0f} s)" + (f"; last output: {tail}" if tail else ""))
+        if self.backward_calls:
+            bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
+            limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
+                     f"first backward() without a step")
+        else:
+            bw, limit = "", f"limit --startup-timeout {self.first_step_timeout:.0f} s"
+        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
+                    f"no optimizer step after {waited:.0f} s ({limit})"
+                    + (f"; last output: {tail}" if tail else ""))
+
+    def _no_step_limit(self) -> float:
+        return NO_STEP_S if self.no_step_s is None else self.no_step_s
+
+    def _no_optimizer_step(self, waited: float) -> ProfileError:
+        """The script trains (calls backward()) but never steps a torch.optim optimizer."""
+        tail = self._tail()
+        return ProfileError(
+            f"the training script called backward() {_plural(self.backward_calls, 'time')} in "
+            f"{waited:.0f} s but stepped no torch.optim optimizer: ptui times torch.optim optimizer "
+            f"steps (optimizer.step()), and a parameter update made by hand (p.data -= lr * p.grad) "
+            f"or by a framework's own optimizer (Keras) has none to time; to profile the script, use "
+            f"a torch.optim optimizer (or a torch.optim.Optimizer subclass whose step() makes the "
+            f"update); if it does step, but only after more backward passes than that, give "
+            f"--startup-timeout" + (f"; last output: {tail}" if tail else "")
+            + f"; full log: {self.log_path}")
 
     def _never_stepped(self) -> ProfileError:
         return ProfileError(f"the training script is still running but has taken no optimizer step "
@@ -380,8 +467,14 @@ class ScriptSource:
                 raise self._ended()
             cid, line = item
             now = time.monotonic()
+            if line.startswith("B "):
+                self.backward_calls = max(self.backward_calls, int(line.split()[1]))
+                self.t_backward = self.t_backward or now
             if self.it.steps == 0 and self.proc.poll() is None:
                 waited = now - self.t_start
+                if self.t_backward is not None and (now - self.t_backward > self._no_step_limit()
+                                                    or waited > self.first_step_timeout):
+                    raise self._no_optimizer_step(now - self.t_backward)
                 if waited > self.first_step_timeout:
                     raise self._never_stepped()
                 if now >= next_note:
@@ -392,9 +485,10 @@ class ScriptSource:
                     self._step_conn = cid
                 if cid != self._step_conn:
                     continue                  # another process stepping (not rank 0's loop)
-                f = line.split()
+                f = line.split()           # S <t> <opt> <nbw> <ncl> [x]
                 yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
-                            int(f[3]) if len(f) > 3 else 0, len(f) > 4 and f[4] == "x")
+                            int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
+                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0)
             elif line.startswith("W "):
                 try:
                     yield "W", json.loads(line[2:])
@@ -421,10 +515,12 @@ class ScriptSource:
         said_estimate = False
         for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):  # noqa: B023
             if kind == "S":
-                t, opt, nbw, excluded = val
-                dur = self.it.step(t, opt, nbw, excluded)
+                t = val[0]
+                dur = self.it.step(*val)
                 if dur is not None:
                     self._say_timed()
+                    if self.it.n_iter > 1:                   # the first iteration warms up
+                        self._recent.append(dur)
                     # slow steps: a mode may take as long as 3x its iterations at this pace
                     # (plus the start-up, which the first mode's clock also counted)
                     if self.it.n_iter == 1 or self.mode_timeout_s == float("inf"):
@@ -456,7 +552,7 @@ class ScriptSource:
                     host.append(dur)
             elif kind == "W":
                 self.model_info = val
-            if self.model_info is not None and len(host) >= HOST_ITERATIONS:
+            if self.model_info is not None and _host_window_done(host):
                 break
             if (self.model_info is None and t_first is not None
                     and time.monotonic() - t_first > self.first_step_timeout):
@@ -469,29 +565,75 @@ class ScriptSource:
         if self.model_info is None:
             raise ProfileError("the script stopped before ptui could measure its model")
         self.host_step_ms = statistics.median(host) * 1000.0 if host else None
+        self.host_cycle_ms = statistics.fmean(host) * 1000.0 if host else None
+        self.host_mhz = host_cpu_mhz()
         self.workload = whatif_workload(self.model_info, command=command_text(self.argv))
         self._say_timed()
         host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
                     f"median of {len(host)})" if self.host_step_ms else "not timed")
         self.notify(f"{WHATIF_LABEL}: {describe_model(self.model_info)}; host step time {host_txt}; "
                     f"the times and powers below are simulated for this model on the board")
+        self._say_host_cycle(host)
         self.on_info({"whatif": {"label": WHATIF_LABEL, "model": self.model_info,
                                  "host_step_ms": self.host_step_ms,
+                                 "host_cycle_ms": self.host_cycle_ms, "host_mhz": self.host_mhz,
                                  "host_iterations": len(host)},
                       "host_step_ms": self.host_step_ms})
         self.mode_timeout_s = 0.0                     # the simulator: the Profiler's own limit
         self.backend.start_training(self.workload)
         yield from self.backend.events(interval)
 
+    def _say_host_cycle(self, host: list[float]) -> None:
+        """The host's whole cycle beside its median step, and what the what-if does with it."""
+        if not self.host_cycle_ms or not self.host_step_ms:
+            return
+        from .csvio import OUTSIDE_WARN, outside_note
+        share = max(0.0, 1.0 - self.host_step_ms / self.host_cycle_ms)
+        clock = (f"scaled by CPU clock from this machine's {self.host_mhz:.0f} MHz" if self.host_mhz
+                 else "unscaled (this machine's CPU clock is unknown)")
+        said = outside_note(share, self.host_step_ms, self.host_cycle_ms)
+        self.notify(f"{'warning: ' if share > OUTSIDE_WARN else ''}on this machine over "
+                    f"{sum(host):.1f} s, {said}; each mode's cycle_ms adds that work to the "
+                    f"simulated step, {clock} (what-if)")
+
     def _measure_lines(self):
-        """The probe's lines until the script ends; the script ending after the model was
-        measured is fine (fewer host timings)."""
+        """The probe's lines until the script ends.  A script that ends normally (exit code 0)
+        after its model was measured leaves fewer host timings; one that dies (any other exit) is
+        reported, whatever was measured."""
         try:
             yield from self._lines(lambda: self.progress_every)
         except ProfileError:
-            if self.model_info is None:
+            if self.model_info is None or (self.proc is not None and self.proc.wait() != 0):
                 raise
             return
+
+
+def _host_window_done(host: list[float]) -> bool:
+    """Enough host iterations timed: HOST_ITERATIONS, over HOST_CYCLE_MIN_S and 3x the longest
+    (so that the work between the steps is in the whole cycle), or HOST_CYCLE_MAX_S in all."""
+    span = sum(host)
+    return len(host) >= HOST_ITERATIONS and (
+        span >= max(HOST_CYCLE_MIN_S, 3.0 * max(host)) or span >= HOST_CYCLE_MAX_S)
+
+
+def host_cpu_mhz() -> float | None:
+    """This machine's CPU clock (the highest core's maximum, MHz), or None where it cannot be read."""
+    import glob
+    got = []
+    for f in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            got.append(float(Path(f).read_text()) / 1000.0)
+        except (OSError, ValueError):
+            pass
+    if not got:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.lower().startswith("cpu mhz"):
+                    got.append(float(line.split(":", 1)[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    mhz = max(got) if got else None
+    return mhz if mhz and mhz > 0 else None
 
 
 def script_workload(bs: int, argv) -> Workload:

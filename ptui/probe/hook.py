@@ -7,18 +7,32 @@ global optimizer-step post-hook and writes one line per event:
 
 ``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
 ``D <cpu|cuda>``           where the script trains
-``S <t> <opt> <nbw> [x]``  an optimizer step ended at t; opt = index of the optimizer in order of
+``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
+                           at the first call, then at most once a second, until the first step)
+``S <t> <opt> <nbw> <ncl> [x]``
+                           an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = backward() calls since the previous
-                           step (>1: gradient accumulation); x = the interval ending here was slowed
-                           by ptui's measurement and must not be timed
+                           step, before this one began (>1: gradient accumulation); ncl = backward()
+                           calls inside this step (a closure the optimizer evaluated itself: LBFGS);
+                           x = the interval ending here was slowed by ptui's measurement and must
+                           not be timed
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
-                           size/workers/input bytes, optimizer steps and backward passes per iteration
+                           size/workers/input bytes, optimizer steps and backward passes per iteration,
+                           and how many of its steps ran compiled (their operators are not seen)
 
 On CUDA the hook synchronises first, so the timestamp marks the end of the GPU work.  The cost per
 step is one synchronise (GPU only) and one small write.  Nothing here may break the user's script:
 every failure is swallowed (and reported to ptui where possible).
+
+A compiled optimizer step (``torch.compile(opt.step)``, or a compiled function that steps): dynamo
+traces torch's step wrapper and with it the step hooks.  While it traces, the hooks add one marker
+operator (``ptui_probe::step_end``) to the graph and nothing else, so they cause no graph break; the
+marker runs when the compiled step does and reports the step then.  The measuring window (torch
+dispatch modes) is never entered or left inside a compiled call (dynamo restores the dispatcher's
+state when the call returns, which leaves a mode half-installed): it waits for the next backward()
+call made outside one.
 """
 from __future__ import annotations
 
@@ -87,6 +101,7 @@ class _Window:
         self.bytes = 0
         self.backward = 0
         self.steps = 0
+        self.compiled_steps = 0              # steps that ran compiled (their operators unseen)
         self.batches = 0
         self.samples = 0
         self.input_bytes = 0
@@ -122,8 +137,15 @@ class _State:
         self.whatif = whatif
         self.optimizers: dict[int, object] = {}     # id -> weakref to the optimizer
         self.backward = 0
+        self.backward_at_pre: int | None = None     # backward() calls when the running step began
+        self.stepped = False                         # some optimizer has stepped
+        self.backward_total = 0                      # backward() calls before the first step
+        self.backward_said = 0.0                     # when the last B line went out
         self.opt0_steps = 0
         self.window: _Window | None = None
+        self.pending: str | None = None              # "open" / "close" the window at a safe point
+        self.pending_since = 0                       # opt0_steps when it became pending
+        self.window_touched = False                  # the window was open in this iteration
         self.measured = False
         self.workers: int | None = None
         self.batch_size: int | None = None
@@ -132,13 +154,41 @@ class _State:
 _state: _State | None = None
 
 
+def _is_compiling() -> bool:
+    """torch.compiler.is_compiling where torch has it (dynamo folds the call to True while it
+    traces; then the probe must add nothing to the graph)."""
+    return False
+
+
+def _no_ref():
+    """The reference kept for an optimizer first seen stepping compiled (the marker gives its id)."""
+    return None
+
+
+def _find_optimizer(key: int):
+    """The live optimizer whose id is key (one seen only through a compiled step's marker)."""
+    import gc
+
+    import torch
+    for o in gc.get_objects():
+        if id(o) == key and isinstance(o, torch.optim.Optimizer):
+            return o
+    return None
+
+
 def _optimizer_sizes() -> tuple[int, int, int]:
     """(parameters, parameter bytes, optimizer state bytes) over the distinct optimizers."""
+    import weakref
+
     import torch
     seen: set[int] = set()
     n = nbytes = state = 0
-    for ref in _state.optimizers.values():
+    for key, ref in list(_state.optimizers.items()):
         opt = ref()
+        if opt is None and ref is _no_ref:
+            opt = _find_optimizer(key)
+            if opt is not None:
+                _state.optimizers[key] = weakref.ref(opt)
         if opt is None:
             continue
         for g in opt.param_groups:
@@ -164,8 +214,98 @@ def _finish_window(device: str) -> None:
             "params": params, "param_bytes": param_bytes, "state_bytes": state_bytes,
             "optimizers": len(_state.optimizers), "opt_steps": w.steps, "backward": w.backward,
             "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
-            "workers": _state.workers, "batch_size": _state.batch_size, "device": device}
+            "workers": _state.workers, "batch_size": _state.batch_size, "device": device,
+            "compiled_steps": w.compiled_steps}
     _send("W " + json.dumps(info) + "\n")
+
+
+def _window_error(e: BaseException | str) -> None:
+    _state.window, _state.measured, _state.pending = None, True, None
+    _send("W " + json.dumps({"error": e if isinstance(e, str) else f"{type(e).__name__}: {e}"}) + "\n")
+
+
+_compiled_code = None        # the code object of the wrapper torch.compile puts around a callable
+
+
+def _inside_compiled_call() -> bool:
+    """True when a torch.compile'd callable is on the stack (its graph, or the eager code run at a
+    graph break): a dispatch mode entered or left there is undone by dynamo when the call returns."""
+    global _compiled_code
+    if "torch._dynamo" not in sys.modules:       # nothing was ever compiled
+        return False
+    if _compiled_code is None:
+        try:
+            import torch
+            _compiled_code = getattr(torch.compile(_no_ref, backend="eager"), "__code__", False)
+        except Exception:  # noqa: BLE001 - a torch whose compile cannot be asked: none on the stack
+            _compiled_code = False
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code is _compiled_code:
+            return True
+        f = f.f_back
+    return False
+
+
+GIVE_UP_STEPS = 8            # a window that cannot open (or close) outside compiled code for this
+                             # many iterations: the script's training step runs compiled end to end
+
+
+def _window_point() -> None:
+    """Open or close the measuring window as it is pending, here, outside any compiled call."""
+    st = _state
+    if st.pending is None or _is_compiling() or _inside_compiled_call():
+        return
+    try:
+        if st.pending == "open":
+            st.window = _Window().__enter__()
+            st.window_touched = True
+        else:
+            _finish_window(_device)
+    except Exception as e:  # noqa: BLE001 - never break the user's script
+        _window_error(e)
+    st.pending = None
+
+
+def _step_ended(optimizer, key: int, compiled: bool) -> None:
+    """One optimizer step ended: the hook, or the marker of a compiled step (optimizer None);
+    compiled: called inside a compiled call (the step's operators ran compiled)."""
+    import weakref
+
+    import torch
+    if _cuda and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    t = time.monotonic()
+    st = _state
+    st.stepped = True
+    ref = st.optimizers.get(key)
+    if optimizer is not None and (ref is None or ref() is not optimizer):
+        st.optimizers[key] = weakref.ref(optimizer)   # new (or a new one reusing a dead one's id)
+    elif ref is None:
+        st.optimizers[key] = _no_ref
+    idx = list(st.optimizers).index(key)
+    before = st.backward if st.backward_at_pre is None else st.backward_at_pre
+    nbw, ncl = before, st.backward - before
+    st.backward, st.backward_at_pre = 0, None
+    flag = ""
+    if st.window is not None:
+        st.window.steps += 1
+        st.window.compiled_steps += int(compiled)
+    if idx == 0:
+        st.opt0_steps += 1
+        if st.window is not None or st.window_touched:
+            flag = " x"                           # the measurement slowed this iteration
+        if st.window is not None:
+            st.pending, st.pending_since = "close", st.opt0_steps
+        elif st.whatif and not st.measured and st.pending is None and st.opt0_steps >= 2:
+            st.pending, st.pending_since = "open", st.opt0_steps    # measure the next iteration
+        if st.pending == "open" and st.opt0_steps - st.pending_since >= GIVE_UP_STEPS:
+            _window_error("the training step runs compiled (torch.compile) end to end: ptui found "
+                          "no point outside compiled code to count one iteration's FLOPs")
+        if not compiled:
+            _window_point()
+        st.window_touched = st.window is not None
+    _send(f"S {t:.6f} {idx} {nbw} {ncl}{flag}\n")
 
 
 def _patch_backward() -> None:
@@ -173,14 +313,32 @@ def _patch_backward() -> None:
     orig = torch.autograd.backward
 
     def backward(*args, **kwargs):
-        if _state is not None:
-            _state.backward += 1
-            if _state.window is not None:
-                _state.window.backward += 1
+        if _is_compiling():           # traced inside a compiled function: no guards on the probe
+            return orig(*args, **kwargs)
+        st = _state
+        if st is not None:
+            st.backward += 1
+            if st.pending is not None:
+                _window_point()
+            if st.window is not None:
+                st.window.backward += 1
+            if not st.stepped:
+                _backward_before_any_step(st)
         return orig(*args, **kwargs)
 
     backward.__wrapped__ = orig
     torch.autograd.backward = backward
+    _UNTRACED.append(backward)
+
+
+def _backward_before_any_step(st: _State) -> None:
+    """Tell ptui that the script trains (calls backward()) while no optimizer has stepped: a
+    parameter update without torch.optim (Keras on torch, a hand-written SGD) is never timed."""
+    st.backward_total += 1
+    now = time.monotonic()
+    if st.backward_total == 1 or now - st.backward_said >= 1.0:
+        st.backward_said = now
+        _send(f"B {st.backward_total} {now:.6f}\n")
 
 
 def _patch_dataloader() -> None:
@@ -189,6 +347,8 @@ def _patch_dataloader() -> None:
 
     def __next__(self):
         batch = orig(self)
+        if _is_compiling():
+            return batch
         try:
             import torch
             from torch.utils._pytree import tree_leaves
@@ -206,6 +366,7 @@ def _patch_dataloader() -> None:
         return batch
 
     dl._BaseDataLoaderIter.__next__ = __next__
+    _UNTRACED.append(__next__)
 
 
 def install() -> None:
@@ -226,7 +387,7 @@ def install() -> None:
     if "torch" in sys.modules:
         _install_torch()
     else:
-        sys.meta_path.insert(0, _TorchImportWatch())
+        sys.meta_path.insert(0, _TorchImportWatch("torch", _install_torch))
 
 
 def _watch_ptui(sock: socket.socket) -> None:
@@ -266,15 +427,17 @@ def _end_orphaned_script(grace_s: float = 10.0) -> None:
 
 
 class _TorchImportWatch:
-    """A meta path finder: when ``torch`` finishes importing, install the step hooks.  Finding
-    torch is not importing it (libraries ask importlib.util.find_spec('torch') first): the watch
-    ends only when torch's module actually runs."""
+    """A meta path finder: when module `name` (``torch``; later ``torch._dynamo``) finishes
+    importing, call `then` (install the step hooks).  Finding torch is not importing it (libraries
+    ask importlib.util.find_spec('torch') first): the watch ends only when the module actually
+    runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, then) -> None:
+        self.name, self.then = name, then
         self.done = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch" or self.done:
+        if name != self.name or self.done:
             return None
         spec = None
         for finder in list(sys.meta_path):
@@ -298,7 +461,7 @@ class _TorchImportWatch:
 
 
 class _HookAfterLoad:
-    """Wraps torch's loader: runs it, then hooks the fully imported torch."""
+    """Wraps a module's loader: runs it, then the watch's action on the fully imported module."""
 
     def __init__(self, loader, watch: _TorchImportWatch) -> None:
         self._loader, self._watch = loader, watch
@@ -318,54 +481,81 @@ class _HookAfterLoad:
         self._loader.exec_module(module)
         if first:
             try:
-                _install_torch()
+                self._watch.then()
             except Exception as e:  # noqa: BLE001 - never break the user's script
                 sys.stderr.write(f"ptui probe not installed: {e}\n")
 
 
+_device = "cpu"
+_cuda = False
+_MARK = None                 # the tensor the compiled-step marker names as mutated (kept in graphs)
+
+
+def _register_marker(torch):
+    """The marker operator a compiled step carries (None where torch has no custom_op)."""
+    global _MARK
+    try:
+        @torch.library.custom_op("ptui_probe::step_end", mutates_args=("mark",),
+                                 schema="(Tensor(a!) mark, int key) -> ()")
+        def step_end(mark, key):
+            try:
+                _step_ended(None, key, compiled=True)
+            except Exception:  # noqa: BLE001, S110 - never break the user's script
+                pass
+    except Exception:  # noqa: BLE001 - an older torch: compiled steps graph-break at the hook
+        return None
+    _MARK = torch.zeros(1)
+    return torch.ops.ptui_probe.step_end
+
+
 def _install_torch() -> None:
-    import weakref
-
     import torch
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    cuda = torch.cuda.is_available()
-    device = "cuda" if cuda else "cpu"
+    global _is_compiling, _device, _cuda
+    _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _is_compiling
+    _cuda = torch.cuda.is_available()
+    _device = "cuda" if _cuda else "cpu"
+    marker = _register_marker(torch)
+
+    def pre_hook(optimizer, args, kwargs) -> None:
+        if not _is_compiling():
+            _state.backward_at_pre = _state.backward
 
     def hook(optimizer, args, kwargs) -> None:
-        if cuda and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        t = time.monotonic()
-        st = _state
-        key = id(optimizer)
-        ref = st.optimizers.get(key)
-        if ref is None or ref() is not optimizer:   # new (or a new one reusing a dead one's id)
-            st.optimizers[key] = weakref.ref(optimizer)
-        idx = list(st.optimizers).index(key)
-        nbw, st.backward = st.backward, 0
-        flag = ""
-        if st.window is not None:
-            st.window.steps += 1
-        if idx == 0:
-            st.opt0_steps += 1
-            if st.window is not None:
-                try:
-                    _finish_window(device)
-                except Exception as e:  # noqa: BLE001
-                    _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
-                flag = " x"
-        _send(f"S {t:.6f} {idx} {nbw}{flag}\n")
-        if idx == 0 and st.whatif and not st.measured and st.window is None and st.opt0_steps == 2:
-            try:                                  # measure the second whole iteration
-                st.window = _Window().__enter__()
-            except Exception as e:  # noqa: BLE001
-                st.window, st.measured = None, True
-                _send("W " + json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+        if _is_compiling():                       # dynamo traces this: only the marker goes in
+            if marker is not None:
+                marker(_MARK, id(optimizer))
+                return
+        # eager here, but maybe inside a compiled call: dynamo runs a frame it cannot trace (the
+        # hooks' loop after torch's own graph break in the step) as it is; the update ran compiled
+        try:
+            _step_ended(optimizer, id(optimizer), compiled=_inside_compiled_call())
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
 
+    register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(hook)
     _patch_backward()
     try:
         _patch_dataloader()
     except Exception:  # noqa: BLE001, S110 - never break the user's script
         pass
-    _send(f"D {device}\n")
+    if "torch._dynamo" in sys.modules:
+        _skip_in_dynamo()
+    else:
+        sys.meta_path.insert(0, _TorchImportWatch("torch._dynamo", _skip_in_dynamo))
+    _send(f"D {_device}\n")
+
+
+_UNTRACED: list = []         # the probe's wrappers dynamo must not trace (it would guard on the probe)
+
+
+def _skip_in_dynamo() -> None:
+    """Once dynamo is loaded: it runs the probe's backward() and DataLoader wrappers as they are,
+    never compiling their frames nor inlining them (a graph breaks there anyway: torch's backward
+    and a DataLoader's iteration cannot be traced).  The step hooks stay traceable: they add only
+    the compiled-step marker."""
+    from torch._dynamo import decorators
+    for fn in _UNTRACED:
+        decorators.skip(fn)

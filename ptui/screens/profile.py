@@ -314,6 +314,8 @@ class ProfileScreen(Screen):
         if res.best:
             note += (f"; best measured mode {res.best[0].describe()} (P(meets the goal) "
                      f"{res.best[1]:.0%} by the model)")
+        if res.time_note:                   # much of the wall time outside the timed steps
+            note = f"{note}; {res.time_note}" if note else res.time_note
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
                                           None if res.error is None else str(res.error), note))
 

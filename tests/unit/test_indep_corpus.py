@@ -32,7 +32,7 @@ def test_corpus_is_a_ptui_profile_of_the_whole_grid(tmp_path):
     assert n == len(modes) == len(dev.pt_grid())
     assert set(modes) == set(dev.pt_grid())
     assert np.all(t > 0) and np.all(p > 0)
-    assert f.read_text().splitlines()[1].endswith(",indep-vit-tiny,32,indep-orin-nano-vit-tiny-s0")
+    assert f.read_text().splitlines()[1].endswith(",indep-vit-tiny,32,indep-orin-nano-vit-tiny-s0,,,")
 
 
 def test_orin_agx_calibration_matches_published_ranges():

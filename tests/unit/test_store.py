@@ -121,7 +121,7 @@ def test_results_and_resume_bookkeeping(tmp_path):
     assert s.done_indices("s") == {0, 2} and s.done_indices("other") == {1}
     res = s.results("s")
     assert [i for i, _ in res] == [0, 2]                                  # plan order
-    assert res[0][1] == {k: row(0)[k] if k != "stable" else 1 for k in RESULT_FIELDS}
+    assert res[0][1] == {k: row(0).get(k) if k != "stable" else 1 for k in RESULT_FIELDS}
     assert res[1][1]["stable"] == 1 and s.results("other")[0][1]["stable"] == 0
     info = s.get_session("s")
     assert info.n_done == 2 and info.device_time_s == 50.0

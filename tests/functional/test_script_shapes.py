@@ -1,0 +1,303 @@
+"""Training code shaped in ways ptui did not time well (issue 23), reproduced with plain torch by
+the scripts in tests/support/thirdparty/: LBFGS with a closure, a manual parameter update (no
+torch.optim step), a compiled optimizer step, and a PPO-like loop whose wall time goes mostly into
+CPU rollouts between short optimizer steps."""
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+HERE = Path(__file__).resolve().parents[1] / "support" / "thirdparty"
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_lbfgs_closure_evaluations_are_not_gradient_accumulation(tmp_path, cli):
+    """LBFGS's step(closure) evaluates the closure (forward + backward) up to max_iter times: that
+    was labelled 'gradient accumulation: 5 backward passes per step'."""
+    out = tmp_path / "l.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "lbfgs_closure.py")
+    assert rc == 0, err
+    assert "accumulation" not in err and "micro-batches" not in err, err
+    assert "timing one optimizer step with a closure (5 closure evaluations per step" in err, err
+    for r in _rows(out):
+        assert "accumulation" not in r["timed"]
+        assert r["timed"].endswith("one optimizer step with a closure (5 closure evaluations per step: "
+                                   "the optimizer's own forward and backward passes)"), r["timed"]
+
+
+def test_closure_words_in_time_unit():
+    from ptui.core.profiler import time_unit
+    from ptui.core.userscript import _Iterations
+    it = _Iterations()
+    for k in range(4):                       # opt 0, no backward before the step, 5 inside it
+        it.step(float(k), 0, 0, False, 5)
+    assert it.timed() == ("optimizer step with a closure (5 closure evaluations per step: the "
+                          "optimizer's own forward and backward passes)")
+    assert time_unit("one " + it.timed()).startswith("optimizer step with a closure (5 closure")
+
+
+@pytest.mark.parametrize("board", ["simulated", "emulated"])
+def test_a_manual_update_without_an_optimizer_step_is_named_quickly(tmp_path, cli, monkeypatch,
+                                                                    request, board):
+    """A script that calls backward() but updates its parameters by hand (Keras 3 on torch, a
+    textbook SGD loop) was reported as 'still starting' for the whole start-up timeout (600 s).
+    Now, once it has called backward() for NO_STEP_S seconds without stepping, ptui stops it and
+    says what it times and how to make the script timeable; exit 1, one error line, the board back."""
+    import time
+    monkeypatch.setattr("ptui.core.userscript.NO_STEP_S", 3.0)
+    args = ["--device", "orin-agx"]
+    if board == "emulated":
+        from tests.support import fakesys
+        root, _ = request.getfixturevalue("emulated_board")
+        before = fakesys.read_mode(root)
+        args = ["--backend", "sysfs", "--sysfs-root", root]
+    t0 = time.monotonic()
+    rc, _, err = cli("profile", *args, "--count", "1", "--sample-interval", "0.1",
+                     "--out", tmp_path / "m.csv", "--", sys.executable, HERE / "manual_update.py")
+    took = time.monotonic() - t0
+    assert rc == 1, err
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    e = errors[0]
+    assert "called backward()" in e and "no torch.optim optimizer" in e, e
+    assert "ptui times torch.optim optimizer steps" in e and "use a torch.optim optimizer" in e, e
+    assert "last output: iteration" in e and "full log:" in e, e
+    assert took < 45, took                            # not the 600 s start-up timeout
+    assert "restored to its original mode" in err
+    if board == "emulated":
+        assert fakesys.read_mode(root) == before
+
+
+def test_an_explicit_startup_timeout_waits_that_long_for_the_first_step(tmp_path, monkeypatch):
+    """--startup-timeout given: a script still calling backward() without a step is waited for that
+    long (gradient accumulation over very many micro-batches), then named as above."""
+    import time
+
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.profiler import ProfileError
+    from ptui.core.userscript import ScriptSource
+    monkeypatch.setattr("ptui.core.userscript.NO_STEP_S", 1.0)
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(HERE / "manual_update.py")], tmp_path / "log",
+                       first_step_timeout=6.0, whatif=False)       # as --startup-timeout 6 passes it
+    t0 = time.monotonic()
+    src.start()
+    try:
+        with pytest.raises(ProfileError, match=r"called backward\(\) \d+ times in \d+ s but stepped no"):
+            for _ in src.events(0.1):
+                pass
+    finally:
+        src.stop()
+    assert time.monotonic() - t0 >= 5.5              # the 6 s asked for, not NO_STEP_S
+
+
+def _log_of(err):
+    import re
+    m = re.search(r"its output goes to (\S+\.log)", err)
+    assert m, err
+    return Path(m.group(1)).read_text(errors="replace")
+
+
+def test_a_compiled_optimizer_step_is_timed_and_measured(tmp_path, cli, monkeypatch):
+    """opt.step = torch.compile(opt.step): the probe's step hook was traced into the compiled step
+    (a graph break at time.monotonic), the what-if's FLOP counting, entered inside the compiled
+    call, crashed the script (INTERNAL ASSERT in the dispatcher) and ptui exited 0 with a what-if
+    from a wrong count.  Now the hook adds nothing but a marker op to the graph, the counting runs
+    outside compiled calls, and the compiled step's own bytes are estimated (and said so)."""
+    monkeypatch.setenv("TORCH_LOGS", "graph_breaks")
+    out = tmp_path / "c.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "compiled_step.py")
+    assert rc == 0, err
+    log = _log_of(err)
+    assert "INTERNAL ASSERT" not in log and "Traceback" not in log, log[-3000:]
+    assert "ptui/probe" not in log and "time.monotonic" not in log, log[-3000:]   # no break at the hook
+    assert "the optimizer step ran compiled (torch.compile)" in err, err
+    rows = _rows(out)
+    assert rows[0]["timed"].endswith("one optimizer step") and float(rows[0]["host_step_ms"]) > 0
+
+
+def test_a_script_that_dies_while_measured_is_reported_on_the_simulated_board(tmp_path, cli):
+    """The script crashed after the probe had measured its model: the what-if went on and ptui
+    exited 0.  A script that dies while it is being measured is always reported."""
+    crash = tmp_path / "crash.py"
+    crash.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Linear(8, 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(1000):\n"
+        "    m(torch.randn(4, 8)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        "    if i == 4:\n"
+        "        sys.exit('RuntimeError: CUDA error: an illegal memory access (pretend)')\n")
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", tmp_path / "d.csv", "--", sys.executable, crash)
+    assert rc == 1, err
+    e = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(e) == 1 and "crashed (exit code 1)" in e[0] and "full log:" in e[0], err
+    assert "illegal memory access (pretend)" in e[0]
+    assert not (tmp_path / "d.csv").exists()
+
+
+COMPILED_TRAIN_STEP = """
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+
+@torch.compile(backend="eager")
+def train_step():
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+for _ in range(int(sys.argv[1])):
+    train_step()
+"""
+
+
+def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_not(tmp_path, cli):
+    """@torch.compile around forward, backward and step: every step is timed (the marker), the
+    probe's backward() wrapper is never traced (no guards on the probe, so no recompiles), and
+    the what-if, which cannot count FLOPs inside the compiled call, says so instead of guessing."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.clock import RealClock
+    from ptui.core.devices import get_device
+    from ptui.core.userscript import ScriptSource
+    script = tmp_path / "ctrain.py"
+    script.write_text(COMPILED_TRAIN_STEP)
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(script), "30"], tmp_path / "log", whatif=True)
+    src.start()
+    from ptui.core.profiler import ProfileError
+    try:
+        with pytest.raises(ProfileError, match="runs compiled .* end to end.*no what-if for the "
+                           "simulated board"):
+            for _ in src.events(0.1):
+                pass
+    finally:
+        src.stop()
+    assert src.it.steps >= 8                       # the compiled steps were reported
+    log = (tmp_path / "log").read_text()
+    assert "Traceback" not in log and "probe not installed" not in log, log
+
+
+def test_ppo_like_work_outside_the_steps_is_measured_warned_and_decided_on(tmp_path, cli):
+    """A PPO-like loop spends most of its wall time in CPU rollouts between short optimizer steps:
+    ptui recorded the median step alone, with no warning.  The profile now has the whole cycle
+    (cycle_ms, outside_pct), warns, and fit/pareto decide on the whole cycle by themselves (and on
+    the median step when asked)."""
+    import json
+    out = tmp_path / "ppo.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "10", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "% of the wall time is outside the optimizer steps" in err, err
+    rows = _rows(out)
+    for r in rows:
+        assert float(r["cycle_ms"]) > float(r["time_ms"]) and float(r["outside_pct"]) > 25, r
+    # the rollouts are CPU work: the what-if's cycle follows the CPU clock
+    slow = min(rows, key=lambda r: float(r["cpu_mhz"]))
+    fast = max(rows, key=lambda r: float(r["cpu_mhz"]))
+    gap = lambda r: float(r["cycle_ms"]) - float(r["time_ms"])   # noqa: E731
+    assert gap(slow) > 1.5 * gap(fast)
+    rc, fo, fe = cli("fit", "--device", "orin-agx", "--profile", out, "--out", tmp_path / "m",
+                     "--method", "gp")
+    assert rc == 0, fe
+    assert "deciding on the whole cycle" in fe, fe
+    rc, po, pe = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, pe
+    res = json.loads(po)
+    assert "whole cycle" in res["timed"], res["timed"]
+    by_mode = {(float(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"])): r
+               for r in rows}
+    m = res["mode"]
+    key = (float(m["cores"]), float(m["cpu_mhz"]), float(m["gpu_mhz"]), float(m["mem_mhz"]))
+    if res["source"] == "measured":
+        assert res["time_ms"] == pytest.approx(float(by_mode[key]["cycle_ms"]), rel=1e-3)
+    rc, _, pe = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--time", "step")
+    assert rc == 2 and "fitted on the whole cycle" in pe, pe
+    rc, _, fe = cli("fit", "--device", "orin-agx", "--profile", out, "--out", tmp_path / "m2",
+                    "--method", "gp", "--time", "step")
+    assert rc == 0 and "warning: " in fe and "decision is on the median step" in fe, fe
+    rc, po, _ = cli("pareto", "--model", tmp_path / "m2", "--budget-w", "30", "--json")
+    assert "whole cycle" not in json.loads(po)["timed"]
+
+
+def test_ppo_like_cycle_on_a_board(tmp_path, cli, emulated_board):
+    """On a board the cycle is the window's own wall time per step (the script really runs)."""
+    root, _ = emulated_board
+    out = tmp_path / "b.csv"
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "1",
+                     "--sample-interval", "0.1", "--out", out, "--", sys.executable,
+                     HERE / "ppo_like.py")
+    assert rc == 0, err
+    (r,) = _rows(out)
+    assert float(r["cycle_ms"]) > float(r["time_ms"]) and float(r["outside_pct"]) > 25, r
+    assert "% of the wall time is outside the optimizer steps" in err
+
+
+def test_tune_decides_a_ppo_like_script_on_the_whole_cycle_and_profile_records_time(tmp_path, cli):
+    """tune (active profile + fit + decision) takes the same switch: by itself on the whole cycle
+    here; `profile --time step` is written into the CSV, so a later fit keeps the median step."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--budget-w", "20", "--count", "6",
+                       "--sample-interval", "0.1", "--out", tmp_path / "t.csv", "--",
+                       sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "deciding on the whole cycle" in err, err
+    assert "ms per optimizer step over the whole cycle" in out, out
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--time", "step", "--out", tmp_path / "s.csv", "--", sys.executable,
+                     HERE / "ppo_like.py")
+    assert rc == 0, err
+    assert "it was asked to decide on the median step (--time step)" in err, err
+    assert {r["time_basis"] for r in _rows(tmp_path / "s.csv")} == {"step"}
+
+
+COMPILED_STEP_FN = """
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+
+@torch.compile(backend="eager")
+def step():
+    opt.step()
+
+for _ in range(int(sys.argv[1])):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    step()
+"""
+
+
+def test_a_step_inside_a_compiled_function_adds_no_graph_break(tmp_path, cli, monkeypatch):
+    """A compiled function that steps: dynamo inlines torch's step wrapper and the probe's hooks;
+    they add only the marker op, so the graph breaks where it breaks without ptui (torch's own
+    break in the step) and nowhere in the probe, and every step is still timed."""
+    monkeypatch.setenv("TORCH_LOGS", "graph_breaks")
+    script = tmp_path / "cfn.py"
+    script.write_text(COMPILED_STEP_FN)
+    out = tmp_path / "f.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, script, "100000")
+    assert rc == 0, err
+    log = _log_of(err)
+    assert "Graph break in user code" in log                  # torch's own, in the optimizer
+    assert "ptui/probe" not in log and "Traceback" not in log, log[-3000:]
+    assert "the optimizer step ran compiled (torch.compile)" in err, err
+    assert float(_rows(out)[0]["host_step_ms"]) > 0
