@@ -30,8 +30,9 @@ def _info(msg: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_modes(a) -> int:
-    from .core.csvio import mode_cells, write_csv
+    from .core.csvio import check_out_file, mode_cells, write_csv
     from .core.devices import get_device
+    check_out_file(a.out)
     dev = get_device(a.device)
     if a.grid == "presets":
         rows = [mode_cells(p.mode) + [str(p.id), p.name, str(p.tpc)] for p in dev.presets]
@@ -442,9 +443,10 @@ def _predict_table(a):
 
 def cmd_predict(a) -> int:
     from .core.batch import predict_table
-    from .core.csvio import fmt_value, mode_cells, write_csv
+    from .core.csvio import check_out_file, fmt_value, mode_cells, write_csv
     from .core.devices import get_device
     from .core.predictor import load_model
+    check_out_file(a.out)
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")

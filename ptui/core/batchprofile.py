@@ -89,6 +89,9 @@ class BatchProfileRun:
                  notify: Callable[[str], None] | None = None) -> None:
         self.req = req
         self.notify = notify or (lambda text: None)
+        if req.out is not None:
+            from .csvio import check_out_file
+            check_out_file(req.out)
         self.store = Store()
         self.notes: list[str] = [self.store.notice] if self.store.notice else []
         self.backend = None

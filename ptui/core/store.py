@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RuntimeFailure
+from .files import PathError, existing
 from .modes import Mode
 from .paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
 
@@ -86,6 +87,10 @@ class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else sessions_db()
         self.notice: str | None = None       # something the user should hear (a store set aside)
+        try:
+            existing(self.path, "PTUI_DATA_DIR")       # a device node, FIFO or socket: refused
+        except PathError as e:
+            raise StoreError(f"cannot open session store: {e}") from None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
