@@ -70,6 +70,12 @@ def cmd_profile(a) -> int:
         run = BatchProfileRun(req, sizes, notify=_info)
     else:
         run = ProfileRun(req, notify=_info)
+    if getattr(run, "finished", False):           # nothing left to profile: the CSV, no device
+        res = run.export(a.device)
+        if res.error is not None:
+            raise res.error
+        _info(f"session {res.session} is finished, nothing left to profile: {res.saved}")
+        return EXIT_OK
     try:
         _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
         info = run.prepare()
@@ -99,6 +105,9 @@ def cmd_profile(a) -> int:
         _info(f"interrupted: device restored to its original mode; {res.saved}; "
               f"resume with: {hint}")
         return EXIT_INT
+    from .core.files import WriteError
+    if isinstance(res.error, WriteError):        # profiled, but the CSV could not be written
+        raise res.error
     if res.error is not None:
         from .core.profiler import RestoreFailed
         _info(res.saved)

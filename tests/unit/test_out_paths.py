@@ -201,7 +201,7 @@ def test_a_failed_write_is_one_line_and_says_how_to_get_the_rows_out(fault, tmp_
     lines = err.strip().splitlines()
     assert rc == 1 and lines[-1].startswith("ptui: error: ") and err.count("ptui: error") == 1, err
     assert "Traceback" not in err
-    words = {"ENOSPC": "no space left", "EROFS": "read-only", "EACCES": "permission denied"}[fault]
+    words = {"ENOSPC": "no space left", "EROFS": "the file system is read-only", "EACCES": "permission denied"}[fault]
     assert f"cannot write {out}: {words}" in lines[-1], err
     assert "3 finished modes are safe in session s" in lines[-1], err
     hint = "ptui profile --session s --resume --out elsewhere.csv"
@@ -259,3 +259,29 @@ def test_session_names_are_checked_in_the_core_too(tmp_path):
         ProfileRun(ProfileRequest(workload="resnet18", session="../up"))
     ok = ProfileRun(ProfileRequest(workload="resnet18", session="my run 2 (bs16)@home"))
     ok.close()
+
+
+def test_a_batch_size_group_says_the_same_and_exports_without_the_device(tmp_path, cli,
+                                                                          monkeypatch):
+    import csv
+
+    import ptui.core.backends as B
+    out = tmp_path / "g.csv"
+    real_fdopen = os.fdopen
+    with monkeypatch.context() as m:
+        m.setattr(os, "fdopen", lambda fd, *a, **k: _Full(real_fdopen(fd, *a, **k)))
+        rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
+                         "--batch-sizes", "8,16", "--count", "4", "--session", "g", "--out", out)
+    last = err.strip().splitlines()[-1]
+    assert rc == 1 and err.count("ptui: error") == 1 and "Traceback" not in err, err
+    assert last.startswith(f"ptui: error: cannot write {out}: no space left on the disk; the 4 "
+                           f"finished (mode, batch size) pairs are safe in session g"), err
+    hint = "ptui profile --session g --resume --batch-sizes 8,16 --out elsewhere.csv"
+    assert last.endswith(hint) and not out.exists()
+    monkeypatch.setattr(B, "open_backend", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError("opened the device")))
+    rc, _, err = cli(*hint.split()[1:-1], tmp_path / "elsewhere.csv")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(tmp_path / "elsewhere.csv")))
+    assert len(rows) == 4 and {r["session"] for r in rows} == {"g"}
+    assert sorted({r["batch_size"] for r in rows}) == ["16", "8"]
