@@ -141,6 +141,9 @@ def cmd_tune(a) -> int:
     from .core.store import Store
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    if a.session is not None:                   # it names the profile and the model too
+        from .core.store import check_session_name
+        check_session_name(a.session)
     if not a.command_line and not a.workload and not a.resume:
         raise CLIError("--workload is required (or your own training command after --)")
     sizes = getattr(a, "batch_sizes", None)

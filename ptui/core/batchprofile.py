@@ -24,7 +24,7 @@ from .files import WriteError, write_error
 from .modes import Mode
 from .profiler import SessionError
 from .session import ProfileOutcome, ProfileRequest, ProfileRun
-from .store import Store
+from .store import Store, check_session_name
 from .workloads import get_workload
 
 PLACEHOLDER = "{bs}"
@@ -129,6 +129,8 @@ class BatchProfileRun:
         if req.script and not any(PLACEHOLDER in a for a in req.script):
             raise BatchError("--batch-sizes runs your command once per batch size: put {bs} where "
                              "the batch size goes, e.g. -- python train.py --batch-size {bs}")
+        if req.session is not None:
+            check_session_name(req.session)
         self.existing = group_sessions(self.store, req.session) if req.session else {}
         if req.resume:
             if not req.session:

@@ -32,7 +32,7 @@ from .profiler import (
     open_session,
     profile_rows,
 )
-from .store import SessionInfo, Store
+from .store import SessionInfo, Store, check_session_name
 from .workloads import Workload, get_workload
 
 
@@ -136,6 +136,8 @@ class ProfileRun:
         self.script = list(req.script)
         if not self.script and not req.workload and not req.resume:
             raise SessionError("--workload is required (or --resume an existing --session)")
+        if req.session is not None:
+            check_session_name(req.session)
         if req.resume and not req.session:
             raise SessionError("--resume needs --session NAME")
         self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None

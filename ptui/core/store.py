@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import RuntimeFailure
+from .errors import InputError, RuntimeFailure
 from .files import PathError, existing
 from .modes import Mode
 from .paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
@@ -52,6 +52,26 @@ RESULT_FIELDS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w",
 
 class StoreError(RuntimeFailure):
     pass
+
+
+NAME_MAX_CHARS, NAME_MAX_BYTES = 100, 150     # a name becomes file names: NAME.csv, NAME@bs64.log
+
+
+def check_session_name(name: str) -> str:
+    """`name` when it can name a session (it names files in the data directory too: printable
+    text, no path separator, not '.' or '..', not empty, at most 100 characters), else InputError."""
+    why = ("it is empty" if not name.strip() else
+           "'.' and '..' name folders" if name in (".", "..") else
+           "it holds a path separator" if "/" in name or "\\" in name else
+           "it holds a control character" if not name.isprintable() else
+           "it starts or ends with a space" if name != name.strip() else
+           f"it is longer than {NAME_MAX_CHARS} characters"
+           if len(name) > NAME_MAX_CHARS or len(name.encode("utf-8", "replace")) > NAME_MAX_BYTES
+           else None)
+    if why is not None:
+        raise InputError(f"bad session name {name!r}: {why} (a session name is printable text of at "
+                         f"most {NAME_MAX_CHARS} characters, without / or \\)")
+    return name
 
 
 @dataclass
