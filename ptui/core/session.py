@@ -32,7 +32,7 @@ from .profiler import (
     open_session,
     profile_rows,
 )
-from .store import SessionInfo, Store, check_session_name
+from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
 
 
@@ -408,9 +408,16 @@ def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
 
 
 def _complete_profile(csv: Path) -> bool:
-    store = Store()
+    """A profile the app wrote is complete when its session finished (or is gone from the store);
+    while the store cannot be read (another process holds it) it is not known to be."""
+    try:
+        store = Store()
+    except StoreError:
+        return False
     try:
         s = store.get_session(csv.stem)
+    except StoreError:
+        return False
     finally:
         store.close()
     return s is None or (s.status == "done" and s.n_done == len(s.plan))

@@ -169,3 +169,174 @@ def test_close_releases_the_connection(tmp_path):
     s.close()
     with pytest.raises(sqlite3.ProgrammingError):
         s.db.execute("SELECT 1")
+
+
+# -- another process holding the store --------------------------------------------------------
+def _hold_store(path, exclusive: bool):
+    """A separate process holding the store: a write transaction (BEGIN EXCLUSIVE; readers go on in
+    WAL mode), or exclusive locking mode, which keeps readers out too."""
+    import subprocess
+    import sys
+    how = ('db.execute("PRAGMA locking_mode=EXCLUSIVE"); db.execute("BEGIN EXCLUSIVE"); '
+           'db.execute("COMMIT")' if exclusive else 'db.execute("BEGIN EXCLUSIVE")')
+    code = ("import sqlite3, time\n"
+            f"db = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+            f"{how}\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+@pytest.mark.parametrize("exclusive", [False, True], ids=["writing", "exclusive"])
+def test_a_busy_store_is_one_line_in_every_command(exclusive, tmp_path, cli, monkeypatch):
+    import ptui.core.store as S
+    monkeypatch.setattr(S, "BUSY_TIMEOUT_S", 0.3)
+    s = Store()
+    make(s, "old")
+    s.close()
+    S._checked.clear()
+    p = _hold_store(s.path, exclusive)
+    try:
+        for args in (["profile", "--device", "orin-agx", "--workload", "lstm", "--count", "2",
+                      "--session", "new", "--out", tmp_path / "p.csv"],
+                     ["tune", "--device", "orin-agx", "--workload", "lstm", "--budget-w", "30",
+                      "--count", "6", "--out", tmp_path / "t.csv"],
+                     ["sessions"]):
+            rc, out, err = cli(*args)
+            if args == ["sessions"] and not exclusive:         # reading goes on while one writes
+                assert rc == 0 and "old" in out, err
+                continue
+            last = err.strip().splitlines()[-1]
+            assert rc == 1 and err.count("ptui: error") == 1 and "Traceback" not in err, (args, err)
+            assert last.startswith("ptui: error: the session store is busy: another process holds "
+                                   f"{s.path} locked"), (args, err)
+        assert not (tmp_path / "p.csv").exists() and not (tmp_path / "t.csv").exists()
+    finally:
+        p.kill()
+        p.wait()
+    rc, out, err = cli("sessions")                             # free again: all is as it was
+    assert rc == 0 and [ln.split()[0] for ln in out.splitlines()[1:]] == ["old"], err
+
+
+def test_the_store_waits_a_sane_time_for_another_writer(tmp_path):
+    import ptui.core.store as S
+    assert 2 <= S.BUSY_TIMEOUT_S <= 30
+    s = Store(tmp_path / "s.db")
+    assert s.db.execute("PRAGMA busy_timeout").fetchone()[0] == int(S.BUSY_TIMEOUT_S * 1000)
+
+
+# -- a damaged store ----------------------------------------------------------------------------
+def _timing(k: int, i: int) -> float:
+    return 1000.0 + 100 * k + i + 0.123            # unique, not integral: stored as an 8-byte double
+
+
+def _fill_store(s: Store, n: int = 12, per: int = 30) -> dict:
+    """n sessions s0.. with `per` finished modes each; {name: (SessionInfo, results)}."""
+    plan = ORIN.pt_grid()[:per]
+    for k in range(n):
+        make(s, f"s{k}", plan=plan, params={"marker": f"session-marker-{k:03d}"})
+        for i in range(per):
+            s.save_result(f"s{k}", i, dict(row(i % 3), **plan[i].as_dict(), time_ms=_timing(k, i)),
+                          float(i))
+        s.set_status(f"s{k}", "aborted" if k % 3 == 0 else "done", 12.5 + k)
+    s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {f"s{k}": (s.get_session(f"s{k}"), s.results(f"s{k}")) for k in range(n)}
+
+
+def _page_of(data: bytes, needle: bytes, size: int) -> int:
+    at = data.find(needle)
+    assert at >= 0 and data.find(needle, at + 1) < 0, needle
+    return at // size
+
+
+def test_a_damaged_store_is_salvaged_session_by_session(tmp_path, cli):
+    """Garbage over two pages in the middle of the file: one holding a session's row, one holding
+    some finished modes of another session.  Every session whose row can be read comes back with
+    every finished mode that can be read; the damaged file is kept as it was."""
+    import random
+    import struct
+
+    import ptui.core.store as S
+    s = Store()
+    orig = _fill_store(s)
+    size = s.db.execute("PRAGMA page_size").fetchone()[0]
+    s.close()
+    data = bytearray(s.path.read_bytes())
+    p_sess = _page_of(data, b"session-marker-004", size)
+    p_res = _page_of(data, struct.pack(">d", _timing(7, 12)), size)
+    assert 0 < p_sess != p_res > 0 and (p_res + 1) * size <= len(data)
+    on = {name: _page_of(data, f"session-marker-{k:03d}".encode(), size) for k, name in
+          enumerate(orig)}
+    lost = {n for n, p in on.items() if p == p_sess}
+    gone = {(f"s{k}", i) for k in range(12) for i in range(30)
+            if _page_of(data, struct.pack(">d", _timing(k, i)), size) == p_res}
+    rng = random.Random(5)
+    for p in (p_sess, p_res):
+        data[p * size:(p + 1) * size] = bytes(rng.randrange(256) for _ in range(size))
+    s.path.write_bytes(bytes(data))
+    S._checked.clear()                                       # as a new ptui process would
+    rc, out, err = cli("sessions")
+    assert rc == 0, err
+    saved = [n for n in orig if n not in lost]
+    partial = sorted({n for n, _ in gone if n not in lost and orig[n][0].status == "done"})
+    assert f"{len(saved)} sessions saved, {len(lost)} lost" in err, err
+    assert (f"({len(partial)} of the saved miss finished modes" in err) == bool(partial), err
+    assert "damaged" in err and "moved to" in err
+    assert sorted(ln.split()[0] for ln in out.splitlines()[1:]) == sorted(saved)
+    aside = [p for p in s.path.parent.iterdir() if ".damaged-" in p.name]
+    assert len(aside) == 1 and aside[0].read_bytes() == bytes(data)        # kept as it was
+    new = Store()
+    assert new.notice is None                                # salvaged once, sound since
+    for name in orig:
+        info, results = orig[name]
+        got = new.get_session(name)
+        if name in lost:
+            assert got is None and new.results(name) == []
+            continue
+        want = [(i, r) for i, r in results if (name, i) not in gone]
+        assert new.results(name) == want, name
+        assert (got.plan, got.params, got.device_time_s, got.created, got.seed) == \
+            (info.plan, info.params, info.device_time_s, info.created, info.seed)
+        assert got.status == ("aborted" if name in partial else info.status), name
+    assert lost and partial and gone      # the damage hit each kind of row
+
+
+def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path):
+    """Damage that still reads (garbage that happens to parse) is not copied: a plan or params
+    that are not JSON of the right shape, a text where a number belongs."""
+    import sqlite3
+
+    from ptui.core.store import salvage
+    old = Store(tmp_path / "old.db")
+    make(old, "good")
+    for i in range(3):
+        old.save_result("good", i, row(i), 1.0)
+    for name in ("plan", "params", "orig", "batch", "name"):
+        make(old, name)
+        old.save_result(name, 0, row(0), 1.0)
+    db = sqlite3.connect(old.path, isolation_level=None)
+    db.execute("UPDATE sessions SET plan='[[1, 2, 3]]' WHERE name='plan'")
+    db.execute("UPDATE sessions SET params='[1]' WHERE name='params'")
+    db.execute("UPDATE sessions SET original_mode='not json' WHERE name='orig'")
+    db.execute("UPDATE sessions SET batch_size='sixteen' WHERE name='batch'")
+    db.execute("UPDATE results SET time_ms='fast' WHERE session='good' AND idx=1")
+    db.execute("UPDATE sessions SET name='' WHERE name='name'")
+    db.execute("UPDATE results SET session='' WHERE session='name'")
+    db.close()
+    old.close()
+    new = Store(tmp_path / "new.db")
+    assert salvage(old.path, new) == (1, 5, 0)      # 'good'; the 5 others lost ('' too)
+    assert [s.name for s in new.list_sessions()] == ["good"]
+    assert new.done_indices("good") == {0, 2}
+    info = new.get_session("good")
+    assert info.plan == PLAN and info.params == {"count": 3} and info.status == "interrupted"
+
+
+def test_a_store_that_is_not_a_database_at_all(tmp_path):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    s = Store(bad)
+    assert "no session could be read from it" in s.notice and "moved to" in s.notice
+    assert s.list_sessions() == []
