@@ -154,6 +154,11 @@ class Store:
         if _is_corrupt(e):
             return StoreError(f"the session store {self.path} is damaged ({e}); the next ptui "
                               f"command salvages what can be read of it")
+        if code == 13:                   # SQLITE_FULL
+            return StoreError(f"cannot write the session store {self.path}: no space left on the "
+                              f"disk (what was committed before is kept)")
+        if code == 8:                    # SQLITE_READONLY
+            return StoreError(f"cannot write the session store {self.path}: it is read-only")
         return StoreError(f"session store {self.path}: {e}")
 
     def _open(self) -> None:
@@ -381,6 +386,12 @@ def _readable_rows(db, table: str, cols) -> list[tuple]:
     """Every row of `table` (the columns `cols`) that can still be read, in rowid order: a scan
     that steps over damaged pages."""
     names = ", ".join(c for c, _ in cols)
+    try:                                 # no schema to read (page 1 damaged), no table: nothing
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                      (table,)).fetchone() is None:
+            return []
+    except sqlite3.DatabaseError:
+        return []
     try:
         top = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     except sqlite3.DatabaseError:

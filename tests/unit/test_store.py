@@ -340,3 +340,43 @@ def test_a_store_that_is_not_a_database_at_all(tmp_path):
     s = Store(bad)
     assert "no session could be read from it" in s.notice and "moved to" in s.notice
     assert s.list_sessions() == []
+
+
+class _Failing:
+    """A connection whose writes fail with an SQLite error of the given code."""
+
+    def __init__(self, db, code: int, msg: str):
+        self._db, self.code, self.msg = db, code, msg
+
+    def execute(self, sql, *a):
+        if sql.startswith(("INSERT", "UPDATE")):
+            e = sqlite3.OperationalError(self.msg)
+            e.sqlite_errorcode = self.code
+            raise e
+        return self._db.execute(sql, *a)
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+
+@pytest.mark.parametrize("code,msg,says", [
+    (13, "database or disk is full", "cannot write the session store {}: no space left on the disk"),
+    (8, "attempt to write a readonly database", "cannot write the session store {}: it is read-only"),
+    (5, "database is locked", "the session store is busy: another process holds {} locked"),
+    (11, "database disk image is malformed", "the session store {} is damaged"),
+    (1, "something else", "session store {}: something else")])
+def test_a_failing_store_is_one_line_and_keeps_what_was_committed(code, msg, says, tmp_path):
+    s = Store(tmp_path / "s.db")
+    make(s)
+    s.save_result("s", 0, row(0), 1.0)
+    real = s.db
+    s.db = _Failing(real, code, msg)
+    for write in (lambda: s.save_result("s", 1, row(1), 2.0), lambda: s.set_status("s", "done"),
+                  lambda: s.extend_plan("s", [ORIN.maxn]), lambda: make(s, "t")):
+        with pytest.raises(StoreError) as e:
+            write()
+        assert str(e.value).startswith(says.format(s.path)) and "\n" not in str(e.value)
+        assert not real.in_transaction
+    s.db = real
+    assert s.done_indices("s") == {0} and s.get_session("s").plan == PLAN
+    assert s.get_session("t") is None and s.get_session("s").device_time_s == 1.0
