@@ -372,6 +372,8 @@ class ProfileRun:
             if n_rows and isinstance(self.out, Path):
                 self.out.parent.mkdir(parents=True, exist_ok=True)
             return n_rows, save_profile(self.out, self.store, self.name), None
+        except StoreError:
+            raise
         except (PtuiError, OSError) as e:
             msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
             from .userscript import resume_hint

@@ -6,6 +6,7 @@ with full synchronisation, so a run killed at any point (even ``kill -9``) loses
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -100,17 +101,13 @@ _checked: set[str] = set()   # stores this process has checked already (the chec
 BUSY_TIMEOUT_S = 10.0        # how long a command waits for another process's write to the store
 
 
-def _code(e: sqlite3.Error) -> int | None:
-    code = getattr(e, "sqlite_errorcode", None)
-    return None if code is None else code & 0xFF
+def _code(e: sqlite3.Error) -> int:
+    """The primary SQLite result code of an error (0 when it carries none)."""
+    return (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
 
 
 def _is_corrupt(e: sqlite3.Error) -> bool:
-    code = _code(e)
-    if code is not None:
-        return code in _CORRUPT
-    msg = str(e)
-    return "malformed" in msg or "not a database" in msg
+    return _code(e) in _CORRUPT
 
 
 def _guarded(method):
@@ -148,7 +145,7 @@ class Store:
     def failure(self, e: sqlite3.Error) -> StoreError:
         """One line for an SQLite error on this store."""
         code = _code(e)
-        if code in _BUSY or "locked" in str(e):
+        if code in _BUSY:
             return StoreError(f"the session store is busy: another process holds {self.path} "
                               f"locked (waited {BUSY_TIMEOUT_S:g} s); try again when it has finished")
         if _is_corrupt(e):
@@ -185,11 +182,14 @@ class Store:
         try:
             moved = self._set_aside()
             self._open()
-            saved, lost, partial = salvage(moved, self)
         except (OSError, sqlite3.Error) as e2:
             raise StoreError(f"cannot open session store {self.path}: {e2}") from None
-        what = (f"{saved} session{'s' * (saved != 1)} saved, {lost} lost" if saved or lost
-                else "no session could be read from it")
+        try:
+            saved, lost, partial = salvage(moved, self)
+            what = (f"{saved} session{'s' * (saved != 1)} saved, {lost} lost" if saved or lost
+                    else "no session could be read from it")
+        except (OSError, sqlite3.Error) as e2:           # a full disk, ...: the new store stays empty
+            partial, what = 0, f"nothing could be copied from it ({e2})"
         if partial:
             what += (f" ({partial} of the saved miss finished modes that were on damaged pages: "
                      f"a --resume profiles them again)")
@@ -350,7 +350,7 @@ PROBE_LIMIT = 100_000         # rowids tried one by one past a damaged page
 
 
 def _sound(row: tuple, cols) -> bool:
-    return all(isinstance(v, t) for v, (_, t) in zip(row, cols, strict=True))
+    return all(isinstance(v, t) for v, (_, t) in zip(row, cols))
 
 
 def _sound_session(row: tuple) -> bool:
@@ -386,17 +386,11 @@ def _readable_rows(db, table: str, cols) -> list[tuple]:
     """Every row of `table` (the columns `cols`) that can still be read, in rowid order: a scan
     that steps over damaged pages."""
     names = ", ".join(c for c, _ in cols)
-    try:                                 # no schema to read (page 1 damaged), no table: nothing
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                      (table,)).fetchone() is None:
-            return []
-    except sqlite3.DatabaseError:
-        return []
     try:
         top = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     except sqlite3.DatabaseError:
-        top = None
-    rows, nxt = [], -(2 ** 63)
+        top = None                       # the table's last page is damaged
+    rows, nxt = [], 1
     while True:
         try:
             for r in db.execute(f"SELECT rowid, {names} FROM {table} WHERE rowid >= ? ORDER BY rowid",
@@ -405,7 +399,7 @@ def _readable_rows(db, table: str, cols) -> list[tuple]:
                 nxt = r[0] + 1
             return rows
         except sqlite3.DatabaseError:
-            found = _first_readable(db, table, names, max(nxt, 1), top)
+            found = _first_readable(db, table, names, nxt, top)
             if found is None:
                 return rows
             rows.append(found[1])
@@ -428,27 +422,27 @@ def salvage(damaged: Path, into: Store) -> tuple[int, int, int]:
     file itself is kept as it is) into `into`, with its finished modes.  Returns (sessions saved,
     sessions known to be lost, saved sessions that finished but miss modes: set to 'aborted' so a
     resume profiles those again)."""
-    with tempfile.TemporaryDirectory(prefix=".ptui-salvage-", dir=into.path.parent) as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "damaged.sqlite"
         shutil.copyfile(damaged, copy)
-        if Path(f"{damaged}-wal").exists():
-            shutil.copyfile(f"{damaged}-wal", f"{copy}-wal")
-        src = sqlite3.connect(copy, isolation_level=None)
-        try:
-            sessions = _readable_rows(src, "sessions", SESSION_COLS)
-            results = _readable_rows(src, "results", RESULT_COLS)
-            known = _session_names(src)
-        finally:
-            src.close()
+        if Path(f"{damaged}-wal").exists():       # its last commits (a writer killed before a
+            shutil.copyfile(f"{damaged}-wal", f"{copy}-wal")     # checkpoint) are there
+        with contextlib.closing(sqlite3.connect(copy, isolation_level=None)) as src:
+            try:                         # no readable schema (page 1 damaged): nothing to read
+                tables = {n for (n,) in src.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.DatabaseError:
+                tables = set()
+            sessions, results = ([] if t not in tables else _readable_rows(src, t, cols)
+                                 for t, cols in (("sessions", SESSION_COLS), ("results", RESULT_COLS)))
+            known = _session_names(src) if tables else set()
+    known |= {r[0] for r in sessions + results if isinstance(r[0], str)}
     good = {r[0]: r for r in sessions if _sound_session(r)}
-    known |= {r[0] for r in sessions if isinstance(r[0], str)}
-    known |= {r[0] for r in results if isinstance(r[0], str)}
     done: dict[str, int] = {}
     db = into.db
     db.execute("BEGIN IMMEDIATE")
     try:
         for r in good.values():
-            db.execute(f"INSERT OR IGNORE INTO sessions ({', '.join(c for c, _ in SESSION_COLS)}) "
+            db.execute(f"INSERT INTO sessions ({', '.join(c for c, _ in SESSION_COLS)}) "
                        f"VALUES ({', '.join('?' * len(SESSION_COLS))})", r)
         for r in results:
             if r[0] in good and _sound(r, RESULT_COLS):

@@ -128,6 +128,7 @@ def test_model_out_whose_meta_is_a_fifo_is_refused_without_reading_it(tmp_path):
 
 
 def test_the_store_itself_must_be_a_regular_file(tmp_path):
+    """(also in test_store, where the mutation benchmark runs it; here under a watchdog)"""
     from ptui.core.store import StoreError
     fifo = _fifo(tmp_path / "sessions.sqlite")
     with pytest.raises(StoreError, match="FIFO"):

@@ -291,3 +291,128 @@ def test_events_before_the_switch_are_not_counted(tmp_path):
     from ptui.core.physics import steady_state
     assert r.time_ms == pytest.approx(float(steady_state(ORIN, WL, *PLAN[0].as_tuple()).time_ms), rel=0.01)
     assert r.n_minibatches >= 5
+
+
+# -- planners, sources, and what the CSV's columns say ---------------------------------------------
+class _Planner:
+    """An active planner that proposes the given modes one at a time, then stops."""
+
+    def __init__(self, modes, count=10):
+        self.modes, self.count, self.seen = list(modes), count, []
+
+    def next_mode(self, rows):
+        self.seen.append([(r["cores"], r["cpu_mhz"]) for r in rows])
+        return self.modes.pop(0) if self.modes else None
+
+
+def test_a_planner_extends_the_plan_one_mode_at_a_time(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    prof.planner = _Planner(PLAN[1:], count=5)
+    totals = []
+    res = prof.run(info, lambda p: totals.append(p.total))
+    assert [r.mode for r in res] == PLAN
+    assert store.get_session("s").plan == PLAN and store.done_indices("s") == {0, 1, 2}
+    assert [len(s) for s in prof.planner.seen] == [1, 2, 3]          # the store's rows, each time
+    assert prof.planner.seen[2] == [(m.cores, m.cpu_mhz) for m in PLAN]
+    assert totals == [5, 5, 5] and prof.progress.total == 3           # the count, then what it took
+    assert store.get_session("s").status == "done" and be.current_mode() == START
+
+
+def test_a_resume_after_the_last_planned_mode_asks_the_planner_first(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    prof.planner = _Planner(PLAN[1:2])
+
+    def stop(p):
+        raise KeyboardInterrupt                    # after the first mode, before the planner
+
+    with pytest.raises(KeyboardInterrupt):
+        prof.run(info, stop)
+    assert store.get_session("s").plan == PLAN[:1] and store.done_indices("s") == {0}
+    info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1,
+                        backend_kind="sim", plan_fn=list, original_mode=START, params={})
+    prof2 = Profiler(be, WL, store, "s", planner=prof.planner)
+    res = prof2.run(info)
+    assert [r.mode for r in res] == [PLAN[1]] and store.get_session("s").plan == PLAN[:2]
+    assert store.done_indices("s") == {0, 1} and be.current_mode() == START
+
+
+class _Source:
+    """A training process of the user's own (as userscript.ScriptSource): here the simulator's."""
+
+    def __init__(self, be, prof_box):
+        self.be, self.box, self.log = be, prof_box, []
+
+    def start(self):
+        self.log.append(("start", self.box[0].progress.phase))
+        self.be.start_training(WL)
+
+    def events(self, interval):
+        self.log.append(("events", interval))
+        return self.be.events(interval)
+
+    def stop(self):
+        self.log.append(("stop", None))
+        self.be.stop_training()
+
+
+def test_a_source_is_started_with_the_sampling_interval_and_always_stopped(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, _prof, info = session(tmp_path, be, plan=PLAN[:1])
+    box = []
+    src = _Source(be, box)
+    prof = Profiler(be, WL, store, "s", ProfileConfig(sample_interval=0.25), source=src)
+    box.append(prof)
+    (r,) = prof.run(info)
+    assert src.log == [("start", "starting"), ("events", 0.25), ("stop", None)]
+    assert r.mode == PLAN[0] and be.current_mode() == START and be.workload is None
+
+
+def _info(**kw):
+    from ptui.core.store import SessionInfo
+    base = dict(name="s", device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                backend="sim", status="done", original_mode=None, plan=[], params={},
+                device_time_s=0.0, created=0.0)
+    return SessionInfo(**{**base, **kw})
+
+
+def test_batch_tag_is_the_stated_or_the_measured_batch():
+    from ptui.core.profiler import batch_tag
+    assert batch_tag(_info()) == "16"
+    assert batch_tag(_info(params={"batch_size_stated": False})) == "16"      # not a script
+    unstated = {"batch_size_stated": False}
+    assert batch_tag(_info(workload="script", params=unstated)) == ""        # no DataLoader seen
+    assert batch_tag(_info(workload="script", params={**unstated, "samples": 12.0})) == "12"
+    assert batch_tag(_info(workload="script", params={
+        **unstated, "samples": 12, "whatif": {"model": {"samples": 24}}})) == "24"
+    assert batch_tag(_info(workload="script", batch_size=8,
+                           params={"batch_size_stated": True, "samples": 12})) == "8"
+
+
+def test_what_one_time_ms_is():
+    from ptui.core.profiler import time_unit, timed_unit
+    assert timed_unit(None) == ""
+    assert timed_unit(_info()) == "minibatch (SIMULATED built-in workload)"
+    assert timed_unit(_info(backend="sysfs")) == "minibatch"
+    assert timed_unit(_info(params={"timed": "one optimizer step"})) == "one optimizer step"
+    for text, unit in ((None, "minibatch"), ("", "minibatch"), ("  ", "minibatch"),
+                       ("minibatch (SIMULATED built-in workload)", "minibatch"),
+                       ("one optimizer step", "optimizer step"),
+                       ("what-if: one optimizer step", "optimizer step"),
+                       ("what-if (no colon)", "what-if (no colon)"),
+                       (" whole iteration (2 optimizers) ", "whole iteration (2 optimizers)")):
+        assert time_unit(text) == unit, text
+
+
+def test_keep_timed_records_what_the_profile_timed(tmp_path):
+    from types import SimpleNamespace
+
+    from ptui.core.profiler import keep_timed
+    f = tmp_path / "p.csv"
+    for body, want in (("timed\none optimizer step\none optimizer step\n", "one optimizer step"),
+                       ("timed\na\nb\n", None), ("cores\n4\n", None)):
+        f.write_text(body)
+        model = SimpleNamespace(meta={"workload": "x"})
+        keep_timed(model, f)
+        assert model.meta.get("timed") == want and model.meta["workload"] == "x"
