@@ -70,7 +70,7 @@ def check_session_name(name: str) -> str:
            "it holds a control character" if not name.isprintable() else
            "it starts or ends with a space" if name != name.strip() else
            f"it is longer than {NAME_MAX_CHARS} characters"
-           if len(name) > NAME_MAX_CHARS or len(name.encode("utf-8", "replace")) > NAME_MAX_BYTES
+           if len(name) > NAME_MAX_CHARS or len(os.fsencode(name)) > NAME_MAX_BYTES
            else None)
     if why is not None:
         raise InputError(f"bad session name {name!r}: {why} (a session name is printable text of at "
@@ -103,7 +103,7 @@ BUSY_TIMEOUT_S = 10.0        # how long a command waits for another process's wr
 
 def _code(e: sqlite3.Error) -> int:
     """The primary SQLite result code of an error (0 when it carries none)."""
-    return (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+    return getattr(e, "sqlite_errorcode", 0) & 0xFF
 
 
 def _is_corrupt(e: sqlite3.Error) -> bool:

@@ -322,6 +322,25 @@ def test_a_damaged_store_is_salvaged_session_by_session(scenario, tmp_path, cli,
         lost and gone                                         # the damage hit each kind of row
 
 
+def test_a_damaged_index_is_found_by_the_integrity_check_and_costs_no_session(tmp_path):
+    """Garbage over the index of session names only: the tables read, so only the integrity check
+    finds it (and says what it found); every session and mode is saved."""
+    import ptui.core.store as S
+    s = Store()
+    orig = _fill_store(s)
+    size = s.db.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = s.db.execute("SELECT rootpage FROM sqlite_master WHERE "
+                           "name='sqlite_autoindex_sessions_1'").fetchone()
+    s.close()
+    s.path.write_bytes(_garbage(bytearray(s.path.read_bytes()), [root - 1], size))
+    S._checked.clear()
+    new = Store()
+    assert "was damaged (database disk image is malformed: " in new.notice, new.notice
+    assert "12 sessions saved, 0 lost (finished" in new.notice
+    assert {n: (new.get_session(n).plan, new.results(n)) for n in orig} == \
+        {n: (info.plan, res) for n, (info, res) in orig.items()}
+
+
 def test_the_last_commits_of_a_killed_writer_are_salvaged_too(tmp_path):
     """A store damaged while its last commits are still in the write-ahead log (the writer was
     killed before a checkpoint, and another process still has the store open, so nothing folds the
@@ -568,7 +587,7 @@ def test_a_failing_store_is_one_line_and_keeps_what_was_committed(code, msg, say
     ("a\tb", "it holds a control character"), ("a\x00b", "it holds a control character"),
     (" a", "it starts or ends with a space"), ("a ", "it starts or ends with a space"),
     ("x" * 101, "it is longer than 100 characters"),
-    ("é" * 76, "it is longer than 100 characters")])       # 152 bytes: too long as a file name
+    ("é" * 75 + "a", "it is longer than 100 characters")])  # 151 bytes: too long as a file name
 def test_a_bad_session_name_says_why(name, why):
     from ptui.core.errors import InputError
     from ptui.core.store import check_session_name
