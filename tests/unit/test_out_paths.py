@@ -286,3 +286,17 @@ def test_a_batch_size_group_says_the_same_and_exports_without_the_device(tmp_pat
     rows = list(csv.DictReader(open(tmp_path / "elsewhere.csv")))
     assert len(rows) == 4 and {r["session"] for r in rows} == {"g"}
     assert sorted({r["batch_size"] for r in rows}) == ["16", "8"]
+
+
+def test_a_model_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    from ptui.core.errors import exit_code
+    from ptui.core.files import WriteError
+    from ptui.core.modeldir import write_model_dir
+
+    def full(d):
+        (d / "time.npz").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    with pytest.raises(WriteError) as e:
+        write_model_dir(tmp_path / "m", {"format": "ptui-test"}, full)
+    assert str(e.value) == f"cannot write {tmp_path / 'm'}: no space left on the disk"
+    assert exit_code(e.value) == 1 and os.listdir(tmp_path) == []
