@@ -322,6 +322,25 @@ def test_a_damaged_store_is_salvaged_session_by_session(scenario, tmp_path, cli,
         lost and gone                                         # the damage hit each kind of row
 
 
+def test_the_rows_after_a_damaged_page_are_found_up_to_the_last_one(tmp_path):
+    """Session rows of about 1.5 kB, two to a page: garbage over the page before the last one,
+    which holds the last session alone; stepping over the damaged page finds it."""
+    s = Store(tmp_path / "s.db")
+    for k in range(9):
+        make(s, f"s{k}", params={"marker": f"session-marker-{k:03d}", "pad": "x" * 1500})
+    s.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = s.db.execute("PRAGMA page_size").fetchone()[0]
+    s.close()
+    data = bytearray(s.path.read_bytes())
+    page = [_page_of(data, f"session-marker-{k:03d}".encode(), size) for k in range(9)]
+    assert page[6] == page[7] != page[8] and page[5] != page[6]     # ... (s6 s7) (s8)
+    new = Store(tmp_path / "new.db")
+    from ptui.core.store import salvage
+    s.path.write_bytes(_garbage(data, [page[6]], size))
+    assert salvage(s.path, new) == (7, 2, 0)
+    assert {x.name for x in new.list_sessions()} == {f"s{k}" for k in (0, 1, 2, 3, 4, 5, 8)}
+
+
 def test_a_damaged_index_is_found_by_the_integrity_check_and_costs_no_session(tmp_path):
     """Garbage over the index of session names only: the tables read, so only the integrity check
     finds it (and says what it found); every session and mode is saved."""
@@ -388,10 +407,11 @@ def test_the_last_commits_of_a_killed_writer_are_salvaged_too(tmp_path):
         other.close()
 
 
-def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path):
+def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path, monkeypatch):
     """Damage that still reads (garbage that happens to parse) is not copied: a plan or params
     that are not JSON of the right shape, a text where a number belongs.  A finished session that
     loses a mode this way is marked aborted; an unfinished one keeps its status."""
+    import os
     import sqlite3
 
     from ptui.core.store import salvage
@@ -402,6 +422,9 @@ def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path):
             old.save_result(name, i, row(i), 1.0)
     old.set_status("good", "done", 3.0)
     old.set_status("ok", "aborted", 1.0)
+    make(old, "one", plan=PLAN[:1])                          # its one finished mode will not parse
+    old.save_result("one", 0, row(0), 1.0)
+    old.set_status("one", "done", 1.0)
     bad = {"plan": "plan='[[1, 2, 3]]'", "plan2": "plan='[[\"a\", 1, 2, 3]]'", "plan3": "plan='5'",
            "params": "params='[1]'", "orig": "original_mode='not json'",
            "orig2": "original_mode='[1, 2]'", "batch": "batch_size='sixteen'"}
@@ -412,13 +435,19 @@ def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path):
     for name, change in bad.items():
         db.execute(f"UPDATE sessions SET {change} WHERE name=?", (name,))
     db.execute("UPDATE results SET time_ms='fast' WHERE session='good' AND idx=1")
+    db.execute("UPDATE results SET cores=4.5 WHERE session='one'")
     db.execute("UPDATE sessions SET name='' WHERE name='name'")
     db.execute("UPDATE results SET session='' WHERE session='name'")
     db.close()
     old.close()
     new = Store(tmp_path / "new.db")
-    assert salvage(old.path, new) == (2, len(bad) + 1, 1)     # 'good', 'ok'; the others lost
-    assert sorted(s.name for s in new.list_sessions()) == ["good", "ok"]
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert salvage(old.path, new) == (3, len(bad) + 1, 2)     # 'good', 'ok', 'one'; others lost
+    assert os.listdir(here) == []                              # its working copy is gone
+    assert sorted(s.name for s in new.list_sessions()) == ["good", "ok", "one"]
+    assert new.get_session("one").status == "aborted" and new.results("one") == []
     assert new.done_indices("good") == {0, 2} and new.done_indices("ok") == {0}
     info = new.get_session("good")
     assert info.plan == PLAN and info.params == {"count": 3} and info.status == "aborted"
