@@ -162,7 +162,7 @@ def test_abort_is_recorded_as_aborted_not_failed(tmp_path):
         if p.done == 2:
             prof.control.abort()
 
-    with pytest.raises(ProfileAborted):
+    with pytest.raises(ProfileAborted, match="^profile aborted$"):
         prof.run(info, stop)
     assert store.get_session("s").status == "aborted"
     assert len(store.results("s")) == 2 and be.current_mode() == START
@@ -416,3 +416,59 @@ def test_keep_timed_records_what_the_profile_timed(tmp_path):
         model = SimpleNamespace(meta={"workload": "x"})
         keep_timed(model, f)
         assert model.meta.get("timed") == want and model.meta["workload"] == "x"
+
+
+def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
+    """PowerTrain's protocol: the first minibatch to finish in the new mode (here a slow one, no
+    minibatch straddling the switch) is dropped, even when power settles before it."""
+    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(100.0))
+    store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(min_minibatches=4, min_power_samples=3, window=2, min_settle_s=0.0)
+
+    def events():                                          # read from the mode's switch on
+        t = be.clock.now()
+        yield MinibatchEvent(t - 0.05, 100.0, 0)             # ended before the switch
+        yield Telemetry(t + 0.1, 20.0)
+        yield Telemetry(t + 0.2, 20.1)                       # stable from here
+        yield MinibatchEvent(t + 0.9, 600.0, 1)              # the first one in the new mode
+        for k, at in enumerate((0.95, 1.05, 1.15)):
+            yield Telemetry(t + at, 20.0 + k / 10)
+        for k in range(6):
+            yield MinibatchEvent(t + 1.0 + k / 10, 100.0 + k, 2 + k)
+    r = prof.measure(events(), PLAN[0])
+    assert r.n_minibatches == 4 and r.time_ms_p75 < 200 and r.time_ms == pytest.approx(101.5)
+    assert r.n_power == 3 and r.power_w == pytest.approx(20.1) and r.settle_s == pytest.approx(0.2)
+
+
+def test_resuming_a_session_with_nothing_left_measures_nothing(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    prof.run(info)
+    before = store.results("s")
+    for planner in (None, _Planner([])):                   # a random plan; a planner that stops
+        info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1,
+                            backend_kind="sim", plan_fn=list, original_mode=START, params={})
+        applied = []
+        real = be.apply_mode
+        be.apply_mode = lambda mode, **kw: applied.append(mode) or real(mode, **kw)
+        res = Profiler(be, WL, store, "s", planner=planner).run(info)
+        be.apply_mode = real
+        assert res == [] and not set(applied) & set(PLAN) and store.results("s") == before
+        assert store.get_session("s").status == "done" and be.current_mode() == START
+
+
+def test_save_profile_says_what_it_did(tmp_path):
+    from ptui.core.profiler import save_profile
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    out = tmp_path / "p.csv"
+    assert save_profile(out, store, "s") == f"no mode finished yet, {out} not written"
+    assert not out.exists()
+    prof.run(info)
+    out.write_text("mine\n")
+    assert save_profile(out, store, "s") == (f"2 finished modes saved to {out} (the file that was "
+                                             f"there is kept as {out}.~1~)")
+    assert save_profile(out, store, "s") == f"2 finished modes saved to {out}"     # its own
+    assert len(out.read_text().splitlines()) == 3 and (tmp_path / "p.csv.~1~").read_text() == "mine\n"
