@@ -44,9 +44,9 @@ def cause(e: OSError) -> str:
     return CAUSES.get(e.errno) or e.strerror or str(e)
 
 
-def write_error(path, e: OSError, verb: str = "write") -> WriteError:
+def write_error(path, e: OSError) -> WriteError:
     """One line for an OSError raised while writing `path`."""
-    return WriteError(f"cannot {verb} {path}: {cause(e)}",
+    return WriteError(f"cannot write {path}: {cause(e)}",
                       exit_code=EXIT_INPUT if e.errno in INPUT_CAUSES else None)
 
 

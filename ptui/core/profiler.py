@@ -148,8 +148,7 @@ def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mo
               stable: bool) -> ModeResult:
     q = statistics.quantiles(mbs, n=4) if len(mbs) >= 2 else [mbs[0]] * 3
     return ModeResult(mode, statistics.median(mbs), statistics.fmean(pw), q[0], q[2],
-                      statistics.pstdev(pw) if len(pw) > 1 else 0.0, len(mbs), len(pw),
-                      settle_s, mode_s, stable)
+                      statistics.pstdev(pw), len(mbs), len(pw), settle_s, mode_s, stable)
 
 
 class Profiler:

@@ -379,7 +379,6 @@ def _first_readable(db, table: str, names: str, rowid: int, top: int | None):
             continue
         if row is not None:
             return k, row
-    return None
 
 
 def _readable_rows(db, table: str, cols) -> list[tuple]:

@@ -396,3 +396,22 @@ def test_persist_needs_a_real_board_with_nvpmodel(tree):
                                 f"cannot keep a mode across reboots; nothing applied")
         assert exit_code(e.value) == 2
     check_persist(SysfsBackend(ORIN, root=tree))          # a board with nvpmodel: nothing said
+
+
+def test_select_preset_gives_the_state_before_and_is_refused_without_presets():
+    from ptui.core.apply import NotSupported, restore_snapshot, select_preset
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.errors import exit_code
+    be = SimJetson(ORIN, start_mode=TARGET)
+    p = ORIN.preset("MODE_15W")
+    snap = select_preset(be, p)
+    assert be.current_mode() == p.mode and be.read().nvpmodel == "MODE_15W"
+    assert restore_snapshot(be, snap) == TARGET and be.current_mode() == TARGET
+
+    class NoPresets(SimJetson):
+        can_select_presets = False
+    be = NoPresets(ORIN, start_mode=TARGET)
+    with pytest.raises(NotSupported) as e:
+        select_preset(be, p)
+    assert str(e.value) == "the sim backend cannot select presets" and exit_code(e.value) == 2
+    assert be.current_mode() == TARGET

@@ -335,10 +335,13 @@ def test_the_rows_after_a_damaged_page_are_found_up_to_the_last_one(tmp_path):
     page = [_page_of(data, f"session-marker-{k:03d}".encode(), size) for k in range(9)]
     assert page[6] == page[7] != page[8] and page[5] != page[6]     # ... (s6 s7) (s8)
     new = Store(tmp_path / "new.db")
-    from ptui.core.store import salvage
+    from ptui.core.store import _readable_rows, salvage
     s.path.write_bytes(_garbage(data, [page[6]], size))
     assert salvage(s.path, new) == (7, 2, 0)
     assert {x.name for x in new.list_sessions()} == {f"s{k}" for k in (0, 1, 2, 3, 4, 5, 8)}
+    with sqlite3.connect(s.path) as db:                     # each readable row once, in order
+        assert _readable_rows(db, "sessions", (("name", str), ("seed", int))) == [
+            (f"s{k}", 3) for k in (0, 1, 2, 3, 4, 5, 8)]
 
 
 def test_a_damaged_index_is_found_by_the_integrity_check_and_costs_no_session(tmp_path):
