@@ -34,6 +34,7 @@ PLAN = [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1113.6, 624.75, 2133),
 
 
 def session(tmp_path, be, plan=PLAN, name="s", cfg=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store = Store(tmp_path / "s.db")
     info = open_session(store, name, resume=False, device=ORIN, workload=WL, seed=1,
                         backend_kind="sim", plan_fn=lambda: list(plan),
@@ -162,8 +163,12 @@ def test_abort_is_recorded_as_aborted_not_failed(tmp_path):
         if p.done == 2:
             prof.control.abort()
 
+    applied = []
+    real = be.apply_mode
+    be.apply_mode = lambda mode, **kw: applied.append(mode) or real(mode, **kw)
     with pytest.raises(ProfileAborted, match="^profile aborted$"):
         prof.run(info, stop)
+    assert PLAN[2] not in applied                      # stopped before the next mode was applied
     assert store.get_session("s").status == "aborted"
     assert len(store.results("s")) == 2 and be.current_mode() == START
     assert prof.progress.phase == "aborted"
@@ -260,6 +265,8 @@ def test_choose_modes_bounds_and_order():
     assert len(choose_modes(ORIN)) == 50
     assert sorted(choose_modes(ORIN, grid="pt")) == sorted(g)
     assert choose_modes(ORIN, modes=[PLAN[0], PLAN[1], PLAN[0]]).count(PLAN[0]) == 1
+    assert choose_modes(ORIN, count=8) == choose_modes(ORIN, count=8, seed=0) != \
+        choose_modes(ORIN, count=8, seed=1)                # seeded, 0 unless told
 
 
 def test_summarise():
@@ -320,6 +327,12 @@ def test_a_planner_extends_the_plan_one_mode_at_a_time(tmp_path):
     assert prof.planner.seen[2] == [(m.cores, m.cpu_mhz) for m in PLAN]
     assert totals == [5, 5, 5] and prof.progress.total == 3           # the count, then what it took
     assert store.get_session("s").status == "done" and be.current_mode() == START
+    # a planner going past its count: the total grows one mode at a time, never ahead of the run
+    store2, prof2, info2 = session(tmp_path / "2", be, plan=PLAN[:1])
+    prof2.planner = _Planner(PLAN[1:], count=2)
+    seen = []
+    prof2.run(info2, lambda p: seen.append((p.done, p.total)))
+    assert seen == [(1, 2), (2, 2), (3, 3)]
 
 
 def test_a_resume_after_the_last_planned_mode_asks_the_planner_first(tmp_path):
@@ -408,6 +421,7 @@ def test_what_one_time_ms_is():
                        ("one optimizer step", "optimizer step"),
                        ("what-if: one optimizer step", "optimizer step"),
                        ("what-if (no colon)", "what-if (no colon)"),
+                       ("what-if: one step of ratio 1:2", "step of ratio 1:2"),
                        (" whole iteration (2 optimizers) ", "whole iteration (2 optimizers)")):
         assert time_unit(text) == unit, text
 
@@ -444,7 +458,16 @@ def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
             yield Telemetry(t + at, 20.0 + k / 10)
         for k in range(6):
             yield MinibatchEvent(t + 1.0 + k / 10, 100.0 + k, 2 + k)
-    r = prof.measure(events(), PLAN[0])
+    from ptui.core.profiler import Progress
+    prof.progress = Progress(0, 1, PLAN[0], None, 0.0, "settling")
+    phases = []
+
+    def watched():
+        for ev in events():
+            phases.append(prof.progress.phase)
+            yield ev
+    r = prof.measure(watched(), PLAN[0])
+    assert phases[:3] == ["settling"] * 3 and phases[3:] == ["recording"] * (len(phases) - 3)
     assert r.n_minibatches == 4 and r.time_ms_p75 < 200 and r.time_ms == pytest.approx(101.5)
     assert r.n_power == 3 and r.power_w == pytest.approx(20.1) and r.settle_s == pytest.approx(0.2)
 
@@ -499,6 +522,7 @@ def _settle(tmp_path, watts, every=5):
             if k % every == every - 1:
                 yield Telemetry(at, watts[min(k // every, len(watts) - 1)])
     r = prof.measure(events(), PLAN[0])
+    _settle.last = r
     return round(r.settle_s, 6), r.stable
 
 
@@ -507,6 +531,8 @@ def test_power_is_stable_when_four_samples_in_a_row_are_within_3_percent(tmp_pat
     spread is within 3 % of their mean, at least 1 s after the switch; no more than 30 s."""
     # samples at 0.5, 1.0, ... s: 20..20.5 (2.5 %) is stable at the 5th sample
     assert _settle(tmp_path, [30, 20, 20.2, 20.4, 20.5]) == (2.5, True)
+    # then at least 40 minibatches that started after it and 5 power samples: here 4 s of them
+    assert (_settle.last.n_minibatches, _settle.last.n_power) == (40, 7)
     # 20..20.7 (3.4 %) is not; 20.3..20.7 (1.9 %) one sample later is
     assert _settle(tmp_path, [30, 20, 20.3, 20.6, 20.7]) == (3.0, True)
     # never within 3 % (a 4 % saw-tooth): recorded as unstable after 30 s
@@ -514,6 +540,9 @@ def test_power_is_stable_when_four_samples_in_a_row_are_within_3_percent(tmp_pat
     assert not stable and 30.0 <= settle <= 30.5               # the first sample from 30 s on
     # samples every 0.2 s, steady at once: still not before 1 s after the switch
     assert _settle(tmp_path, [20], every=2) == (1.0, True)
+    # power read slowly (every 2 s): recording goes on until the 5th sample
+    assert _settle(tmp_path, [20], every=20)[1] and _settle.last.n_power == 5
+    assert _settle.last.n_minibatches > 40
     with pytest.raises(AttributeError):
         ProfileConfig().window = 3                    # fixed once made (shared with the UI)
 
@@ -525,3 +554,54 @@ def test_the_clock_may_start_anywhere(tmp_path):
     store, prof, info = session(tmp_path, be, plan=PLAN[:2])
     res = prof.run(info)
     assert [r.mode for r in res] == PLAN[:2] and store.get_session("s").status == "done"
+
+
+def test_the_hottest_zone_is_named(tmp_path):
+    from ptui.core.backends.base import Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
+    _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+
+    def events():
+        t = be.clock.now()
+        yield Telemetry(t + 0.5, 20.0, temps={"CPU-therm": 91.5, "GPU-therm": 86.0, "SOC": 60.0})
+    with pytest.raises(ThermalLimit, match=r"CPU-therm reached 91.5 °C"):
+        prof.measure(events(), PLAN[0])
+
+
+def test_a_script_with_slow_steps_extends_the_mode_timeout(tmp_path):
+    """A source (a user's script) may need longer per mode than the default limit: the larger
+    of the two counts; without one, the config's limit stops the mode."""
+    from types import SimpleNamespace
+
+    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
+    _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(mode_timeout_s=20.0, min_minibatches=3, min_power_samples=1)
+
+    def slow():                                           # one 10 s step at a time
+        t = be.clock.now()
+        for k in range(10):
+            at = t + 10.0 * (k + 1)
+            be.clock.sleep_until(at)
+            yield Telemetry(at - 5, 20.0)
+            yield MinibatchEvent(at, 10000.0, k)
+    prof.source = SimpleNamespace(mode_timeout_s=100.0)
+    r = prof.measure(slow(), PLAN[0])
+    assert r.n_minibatches == 3
+    prof.source = None
+    with pytest.raises(ProfileError, match="no result after 20 s"):
+        prof.measure(slow(), PLAN[0])
+
+
+def test_a_session_is_held_by_the_process_that_runs_it(tmp_path):
+    import os
+
+    from ptui.core.locks import holder, session_key
+    be = SimJetson(ORIN, seed=1)
+    assert holder(session_key("held-here")) is None
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1], name="held-here")
+    assert holder(session_key("held-here")) == os.getpid()   # taken when opened
+    prof.run(info)
+    assert holder(session_key("held-here")) is None          # given back when the run ends
