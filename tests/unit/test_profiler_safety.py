@@ -120,6 +120,7 @@ def test_hot_zone_at_the_default_limit(tmp_path, zone_c, hot):
                                                + PLAN[0].key):
             prof.run(info)
         assert store.get_session("s").status == "failed" and store.results("s") == []
+        assert store.get_session("s").device_time_s > 0         # the time spent still counts
     else:
         assert len(prof.run(info)) == 1
     assert be.current_mode() == START and be.workload is None
@@ -234,6 +235,7 @@ def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
     info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1, backend_kind="sim",
                         plan_fn=list, original_mode=START, params={})
     assert info.n_done == 1
+    assert info.status == store.get_session("s").status == "running"   # listed as running again
     applied = []
     real = be.apply_mode
 
@@ -387,6 +389,13 @@ def test_a_source_is_started_with_the_sampling_interval_and_always_stopped(tmp_p
     (r,) = prof.run(info)
     assert src.log == [("start", "starting"), ("events", 0.25), ("stop", None)]
     assert r.mode == PLAN[0] and be.current_mode() == START and be.workload is None
+    # the backend's own training loop is sampled at the same interval
+    asked = []
+    real = be.events
+    be.events = lambda interval=None: asked.append(interval) or real(interval)
+    store2, _p, info2 = session(tmp_path / "own", be, plan=PLAN[:1])
+    Profiler(be, WL, store2, "s", ProfileConfig(sample_interval=0.25)).run(info2)
+    assert asked == [0.25]
 
 
 def _info(**kw):
@@ -450,7 +459,7 @@ def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
 
     def events():                                          # read from the mode's switch on
         t = be.clock.now()
-        yield MinibatchEvent(t - 0.05, 100.0, 0)             # ended before the switch
+        yield MinibatchEvent(t, 100.0, 0)                    # ended as the mode switched
         yield Telemetry(t + 0.1, 20.0)
         yield Telemetry(t + 0.2, 20.1)                       # stable from here
         yield MinibatchEvent(t + 0.9, 600.0, 1)              # the first one in the new mode
