@@ -39,8 +39,9 @@ def _say(line: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_modes(a) -> int:
-    from .core.csvio import mode_cells, write_csv
+    from .core.csvio import check_out_file, mode_cells, write_csv
     from .core.devices import get_device
+    check_out_file(a.out)
     dev = get_device(a.device)
     if a.grid == "presets":
         rows = [mode_cells(p.mode) + [str(p.id), p.name, str(p.tpc)] for p in dev.presets]
@@ -80,6 +81,12 @@ def cmd_profile(a) -> int:
         run = BatchProfileRun(req, sizes, notify=_info)
     else:
         run = ProfileRun(req, notify=_info)
+    if getattr(run, "finished", False):           # nothing left to profile: the CSV, no device
+        res = run.export(a.device)
+        if res.error is not None:
+            raise res.error
+        _info(f"session {res.session} is finished, nothing left to profile: {res.saved}")
+        return EXIT_OK
     try:
         _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
         info = run.prepare()
@@ -112,6 +119,9 @@ def cmd_profile(a) -> int:
         _info(f"{'stopped by ' + by if by else 'interrupted'}: device restored to its original mode; "
               f"{res.saved}; resume with: {hint}")
         return exit_code_for(by) if by else EXIT_INT
+    from .core.files import WriteError
+    if isinstance(res.error, WriteError):        # profiled, but the CSV could not be written
+        raise res.error
     if res.error is not None:
         from .core.profiler import RestoreFailed
         _info(res.saved)
@@ -147,6 +157,9 @@ def cmd_tune(a) -> int:
     from .core.store import Store
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    if a.session is not None:                   # it names the profile and the model too
+        from .core.store import check_session_name
+        check_session_name(a.session)
     if not a.command_line and not a.workload and not a.resume and not a.corpus:
         raise CLIError("--workload is required (or your own training command after --; on the "
                        "replay device --corpus F.csv is the workload)")
@@ -504,9 +517,10 @@ def _predict_table(a):
 
 def cmd_predict(a) -> int:
     from .core.batch import predict_table
-    from .core.csvio import fmt_value, mode_cells, write_csv
+    from .core.csvio import check_out_file, fmt_value, mode_cells, write_csv
     from .core.devices import get_device
     from .core.predictor import load_model
+    check_out_file(a.out)
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")

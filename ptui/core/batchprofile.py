@@ -11,6 +11,7 @@ its command.
 from __future__ import annotations
 
 import random
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,10 +19,12 @@ from pathlib import Path
 
 from . import paths
 from .batch import BatchError
+from .errors import PtuiError
+from .files import WriteError, write_error
 from .modes import Mode
 from .profiler import SessionError
 from .session import ProfileOutcome, ProfileRequest, ProfileRun
-from .store import Store
+from .store import Store, check_session_name
 from .workloads import get_workload
 
 PLACEHOLDER = "{bs}"
@@ -82,13 +85,18 @@ class _SameSize:
 
 class BatchProfileRun:
     """Same surface as session.ProfileRun for the CLI: open_backend, prepare, notes, run,
-    resume_hint, close; planner is the JointPlanner of an active profile, else None."""
+    resume_hint, close, finished and export; planner is the JointPlanner of an active profile,
+    else None."""
     planner = None
+    finished = False
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
                  notify: Callable[[str], None] | None = None) -> None:
         self.req = req
         self.notify = notify or (lambda text: None)
+        if req.out is not None:
+            from .csvio import check_out_file
+            check_out_file(req.out)
         self.store = Store()
         self.notes: list[str] = [self.store.notice] if self.store.notice else []
         self.backend = None
@@ -121,6 +129,8 @@ class BatchProfileRun:
         if req.script and not any(PLACEHOLDER in a for a in req.script):
             raise BatchError("--batch-sizes runs your command once per batch size: put {bs} where "
                              "the batch size goes, e.g. -- python train.py --batch-size {bs}")
+        if req.session is not None:
+            check_session_name(req.session)
         self.existing = group_sessions(self.store, req.session) if req.session else {}
         if req.resume:
             if not req.session:
@@ -136,9 +146,12 @@ class BatchProfileRun:
                                  f"{','.join(map(str, batch_sizes))}; resume it with the same "
                                  f"--batch-sizes (or start a new --session)")
             batch_sizes = recorded
+            # a group whose run ended done: resumed, it only writes its CSV (export), no device
+            self.finished = all(s.status == "done" and s.params.get("group_done")
+                                for s in self.existing.values())
             self.seed = req.seed if req.seed is not None else first.seed
             wl = first.workload
-            if wl == "script" and not req.script:
+            if wl == "script" and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
@@ -326,8 +339,6 @@ class BatchProfileRun:
                                   if self.how == "active" else {})})
 
     def resume_hint(self) -> str:
-        import shlex
-
         from .userscript import command_text
         cmd = (f"ptui profile --session {shlex.quote(self.name)} --resume --batch-sizes "
                f"{','.join(map(str, self.batch_sizes))} --out {shlex.quote(str(self.out))}")
@@ -338,6 +349,7 @@ class BatchProfileRun:
         wall0 = time.perf_counter()
         total = len(self.info.plan)
         self.simulated = self.backend.simulated
+        status = "failed"
         try:
             try:
                 status, error, interrupted, dev_s, label = self._run_all(on_progress, total)
@@ -349,13 +361,16 @@ class BatchProfileRun:
         finally:
             self.current = None
             try:
-                n_rows, saved = self.save()
+                if status == "done":            # a later --resume only exports the CSV
+                    for s in group_sessions(self.store, self.name).values():
+                        self.store.merge_params(s.name, {"group_done": True})
+                n_rows, saved, unsaved = self._save()
             finally:
                 self.close()
         pl = self.planner
-        return ProfileOutcome(status, self.name, self.out if n_rows else None, n_rows, dev_s,
-                              self.simulated, time.perf_counter() - wall0, error,
-                              interrupted, self._stopped_by, saved, label,
+        return ProfileOutcome(status, self.name, self.out if n_rows and not unsaved else None,
+                              n_rows, dev_s, self.simulated, time.perf_counter() - wall0,
+                              error or unsaved, interrupted, self._stopped_by, saved, label,
                               pl.stop_reason if pl is not None and status == "done" else "",
                               pl.best() if pl is not None and status == "done" else None)
 
@@ -456,6 +471,41 @@ class BatchProfileRun:
         write_csv(self.out, PROFILE_HEADER + (PEAK_COL,), rows)
         kept = f" (the file that was there is kept as {moved})" if moved else ""
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
+
+    def export(self, device: str | None = None) -> ProfileOutcome:
+        """A finished group resumed: its CSV from the store; no device, nothing profiled.
+        `device`: the board the user named, which must be the group's."""
+        first = next(iter(self.existing.values()))
+        if device is not None and device != first.device:
+            self.close()
+            raise SessionError(f"session {self.req.session!r} was profiled on {first.device}, "
+                               f"not {device}")
+        self.name = self.req.session
+        self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
+        self.simulated = first.backend == "sim"
+        try:
+            dev_s = self._device_s()
+            n_rows, saved, unsaved = self._save()
+        finally:
+            self.close()
+        return ProfileOutcome("done", self.name, self.out if n_rows and not unsaved else None,
+                              n_rows, dev_s, self.simulated, 0.0, unsaved, saved=saved)
+
+    def _save(self):
+        """save(), and when the CSV cannot be written the failure, saying how to get the pairs (safe
+        in the store) out: (rows, what happened in words, WriteError or None)."""
+        try:
+            return (*self.save(), None)
+        except (PtuiError, OSError) as e:
+            n = sum(s.n_done for s in group_sessions(self.store, self.name).values())
+            if not n:
+                raise
+            msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
+            hint = self.resume_hint().replace(f"--out {shlex.quote(str(self.out))}",
+                                              "--out elsewhere.csv")
+            err = WriteError(f"{msg}; the {n} finished (mode, batch size) pairs are safe in session "
+                             f"{self.name}: write them elsewhere with: {hint}")
+            return n, str(err), err
 
     def close(self) -> None:
         if self.backend is not None:

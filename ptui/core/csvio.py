@@ -8,8 +8,11 @@ not on the device's tables.
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Iterable, Sequence
 
 from .devices import Device
 from .errors import InputError
+from .files import check_name_length, existing, read_head, write_error
 from .modes import Mode, ModeError, fmt_mhz, make_mode
 
 MODE_COLS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
@@ -181,18 +185,23 @@ _V2 = _V1 + ("timed", "host_step_ms", "workload", "batch_size", "session")
 OLDER_HEADERS = {_V1, _V2, _V2 + ("peak_mem_gb",)}
 
 
-def _refuse_foreign(path: Path, header: Sequence[str]) -> None:
-    """A file at `path` is replaced only when it is the same kind of ptui CSV (the same header, or
-    an older ptui version of it); anything else is the user's and is kept."""
-    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+def _refuse_foreign(path: Path, header: Sequence[str], st: os.stat_result | None) -> None:
+    """A file at `path` (stat `st`, None: nothing there) is replaced only when it is the same kind
+    of ptui CSV (the same header, or an older ptui version of it); anything else is the user's and
+    is kept."""
+    if st is None or st.st_size == 0:
         return
-    got = _text_rows(path)
+    got = _own_rows(path)
     old = got[0] if got else None
     new = [h.lower() for h in header]
     if old and (old == new or (tuple(old) in OLDER_HEADERS and set(old) <= set(new))):
         return
     raise CSVError(f"{path} exists and is not a ptui CSV of this kind; nothing written "
                    f"(choose another --out, or move the file away first)")
+
+
+def _is_dir(st: os.stat_result | None) -> bool:
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Sequence]) -> None:
@@ -207,30 +216,34 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         return
     path = Path(path)
     d = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
+    st = existing(path)                          # a device node, FIFO or socket: refused here
+    if _is_dir(st):
         raise CSVError(f"{path}: is a directory; give a file name for the CSV")
-    _refuse_foreign(path, header)
-    try:
-        perm = path.stat().st_mode & 0o777
-    except OSError:
-        perm = 0o666 & ~_umask()
+    _refuse_foreign(path, header, st)
+    perm = st.st_mode & 0o777 if st is not None else 0o666 & ~_umask()
     _clean_stale_temps(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TMP_TAG}-{os.getpid()}-", dir=d)
     except OSError as e:
-        raise CSVError(f"{path}: cannot write: {e.strerror or e}") from None
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise CSVError(f"{path}: cannot write: folder {d} does not exist") from None
+        raise write_error(path, e) from None
     try:
         os.fchmod(fd, perm)
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(header)
             w.writerows(rows)
+        if _is_dir(existing(path)):              # again: something may have appeared meanwhile
+            raise CSVError(f"{path}: is a directory; give a file name for the CSV")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
 
 
@@ -448,6 +461,30 @@ def _text_rows(path: Path) -> tuple[list[str], list[list[str]]] | None:
     return [h.strip().lower() for h in rows[0]], [r for r in rows[1:] if any(x.strip() for x in r)]
 
 
+def _own_rows(path: Path) -> tuple[list[str], list[list[str]] | None] | None:
+    """An existing file at a path ptui is about to write, read to see whether it is ptui's own:
+    (header, rows), or (header, None) when the file is longer than files.READ_CAP (only its
+    start is read); None when it is not a regular file or not a text CSV.  Never opens anything
+    but a regular file (files.read_head)."""
+    got = read_head(path)
+    if got is None:
+        return None
+    data, whole = got
+    if not whole:                                # its first line only: the header
+        nl = data.find(b"\n")
+        if nl < 0:
+            return None
+        data = data[:nl + 1]
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    if not rows:
+        return None
+    header = [h.strip().lower() for h in rows[0]]
+    return header, ([r for r in rows[1:] if any(x.strip() for x in r)] if whole else None)
+
+
 def profile_tags(path) -> dict[str, str]:
     """What a ptui profile CSV says it holds: {'workload', 'batch_size', 'session', 'timed'} where
     the file names them (one value each), else {}."""
@@ -466,9 +503,10 @@ def profile_tags(path) -> dict[str, str]:
 
 
 def is_profile_of(path, session: str) -> bool:
-    """True when `path` is a ptui profile CSV whose every row belongs to `session`."""
-    got = _text_rows(Path(path))
-    if got is None:
+    """True when `path` is a ptui profile CSV whose every row belongs to `session` (a file too big
+    to read whole is not: it is kept aside rather than overwritten)."""
+    got = _own_rows(Path(path))
+    if got is None or got[1] is None:
         return False
     header, rows = got
     if "session" not in header or any(c not in header for c in PROFILE_COLS):
@@ -479,22 +517,23 @@ def is_profile_of(path, session: str) -> bool:
 
 def keep_aside(path, session: str) -> Path | None:
     """Before writing `session`'s profile to `path`: a file there that is not that session's
-    profile is renamed to the first free `path.~N~` (returned); ptui overwrites only its own."""
+    profile is renamed to the first free `path.~N~` (returned); ptui overwrites only its own.
+    A device node, FIFO or socket there is refused (PathError), never renamed or opened."""
     p = Path(path)
-    if not p.exists() and not p.is_symlink():
+    if not os.path.lexists(p):
         return None
-    if p.is_dir():
+    if _is_dir(existing(p)):
         raise CSVError(f"{p}: is a directory; give a file name for the CSV")
     if is_profile_of(p, session):
         return None
     n = 1
     while True:
         b = p.with_name(f"{p.name}.~{n}~")
-        if not b.exists() and not b.is_symlink():
+        if not os.path.lexists(b):
             break
         n += 1
     try:
-        os.link(p, b)                     # never replaces an existing backup
+        os.link(p, b, follow_symlinks=False)     # never replaces an existing backup
         os.unlink(p)
     except OSError:
         os.replace(p, b)
@@ -502,12 +541,14 @@ def keep_aside(path, session: str) -> Path | None:
 
 
 def check_out_file(path) -> None:
-    """Up front, before a long run: CSVError unless a CSV can be written at `path`."""
+    """Up front, before a long run: CSVError (PathError for a device node, FIFO or socket, or a
+    name too long) unless a CSV can be written at `path`."""
     if path in (None, "-"):
         return
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(existing(p)):
         raise CSVError(f"{p}: is a directory; give a file name for the CSV")
+    check_name_length(p)
     d = p.parent if str(p.parent) else Path(".")
     if not d.is_dir():
         raise CSVError(f"{p}: folder {d} does not exist")

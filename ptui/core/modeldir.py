@@ -17,9 +17,11 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
+from .files import PathError, check_name_length, existing, read_head, write_error
 from .locks import current_umask as _umask
 from .locks import pid_alive as _pid_alive
 
@@ -59,9 +61,12 @@ def meta_digest(meta: dict) -> str:
 
 
 def _read_meta(d: Path) -> dict | None:
+    got = read_head(d / META)                 # a regular file only, and at most READ_CAP bytes
+    if got is None or not got[1]:
+        return None
     try:
-        meta = json.loads((d / META).read_text())
-    except (OSError, ValueError):
+        meta = json.loads(got[0].decode("utf-8"))
+    except ValueError:
         return None
     if not isinstance(meta, dict) or not str(meta.get("format", "")).startswith("ptui-"):
         return None
@@ -86,14 +91,19 @@ def check_out_dir(directory) -> Path:
     if real == cwd or real in cwd.parents:
         raise _error(f"{text} is the working directory or one of its parents; ptui will not replace "
                      f"it: give a new directory for the model, e.g. --out ./model")
-    if not d.exists():
+    try:
+        st = existing(d, "--out", "a directory")
+        check_name_length(d)                  # room for the hidden sibling it is written in
+    except PathError as e:
+        raise _error(str(e)) from None
+    if st is None:
         for p in d.parents:
             if p.exists():
                 if not p.is_dir():
                     raise _error(f"{text}: {p} is a file, not a directory; nothing written")
                 break
         return d
-    if not d.is_dir():
+    if not stat.S_ISDIR(st.st_mode):
         raise _error(f"{text} exists and is not a model directory; nothing written")
     entries = sorted(e.name for e in d.iterdir())
     if not entries:
@@ -128,10 +138,13 @@ def write_model_dir(directory, meta: dict, write_files) -> Path:
     """Write a model directory: write_files(tmp_dir) puts the weight files in, then meta.json gets
     their checksums, and the directory is swapped in.  Refuses what check_out_dir refuses."""
     d = check_out_dir(directory)
-    d.parent.mkdir(parents=True, exist_ok=True)
-    _clean_stale(d)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.{_NEW}-{os.getpid()}-", dir=d.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        _clean_stale(d)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}.{_NEW}-{os.getpid()}-", dir=d.parent))
+        os.chmod(tmp, 0o777 & ~_umask())
+    except OSError as e:
+        raise write_error(d, e) from None
     try:
         write_files(tmp)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.name != META}
@@ -148,8 +161,10 @@ def write_model_dir(directory, meta: dict, write_files) -> Path:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, d)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):            # disk full, read-only, ...: one line
+            raise write_error(d, e) from None
         raise
     return d
 

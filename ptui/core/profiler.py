@@ -162,7 +162,7 @@ def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mo
     hold: a what-if's work outside the steps, measured on the host)."""
     q = statistics.quantiles(mbs, n=4) if len(mbs) >= 2 else [mbs[0]] * 3
     return ModeResult(mode, statistics.median(mbs), statistics.fmean(pw), q[0], q[2],
-                      statistics.pstdev(pw) if len(pw) > 1 else 0.0, len(mbs), len(pw),
+                      statistics.pstdev(pw), len(mbs), len(pw),
                       settle_s, mode_s, stable, statistics.fmean(mbs) + extra_ms)
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
-from .errors import Interrupted
+from .errors import Interrupted, PtuiError
+from .files import WriteError, write_error
 from .modes import Mode
 from .pareto import DEFAULT_RISK
 from .profiler import (
@@ -32,7 +33,7 @@ from .profiler import (
     open_session,
     profile_rows,
 )
-from .store import SessionInfo, Store
+from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
 
 
@@ -148,6 +149,8 @@ class ProfileRun:
         if not self.script and not req.workload and not req.resume and not req.corpus:
             raise SessionError("--workload is required (or --resume an existing --session; on the "
                                "replay device --corpus F.csv is the workload)")
+        if req.session is not None:
+            check_session_name(req.session)
         if req.resume and not req.session:
             raise SessionError("--resume needs --session NAME")
         self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None
@@ -155,12 +158,22 @@ class ProfileRun:
             raise SessionError(f"no session named {req.session!r} to resume "
                                f"(list them with: ptui sessions)")
         ex = self.existing
+        # resumed with nothing left to profile: export() writes its CSV from the store, no device
+        self.finished = bool(req.resume and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
         self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
         self.recorded = False                 # a recorded model replayed under its own name
+        if self.finished and ((req.workload and req.workload != ex.workload) or (
+                req.batch_size and req.batch_size != ex.batch_size)):
+            raise SessionError(f"session {ex.name!r} profiles {ex.workload} at batch size "
+                               f"{ex.batch_size}, not {req.workload or ex.workload} at "
+                               f"{req.batch_size or ex.batch_size}")
         if self.is_script:
             from .userscript import check_resume_command, command_text, script_workload
+            if not self.script and self.finished:     # export() needs no command
+                self.workload, self.device_name, self.user_script = None, ex.device, False
+                return
             if not self.script:
                 cmd = ex.params.get("command")
                 raise SessionError("resume a script session with the same command after --"
@@ -359,7 +372,6 @@ class ProfileRun:
         """Profile every remaining mode; the device is back in its original mode afterwards.
         The CSV holds every finished mode, whatever happened (never written before one finished;
         a file there that ptui did not write for this session is kept aside)."""
-        from .profiler import save_profile
         if self.profiler is None:
             self.prepare()
         wall0 = time.perf_counter()
@@ -377,11 +389,9 @@ class ProfileRun:
             except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
                 error = e
             finally:
-                n_rows = len(profile_rows(self.store, self.name))
-                if isinstance(self.out, Path):
-                    self.out.parent.mkdir(parents=True, exist_ok=True)
-                saved = save_profile(self.out, self.store, self.name)
-                written = self.out if n_rows else None
+                n_rows, saved, unsaved = self._save(status)
+                written = self.out if n_rows and unsaved is None else None
+                error = error or unsaved
                 final = self.store.get_session(self.name)
             note = self.time_note()
         finally:
@@ -400,6 +410,50 @@ class ProfileRun:
         from .csvio import outside_warning
         rows = [r for _, r in self.store.results(self.name)] if self.name else []
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
+
+    def export(self, device: str | None = None) -> ProfileOutcome:
+        """A finished session resumed (`finished`): write its CSV from the store, holding the
+        session's lock.  No device is opened and nothing is profiled; a script session needs no
+        command.  `device`: the board the user named, which must be the session's."""
+        from .locks import lock_session, unlock_session
+        ex = self.existing
+        self.name = ex.name
+        self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
+        try:
+            if device is not None and device != ex.device:
+                raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
+            lock_session(self.name)
+            try:
+                n_rows, saved, unsaved = self._save("done")
+            finally:
+                unlock_session(self.name)
+        finally:
+            self.close()
+        return ProfileOutcome("done", self.name, self.out if n_rows and unsaved is None else None,
+                              n_rows, ex.device_time_s, ex.backend == "sim", 0.0, unsaved,
+                              saved=saved, label={"sim": "simulated", "replay": "replayed from "
+                                                  "recorded data"}.get(ex.backend, ""))
+
+    def _save(self, status: str) -> tuple[int, str, WriteError | None]:
+        """Write the session's finished modes to the CSV: (rows, what happened in words, None), or
+        when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
+        that says how to get the rows, safe in the store, out to another file."""
+        from .profiler import save_profile
+        n_rows = len(profile_rows(self.store, self.name))
+        try:
+            if n_rows and isinstance(self.out, Path):
+                self.out.parent.mkdir(parents=True, exist_ok=True)
+            return n_rows, save_profile(self.out, self.store, self.name), None
+        except StoreError:
+            raise
+        except (PtuiError, OSError) as e:
+            msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
+            from .userscript import resume_hint
+            script = self.script if self.user_script and status != "done" else None
+            err = WriteError(f"{msg}; the {n_rows} finished modes are safe in session {self.name}: "
+                             f"write them elsewhere with: "
+                             f"{resume_hint(self.name, 'elsewhere.csv', script or None)}")
+            return n_rows, str(err), err
 
     def close(self) -> None:
         """Close what this run opened (the CLI's backend, its own store connection)."""
@@ -442,9 +496,16 @@ def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
 
 
 def _complete_profile(csv: Path) -> bool:
-    store = Store()
+    """A profile the app wrote is complete when its session finished (or is gone from the store);
+    while the store cannot be read (another process holds it) it is not known to be."""
+    try:
+        store = Store()
+    except StoreError:
+        return False
     try:
         s = store.get_session(csv.stem)
+    except StoreError:
+        return False
     finally:
         store.close()
     return s is None or (s.status == "done" and s.n_done == len(s.plan))

@@ -6,14 +6,19 @@ with full synchronisation, so a run killed at any point (even ``kill -9``) loses
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import RuntimeFailure
+from .errors import InputError, RuntimeFailure
+from .files import PathError, cause, existing
 from .modes import Mode
 from .paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
 
@@ -57,6 +62,26 @@ class StoreError(RuntimeFailure):
     pass
 
 
+NAME_MAX_CHARS, NAME_MAX_BYTES = 100, 150     # a name becomes file names: NAME.csv, NAME@bs64.log
+
+
+def check_session_name(name: str) -> str:
+    """`name` when it can name a session (it names files in the data directory too: printable
+    text, no path separator, not '.' or '..', not empty, at most 100 characters), else InputError."""
+    why = ("it is empty" if not name.strip() else
+           "'.' and '..' name folders" if name in (".", "..") else
+           "it holds a path separator" if "/" in name or "\\" in name else
+           "it holds a control character" if not name.isprintable() else
+           "it starts or ends with a space" if name != name.strip() else
+           f"it is longer than {NAME_MAX_CHARS} characters"
+           if len(name) > NAME_MAX_CHARS or len(os.fsencode(name)) > NAME_MAX_BYTES
+           else None)
+    if why is not None:
+        raise InputError(f"bad session name {name!r}: {why} (a session name is printable text of at "
+                         f"most {NAME_MAX_CHARS} characters, without / or \\)")
+    return name
+
+
 @dataclass
 class SessionInfo:
     name: str
@@ -76,39 +101,70 @@ class SessionInfo:
 
 
 _CORRUPT = {11, 26}          # SQLITE_CORRUPT, SQLITE_NOTADB
+_BUSY = {5, 6}               # SQLITE_BUSY, SQLITE_LOCKED
 _checked: set[str] = set()   # stores this process has checked already (the check reads every page)
+BUSY_TIMEOUT_S = 10.0        # how long a command waits for another process's write to the store
+
+
+def _code(e: sqlite3.Error) -> int:
+    """The primary SQLite result code of an error (0 when it carries none)."""
+    return getattr(e, "sqlite_errorcode", 0) & 0xFF
 
 
 def _is_corrupt(e: sqlite3.Error) -> bool:
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _CORRUPT
-    msg = str(e)
-    return "malformed" in msg or "not a database" in msg
+    return _code(e) in _CORRUPT
+
+
+def _guarded(method):
+    """A Store method whose SQLite failures (busy, disk full, read-only, damaged) are one
+    StoreError line; constraint violations and a closed store are bugs and pass through."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+            raise
+        except sqlite3.DatabaseError as e:
+            raise self.failure(e) from None
+    return run
 
 
 class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else sessions_db()
-        self.notice: str | None = None       # something the user should hear (a store set aside)
+        self.notice: str | None = None       # something the user should hear (a store salvaged)
+        try:
+            existing(self.path, "PTUI_DATA_DIR")       # a device node, FIFO or socket: refused
+        except PathError as e:
+            raise StoreError(f"cannot open session store: {e}") from None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
         except sqlite3.DatabaseError as e:
             if not _is_corrupt(e):
-                raise StoreError(f"cannot open session store {self.path}: {e}") from None
-            moved = self._set_aside()
-            self.notice = (f"warning: the session store {self.path} was damaged ({e}); it was moved "
-                           f"to {moved} and a new one started (finished profile CSVs are not affected)")
-            try:
-                self._open()
-            except (OSError, sqlite3.Error) as e2:
-                raise StoreError(f"cannot open session store {self.path}: {e2}") from None
+                raise self.failure(e) from None
+            self._recover(e)
         except OSError as e:
-            raise StoreError(f"cannot open session store {self.path}: {e}") from None
+            raise StoreError(f"cannot open session store {self.path}: {cause(e)}") from None
+
+    def failure(self, e: sqlite3.Error) -> StoreError:
+        """One line for an SQLite error on this store."""
+        code = _code(e)
+        if code in _BUSY:
+            return StoreError(f"the session store is busy: another process holds {self.path} "
+                              f"locked (waited {BUSY_TIMEOUT_S:g} s); try again when it has finished")
+        if _is_corrupt(e):
+            return StoreError(f"the session store {self.path} is damaged ({e}); the next ptui "
+                              f"command salvages what can be read of it")
+        if code == 13:                   # SQLITE_FULL
+            return StoreError(f"cannot write the session store {self.path}: no space left on the "
+                              f"disk (what was committed before is kept)")
+        if code == 8:                    # SQLITE_READONLY
+            return StoreError(f"cannot write the session store {self.path}: it is read-only")
+        return StoreError(f"session store {self.path}: {e}")
 
     def _open(self) -> None:
-        self.db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
@@ -136,6 +192,26 @@ class Store:
                 except sqlite3.OperationalError as e:
                     if "duplicate column" not in str(e):    # another process just added it
                         raise
+    def _recover(self, e: sqlite3.Error) -> None:
+        """A damaged store: set it aside (kept as it is), start a new one and copy into it every
+        session that can still be read, with its finished modes; say what was saved and lost."""
+        try:
+            moved = self._set_aside()
+            self._open()
+        except (OSError, sqlite3.Error) as e2:
+            raise StoreError(f"cannot open session store {self.path}: {e2}") from None
+        try:
+            saved, lost, partial = salvage(moved, self)
+            what = (f"{saved} session{'s' * (saved != 1)} saved, {lost} lost" if saved or lost
+                    else "no session could be read from it")
+        except (OSError, sqlite3.Error) as e2:           # a full disk, ...: the new store stays empty
+            partial, what = 0, f"nothing could be copied from it ({e2})"
+        if partial:
+            what += (f" ({partial} of the saved miss finished modes that were on damaged pages: "
+                     f"a --resume profiles them again)")
+        self.notice = (f"warning: the session store {self.path} was damaged ({e}); it was moved "
+                       f"to {moved} and a new one started with what could be read: {what} "
+                       f"(finished profile CSVs are not affected)")
 
     def _set_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -154,6 +230,7 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    @_guarded
     def free_name(self, base: str) -> str:
         """`base`, or `base-2`, `base-3`... whichever no session has yet."""
         name, n = base, 1
@@ -163,6 +240,7 @@ class Store:
         return name
 
     # -- sessions ---------------------------------------------------------------------------
+    @_guarded
     def create_session(self, name: str, *, device: str, workload: str, batch_size: int, seed: int,
                        backend: str, plan: list[Mode], params: dict,
                        original_mode: Mode | None) -> None:
@@ -178,6 +256,7 @@ class Store:
             raise StoreError(f"session {name!r} already exists; resume it with --resume "
                              f"or choose another --session name") from None
 
+    @_guarded
     def get_session(self, name: str) -> SessionInfo | None:
         row = self.db.execute(
             "SELECT name, device, workload, batch_size, seed, backend, status, original_mode, plan,"
@@ -202,6 +281,7 @@ class Store:
         self.db.execute("UPDATE sessions SET original_state=?, original_mode=?, updated=? WHERE name=?",
                         (json.dumps(state), json.dumps(mode.as_tuple()), time.time(), name))
 
+    @_guarded
     def merge_params(self, name: str, extra: dict) -> None:
         """Add keys to a session's params (what a script's probe learnt once it ran)."""
         row = self.db.execute("SELECT params FROM sessions WHERE name=?", (name,)).fetchone()
@@ -211,10 +291,12 @@ class Store:
         params.update(extra)
         self.db.execute("UPDATE sessions SET params=? WHERE name=?", (json.dumps(params), name))
 
+    @_guarded
     def list_sessions(self) -> list[SessionInfo]:
         names = [r[0] for r in self.db.execute("SELECT name FROM sessions ORDER BY created DESC")]
         return [s for s in (self.get_session(n) for n in names) if s]
 
+    @_guarded
     def set_status(self, name: str, status: str, device_time_s: float | None = None) -> None:
         if device_time_s is None:
             self.db.execute("UPDATE sessions SET status=?, updated=? WHERE name=?",
@@ -223,9 +305,11 @@ class Store:
             self.db.execute("UPDATE sessions SET status=?, updated=?, device_time_s=? WHERE name=?",
                             (status, time.time(), device_time_s, name))
 
+    @_guarded
     def delete_session(self, name: str) -> None:
         self.db.execute("DELETE FROM sessions WHERE name=?", (name,))
 
+    @_guarded
     def extend_plan(self, name: str, modes: list[Mode]) -> list[Mode]:
         """Append modes to a session's plan (active profiling decides them one at a time);
         committed before the mode is measured, so a resumed run measures it as the lost run would
@@ -245,6 +329,7 @@ class Store:
         return [Mode(*t) for t in plan]
 
     # -- results ------------------------------------------------------------------------------
+    @_guarded
     def save_result(self, session: str, idx: int, row: dict, device_time_s: float) -> None:
         """Commit one finished mode and the session's device time atomically."""
         vals = [row.get(k) for k in RESULT_FIELDS]
@@ -262,11 +347,150 @@ class Store:
                 self.db.execute("ROLLBACK")
             raise
 
+    @_guarded
     def results(self, session: str) -> list[tuple[int, dict]]:
         cur = self.db.execute(
             f"SELECT idx, {', '.join(RESULT_FIELDS)} FROM results WHERE session=? ORDER BY idx",
             (session,))
         return [(r[0], dict(zip(RESULT_FIELDS, r[1:]))) for r in cur]
 
+    @_guarded
     def done_indices(self, session: str) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT idx FROM results WHERE session=?", (session,))}
+
+
+# -- salvaging a damaged store ---------------------------------------------------------------------
+REAL = (int, float)
+# the columns copied, with the Python types a sound row holds (SQLite itself does not enforce them)
+SESSION_COLS = (("name", str), ("device", str), ("workload", str), ("batch_size", int),
+                ("seed", int), ("backend", str), ("created", REAL), ("updated", REAL),
+                ("status", str), ("original_mode", (str, type(None))), ("plan", str),
+                ("params", str), ("device_time_s", REAL), ("original_state", (str, type(None))))
+RESULT_COLS = (("session", str), ("idx", int), ("cores", int), ("cpu_mhz", REAL),
+               ("gpu_mhz", REAL), ("mem_mhz", REAL), ("time_ms", REAL), ("power_w", REAL)) + tuple(
+    (k, (*REAL, type(None))) for k in RESULT_FIELDS[6:])
+PROBE_LIMIT = 100_000         # rowids tried one by one past a damaged page
+
+
+def _sound(row: tuple, cols) -> bool:
+    return all(isinstance(v, t) for v, (_, t) in zip(row, cols))
+
+
+def _sound_session(row: tuple) -> bool:
+    """A sessions row as ptui wrote it: the types, and plan / params / original mode that parse."""
+    if not _sound(row, SESSION_COLS) or not row[0]:
+        return False
+    try:
+        plan, params = json.loads(row[10]), json.loads(row[11])
+        orig = [] if row[9] is None else [json.loads(row[9])]
+        return isinstance(params, dict) and all(
+            isinstance(m, list) and len(m) == 4 and all(isinstance(x, REAL) for x in m)
+            for m in [*plan, *orig])
+    except (ValueError, TypeError):
+        return False
+
+
+def _first_readable(db, table: str, names: str, rowid: int, top: int | None):
+    """(rowid, row) of the first row from `rowid` on that can be read, trying rowids one by one
+    (each row of a damaged page fails; a missing rowid is a deleted row) up to the table's last
+    rowid and at most PROBE_LIMIT of them; None when there is none."""
+    last = rowid + PROBE_LIMIT if top is None else min(top, rowid + PROBE_LIMIT)
+    for k in range(rowid, last + 1):
+        try:
+            row = db.execute(f"SELECT {names} FROM {table} WHERE rowid=?", (k,)).fetchone()
+        except sqlite3.DatabaseError:
+            continue
+        if row is not None:
+            return k, row
+
+
+def _readable_rows(db, table: str, cols) -> list[tuple]:
+    """Every row of `table` (the columns `cols`) that can still be read, in rowid order: a scan
+    that steps over damaged pages."""
+    names = ", ".join(c for c, _ in cols)
+    try:
+        top = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    except sqlite3.DatabaseError:
+        top = None                       # the table's last page is damaged
+    rows, nxt = [], 1
+    while True:
+        try:
+            for r in db.execute(f"SELECT rowid, {names} FROM {table} WHERE rowid >= ? ORDER BY rowid",
+                                (nxt,)):
+                rows.append(r[1:])
+                nxt = r[0] + 1
+            return rows
+        except sqlite3.DatabaseError:
+            found = _first_readable(db, table, names, nxt, top)
+            if found is None:
+                return rows
+            rows.append(found[1])
+            nxt = found[0] + 1
+
+
+def _readable_rows_of(db, table: str, cols) -> list[tuple]:
+    """_readable_rows of the columns `cols`, in that order; a column a store from an older ptui
+    lacks (one MIGRATIONS adds) reads as NULL."""
+    try:
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.DatabaseError:
+        have = {c for c, _ in cols}
+    added = {c for t, c, _ in MIGRATIONS if t == table}
+    use = [(c, t) for c, t in cols if c in have or c not in added]
+    rows = _readable_rows(db, table, use)
+    where = {c: i for i, (c, _) in enumerate(use)}
+    return [tuple(r[where[c]] if c in where else None for c, _ in cols) for r in rows]
+
+
+def _session_names(db) -> set[str]:
+    """Names of sessions the damaged store had, as far as its index can still be read."""
+    names: set[str] = set()
+    try:
+        for (n,) in db.execute("SELECT name FROM sessions INDEXED BY sqlite_autoindex_sessions_1"):
+            names.add(n)
+    except sqlite3.DatabaseError:
+        pass
+    return names
+
+
+def salvage(damaged: Path, into: Store) -> tuple[int, int, int]:
+    """Copy every session that can be read from the damaged store `damaged` (through a copy: the
+    file itself is kept as it is) into `into`, with its finished modes.  Returns (sessions saved,
+    sessions known to be lost, saved sessions that finished but miss modes: set to 'aborted' so a
+    resume profiles those again)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "damaged.sqlite"
+        shutil.copyfile(damaged, copy)
+        if Path(f"{damaged}-wal").exists():       # its last commits (a writer killed before a
+            shutil.copyfile(f"{damaged}-wal", f"{copy}-wal")     # checkpoint) are there
+        with contextlib.closing(sqlite3.connect(copy, isolation_level=None)) as src:
+            try:                         # no readable schema (page 1 damaged): nothing to read
+                tables = {n for (n,) in src.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.DatabaseError:
+                tables = set()
+            sessions, results = ([] if t not in tables else _readable_rows_of(src, t, cols)
+                                 for t, cols in (("sessions", SESSION_COLS), ("results", RESULT_COLS)))
+            known = _session_names(src) if tables else set()
+    known |= {r[0] for r in sessions + results if isinstance(r[0], str)}
+    good = {r[0]: r for r in sessions if _sound_session(r)}
+    done: dict[str, int] = {}
+    db = into.db
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for r in good.values():
+            db.execute(f"INSERT INTO sessions ({', '.join(c for c, _ in SESSION_COLS)}) "
+                       f"VALUES ({', '.join('?' * len(SESSION_COLS))})", r)
+        for r in results:
+            if r[0] in good and _sound(r, RESULT_COLS):
+                cur = db.execute(f"INSERT OR IGNORE INTO results ({', '.join(c for c, _ in RESULT_COLS)}) "
+                                 f"VALUES ({', '.join('?' * len(RESULT_COLS))})", r)
+                done[r[0]] = done.get(r[0], 0) + cur.rowcount
+        partial = [n for n, r in good.items()
+                   if r[8] == "done" and done.get(n, 0) < len(json.loads(r[10]))]
+        for n in partial:
+            db.execute("UPDATE sessions SET status='aborted' WHERE name=?", (n,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return len(good), len(known - set(good)), len(partial)

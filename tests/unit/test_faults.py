@@ -353,3 +353,67 @@ def test_apply_then_restore_gives_back_every_knob(tmp_path, pinned):
             be.restore(res.snapshot)
             assert k.rejected == []
             assert fakesys.board_files(root) == before, (start.key, target.key)
+
+
+# -- another process at the board; --persist where nothing can persist -------------------------------
+def test_apply_while_another_process_changes_the_board_touches_nothing(tree):
+    import subprocess
+    import sys
+
+    from ptui.core.locks import board_key, lock_path
+    be = SysfsBackend(ORIN, root=tree)
+    before = be.current_mode()
+    key = lock_path(board_key(be))
+    key.parent.mkdir(parents=True, exist_ok=True)
+    code = ("import fcntl, os, time\n"
+            f"fd = os.open({str(key)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.write(fd, str(os.getpid()).encode())\n"
+            "print('held', flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        res = apply_mode(be, TARGET)
+    finally:
+        p.kill()
+        p.wait()
+    assert (res.ok, res.target, res.readback, res.snapshot) == (False, TARGET, None, None)
+    assert res.message.startswith("not applied: ") and f"pid {p.pid}" in res.message, res.message
+    assert be.current_mode() == before
+    assert apply_mode(be, TARGET).ok                      # free again
+
+
+def test_persist_needs_a_real_board_with_nvpmodel(tree):
+    from ptui.core.apply import NotSupported, check_persist
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.errors import exit_code
+
+    class NoNvpmodel(SysfsBackend):
+        can_persist = False
+    for be in (SimJetson(ORIN), NoNvpmodel(ORIN, root=tree)):
+        with pytest.raises(NotSupported) as e:
+            check_persist(be)
+        assert str(e.value) == (f"--persist needs a real Jetson (nvpmodel); the {be.kind} backend "
+                                f"cannot keep a mode across reboots; nothing applied")
+        assert exit_code(e.value) == 2
+    check_persist(SysfsBackend(ORIN, root=tree))          # a board with nvpmodel: nothing said
+
+
+def test_select_preset_gives_the_state_before_and_is_refused_without_presets():
+    from ptui.core.apply import NotSupported, restore_snapshot, select_preset
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.errors import exit_code
+    be = SimJetson(ORIN, start_mode=TARGET)
+    p = ORIN.preset("MODE_15W")
+    snap = select_preset(be, p)
+    assert be.current_mode() == p.mode and be.read().nvpmodel == "MODE_15W"
+    assert restore_snapshot(be, snap) == TARGET and be.current_mode() == TARGET
+
+    class NoPresets(SimJetson):
+        can_select_presets = False
+    be = NoPresets(ORIN, start_mode=TARGET)
+    with pytest.raises(NotSupported) as e:
+        select_preset(be, p)
+    assert str(e.value) == "the sim backend cannot select presets" and exit_code(e.value) == 2
+    assert be.current_mode() == TARGET

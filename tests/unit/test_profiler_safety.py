@@ -34,6 +34,7 @@ PLAN = [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1113.6, 624.75, 2133),
 
 
 def session(tmp_path, be, plan=PLAN, name="s", cfg=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store = Store(tmp_path / "s.db")
     info = open_session(store, name, resume=False, device=ORIN, workload=WL, seed=1,
                         backend_kind="sim", plan_fn=lambda: list(plan),
@@ -119,6 +120,7 @@ def test_hot_zone_at_the_default_limit(tmp_path, zone_c, hot):
                                                + PLAN[0].key):
             prof.run(info)
         assert store.get_session("s").status == "failed" and store.results("s") == []
+        assert store.get_session("s").device_time_s > 0         # the time spent still counts
     else:
         assert len(prof.run(info)) == 1
     assert be.current_mode() == START and be.workload is None
@@ -162,8 +164,12 @@ def test_abort_is_recorded_as_aborted_not_failed(tmp_path):
         if p.done == 2:
             prof.control.abort()
 
-    with pytest.raises(ProfileAborted):
+    applied = []
+    real = be.apply_mode
+    be.apply_mode = lambda mode, **kw: applied.append(mode) or real(mode, **kw)
+    with pytest.raises(ProfileAborted, match="^profile aborted$"):
         prof.run(info, stop)
+    assert PLAN[2] not in applied                      # stopped before the next mode was applied
     assert store.get_session("s").status == "aborted"
     assert len(store.results("s")) == 2 and be.current_mode() == START
     assert prof.progress.phase == "aborted"
@@ -229,6 +235,7 @@ def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
     info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1, backend_kind="sim",
                         plan_fn=list, original_mode=START, params={})
     assert info.n_done == 1
+    assert info.status == store.get_session("s").status == "running"   # listed as running again
     applied = []
     real = be.apply_mode
 
@@ -243,7 +250,10 @@ def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
     assert applied[:3] == PLAN                      # warm-up in mode 0, then modes 1 and 2
     assert [i for i, _ in store.results("s")] == [0, 1, 2]
     assert store.get_session("s").status == "done" and be.current_mode() == START
-    assert store.get_session("s").device_time_s > info.device_time_s
+    # the warm-up waits for settled power, it does not measure mode 0 again (virtual clock)
+    added = store.get_session("s").device_time_s - info.device_time_s
+    mode_s = [r["mode_s"] for _, r in store.results("s")]
+    assert mode_s[1] + mode_s[2] < added < mode_s[1] + mode_s[2] + 0.5 * mode_s[0]
 
 
 def test_choose_modes_bounds_and_order():
@@ -257,6 +267,8 @@ def test_choose_modes_bounds_and_order():
     assert len(choose_modes(ORIN)) == 50
     assert sorted(choose_modes(ORIN, grid="pt")) == sorted(g)
     assert choose_modes(ORIN, modes=[PLAN[0], PLAN[1], PLAN[0]]).count(PLAN[0]) == 1
+    assert choose_modes(ORIN, count=8) == choose_modes(ORIN, count=8, seed=0) != \
+        choose_modes(ORIN, count=8, seed=1)                # seeded, 0 unless told
 
 
 def test_summarise():
@@ -291,3 +303,314 @@ def test_events_before_the_switch_are_not_counted(tmp_path):
     from ptui.core.physics import steady_state
     assert r.time_ms == pytest.approx(float(steady_state(ORIN, WL, *PLAN[0].as_tuple()).time_ms), rel=0.01)
     assert r.n_minibatches >= 5
+
+
+# -- planners, sources, and what the CSV's columns say ---------------------------------------------
+class _Planner:
+    """An active planner that proposes the given modes one at a time, then stops."""
+
+    def __init__(self, modes, count=10):
+        self.modes, self.count, self.seen = list(modes), count, []
+
+    def next_mode(self, rows):
+        self.seen.append([(r["cores"], r["cpu_mhz"]) for r in rows])
+        return self.modes.pop(0) if self.modes else None
+
+
+def test_a_planner_extends_the_plan_one_mode_at_a_time(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    prof.planner = _Planner(PLAN[1:], count=5)
+    totals = []
+    res = prof.run(info, lambda p: totals.append(p.total))
+    assert [r.mode for r in res] == PLAN
+    assert store.get_session("s").plan == PLAN and store.done_indices("s") == {0, 1, 2}
+    assert [len(s) for s in prof.planner.seen] == [1, 2, 3]          # the store's rows, each time
+    assert prof.planner.seen[2] == [(m.cores, m.cpu_mhz) for m in PLAN]
+    assert totals == [5, 5, 5] and prof.progress.total == 3           # the count, then what it took
+    assert store.get_session("s").status == "done" and be.current_mode() == START
+    # a planner going past its count: the total grows one mode at a time, never ahead of the run
+    store2, prof2, info2 = session(tmp_path / "2", be, plan=PLAN[:1])
+    prof2.planner = _Planner(PLAN[1:], count=2)
+    seen = []
+    prof2.run(info2, lambda p: seen.append((p.done, p.total)))
+    assert seen == [(1, 2), (2, 2), (3, 3)]
+
+
+def test_a_resume_after_the_last_planned_mode_asks_the_planner_first(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1])
+    prof.planner = _Planner(PLAN[1:2])
+
+    def stop(p):
+        raise KeyboardInterrupt                    # after the first mode, before the planner
+
+    with pytest.raises(KeyboardInterrupt):
+        prof.run(info, stop)
+    assert store.get_session("s").plan == PLAN[:1] and store.done_indices("s") == {0}
+    info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1,
+                        backend_kind="sim", plan_fn=list, original_mode=START, params={})
+    applied = []
+    real = be.apply_mode
+    be.apply_mode = lambda mode, **kw: applied.append(mode) or real(mode, **kw)
+    prof2 = Profiler(be, WL, store, "s", planner=prof.planner)
+    res = prof2.run(info)
+    assert applied[:2] == PLAN[:2]                  # warm-up in mode 0, then the planner's mode
+    assert [r.mode for r in res] == [PLAN[1]] and store.get_session("s").plan == PLAN[:2]
+    assert store.done_indices("s") == {0, 1} and be.current_mode() == START
+
+
+class _Source:
+    """A training process of the user's own (as userscript.ScriptSource): here the simulator's."""
+
+    def __init__(self, be, prof_box):
+        self.be, self.box, self.log = be, prof_box, []
+
+    def start(self):
+        self.log.append(("start", self.box[0].progress.phase))
+        self.be.start_training(WL)
+
+    def events(self, interval):
+        self.log.append(("events", interval))
+        return self.be.events(interval)
+
+    def stop(self):
+        self.log.append(("stop", None))
+        self.be.stop_training()
+
+
+def test_a_source_is_started_with_the_sampling_interval_and_always_stopped(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, _prof, info = session(tmp_path, be, plan=PLAN[:1])
+    box = []
+    src = _Source(be, box)
+    prof = Profiler(be, WL, store, "s", ProfileConfig(sample_interval=0.25), source=src)
+    box.append(prof)
+    (r,) = prof.run(info)
+    assert src.log == [("start", "starting"), ("events", 0.25), ("stop", None)]
+    assert r.mode == PLAN[0] and be.current_mode() == START and be.workload is None
+    # the backend's own training loop is sampled at the same interval
+    asked = []
+    real = be.events
+    be.events = lambda interval=None: asked.append(interval) or real(interval)
+    store2, _p, info2 = session(tmp_path / "own", be, plan=PLAN[:1])
+    Profiler(be, WL, store2, "s", ProfileConfig(sample_interval=0.25)).run(info2)
+    assert asked == [0.25]
+
+
+def _info(**kw):
+    from ptui.core.store import SessionInfo
+    base = dict(name="s", device="orin-agx", workload="resnet18", batch_size=16, seed=0,
+                backend="sim", status="done", original_mode=None, plan=[], params={},
+                device_time_s=0.0, created=0.0)
+    return SessionInfo(**{**base, **kw})
+
+
+def test_batch_tag_is_the_stated_or_the_measured_batch():
+    from ptui.core.profiler import batch_tag
+    assert batch_tag(_info()) == "16"
+    assert batch_tag(_info(params={"batch_size_stated": False})) == "16"      # not a script
+    unstated = {"batch_size_stated": False}
+    assert batch_tag(_info(workload="script", params=unstated)) == ""        # no DataLoader seen
+    assert batch_tag(_info(workload="script", params={**unstated, "samples": 12.0})) == "12"
+    assert batch_tag(_info(workload="script", params={
+        **unstated, "samples": 12, "whatif": {"model": {"samples": 24}}})) == "24"
+    assert batch_tag(_info(workload="script", batch_size=8,
+                           params={"batch_size_stated": True, "samples": 12})) == "8"
+
+
+def test_what_one_time_ms_is():
+    from ptui.core.profiler import time_unit, timed_unit
+    assert timed_unit(None) == ""
+    assert timed_unit(_info()) == "minibatch (SIMULATED built-in workload)"
+    assert timed_unit(_info(backend="sysfs")) == "minibatch"
+    assert timed_unit(_info(params={"timed": "one optimizer step"})) == "one optimizer step"
+    for text, unit in ((None, "minibatch"), ("", "minibatch"), ("  ", "minibatch"),
+                       ("minibatch (SIMULATED built-in workload)", "minibatch"),
+                       ("one optimizer step", "optimizer step"),
+                       ("what-if: one optimizer step", "optimizer step"),
+                       ("what-if (no colon)", "what-if (no colon)"),
+                       ("what-if: one step of ratio 1:2", "step of ratio 1:2"),
+                       (" whole iteration (2 optimizers) ", "whole iteration (2 optimizers)")):
+        assert time_unit(text) == unit, text
+
+
+def test_keep_timed_records_what_the_profile_timed(tmp_path):
+    from types import SimpleNamespace
+
+    from ptui.core.profiler import keep_timed
+    f = tmp_path / "p.csv"
+    for body, want in (("timed\none optimizer step\none optimizer step\n", "one optimizer step"),
+                       ("timed\na\nb\n", None), ("cores\n4\n", None)):
+        f.write_text(body)
+        model = SimpleNamespace(meta={"workload": "x"})
+        keep_timed(model, f)
+        assert model.meta.get("timed") == want and model.meta["workload"] == "x"
+
+
+def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
+    """PowerTrain's protocol: the first minibatch to finish in the new mode (here a slow one, no
+    minibatch straddling the switch) is dropped, even when power settles before it."""
+    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(100.0))
+    store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(min_minibatches=4, min_power_samples=3, window=2, min_settle_s=0.0)
+
+    def events():                                          # read from the mode's switch on
+        t = be.clock.now()
+        yield MinibatchEvent(t, 100.0, 0)                    # ended as the mode switched
+        yield Telemetry(t + 0.1, 20.0)
+        yield Telemetry(t + 0.2, 20.1)                       # stable from here
+        yield MinibatchEvent(t + 0.9, 600.0, 1)              # the first one in the new mode
+        for k, at in enumerate((0.95, 1.05, 1.15)):
+            yield Telemetry(t + at, 20.0 + k / 10)
+        for k in range(6):
+            yield MinibatchEvent(t + 1.0 + k / 10, 100.0 + k, 2 + k)
+    from ptui.core.profiler import Progress
+    prof.progress = Progress(0, 1, PLAN[0], None, 0.0, "settling")
+    phases = []
+
+    def watched():
+        for ev in events():
+            phases.append(prof.progress.phase)
+            yield ev
+    r = prof.measure(watched(), PLAN[0])
+    assert phases[:3] == ["settling"] * 3 and phases[3:] == ["recording"] * (len(phases) - 3)
+    assert r.n_minibatches == 4 and r.time_ms_p75 < 200 and r.time_ms == pytest.approx(101.5)
+    assert r.n_power == 3 and r.power_w == pytest.approx(20.1) and r.settle_s == pytest.approx(0.2)
+
+
+def test_resuming_a_session_with_nothing_left_measures_nothing(tmp_path):
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    prof.run(info)
+    before = store.results("s")
+    for planner in (None, _Planner([])):                   # a random plan; a planner that stops
+        info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1,
+                            backend_kind="sim", plan_fn=list, original_mode=START, params={})
+        applied = []
+        real = be.apply_mode
+        be.apply_mode = lambda mode, **kw: applied.append(mode) or real(mode, **kw)
+        res = Profiler(be, WL, store, "s", planner=planner).run(info)
+        be.apply_mode = real
+        assert res == [] and not set(applied) & set(PLAN) and store.results("s") == before
+        assert store.get_session("s").status == "done" and be.current_mode() == START
+
+
+def test_save_profile_says_what_it_did(tmp_path):
+    from ptui.core.profiler import save_profile
+    be = SimJetson(ORIN, seed=1)
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    out = tmp_path / "p.csv"
+    assert save_profile(out, store, "s") == f"no mode finished yet, {out} not written"
+    assert not out.exists()
+    prof.run(info)
+    out.write_text("mine\n")
+    assert save_profile(out, store, "s") == (f"2 finished modes saved to {out} (the file that was "
+                                             f"there is kept as {out}.~1~)")
+    assert save_profile(out, store, "s") == f"2 finished modes saved to {out}"     # its own
+    assert len(out.read_text().splitlines()) == 3 and (tmp_path / "p.csv.~1~").read_text() == "mine\n"
+
+
+def _settle(tmp_path, watts, every=5):
+    """measure() with the default settings on power samples `watts` (its last repeated), one per
+    `every` minibatches of 100 ms from the switch on: (settle_s, stable)."""
+    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(50.0))
+    d = tmp_path / f"{len(list(tmp_path.iterdir()))}"
+    d.mkdir()
+    _store, prof, _info = session(d, be, plan=PLAN[:1])
+
+    def events():
+        t = be.clock.now()
+        for k in range(2000):
+            at = t + 0.1 * (k + 1)
+            yield MinibatchEvent(at, 100.0, k)
+            if k % every == every - 1:
+                yield Telemetry(at, watts[min(k // every, len(watts) - 1)])
+    r = prof.measure(events(), PLAN[0])
+    _settle.last = r
+    return round(r.settle_s, 6), r.stable
+
+
+def test_power_is_stable_when_four_samples_in_a_row_are_within_3_percent(tmp_path):
+    """The protocol's settling rule, with its default settings: a window of 4 power samples whose
+    spread is within 3 % of their mean, at least 1 s after the switch; no more than 30 s."""
+    # samples at 0.5, 1.0, ... s: 20..20.5 (2.5 %) is stable at the 5th sample
+    assert _settle(tmp_path, [30, 20, 20.2, 20.4, 20.5]) == (2.5, True)
+    # then at least 40 minibatches that started after it and 5 power samples: here 4 s of them
+    assert (_settle.last.n_minibatches, _settle.last.n_power) == (40, 7)
+    # 20..20.7 (3.4 %) is not; 20.3..20.7 (1.9 %) one sample later is
+    assert _settle(tmp_path, [30, 20, 20.3, 20.6, 20.7]) == (3.0, True)
+    # never within 3 % (a 4 % saw-tooth): recorded as unstable after 30 s
+    settle, stable = _settle(tmp_path, [20, 20.8] * 100)
+    assert not stable and 30.0 <= settle <= 30.5               # the first sample from 30 s on
+    # samples every 0.2 s, steady at once: still not before 1 s after the switch
+    assert _settle(tmp_path, [20], every=2) == (1.0, True)
+    # power read slowly (every 2 s): recording goes on until the 5th sample
+    assert _settle(tmp_path, [20], every=20)[1] and _settle.last.n_power == 5
+    assert _settle.last.n_minibatches > 40
+    with pytest.raises(AttributeError):
+        ProfileConfig().window = 3                    # fixed once made (shared with the UI)
+
+
+def test_the_clock_may_start_anywhere(tmp_path):
+    """A board's clock is the time since boot (days): the mode timeout counts from the switch."""
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(3 * 86400.0))
+    store, prof, info = session(tmp_path, be, plan=PLAN[:2])
+    res = prof.run(info)
+    assert [r.mode for r in res] == PLAN[:2] and store.get_session("s").status == "done"
+
+
+def test_the_hottest_zone_is_named(tmp_path):
+    from ptui.core.backends.base import Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
+    _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+
+    def events():
+        t = be.clock.now()
+        yield Telemetry(t + 0.5, 20.0, temps={"CPU-therm": 91.5, "GPU-therm": 86.0, "SOC": 60.0})
+    with pytest.raises(ThermalLimit, match=r"CPU-therm reached 91.5 °C"):
+        prof.measure(events(), PLAN[0])
+
+
+def test_a_script_with_slow_steps_extends_the_mode_timeout(tmp_path):
+    """A source (a user's script) may need longer per mode than the default limit: the larger
+    of the two counts; without one, the config's limit stops the mode."""
+    from types import SimpleNamespace
+
+    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
+    _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(mode_timeout_s=20.0, min_minibatches=3, min_power_samples=1)
+
+    def slow():                                           # one 10 s step at a time
+        t = be.clock.now()
+        for k in range(10):
+            at = t + 10.0 * (k + 1)
+            be.clock.sleep_until(at)
+            yield Telemetry(at - 5, 20.0)
+            yield MinibatchEvent(at, 10000.0, k)
+    prof.source = SimpleNamespace(mode_timeout_s=100.0)
+    r = prof.measure(slow(), PLAN[0])
+    assert r.n_minibatches == 3
+    prof.source = None
+    with pytest.raises(ProfileError, match="no result after 20 s"):
+        prof.measure(slow(), PLAN[0])
+
+
+def test_a_session_is_held_by_the_process_that_runs_it(tmp_path):
+    import os
+
+    from ptui.core.locks import holder, session_key
+    be = SimJetson(ORIN, seed=1)
+    assert holder(session_key("held-here")) is None
+    store, prof, info = session(tmp_path, be, plan=PLAN[:1], name="held-here")
+    assert holder(session_key("held-here")) == os.getpid()   # taken when opened
+    prof.run(info)
+    assert holder(session_key("held-here")) is None          # given back when the run ends
