@@ -455,7 +455,7 @@ def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path, monkeypatch):
     info = new.get_session("good")
     assert info.plan == PLAN and info.params == {"count": 3} and info.status == "aborted"
     assert info.device_time_s == 3.0 and new.get_session("ok").status == "aborted"
-    assert new.results("good")[1][1] == {k: row(2)[k] if k != "stable" else 1 for k in RESULT_FIELDS}
+    assert new.results("good")[1][1] == {k: row(2).get(k) if k != "stable" else 1 for k in RESULT_FIELDS}
 
 
 def test_a_store_that_is_not_a_database_at_all(tmp_path):
@@ -710,3 +710,23 @@ def test_a_store_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
     assert str(e.value) == (f"cannot open session store: {tmp_path / 'fifo.db'} is a FIFO (named pipe), "
                             f"not a regular file; ptui leaves it alone (never renamed, replaced or "
                             f"read): choose another PTUI_DATA_DIR")
+
+
+def test_salvage_reads_a_store_written_by_an_older_ptui(tmp_path):
+    """A damaged store from before `cycle_ms` and `original_state` were kept: its sessions and
+    finished modes are still salvaged (the newer columns read as empty), not all counted lost."""
+    import ptui.core.store as S
+    old = Store(tmp_path / "old.sqlite")
+    plan = ORIN.pt_grid()[:3]
+    make(old, "legacy", plan=plan)
+    for i in range(3):
+        old.save_result("legacy", i, dict(row(i), **plan[i].as_dict()), float(i))
+    old.db.execute("ALTER TABLE results DROP COLUMN cycle_ms")
+    old.db.execute("ALTER TABLE sessions DROP COLUMN original_state")
+    old.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    old.close()
+    new = Store(tmp_path / "new.sqlite")
+    assert S.salvage(tmp_path / "old.sqlite", new) == (1, 0, 0)
+    got = new.get_session("legacy")
+    assert got.n_done == 3 and got.original_state is None
+    assert [r["cycle_ms"] for _, r in new.results("legacy")] == [None] * 3
