@@ -50,7 +50,7 @@ def test_apply_restore_preset_persist_against_the_emulator_then_sigterm(tmp_path
         rc, out, err = cli(*sysfs, "apply", "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75",
                            "--mem-mhz", "665.6", "--yes")
         assert rc == 0, err
-        assert "applied and verified 4c/729.6/318.75/665.6" in out
+        assert f"applied and verified: {ORIN.mode(4, 729.6, 318.75, 665.6).describe()}" in out
         assert "emulated orin-agx" in err and "SIMULATED" in err             # the note says what it is
         assert emulator.read_mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
         low = settle(be, lambda t: (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == (4, 729.6, 318.75, 665.6)
