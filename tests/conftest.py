@@ -12,6 +12,13 @@ def _data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PTUI_LOCK_DIR", str(tmp_path / "board-locks"))
     monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "board-state"))
     yield
+    # each test stands for one ptui process: a lock a test took and left (opening a session
+    # without running it) belongs to its own data directory and must not follow the next test,
+    # whose session of the same name would read as running
+    from ptui.core import locks
+    for key in list(locks._held):
+        while key in locks._held:
+            locks.release(key)
 
 
 @pytest.fixture

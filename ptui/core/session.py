@@ -137,6 +137,7 @@ class ProfileRun:
         self._own_backend = False
         self.name: str | None = None
         self.info: SessionInfo | None = None
+        self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
         self.planner = None
         self.source = None
@@ -379,6 +380,7 @@ class ProfileRun:
         saved, written, n_rows, final = "", None, 0, None
         try:
             try:
+                self._let_go = True            # Profiler.run lets the session go when it ends
                 self.profiler.run(self.info, on_progress)
                 status = "done"
             except ProfileAborted:
@@ -456,7 +458,13 @@ class ProfileRun:
             return n_rows, str(err), err
 
     def close(self) -> None:
-        """Close what this run opened (the CLI's backend, its own store connection)."""
+        """Close what this run opened (the CLI's backend, its own store connection) and let go of
+        its session (prepare() took the session's lock; a run that never started, or failed
+        before it did, must not keep it from a later --resume)."""
+        if self.info is not None and not self._let_go:
+            from .locks import release, session_key
+            release(session_key(self.name))
+            self._let_go = True
         if self._own_backend and self.backend is not None:
             self.backend.close()
             self._own_backend = False

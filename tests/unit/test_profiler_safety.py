@@ -614,3 +614,22 @@ def test_a_session_is_held_by_the_process_that_runs_it(tmp_path):
     assert holder(session_key("held-here")) == os.getpid()   # taken when opened
     prof.run(info)
     assert holder(session_key("held-here")) is None          # given back when the run ends
+
+
+def test_a_prepared_run_that_never_starts_lets_its_session_go(tmp_path):
+    """prepare() takes the session's lock; closing a run that never started (the app's worker
+    failing after prepare, a CLI error before run) releases it, so a later --resume in this
+    process, or in another, is not refused as 'running'."""
+    from ptui.core import locks
+    from ptui.core.session import ProfileRequest, ProfileRun
+    run = ProfileRun(ProfileRequest(workload="lstm", count=2, session="never", out=tmp_path / "p.csv"))
+    run.open_backend("sim", "orin-agx")
+    run.prepare()
+    assert locks.holder(locks.session_key("never")) is not None
+    run.close()
+    assert locks.holder(locks.session_key("never")) is None
+    again = ProfileRun(ProfileRequest(session="never", resume=True, out=tmp_path / "p.csv"))
+    again.open_backend("sim", "orin-agx")
+    again.prepare()
+    assert again.run().status == "done"
+    assert locks.holder(locks.session_key("never")) is None
