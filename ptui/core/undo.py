@@ -63,7 +63,7 @@ def save(backend: Backend, kind: str, snap, session: str | None = None) -> Recor
     body = {"format": FORMAT, "kind": kind, "device": backend.device.name, "board": board_key(backend),
             "state": backend.snapshot_json(snap), "mode": backend.snapshot_mode(snap).key,
             "session": session, "pid": os.getpid(), "created": time.time()}
-    _write_whole(path, json.dumps(body, indent=1).encode())
+    _write_whole(path, json.dumps(body).encode())
     return Record(kind, path, snap, body["mode"], session, body["pid"], body["created"])
 
 
@@ -94,7 +94,6 @@ def load(backend: Backend, kind: str) -> Record | None:
             return _record(backend, kind, path, body)
         except DamagedSnapshot as e:
             raise DamagedSnapshot(_damaged(path, str(e))) from None
-    return None
 
 
 def _record(backend: Backend, kind: str, path: Path, body) -> Record:
@@ -140,8 +139,8 @@ def _same(path: Path, record: Record) -> bool:
     try:
         body = json.loads(path.read_bytes()[:MAX_BYTES].decode())
     except (OSError, ValueError):
-        return False
-    return body.get("pid") == record.pid and body.get("created") == record.created
+        body = None
+    return isinstance(body, dict) and body.get("pid") == record.pid and body.get("created") == record.created
 
 
 def _write_whole(path: Path, data: bytes) -> None:

@@ -53,7 +53,16 @@ DAMAGE = {
     "gpu min above max": lambda p: _edit(p, lambda b: b["state"].update(gpu=["1300500000", "114750000"])),
     "another device": lambda p: _edit(p, lambda b: b.update(device="orin-nano")),
     "emc rate": lambda p: _edit(p, lambda b: b["state"].update(emc=["0", "-5"])),
+    "another kind of record": lambda p: _edit(p, lambda b: b.update(kind="profile")),
+    "another format": lambda p: _edit(p, lambda b: b.update(format=99)),
 }
+
+
+SAID = {"not json": "is not readable JSON", "cpu frequency off the table": "cpu0's CPU maximum 72960 MHz",
+        "a core the board lacks": "names cpu40", "online flag": "cpu3 online is 'yes'",
+        "gpu min above max": "the GPU minimum 1300500000 is above its maximum",
+        "another device": "it describes 'orin-nano'", "emc rate": "the EMC rate '-5' is not a whole number",
+        "another kind of record": "it is not a ptui last-apply record", "another format": "its format 99 is not"}
 
 
 @pytest.mark.parametrize("how", sorted(DAMAGE))
@@ -66,6 +75,7 @@ def test_a_damaged_record_is_refused_and_left_alone(tree, cli, how):
     lines = err.strip().splitlines()
     assert lines[-1].startswith(f"ptui: error: the saved board state {rec}")
     assert "nothing was written to the board" in lines[-1] and "Traceback" not in err
+    assert SAID[how] in lines[-1]
     assert fakesys.read_mode(tree) == TARGET                    # untouched
     assert rec.read_bytes() == before                            # kept as it was
 
@@ -220,3 +230,121 @@ def test_restore_reads_every_write_back(tree):
     be._write = gpu_min_ignored
     with pytest.raises(Exception, match="restore did not read back: .*min_freq"):
         be.restore(snap)
+
+
+def test_a_record_missing_its_pid_or_time_is_named(tree, cli):
+    rec = _apply(cli, tree)
+    _edit(rec, lambda b: b.pop("pid"))
+    rc, _, err = cli("restore", *_sysfs(tree))
+    assert rc == 1 and "its pid, time or session is missing" in err
+
+
+def test_a_record_that_cannot_be_read_says_why(tree, cli, monkeypatch):
+    from pathlib import Path
+    rec = _apply(cli, tree)
+    real = Path.lstat
+
+    def refused(self, *a, **k):
+        if self == rec:
+            raise PermissionError(13, "Permission denied")
+        return real(self, *a, **k)
+    monkeypatch.setattr(Path, "lstat", refused)
+    rc, _, err = cli("restore", *_sysfs(tree))
+    assert rc == 1 and f"{rec} cannot be read (Permission denied)" in err
+    assert fakesys.read_mode(tree) == TARGET
+
+
+def test_a_simulated_board_keeps_no_record_and_touches_none(tmp_path):
+    """A simulated board lives in one process: nothing is written, and a file in the state
+    directory that merely looks like a record is neither read nor removed."""
+    from ptui.core.backends.sim import SimJetson
+    sim = SimJetson(ORIN)
+    assert undo.save(sim, undo.APPLY, sim.snapshot()) is None
+    d = paths.board_state_dir().path
+    assert not d.exists() or not list(d.iterdir())
+    d.mkdir(parents=True, exist_ok=True)
+    for kind in (undo.APPLY, undo.PROFILE):
+        (d / f"{kind}-None.json").write_text("not ptui's")
+        assert undo.load(sim, kind) is None
+        undo.clear(sim, kind)
+        assert (d / f"{kind}-None.json").read_text() == "not ptui's"
+
+
+def test_a_record_that_cannot_be_renamed_into_place_leaves_no_temporary_file(tree, monkeypatch):
+    be = SysfsBackend(ORIN, root=tree)
+
+    def full(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(undo.os, "replace", full)
+    with pytest.raises(OSError, match="No space left"):
+        undo.save(be, undo.APPLY, be.snapshot())
+    d = paths.board_state_dir().path
+    assert list(d.iterdir()) == []
+
+
+def test_clearing_a_record_leaves_one_written_since(tree):
+    """A process clears the record it wrote; one another process wrote over it since stays."""
+    be = SysfsBackend(ORIN, root=tree)
+    first = undo.save(be, undo.APPLY, be.snapshot())
+    second = undo.save(be, undo.APPLY, be.snapshot())
+    undo.clear(be, undo.APPLY, first)
+    assert undo.load(be, undo.APPLY).created == second.created
+    undo.clear(be, undo.APPLY, second)
+    assert undo.load(be, undo.APPLY) is None
+
+
+def test_saving_a_record_leaves_no_descriptor_open(tree):
+    be = SysfsBackend(ORIN, root=tree)
+    be.snapshot()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        undo.save(be, undo.APPLY, be.snapshot())
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_profile_records_its_start_state_and_session_before_touching_the_board(tmp_path):
+    """What `ptui restore` needs after a kill -9: the board-wide record names the session and the
+    start mode, and the session store keeps the start state for --resume."""
+    from ptui.core.backends.sim import SimJetson
+    from ptui.core.profiler import Profiler, choose_modes, open_session
+    from ptui.core.store import Store
+    from ptui.core.workloads import get_workload
+
+    class Board(SimJetson):                 # a real board as far as records go
+        simulated = False
+        kind = "sysfs"
+        root = str(tmp_path / "board")
+
+    be = Board(ORIN)
+    wl = get_workload("lstm")
+    store = Store(tmp_path / "s.db")
+    info = open_session(store, "rec", resume=False, device=ORIN, workload=wl, seed=0,
+                        backend_kind="sysfs", plan_fn=lambda: choose_modes(ORIN, count=2, seed=0),
+                        original_mode=be.current_mode(), params={})
+    prof = Profiler(be, wl, store, "rec")
+    prof.start_state(info)
+    rec = undo.load(be, undo.PROFILE)
+    assert rec.session == "rec" and rec.mode == START.key and rec.pid == os.getpid()
+    assert store.get_session("rec").original_state == be.snapshot_json(be.snapshot())
+
+
+def test_clearing_without_a_record_removes_this_boards_file_only(tree, tmp_path):
+    """restore (no record in hand) clears this board's file; another board's stays."""
+    be = SysfsBackend(ORIN, root=tree)
+    other = SysfsBackend(ORIN, root=fakesys.build(tmp_path / "other"))
+    mine = undo.save(be, undo.APPLY, be.snapshot())
+    theirs = undo.save(other, undo.APPLY, other.snapshot())
+    undo.clear(be, undo.APPLY)
+    assert not mine.path.exists() and theirs.path.exists()
+    assert undo.load(be, undo.APPLY) is None and undo.load(other, undo.APPLY).created == theirs.created
+
+
+def test_a_record_overwritten_by_something_else_is_not_ours_to_clear(tree):
+    """A record file replaced since by text that is not ptui's (or JSON that is no object) is left."""
+    be = SysfsBackend(ORIN, root=tree)
+    rec = undo.save(be, undo.APPLY, be.snapshot())
+    for other in ("[1, 2]", "not json", '"text"'):
+        rec.path.write_text(other)
+        assert undo._same(rec.path, rec) is False
+        undo.clear(be, undo.APPLY, rec)
+        assert rec.path.read_text() == other

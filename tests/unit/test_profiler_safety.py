@@ -633,3 +633,62 @@ def test_a_prepared_run_that_never_starts_lets_its_session_go(tmp_path):
     again.prepare()
     assert again.run().status == "done"
     assert locks.holder(locks.session_key("never")) is None
+
+
+def test_an_abort_stops_the_measurement_under_way(tmp_path):
+    """An abort (the app's x or q) during a mode stops that mode's measurement at once: no row
+    for it, the board restored; it does not wait for the mode to finish first."""
+    class Aborting(SimJetson):
+        control = None
+
+        def events(self, interval=None):
+            for n, ev in enumerate(super().events(interval)):
+                if n == 20:
+                    self.control.abort()
+                yield ev
+    be = Aborting(ORIN)
+    store, prof, info = session(tmp_path, be)
+    be.control = prof.control
+    with pytest.raises(ProfileAborted):
+        prof.run(info)
+    assert store.done_indices("s") == set() and be.current_mode() == START
+
+
+def test_open_session_that_fails_lets_the_session_go(tmp_path):
+    from ptui.core import locks
+    store, prof, info = session(tmp_path, SimJetson(ORIN))
+    locks.unlock_session("s")
+    with pytest.raises(SessionError):
+        open_session(store, "s", resume=True, device=get_device("orin-nano"), workload=WL, seed=1,
+                     backend_kind="sim", plan_fn=None, original_mode=None, params={})
+    assert locks.holder(locks.session_key("s")) is None
+
+
+def test_the_csv_gives_the_share_of_the_cycle_outside_the_steps(tmp_path):
+    store, prof, info = session(tmp_path, SimJetson(ORIN))
+    r = dict(summarise(PLAN[0], [2.0] * 40, [20.0] * 5, 1.0, 3.0, True).row(), cycle_ms=8.0)
+    store.save_result("s", 0, r, 1.0)
+    (cells,) = profile_rows(store, "s")
+    from ptui.core.profiler import PROFILE_HEADER
+    row = dict(zip(PROFILE_HEADER, cells))
+    assert row["cycle_ms"] == "8" and row["outside_pct"] == "75.0"
+
+
+def test_active_profiling_decides_on_the_time_basis_asked_for(tmp_path):
+    """With --time cycle the planner is given each row's whole cycle as its time, also where the
+    share outside the steps is small (17 % here: auto would decide on the step)."""
+    seen = []
+
+    class Planner:
+        count, goal = 2, None
+
+        def next_mode(self, rows):
+            seen.append([r["time_ms"] for r in rows])
+            return None
+    store, prof, info = session(tmp_path, SimJetson(ORIN), plan=PLAN[:1])
+    prof.planner, prof.time_basis = Planner(), "cycle"
+    prof.progress = type("P", (), {"phase": "", "total": 1})()
+    r = dict(summarise(PLAN[0], [2.0] * 40, [20.0] * 5, 1.0, 3.0, True).row(), cycle_ms=2.4)
+    store.save_result("s", 0, r, 1.0)
+    assert prof._extend(list(info.plan)) == []
+    assert seen == [[2.4]]

@@ -1,6 +1,7 @@
 """The session store: what a resumable profile relies on."""
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import struct
@@ -730,3 +731,18 @@ def test_salvage_reads_a_store_written_by_an_older_ptui(tmp_path):
     got = new.get_session("legacy")
     assert got.n_done == 3 and got.original_state is None
     assert [r["cycle_ms"] for _, r in new.results("legacy")] == [None] * 3
+
+
+def test_a_sessions_row_is_sound_only_as_ptui_writes_it():
+    """The salvage's check of one sessions row answers True or False (never None) for every shape."""
+    from ptui.core.store import _sound_session
+    good = ("s", "orin-agx", "lstm", 16, 0, "sim", 1.0, 2.0, "done", None,
+            json.dumps([[12, 2201.6, 1300.5, 3199]]), "{}", 3.0, None)
+    assert _sound_session(good) is True
+    for bad in (("",) + good[1:],                          # no name
+                good[:3] + ("16",) + good[4:],             # a batch size as text
+                good[:10] + ("[[12, 2201.6]]",) + good[11:],   # a mode of two knobs
+                good[:10] + ("not json",) + good[11:],
+                good[:11] + ("[]",) + good[12:],           # params not an object
+                good[:9] + ('"x"',) + good[10:]):          # an original mode that is no mode
+        assert _sound_session(bad) is False, bad
