@@ -405,72 +405,29 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.csvio import profile_batch_sizes, profile_time, read_profile_measured
+    from .core import session
     from .core.devices import get_device
-    from .core.predictor import bundled_reference, load_model
     dev = get_device(a.device)
-    sizes = profile_batch_sizes(a.profile)
-    basis = profile_time(a.profile, a.time)
-    if basis.note:
-        _info(basis.note)
-    if len(sizes) > 1:
-        if a.scratch:
-            raise CLIError("--scratch trains a network, which takes no batch-size input; this profile "
-                           f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
-        modes = t = p = measured = None
-    else:
-        modes, t, p, measured = read_profile_measured(a.profile, dev, time=basis.basis)
-    ref = load_model(a.reference or bundled_reference())
     _refuse_overwrite_into(a.out)
-    t0 = time.perf_counter()
-    from .core.csvio import profile_tags
-    tags = profile_tags(a.profile)                 # a ptui profile names its workload
-    workload = a.workload or tags.get("workload") or "custom"
     from .cliprogress import Steps
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
         def progress(msg: str) -> None:
             if msg.startswith(("fitting", "training", "fine-tuning")) and "chosen" not in msg:
                 bar.stage(msg)
-            else:
+            elif msg != "saving":
                 bar.update(bar.done, msg, msg)
-        if len(sizes) > 1:
-            from .core.batch import fit_batch_profile
-            model = fit_batch_profile(a.profile, dev, ref, method=a.method, seed=a.seed,
-                                      loss=a.loss, workload=workload, progress=progress,
-                                      time_basis=basis.basis)
-            modes = model.measured["modes"]
-        elif a.scratch:
-            from .core import train
-            from .core.fit import check_model_rest, fit_rows
-            from .core.gp import raw_modes
-            A = raw_modes(modes)
-            rows = fit_rows(A, a.seed)              # a large profile: the rows fit_model takes
-            sel = slice(None) if rows is None else rows
-            model = train.transfer(ref, dev, A[sel], t[sel], p[sel], workload=workload,
-                                   source=f"profile {a.profile}", seed=a.seed, loss=a.loss,
-                                   scratch=True, progress=progress)
-            model.measured = measured
-            if rows is not None:
-                check_model_rest(model, A, t, p, rows, measured, a.seed)
-        else:
-            from .core.fit import fit_model
-            model = fit_model(ref, dev, modes, t, p, method=a.method, seed=a.seed, loss=a.loss,
-                              workload=workload, source=f"profile {a.profile}",
-                              measured=measured, progress=progress)
-    el = time.perf_counter() - t0
-    if len(sizes) <= 1:
-        _remember_epoch_size(model, workload, tags.get("batch_size"))
-    from .core.profiler import keep_timed
-    keep_timed(model, a.profile, basis.basis)      # what one time_ms is: pareto says it
-    model.save(a.out)
-    m = model.meta["metrics"]
+        res = session.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
+                          progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
+                          seed=a.seed, loss=a.loss, note=_info)
+    m = res.model.meta["metrics"]
     from .core.fit import outlier_note, subset_note
     how = "trained from scratch" if a.scratch else f"method {a.method}"
-    what = (f"{len(modes)} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, sizes))}"
-            if len(sizes) > 1 else f"{len(modes)} profiled modes")
-    print(f"model for {dev.name} ({how}), {what} -> {a.out} ({el:.1f} s)")
-    sub = subset_note(m, "(mode, batch size) pairs" if len(sizes) > 1 else "modes")
+    several = len(res.sizes) > 1
+    what = (f"{res.n_modes} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, res.sizes))}"
+            if several else f"{res.n_modes} profiled modes")
+    print(f"model for {dev.name} ({how}), {what} -> {a.out} ({res.seconds:.1f} s)")
+    sub = subset_note(m, "(mode, batch size) pairs" if several else "modes")
     if sub:
         print(f"  {sub}")
     for name in ("time", "power"):
@@ -484,15 +441,6 @@ def cmd_fit(a) -> int:
             if line:
                 print(f"         {line}")
     return EXIT_OK
-
-
-def _remember_epoch_size(model, workload: str, batch_size) -> None:
-    """Record the profiled workload's minibatches per epoch so pareto can turn time into epochs."""
-    from .core.workloads import WORKLOADS
-    w = WORKLOADS.get(workload)
-    if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
-        w = w.with_batch(int(batch_size))
-        model.meta.update(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
 
 
 def _predict_table(a):

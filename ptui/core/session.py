@@ -18,7 +18,7 @@ from pathlib import Path
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
-from .errors import Interrupted, PtuiError
+from .errors import InputError, Interrupted, PtuiError
 from .files import WriteError, write_error
 from .modes import Mode
 from .pareto import DEFAULT_RISK
@@ -533,8 +533,10 @@ def resumable_sessions(device: str) -> list[SessionInfo]:
 class FitOutcome:
     model: object
     out: Path
-    n_modes: int
+    n_modes: int                  # profiled modes, or (mode, batch size) pairs
     seconds: float
+    sizes: list[int] = field(default_factory=list)     # the profile's batch sizes (one: a plain profile)
+    workload: str = "custom"
 
 
 def profile_time_choice(profile, time_basis: str,
@@ -549,16 +551,20 @@ def profile_time_choice(profile, time_basis: str,
     return c.basis
 
 
-def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
+def fit(device, profile: Path | str, *, workload: str | None = None, out: Path | None = None,
         reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None, method: str = "auto", time_basis: str = "auto",
-        **options) -> FitOutcome:
-    """Fit time and power predictors to a profile CSV (``fit.fit_model``: GPs and PowerTrain's
-    networks chosen by cross-validation) and save the model with the profile's measurements
-    (default: the models directory, named after the profile).  Cancelled between steps.
-    time_basis: what one time is, --time (csvio.profile_time)."""
-    from .csvio import read_profile_measured
-    from .fit import fit_model
+        scratch: bool = False, seed: int = 0, loss: str = "mse",
+        note: Callable[[str], None] | None = None, min_modes: int | None = None) -> FitOutcome:
+    """The one fit, for `ptui fit` and the Fine-tune screen: time and power predictors for a profile
+    CSV (``fit.fit_model``: GPs and PowerTrain's networks chosen by cross-validation), over (mode,
+    batch size) when the profile holds several batch sizes; ``scratch``: PowerTrain's network
+    trained on the profile alone.  The model records the profile's workload (``workload`` overrides
+    the profile's own tag), its batch size and minibatches per epoch, and what one time is; it is
+    saved with the profile's measurements (default: the models directory, named after the profile).
+    Cancelled between steps.  time_basis: what one time is, --time (csvio.profile_time); its note
+    (which time decides, and why) goes to `note`, else to progress."""
+    from .csvio import profile_batch_sizes, profile_tags, read_profile_measured
     from .predictor import bundled_reference, load_model
 
     def step(msg: str) -> None:
@@ -566,22 +572,63 @@ def fit(device, profile: Path | str, *, workload: str, out: Path | None = None,
             raise Cancelled("fine-tuning cancelled")
         if progress:
             progress(msg)
-    basis = profile_time_choice(profile, time_basis, progress)
-    modes, t, p, measured = read_profile_measured(profile, device, time=basis)
+    sizes = [int(b) for b in profile_batch_sizes(profile)]
+    if scratch and len(sizes) > 1:
+        raise InputError("--scratch trains a network, which takes no batch-size input; this profile "
+                         f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
+    basis = profile_time_choice(profile, time_basis, note or progress)
+    tags = profile_tags(profile)                    # a ptui profile names its workload
+    workload = workload or tags.get("workload") or "custom"
     ref = load_model(reference or bundled_reference())
-
     t0 = time.perf_counter()
-    model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
-                      source=f"profile {profile}", measured=measured, progress=step, **options)
+    if len(sizes) > 1:
+        from .batch import fit_batch_profile
+        model = fit_batch_profile(profile, device, ref, method=method, seed=seed, loss=loss,
+                                  workload=workload, progress=step, time_basis=basis)
+        n = len(model.measured["modes"])
+    else:
+        modes, t, p, measured = read_profile_measured(
+            profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
+        n = len(modes)
+        if scratch:
+            from . import train
+            from .fit import check_model_rest, fit_rows
+            from .gp import raw_modes
+            A = raw_modes(modes)
+            rows = fit_rows(A, seed)               # a large profile: the rows fit_model takes
+            sel = slice(None) if rows is None else rows
+            model = train.transfer(ref, device, A[sel], t[sel], p[sel], workload=workload,
+                                   source=f"profile {profile}", seed=seed, loss=loss,
+                                   scratch=True, progress=step)
+            model.measured = measured
+            if rows is not None:
+                check_model_rest(model, A, t, p, rows, measured, seed)
+        else:
+            from .fit import fit_model
+            model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
+                              source=f"profile {profile}", measured=measured, progress=step,
+                              seed=seed, loss=loss)
+        remember_epoch_size(model, workload, sizes[0] if sizes else tags.get("batch_size"))
     from .profiler import keep_timed
-    keep_timed(model, profile, basis)
+    keep_timed(model, profile, basis)               # what one time_ms is: pareto says it
     step("saving")
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
-    return FitOutcome(model, out, len(modes), time.perf_counter() - t0)
+    return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
 
 
-def fit_cancellable(device, profile: Path | str, *, workload: str, out: Path | None = None,
+def remember_epoch_size(model, workload: str, batch_size) -> None:
+    """Record the profiled batch size and its minibatches per epoch (a catalogued workload) so a
+    decision turns time per minibatch into time per epoch at the batch size that was profiled."""
+    from .workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
+        w = w.with_batch(int(batch_size))
+        model.meta.update(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
+
+
+def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
+                    out: Path | None = None,
                     progress: Callable[[str], None] | None = None,
                     cancel: threading.Event | None = None) -> FitOutcome:
     """``fit`` in a child process, so that a cancel (the app quitting) ends it within a fraction
@@ -1011,25 +1058,17 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     only when it does so at its upper bound at the risk level; the decision says why it differs
     from the best measured mode, and warns about an uncertain predicted pick).  On the replay
     device only recorded modes are candidates."""
-    from .csvio import read_profile_measured
-    from .fit import fit_model
     from .pareto import Table, choose
-    from .predictor import load_bundled
-    basis = profile_time_choice(profile, time_basis, progress)
-    modes, t, p, measured = read_profile_measured(profile, device, min_modes=6, time=basis)
     if progress:
-        progress(f"fitting time and power ({method}) on {len(modes)} profiled modes")
-    model = fit_model(load_bundled(), device, modes, t, p, method=method, seed=seed,
-                      workload=workload, source=f"profile {profile}", measured=measured)
+        progress(f"fitting time and power ({method}) on {profile}")
+    res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
+              time_basis=time_basis, note=progress, min_modes=6)
+    model, out = res.model, res.out
     from .fit import outlier_note, subset_note
     for note in [subset_note(model.meta["metrics"])] + [outlier_note(tgt, model.meta["metrics"][tgt])
                                                         for tgt in ("time", "power")]:
         if note and progress:
             progress(note)
-    from .profiler import keep_timed
-    keep_timed(model, profile, basis)
-    out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
-    model.save(out)
     if corpus:
         from .backends.replay import load_corpus
         space = list(load_corpus(corpus, device))
@@ -1042,7 +1081,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, len(modes), tab, str(model.meta.get("timed") or ""))
+                        out, res.n_modes, tab, str(model.meta.get("timed") or ""))
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
@@ -1057,17 +1096,12 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     `tune_decide`: a pair the model knows little about never beats a measured one on its median
     alone).  Returns (batch.BatchDecision, model dir,
     pairs profiled)."""
-    from .batch import decide, fit_batch_profile
-    from .predictor import load_bundled
-    basis = profile_time_choice(profile, time_basis, progress)
+    from .batch import decide
     if progress:
         progress(f"fitting time and power ({method}) over (mode, batch size) on {profile}")
-    model = fit_batch_profile(profile, device, load_bundled(), method=method, seed=seed,
-                              workload=workload, time_basis=basis)
-    from .profiler import keep_timed
-    keep_timed(model, profile, basis)
-    out = Path(model_dir) if model_dir is not None else paths.model_dir(Path(profile).stem)
-    model.save(out)
+    res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
+              time_basis=time_basis, note=progress)
+    model, out = res.model, res.out
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
                budget_w=budget_w, objective=objective, risk=risk, cautious=True)

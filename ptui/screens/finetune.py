@@ -80,12 +80,12 @@ class FinetuneScreen(Screen):
         self.busy = True
         self.query_one("#spinner").display = True
         self.query_one("#result", Static).update("loading the profile…")
-        self.fit(Path(path), self.app.state.workload)
+        self.fit(Path(path))
 
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
-    def fit(self, path: Path, workload: str) -> None:
-        try:
-            res = session.fit_cancellable(self.app.state.backend.device, path, workload=workload,
+    def fit(self, path: Path) -> None:
+        try:           # the profile names its own workload and batch sizes, as with `ptui fit`
+            res = session.fit_cancellable(self.app.state.backend.device, path,
                                           progress=lambda m: self.post_message(FitProgressed(m)),
                                           cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app

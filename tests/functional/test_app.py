@@ -578,3 +578,47 @@ async def test_finetune_names_a_measurement_it_left_out(tmp_path):
         assert "left out of the power fit as an outlier" in res, res
         assert Mode.from_key(key).describe() in " ".join(res.split()), res
         assert "measured 17.2 W" in res
+
+
+async def _fit_then_pareto(app, pilot):
+    await pilot.press("3")
+    await pilot.pause(0.2)
+    await pilot.press("t")
+    await wait_workers(app, pilot)
+    assert app.state.model_dir is not None, str(app.screen.query_one("#result").render())
+    await pilot.press("4")
+    await wait_workers(app, pilot)
+    return app.screen
+
+
+async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp_path, cli):
+    """A ResNet-18 profile at batch 32, fitted on Fine-tune: Pareto's epoch is 1563 minibatches of
+    32, as `ptui fit` and `ptui pareto` say (the app fell back to batch 16's 3125 and doubled it)."""
+    from ptui.core.workloads import get_workload
+    out = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--batch-size", "32", "--count", "12", "--session", "p32", "--out", out)
+    assert rc == 0, err
+    app, _ = make_app()
+    app.state.profile_csv = out
+    async with app.run_test(size=(110, 36)) as pilot:
+        scr = await _fit_then_pareto(app, pilot)
+        assert scr.mb_per_epoch == get_workload("resnet18").with_batch(32).minibatches_per_epoch
+        i = 0
+        assert scr.epoch_s(i) == pytest.approx(float(scr.table.time_ms[i]) * 1563 / 1000.0)
+
+
+async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path, cli):
+    """A profile over batch sizes 8 and 32, fitted on Fine-tune, is a model over (mode, batch
+    size), and Pareto offers the batch sizes, as with `ptui fit` (the app fitted one surface)."""
+    from ptui.core.predictor import load_model
+    out = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--batch-sizes", "8,32", "--count", "16", "--session", "pb", "--out", out)
+    assert rc == 0, err
+    app, _ = make_app()
+    app.state.profile_csv = out
+    async with app.run_test(size=(110, 36)) as pilot:
+        scr = await _fit_then_pareto(app, pilot)
+        assert load_model(app.state.model_dir).batch_sizes == [8, 32]
+        assert scr.space is not None

@@ -331,8 +331,8 @@ def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
         def decision_space(self):
             return [], None
     monkeypatch.setattr(batch, "decide", fake_decide)
-    monkeypatch.setattr(batch, "fit_batch_profile", lambda *a, **k: FakeModel())
-    monkeypatch.setattr("ptui.core.profiler.keep_timed", lambda *a, **k: None)
+    monkeypatch.setattr(session, "fit", lambda *a, **k: session.FitOutcome(
+        FakeModel(), tmp_path / "m", 10, 0.0, [8, 16]))
     with pytest.raises(Stop):
         session.tune_decide_batches(tmp_path / "p.csv", ORIN, (8, 16), budget_w=30,
                                     model_dir=tmp_path / "m")
