@@ -423,11 +423,8 @@ def cmd_fit(a) -> int:
     m = res.model.meta["metrics"]
     from .core.fit import outlier_note, subset_note
     how = "trained from scratch" if a.scratch else f"method {a.method}"
-    several = len(res.sizes) > 1
-    what = (f"{res.n_modes} profiled (mode, batch size) pairs, batch sizes {','.join(map(str, res.sizes))}"
-            if several else f"{res.n_modes} profiled modes")
-    print(f"model for {dev.name} ({how}), {what} -> {a.out} ({res.seconds:.1f} s)")
-    sub = subset_note(m, "(mode, batch size) pairs" if several else "modes")
+    print(f"model for {dev.name} ({how}), {res.fitted_on} -> {a.out} ({res.seconds:.1f} s)")
+    sub = subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1 else "modes")
     if sub:
         print(f"  {sub}")
     for name in ("time", "power"):

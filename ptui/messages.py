@@ -46,7 +46,7 @@ class FitProgressed(Message):
 @dataclass
 class FitFinished(Message):
     metrics: dict
-    n_modes: int
+    fitted_on: str                 # '12 profiled modes', or (mode, batch size) pairs and sizes
     seconds: float
     out: Path
 

@@ -538,6 +538,14 @@ class FitOutcome:
     sizes: list[int] = field(default_factory=list)     # the profile's batch sizes (one: a plain profile)
     workload: str = "custom"
 
+    @property
+    def fitted_on(self) -> str:
+        """What the model was fitted on, in words: '12 profiled modes', or the pairs and sizes."""
+        if len(self.sizes) > 1:
+            return (f"{self.n_modes} profiled (mode, batch size) pairs, batch sizes "
+                    f"{','.join(map(str, self.sizes))}")
+        return f"{self.n_modes} profiled modes"
+
 
 def profile_time_choice(profile, time_basis: str,
                         progress: Callable[[str], None] | None = None) -> str:
@@ -697,7 +705,8 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
         raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
     from .predictor import load_model
     model = load_model(result["out"])
-    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0)
+    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0,
+                      [int(b) for b in result.get("sizes", [])], str(result.get("workload", "custom")))
 
 
 def _fit_child() -> None:
@@ -732,7 +741,8 @@ def _fit_child() -> None:
     except Exception as e:  # noqa: BLE001 - said to the app in one line
         print("E " + " ".join(f"{type(e).__name__}: {e}".split()), flush=True)
         sys.exit(1)
-    print("R " + json.dumps({"out": str(res.out), "n_modes": res.n_modes}), flush=True)
+    print("R " + json.dumps({"out": str(res.out), "n_modes": res.n_modes, "sizes": res.sizes,
+                             "workload": res.workload}), flush=True)
 
 
 def check_memory(device, workload: Workload, batch_size: int) -> None:

@@ -91,7 +91,7 @@ class FinetuneScreen(Screen):
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(FitFailed(str(e)))
             return
-        self.post_message(FitFinished(res.model.meta["metrics"], res.n_modes, res.seconds, res.out))
+        self.post_message(FitFinished(res.model.meta["metrics"], res.fitted_on, res.seconds, res.out))
 
     @on(FitProgressed)
     def say(self, msg: FitProgressed) -> None:
@@ -100,16 +100,16 @@ class FinetuneScreen(Screen):
     @on(FitFinished)
     def finished(self, msg: FitFinished) -> None:
         self.app.state.model_dir = msg.out
-        self.done(msg.metrics, msg.n_modes, msg.seconds, msg.out)
+        self.done(msg.metrics, msg.fitted_on, msg.seconds, msg.out)
 
     @on(FitFailed)
     def fit_failed(self, msg: FitFailed) -> None:
         self.failed(msg.error)
 
-    def done(self, metrics: dict, n: int, seconds: float, out: Path) -> None:
+    def done(self, metrics: dict, fitted_on: str, seconds: float, out: Path) -> None:
         self.busy = False
         self.query_one("#spinner").display = False
-        self.query_one("#result", Static).update("\n".join(result_lines(metrics, n, seconds, out)))
+        self.query_one("#result", Static).update("\n".join(result_lines(metrics, fitted_on, seconds, out)))
 
     def failed(self, msg: str) -> None:
         self.busy = False
@@ -117,14 +117,14 @@ class FinetuneScreen(Screen):
         self.query_one("#result", Static).update(f"[red]fine-tuning failed: {escape(msg)}[/red]")
 
 
-def result_lines(metrics: dict, n: int, seconds: float, out) -> list[str]:
+def result_lines(metrics: dict, fitted_on: str, seconds: float, out) -> list[str]:
     """What the Fine-tune screen says about a fit: per target its cross-validated MAPE, interval
     coverage and method, then PowerTrain's from-scratch baseline (its network trained on the
     profile alone, no reference), cross-validated on the same folds, and any outliers."""
     from ..core.fit import outlier_note, subset_note
     # the next step right under the headline: below the notes it scrolled out of a 30-row
     # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
-    lines = [f"[b]Fitted on {n} profiled modes in {seconds:.1f} s[/b] → {escape(str(out))}",
+    lines = [f"[b]Fitted on {escape(fitted_on)} in {seconds:.1f} s[/b] → {escape(str(out))}",
              "Next: 4 Pareto to pick a mode.", "",
              f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
     notes, scratch, why = [escape(n) for n in [subset_note(metrics)] if n], [], ""

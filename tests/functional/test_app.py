@@ -622,3 +622,6 @@ async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path
         scr = await _fit_then_pareto(app, pilot)
         assert load_model(app.state.model_dir).batch_sizes == [8, 32]
         assert scr.space is not None
+        await pilot.press("3")
+        res = " ".join(str(app.screen.query_one("#result").render()).split())
+        assert "Fitted on 16 profiled (mode, batch size) pairs, batch sizes 8,32" in res, res

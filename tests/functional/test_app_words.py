@@ -386,12 +386,12 @@ def test_finetune_shows_the_from_scratch_baseline():
     metrics = {t: {"choice": "gp-stack", "cv_mape": 2.5, "cv_coverage90": 92.0,
                    "candidates_cv_mape": {"gp-stack": 2.5, "transfer": 4.0, "scratch": 11.25}}
                for t in ("time", "power")}
-    text = "\n".join(result_lines(metrics, 50, 3.0, "m"))
+    text = "\n".join(result_lines(metrics, "50 profiled modes", 3.0, "m"))
     assert "from scratch" in text and "11.2%" in text
     for m in metrics.values():                     # without torch: no network recipe at all
         m["candidates_cv_mape"].pop("scratch")
         m["note"] = "PowerTrain network recipes skipped: torch is not installed"
-    text = "\n".join(result_lines(metrics, 50, 3.0, "m"))
+    text = "\n".join(result_lines(metrics, "50 profiled modes", 3.0, "m"))
     assert "not run" in text and "torch is not installed" in text
 
 
