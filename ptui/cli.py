@@ -643,6 +643,13 @@ def cmd_apply(a) -> int:
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
     p = session.plan_apply(backend, mode)
+    if a.json:
+        def run():
+            res = session.apply(backend, mode)
+            if not res.ok:
+                raise CLIError(res.message, EXIT_ERR)
+            return res.readback, _applied(res.message, backend)
+        return _apply_json(a, backend, p.current, mode, not p.noop, p.steps, run)
     print(f"plan for {dev.name} ({backend.kind}): from {p.current} to {mode}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
@@ -664,6 +671,35 @@ def cmd_apply(a) -> int:
     return EXIT_OK
 
 
+def _apply_json(a, backend, current, target, change: bool, steps, do, preset: str | None = None) -> int:
+    """apply --json: one document saying whether anything would change (--dry-run) or did; the
+    apply itself as without --json (--yes needed, verified, rolled back on a mismatch)."""
+    from .core.contract import document
+    body = {"device": backend.device.name, "backend": backend.kind, "simulated": _simulated(backend),
+            "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
+            "from_key": current.key, "to": target.as_dict(), "to_key": target.key,
+            "changed": change, "steps": list(steps), "applied": False, "readback": None,
+            "readback_key": None, "message": "dry run: nothing written" if a.dry_run else ""}
+    if a.dry_run:
+        print(document("apply", body))
+        return EXIT_OK
+    if not a.yes:
+        raise CLIError("add --yes to apply with --json (or --dry-run to only plan)")
+    if change:
+        got, msg = do()
+        body.update(applied=True, message=msg)
+    else:
+        got, msg = current, "nothing to change: the board is already in this mode"
+        body["message"] = msg
+    if a.persist:
+        from .core import session
+        body["persist"] = (session.persist(backend, target) if preset is None else
+                           f"--persist: nvpmodel keeps the selected preset {preset} across reboots")
+    body.update(readback=got.as_dict(), readback_key=got.key)
+    print(document("apply", body))
+    return EXIT_OK
+
+
 def _board_words(backend) -> str:
     """Where a mode was applied when that is not a live board (it lives in this process only)."""
     if backend.kind == "replay":
@@ -677,8 +713,18 @@ def _apply_preset(a, backend) -> int:
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
            "sim": "on the simulated board", "replay": "on the replay board"}.get(backend.kind, "")
-    print(f"plan for {dev.name} ({backend.kind}): select nvpmodel {p.id} {p.name} {how}: {p.mode}"
-          f" with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; read back and roll back on mismatch")
+    step = (f"select nvpmodel {p.id} {p.name} {how}: {p.mode} with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; "
+            f"read back and roll back on mismatch")
+    if a.json:
+        st = session.board_status(backend)
+        same = st.mode == p.mode and (st.nvpmodel_id == p.id if st.nvpmodel_id is not None
+                                      else st.preset == p.name)
+
+        def run():
+            got = session.apply_preset(backend, p.id)
+            return got, _applied(f"selected {p.name}: {got}", backend)
+        return _apply_json(a, backend, st.mode, p.mode, not same, [step], run, preset=p.name)
+    print(f"plan for {dev.name} ({backend.kind}): {step}")
     if a.dry_run:
         print("dry run: nothing written")
         return EXIT_OK
@@ -696,7 +742,57 @@ def cmd_restore(a) -> int:
     from .core.backends import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    print(session.restore(backend))
+    said = session.restore(backend)
+    if a.json:
+        from .core.contract import document
+        now = backend.current_mode()
+        print(document("restore", {"device": backend.device.name, "backend": backend.kind,
+                                   "simulated": _simulated(backend), "restored": True,
+                                   "mode": now.as_dict(), "key": now.key, "message": said}))
+        return EXIT_OK
+    print(said)
+    return EXIT_OK
+
+
+def _simulated(backend) -> bool:
+    return bool(backend.simulated or getattr(backend, "emulated", False))
+
+
+def cmd_status(a) -> int:
+    """The board, its mode, who drives it and what restore would undo (reads only)."""
+    from .core import session
+    from .core.backends import open_backend
+    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    _info(note)
+    st = session.board_status(backend)
+    r = st.restore
+    if a.json:
+        from .core.contract import document
+        print(document("status", {
+            "device": st.device, "backend": st.backend, "simulated": st.simulated,
+            "emulated": st.emulated, "board": st.board, "mode": st.mode.as_dict(), "key": st.mode.key,
+            "words": st.mode.describe(), "preset": st.preset, "nvpmodel_id": st.nvpmodel_id,
+            "lock_holder": st.lock_holder,
+            "restore": None if r is None else {"kind": r.kind, "mode": r.mode, "session": r.session,
+                                               "created": r.created, "pid": r.pid},
+            "restore_problem": st.restore_problem}))
+        return EXIT_OK
+    label = " (EMULATED, SIMULATED)" if st.emulated else " (SIMULATED)" if st.simulated else ""
+    print(f"board: {st.device}, {st.backend} backend{label}")
+    print(f"mode: {st.mode}" + (f" ({st.preset})" if st.preset else " (not an nvpmodel preset)"))
+    if st.board is None:
+        print("lock: none (this board lives in each ptui process)")
+    else:
+        print(f"lock: held by pid {st.lock_holder}" if st.lock_holder else "lock: free")
+    if st.restore_problem:
+        print(f"restore: refused: {st.restore_problem}")
+    elif r is None:
+        print("restore: nothing to undo")
+    else:
+        what = (f"the state before the interrupted profile (session {r.session})"
+                if r.kind == "profile" else "the state before the last ptui apply")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
+        print(f"restore: would put back {what}, saved {when}: {r.mode}")
     return EXIT_OK
 
 
@@ -1058,13 +1154,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap_.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ap_.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     ap_.add_argument("--persist", action="store_true", help="keep the mode across reboots (nvpmodel)")
+    ap_.add_argument("--json", action="store_true", help="one JSON document (schema_version 1): with "
+                     "--dry-run, whether anything would change")
     ap_.set_defaults(fn=cmd_apply)
 
     rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
     rs.add_argument("--device")
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     rs.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    rs.add_argument("--json", action="store_true", help="one JSON document (schema_version 1)")
     rs.set_defaults(fn=cmd_restore)
+
+    st = sub.add_parser("status", help="the board, its mode, the process driving it and what restore "
+                        "would undo (reads only)")
+    st.add_argument("--device")
+    st.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
+    st.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    st.add_argument("--json", action="store_true", help="one JSON document (schema_version 1)")
+    st.set_defaults(fn=cmd_status)
 
     em = sub.add_parser("emulate", help="an emulated Jetson sysfs tree under DIR, driven by the simulator, "
                         "for trying the real-board path and testing automation (SIMULATED)")

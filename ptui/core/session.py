@@ -1033,6 +1033,60 @@ def restore(backend: Backend) -> str:
         return f"restored the state before the last ptui apply: the board reads back {now.key}"
 
 
+# -- status: the board, its mode, who drives it, what restore would undo ---------------------------------
+@dataclass(frozen=True)
+class PendingRestore:
+    kind: str                             # 'profile' (an interrupted profile or tune) | 'apply'
+    mode: str                             # the key of the mode restore would put the board in
+    session: str | None                   # the interrupted profiling session
+    created: float                        # when the state was saved (seconds since the epoch)
+    pid: int                              # the process that saved it
+
+
+@dataclass(frozen=True)
+class BoardStatus:
+    device: str
+    backend: str                          # sim | sysfs | jtop | replay
+    simulated: bool                       # figures from the simulator or a recording, not a board
+    emulated: bool                        # a tree made by `ptui emulate` (its readings SIMULATED)
+    board: str | None                     # the board-wide lock's name (None: a board of this process)
+    mode: Mode
+    preset: str | None                    # the nvpmodel preset whose mode the board is in
+    nvpmodel_id: int | None               # what the board's nvpmodel status says (a real board)
+    lock_holder: int | None               # the pid of the process driving the board, if any
+    restore: PendingRestore | None        # what `ptui restore` would undo
+    restore_problem: str | None = None    # a saved state restore would refuse, in one line
+
+
+def board_status(backend: Backend) -> BoardStatus:
+    """What the board is doing, read without writing anything or taking its lock: its mode, the
+    preset that mode is, the process driving the board, and what `ptui restore` would undo (the
+    same record restore reads first: an interrupted profile, else the last apply)."""
+    from . import undo
+    from .backends.base import DamagedSnapshot
+    from .locks import board_key, holder
+    mode = backend.current_mode()
+    nvp = backend.nvpmodel_id() if hasattr(backend, "nvpmodel_id") else None
+    sysfs = getattr(backend, "_sysfs", None)            # jtop reads the status file through sysfs
+    if nvp is None and sysfs is not None:
+        nvp = sysfs.nvpmodel_id()
+    same = [p for p in backend.device.presets if p.mode == mode]
+    pick = next((p for p in same if p.id == nvp), same[0] if same else None)
+    key = board_key(backend)
+    pending, problem = None, None
+    try:
+        rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
+    except DamagedSnapshot as e:
+        rec, problem = None, str(e)
+    if rec is not None:
+        pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid)
+    emulated = bool(getattr(backend, "emulated", False))
+    return BoardStatus(backend.device.name, backend.kind, bool(backend.simulated) or emulated,
+                       emulated, key, mode,
+                       pick.name if pick else None, nvp, holder(key) if key else None, pending,
+                       problem)
+
+
 # -- tune: active profile + fit + decision -------------------------------------------------------------
 @dataclass
 class TuneDecision:

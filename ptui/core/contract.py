@@ -1,0 +1,45 @@
+"""The JSON contract: what every command prints with --json, for scripts, playbooks and fleets.
+
+Every document is one JSON object on stdout with
+
+* ``schema_version``: SCHEMA_VERSION; a field is added without changing it, a field renamed,
+  removed or given another meaning changes it;
+* ``command``: the command that printed it (``status``, ``apply``, ``restore``, ``pareto``, ...);
+* ``simulated`` wherever a board is involved: True when the figures come from the simulator (or a
+  replayed recording) and not from a live board.
+
+A decision (``pareto``, ``tune``) has the same shape for one batch size or several: ``feasible``,
+``goal``, the pick (``mode``, ``key``, ``batch_size``, ``source``: measured or predicted, time and
+power with their spreads), ``timed`` (what one time_ms is), ``front`` (the Pareto front of the
+candidates, each point shaped like the pick) and ``baselines`` (a name for each point it is compared
+with; null where none applies).  A goal that no mode meets prints ``{"feasible": false, "reason":
+..., "closest": point or null}`` and the command exits 3.
+
+Modes are given twice: ``mode`` (the four knobs as numbers) and ``key`` (the compact exact form
+``6c/1497.6/522.75/2133``, which ``Mode.from_key`` reads back).
+"""
+from __future__ import annotations
+
+import json
+
+from .modeldir import finite_json
+from .modes import Mode
+
+SCHEMA_VERSION = 1
+
+
+def document(command: str, body: dict) -> str:
+    """One --json document: the schema version and the command first, then `body` (non-finite
+    numbers as null)."""
+    return json.dumps(finite_json({"schema_version": SCHEMA_VERSION, "command": command, **body}),
+                      allow_nan=False)
+
+
+def mode_fields(mode: Mode) -> dict:
+    """A mode as the contract gives it: ``mode`` (the knobs) and ``key``."""
+    return {"mode": mode.as_dict(), "key": mode.key}
+
+
+def infeasible(goal: str | None, reason: str, closest: dict | None = None) -> dict:
+    """The body of a decision no mode meets (exit 3)."""
+    return {"feasible": False, "goal": goal, "reason": reason, "closest": closest}
