@@ -148,7 +148,6 @@ def cmd_profile(a) -> int:
 
 def cmd_tune(a) -> int:
     """Active profile + fit + decision (+ verified apply): one command for one goal."""
-    import json
     from pathlib import Path
 
     from .core import session
@@ -204,25 +203,39 @@ def cmd_tune(a) -> int:
         a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload)
-    td = session.tune_decide(out, dev, budget_w=a.budget_w, deadline_ms=a.deadline_ms,
-                             objective=a.objective, risk=a.risk,
-                             method=a.method, seed=a.seed or 0, workload=workload,
-                             corpus=a.corpus, model_dir=data_dir() / "models" / a.session,
-                             progress=_info, time_basis=a.time)
+    from .core.pareto import InfeasibleError
+    goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
+    try:
+        td = session.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
+                                 workload=workload, corpus=a.corpus,
+                                 model_dir=data_dir() / "models" / a.session, progress=_info,
+                                 time_basis=a.time)
+    except InfeasibleError as e:
+        if a.json:
+            _infeasible_document("tune", e, goal)
+        raise
     d = td.decision
-    res = {"goal": d.goal, "mode": d.mode.as_dict(), "source": td.source,
-           "time_ms": round(d.time_ms, 4), "power_w": round(d.power_w, 4),
-           "time_ms_std": round(d.time_ms_std, 4), "power_w_std": round(d.power_w_std, 4),
-           "predicted": {k: round(v, 4) for k, v in td.predicted.items()},
-           "profiled_modes": td.n_modes, "profile": str(out), "model": str(td.model_dir),
-           "best_measured": td.best_measured, "notes": d.notes, "applied": False}
+    from .core.contract import point
+    from .core.pareto import front_indices, presets_table
+    bs = td.model.meta.get("batch_size")
+
+    def pt(tab_, i):
+        return point(tab_, i, batch_size=bs)
+    res = pt(td.table, d.index)
+    res.update(feasible=True, goal=d.goal, exceed_prob=d.exceed_prob, timed=td.timed or _timed(td.model),
+               front=[pt(td.table, int(i)) for i in front_indices(td.table.time_ms, td.table.power_w)],
+               baselines=_preset_baselines(dev, presets_table(dev, td.model), goal, pt),
+               predicted={k: round(v, 4) for k, v in td.predicted.items()},
+               profiled_modes=td.n_modes, profile=str(out), model=str(td.model_dir),
+               best_measured=td.best_measured, notes=d.notes, applied=False)
     for note in d.notes:
         _info(f"warning: {note}")
     if a.apply:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
     if a.json:
-        print(json.dumps(res, allow_nan=False))
+        from .core.contract import document
+        print(document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
@@ -316,16 +329,22 @@ def _resumed_tune(a) -> dict | None:
 
 def _tune_batches(a, dev, out, sizes, workload) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
-    import json
 
     from .core import session
+    from .core.pareto import InfeasibleError
     from .core.paths import data_dir
-    r, model_dir, n = session.tune_decide_batches(
-        out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
-        risk=a.risk, samples_file=a.samples_to_target,
-        noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
-        workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info,
-        time_basis=a.time)
+    try:
+        r, model_dir, n = session.tune_decide_batches(
+            out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
+            risk=a.risk, samples_file=a.samples_to_target,
+            noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
+            workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info,
+            time_basis=a.time)
+    except InfeasibleError as e:
+        if a.json:
+            _infeasible_document("tune", e, dict(budget_w=a.budget_w, objective=a.objective,
+                                                  risk=a.risk))
+        raise
     for note in r.notes:
         _info(note)
     p = r.pick
@@ -341,11 +360,12 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
                 "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
-        from .core.modeldir import finite_json
-        d = dict(finite_json(r.as_dict()), profiled_pairs=n, profile=str(out), model=str(model_dir),
-                 best_measured=best, notes=p.notes,
+        from .core.contract import document
+        from .core.predictor import load_model
+        d = dict(r.as_dict(), timed=_timed(load_model(model_dir)), profiled_pairs=n, profile=str(out),
+                 model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
-        print(json.dumps(d, allow_nan=False))
+        print(document("tune", d))
         return EXIT_OK
     _print_batch_decision(r)
     if best is not None:
@@ -483,9 +503,8 @@ def cmd_predict(a) -> int:
 
 
 def cmd_pareto(a) -> int:
-    import json
 
-    from .core.pareto import choose, front_indices
+    from .core.pareto import front_indices
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if a.batch_sizes is not None:
@@ -499,33 +518,24 @@ def cmd_pareto(a) -> int:
         from .core.workloads import WORKLOADS
         w = WORKLOADS.get(str(model.meta.get("workload")))
         wl_mb = w.minibatches_per_epoch if w else None
-    d = choose(tab, budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective,
-               risk=a.risk, tolerance_w=a.tolerance_w)
+    goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
+                tolerance_w=a.tolerance_w)
+    timed = _timed(model)
+    bs = model.meta.get("batch_size")
+    d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs)
     front = front_indices(tab.time_ms, tab.power_w)
+    from .core.contract import point
+    from .core.pareto import presets_table
 
-    def point(i):
-        m = tab.modes[i]
-        t, pw = float(tab.time_ms[i]), float(tab.power_w[i])
-        out = {"mode": m.as_dict(), "source": tab.source(i), "time_ms": round(t, 4),
-               "power_w": round(pw, 4),
-               "time_ms_std": round(float(tab.time_ms_std[i]), 4),
-               "power_w_std": round(float(tab.power_w_std[i]), 4),
-               "epoch_s": round(t * wl_mb / 1000.0, 3) if wl_mb else None}
-        out["energy_wh"] = (round(pw * out["epoch_s"] * a.epochs / 3600.0, 4)
-                            if wl_mb and a.epochs else None)
-        return out
-
-    res = point(d.index)
-    res["goal"] = d.goal
-    res["exceed_prob"] = d.exceed_prob
-    res["front"] = [point(int(i)) for i in front]
-    res["timed"] = model.meta.get("timed") or ("optimizer step (of the user's script)"
-                                               if model.meta.get("workload") == "script" else "minibatch")
-    if model.batch_sizes:
-        res["batch_size"] = model.meta.get("batch_size")
+    def pt(tab_, i):
+        return point(tab_, i, mb_per_epoch=wl_mb, epochs=a.epochs, batch_size=bs)
+    res = pt(tab, d.index)
+    res.update(feasible=True, goal=d.goal, exceed_prob=d.exceed_prob, timed=timed,
+               front=[pt(tab, int(i)) for i in front],
+               baselines=_preset_baselines(model.device, presets_table(model.device, model), goal, pt))
     if a.json:
-        from .core.modeldir import finite_json
-        print(json.dumps(finite_json(res), allow_nan=False))
+        from .core.contract import document
+        print(document("pareto", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
@@ -548,6 +558,51 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
+def _timed(model) -> str:
+    """What one time_ms of a model is (its profile's `timed`; a script's step, else a minibatch)."""
+    return model.meta.get("timed") or ("optimizer step (of the user's script)"
+                                       if model.meta.get("workload") == "script" else "minibatch")
+
+
+def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **kw):
+    """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
+    closest option) before the one-line error (exit 3)."""
+    from .core.pareto import InfeasibleError, choose
+    try:
+        return choose(tab, **goal, **kw)
+    except InfeasibleError as e:
+        if getattr(a, "json", False):
+            _infeasible_document(command, e, goal, batch_size)
+        raise
+
+
+def _infeasible_document(command: str, e, goal: dict, batch_size=None) -> None:
+    from .core.contract import document, infeasible, point
+    from .core.pareto import goal_words
+    closest = (point(e.table, e.closest, batch_size=batch_size)
+               if getattr(e, "table", None) is not None and e.closest is not None else None)
+    words = goal_words(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective"),
+                       goal.get("risk"), goal.get("tolerance_w") or 0.0)
+    print(document(command, infeasible(words, str(e), closest)))
+
+
+def _preset_baselines(device, presets, goal: dict, pt) -> dict:
+    """The baselines of a decision of one batch size: the NVIDIA preset a user would pick for the
+    same goal, and MAXN (each a point, null where it does not apply)."""
+    from .core.pareto import best_preset
+    out = {"best_preset": None, "maxn": None}
+    bp = best_preset(presets, **goal)
+    if bp is not None:
+        d, pre = bp
+        out["best_preset"] = dict(pt(presets[0], d.index), preset=pre.name, goal=d.goal)
+    if presets is not None:
+        tab, ps = presets
+        k = next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
+        if k is not None:
+            out["maxn"] = dict(pt(tab, k), preset="MAXN")
+    return out
+
+
 def _check_time_basis(a, model) -> None:
     """pareto --time step|cycle: the model must have been fitted on that time (fit --time)."""
     have = model.meta.get("time_basis") or "step"
@@ -559,8 +614,6 @@ def _check_time_basis(a, model) -> None:
 
 def _pareto_batches(a) -> int:
     """pareto --batch-sizes: the (mode, batch size) with the least time (or energy) to target."""
-    import json
-
     from .core.batch import decide
     from .core.csvio import read_modes
     from .core.devices import get_device
@@ -577,15 +630,22 @@ def _pareto_batches(a) -> int:
         modes, note = model.decision_space(extrapolate=a.extrapolate)
         if note:
             _info(note + " (--extrapolate to include them)")
-    r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
-               noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
-               risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
-               batches_per_epoch=a.batches_per_epoch)
+    from .core.pareto import InfeasibleError
+    try:
+        r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
+                   noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
+                   risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
+                   batches_per_epoch=a.batches_per_epoch)
+    except InfeasibleError as e:
+        if a.json:
+            _infeasible_document("pareto", e, dict(budget_w=a.budget_w, objective=a.objective,
+                                                    risk=a.risk, tolerance_w=a.tolerance_w))
+        raise
     for note in r.notes:
         _info(note)
     if a.json:
-        from .core.modeldir import finite_json
-        print(json.dumps(finite_json(r.as_dict()), allow_nan=False))
+        from .core.contract import document
+        print(document("pareto", dict(r.as_dict(), timed=_timed(model))))
         return EXIT_OK
     _print_batch_decision(r)
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "

@@ -222,7 +222,8 @@ class Pick:
     notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"mode": self.mode.as_dict(), "batch_size": self.batch_size, "source": self.source,
+        return {"mode": self.mode.as_dict(), "key": self.mode.key, "batch_size": self.batch_size,
+                "source": self.source,
                 "time_ms": round(self.time_ms, 4), "power_w": round(self.power_w, 4),
                 "time_ms_std": round(self.time_ms_std, 4), "power_w_std": round(self.power_w_std, 4),
                 "time_to_target_s": round(self.target_s, 3),
@@ -440,10 +441,30 @@ class BatchDecision:
     goal: str
     notes: list
     space: object = None             # the JointSpace the pick indices refer to
+    targets: object = None           # Targets: time and energy to target of every candidate pair
+
+    def front(self) -> list[dict]:
+        """The Pareto front of the candidate pairs, time to target against power (by power)."""
+        from .pareto import front_indices
+        tg = self.targets
+        if tg is None or self.space is None or not len(tg.rows):
+            return []
+        t = self.space.jt.table
+        out = []
+        for k in front_indices(tg.target_s, tg.power_w):
+            i = int(tg.rows[k])
+            out.append({"mode": t.modes[i].as_dict(), "key": t.modes[i].key, "batch_size": int(tg.batch[k]),
+                        "source": t.source(i), "time_ms": round(float(t.time_ms[i]), 4),
+                        "power_w": round(float(t.power_w[i]), 4),
+                        "time_ms_std": round(float(t.time_ms_std[i]), 4),
+                        "power_w_std": round(float(t.power_w_std[i]), 4),
+                        "time_to_target_s": round(float(tg.target_s[k]), 3),
+                        "energy_to_target_wh": round(float(tg.energy_wh[k]), 4)})
+        return out
 
     def as_dict(self) -> dict:
         d = self.pick.as_dict()
-        d.update(goal=self.goal, exceed_prob=self.pick.exceed_prob,
+        d.update(feasible=True, front=self.front(), goal=self.goal, exceed_prob=self.pick.exceed_prob,
                  samples_to_target=self.rel.source, throughput_only=self.rel.throughput_only,
                  target_samples=self.samples, target_samples_note=self.samples_note,
                  memory={"how": self.memory.how, "capacity_gb": round(self.memory.capacity_gb, 2),
@@ -647,7 +668,7 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
         notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
                      "workload): every batch size is assumed to fit")
     return BatchDecision(pick, base, paper, b0, rel, tg.samples, tg.samples_note, memory, dropped,
-                         goal, notes, space)
+                         goal, notes, space, tg)
 
 
 def _reindex(q: Pick, rows: np.ndarray) -> Pick:

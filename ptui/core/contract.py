@@ -43,3 +43,17 @@ def mode_fields(mode: Mode) -> dict:
 def infeasible(goal: str | None, reason: str, closest: dict | None = None) -> dict:
     """The body of a decision no mode meets (exit 3)."""
     return {"feasible": False, "goal": goal, "reason": reason, "closest": closest}
+
+
+def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = None,
+          batch_size: int | None = None) -> dict:
+    """One candidate of a decision (pareto.Table row i): mode, key, batch size, source, time and
+    power with their spreads, and per epoch (time, energy) where the epoch's size is known."""
+    m = tab.modes[i]
+    t, pw = float(tab.time_ms[i]), float(tab.power_w[i])
+    epoch_s = round(t * mb_per_epoch / 1000.0, 3) if mb_per_epoch else None
+    return {**mode_fields(m), "batch_size": batch_size, "source": tab.source(i),
+            "time_ms": round(t, 4), "power_w": round(pw, 4),
+            "time_ms_std": round(float(tab.time_ms_std[i]), 4),
+            "power_w_std": round(float(tab.power_w_std[i]), 4), "epoch_s": epoch_s,
+            "energy_wh": round(pw * epoch_s * epochs / 3600.0, 4) if epoch_s and epochs else None}

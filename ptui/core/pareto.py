@@ -41,7 +41,27 @@ def parse_risk(value) -> float | None:
 
 
 class InfeasibleError(Infeasible):
-    """No mode meets the goal (exit code 3)."""
+    """No mode meets the goal (exit code 3); `table` and `closest` (a row of it, or None) name the
+    closest option for a --json document."""
+
+    def __init__(self, message: str = "", table: "Table | None" = None, closest: int | None = None):
+        super().__init__(message)
+        self.table, self.closest = table, closest
+
+
+def goal_words(budget_w: float | None = None, deadline_ms: float | None = None,
+               objective: str | None = None, risk: float | None = None, tolerance_w: float = 0.0,
+               risk_aware: bool = True) -> str:
+    """A goal in words, as decisions and documents say it."""
+    if objective == "energy":
+        return "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
+    if deadline_ms is not None and budget_w is None:
+        return f"lowest power meeting {deadline_ms:g} ms per minibatch"
+    if budget_w is not None:
+        return f"fastest within {budget_w:g} W" + (
+            f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
+            if risk_aware and risk is not None else "")
+    raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
 
 
 @dataclass
@@ -89,6 +109,39 @@ class Table:
 
     def __len__(self) -> int:
         return len(self.modes)
+
+
+def presets_table(device, model=None, table: Table | None = None):
+    """The device's nvpmodel presets as candidates, (Table, presets): predicted by `model` (its
+    measurements where a preset's mode was profiled; the prediction uses the preset's cores and
+    clocks, not its TPC power gating), else the rows of a measured `table` that are a preset's
+    mode; None when there are none."""
+    if model is not None:
+        ps = list(device.presets)
+        modes = [p.mode for p in ps]
+        return Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at()), ps
+    if table is None:
+        return None
+    where = {m: i for i, m in enumerate(table.modes)}
+    ps = [p for p in device.presets if p.mode in where]
+    if not ps:
+        return None
+    rows = [where[p.mode] for p in ps]
+    return Table([table.modes[i] for i in rows], table.time_ms[rows], table.power_w[rows],
+                 table.time_ms_std[rows], table.power_w_std[rows], table.measured[rows]), ps
+
+
+def best_preset(presets, **goal) -> tuple[Decision, object] | None:
+    """The NVIDIA preset a user would pick for the same goal (choose() over presets_table's rows),
+    with its Preset; None when no preset meets it."""
+    if presets is None:
+        return None
+    tab, ps = presets
+    try:
+        d = choose(tab, **goal)
+    except InfeasibleError:
+        return None
+    return d, ps[d.index]
 
 
 def front_indices(time_ms: np.ndarray, power_w: np.ndarray) -> np.ndarray:
@@ -203,19 +256,12 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
         else:
             ok &= t <= deadline_ms
     if not ok.any():
-        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk))
+        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk), table,
+                              _closest_row(table, budget_w, deadline_ms))
     idx = np.flatnonzero(ok)
-    if objective == "energy":
-        kind, goal = "energy", "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
-    elif deadline_ms is not None and budget_w is None:
-        kind, goal = "deadline", f"lowest power meeting {deadline_ms:g} ms per minibatch"
-    elif budget_w is not None:
-        kind = "budget"
-        goal = f"fastest within {budget_w:g} W" + (
-            f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
-            if prob is not None else "")
-    else:
-        raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
+    goal = goal_words(budget_w, deadline_ms, objective, risk, tolerance_w, prob is not None)
+    kind = ("energy" if objective == "energy" else
+            "deadline" if deadline_ms is not None and budget_w is None else "budget")
     i = _best(idx, rt, rp, kind)
     d = Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
                  goal, None if prob is None else float(prob[i]))
@@ -274,6 +320,16 @@ def _against_measured(d: Decision, table: Table, kind: str, ok, rt, rp, prob, pr
         if max(st, sp) > WIDE_SD:
             d.notes.append(f"the pick is predicted, not measured, and uncertain (time +-{st:.0%}, "
                            f"power +-{sp:.0%}): profile it before relying on it")
+
+
+def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
+    """The closest option to a goal no mode meets: the lowest-power mode under a budget, else the
+    fastest under a deadline."""
+    if budget_w is not None:
+        return int(np.argmin(table.power_w))
+    if deadline_ms is not None:
+        return int(np.argmin(table.time_ms))
+    return None
 
 
 def _closest(table: Table, budget_w, deadline_ms, risk) -> str:

@@ -1109,6 +1109,7 @@ class TuneDecision:
                 "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
                 "is_pick": j == self.decision.index, "why": self.decision.why}
     timed: str = ""                       # what one time is (the model's meta: step or cycle)
+    model: object = None                  # the fitted predictor the decision was made with
 
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
@@ -1145,7 +1146,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, res.n_modes, tab, str(model.meta.get("timed") or ""))
+                        out, res.n_modes, tab, str(model.meta.get("timed") or ""), model)
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,

@@ -90,3 +90,77 @@ def test_status_on_the_simulator_is_labelled(cli):
     rc, out, err = cli("status", "--backend", "sim", "--device", "orin-nano", "--json")
     d = _doc(out, "status")
     assert rc == 0 and d["simulated"] is True and d["board"] is None and d["device"] == "orin-nano"
+
+
+# -- decisions: one shape for one batch size or several; an infeasible goal is a document too ------
+DECISION_KEYS = {"schema_version", "command", "feasible", "goal", "mode", "key", "batch_size", "source",
+                 "time_ms", "power_w", "time_ms_std", "power_w_std", "exceed_prob", "timed", "front",
+                 "baselines"}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A model of one batch size and one over batch sizes 8 and 32, fitted on simulated profiles."""
+    from tests.support.cli import run_cli
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, knobs in (("one", ["--batch-size", "32"]), ("two", ["--batch-sizes", "8,32"])):
+        rc, _, err = run_cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload",
+                             "resnet18", *knobs, "--count", "20", "--session", name,
+                             "--out", d / f"{name}.csv")
+        assert rc == 0, err
+        rc, _, err = run_cli("fit", "--device", "orin-agx", "--profile", d / f"{name}.csv",
+                             "--out", d / name, "--method", "gp")
+        assert rc == 0, err
+        out[name] = d / name
+    return out
+
+
+def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):
+    rc, out, err = cli("pareto", "--model", models["one"], "--budget-w", "25", "--json")
+    one = _doc(out, "pareto")
+    rc2, out, err2 = cli("pareto", "--model", models["two"], "--batch-sizes", "8,32", "--budget-w", "25",
+                         "--json")
+    two = _doc(out, "pareto")
+    assert rc == rc2 == 0, err + err2
+    for d in (one, two):
+        assert DECISION_KEYS <= set(d), DECISION_KEYS - set(d)
+        assert d["feasible"] is True and d["front"] and d["timed"]
+        assert DECISION_KEYS - {"schema_version", "command", "feasible", "goal", "exceed_prob",
+                                "timed", "front", "baselines"} <= set(d["front"][0])
+        assert d["key"] == "{cores}c/{cpu}/{gpu}/{mem}".format(
+            cores=d["mode"]["cores"], cpu=f"{d['mode']['cpu_mhz']:g}", gpu=f"{d['mode']['gpu_mhz']:g}",
+            mem=f"{d['mode']['mem_mhz']:g}")
+    assert one["batch_size"] == 32 and two["batch_size"] in (8, 32)
+    assert set(one["baselines"]) == {"best_preset", "maxn"} and one["baselines"]["maxn"]["preset"] == "MAXN"
+    assert "largest_batch_fastest_mode" in two["baselines"]
+    # every front point is on the front: none is both faster and lower-power than another
+    pts = [(p["time_ms"], p["power_w"]) for p in one["front"]]
+    assert not any(a[0] < b[0] and a[1] < b[1] for a in pts for b in pts)
+
+
+@pytest.mark.parametrize("which", ["one", "two"])
+def test_an_infeasible_goal_prints_a_document_and_exits_3(models, cli, which):
+    extra = ["--batch-sizes", "8,32"] if which == "two" else []
+    rc, out, err = cli("pareto", "--model", models[which], *extra, "--budget-w", "2", "--json")
+    d = _doc(out, "pareto")
+    assert rc == 3 and d["feasible"] is False and "2 W" in d["goal"] and d["reason"] in err
+    assert err.strip().splitlines()[-1].startswith("ptui: error: no ")
+    if which == "one":
+        assert d["closest"]["power_w"] > 2 and d["closest"]["key"]
+
+
+def test_tune_with_a_goal_no_mode_meets_prints_a_document_and_exits_3(cli):
+    rc, out, err = cli("tune", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                       "--budget-w", "2", "--count", "6", "--json")
+    d = _doc(out, "tune")
+    assert rc == 3 and d["feasible"] is False and d["closest"]["power_w"] > 2, err
+
+
+def test_tune_json_has_the_decision_shape(cli):
+    rc, out, err = cli("tune", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                       "--budget-w", "25", "--count", "6", "--json")
+    d = _doc(out, "tune")
+    assert rc == 0, err
+    assert DECISION_KEYS <= set(d) and d["feasible"] is True and d["batch_size"] == 16
+    assert d["profiled_modes"] == 6 and d["applied"] is False
