@@ -137,6 +137,10 @@ def best_preset(presets, **goal) -> tuple[Decision, object] | None:
     if presets is None:
         return None
     tab, ps = presets
+    if all(goal.get(k) is None for k in ("budget_w", "deadline_ms", "objective")):
+        i = int(np.argmin(tab.time_ms))             # no goal: the fastest preset
+        return Decision(i, tab.modes[i], float(tab.time_ms[i]), float(tab.power_w[i]),
+                        float(tab.time_ms_std[i]), float(tab.power_w_std[i]), "fastest"), ps[i]
     try:
         d = choose(tab, **goal)
     except InfeasibleError:

@@ -29,7 +29,14 @@ from textual.widgets import (
 from ..core import session
 from ..core.clock import hms
 from ..core.modes import Mode, cpu_ghz, whole_mhz
-from ..core.pareto import DEFAULT_RISK, InfeasibleError, Table, front_indices
+from ..core.pareto import (
+    DEFAULT_RISK,
+    InfeasibleError,
+    Table,
+    best_preset,
+    front_indices,
+    presets_table,
+)
 from ..core.workloads import WORKLOADS
 from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
 from ..widgets.safeplot import SafePlot
@@ -572,16 +579,16 @@ class ParetoScreen(Screen):
         if i != self.sel:
             self.select(i)
 
-    def best_preset(self, budget):
+    def preset_baseline(self, budget):
         """The fastest NVIDIA preset predicted to fit the budget (presets power-gate TPCs on the
         device; the prediction uses their clocks and cores)."""
         if self.model is None:
             return None
-        dev = self.model.device
-        pred = self.model.predict([p.mode for p in dev.presets])
-        fits = [(float(pred["time_ms"][k]), float(pred["power_w"][k]), p) for k, p in enumerate(dev.presets)
-                if budget is None or pred["power_w"][k] <= budget]
-        return min(fits, key=lambda x: x[0]) if fits else None
+        bp = best_preset(presets_table(self.model.device, self.model), budget_w=budget, risk=None)
+        if bp is None:
+            return None
+        d, pre = bp
+        return d.time_ms, d.power_w, pre
 
     def show_details(self, i: int) -> None:
         goal = self.goal_text if i == self.goal_idx else None
@@ -604,7 +611,7 @@ class ParetoScreen(Screen):
                   f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
                   f"{total_h:.2f} h, {energy:.0f} Wh",
                   self.basis()]
-        bp = self.best_preset(budget)
+        bp = self.preset_baseline(budget)
         if bp:
             bt, bpw, pre = bp
             b_total = bt * self.mb_per_epoch / 1000.0 * epochs / 3600.0

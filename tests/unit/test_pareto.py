@@ -243,3 +243,22 @@ def test_a_cautious_decision_says_why_the_best_measured_mode_is_not_the_pick():
     en = _caution_table([(100.0, 0.5, 20.0, 0.1, True), (80.0, 2.0, 15.0, 0.5, False)])
     d = choose(en, objective="energy", risk=0.05, cautious=True)
     assert d.index == 1 and "less energy than it by " in d.why
+
+
+def test_the_preset_baseline_is_the_preset_a_user_would_pick_for_the_goal():
+    from ptui.core.pareto import best_preset, presets_table
+    ps = list(ORIN.presets)
+    modes = [p.mode for p in ps] + [ORIN.mode(2, 729.6, 318.75, 665.6)]
+    t = np.array([60.0 + 20 * k for k in range(len(ps))] + [10.0])       # the non-preset is fastest
+    p = np.array([50.0 - 8 * k for k in range(len(ps))] + [5.0])
+    z = np.zeros(len(modes))
+    measured = Table(modes, t, p, z, z)
+    got = presets_table(ORIN, table=measured)
+    assert [m for m in got[0].modes] == [q.mode for q in ps]      # only the presets' rows
+    d, pre = best_preset(got, budget_w=40.0, risk=None)
+    want = min((k for k in range(len(ps)) if p[k] <= 40.0), key=lambda k: t[k])
+    assert pre is ps[want] and d.time_ms == t[want]
+    assert best_preset(got, budget_w=1.0, risk=None) is None          # no preset within 1 W
+    d, pre = best_preset(got)                                          # no goal: the fastest preset
+    assert pre is ps[0] and pre.name == "MAXN"
+    assert presets_table(ORIN, table=Table(modes[-1:], t[-1:], p[-1:], z[:1], z[:1])) is None
