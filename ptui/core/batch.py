@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, PtuiInputError
+from .nets import check_predictions, measured_at
 from .pareto import DEFAULT_RISK
 
 MAX_BATCH = 4096
@@ -244,7 +245,6 @@ class JointTable:
 def joint_table(model, modes, batch_sizes, memory: Memory | None = None) -> JointTable:
     """Predictions (measurements where profiled) for every mode at every batch size."""
     from .pareto import Table
-    from .predictor import check_predictions
     tabs = []
     for b in batch_sizes:
         pred = model.predict(modes, batch_size=b)
@@ -257,17 +257,6 @@ def joint_table(model, modes, batch_sizes, memory: Memory | None = None) -> Join
     batch = np.repeat(np.asarray(batch_sizes, int), len(modes))
     fits = memory.fits(batch) if memory is not None else np.ones(len(batch), bool)
     return JointTable(table, batch, np.asarray(fits, bool))
-
-
-def measured_at(measured: dict | None, batch: int, default_batch) -> dict | None:
-    """The measured rows of one batch size (rows without a batch column are at the default)."""
-    if not measured:
-        return None
-    bs = measured.get("batch_size")
-    if bs is None:
-        return measured if default_batch is None or int(default_batch) == int(batch) else None
-    keep = np.asarray(bs) == batch
-    return {k: np.asarray(v)[keep] for k, v in measured.items()}
 
 
 def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
@@ -351,31 +340,6 @@ def default_batch(sizes) -> int:
     return min(sizes, key=lambda b: (abs(math.log(b / DEFAULT_BATCH)), b))
 
 
-def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,
-                      loss: str = "mse", workload: str = "custom", progress=None,
-                      time_basis: str = "step"):
-    """Fit time and power over (mode, batch size) on a profile with several batch sizes (time:
-    the median step or the whole cycle, csvio.with_time)."""
-    from .csvio import read_batch_profile
-    from .fit import fit_model
-    prof = read_batch_profile(path, device, time=time_basis)
-    sizes = sorted(set(int(b) for b in prof["batch"]))
-    model = fit_model(reference, device, prof["modes"], prof["time_ms"], prof["power_w"],
-                      method=method, seed=seed, loss=loss, workload=workload,
-                      source=f"profile {path}", measured=prof["measured"], progress=progress,
-                      batch_sizes=prof["batch"])
-    b0 = default_batch(sizes)
-    model.meta.update(batch_size=b0)
-    if prof["peak"]:
-        model.meta["peak_mem_gb"] = {str(k): v for k, v in sorted(prof["peak"].items())}
-    from .workloads import WORKLOADS
-    w = WORKLOADS.get(workload)
-    if w is not None:
-        model.meta.update(samples_per_epoch=w.samples,
-                          batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)
-    return model
-
-
 def model_memory(model) -> Memory:
     """The memory model a batch-aware model carries: measured peaks, else the catalog's model."""
     peak = {int(k): float(v) for k, v in (model.meta.get("peak_mem_gb") or {}).items()}
@@ -387,7 +351,6 @@ def predict_table(model, modes_csv=None):
     (rows without one are at the model's batch size); without a file, every mode of the device."""
     from .csvio import read_csv
     from .pareto import Table
-    from .predictor import check_predictions
     dev = model.device
     if modes_csv:
         from .csvio import CSVError

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batch import default_batch
 from .csvio import REPEAT_SD
 from .devices import Device
 from .errors import PtuiInputError
@@ -984,4 +985,28 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)
     model.measured = distrust_outliers(measured, A, metrics)
+    return model
+
+
+def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,
+                      loss: str = "mse", workload: str = "custom", progress=None,
+                      time_basis: str = "step"):
+    """Fit time and power over (mode, batch size) on a profile with several batch sizes (time:
+    the median step or the whole cycle, csvio.with_time)."""
+    from .csvio import read_batch_profile
+    prof = read_batch_profile(path, device, time=time_basis)
+    sizes = sorted(set(int(b) for b in prof["batch"]))
+    model = fit_model(reference, device, prof["modes"], prof["time_ms"], prof["power_w"],
+                      method=method, seed=seed, loss=loss, workload=workload,
+                      source=f"profile {path}", measured=prof["measured"], progress=progress,
+                      batch_sizes=prof["batch"])
+    b0 = default_batch(sizes)
+    model.meta.update(batch_size=b0)
+    if prof["peak"]:
+        model.meta["peak_mem_gb"] = {str(k): v for k, v in sorted(prof["peak"].items())}
+    from .workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None:
+        model.meta.update(samples_per_epoch=w.samples,
+                          batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)
     return model

@@ -46,6 +46,7 @@ import numpy as np
 from .csvio import REPEAT_SD
 from .devices import Device
 from .modes import ModeList
+from .nets import Net, features
 
 PRIORS = ("none", "refmean", "refinput", "physmean")
 F32_MAX_ERR = REPEAT_SD   # the most a float32 kernel may move a log mean (GPTarget._block)
@@ -205,7 +206,6 @@ class GPTarget:
             idx = c[GRID_INDEX]
             if idx is not None:
                 return self.ref_grid.ravel()[idx]
-        from .predictor import features
         return self.ref.predict_log(features(device, A))[0]
 
     def _columns(self, device: Device, A: np.ndarray, c: dict) -> tuple[list, np.ndarray]:
@@ -380,7 +380,6 @@ class GPTarget:
 
     @classmethod
     def from_arrays(cls, cfg: dict, d) -> "GPTarget":
-        from .predictor import Net
         prior = cfg.get("prior")
         if prior not in PRIORS:
             raise ValueError(f"unknown GP prior {prior!r}")
@@ -472,7 +471,6 @@ def grid_index(device: Device, A: np.ndarray) -> np.ndarray | None:
 
 def reference_grid(device: Device, ref) -> np.ndarray:
     """The reference network's log prediction on every (cores, CPU, GPU, EMC) combination."""
-    from .predictor import features
     shape = grid_shape(device)
     axes = np.meshgrid(np.arange(1, shape[0] + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz,
                        indexing="ij")

@@ -24,6 +24,7 @@ from pathlib import Path
 from .files import PathError, check_name_length, existing, read_head, write_error
 from .locks import current_umask as _umask
 from .locks import pid_alive as _pid_alive
+from .nets import ModelError
 
 META = "meta.json"
 LEGACY_FILES = ("time.npz", "power.npz")     # models written before meta.json listed its files
@@ -31,7 +32,6 @@ _NEW, _OLD = "ptui-new", "ptui-old"
 
 
 def _error(msg: str):
-    from .predictor import ModelError
     return ModelError(msg)
 
 

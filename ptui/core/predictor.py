@@ -19,122 +19,32 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .devices import Device, get_device
-from .errors import InputError
+from .nets import (  # noqa: F401 (the names a model's users import from here)
+    MEASURED_KEYS,
+    TARGETS,
+    ModelError,
+    Net,
+    check_predictions,
+    features,
+    measured_at,
+)
 
 # written; per-target kind in meta["predictors"].  3 (2026-11-24): GP stacks may carry a "spread"
 # rule and a power stack a time predictor (time input), which a reader of format 2 would ignore
 # or call corrupt; it refuses the directory as another format instead.
 FORMAT = "ptui-model-3"
 FORMATS = ("ptui-powertrain-1", "ptui-model-2", FORMAT)   # read: the first held two networks
-TARGETS = ("time", "power")
-MEASURED_KEYS = ("modes", "time_ms", "power_w", "time_ms_std", "power_w_std")
 
 
 def _cache_kw(predictor, cache: dict) -> dict:
     """The cache keyword for a GP predictor (a network takes none)."""
     return {"cache": cache} if getattr(predictor, "kind", "") == "gp" else {}
-
-
-class ModelError(InputError):
-    """Missing, corrupt or mismatched model files."""
-
-
-def features(device: Device, modes) -> np.ndarray:
-    """Raw model inputs: each knob as a fraction of the device's maximum."""
-    if isinstance(modes, np.ndarray):
-        a = modes.astype(np.float64)
-    else:
-        a = np.array([m.as_tuple() for m in modes], dtype=np.float64).reshape(-1, 4)
-    return a / np.array([device.max_cores, device.cpu_mhz[-1], device.gpu_mhz[-1], device.mem_mhz[-1]])
-
-
-@dataclass
-class Net:
-    """One target's network: scaler, body layers, K output heads, target scaling."""
-    x_mean: np.ndarray
-    x_scale: np.ndarray
-    layers: list[tuple[np.ndarray, np.ndarray]]     # body: (W [in, out], b [out]) x 3, ReLU
-    heads_w: np.ndarray                              # [K, 64]
-    heads_b: np.ndarray                              # [K]
-    y_mean: float
-    y_scale: float
-    resid_sd: float = 0.0                            # cross-validated residual sd, log units
-
-    def body(self, X: np.ndarray) -> np.ndarray:
-        h = ((X - self.x_mean) / self.x_scale).astype(np.float32)
-        for W, b in self.layers:
-            h = h @ W
-            h += b
-            np.maximum(h, 0.0, out=h)
-        return h
-
-    def predict_log(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and sd of log(target) over the heads."""
-        h = self.body(X)
-        out = h @ self.heads_w.T + self.heads_b            # [n, K]
-        out = out.astype(np.float64) * self.y_scale + self.y_mean
-        mu = out.mean(axis=1)
-        sd = out.std(axis=1) if out.shape[1] > 1 else np.zeros_like(mu)
-        return mu, np.sqrt(sd ** 2 + self.resid_sd ** 2)
-
-    kind = "nn"
-
-    def config(self) -> dict:
-        return {"kind": "nn"}
-
-    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Point estimate and sd for raw modes A [n, 4] (cores, CPU, GPU, EMC MHz)."""
-        return self.predict(features(device, A))
-
-    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Point estimate and sd in the target's units (log-normal)."""
-        mu, sd = self.predict_log(X)
-        mid = np.exp(mu)                      # the median: the point estimate that minimises MAPE
-        return mid, mid * np.sqrt(np.expm1(sd ** 2))
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        d = {"x_mean": self.x_mean, "x_scale": self.x_scale, "heads_w": self.heads_w,
-             "heads_b": self.heads_b,
-             "y": np.array([self.y_mean, self.y_scale, self.resid_sd], dtype=np.float64)}
-        for i, (W, b) in enumerate(self.layers):
-            d[f"W{i}"], d[f"b{i}"] = W, b
-        return d
-
-    @classmethod
-    def from_arrays(cls, d) -> "Net":
-        layers = []
-        i = 0
-        while f"W{i}" in d:
-            layers.append((np.asarray(d[f"W{i}"], np.float32), np.asarray(d[f"b{i}"], np.float32)))
-            i += 1
-        y = d["y"]
-        net = cls(np.asarray(d["x_mean"], np.float64), np.asarray(d["x_scale"], np.float64), layers,
-                  np.asarray(d["heads_w"], np.float32), np.asarray(d["heads_b"], np.float32),
-                  float(y[0]), float(y[1]), float(y[2]))
-        net.check()
-        return net
-
-    def check(self) -> None:
-        dims = [4] + [W.shape[1] for W, _ in self.layers]
-        for (W, b), din in zip(self.layers, dims):
-            if W.shape[0] != din or b.shape != (W.shape[1],):
-                raise ValueError("layer shapes do not chain")
-        if self.heads_w.ndim != 2 or self.heads_w.shape[1] != dims[-1]:
-            raise ValueError("head shape does not match the body")
-        if self.heads_b.shape != (self.heads_w.shape[0],) or self.x_mean.shape != (4,):
-            raise ValueError("bad head bias or scaler shape")
-        arrays = [self.x_mean, self.x_scale, self.heads_w, self.heads_b]
-        arrays += [a for layer in self.layers for a in layer]
-        if not all(np.all(np.isfinite(a)) for a in arrays) or not all(
-                map(math.isfinite, (self.y_mean, self.y_scale, self.resid_sd))):
-            raise ValueError("non-finite weights")
 
 
 @dataclass
@@ -159,7 +69,6 @@ class Model:
         batch size returns all of them."""
         if not self.batch_sizes or self.measured is None:
             return self.measured
-        from .batch import measured_at
         b0 = self.meta.get("batch_size") or self.batch_sizes[0]
         return measured_at(self.measured, int(batch_size or b0), b0)
 
@@ -327,15 +236,6 @@ def _probe_modes(device: Device) -> np.ndarray:
     knobs = [(1, device.max_cores), (device.cpu_mhz[0], device.cpu_mhz[-1]),
              (device.gpu_mhz[0], device.gpu_mhz[-1]), (device.mem_mhz[0], device.mem_mhz[-1])]
     return np.array(list(itertools.product(*knobs)), dtype=np.float64)
-
-
-def check_predictions(pred: dict, where: str) -> None:
-    """ModelError when a prediction is not a finite positive number (corrupt or overflowing weights)."""
-    for k in ("time_ms", "power_w"):
-        v = pred[k]
-        if not (np.all(np.isfinite(v)) and np.all(v > 0) and np.all(np.isfinite(pred[f"{k}_std"]))):
-            raise ModelError(f"{where}: the model predicts non-finite or non-positive {k} "
-                             f"(corrupt weights); rebuild it with ptui fit")
 
 
 @functools.lru_cache(maxsize=4)

@@ -590,7 +590,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     ref = load_model(reference or bundled_reference())
     t0 = time.perf_counter()
     if len(sizes) > 1:
-        from .batch import fit_batch_profile
+        from .fit import fit_batch_profile
         model = fit_batch_profile(profile, device, ref, method=method, seed=seed, loss=loss,
                                   workload=workload, progress=step, time_basis=basis)
         n = len(model.measured["modes"])

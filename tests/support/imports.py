@@ -1,0 +1,83 @@
+"""ptui's own import graph, read from the source (every import statement, at module top or inside a
+function, except those under `if TYPE_CHECKING:`), for the layer and cycle checks."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "ptui"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for f in PKG.rglob("*.py"):
+        parts = f.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _targets(mods: dict[str, Path], mod: str, node) -> list[str]:
+    pkg = mod if mods[mod].name == "__init__.py" else mod.rsplit(".", 1)[0]
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        base = pkg.split(".")[:len(pkg.split(".")) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    return [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the ptui modules it imports (itself excluded)."""
+    mods = modules()
+    g: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        tree = ast.parse(f.read_text(), str(f))
+        hidden = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+                hidden.update(id(x) for x in ast.walk(n))
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in hidden:
+                for t in _targets(mods, m, n):
+                    while t and t not in mods:          # `import ptui.core.x.y` counts as its module
+                        t = t.rpartition(".")[0]
+                    if t and t != m:
+                        g[m].add(t)
+    return g
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out

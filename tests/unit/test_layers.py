@@ -1,0 +1,85 @@
+"""The layers ptui is built in, and the checker that keeps them (README: Architecture).
+
+From the top: the faces (CLI, app) -> use cases -> profiling, prediction, decision -> devices,
+backends, simulator, files -> the board and workload catalogue -> errors, paths, clock.  A module
+imports only from its own layer or below, and no modules import each other in a cycle, counting
+imports inside functions (which hide cycles from Python but not from a reader)."""
+import pytest
+
+from tests.support.imports import cycles, graph
+
+LAYERS = [
+    ("faces", ("ptui.__main__", "ptui.cli", "ptui.cliprogress", "ptui.app", "ptui.screens",
+               "ptui.widgets", "ptui.state", "ptui.messages")),
+    ("use cases", ("ptui.core.session", "ptui.core.batchprofile", "ptui.core.contract")),
+    ("profiling, prediction, decision", (
+        "ptui.core.profiler", "ptui.core.userscript", "ptui.probe", "ptui.core.store",
+        "ptui.core.active", "ptui.core.batchactive",
+        "ptui.core.fit", "ptui.core.gp", "ptui.core.train", "ptui.core.predictor", "ptui.core.modeldir",
+        "ptui.core.nets", "ptui.core.pareto", "ptui.core.batch")),
+    ("devices, backends, simulator, files", (
+        "ptui.core.backends", "ptui.core.emulator", "ptui.core.detect", "ptui.core.telemetry",
+        "ptui.core.physics", "ptui.core.undo", "ptui.core.locks", "ptui.core.signals", "ptui.core.files",
+        "ptui.core.apply",
+        "ptui.core.csvio")),
+    ("catalogue", ("ptui.core.devices", "ptui.core.modes", "ptui.core.workloads")),
+    ("errors, paths, clock", ("ptui", "ptui.core", "ptui.core.errors", "ptui.core.paths",
+                              "ptui.core.clock", "ptui.assets")),
+]
+
+
+def layer_of(module: str) -> int:
+    best = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            exact_only = p in ("ptui", "ptui.core")           # the packages, not what they hold
+            if module == p or (not exact_only and module.startswith(p + ".")):
+                if best is None or len(p) > best[1]:
+                    best = (i, len(p))
+    if best is None:
+        raise AssertionError(f"{module} has no layer: add it to LAYERS in {__file__}")
+    return best[0]
+
+
+G = graph()
+
+
+def test_every_module_has_a_layer():
+    for m in G:
+        layer_of(m)
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    bad = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]})"
+           for m in sorted(G) for t in sorted(G[m]) if layer_of(t) < layer_of(m)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    assert cycles(G) == []
+
+
+def test_the_checker_sees_a_cycle_and_a_layer_break():
+    """The checks can fail: a planted cycle (also through a function-level import) and an upward
+    import are found."""
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
+    assert cycles(g) == [["a", "b", "c"]]
+    assert layer_of("ptui.core.errors") > layer_of("ptui.core.pareto") > layer_of("ptui.cli")
+    with pytest.raises(AssertionError, match="has no layer"):
+        layer_of("ptui.somewhere_new")
+
+
+def test_function_level_imports_count(tmp_path, monkeypatch):
+    from tests.support import imports
+    pkg = tmp_path / "ptui"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("def f():\n    from .b import x\n")
+    (pkg / "core" / "b.py").write_text("from typing import TYPE_CHECKING\nfrom .a import f\n"
+                                       "if TYPE_CHECKING:\n    from . import c\n")
+    (pkg / "core" / "c.py").write_text("")
+    monkeypatch.setattr(imports, "PKG", pkg)
+    g = imports.graph()
+    assert g["ptui.core.a"] == {"ptui.core.b"} and g["ptui.core.b"] == {"ptui.core.a"}
+    assert imports.cycles(g) == [["ptui.core.a", "ptui.core.b"]]
