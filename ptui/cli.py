@@ -578,11 +578,11 @@ def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **kw)
 
 def _infeasible_document(command: str, e, goal: dict, batch_size=None) -> None:
     from .core.contract import document, infeasible, point
-    from .core.pareto import goal_words
+    from .core.goals import Goal
     closest = (point(e.table, e.closest, batch_size=batch_size)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
-    words = goal_words(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective"),
-                       goal.get("risk"), goal.get("tolerance_w") or 0.0)
+    words = Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
+        goal.get("risk"), goal.get("tolerance_w") or 0.0)
     print(document(command, infeasible(words, str(e), closest)))
 
 

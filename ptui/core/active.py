@@ -21,6 +21,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import PtuiInputError
+from .goals import Goal
 from .gp import WITH_REFERENCE, raw_modes, spacefill, target_inputs
 
 STRATEGIES = ("random", "space-filling", "active")
@@ -34,32 +35,6 @@ REFIT_CHOICE_EVERY = 5     # re-choose the GP prior by cross-validation every fe
 # 32 evaluation goals (sim MobileNetV3 at 18 W; the decision then lost 20 %) and no goal gained.
 # The fit after profiling (`tune`, `fit`) uses fit's stack as always.
 PLANNER_GPS = ("gp", "gp-refmean", "gp-refinput")
-
-
-@dataclass(frozen=True)
-class Goal:
-    budget_w: float | None = None
-    deadline_ms: float | None = None
-    objective: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.budget_w is None and self.deadline_ms is None and self.objective is None:
-            raise PtuiInputError("active profiling needs a goal: a power budget, a deadline or "
-                                 "the energy objective")
-        for v, what in ((self.budget_w, "power budget"), (self.deadline_ms, "deadline")):
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise PtuiInputError(f"the {what} must be a positive number, got {v}")
-
-    def describe(self) -> str:
-        if self.objective == "energy":
-            return "least energy" + (f" within {self.budget_w:g} W" if self.budget_w else "")
-        if self.budget_w is not None:
-            return f"fastest within {self.budget_w:g} W"
-        return f"lowest power meeting {self.deadline_ms:g} ms"
-
-    def as_dict(self) -> dict:
-        return {"budget_w": self.budget_w, "deadline_ms": self.deadline_ms,
-                "objective": self.objective}
 
 
 def _ncdf(z):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import Infeasible, InputError
+from .goals import Goal, goal_from
 from .modes import Mode
 
 # --risk: the allowed probability that the picked mode exceeds the budget (or the deadline), under
@@ -47,21 +48,6 @@ class InfeasibleError(Infeasible):
     def __init__(self, message: str = "", table: "Table | None" = None, closest: int | None = None):
         super().__init__(message)
         self.table, self.closest = table, closest
-
-
-def goal_words(budget_w: float | None = None, deadline_ms: float | None = None,
-               objective: str | None = None, risk: float | None = None, tolerance_w: float = 0.0,
-               risk_aware: bool = True) -> str:
-    """A goal in words, as decisions and documents say it."""
-    if objective == "energy":
-        return "least energy per minibatch" + (f" within {budget_w:g} W" if budget_w else "")
-    if deadline_ms is not None and budget_w is None:
-        return f"lowest power meeting {deadline_ms:g} ms per minibatch"
-    if budget_w is not None:
-        return f"fastest within {budget_w:g} W" + (
-            f" (risk {risk:g}{f' of exceeding {budget_w + tolerance_w:g} W' if tolerance_w else ''})"
-            if risk_aware and risk is not None else "")
-    raise ValueError("choose a goal: --budget-w, --deadline-ms or --objective energy")
 
 
 @dataclass
@@ -213,17 +199,9 @@ def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
 
-def _best(idx: np.ndarray, t: np.ndarray, p: np.ndarray, kind: str) -> int:
-    """The best of rows idx for a goal kind ('energy', 'deadline', 'budget'), on values t, p."""
-    if kind == "energy":
-        return int(idx[np.argmin(t[idx] * p[idx])])
-    if kind == "deadline":
-        return int(idx[np.lexsort((t[idx], p[idx]))[0]])
-    return int(idx[np.lexsort((p[idx], t[idx]))[0]])
-
-
-def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | None = None,
-           objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
+def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = None,
+           deadline_ms: float | None = None, objective: str | None = None,
+           risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            cautious: bool = False) -> Decision:
     """Pick the mode for a goal; raises InfeasibleError naming the closest option.
 
@@ -234,6 +212,8 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
     only when the gain it promises is larger than its uncertainty (a 6-mode tune applied a mode
     predicted 289 +- 69 ms over a measured 379 ms one; it took 379 ms).  The decision then also
     names the best measured mode for the goal and why the pick is not that mode."""
+    g = goal_from(goal, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective)
+    budget_w, deadline_ms = g.budget_w, g.deadline_ms
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
     n = len(table)
     k = upper_z(risk) if cautious else 0.0
@@ -243,8 +223,6 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
     if risk is not None and not 0 < risk < 1:
         raise ValueError(f"--risk must be between 0 and 1, got {risk}")
     if budget_w is not None:
-        if budget_w <= 0:
-            raise ValueError(f"--budget-w must be positive, got {budget_w}")
         if tolerance_w < 0:
             raise ValueError(f"--tolerance-w must not be negative, got {tolerance_w}")
         ok &= p <= budget_w
@@ -252,8 +230,6 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
             prob = _exceed_prob(p, ps, budget_w + tolerance_w)
             ok &= prob <= risk
     if deadline_ms is not None:
-        if deadline_ms <= 0:
-            raise ValueError(f"--deadline-ms must be positive, got {deadline_ms}")
         if risk is not None and np.any(ts > 0):
             prob_t = _exceed_prob(t, ts, deadline_ms)
             ok &= prob_t <= risk
@@ -263,19 +239,17 @@ def choose(table: Table, *, budget_w: float | None = None, deadline_ms: float | 
         raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk), table,
                               _closest_row(table, budget_w, deadline_ms))
     idx = np.flatnonzero(ok)
-    goal = goal_words(budget_w, deadline_ms, objective, risk, tolerance_w, prob is not None)
-    kind = ("energy" if objective == "energy" else
-            "deadline" if deadline_ms is not None and budget_w is None else "budget")
-    i = _best(idx, rt, rp, kind)
+    i = g.best(idx, rt, rp)
     d = Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
-                 goal, None if prob is None else float(prob[i]))
+                 g.describe(risk if prob is not None else None, tolerance_w),
+                 None if prob is None else float(prob[i]))
     if cautious:
-        _against_measured(d, table, kind, ok, rt, rp, prob, prob_t, risk, budget_w,
+        _against_measured(d, table, g, ok, rt, rp, prob, prob_t, risk, budget_w,
                           tolerance_w, deadline_ms)
     return d
 
 
-def _against_measured(d: Decision, table: Table, kind: str, ok, rt, rp, prob, prob_t, risk,
+def _against_measured(d: Decision, table: Table, g: Goal, ok, rt, rp, prob, prob_t, risk,
                       budget_w, tolerance_w, deadline_ms) -> None:
     """Fill d.best_measured, d.why and d.notes: the best measured row for the goal on its measured
     figures (what active profiling reports as its best), and why a cautious pick differs."""
@@ -286,7 +260,8 @@ def _against_measured(d: Decision, table: Table, kind: str, ok, rt, rp, prob, pr
         plain &= p <= budget_w
     if deadline_ms is not None:
         plain &= t <= deadline_ms
-    j = _best(np.flatnonzero(plain), t, p, kind) if plain.any() else None
+    kind = g.kind
+    j = g.best(np.flatnonzero(plain), t, p) if plain.any() else None
     d.best_measured = j
     level = f"{1.0 - (DEFAULT_RISK if risk is None else risk):.0%} upper bound"
     better = {"energy": "less energy", "deadline": "lower power", "budget": "faster"}[kind]
@@ -309,7 +284,7 @@ def _against_measured(d: Decision, table: Table, kind: str, ok, rt, rp, prob, pr
         if not meas[i]:
             within = np.flatnonzero(ok & meas)
             d.why += ("; the pick is predicted, not measured, and " + (
-                gain_over(_best(within, rt, rp, kind), "the best measured one within the risk")
+                gain_over(g.best(within, rt, rp), "the best measured one within the risk")
                 if len(within) else "no other measured one is within the risk"))
     else:
         d.why = (f"not taken: the pick is {gain_over(j, 'it')}"

@@ -839,20 +839,12 @@ def saved_sources(device: str) -> list[tuple[str, Path]]:
 
 def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
            risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0):
-    """The mode for a goal: 'budget' (fastest within budget_w), 'deadline' (lowest power meeting
-    deadline_ms per minibatch) or 'energy' (least energy, within budget_w if given)."""
+    """The mode for a goal named by its kind (goals.Goal.of): 'budget' (fastest within budget_w),
+    'deadline' (lowest power meeting deadline_ms per minibatch) or 'energy' (least energy, within
+    budget_w if given)."""
+    from .goals import Goal
     from .pareto import choose
-    if goal == "budget":
-        if budget_w is None:
-            raise ValueError("set a power budget in W")
-        return choose(table, budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
-    if goal == "deadline":
-        if deadline_ms is None:
-            raise ValueError("set a deadline")
-        return choose(table, deadline_ms=deadline_ms, risk=risk, tolerance_w=tolerance_w)
-    if goal == "energy":
-        return choose(table, objective="energy", budget_w=budget_w, risk=risk, tolerance_w=tolerance_w)
-    raise ValueError(f"unknown goal {goal!r}; choose budget, deadline or energy")
+    return choose(table, Goal.of(goal, budget_w, deadline_ms), risk=risk, tolerance_w=tolerance_w)
 
 
 @dataclass

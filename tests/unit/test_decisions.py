@@ -271,7 +271,8 @@ def test_bad_goals_are_refused():
                     ({"budget_w": 30, "risk": 0}, "--risk must be between 0 and 1"),
                     ({"budget_w": 30, "risk": 1}, "--risk must be between 0 and 1"),
                     ({"budget_w": 30, "risk": 1.5}, "--risk must be between 0 and 1"),
-                    ({}, "choose a goal")):
+                    ({}, "needs a goal"),
+                    ({"objective": "speed"}, "unknown objective")):
         with pytest.raises(ValueError, match=msg) as ei:
             choose(tab, **kw)
         assert not isinstance(ei.value, InfeasibleError)

@@ -104,6 +104,14 @@ def models(tmp_path_factory):
     from tests.support.cli import run_cli
     d = tmp_path_factory.mktemp("models")
     out = {}
+    with pytest.MonkeyPatch.context() as mp:        # its own store (module fixtures come first)
+        for var in ("PTUI_DATA_DIR", "PTUI_LOCK_DIR", "PTUI_STATE_DIR"):
+            mp.setenv(var, str(d / var.lower()))
+        _fit_models(run_cli, d, out)
+    return out
+
+
+def _fit_models(run_cli, d, out):
     for name, knobs in (("one", ["--batch-size", "32"]), ("two", ["--batch-sizes", "8,32"])):
         rc, _, err = run_cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload",
                              "resnet18", *knobs, "--count", "20", "--session", name,
@@ -113,7 +121,6 @@ def models(tmp_path_factory):
                              "--out", d / name, "--method", "gp")
         assert rc == 0, err
         out[name] = d / name
-    return out
 
 
 def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):

@@ -1,0 +1,53 @@
+"""Goals as types (ptui.core.goals): one value from the faces to the decision."""
+import numpy as np
+import pytest
+
+from ptui.core.errors import InputError
+from ptui.core.goals import Goal, goal_from
+
+
+def test_a_goal_knows_its_kind_and_words():
+    assert Goal(budget_w=20).kind == "budget" and Goal(budget_w=20).describe() == "fastest within 20 W"
+    assert Goal(budget_w=20).describe(0.05) == "fastest within 20 W (risk 0.05)"
+    assert Goal(budget_w=20).describe(0.05, 1.0) == "fastest within 20 W (risk 0.05 of exceeding 21 W)"
+    assert Goal(deadline_ms=100).kind == "deadline"
+    assert Goal(deadline_ms=100).describe(0.05) == "lowest power meeting 100 ms per minibatch"
+    assert Goal(budget_w=30, deadline_ms=100).kind == "budget"         # a deadline joins the budget
+    assert Goal(objective="energy").describe() == "least energy per minibatch"
+    assert Goal(budget_w=15, objective="energy").describe() == "least energy per minibatch within 15 W"
+
+
+@pytest.mark.parametrize("kw, msg", [({}, "needs a goal"), ({"budget_w": 0}, "--budget-w must be positive"),
+                                     ({"deadline_ms": -1}, "--deadline-ms must be positive"),
+                                     ({"budget_w": float("nan")}, "--budget-w must be positive"),
+                                     ({"objective": "speed"}, "unknown objective")])
+def test_a_goal_that_is_not_one_is_refused(kw, msg):
+    with pytest.raises(InputError, match=msg):
+        Goal(**kw)
+
+
+def test_the_app_names_a_goal_by_its_kind():
+    assert Goal.of("budget", 20, 5) == Goal(budget_w=20)
+    assert Goal.of("deadline", 20, 5) == Goal(deadline_ms=5)          # a deadline goal has no budget
+    assert Goal.of("energy", None, None) == Goal(objective="energy")
+    for kind, msg in (("budget", "set a power budget"), ("deadline", "set a deadline"),
+                      ("fastest", "unknown goal")):
+        with pytest.raises(InputError, match=msg):
+            Goal.of(kind)
+
+
+def test_the_best_row_for_each_kind():
+    t = np.array([10.0, 20.0, 30.0, 20.0])
+    p = np.array([30.0, 10.0, 5.0, 12.0])
+    idx = np.arange(4)
+    assert Goal(budget_w=99).best(idx, t, p) == 0                       # fastest
+    assert Goal(deadline_ms=99).best(idx, t, p) == 2                    # lowest power
+    assert Goal(objective="energy").best(idx, t, p) == 2                # 150 < 200 < 240 < 300
+    assert Goal(budget_w=99).best(np.array([1, 3]), t, p) == 1          # a tie on time: less power
+
+
+def test_a_goal_or_its_flags_not_both():
+    g = Goal(budget_w=10)
+    assert goal_from(g) is g and goal_from(budget_w=10) == g
+    with pytest.raises(ValueError, match="not both"):
+        goal_from(g, budget_w=10)
