@@ -43,6 +43,15 @@ def cmd_modes(a) -> int:
     from .core.devices import get_device
     check_out_file(a.out)
     dev = get_device(a.device)
+    if a.json:
+        from .core.contract import document
+        ps = dev.presets if a.grid == "presets" else None
+        modes = [p.mode for p in ps] if ps else dev.full_space() if a.grid == "full" else dev.pt_grid()
+        rows = [{"mode": m.as_dict(), "key": m.key} for m in modes]
+        for r, p in zip(rows, ps or ()):
+            r.update(id=p.id, name=p.name, tpc=p.tpc)
+        print(document("modes", {"device": dev.name, "grid": a.grid, "count": len(rows), "modes": rows}))
+        return EXIT_OK
     if a.grid == "presets":
         rows = [mode_cells(p.mode) + [str(p.id), p.name, str(p.tpc)] for p in dev.presets]
         write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "id", "name", "tpc"), rows)
@@ -143,6 +152,19 @@ def cmd_profile(a) -> int:
           f"wall time {res.wall_s:.1f} s")
     if res.time_note:
         _info(res.time_note)
+    if getattr(a, "json", False) and not getattr(a, "tune_hint", None):    # tune prints its own
+        from .core.contract import document
+        best = None
+        if res.best:
+            what, prob = res.best
+            m, b = what if isinstance(what, tuple) else (what, None)
+            best = {"mode": m.as_dict(), "key": m.key, "batch_size": b, "p_meets_goal": prob}
+        print(document("profile", {
+            "session": res.session, "out": None if res.out is None else str(res.out),
+            "status": res.status, "rows": res.n_rows, "simulated": res.simulated,
+            "label": res.label, "device_time_s": round(res.device_time_s, 3),
+            "wall_s": round(res.wall_s, 3), "stop_reason": res.stop_reason or None, "best": best,
+            "time_note": res.time_note or None}))
     return EXIT_OK
 
 
@@ -388,6 +410,13 @@ def cmd_sessions(a) -> int:
     if store.notice:
         _info(store.notice)
     rows = store.list_sessions()
+    if a.json:
+        from .core.contract import document
+        print(document("sessions", {"store": str(store.path), "sessions": [
+            {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
+             "backend": s.backend, "status": s.status, "done": s.n_done, "planned": len(s.plan),
+             "device_time_s": round(s.device_time_s, 3), "created": s.created} for s in rows]}))
+        return EXIT_OK
     if not rows:
         _info(f"no profiling sessions in {store.path}")
         return EXIT_OK
@@ -442,6 +471,21 @@ def cmd_fit(a) -> int:
                           seed=a.seed, loss=a.loss, note=_info)
     m = res.model.meta["metrics"]
     from .core.fit import outlier_note, subset_note
+    if a.json:
+        from .core.contract import document
+        keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale", "note")
+        print(document("fit", {
+            "device": dev.name, "model": str(res.out), "profile": str(a.profile),
+            "method": "scratch" if a.scratch else a.method, "workload": res.workload,
+            "batch_sizes": res.sizes, "profiled": res.n_modes, "fitted_on": res.fitted_on,
+            "seconds": round(res.seconds, 3), "timed": _timed(res.model),
+            "time_basis": res.model.meta.get("time_basis"),
+            "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
+                            for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
+            "notes": [n for n in [subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1
+                                              else "modes")]
+                      + [outlier_note(t, m[t]) for t in ("time", "power")] if n]}))
+        return EXIT_OK
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     print(f"model for {dev.name} ({how}), {res.fitted_on} -> {a.out} ({res.seconds:.1f} s)")
     sub = subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1 else "modes")
@@ -1062,6 +1106,7 @@ def _words(*names: str) -> str:
     return "Words in the output: " + "; ".join(f"{n}: {WORDS[n]}" for n in names) + "."
 
 
+JSON_HELP = "print one JSON document on stdout (schema_version 1; README: --json)"
 GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
 
 
@@ -1116,11 +1161,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", required=True)
     m.add_argument("--grid", choices=("full", "pt", "presets"), default="full")
     m.add_argument("--out", help="CSV file (default: stdout)")
+    m.add_argument("--json", action="store_true", help=JSON_HELP)
     m.set_defaults(fn=cmd_modes)
 
     pr = sub.add_parser("profile", help="profile a training workload on a set of power modes",
                         epilog=_words("P(meets the goal)"))
     _profile_args(pr, tune=False)
+    pr.add_argument("--json", action="store_true", help=JSON_HELP + " at the end (progress stays on stderr)")
     pr.set_defaults(fn=cmd_profile)
 
     tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)",
@@ -1129,10 +1176,11 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
     _add_risk(tu)
     tu.add_argument("--apply", action="store_true", help="apply the chosen mode (verified)")
-    tu.add_argument("--json", action="store_true")
+    tu.add_argument("--json", action="store_true", help=JSON_HELP)
     tu.set_defaults(fn=cmd_tune, strategy="active", modes=None, grid=None)
 
     se = sub.add_parser("sessions", help="list profiling sessions")
+    se.add_argument("--json", action="store_true", help=JSON_HELP)
     se.set_defaults(fn=cmd_sessions)
 
     rb = sub.add_parser("reference", help="build reference predictors from a large profile")
@@ -1161,6 +1209,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scratch", action="store_true", help="train the network from scratch (NN baseline)")
     f.add_argument("--seed", type=int, default=0)
     _time_arg(f)
+    f.add_argument("--json", action="store_true", help=JSON_HELP)
     f.set_defaults(fn=cmd_fit)
 
     pd = sub.add_parser("predict", help="predict time and power for modes")
@@ -1199,7 +1248,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--noise-scale", type=float, metavar="B_NOISE",
                     help="with --batch-sizes: samples to target grow as 1 + B / B_NOISE "
                     "(McCandlish et al. 2018)")
-    pa.add_argument("--json", action="store_true")
+    pa.add_argument("--json", action="store_true", help=JSON_HELP)
     pa.set_defaults(fn=cmd_pareto)
 
     ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
@@ -1222,7 +1271,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--device")
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     rs.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
-    rs.add_argument("--json", action="store_true", help="one JSON document (schema_version 1)")
+    rs.add_argument("--json", action="store_true", help=JSON_HELP)
     rs.set_defaults(fn=cmd_restore)
 
     st = sub.add_parser("status", help="the board, its mode, the process driving it and what restore "
@@ -1230,7 +1279,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--device")
     st.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
     st.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
-    st.add_argument("--json", action="store_true", help="one JSON document (schema_version 1)")
+    st.add_argument("--json", action="store_true", help=JSON_HELP)
     st.set_defaults(fn=cmd_status)
 
     em = sub.add_parser("emulate", help="an emulated Jetson sysfs tree under DIR, driven by the simulator, "

@@ -171,3 +171,23 @@ def test_tune_json_has_the_decision_shape(cli):
     assert rc == 0, err
     assert DECISION_KEYS <= set(d) and d["feasible"] is True and d["batch_size"] == 16
     assert d["profiled_modes"] == 6 and d["applied"] is False
+
+
+def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):
+    rc, out, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                       "--count", "12", "--session", "j", "--out", tmp_path / "p.csv", "--json")
+    d = _doc(out, "profile")
+    assert rc == 0 and d["status"] == "done" and d["rows"] == 12 and d["simulated"] is True, err
+    assert d["out"] == str(tmp_path / "p.csv") and d["session"] == "j"
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv",
+                       "--out", tmp_path / "m", "--method", "gp", "--json")
+    d = _doc(out, "fit")
+    assert rc == 0 and d["profiled"] == 12 and d["workload"] == "lstm" and d["batch_sizes"] == [16], err
+    assert d["metrics"]["time"]["choice"] and d["metrics"]["power"]["cv_mape"] > 0
+    assert d["model"] == str(tmp_path / "m") and (tmp_path / "m" / "meta.json").exists()
+    d = _doc(cli("sessions", "--json")[1], "sessions")
+    assert [(s["name"], s["done"], s["planned"], s["status"]) for s in d["sessions"]] == [("j", 12, 12, "done")]
+    d = _doc(cli("modes", "--device", "orin-nano", "--grid", "presets", "--json")[1], "modes")
+    assert d["count"] == len(d["modes"]) == 2 and {m["name"] for m in d["modes"]} == {"15W", "7W"}
+    d = _doc(cli("modes", "--device", "orin-agx", "--grid", "pt", "--json")[1], "modes")
+    assert d["count"] == 4368
