@@ -11,6 +11,7 @@ import time
 
 from .core.clock import hms
 from .core.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, PtuiError
+from .core.logs import LOG
 
 EXIT_ERR, EXIT_INT = EXIT_RUNTIME, EXIT_INTERRUPTED
 
@@ -21,11 +22,16 @@ class CLIError(PtuiError):
 
 
 def _err(msg: str) -> None:
-    _say(f"ptui: error: {msg}")
+    _say(f"ptui: error: {msg}")         # always said, -q or not
 
 
 def _info(msg: str) -> None:
-    _say(msg)
+    """What a command says on stderr as it goes (progress, notes): the log at INFO (-q hides it)."""
+    LOG.info(msg)
+
+
+def _warn(msg: str) -> None:
+    LOG.warning(msg)
 
 
 def _say(line: str) -> None:
@@ -251,7 +257,7 @@ def cmd_tune(a) -> int:
                profiled_modes=td.n_modes, profile=str(out), model=str(td.model_dir),
                best_measured=td.best_measured, notes=d.notes, applied=False)
     for note in d.notes:
-        _info(f"warning: {note}")
+        _warn(note)
     if a.apply:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
@@ -371,7 +377,7 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
         _info(note)
     p = r.pick
     for note in p.notes:
-        _info(f"warning: {note}")
+        _warn(note)
     best = None
     if p.best_measured is not None:          # one answer: the best measured pair and the pick
         jt = r.space.jt
@@ -1125,6 +1131,9 @@ def _share_global_options(p: argparse.ArgumentParser) -> None:
     a subcommand that needs one (required=True) is checked after parsing instead (see main)."""
     glob = {o: p._option_string_actions[o] for o in GLOBAL_OPTIONS}
     for sp in _subparsers(p):
+        sp.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        sp.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
         need = []
         for opt, ga in glob.items():
             own = sp._option_string_actions.get(opt)
@@ -1147,6 +1156,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(--device, --backend, --speed) go before or after the command.",
                 epilog=_words(*WORDS))
     p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="say each step on stderr (every write to the board and its read-back, each "
+                        "lock, each mode); in the app, in its log file")
+    p.add_argument("-q", "--quiet", action="store_true", help="say only warnings and errors")
     p.add_argument("--device", type=_device_name,
                    help="orin-agx, xavier-agx or orin-nano (default: detected)")
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
@@ -1314,15 +1327,19 @@ def main(argv: list[str] | None = None) -> int:
         from . import __version__
         print(f"ptui {__version__}")
         return EXIT_OK
+    from .core import logs
     if a.cmd is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             _err("the app needs a terminal (stdin and stdout); headless, run a command instead, "
                  "e.g. ptui modes --device orin-agx (list them with: ptui --help)")
             return EXIT_INPUT
+        from .core.paths import data_dir
+        logs.for_app(data_dir(), a.verbose)
         from .app import run_app
         return run_app(a)
     from .core.errors import exit_code, known_errors
     from .core.signals import Terminated, install
+    logs.for_cli(a.verbose, a.quiet)
     install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does
     try:
         return a.fn(a)

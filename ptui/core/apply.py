@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends.base import ApplyError, Backend
+from .logs import get as _logger
 from .modes import Mode, fmt_mhz
 from .signals import shielded
+
+LOG = _logger(__name__)
 
 
 @dataclass
@@ -70,9 +73,11 @@ def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
 def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     snap = backend.snapshot()
     before = backend.current_mode()
+    LOG.debug("apply on %s (%s): %s -> %s", backend.device.name, backend.kind, before.key, target.key)
     try:
         got = backend.apply_mode(target)
         rb = backend.current_mode()
+        LOG.debug("read back %s", rb.key)
         if got != target or rb != target:
             raise ApplyError(f"read-back {rb.key} does not match {target.key}")
     except Exception as e:  # noqa: BLE001 - any failure means roll back
@@ -84,6 +89,7 @@ def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
 def _roll_back(backend: Backend, snap, before: Mode) -> str:
     """Restore the snapshot and say what really happened: a rollback is only reported as done
     when the device reads back the mode it was in before."""
+    LOG.debug("rolling back to %s", before.key)
     try:
         backend.restore(snap)
         now = backend.current_mode()

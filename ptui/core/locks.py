@@ -17,6 +17,9 @@ import threading
 from pathlib import Path
 
 from .errors import RuntimeFailure
+from .logs import get as _logger
+
+LOG = _logger(__name__)
 
 
 class LockError(RuntimeFailure):
@@ -118,6 +121,7 @@ def acquire(key: str, what: str) -> None:
         except OSError:
             pass                               # a read-only lock file: held all the same
         _held[key] = (fd, 1)
+        LOG.debug("took the lock %s", p)
 
 
 def release(key: str) -> None:
@@ -130,6 +134,7 @@ def release(key: str) -> None:
             return
         del _held[key]
         os.close(fd)                       # drops the flock
+        LOG.debug("released the lock %s", key)
 
 
 def _read_pid(fd: int) -> int | None:

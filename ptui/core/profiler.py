@@ -19,10 +19,13 @@ from typing import Callable
 from .backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from .devices import Device
 from .errors import RuntimeFailure
+from .logs import get as _logger
 from .modes import Mode, transition_order
 from .signals import shielded
 from .store import SessionInfo, Store, StoreError
 from .workloads import Workload
+
+LOG = _logger(__name__)
 
 
 class ProfileError(RuntimeFailure):
@@ -201,6 +204,7 @@ class Profiler:
     def measure(self, events, mode: Mode, *, record: bool = True) -> ModeResult | None:
         be, cfg, clock = self.backend, self.cfg, self.backend.clock
         t_start = clock.now()
+        LOG.debug("profiling mode %s", mode.key)
         with shielded():                           # a mode is applied whole or not at all
             got = be.apply_mode(mode)
         if got != mode or be.current_mode() != mode:

@@ -20,7 +20,7 @@ LAYERS = [
     ("devices, backends, simulator, files", (
         "ptui.core.backends", "ptui.core.emulator", "ptui.core.detect", "ptui.core.telemetry",
         "ptui.core.physics", "ptui.core.undo", "ptui.core.locks", "ptui.core.signals", "ptui.core.files",
-        "ptui.core.apply",
+        "ptui.core.apply", "ptui.core.logs",
         "ptui.core.csvio")),
     ("catalogue", ("ptui.core.devices", "ptui.core.modes", "ptui.core.workloads")),
     ("errors, paths, clock", ("ptui", "ptui.core", "ptui.core.errors", "ptui.core.paths",

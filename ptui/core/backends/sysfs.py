@@ -19,8 +19,11 @@ from pathlib import Path
 
 from ..detect import is_emulated
 from ..devices import Device
+from ..logs import get as _logger
 from ..modes import Mode, fmt_mhz, make_mode
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
+
+LOG = _logger(__name__)
 
 GPU_DEVFREQ = ("sys/class/devfreq/17000000.gpu",
                "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu",
@@ -293,6 +296,7 @@ class SysfsBackend(Backend):
 
     def _do(self, writes: list[Write]) -> None:
         for wr in writes:
+            LOG.debug("write %s <- %s", wr.path, wr.value)
             try:
                 self._write(wr.path, wr.value)
             except PermissionError:
