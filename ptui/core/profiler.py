@@ -441,18 +441,50 @@ def batch_tag(info: SessionInfo) -> str:
 CYCLE_WORDS = "over the whole cycle (its wall time, the work in between included)"
 
 
+@dataclass(frozen=True)
+class Timed:
+    """What one time_ms is, as a value: read once from the phrase a profile or model keeps (the
+    CSV's `timed` column, a model's meta), instead of parsing the phrase again where it is used.
+
+    unit: what one time is, in words for "<t> ms per <unit>" (a built-in workload's minibatch, or
+    what the probe timed in a script: an optimizer step, a whole iteration of several optimizers,
+    a step over accumulated micro-batches, closure evaluations); per_step: a script's step or
+    iteration rather than a minibatch; what_if: a SIMULATED what-if from the script's measured
+    size; cycle: the whole cycle (the wall time per step, the work in between included)."""
+    text: str
+    unit: str
+    per_step: bool
+    what_if: bool
+    cycle: bool
+
+    @classmethod
+    def of(cls, timed: "str | Timed | None") -> "Timed":
+        if isinstance(timed, Timed):
+            return timed
+        text = (timed or "").strip()
+        t = text
+        what_if = t.startswith("what-if")
+        if what_if and ":" in t:
+            t = t.split(":", 1)[1].strip()
+        if t.startswith("one "):
+            t = t[4:]
+        cycle = CYCLE_WORDS in t
+        if not t or t.startswith("minibatch"):     # "minibatch (SIMULATED built-in workload)" ...
+            unit = "minibatch" + (f" {CYCLE_WORDS}" if cycle else "")
+        else:
+            unit = t
+        per_step = not unit.startswith("minibatch") and ("step" in unit or "iteration" in unit)
+        return cls(text, unit, per_step, what_if, cycle)
+
+    @property
+    def step_word(self) -> str:
+        """'step' for a script's step or iteration, else 'minibatch'."""
+        return "step" if self.per_step else "minibatch"
+
+
 def time_unit(timed: str | None) -> str:
-    """One time_ms, in words for "<t> ms per <unit>": a built-in workload's minibatch, or what the
-    probe timed in the user's script (an optimizer step, a whole iteration of several optimizers,
-    a step over accumulated micro-batches)."""
-    t = (timed or "").strip()
-    if t.startswith("what-if") and ":" in t:
-        t = t.split(":", 1)[1].strip()
-    if t.startswith("one "):
-        t = t[4:]
-    if not t or t.startswith("minibatch"):     # "minibatch (SIMULATED built-in workload)" ...
-        return "minibatch" + (f" {CYCLE_WORDS}" if CYCLE_WORDS in t else "")
-    return t
+    """One time_ms, in words for "<t> ms per <unit>" (Timed.unit)."""
+    return Timed.of(timed).unit
 
 
 def cycle_timed(timed: str | None) -> str:

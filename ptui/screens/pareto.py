@@ -37,6 +37,7 @@ from ..core.pareto import (
     front_indices,
     presets_table,
 )
+from ..core.profiler import Timed
 from ..core.workloads import WORKLOADS
 from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
 from ..widgets.safeplot import SafePlot
@@ -280,7 +281,7 @@ class ParetoScreen(Screen):
     def basis(self) -> str:
         """How the figures were obtained, said next to them."""
         if self.model is None:
-            if self.timed.startswith("what-if"):
+            if Timed.of(self.timed).what_if:
                 return "(what-if from the model's measured size, SIMULATED)"
             return "(measured)"
         if self.foreign:
@@ -292,7 +293,7 @@ class ParetoScreen(Screen):
 
     def step_word(self) -> str:
         """What one time is: a script is timed per optimizer step (or whole iteration)."""
-        return "step" if "step" in self.timed or "iteration" in self.timed else "minibatch"
+        return Timed.of(self.timed).step_word
 
     def loaded(self, tab: Table, model, mb, script: bool = False) -> None:
         self.table, self.model = tab, model
@@ -655,7 +656,7 @@ class ParetoScreen(Screen):
         plt.xscale("log")
         plt.xlabel("epoch time (min)" if self.unit == "epoch" else "time per 1000 steps (min)")
         plt.ylabel("W")
-        plt.title(("what-if modes" if self.timed.startswith("what-if") else "measured modes")
+        plt.title(("what-if modes" if Timed.of(self.timed).what_if else "measured modes")
                   if self.model is None else
                   "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plot.refresh()
@@ -693,8 +694,7 @@ class ParetoScreen(Screen):
         st = self.app.state
         st.selected = self.table.modes[i]
         st.selected_basis = "predicted" if self.model is not None else "measured"
-        from ..core.profiler import time_unit
-        st.selected_unit = time_unit(self.timed)
+        st.selected_unit = Timed.of(self.timed).unit
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
         st.selected_batch = (int(self.view.targets.batch[self.target_pos(i)])

@@ -262,3 +262,17 @@ def test_the_preset_baseline_is_the_preset_a_user_would_pick_for_the_goal():
     d, pre = best_preset(got)                                          # no goal: the fastest preset
     assert pre is ps[0] and pre.name == "MAXN"
     assert presets_table(ORIN, table=Table(modes[-1:], t[-1:], p[-1:], z[:1], z[:1])) is None
+
+
+def test_what_was_timed_is_read_once_into_a_value():
+    from ptui.core.profiler import CYCLE_WORDS, Timed, cycle_timed
+    w = Timed.of("what-if from the model's measured size (SIMULATED): one optimizer step")
+    assert (w.unit, w.what_if, w.per_step, w.cycle, w.step_word) == ("optimizer step", True, True, False, "step")
+    m = Timed.of("minibatch (SIMULATED built-in workload)")
+    assert (m.unit, m.what_if, m.per_step, m.step_word) == ("minibatch", False, False, "minibatch")
+    c = Timed.of(cycle_timed("minibatch (SIMULATED built-in workload)"))
+    assert c.cycle and c.unit == f"minibatch {CYCLE_WORDS}" and c.step_word == "minibatch"
+    it = Timed.of("one whole iteration (2 optimizers)")
+    assert it.per_step and it.unit == "whole iteration (2 optimizers)"
+    assert Timed.of(None) == Timed.of("") and Timed.of(None).unit == "minibatch"
+    assert Timed.of(w) is w
