@@ -580,6 +580,17 @@ async def test_finetune_names_a_measurement_it_left_out(tmp_path):
         assert "measured 17.2 W" in res
 
 
+def _app_with_profile(cli, tmp_path, *knobs):
+    """An app whose Profile screen has just written a simulated ResNet-18 profile with these knobs."""
+    out = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     *knobs, "--session", "p", "--out", out)
+    assert rc == 0, err
+    app, _ = make_app()
+    app.state.profile_csv = out
+    return app
+
+
 async def _fit_then_pareto(app, pilot):
     await pilot.press("3")
     await pilot.pause(0.2)
@@ -595,12 +606,7 @@ async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp
     """A ResNet-18 profile at batch 32, fitted on Fine-tune: Pareto's epoch is 1563 minibatches of
     32, as `ptui fit` and `ptui pareto` say (the app fell back to batch 16's 3125 and doubled it)."""
     from ptui.core.workloads import get_workload
-    out = tmp_path / "p.csv"
-    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
-                     "--batch-size", "32", "--count", "12", "--session", "p32", "--out", out)
-    assert rc == 0, err
-    app, _ = make_app()
-    app.state.profile_csv = out
+    app = _app_with_profile(cli, tmp_path, "--batch-size", "32", "--count", "12")
     async with app.run_test(size=(110, 36)) as pilot:
         scr = await _fit_then_pareto(app, pilot)
         assert scr.mb_per_epoch == get_workload("resnet18").with_batch(32).minibatches_per_epoch
@@ -612,12 +618,7 @@ async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path
     """A profile over batch sizes 8 and 32, fitted on Fine-tune, is a model over (mode, batch
     size), and Pareto offers the batch sizes, as with `ptui fit` (the app fitted one surface)."""
     from ptui.core.predictor import load_model
-    out = tmp_path / "p.csv"
-    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
-                     "--batch-sizes", "8,32", "--count", "16", "--session", "pb", "--out", out)
-    assert rc == 0, err
-    app, _ = make_app()
-    app.state.profile_csv = out
+    app = _app_with_profile(cli, tmp_path, "--batch-sizes", "8,32", "--count", "16")
     async with app.run_test(size=(110, 36)) as pilot:
         scr = await _fit_then_pareto(app, pilot)
         assert load_model(app.state.model_dir).batch_sizes == [8, 32]
