@@ -127,6 +127,7 @@ def cmd_profile(a) -> int:
 
     with bar:
         res = run.run(show)
+    a.profiled = res                              # tune reads what the profile was
     hint = getattr(a, "tune_hint", None) or run.resume_hint()
     if res.status == "aborted":
         from .core.signals import exit_code_for
@@ -230,7 +231,7 @@ def cmd_tune(a) -> int:
         a.noise_scale = stored["relation"].get("noise_scale")
         a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
-        return _tune_batches(a, dev, out, tuple(sizes or recorded), workload)
+        return _tune_batches(a, dev, out, tuple(sizes or recorded), workload, first.backend)
     from .core.pareto import InfeasibleError
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     try:
@@ -240,17 +241,18 @@ def cmd_tune(a) -> int:
                                  time_basis=a.time)
     except InfeasibleError as e:
         if a.json:
-            _infeasible_document("tune", e, goal)
+            _infeasible_document("tune", e, goal, first.batch_size)
         raise
     d = td.decision
     from .core.contract import point
     from .core.pareto import front_indices, presets_table
-    bs = td.model.meta.get("batch_size")
+    bs, mb = td.model.meta.get("batch_size"), td.model.meta.get("batches_per_epoch")
 
     def pt(tab_, i):
-        return point(tab_, i, batch_size=bs)
+        return point(tab_, i, batch_size=bs, mb_per_epoch=mb)
     res = pt(td.table, d.index)
-    res.update(feasible=True, goal=d.goal, exceed_prob=d.exceed_prob, timed=td.timed or _timed(td.model),
+    res.update(simulated=_profiled_simulated(a, first.backend), feasible=True, goal=d.goal,
+               exceed_prob=d.exceed_prob, timed=td.timed or _timed(td.model),
                front=[pt(td.table, int(i)) for i in front_indices(td.table.time_ms, td.table.power_w)],
                baselines=_preset_baselines(dev, presets_table(dev, td.model), goal, pt),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
@@ -284,6 +286,15 @@ def cmd_tune(a) -> int:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     return EXIT_OK
+
+
+def _profiled_simulated(a, kind: str) -> bool:
+    """Whether tune's profile ran on a board of this process or a recording (or a what-if), not a
+    live board; a resumed tune with nothing left to profile says it from its session's backend."""
+    res = getattr(a, "profiled", None)
+    if res is not None:
+        return bool(res.simulated)
+    return kind in ("sim", "replay")
 
 
 def _corpus_name(corpus: str) -> str:
@@ -355,7 +366,7 @@ def _resumed_tune(a) -> dict | None:
     return {"workload": first.workload, "relation": rel, "batch_sizes": p.get("batch_sizes")}
 
 
-def _tune_batches(a, dev, out, sizes, workload) -> int:
+def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
 
     from .core import session
@@ -370,8 +381,7 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
             time_basis=a.time)
     except InfeasibleError as e:
         if a.json:
-            _infeasible_document("tune", e, dict(budget_w=a.budget_w, objective=a.objective,
-                                                  risk=a.risk))
+            _infeasible_document("tune", e, {}, words=_joint_goal_words(a.budget_w, a.objective))
         raise
     for note in r.notes:
         _info(note)
@@ -390,7 +400,8 @@ def _tune_batches(a, dev, out, sizes, workload) -> int:
     if a.json:
         from .core.contract import document
         from .core.predictor import load_model
-        d = dict(r.as_dict(), timed=_timed(load_model(model_dir)), profiled_pairs=n, profile=str(out),
+        d = dict(r.as_dict(), simulated=_profiled_simulated(a, kind), timed=_timed(load_model(model_dir)),
+                 profiled_pairs=n, profile=str(out),
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(document("tune", d))
@@ -572,7 +583,7 @@ def cmd_pareto(a) -> int:
                 tolerance_w=a.tolerance_w)
     timed = _timed(model)
     bs = model.meta.get("batch_size")
-    d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs)
+    d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
     front = front_indices(tab.time_ms, tab.power_w)
     from .core.contract import point
     from .core.pareto import presets_table
@@ -614,26 +625,35 @@ def _timed(model) -> str:
                                        if model.meta.get("workload") == "script" else "minibatch")
 
 
-def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **kw):
+def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **per_epoch):
     """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
     closest option) before the one-line error (exit 3)."""
     from .core.pareto import InfeasibleError, choose
     try:
-        return choose(tab, **goal, **kw)
+        return choose(tab, **goal)
     except InfeasibleError as e:
         if getattr(a, "json", False):
-            _infeasible_document(command, e, goal, batch_size)
+            _infeasible_document(command, e, goal, batch_size, **per_epoch)
         raise
 
 
-def _infeasible_document(command: str, e, goal: dict, batch_size=None) -> None:
+def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words: str | None = None,
+                         **per_epoch) -> None:
+    """The document of a goal no mode meets: its words (a decision over batch sizes says its own),
+    the reason and the closest option where the decision names one row."""
     from .core.contract import document, infeasible, point
     from .core.goals import Goal
-    closest = (point(e.table, e.closest, batch_size=batch_size)
+    closest = (point(e.table, e.closest, batch_size=batch_size, **per_epoch)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
-    words = Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
+    words = words or Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
         goal.get("risk"), goal.get("tolerance_w") or 0.0)
     print(document(command, infeasible(words, str(e), closest)))
+
+
+def _joint_goal_words(budget_w, objective) -> str:
+    """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
+    from .core.batch import joint_goal
+    return joint_goal(budget_w, objective)
 
 
 def _preset_baselines(device, presets, goal: dict, pt) -> dict:
@@ -688,8 +708,7 @@ def _pareto_batches(a) -> int:
                    batches_per_epoch=a.batches_per_epoch)
     except InfeasibleError as e:
         if a.json:
-            _infeasible_document("pareto", e, dict(budget_w=a.budget_w, objective=a.objective,
-                                                    risk=a.risk, tolerance_w=a.tolerance_w))
+            _infeasible_document("pareto", e, {}, words=_joint_goal_words(a.budget_w, a.objective))
         raise
     for note in r.notes:
         _info(note)
@@ -759,7 +778,7 @@ def cmd_apply(a) -> int:
             if not res.ok:
                 raise CLIError(res.message, EXIT_ERR)
             return res.readback, _applied(res.message, backend)
-        return _apply_json(a, backend, p.current, mode, not p.noop, p.steps, run)
+        return _apply_json(a, backend, p.current, mode, lambda: backend.holds(mode), p.steps, run)
     print(f"plan for {dev.name} ({backend.kind}): from {p.current} to {mode}")
     for k, step in enumerate(p.steps, 1):
         print(f"  {k}. {step}")
@@ -781,30 +800,40 @@ def cmd_apply(a) -> int:
     return EXIT_OK
 
 
-def _apply_json(a, backend, current, target, change: bool, steps, do, preset: str | None = None) -> int:
+def _apply_json(a, backend, current, target, holds, steps, do, preset: str | None = None) -> int:
     """apply --json: one document saying whether anything would change (--dry-run) or did; the
-    apply itself as without --json (--yes needed, verified, rolled back on a mismatch)."""
+    apply itself as without --json (--yes needed, under the board's lock, verified, rolled back on
+    a mismatch).  holds(): the board is in the target and held there (a custom --persist always
+    writes nvpmodel's configuration: a change)."""
     from .core.contract import document
+    from .core.locks import LockError, board_lock
+    persists = bool(a.persist) and preset is None
     body = {"device": backend.device.name, "backend": backend.kind, "simulated": _simulated(backend),
             "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
             "from_key": current.key, "to": target.as_dict(), "to_key": target.key,
-            "changed": change, "steps": list(steps), "applied": False, "readback": None,
-            "readback_key": None, "message": "dry run: nothing written" if a.dry_run else ""}
+            "changed": persists or not holds(), "steps": list(steps), "applied": False,
+            "readback": None, "readback_key": None,
+            "message": "dry run: nothing written" if a.dry_run else ""}
     if a.dry_run:
         print(document("apply", body))
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to apply with --json (or --dry-run to only plan)")
-    if change:
-        got, msg = do()
-        body.update(applied=True, message=msg)
-    else:
-        got, msg = current, "nothing to change: the board is already in this mode"
-        body["message"] = msg
-    if a.persist:
-        from .core import session
-        body["persist"] = (session.persist(backend, target) if preset is None else
-                           f"--persist: nvpmodel keeps the selected preset {preset} across reboots")
+    try:
+        with board_lock(backend):         # nothing is said or written while another ptui drives it
+            if not holds():
+                got, msg = do()
+                body.update(changed=True, applied=True, message=msg)
+            else:
+                got = backend.current_mode()
+                body.update(changed=persists, message="nothing to change: the board is already "
+                                                      "held in this mode")
+            if a.persist:
+                from .core import session
+                body["persist"] = (session.persist(backend, target) if persists else
+                                   f"--persist: nvpmodel keeps the selected preset {preset} across reboots")
+    except LockError as e:
+        raise CLIError(f"not applied: {e}", EXIT_ERR) from None
     body.update(readback=got.as_dict(), readback_key=got.key)
     print(document("apply", body))
     return EXIT_OK
@@ -825,15 +854,20 @@ def _apply_preset(a, backend) -> int:
            "sim": "on the simulated board", "replay": "on the replay board"}.get(backend.kind, "")
     step = (f"select nvpmodel {p.id} {p.name} {how}: {p.mode} with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; "
             f"read back and roll back on mismatch")
+    if backend.kind == "replay":              # a preset it never recorded: refused before a plan
+        session.plan_apply(backend, p.mode)
     if a.json:
         st = session.board_status(backend)
-        same = st.mode == p.mode and (st.nvpmodel_id == p.id if st.nvpmodel_id is not None
-                                      else st.preset == p.name)
+
+        def holds() -> bool:               # a preset sets maximum clocks (nvpmodel leaves minimums)
+            now = session.board_status(backend)
+            return now.mode == p.mode and (now.nvpmodel_id == p.id if now.nvpmodel_id is not None
+                                           else now.preset == p.name)
 
         def run():
             got = session.apply_preset(backend, p.id)
             return got, _applied(f"selected {p.name}: {got}", backend)
-        return _apply_json(a, backend, st.mode, p.mode, not same, [step], run, preset=p.name)
+        return _apply_json(a, backend, st.mode, p.mode, holds, [step], run, preset=p.name)
     print(f"plan for {dev.name} ({backend.kind}): {step}")
     if a.dry_run:
         print("dry run: nothing written")
@@ -884,7 +918,8 @@ def cmd_status(a) -> int:
             "words": st.mode.describe(), "preset": st.preset, "nvpmodel_id": st.nvpmodel_id,
             "lock_holder": st.lock_holder,
             "restore": None if r is None else {"kind": r.kind, "mode": r.mode, "session": r.session,
-                                               "created": r.created, "pid": r.pid},
+                                               "created": r.created, "pid": r.pid,
+                                               "in_progress": r.in_progress},
             "restore_problem": st.restore_problem}))
         return EXIT_OK
     label = " (EMULATED, SIMULATED)" if st.emulated else " (SIMULATED)" if st.simulated else ""
@@ -898,6 +933,9 @@ def cmd_status(a) -> int:
         print(f"restore: refused: {st.restore_problem}")
     elif r is None:
         print("restore: nothing to undo")
+    elif r.in_progress:
+        print(f"restore: a profile (session {r.session}) is under way in pid {r.pid}; it puts the "
+              f"board back in {r.mode} when it ends (ptui restore does so if it is killed)")
     else:
         what = (f"the state before the interrupted profile (session {r.session})"
                 if r.kind == "profile" else "the state before the last ptui apply")

@@ -617,8 +617,7 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
         paper = back(paper_baseline(sub, rel, **kw))
     except InfeasibleError:
         paper = None
-    goal = ("least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
-            if objective == "energy" else f"least time to target within {budget_w:g} W")
+    goal = joint_goal(budget_w, objective)
     notes = []
     if rel.throughput_only:
         notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
@@ -632,6 +631,13 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
                      "workload): every batch size is assumed to fit")
     return BatchDecision(pick, base, paper, b0, rel, tg.samples, tg.samples_note, memory, dropped,
                          goal, notes, space, tg)
+
+
+def joint_goal(budget_w: float | None, objective: str | None) -> str:
+    """A decision over (mode, batch size) in words: per target (time or energy to reach it)."""
+    if objective == "energy":
+        return "least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
+    return f"least time to target within {budget_w:g} W"
 
 
 def _reindex(q: Pick, rows: np.ndarray) -> Pick:

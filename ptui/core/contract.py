@@ -12,11 +12,25 @@ A decision (``pareto``, ``tune``) has the same shape for one batch size or sever
 ``goal``, the pick (``mode``, ``key``, ``batch_size``, ``source``: measured or predicted, time and
 power with their spreads), ``timed`` (what one time_ms is), ``front`` (the Pareto front of the
 candidates, each point shaped like the pick) and ``baselines`` (a name for each point it is compared
-with; null where none applies).  A goal that no mode meets prints ``{"feasible": false, "reason":
-..., "closest": point or null}`` and the command exits 3.
+with; null where none applies).  A goal that no mode meets prints ``{"feasible": false, "goal":
+..., "reason": ..., "closest": point or null}`` and the command exits 3.
 
 Modes are given twice: ``mode`` (the four knobs as numbers) and ``key`` (the compact exact form
 ``6c/1497.6/522.75/2133``, which ``Mode.from_key`` reads back).
+
+The board's documents:
+
+* ``status``: ``device``, ``backend``, ``simulated``, ``emulated``, ``board`` (the board-wide
+  lock's name; null for a board of this process), ``mode``/``key``/``words``, ``preset`` (the
+  nvpmodel preset whose mode the board is in, or null), ``nvpmodel_id``, ``lock_holder`` (the pid
+  driving the board, -1 when held by a process whose pid cannot be read, null when free),
+  ``restore`` (what ``ptui restore`` would undo: ``kind`` profile or last-apply, ``mode``,
+  ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running) and
+  ``restore_problem`` (a saved state restore would refuse, in one line);
+* ``apply``: ``dry_run``, ``preset``, ``from``/``from_key``, ``to``/``to_key``, ``changed`` (the
+  board was not held in the target: an apply writes; a custom ``--persist`` always counts),
+  ``steps``, ``applied``, ``readback``/``readback_key``, ``message``, and ``persist`` when asked;
+* ``restore``: ``restored``, ``mode``/``key`` (what the board reads back), ``message``.
 """
 from __future__ import annotations
 

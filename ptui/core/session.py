@@ -8,6 +8,7 @@ all decided here.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -87,7 +88,7 @@ class ProfileOutcome:
     out: Path | str | None                # the CSV written, or None when nothing was written
     n_rows: int
     device_time_s: float
-    simulated: bool
+    simulated: bool                       # not a live board's figures: simulated, emulated, a what-if
     wall_s: float
     error: BaseException | None = None
     interrupted: bool = False             # Ctrl-C or a stop signal (as opposed to a cancel from the app)
@@ -400,8 +401,11 @@ class ProfileRun:
             label = self._label() if self.backend is not None else ""
             self.close()
         pl = self.planner
+        be = self.backend                  # figures a live board did not give: said so
+        simulated = bool(be.simulated or getattr(be, "emulated", False) or (
+            self.source is not None and getattr(self.source, "workload", None) is not None))
         return ProfileOutcome(status, self.name, written, n_rows,
-                              final.device_time_s if final else 0.0, self.backend.simulated,
+                              final.device_time_s if final else 0.0, simulated,
                               time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
                               label,
                               pl.stop_reason if pl is not None else "",
@@ -1033,6 +1037,7 @@ class PendingRestore:
     session: str | None                   # the interrupted profiling session
     created: float                        # when the state was saved (seconds since the epoch)
     pid: int                              # the process that saved it
+    in_progress: bool = False             # that process still runs (a profile under way, not killed)
 
 
 @dataclass(frozen=True)
@@ -1071,7 +1076,10 @@ def board_status(backend: Backend) -> BoardStatus:
     except DamagedSnapshot as e:
         rec, problem = None, str(e)
     if rec is not None:
-        pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid)
+        from .locks import pid_alive
+        pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid,
+                                 rec.kind == undo.PROFILE and rec.pid != os.getpid()
+                                 and pid_alive(rec.pid))
     emulated = bool(getattr(backend, "emulated", False))
     return BoardStatus(backend.device.name, backend.kind, bool(backend.simulated) or emulated,
                        emulated, key, mode,

@@ -585,7 +585,8 @@ class ParetoScreen(Screen):
         device; the prediction uses their clocks and cores)."""
         if self.model is None:
             return None
-        bp = best_preset(presets_table(self.model.device, self.model), budget_w=budget, risk=None)
+        # the rule the CLI's best_preset baseline uses, at the risk the screen decides with
+        bp = best_preset(presets_table(self.model.device, self.model), budget_w=budget, risk=DEFAULT_RISK)
         if bp is None:
             return None
         d, pre = bp

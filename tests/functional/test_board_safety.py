@@ -1,4 +1,5 @@
 """One driver per board, and apply/restore never move the board where the user did not ask."""
+import json
 import subprocess
 import sys
 
@@ -183,3 +184,46 @@ def test_restore_undoes_only_an_apply_made_on_the_same_board(tmp_path, cli):
     c = fakesys.build(tmp_path / "c")
     rc, _, err = cli("restore", "--backend", "sysfs", "--sysfs-root", c)     # nothing applied there
     assert rc == 2 and "nothing to restore" in err
+
+
+def test_apply_json_with_nothing_to_change_still_waits_its_turn(tree, cli, nvpmodel_on_path):
+    """apply --json on a board already held in the mode says 'nothing to change' only under the
+    board's lock: while another process drives the board it is refused like a plain apply, and a
+    --persist never runs nvpmodel under that process (it did: changed false, exit 0, nvpmodel -m 99
+    in the middle of a profile)."""
+    from ptui.core import locks
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    rc, _, err = cli("apply", *sysfs, *MODE, "--yes")
+    assert rc == 0, err
+    status = (tree / "var/lib/nvpmodel/status")
+    before = status.read_bytes() if status.exists() else None
+    p = _hold(locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree))))
+    try:
+        for extra in ([], ["--persist"]):
+            rc, out, err = cli("apply", *sysfs, *MODE, "--yes", "--json", *extra)
+            assert rc == 1 and out == "" and "not applied" in err and f"pid {p.pid}" in err, err
+            assert (status.read_bytes() if status.exists() else None) == before
+    finally:
+        p.kill()
+        p.wait()
+    rc, out, err = cli("apply", *sysfs, *MODE, "--yes", "--json", "--persist")
+    d = json.loads(out)
+    assert rc == 0 and d["changed"] is True and d["applied"] is False and "persist" in d, err
+
+
+def test_a_board_in_the_mode_but_not_held_there_is_a_change(tree, cli):
+    """Right maximum clocks with lower minimums (a board after boot or a preset) are not the
+    mode held: apply --json pins it and says changed; then nothing is left to change."""
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    mode = fakesys.read_mode(tree)
+    args = ["--cores", str(mode.cores), "--cpu-mhz", f"{mode.cpu_mhz:g}", "--gpu-mhz", f"{mode.gpu_mhz:g}",
+            "--mem-mhz", f"{mode.mem_mhz:g}"]
+    low = tree / "sys/devices/system/cpu/cpufreq/policy0/scaling_min_freq"
+    low.write_text("115200\n")
+    d = json.loads(cli("apply", *sysfs, *args, "--dry-run", "--json")[1])
+    assert d["changed"] is True and low.read_text().strip() == "115200"
+    rc, out, err = cli("apply", *sysfs, *args, "--yes", "--json")
+    d = json.loads(out)
+    assert rc == 0 and d["changed"] is True and d["applied"] is True, err
+    assert low.read_text().strip() == str(int(mode.cpu_mhz * 1000))
+    assert json.loads(cli("apply", *sysfs, *args, "--dry-run", "--json")[1])["changed"] is False

@@ -191,3 +191,44 @@ def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):
     assert d["count"] == len(d["modes"]) == 2 and {m["name"] for m in d["modes"]} == {"15W", "7W"}
     d = _doc(cli("modes", "--device", "orin-agx", "--grid", "pt", "--json")[1], "modes")
     assert d["count"] == 4368
+
+
+def test_status_says_a_profile_is_under_way_not_interrupted(tree, cli, tmp_path):
+    """The record a running profile keeps is not an interrupted one: status says it is under way
+    (its process lives), and what restore would do once it were killed."""
+    import subprocess
+    import sys
+    code = ("import sys, time\n"
+            "from ptui.core import undo\n"
+            "from ptui.core.backends.sysfs import SysfsBackend\n"
+            "from ptui.core.devices import get_device\n"
+            f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
+            "undo.save(be, undo.PROFILE, be.snapshot(), 'busy')\n"
+            "print('saved', flush=True)\n"
+            "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "saved"
+        sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+        d = _doc(cli("status", *sysfs, "--json")[1], "status")
+        assert d["restore"]["kind"] == "profile" and d["restore"]["in_progress"] is True
+        assert d["restore"]["pid"] == p.pid and d["restore"]["session"] == "busy"
+        out = cli("status", *sysfs)[1]
+        assert f"is under way in pid {p.pid}" in out and "interrupted" not in out
+    finally:
+        p.kill()
+        p.wait()
+    d = _doc(cli("status", "--backend", "sysfs", "--sysfs-root", tree, "--json")[1], "status")
+    assert d["restore"]["in_progress"] is False                      # killed: restore would undo it
+    assert "interrupted profile" in cli("status", "--backend", "sysfs", "--sysfs-root", tree)[1]
+
+
+def test_a_preset_the_replay_board_never_recorded_is_refused_before_a_plan(cli, tmp_path):
+    corpus = tmp_path / "c.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                     "--count", "6", "--session", "c", "--out", corpus)
+    assert rc == 0, err
+    for extra in (["--dry-run", "--json"], ["--dry-run"]):
+        rc, out, err = cli("apply", "--backend", "replay", "--corpus", corpus, "--device", "orin-agx",
+                           "--preset", "MAXN", *extra)
+        assert rc == 2 and out == "" and "ptui: error:" in err, (extra, out, err)

@@ -108,6 +108,10 @@ class Backend(ABC):
     def plan_writes(self, target: Mode) -> list[str]:
         raise BackendError(f"the {self.kind} backend cannot list its writes")
 
+    def holds(self, target: Mode) -> bool:
+        """The board is in `target` and held there: applying it would change nothing."""
+        return self.current_mode() == target
+
     # Profiling needs a training workload that reports minibatches: the simulator runs its own,
     # real boards run a probe inside a training script.
     def start_training(self, workload) -> None:

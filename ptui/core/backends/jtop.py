@@ -191,6 +191,9 @@ class JtopBackend(Backend):
     def plan_writes(self, target: Mode) -> list[str]:
         return self._sysfs.plan_writes(target)
 
+    def holds(self, target: Mode) -> bool:
+        return self._sysfs.holds(target)
+
     def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> str | None:
         """Ask the service to switch nvpmodel mode: None once it reports the new mode, else why
         not.  A switch the service reports as failed ends the wait at once; a service that stopped

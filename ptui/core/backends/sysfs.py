@@ -242,6 +242,13 @@ class SysfsBackend(Backend):
         emc = float(snap["emc"][1]) / 1e6 if snap.get("emc") else self.current_mode().mem_mhz
         return _nearest_mode(dev, cores, cpu, gpu, emc)
 
+    def holds(self, target: Mode) -> bool:
+        """In `target` and pinned there: every file an apply writes already reads its value (a
+        board after boot or a preset can read the right maximum clocks with lower minimums, or an
+        EMC rate that is not locked)."""
+        return self.current_mode() == target and all(_read_text(w.path) == w.value
+                                                      for w in self._writes(target))
+
     def plan_writes(self, target: Mode) -> list[str]:
         return [str(w) for w in self._writes(target)] + [
             "read back every file above and compare; on any mismatch restore the snapshot"]
