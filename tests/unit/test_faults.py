@@ -36,6 +36,36 @@ def test_success_reads_back_and_keeps_the_snapshot():
     assert be.read().nvpmodel == "MODE_30W"             # the snapshot carried the preset name too
 
 
+def _apply_logged(be) -> list[str]:
+    """apply_mode's log lines at DEBUG, read from the ptui logger itself (it does not propagate
+    once the CLI has configured it)."""
+    import logging
+    got: list[str] = []
+    h = logging.Handler(logging.DEBUG)
+    h.emit = lambda r: got.append(r.getMessage()) if r.name == "ptui.core.apply" else None
+    log = logging.getLogger("ptui")
+    level = log.level
+    log.addHandler(h)
+    log.setLevel(logging.DEBUG)
+    try:
+        apply_mode(be, TARGET)
+    finally:
+        log.removeHandler(h)
+        log.setLevel(level)
+    return got
+
+
+def test_each_step_of_an_apply_is_logged():
+    """What `ptui -v` shows of an apply: the change asked for, what the board read back, and the
+    rollback when the read-back does not match."""
+    be = faults.LyingBackend(ORIN)
+    be.armed = False
+    assert _apply_logged(be) == [f"apply on orin-agx ({be.kind}): {START.key} -> {TARGET.key}",
+                                 f"read back {TARGET.key}"]
+    said = _apply_logged(faults.LyingBackend(ORIN))
+    assert said[-1] == f"rolling back to {START.key}" and said[-2].startswith("read back ")
+
+
 def test_backend_lying_on_read_back_is_caught_and_rolled_back():
     be = faults.LyingBackend(ORIN)
     res = apply_mode(be, TARGET)
