@@ -19,6 +19,9 @@ from tests.support.cli import PY, subprocess_env
 
 pytest.importorskip("torch")
 
+# ptui runs as a subprocess profiling a real training script (it sleeps 10 ms a step)
+pytestmark = pytest.mark.realtime
+
 ORIN = get_device("orin-agx")
 OTHER = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
 

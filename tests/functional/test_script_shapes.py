@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# real training scripts run under the probe, timed on the wall clock
+pytestmark = pytest.mark.realtime
+
 pytest.importorskip("torch")
 
 HERE = Path(__file__).resolve().parents[1] / "support" / "thirdparty"

@@ -4,6 +4,9 @@ import textwrap
 
 import pytest
 
+# real training scripts run under the probe, timed on the wall clock
+pytestmark = pytest.mark.realtime
+
 pytest.importorskip("torch")
 
 TRAIN = textwrap.dedent("""

@@ -17,13 +17,12 @@ def ref():
 
 @pytest.fixture(scope="module")
 def profile50(tmp_path_factory):
-    import os
-
     from tests.support.cli import run_cli
     d = tmp_path_factory.mktemp("p")
-    os.environ["PTUI_DATA_DIR"] = str(d / "data")
-    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
-                         "--count", "50", "--seed", "2", "--out", d / "mb.csv")
+    with pytest.MonkeyPatch.context() as m:          # this profile's store only: the environment
+        m.setenv("PTUI_DATA_DIR", str(d / "data"))   # is the same again for the tests after it
+        rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
+                             "--count", "50", "--seed", "2", "--out", d / "mb.csv")
     assert rc == 0, err
     return d / "mb.csv"
 
