@@ -567,11 +567,13 @@ def test_the_script_ends_when_ptui_is_killed(tmp_path, emulate):
         assert _alive(pid) and ptui.poll() is None      # profiling: both running
         os.kill(ptui.pid, signal.SIGKILL)
         ptui.wait()
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
+        # the script trains forever unless stopped: it goes within a second on a quiet machine;
+        # the bound is generous so that a busy one does not read as "kept running"
+        t0 = time.monotonic()
+        while _alive(pid) and time.monotonic() < t0 + 30:
             time.sleep(0.1)
         gone = not _alive(pid)
-        print(f"script gone {5 - (deadline - time.monotonic()):.2f} s after kill -9 of ptui")
+        print(f"script gone {time.monotonic() - t0:.2f} s after kill -9 of ptui")
         if not gone:
             os.kill(pid, signal.SIGKILL)
         assert gone, "the training script kept running after ptui was killed"
