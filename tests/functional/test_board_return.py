@@ -84,6 +84,7 @@ def _cli(tmp_path, *args, data="other-data"):
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig):
     root = emulate(tmp_path / "root").root
@@ -104,6 +105,7 @@ def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig)
     assert _mode(root) == start
 
 
+@pytest.mark.slow
 def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path, emulate):
     """A second process with another data directory (sudo, another user) may not apply during the
     profile; after kill -9 it restores the mode the board had before the profile."""
@@ -131,6 +133,7 @@ def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path,
     assert rc == 2 and "nothing to restore" in err
 
 
+@pytest.mark.slow
 def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulate):
     root = emulate(tmp_path / "root").root
     start = _mode(root)
@@ -239,6 +242,11 @@ def test_the_app_restores_the_board_when_stopped_by_a_signal(tmp_path, emulate, 
             time.sleep(0.2)
         assert _mode(root) == start
         if sig == "TERM":
+            # the shell writes the app's exit status a moment after the app is gone
+            end = time.time() + 60
+            while not rc_file.exists() or not rc_file.read_text().strip():
+                assert time.time() < end, "the app's shell wrote no exit status"
+                time.sleep(0.1)
             assert rc_file.read_text().strip() == "143"
     finally:
         term.close()
