@@ -70,6 +70,7 @@ def settle(be, pred, timeout=120.0):
     return be.read()
 
 
+@pytest.mark.slow
 @needs_service
 def test_jtop_sysfs_apply_restore(board, tmp_path):
     from ptui.core.backends.jtop import JtopBackend

@@ -1,6 +1,7 @@
 """`make run` / `make test` plans (make -n: printed, not run): a Jetson's venv sees NVIDIA's torch and
 never installs one; elsewhere exactly torch==2.13.0; nothing is reinstalled once .venv is up to date."""
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -23,7 +24,7 @@ def plan(tmp_path, target, *, jetson: bool, venv=None):
     return r.stdout
 
 
-@pytest.mark.parametrize("target", ["run", "test"])
+@pytest.mark.parametrize("target", ["run", "test", "test-quick"])
 def test_elsewhere_the_venv_gets_the_pinned_cpu_torch(tmp_path, target):
     out = plan(tmp_path, target, jetson=False)
     assert "-m venv" in out and "--system-site-packages" not in out
@@ -32,7 +33,7 @@ def test_elsewhere_the_venv_gets_the_pinned_cpu_torch(tmp_path, target):
     assert "torch>" not in out and " torch " not in out
 
 
-@pytest.mark.parametrize("target", ["run", "test"])
+@pytest.mark.parametrize("target", ["run", "test", "test-quick"])
 def test_on_a_jetson_the_venv_sees_nvidia_torch_and_installs_none(tmp_path, target):
     out = plan(tmp_path, target, jetson=True)
     assert "-m venv --system-site-packages" in out
@@ -48,8 +49,11 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
         (venv / stamp).touch()
         os.utime(venv / stamp, (later, later))
     assert plan(tmp_path, "run", jetson=False, venv=venv).split() == [f"{venv}/bin/ptui"]
-    test_plan = plan(tmp_path, "test", jetson=False, venv=venv)
-    assert test_plan.split() == [f"{venv}/bin/python", "-m", "pytest", "-q"]
+    pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup"]
+    assert shlex.split(plan(tmp_path, "test", jetson=False, venv=venv)) == pytest_cmd
+    # the inner loop: the same suite less the slow, realtime, third-party and end-to-end tests
+    assert shlex.split(plan(tmp_path, "test-quick", jetson=False, venv=venv)) == \
+        pytest_cmd + ["-m", "not slow and not realtime and not thirdparty and not e2e"]
     # pyproject.toml changed since: the install runs again, the venv is not recreated
     os.utime(venv / ".ptui-test", (later - 3600 * 24 * 365, later - 3600 * 24 * 365))
     out = plan(tmp_path, "test", jetson=False, venv=venv)

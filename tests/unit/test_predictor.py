@@ -46,6 +46,7 @@ def test_reference_predicts_the_simulator(ref):
     assert np.mean(np.abs(pred["power_w"] / true.power_w - 1)) < 0.04
 
 
+@pytest.mark.slow
 def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", profile50, "--out", tmp_path / "m",
                        "--workload", "mobilenetv3")
@@ -74,6 +75,7 @@ def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
     assert rc == 0 and "lowest power meeting 200 ms" in out
 
 
+@pytest.mark.slow
 def test_transfer_across_devices(tmp_path, cli):
     rc, _, err = cli("profile", "--device", "orin-nano", "--workload", "resnet18", "--count", "30",
                      "--out", tmp_path / "nano.csv")
