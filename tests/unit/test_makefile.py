@@ -49,7 +49,7 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
         (venv / stamp).touch()
         os.utime(venv / stamp, (later, later))
     assert plan(tmp_path, "run", jetson=False, venv=venv).split() == [f"{venv}/bin/ptui"]
-    pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "auto", "--dist", "loadgroup"]
+    pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "0", "--dist", "loadgroup"]
     assert shlex.split(plan(tmp_path, "test", jetson=False, venv=venv)) == pytest_cmd
     # the inner loop: the same suite less the slow, realtime, third-party and end-to-end tests
     assert shlex.split(plan(tmp_path, "test-quick", jetson=False, venv=venv)) == \
@@ -58,3 +58,17 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
     os.utime(venv / ".ptui-test", (later - 3600 * 24 * 365, later - 3600 * 24 * 365))
     out = plan(tmp_path, "test", jetson=False, venv=venv)
     assert "pip install" in out and "-m venv" not in out
+
+
+def test_jobs_spreads_the_suite_over_xdist_workers(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    later = max(os.path.getmtime(ROOT / f) for f in ("pyproject.toml", "Makefile")) + 10
+    for stamp in (".ptui-run", ".ptui-test"):
+        (venv / stamp).touch()
+        os.utime(venv / stamp, (later, later))
+    r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test", f"VENV={venv}",
+                        "JOBS=auto"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert shlex.split(r.stdout)[4:] == ["-n", "auto", "--dist", "loadgroup"]
