@@ -12,6 +12,13 @@ from tests.support.cli import ROOT
 pytestmark = pytest.mark.skipif(not shutil.which("make"), reason="make is not installed")
 
 
+def _env():
+    """This environment less what a `make test JOBS=2 PYTEST_ARGS=...` around this test passes
+    down (MAKEFLAGS carries its command-line variables into every make below it)."""
+    drop = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "JOBS", "PYTEST_ARGS", "VENV", "PYTHON"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def plan(tmp_path, target, *, jetson: bool, venv=None):
     rel = tmp_path / "nv_tegra_release"
     if jetson:
@@ -19,7 +26,7 @@ def plan(tmp_path, target, *, jetson: bool, venv=None):
     r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), target,
                         f"VENV={venv or tmp_path / 'venv'}", f"TEGRA_RELEASE={rel}",
                         f"DT_COMPATIBLE={tmp_path / 'no-device-tree'}"],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=_env())
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -69,6 +76,7 @@ def test_jobs_spreads_the_suite_over_xdist_workers(tmp_path):
         (venv / stamp).touch()
         os.utime(venv / stamp, (later, later))
     r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test", f"VENV={venv}",
-                        "JOBS=auto"], capture_output=True, text=True, timeout=60)
+                        "JOBS=auto"], capture_output=True, text=True, timeout=60,
+                       env=_env())
     assert r.returncode == 0, r.stderr
     assert shlex.split(r.stdout)[4:] == ["-n", "auto", "--dist", "loadgroup"]
