@@ -73,6 +73,9 @@ class Term:
 
     def close(self) -> None:
         self.tmux("kill-server", check=False)
+        # tmux leaves the server's socket file behind: one per terminal would pile up in /tmp
+        sock = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}" / self.socket
+        sock.unlink(missing_ok=True)
 
 
 def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[str, str]:
