@@ -2,8 +2,13 @@
 #   make run    create .venv on first use, install ptui and what its main job needs, open the app
 #   make test   create .venv with the test extras (and the third-party training libraries the
 #               probe is tested against), run the whole test suite
-# Both are idempotent: once .venv is up to date with pyproject.toml they go straight to work.
+# and, for the inner loop while editing:
+#   make test-quick   the same venv, the suite without the tests marked slow, realtime, thirdparty
+#                     or e2e (the markers are listed in pyproject.toml)
+# All are idempotent: once .venv is up to date with pyproject.toml they go straight to work.
 # Options: make run ARGS="--device xavier-agx --speed 60"; make test PYTEST_ARGS="tests/unit -x";
+#          JOBS=auto spreads the tests over pytest-xdist workers, one per core (JOBS=2: two workers;
+#          the default, 0, runs them in one process);
 #          VENV=DIR for another virtual environment, PYTHON=python3.11 for the interpreter.
 
 PYTHON ?= python3.11
@@ -14,6 +19,13 @@ TORCH ?= torch==2.13.0
 TEGRA_RELEASE ?= /etc/nv_tegra_release
 DT_COMPATIBLE ?= /proc/device-tree/compatible
 JETSON ?= $(shell if [ -e $(TEGRA_RELEASE) ] || grep -qas tegra $(DT_COMPATIBLE); then echo yes; fi)
+
+# pytest-xdist workers (0: none, the tests run in this process); loadgroup keeps the tests of one
+# xdist_group (the jtop service, one per machine) on one worker.  One process by default until
+# parallel runs have a longer record on the 2-core CI machine
+JOBS ?= 0
+PYTEST := $(VENV)/bin/python -m pytest -q -n $(JOBS) --dist loadgroup
+QUICK := -m "not slow and not realtime and not thirdparty and not e2e"
 
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet
@@ -27,13 +39,16 @@ RUN_EXTRAS := [train]
 TORCH_REQ := $(TORCH)
 endif
 
-.PHONY: run test venv clean
+.PHONY: run test test-quick venv clean
 
 run: $(VENV)/.ptui-run
 	$(VENV)/bin/ptui $(ARGS)
 
 test: $(VENV)/.ptui-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-quick: $(VENV)/.ptui-test
+	$(PYTEST) $(QUICK) $(PYTEST_ARGS)
 
 venv: $(VENV)/.ptui-run
 

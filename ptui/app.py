@@ -29,6 +29,32 @@ AREAS = (("dashboard", "1", "Dashboard"), ("profile", "2", "Profile"), ("finetun
            ("pareto", "4", "Pareto"), ("apply", "5", "Apply"))
 
 
+class _TerminalOutput:
+    """The terminal as Textual's output thread writes to it, dropping what is drawn once the
+    terminal is gone.  When an SSH session drops, a write can fail (EIO on the hung-up tty) before
+    the SIGHUP handler points the output at /dev/null; Textual's output thread died of that error,
+    and the app's last frames, queued for it, then blocked its exit forever (the board restored,
+    the process never ending, still holding the board's lock)."""
+
+    def __init__(self, file) -> None:
+        self._file = file
+
+    def write(self, text: str) -> int:
+        try:
+            return self._file.write(text)
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError:
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+
 class PtuiApp(App):
     CSS_PATH = "app.tcss"
     MODES = {"dashboard": DashboardScreen, "profile": ProfileScreen, "finetune": FinetuneScreen,
@@ -57,6 +83,18 @@ class PtuiApp(App):
         self.base_sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
                                            "  [EMULATED, SIMULATED]" if be.emulated else "")
         self.sub_title = self.base_sub_title
+
+    def get_driver_class(self):
+        base = super().get_driver_class()
+
+        class Driver(base):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                if getattr(self, "_file", None) is not None:
+                    self._file = _TerminalOutput(self._file)
+
+        Driver.__name__ = Driver.__qualname__ = base.__name__
+        return Driver
 
     def on_mount(self) -> None:
         self.state.sampler.start()

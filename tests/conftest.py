@@ -3,6 +3,14 @@ import pytest
 from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401 (re-exported)
 
 
+def pytest_collection_modifyitems(items):
+    """A test that starts `ptui emulate` as a subprocess (the emulate fixture) is end to end,
+    wherever it lives: marked e2e here rather than one by one."""
+    for item in items:
+        if "emulate" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(autouse=True)
 def _data_dir(tmp_path, monkeypatch):
     """Every test gets its own session store, and its own board-wide places (the boards' locks and

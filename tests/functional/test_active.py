@@ -224,6 +224,7 @@ def test_acquisition_prefers_improvement_and_feasibility():
     assert acq.incumbent == 0 and acq.index == 1
 
 
+@pytest.mark.slow
 def test_active_offline_finds_the_budget_optimum(tmp_path):
     path, rec = corpus(tmp_path, n=400, seed=1)
     modes = list(rec)
@@ -237,6 +238,7 @@ def test_active_offline_finds_the_budget_optimum(tmp_path):
         assert best <= 1.02 * T[P <= budget].min()
 
 
+@pytest.mark.slow
 def test_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
     env = subprocess_env(tmp_path)
     base = [PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "lstm",

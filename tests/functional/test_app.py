@@ -50,6 +50,7 @@ async def test_dashboard_survives_missing_sensors():
         assert "INA3221 not found" in str(app.screen.query_one("#power").render())
 
 
+@pytest.mark.slow
 async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
     app, sim = make_app()
     original = sim.current_mode()
@@ -242,6 +243,7 @@ async def test_escape_leaves_a_text_field_and_the_footer_says_so():
         assert type(app.screen).__name__ == "ParetoScreen"
 
 
+@pytest.mark.slow
 async def test_enter_in_the_path_field_loads(tmp_path):
     from tests.support.cli import run_cli
     rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "20",
@@ -439,6 +441,7 @@ async def test_every_footer_fits_80_columns():
                                              "3": "Fine-tune", "4": "Pareto", "5": "Apply"}[key])
 
 
+@pytest.mark.slow
 async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
     """Strategy and goal on the Profile screen: an active search for 30 W stops by itself, shows
     the best measured mode and its confidence, and restores the board."""
@@ -561,6 +564,7 @@ async def test_pareto_goal_row_fits_80_columns():
         assert sel.region.height == 3                      # its label on one line
 
 
+@pytest.mark.slow
 async def test_finetune_names_a_measurement_it_left_out(tmp_path):
     """The Fine-tune screen says which profiled mode the fit left out as an outlier, as ptui fit
     does (one rule, fit.outlier_note, for both faces)."""
@@ -602,6 +606,7 @@ async def _fit_then_pareto(app, pilot):
     return app.screen
 
 
+@pytest.mark.slow
 async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp_path, cli):
     """A ResNet-18 profile at batch 32, fitted on Fine-tune: Pareto's epoch is 1563 minibatches of
     32, as `ptui fit` and `ptui pareto` say (the app fell back to batch 16's 3125 and doubled it)."""

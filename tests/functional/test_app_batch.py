@@ -71,6 +71,7 @@ def _picked(scr):
     return scr.table.modes[i], int(scr.view.targets.batch[scr.target_pos(i)])
 
 
+@pytest.mark.slow
 async def test_batch_model_shows_sizes_core_pick_and_batch_16_saving(batch_files):
     """At 80x24: the sizes are shown (plot legend, a bs column on the front), the pick is
     batch.decide's for the same inputs (throughput only, then with a noise scale), and the details
@@ -127,6 +128,7 @@ async def test_b_restricts_to_one_batch_size(batch_files):
         assert scr.bs_filter is None
 
 
+@pytest.mark.slow
 async def test_pairs_that_do_not_fit_are_never_picked(batch_files):
     """Throughput only at 30 W the largest batch (32) is picked; when the profile says batch 32
     needs 80 GB (the board has 61.5 for training), no pair at 32 is drawn or picked, the details

@@ -1,5 +1,7 @@
 """The app on a real-board backend (the emulated Orin AGX sysfs tree): it profiles and applies
 through the same use cases as the CLI."""
+import pytest
+
 from ptui.app import AppState, PtuiApp
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.devices import get_device
@@ -16,6 +18,7 @@ def board_app(root) -> tuple[PtuiApp, SysfsBackend]:
     return PtuiApp(AppState(be, "backend sysfs (test)", Sampler(be, interval=0.2))), be
 
 
+@pytest.mark.slow
 async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
     """A real board cannot train a catalog workload itself: the app, like `ptui profile`, runs
     ptui's own torch loop for it under the probe, reads power from the INA3221 files, and restores

@@ -1,4 +1,6 @@
 """The app at 80x24 (issue 10 C1-C3): nothing cut off, nothing covered, pick inputs from lists."""
+import pytest
+
 from ptui.core.devices import get_device
 from tests.functional.test_app import make_app, wait_workers
 
@@ -65,6 +67,7 @@ async def test_resume_choices_fit_on_one_line():
         assert overlay.virtual_size.height == 2, (label, overlay.virtual_size, overlay.region)
 
 
+@pytest.mark.slow
 async def test_no_toast_repeats_a_status_panel():
     """At 80x24 a toast sits over the bottom right: over the profile table and the Apply plot's
     axis.  What a panel already says (profile finished, applied, rolled back) gets no toast."""
@@ -172,6 +175,7 @@ async def test_pareto_picks_saved_models_and_profiles_from_a_list():
         assert sel.region.right <= 80 and sel.region.height == 3
 
 
+@pytest.mark.slow
 async def test_resizing_the_terminal_keeps_every_plot():
     """Shrinking the terminal under a drawn plot crashed the app (plotext kept the last build's
     geometry: IndexError in its legend); the plot is redrawn at its new size instead."""

@@ -57,6 +57,7 @@ async def test_palette_lists_the_current_screens_actions():
 
 
 # -- Pareto: a failed load, Enter ---------------------------------------------------------------
+@pytest.mark.slow
 async def test_a_failed_load_clears_the_front_and_enter_sends_nothing(profile_csv, tmp_path):
     """After a failed load nothing of the previous file is left to pick: Enter sent a mode of the
     previous file to Apply."""
@@ -83,6 +84,7 @@ async def test_a_failed_load_clears_the_front_and_enter_sends_nothing(profile_cs
     assert any("load" in m for m in seen), seen
 
 
+@pytest.mark.slow
 async def test_enter_in_a_goal_field_takes_the_goal_mode_to_apply(profile_csv):
     app, _ = make_app(profile_csv=profile_csv)
     async with app.run_test(size=(100, 32)) as pilot:
@@ -119,6 +121,7 @@ async def test_enter_on_the_objective_dropdown_takes_the_mode_to_apply(profile_c
         assert type(app.screen).__name__ == "ApplyScreen" and app.state.selected == chosen
 
 
+@pytest.mark.slow
 async def test_enter_in_an_open_dropdown_still_chooses(profile_csv):
     """The pick steps aside in an open dropdown: Enter there chooses the objective."""
     app, _ = make_app(profile_csv=profile_csv)
@@ -157,6 +160,7 @@ async def test_the_footer_says_what_enter_does_on_pareto(profile_csv):
         assert app.screen.active_bindings["enter"].binding.description == "Load"
 
 
+@pytest.mark.slow
 async def test_enter_with_a_bad_goal_field_says_so_and_stays(profile_csv):
     """A goal field that does not hold a number keeps the old pick on screen; Enter does not take
     that stale pick to Apply."""
@@ -210,6 +214,7 @@ async def test_apply_says_applied_after_y():
 
 
 # -- fields ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_profile_fields_keep_what_is_typed_and_name_themselves():
     """`1e9` in the batch field became 19 (the field dropped the e); a bad value is said with the
     field's name, never a CLI flag."""
@@ -238,6 +243,7 @@ async def test_profile_fields_keep_what_is_typed_and_name_themselves():
         assert "modes" in plan and "--" not in plan, plan
 
 
+@pytest.mark.slow
 async def test_pareto_epochs_field_keeps_1e9_and_names_itself():
     from ptui.core.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
@@ -329,6 +335,7 @@ async def test_plan_estimate_shows_wall_time_at_speed():
 
 
 # -- quitting mid-profile ---------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_q_during_a_profile_asks_first(slower_profiler):
     app, sim = make_app()
     original = sim.current_mode()

@@ -44,6 +44,7 @@ def true_optimum(f, rel, budget, modes):
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget,noise", [(30.0, 16.0), (20.0, None)])
 def test_joint_active_finds_the_best_pair_in_few_profiles(budget, noise):
     """A decision within 2 % of the true optimum over (mode, batch size), from at most 30 pairs
@@ -89,6 +90,7 @@ def test_start_design_spans_the_batch_axis(rel):
     assert min(SIZES) in sizes and max(SIZES) in sizes, sizes
 
 
+@pytest.mark.slow
 def test_cli_active_over_batch_sizes(cli, tmp_path):
     out = tmp_path / "a.csv"
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
@@ -144,6 +146,7 @@ def test_noise_scale_without_batch_sizes_is_refused(cli, tmp_path):
     assert rc == 2 and "go with --batch-sizes" in err
 
 
+@pytest.mark.slow
 def test_joint_active_kill_9_then_resume_equals_uninterrupted(tmp_path):
     env = subprocess_env(tmp_path)
     base = [PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
@@ -185,6 +188,7 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     assert len((tmp_path / "c.csv").read_text().splitlines()) == start + 1
 
 
+@pytest.mark.slow
 def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
     """`ptui tune --batch-sizes`: active over (mode, batch), fit, the joint decision, applied and
     verified on the simulated board; the pick is within 2 % of the true optimum and the budget."""
@@ -225,6 +229,7 @@ def test_tune_over_batch_sizes_refuses_bad_input(cli, tmp_path, args, why):
     assert not (tmp_path / "t.csv").exists()
 
 
+@pytest.mark.slow
 def test_tune_resume_decides_for_what_the_group_was_profiled_for(cli, tmp_path):
     """A resumed `tune` over batch sizes decides with the group's stored relation and workload
     (it used to decide on throughput only, for workload 'script'), and a different goal or noise
@@ -248,6 +253,7 @@ def test_tune_resume_decides_for_what_the_group_was_profiled_for(cli, tmp_path):
     assert d["target_samples"] == 50_000          # resnet18's epoch, not a script's 1,000
 
 
+@pytest.mark.slow
 def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
     """Ctrl-C during `ptui tune` names the tune command that resumes it (profile, fit and
     decision), not a `ptui profile` that would stop after profiling; the hint works."""

@@ -19,6 +19,9 @@ from tests.support.cli import PY, subprocess_env
 
 pytest.importorskip("torch")
 
+# ptui runs as a subprocess profiling a real training script (it sleeps 10 ms a step)
+pytestmark = pytest.mark.realtime
+
 ORIN = get_device("orin-agx")
 OTHER = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
 
@@ -81,6 +84,7 @@ def _cli(tmp_path, *args, data="other-data"):
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig):
     root = emulate(tmp_path / "root").root
@@ -101,6 +105,7 @@ def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig)
     assert _mode(root) == start
 
 
+@pytest.mark.slow
 def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path, emulate):
     """A second process with another data directory (sudo, another user) may not apply during the
     profile; after kill -9 it restores the mode the board had before the profile."""
@@ -128,6 +133,7 @@ def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path,
     assert rc == 2 and "nothing to restore" in err
 
 
+@pytest.mark.slow
 def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulate):
     root = emulate(tmp_path / "root").root
     start = _mode(root)
@@ -201,48 +207,49 @@ def test_the_app_restores_the_board_when_stopped_by_a_signal(tmp_path, emulate, 
     """The app in a real terminal profiling the emulated board: `kill` (SIGTERM) or the terminal
     closing under it (SIGHUP, as when an SSH session drops) aborts the profile, restores the board
     and ends the app."""
+    from tests.support.tmux_drive import Term
     root = emulate(tmp_path / "root").root
     start = _mode(root)
-    name = f"ptui-sig-{os.getpid()}-{sig}"
     env = _env(tmp_path, "data")
     exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in
                        ("PTUI_DATA_DIR", "PTUI_LOCK_DIR", "PTUI_STATE_DIR", "PYTHONPATH"))
     rc_file = tmp_path / "rc"
+    # the app draws on stderr (Textual's terminal output), so stderr stays on the terminal: the
+    # test waits for what is on screen, not for a fixed time
     cmd = (f"{exports} {shlex.quote(PY)} -m ptui --backend sysfs --sysfs-root {shlex.quote(str(root))} "
-           f"--device orin-agx 2>/dev/null; echo $? > {rc_file}; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True)
+           f"--device orin-agx; echo $? > {rc_file}; sleep 30")
+    term = Term(cols=100, rows=30, command=cmd)
     try:
-        end = time.time() + 60
-        while "Dashboard" not in _pane(name) and time.time() < end:
-            time.sleep(0.5)
-        subprocess.run(["tmux", "send-keys", "-t", name, "2"], check=True)
-        time.sleep(1.5)
-        subprocess.run(["tmux", "send-keys", "-t", name, "s"], check=True)
+        term.wait_for("Dashboard")
+        term.keys("2")
+        term.wait_for("Plan")
+        term.keys("s")
         end = time.time() + 120
         while _mode(root) == start:
-            assert time.time() < end, _pane(name)
-            time.sleep(0.5)
+            assert time.time() < end, term.screen()
+            time.sleep(0.2)
         app = subprocess.run(["pgrep", "-f", f"^{PY} -m ptui --backend sysfs --sysfs-root {root}"],
                              capture_output=True, text=True).stdout.split()
         assert len(app) == 1, app
         pid = int(app[0])
         if sig == "HUP":
-            subprocess.run(["tmux", "kill-session", "-t", name], check=True)
+            term.tmux("kill-session", "-t", term.name)
         else:
             os.kill(pid, signal.SIGTERM)
         end = time.time() + 60
         while _alive(pid):
             assert time.time() < end, "the app did not exit"
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert _mode(root) == start
         if sig == "TERM":
+            # the shell writes the app's exit status a moment after the app is gone
+            end = time.time() + 60
+            while not rc_file.exists() or not rc_file.read_text().strip():
+                assert time.time() < end, "the app's shell wrote no exit status"
+                time.sleep(0.1)
             assert rc_file.read_text().strip() == "143"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-
-
-def _pane(name):
-    return subprocess.run(["tmux", "capture-pane", "-t", name, "-p"], capture_output=True, text=True).stdout
+        term.close()
 
 
 def _alive(pid):

@@ -34,6 +34,7 @@ def status(root):
     return (root / "var/lib/nvpmodel/status").read_text().split()[0]
 
 
+@pytest.mark.slow
 def test_apply_restore_preset_persist_against_the_emulator_then_sigterm(tmp_path, emulate, cli, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")        # no nvpmodel on PATH: the tree's own is used
     root = tmp_path / "board"
@@ -90,6 +91,7 @@ def test_apply_restore_preset_persist_against_the_emulator_then_sigterm(tmp_path
     assert rc == 0, err
 
 
+@pytest.mark.slow
 def test_profile_against_the_emulator(tmp_path, emulate, cli):
     pytest.importorskip("torch")
     from tests.functional.test_userscript import TRAIN

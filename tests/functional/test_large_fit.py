@@ -4,6 +4,8 @@ Before the cap a GP fit on 1,500 rows ran for many minutes (4,368: no answer aft
 import json
 import subprocess
 
+import pytest
+
 from ptui.core.fit import FIT_MAX_ROWS
 from tests.support.cli import PY, ROOT, subprocess_env
 
@@ -15,6 +17,7 @@ def _ptui(tmp_path, *args, timeout):
     return r.stdout
 
 
+@pytest.mark.slow
 def test_fit_on_a_1500_mode_profile_finishes_on_a_capped_subset(tmp_path):
     _ptui(tmp_path, "profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "1500",
           "--out", tmp_path / "p.csv", timeout=300)

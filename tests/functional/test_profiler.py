@@ -131,6 +131,7 @@ def _rows(path):
     return [",".join(c for k, c in enumerate(line.split(",")) if k != i) for line in lines]
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
     env = subprocess_env(tmp_path)
     base = [PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# real training scripts run under the probe, timed on the wall clock
+pytestmark = pytest.mark.realtime
+
 pytest.importorskip("torch")
 
 HERE = Path(__file__).resolve().parents[1] / "support" / "thirdparty"
@@ -18,6 +21,7 @@ def _rows(path):
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_lbfgs_closure_evaluations_are_not_gradient_accumulation(tmp_path, cli):
     """LBFGS's step(closure) evaluates the closure (forward + backward) up to max_iter times: that
     was labelled 'gradient accumulation: 5 backward passes per step'."""
@@ -44,6 +48,7 @@ def test_closure_words_in_time_unit():
     assert time_unit("one " + it.timed()).startswith("optimizer step with a closure (5 closure")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("board", ["simulated", "emulated"])
 def test_a_manual_update_without_an_optimizer_step_is_named_quickly(tmp_path, cli, monkeypatch,
                                                                     request, board):
@@ -76,6 +81,7 @@ def test_a_manual_update_without_an_optimizer_step_is_named_quickly(tmp_path, cl
         assert fakesys.read_mode(root) == before
 
 
+@pytest.mark.slow
 def test_an_explicit_startup_timeout_waits_that_long_for_the_first_step(tmp_path, monkeypatch):
     """--startup-timeout given: a script still calling backward() without a step is waited for that
     long (gradient accumulation over very many micro-batches), then named as above.  20 s: the
@@ -90,6 +96,8 @@ def test_an_explicit_startup_timeout_waits_that_long_for_the_first_step(tmp_path
     from ptui.core.userscript import ScriptSource
     monkeypatch.setattr("ptui.core.userscript.NO_STEP_S", 1.0)
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    # 20 s, not 6: the window starts with the script, and on a busy machine (load 20 on 2 cores)
+    # its `import torch` alone took over 6 s, so no backward() had come yet to be named
     src = ScriptSource(sim, [sys.executable, str(HERE / "manual_update.py")], tmp_path / "log",
                        first_step_timeout=20.0, whatif=False)      # as --startup-timeout 20 passes it
     t0 = time.monotonic()
@@ -110,6 +118,7 @@ def _log_of(err):
     return Path(m.group(1)).read_text(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_compiled_optimizer_step_is_timed_and_measured(tmp_path, cli, monkeypatch):
     """opt.step = torch.compile(opt.step): the probe's step hook was traced into the compiled step
     (a graph break at time.monotonic), the what-if's FLOP counting, entered inside the compiled
@@ -129,6 +138,7 @@ def test_a_compiled_optimizer_step_is_timed_and_measured(tmp_path, cli, monkeypa
     assert rows[0]["timed"].endswith("one optimizer step") and float(rows[0]["host_step_ms"]) > 0
 
 
+@pytest.mark.slow
 def test_a_script_that_dies_while_measured_is_reported_on_the_simulated_board(tmp_path, cli):
     """The script crashed after the probe had measured its model: the what-if went on and ptui
     exited 0.  A script that dies while it is being measured is always reported."""
@@ -171,6 +181,7 @@ for _ in range(int(sys.argv[1])):
 """
 
 
+@pytest.mark.slow
 def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_not(tmp_path, cli):
     """@torch.compile around forward, backward and step: every step is timed (the marker), the
     probe's backward() wrapper is never traced (no guards on the probe, so no recompiles), and
@@ -197,6 +208,7 @@ def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_no
     assert "Traceback" not in log and "probe not installed" not in log, log
 
 
+@pytest.mark.slow
 def test_ppo_like_work_outside_the_steps_is_measured_warned_and_decided_on(tmp_path, cli):
     """A PPO-like loop spends most of its wall time in CPU rollouts between short optimizer steps:
     ptui recorded the median step alone, with no warning.  The profile now has the whole cycle
@@ -252,6 +264,7 @@ def test_ppo_like_cycle_on_a_board(tmp_path, cli, emulated_board):
     assert "% of the wall time is outside the optimizer steps" in err
 
 
+@pytest.mark.slow
 def test_tune_decides_a_ppo_like_script_on_the_whole_cycle_and_profile_records_time(tmp_path, cli):
     """tune (active profile + fit + decision) takes the same switch: by itself on the whole cycle
     here; `profile --time step` is written into the CSV, so a later fit keeps the median step."""
@@ -287,6 +300,7 @@ for _ in range(int(sys.argv[1])):
 """
 
 
+@pytest.mark.slow
 def test_a_step_inside_a_compiled_function_adds_no_graph_break(tmp_path, cli, monkeypatch):
     """A compiled function that steps: dynamo inlines torch's step wrapper and the probe's hooks;
     they add only the marker op, so the graph breaks where it breaks without ptui (torch's own

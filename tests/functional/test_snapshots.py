@@ -2,6 +2,8 @@
 import os
 from pathlib import Path
 
+import pytest
+
 from ptui.app import AppState, PtuiApp
 from ptui.core.backends.sim import SimJetson
 from ptui.core.clock import VirtualClock
@@ -9,6 +11,9 @@ from ptui.core.devices import get_device
 from ptui.core.predictor import bundled_reference
 from ptui.core.telemetry import Sampler
 from ptui.core.workloads import get_workload
+
+# each snapshot draws the whole app in a headless terminal: several seconds apiece
+pytestmark = pytest.mark.slow
 
 ORIN = get_device("orin-agx")
 SIZE = (100, 32)

@@ -31,8 +31,9 @@ def _python() -> str | None:
 
 
 PY = _python()
-pytestmark = pytest.mark.skipif(PY is None, reason="lightning, transformers and accelerate are not "
-                                "installed (pip install -e '.[test,scripts]', or set PTUI_THIRDPARTY_PYTHON)")
+pytestmark = [pytest.mark.thirdparty, pytest.mark.slow,
+              pytest.mark.skipif(PY is None, reason="lightning, transformers and accelerate are not installed "
+                                 "(pip install -e '.[test,scripts]', or set PTUI_THIRDPARTY_PYTHON)")]
 
 
 def _profile(tmp_path, cli, *command):
@@ -90,5 +91,7 @@ def test_torchrun_two_ranks(tmp_path, cli):
     launcher = _bin("torchrun")
     if launcher is None:
         pytest.skip("torchrun is not on this interpreter's path")
-    rows, err = _profile(tmp_path, cli, launcher, "--nproc_per_node=2", HERE / "torchrun_ddp.py")
+    # --standalone: the ranks meet on a free port, not on the fixed 29500 that another test run
+    # (or another xdist worker) may be using at the same moment
+    rows, err = _profile(tmp_path, cli, launcher, "--standalone", "--nproc_per_node=2", HERE / "torchrun_ddp.py")
     assert rows[0]["timed"].endswith(": one optimizer step")

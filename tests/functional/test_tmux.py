@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.tmux_drive import START, _flat, journey
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 
 def _panel(screen: str, anchor: str, height: int = 14) -> str:
     """The text of the boxed panel whose first line holds `anchor`, lines joined, borders dropped

@@ -8,6 +8,7 @@ tests/functional/test_tmux.py runs it under pytest (skipped where tmux is missin
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -27,21 +28,32 @@ def _flat(s: str) -> str:
     return re.sub(r"[\s│┃║]+", " ", s)
 
 
+_ids = itertools.count()
+
+
 class Term:
-    def __init__(self, data_dir: str, cols: int = 110, rows: int = 36, speed: float = 400) -> None:
-        self.name = f"ptui-{os.getpid()}"
-        cmd = (f"PTUI_DATA_DIR={data_dir} {sys.executable} -m ptui --speed {speed}")
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(cols), "-y", str(rows),
-                        "-c", str(ROOT), cmd], check=True)
+    """One terminal on a tmux server of its own (tmux -L): the app sees this test's environment
+    (a shared server hands its sessions the environment of whichever process started it, perhaps
+    another test run's), and tests running side by side never share a session name."""
+
+    def __init__(self, data_dir: str | None = None, cols: int = 110, rows: int = 36, speed: float = 400,
+                 *, command: str | None = None) -> None:
+        self.socket = f"ptui-test-{os.getpid()}-{next(_ids)}"
+        self.name = "ptui"
+        cmd = command or f"PTUI_DATA_DIR={data_dir} {sys.executable} -m ptui --speed {speed}"
+        self.tmux("new-session", "-d", "-s", self.name, "-x", cols, "-y", rows, "-c", ROOT, cmd)
+
+    def tmux(self, *args, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", self.socket, *map(str, args)], capture_output=True,
+                              text=True, check=check)
 
     def keys(self, *keys: str) -> None:
         for k in keys:
-            subprocess.run(["tmux", "send-keys", "-t", self.name, k], check=True)
+            self.tmux("send-keys", "-t", self.name, k)
             time.sleep(0.3)
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-t", self.name, "-p"], capture_output=True,
-                              text=True, check=True).stdout
+        return self.tmux("capture-pane", "-t", self.name, "-p").stdout
 
     def wait_for(self, text: str, timeout: float = 90.0) -> str:
         """Wait until `text` is on screen, also when the terminal wrapped it inside a panel, and
@@ -60,7 +72,10 @@ class Term:
         raise AssertionError(f"{text!r} never appeared above a whole footer; screen:\n{self.screen()}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        self.tmux("kill-server", check=False)
+        # tmux leaves the server's socket file behind: one per terminal would pile up in /tmp
+        sock = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}" / self.socket
+        sock.unlink(missing_ok=True)
 
 
 def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[str, str]:

@@ -226,6 +226,7 @@ def agx_model():
     return m
 
 
+@pytest.mark.slow
 def test_batch_model_saves_loads_and_predicts_each_size(agx_model, tmp_path):
     from ptui.core.predictor import load_model
     assert agx_model.batch_sizes == [8, 16, 32, 64]

@@ -410,6 +410,7 @@ def test_reference_grid_lookup_equals_evaluating_the_reference(tmp_path):
         assert np.allclose(again.predict(space)[k], before[k], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_nn_screen_stops_recipes_far_behind_the_gps(monkeypatch):
     """auto screens the network recipes on the first folds: with a zero margin every recipe is
     stopped there (the choice is a GP, the stopped ones are named with their screen MAPE); with an

@@ -80,6 +80,7 @@ def corrupted():
     return modes, t, t_bad, clean, bad, p
 
 
+@pytest.mark.slow
 def test_fit_leaves_the_disturbed_mode_out_and_predicts_it_as_the_clean_fit(corrupted):
     modes, t, t_bad, clean, bad, _ = corrupted
     mt = bad.meta["metrics"]["time"]
@@ -132,6 +133,7 @@ def _measured(modes, t, p, sd=0.004):
             "power_w": np.array(p), "time_ms_std": np.array(t) * sd, "power_w_std": np.array(p) * sd}
 
 
+@pytest.mark.slow
 def test_a_left_out_measurement_is_not_trusted_as_exact(corrupted):
     """Decisions count profiled modes' measurements; one the fit left out keeps its figure but its
     sd widens to the distance from what the other modes predict (a risk-aware pick then does not
@@ -155,6 +157,7 @@ def test_a_left_out_measurement_is_not_trusted_as_exact(corrupted):
     assert clean.measured["time_ms_std"][5] == pytest.approx(t_bad[5] * 0.004)   # under 40 modes
 
 
+@pytest.mark.slow
 def test_cli_fit_names_a_disturbed_reading_and_pareto_does_not_trust_it(tmp_path, cli):
     """A power reading caught low by a transient (about 20 W read as 17.2 W) on a 45-mode profile:
     ptui fit names it, and the 18 W budget's pick is not that mode at its low reading (before:

@@ -17,13 +17,12 @@ def ref():
 
 @pytest.fixture(scope="module")
 def profile50(tmp_path_factory):
-    import os
-
     from tests.support.cli import run_cli
     d = tmp_path_factory.mktemp("p")
-    os.environ["PTUI_DATA_DIR"] = str(d / "data")
-    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
-                         "--count", "50", "--seed", "2", "--out", d / "mb.csv")
+    with pytest.MonkeyPatch.context() as m:          # this profile's store only: the environment
+        m.setenv("PTUI_DATA_DIR", str(d / "data"))   # is the same again for the tests after it
+        rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
+                             "--count", "50", "--seed", "2", "--out", d / "mb.csv")
     assert rc == 0, err
     return d / "mb.csv"
 
@@ -47,6 +46,7 @@ def test_reference_predicts_the_simulator(ref):
     assert np.mean(np.abs(pred["power_w"] / true.power_w - 1)) < 0.04
 
 
+@pytest.mark.slow
 def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", profile50, "--out", tmp_path / "m",
                        "--workload", "mobilenetv3")
@@ -75,6 +75,7 @@ def test_fit_predict_pareto_cli(tmp_path, profile50, cli):
     assert rc == 0 and "lowest power meeting 200 ms" in out
 
 
+@pytest.mark.slow
 def test_transfer_across_devices(tmp_path, cli):
     rc, _, err = cli("profile", "--device", "orin-nano", "--workload", "resnet18", "--count", "30",
                      "--out", tmp_path / "nano.csv")
