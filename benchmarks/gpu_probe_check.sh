@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The probe's CUDA path on a machine with an NVIDIA GPU (the device tool's machine; no Jetson):
+# a plain CUDA training loop, a compiled CUDA optimizer step and an LBFGS closure loop on CUDA,
+# each profiled through `ptui profile -- python3 SCRIPT` on the simulated board (a what-if: step
+# times measured on this GPU, power and clocks SIMULATED).  Prints the probe's device line, what was
+# timed and each CSV; exits non-zero when a profile fails.  Usage, from the repository root:
+#   OUT=/tmp/out bash benchmarks/gpu_probe_check.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-probe}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PTUI_DATA_DIR=$OUT/data PTUI_LOCK_DIR=$OUT/locks PTUI_STATE_DIR=$OUT/state
+PY=${PY:-python3}
+nvidia-smi -L || true
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+W=$OUT/scripts
+mkdir -p "$W"
+cat > "$W/cuda_loop.py" <<'PY'
+import sys, torch
+m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x, y = torch.randn(256, 1024, device="cuda"), torch.randint(0, 10, (256,), device="cuda")
+for i in range(int(sys.argv[1]) if len(sys.argv) > 1 else 10 ** 9):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+PY
+cat > "$W/cuda_compiled_step.py" <<'PY'
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+step = torch.compile(opt.step)
+x, y = torch.randn(128, 512, device="cuda"), torch.randint(0, 10, (128,), device="cuda")
+while True:
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    step()
+PY
+cat > "$W/cuda_lbfgs.py" <<'PY'
+import torch
+m = torch.nn.Linear(256, 1).cuda()
+opt = torch.optim.LBFGS(m.parameters(), max_iter=5)
+x, y = torch.randn(512, 256, device="cuda"), torch.randn(512, 1, device="cuda")
+def closure():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(m(x), y)
+    loss.backward()
+    return loss
+while True:
+    opt.step(closure)
+PY
+rc=0
+for s in cuda_loop cuda_compiled_step cuda_lbfgs; do
+    echo "== $s"
+    if timeout 240 $PY -m ptui profile --backend sim --device orin-agx --count 2 --sample-interval 0.1 \
+            --startup-timeout 180 --session "$s" --out "$OUT/$s.csv" -- $PY "$W/$s.py" 2> "$OUT/$s.err"; then
+        echo "profile ok"
+    else
+        echo "profile FAILED"; rc=1
+    fi
+    grep -E "timing one|ran compiled|ptui: error|warning" "$OUT/$s.err" | head -5
+    head -3 "$OUT/$s.csv" 2>/dev/null | cut -c1-240
+    grep -h "^D \|device" "$OUT"/data/logs/"$s".log 2>/dev/null | head -3
+done
+exit $rc
