@@ -38,14 +38,15 @@ PY
 cat > "$W/cuda_lbfgs.py" <<'PY'
 import torch
 m = torch.nn.Linear(256, 1).cuda()
-opt = torch.optim.LBFGS(m.parameters(), max_iter=5)
+opt = torch.optim.LBFGS(m.parameters(), max_iter=5, tolerance_grad=0.0, tolerance_change=0.0)
 x, y = torch.randn(512, 256, device="cuda"), torch.randn(512, 1, device="cuda")
 def closure():
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(m(x), y)
     loss.backward()
     return loss
-while True:
+while True:                       # a new batch every step: the closure is evaluated 5 times
+    x, y = torch.randn(512, 256, device="cuda"), torch.randn(512, 1, device="cuda")
     opt.step(closure)
 PY
 rc=0
