@@ -9,14 +9,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import product
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
 from .errors import InputError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .devices import Device
+
+class Board(Protocol):
+    """What a mode space needs of a board (devices.Device has it): its name, core count and
+    frequency tables.  modes sits below devices and does not import it."""
+    name: str
+    max_cores: int
+    cpu_mhz: Sequence[float]
+    gpu_mhz: Sequence[float]
+    mem_mhz: Sequence[float]
+
 
 _TOL_MHZ = 0.01
 
@@ -91,7 +99,7 @@ def _snap(value: float, table: Sequence[float], what: str, device_name: str) -> 
                     f"valid values: {valid}")
 
 
-def make_mode(device: "Device", cores, cpu_mhz, gpu_mhz, mem_mhz) -> Mode:
+def make_mode(device: Board, cores, cpu_mhz, gpu_mhz, mem_mhz) -> Mode:
     """Validate against the device tables and return the canonical Mode."""
     try:
         c = int(cores)
@@ -153,11 +161,11 @@ def _space(cores: Sequence[int], cpu: Sequence[float], gpu: Sequence[float],
     return ModeList(*hit)
 
 
-def full_space(device: "Device") -> ModeList:
+def full_space(device: Board) -> ModeList:
     return _space(range(1, device.max_cores + 1), device.cpu_mhz, device.gpu_mhz, device.mem_mhz)
 
 
-def pt_grid_cpu(device: "Device") -> list[float]:
+def pt_grid_cpu(device: Board) -> list[float]:
     """PowerTrain's CPU points: every other table frequency, skipping the two slowest,
     always keeping the maximum (on Orin AGX this gives the paper's 14 points)."""
     pts = list(device.cpu_mhz[2::2])
@@ -166,11 +174,11 @@ def pt_grid_cpu(device: "Device") -> list[float]:
     return pts
 
 
-def pt_grid_cores(device: "Device") -> list[int]:
+def pt_grid_cores(device: Board) -> list[int]:
     return list(range(2, device.max_cores + 1, 2))
 
 
-def pt_grid(device: "Device") -> ModeList:
+def pt_grid(device: Board) -> ModeList:
     """PowerTrain's profiling grid: even core counts x every other CPU frequency (without the two
     slowest) x all GPU x all EMC frequencies.  Orin AGX: 6 x 14 x 13 x 4 = 4,368."""
     return _space(pt_grid_cores(device), pt_grid_cpu(device), device.gpu_mhz, device.mem_mhz)

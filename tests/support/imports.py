@@ -1,5 +1,6 @@
-"""ptui's own import graph, read from the source (every import statement, at module top or inside a
-function, except those under `if TYPE_CHECKING:`), for the layer and cycle checks."""
+"""ptui's own import graph, read from the source (every import statement: at module top, inside a
+function, or under `if TYPE_CHECKING:`, where a type still ties two modules), for the layer and
+cycle checks."""
 from __future__ import annotations
 
 import ast
@@ -35,12 +36,8 @@ def graph() -> dict[str, set[str]]:
     g: dict[str, set[str]] = {m: set() for m in mods}
     for m, f in mods.items():
         tree = ast.parse(f.read_text(), str(f))
-        hidden = set()
         for n in ast.walk(tree):
-            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
-                hidden.update(id(x) for x in ast.walk(n))
-        for n in ast.walk(tree):
-            if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in hidden:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
                 for t in _targets(mods, m, n):
                     while t and t not in mods:          # `import ptui.core.x.y` counts as its module
                         t = t.rpartition(".")[0]

@@ -3,7 +3,8 @@
 From the top: the faces (CLI, app) -> use cases -> profiling, prediction, decision -> devices,
 backends, simulator, files -> the board and workload catalogue -> errors, paths, clock.  A module
 imports only from its own layer or below, and no modules import each other in a cycle, counting
-imports inside functions (which hide cycles from Python but not from a reader)."""
+imports inside functions (which hide cycles from Python but not from a reader) and type-only
+imports (a type still ties the modules)."""
 import pytest
 
 from tests.support.imports import cycles, graph
@@ -69,7 +70,7 @@ def test_the_checker_sees_a_cycle_and_a_layer_break():
         layer_of("ptui.somewhere_new")
 
 
-def test_function_level_imports_count(tmp_path, monkeypatch):
+def test_function_level_and_type_checking_imports_count(tmp_path, monkeypatch):
     from tests.support import imports
     pkg = tmp_path / "ptui"
     (pkg / "core").mkdir(parents=True)
@@ -81,5 +82,5 @@ def test_function_level_imports_count(tmp_path, monkeypatch):
     (pkg / "core" / "c.py").write_text("")
     monkeypatch.setattr(imports, "PKG", pkg)
     g = imports.graph()
-    assert g["ptui.core.a"] == {"ptui.core.b"} and g["ptui.core.b"] == {"ptui.core.a"}
+    assert g["ptui.core.a"] == {"ptui.core.b"} and g["ptui.core.b"] == {"ptui.core.a", "ptui.core.c"}
     assert imports.cycles(g) == [["ptui.core.a", "ptui.core.b"]]
