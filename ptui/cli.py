@@ -244,17 +244,11 @@ def cmd_tune(a) -> int:
             _infeasible_document("tune", e, goal, first.batch_size)
         raise
     d = td.decision
-    from .core.contract import point
-    from .core.pareto import front_indices, presets_table
-    bs, mb = td.model.meta.get("batch_size"), td.model.meta.get("batches_per_epoch")
-
-    def pt(tab_, i):
-        return point(tab_, i, batch_size=bs, mb_per_epoch=mb)
-    res = pt(td.table, d.index)
-    res.update(simulated=_profiled_simulated(a, first.backend), feasible=True, goal=d.goal,
-               exceed_prob=d.exceed_prob, timed=td.timed or _timed(td.model),
-               front=[pt(td.table, int(i)) for i in front_indices(td.table.time_ms, td.table.power_w)],
-               baselines=_preset_baselines(dev, presets_table(dev, td.model), goal, pt),
+    from .core.contract import decision
+    res = decision(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
+                   batch_size=td.model.meta.get("batch_size"),
+                   mb_per_epoch=td.model.meta.get("batches_per_epoch"))
+    res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled_modes=td.n_modes, profile=str(out), model=str(td.model_dir),
                best_measured=td.best_measured, notes=d.notes, applied=False)
@@ -368,12 +362,11 @@ def _resumed_tune(a) -> dict | None:
 
 def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
-
     from .core import session
     from .core.pareto import InfeasibleError
     from .core.paths import data_dir
     try:
-        r, model_dir, n = session.tune_decide_batches(
+        r, model_dir, n, model = session.tune_decide_batches(
             out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
             risk=a.risk, samples_file=a.samples_to_target,
             noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
@@ -399,8 +392,7 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
         from .core.contract import document
-        from .core.predictor import load_model
-        d = dict(r.as_dict(), simulated=_profiled_simulated(a, kind), timed=_timed(load_model(model_dir)),
+        d = dict(r.as_dict(), simulated=_profiled_simulated(a, kind), timed=_timed(model),
                  profiled_pairs=n, profile=str(out),
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
@@ -564,8 +556,6 @@ def cmd_predict(a) -> int:
 
 
 def cmd_pareto(a) -> int:
-
-    from .core.pareto import front_indices
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if a.batch_sizes is not None:
@@ -581,19 +571,11 @@ def cmd_pareto(a) -> int:
         wl_mb = w.minibatches_per_epoch if w else None
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
                 tolerance_w=a.tolerance_w)
-    timed = _timed(model)
     bs = model.meta.get("batch_size")
     d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
-    front = front_indices(tab.time_ms, tab.power_w)
-    from .core.contract import point
-    from .core.pareto import presets_table
-
-    def pt(tab_, i):
-        return point(tab_, i, mb_per_epoch=wl_mb, epochs=a.epochs, batch_size=bs)
-    res = pt(tab, d.index)
-    res.update(feasible=True, goal=d.goal, exceed_prob=d.exceed_prob, timed=timed,
-               front=[pt(tab, int(i)) for i in front],
-               baselines=_preset_baselines(model.device, presets_table(model.device, model), goal, pt))
+    from .core.contract import decision
+    res = decision(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
+                   epochs=a.epochs)
     if a.json:
         from .core.contract import document
         print(document("pareto", res))
@@ -615,7 +597,7 @@ def cmd_pareto(a) -> int:
             if a.epochs else ""))
     print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
           f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
-    print(f"Pareto front: {len(front)} of {len(tab)} modes")
+    print(f"Pareto front: {len(res['front'])} of {len(tab)} modes")
     return EXIT_OK
 
 
@@ -654,23 +636,6 @@ def _joint_goal_words(budget_w, objective) -> str:
     """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
     from .core.batch import joint_goal
     return joint_goal(budget_w, objective)
-
-
-def _preset_baselines(device, presets, goal: dict, pt) -> dict:
-    """The baselines of a decision of one batch size: the NVIDIA preset a user would pick for the
-    same goal, and MAXN (each a point, null where it does not apply)."""
-    from .core.pareto import best_preset
-    out = {"best_preset": None, "maxn": None}
-    bp = best_preset(presets, **goal)
-    if bp is not None:
-        d, pre = bp
-        out["best_preset"] = dict(pt(presets[0], d.index), preset=pre.name, goal=d.goal)
-    if presets is not None:
-        tab, ps = presets
-        k = next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
-        if k is not None:
-            out["maxn"] = dict(pt(tab, k), preset="MAXN")
-    return out
 
 
 def _check_time_basis(a, model) -> None:

@@ -71,3 +71,29 @@ def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = 
             "time_ms_std": round(float(tab.time_ms_std[i]), 4),
             "power_w_std": round(float(tab.power_w_std[i]), 4), "epoch_s": epoch_s,
             "energy_wh": round(pw * epoch_s * epochs / 3600.0, 4) if epoch_s and epochs else None}
+
+
+def decision(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
+             mb_per_epoch: int | None = None, epochs: int | None = None) -> dict:
+    """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
+    point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
+    a user would pick for the same goal, and MAXN, each predicted by `model`)."""
+    from .pareto import best_preset, front_indices, presets_table
+
+    def pt(t, i: int) -> dict:
+        return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
+    presets = presets_table(model.device, model)
+    baselines = {"best_preset": None, "maxn": None}
+    bp = best_preset(presets, **goal)
+    if bp is not None:
+        b, pre = bp
+        baselines["best_preset"] = dict(pt(presets[0], b.index), preset=pre.name, goal=b.goal)
+    ptab, ps = presets
+    k = next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
+    if k is not None:
+        baselines["maxn"] = dict(pt(ptab, k), preset="MAXN")
+    body = pt(tab, d.index)
+    body.update(feasible=True, goal=d.goal, exceed_prob=d.exceed_prob, timed=timed,
+                front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
+                baselines=baselines)
+    return body

@@ -1155,12 +1155,11 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
                         method: str = "auto", seed: int = 0, workload: str = "custom",
                         model_dir: Path | None = None,
                         progress: Callable[[str], None] | None = None,
-                        time_basis: str = "auto") -> tuple[object, Path, int]:
+                        time_basis: str = "auto") -> tuple[object, Path, int, object]:
     """After an active profile over batch sizes: fit the batch-aware model (measured pairs kept)
     and decide as `ptui pareto --batch-sizes` does, with tune's cautious ranking (as
     `tune_decide`: a pair the model knows little about never beats a measured one on its median
-    alone).  Returns (batch.BatchDecision, model dir,
-    pairs profiled)."""
+    alone).  Returns (batch.BatchDecision, model dir, pairs profiled, the fitted model)."""
     from .batch import decide
     if progress:
         progress(f"fitting time and power ({method}) over (mode, batch size) on {profile}")
@@ -1170,4 +1169,4 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
                budget_w=budget_w, objective=objective, risk=risk, cautious=True)
-    return r, out, int(model.meta["trained_on"]["modes"])
+    return r, out, int(model.meta["trained_on"]["modes"]), model
