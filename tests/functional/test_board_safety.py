@@ -1,13 +1,12 @@
 """One driver per board, and apply/restore never move the board where the user did not ask."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.devices import get_device
 from tests.support import fakesys
+from tests.support.child import holding_lock
 
 ORIN = get_device("orin-agx")
 MODE = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
@@ -26,16 +25,7 @@ def nvpmodel_on_path(tmp_path, tree, monkeypatch):
 
 
 def _hold(path):
-    code = ("import fcntl, os, time\n"
-            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "os.write(fd, str(os.getpid()).encode())\n"
-            "print('held', flush=True)\n"
-            "time.sleep(60)\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "held"
-    return p
+    return holding_lock(path)
 
 
 def test_a_second_process_may_not_change_the_boards_mode(tree, cli, nvpmodel_on_path):

@@ -9,6 +9,7 @@ from ptui.core.csvio import CSVError, read_modes, read_profile, write_csv
 from ptui.core.devices import get_device
 from ptui.core.modes import Mode
 from ptui.core.store import Store
+from tests.support.child import holding_lock
 
 ORIN = get_device("orin-agx")
 PROFILE = ["profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "3",
@@ -223,16 +224,7 @@ def test_damaged_store_is_set_aside_and_work_goes_on(tmp_path, cli):
 
 def _hold(key_path):
     """A separate process holding an flock on key_path until killed."""
-    code = ("import fcntl, os, sys, time\n"
-            f"fd = os.open({str(key_path)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "os.write(fd, str(os.getpid()).encode())\n"
-            "print('held', flush=True)\n"
-            "time.sleep(60)\n")
-    key_path.parent.mkdir(parents=True, exist_ok=True)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "held"
-    return p
+    return holding_lock(key_path)
 
 
 def test_killed_sessions_show_as_interrupted_and_live_ones_as_running(tmp_path, cli):

@@ -17,6 +17,7 @@ from ptui.core.backends.base import ApplyError, BackendError
 from ptui.core.backends.sysfs import SysfsBackend
 from ptui.core.devices import get_device
 from tests.support import fakesys, faults
+from tests.support.child import holding_lock
 
 ORIN = get_device("orin-agx")
 NANO = get_device("orin-nano")
@@ -387,23 +388,12 @@ def test_apply_then_restore_gives_back_every_knob(tmp_path, pinned):
 
 # -- another process at the board; --persist where nothing can persist -------------------------------
 def test_apply_while_another_process_changes_the_board_touches_nothing(tree):
-    import subprocess
-    import sys
 
     from ptui.core.locks import board_key, lock_path
     be = SysfsBackend(ORIN, root=tree)
     before = be.current_mode()
-    key = lock_path(board_key(be))
-    key.parent.mkdir(parents=True, exist_ok=True)
-    code = ("import fcntl, os, time\n"
-            f"fd = os.open({str(key)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "os.write(fd, str(os.getpid()).encode())\n"
-            "print('held', flush=True)\n"
-            "time.sleep(60)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    p = holding_lock(lock_path(board_key(be)))
     try:
-        assert p.stdout.readline().strip() == "held"
         res = apply_mode(be, TARGET)
     finally:
         p.kill()

@@ -196,19 +196,13 @@ def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):
 def test_status_says_a_profile_is_under_way_not_interrupted(tree, cli, tmp_path):
     """The record a running profile keeps is not an interrupted one: status says it is under way
     (its process lives), and what restore would do once it were killed."""
-    import subprocess
-    import sys
-    code = ("import sys, time\n"
-            "from ptui.core import undo\n"
-            "from ptui.core.backends.sysfs import SysfsBackend\n"
-            "from ptui.core.devices import get_device\n"
-            f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
-            "undo.save(be, undo.PROFILE, be.snapshot(), 'busy')\n"
-            "print('saved', flush=True)\n"
-            "time.sleep(60)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    from tests.support.child import until_killed
+    p = until_killed("from ptui.core import undo\n"
+                     "from ptui.core.backends.sysfs import SysfsBackend\n"
+                     "from ptui.core.devices import get_device\n"
+                     f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
+                     "undo.save(be, undo.PROFILE, be.snapshot(), 'busy')", "saved")
     try:
-        assert p.stdout.readline().strip() == "saved"
         sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
         d = _doc(cli("status", *sysfs, "--json")[1], "status")
         assert d["restore"]["kind"] == "profile" and d["restore"]["in_progress"] is True

@@ -47,7 +47,8 @@ def test_on_a_jetson_the_venv_sees_nvidia_torch_and_installs_none(tmp_path, targ
     assert "torch" not in out and "[train]" not in out
 
 
-def test_up_to_date_venv_goes_straight_to_work(tmp_path):
+def _up_to_date_venv(tmp_path):
+    """A venv whose install stamps are newer than pyproject.toml and the Makefile: (venv, their time)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()
@@ -55,6 +56,11 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
     for stamp in (".ptui-run", ".ptui-test"):
         (venv / stamp).touch()
         os.utime(venv / stamp, (later, later))
+    return venv, later
+
+
+def test_up_to_date_venv_goes_straight_to_work(tmp_path):
+    venv, later = _up_to_date_venv(tmp_path)
     assert plan(tmp_path, "run", jetson=False, venv=venv).split() == [f"{venv}/bin/ptui"]
     pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "0", "--dist", "loadgroup"]
     assert shlex.split(plan(tmp_path, "test", jetson=False, venv=venv)) == pytest_cmd
@@ -68,13 +74,7 @@ def test_up_to_date_venv_goes_straight_to_work(tmp_path):
 
 
 def test_jobs_spreads_the_suite_over_xdist_workers(tmp_path):
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").touch()
-    later = max(os.path.getmtime(ROOT / f) for f in ("pyproject.toml", "Makefile")) + 10
-    for stamp in (".ptui-run", ".ptui-test"):
-        (venv / stamp).touch()
-        os.utime(venv / stamp, (later, later))
+    venv, later = _up_to_date_venv(tmp_path)
     r = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test", f"VENV={venv}",
                         "JOBS=auto"], capture_output=True, text=True, timeout=60,
                        env=_env())
