@@ -773,7 +773,7 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
     from .core.contract import document
     from .core.locks import LockError, board_lock
     persists = bool(a.persist) and preset is None
-    body = {"device": backend.device.name, "backend": backend.kind, "simulated": _simulated(backend),
+    body = {"device": backend.device.name, "backend": backend.kind, "simulated": backend.not_live,
             "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
             "from_key": current.key, "to": target.as_dict(), "to_key": target.key,
             "changed": persists or not holds(), "steps": list(steps), "applied": False,
@@ -856,15 +856,11 @@ def cmd_restore(a) -> int:
         from .core.contract import document
         now = backend.current_mode()
         print(document("restore", {"device": backend.device.name, "backend": backend.kind,
-                                   "simulated": _simulated(backend), "restored": True,
+                                   "simulated": backend.not_live, "restored": True,
                                    "mode": now.as_dict(), "key": now.key, "message": said}))
         return EXIT_OK
     print(said)
     return EXIT_OK
-
-
-def _simulated(backend) -> bool:
-    return bool(backend.simulated or getattr(backend, "emulated", False))
 
 
 def cmd_status(a) -> int:

@@ -402,8 +402,8 @@ class ProfileRun:
             self.close()
         pl = self.planner
         be = self.backend                  # figures a live board did not give: said so
-        simulated = bool(be.simulated or getattr(be, "emulated", False) or (
-            self.source is not None and getattr(self.source, "workload", None) is not None))
+        simulated = be.not_live or (self.source is not None
+                                    and getattr(self.source, "workload", None) is not None)
         return ProfileOutcome(status, self.name, written, n_rows,
                               final.device_time_s if final else 0.0, simulated,
                               time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
@@ -1080,9 +1080,7 @@ def board_status(backend: Backend) -> BoardStatus:
         pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid,
                                  rec.kind == undo.PROFILE and rec.pid != os.getpid()
                                  and pid_alive(rec.pid))
-    emulated = bool(getattr(backend, "emulated", False))
-    return BoardStatus(backend.device.name, backend.kind, bool(backend.simulated) or emulated,
-                       emulated, key, mode,
+    return BoardStatus(backend.device.name, backend.kind, backend.not_live, backend.emulated, key, mode,
                        pick.name if pick else None, nvp, holder(key) if key else None, pending,
                        problem)
 

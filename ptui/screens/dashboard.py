@@ -23,7 +23,7 @@ class DashboardScreen(Screen):
         badge = ("REPLAY" if be.kind == "replay" else "SIMULATED" if be.simulated else
                  "EMULATED (SIMULATED)" if be.emulated else be.kind)
         yield Static(f"[b]{badge}[/b]  {be.device.title} — {st.note}",
-                     id="banner", classes="sim" if be.simulated or be.emulated else "panel")
+                     id="banner", classes="sim" if be.not_live else "panel")
         with Horizontal(id="dash-top"):
             yield Static(id="power", classes="panel")
             yield Static(id="clocks", classes="panel")

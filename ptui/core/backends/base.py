@@ -64,6 +64,12 @@ class Backend(ABC):
     def __init__(self, device: Device) -> None:
         self.device = device
 
+    @property
+    def not_live(self) -> bool:
+        """Its figures are not a live board's: the simulator, a recording or an emulated tree
+        (labelled SIMULATED wherever they are shown or written)."""
+        return bool(self.simulated or self.emulated)
+
     @abstractmethod
     def read(self) -> Telemetry:
         """Sample all sensors once."""
