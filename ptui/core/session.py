@@ -1063,10 +1063,7 @@ def board_status(backend: Backend) -> BoardStatus:
     from .backends.base import DamagedSnapshot
     from .locks import board_key, holder
     mode = backend.current_mode()
-    nvp = backend.nvpmodel_id() if hasattr(backend, "nvpmodel_id") else None
-    sysfs = getattr(backend, "_sysfs", None)            # jtop reads the status file through sysfs
-    if nvp is None and sysfs is not None:
-        nvp = sysfs.nvpmodel_id()
+    nvp = backend.nvpmodel_id()
     same = [p for p in backend.device.presets if p.mode == mode]
     pick = next((p for p in same if p.id == nvp), same[0] if same else None)
     key = board_key(backend)

@@ -114,6 +114,10 @@ class Backend(ABC):
     def plan_writes(self, target: Mode) -> list[str]:
         raise BackendError(f"the {self.kind} backend cannot list its writes")
 
+    def nvpmodel_id(self) -> int | None:
+        """The nvpmodel mode the board's status file names (None: no nvpmodel here)."""
+        return None
+
     def holds(self, target: Mode) -> bool:
         """The board is in `target` and held there: applying it would change nothing."""
         return self.current_mode() == target

@@ -194,6 +194,9 @@ class JtopBackend(Backend):
     def holds(self, target: Mode) -> bool:
         return self._sysfs.holds(target)
 
+    def nvpmodel_id(self) -> int | None:
+        return self._sysfs.nvpmodel_id()
+
     def _select_nvpmodel(self, mode_id: int, timeout: float = 15.0) -> str | None:
         """Ask the service to switch nvpmodel mode: None once it reports the new mode, else why
         not.  A switch the service reports as failed ends the wait at once; a service that stopped
