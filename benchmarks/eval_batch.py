@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from ptui.core import batch as bt  # noqa: E402
 from ptui.core.devices import get_device  # noqa: E402
 from ptui.core.fit import fit_model  # noqa: E402
-from ptui.core.pareto import InfeasibleError  # noqa: E402
+from ptui.core.pareto import InfeasibleError, choose  # noqa: E402
 from ptui.core.predictor import load_bundled  # noqa: E402
 
 BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
@@ -126,7 +126,7 @@ def run_one(truth: Truth, sizes, pairs: int, seed: int, rels: dict, risk: float 
             best = ttt[ok].min()
             row = {"budget": W}
             kw = dict(budget_w=W, risk=risk, samples=1.0)
-            for tag, fn in (("joint", lambda: bt.choose_joint(jt, rel, **kw)),
+            for tag, fn in (("joint", lambda: choose(jt, relation=rel, **kw)),
                             ("fixed16", lambda: bt.fixed_batch(jt, rel, 16, **kw)),
                             ("paper", lambda: bt.paper_baseline(jt, rel, **kw))):
                 try:

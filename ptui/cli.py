@@ -382,18 +382,18 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     for note in p.notes:
         _warn(note)
     best = None
+    tab = r.space.table
     if p.best_measured is not None:          # one answer: the best measured pair and the pick
-        jt = r.space.jt
         j = p.best_measured
-        best = {"mode": jt.table.modes[j].as_dict(), "batch_size": int(jt.batch[j]),
-                "time_ms": round(float(jt.table.time_ms[j]), 4),
-                "power_w": round(float(jt.table.power_w[j]), 4), "is_pick": j == p.index,
+        best = {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key, "batch_size": tab.batch_of(j),
+                "time_ms": round(float(tab.time_ms[j]), 4),
+                "power_w": round(float(tab.power_w[j]), 4), "is_pick": j == p.index,
                 "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
-        from .core.contract import document
-        d = dict(r.as_dict(), simulated=_profiled_simulated(a, kind), timed=_timed(model),
-                 profiled_pairs=n, profile=str(out),
+        from .core.contract import batch_decision, document
+        d = dict(batch_decision(r, model, _joint_goal(a), timed=_timed(model)),
+                 simulated=_profiled_simulated(a, kind), profiled_pairs=n, profile=str(out),
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(document("tune", d))
@@ -401,7 +401,7 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     _print_batch_decision(r)
     if best is not None:
         print(f"best measured (mode, batch size) for the goal: "
-              f"{jt.table.modes[j].key} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
+              f"{best['key']} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
               f"step, {best['power_w']:.2f} W): {p.why}")
     print(f"from {n} profiled (mode, batch size) pairs; model {model_dir}")
     if applied:
@@ -632,6 +632,12 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
     print(document(command, infeasible(words, str(e), closest)))
 
 
+def _joint_goal(a) -> dict:
+    """The goal of a decision over batch sizes as the keyword arguments its baselines take."""
+    return dict(budget_w=a.budget_w, objective=a.objective, risk=a.risk,
+                tolerance_w=getattr(a, "tolerance_w", 0.0) or 0.0)
+
+
 def _joint_goal_words(budget_w, objective) -> str:
     """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
     from .core.batch import joint_goal
@@ -678,8 +684,8 @@ def _pareto_batches(a) -> int:
     for note in r.notes:
         _info(note)
     if a.json:
-        from .core.contract import document
-        print(document("pareto", dict(r.as_dict(), timed=_timed(model))))
+        from .core.contract import batch_decision, document
+        print(document("pareto", batch_decision(r, model, _joint_goal(a), timed=_timed(model))))
         return EXIT_OK
     _print_batch_decision(r)
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -203,47 +203,9 @@ def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory
 
 
 # -- the joint decision -----------------------------------------------------------------------------
-@dataclass
-class Pick:
-    index: int
-    batch_size: int
-    mode: object
-    time_ms: float                 # per step
-    power_w: float
-    time_ms_std: float
-    power_w_std: float
-    target_s: float                # time to target
-    energy_wh: float               # energy to target
-    source: str
-    exceed_prob: float | None = None
-    # with tune's cautious ranking (pareto.choose): the best measured pair for the goal, why the
-    # pick is not that pair ('the pick' when it is), warnings about an uncertain predicted pick
-    best_measured: int | None = None
-    why: str = ""
-    notes: list = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {"mode": self.mode.as_dict(), "key": self.mode.key, "batch_size": self.batch_size,
-                "source": self.source,
-                "time_ms": round(self.time_ms, 4), "power_w": round(self.power_w, 4),
-                "time_ms_std": round(self.time_ms_std, 4), "power_w_std": round(self.power_w_std, 4),
-                "time_to_target_s": round(self.target_s, 3),
-                "energy_to_target_wh": round(self.energy_wh, 4)}
-
-
-@dataclass
-class JointTable:
-    """Candidate (mode, batch) rows: a pareto.Table plus the batch of each row and its fit."""
-    table: object                  # pareto.Table (time per step, power)
-    batch: np.ndarray
-    fits: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.batch)
-
-
-def joint_table(model, modes, batch_sizes, memory: Memory | None = None) -> JointTable:
-    """Predictions (measurements where profiled) for every mode at every batch size."""
+def joint_table(model, modes, batch_sizes, memory: Memory | None = None):
+    """Predictions (measurements where profiled) for every mode at every batch size: one
+    pareto.Table with the batch of each row and whether it fits in memory."""
     from .pareto import Table
     tabs = []
     for b in batch_sizes:
@@ -251,71 +213,30 @@ def joint_table(model, modes, batch_sizes, memory: Memory | None = None) -> Join
         check_predictions(pred, "the model")
         tabs.append(Table.from_prediction(modes, pred).with_measurements(
             measured_at(model.measured, b, model.meta.get("batch_size"))))
-    cat = lambda k: np.concatenate([getattr(t, k) for t in tabs])  # noqa: E731
-    table = Table([m for t in tabs for m in t.modes], cat("time_ms"), cat("power_w"),
-                  cat("time_ms_std"), cat("power_w_std"), cat("measured"))
-    batch = np.repeat(np.asarray(batch_sizes, int), len(modes))
-    fits = memory.fits(batch) if memory is not None else np.ones(len(batch), bool)
-    return JointTable(table, batch, np.asarray(fits, bool))
+    table = Table.concat(tabs, batch_sizes)
+    if memory is not None:
+        table.fits = np.asarray(memory.fits(table.batch), bool)
+    return table
 
 
-def choose_joint(jt: JointTable, rel: SamplesToTarget, *, samples: float = 1.0,
-                 budget_w: float | None = None, objective: str | None = None,
-                 risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
-                 restrict: np.ndarray | None = None, cautious: bool = False) -> Pick:
-    """The (mode, batch) with the least time (or energy, objective='energy') to target within the
-    budget, risk-aware as pareto.choose (cautious ranking too: `ptui tune`); pairs that do not fit
-    in memory never qualify."""
-    from .pareto import InfeasibleError, Table, choose
-    t = jt.table
-    keep = jt.fits.copy()
-    if restrict is not None:
-        keep &= restrict
-    idx = np.flatnonzero(keep)
-    if len(idx) == 0:
-        raise InfeasibleError("no (mode, batch size) pair fits in the board's memory")
-    largest = float(jt.batch[jt.fits].max()) if jt.fits.any() else float(jt.batch.max())
-    r = rel.relative(jt.batch[idx], largest)
-    scale = r / jt.batch[idx]                       # time per step -> time per (target) sample
-    sub = Table([t.modes[i] for i in idx], t.time_ms[idx] * scale, t.power_w[idx],
-                t.time_ms_std[idx] * scale, t.power_w_std[idx], t.measured[idx])
-    try:
-        d = choose(sub, budget_w=budget_w, objective=objective, risk=risk,
-                   tolerance_w=tolerance_w, cautious=cautious)
-    except InfeasibleError:             # say it per step and per pair, not per sample
-        if budget_w is None:
-            raise
-        i = int(idx[np.argmin(t.power_w[idx])])
-        raise InfeasibleError(
-            f"no (mode, batch size) pair stays within {budget_w:g} W"
-            + (f" with risk <= {risk:g}" if risk is not None else "")
-            + f"; the lowest-power pair is {t.modes[i].describe()} at batch {int(jt.batch[i])}: "
-              f"{t.power_w[i]:.1f} W (+-{t.power_w_std[i]:.1f}), {t.time_ms[i]:.0f} ms per step") from None
-    i = int(idx[d.index])
-    b = int(jt.batch[i])
-    target = float(time_to_target_s(t.time_ms[i], b, float(r[d.index]), samples))
-    return Pick(i, b, t.modes[i], float(t.time_ms[i]), float(t.power_w[i]), float(t.time_ms_std[i]),
-                float(t.power_w_std[i]), target, target * float(t.power_w[i]) / 3600.0,
-                t.source(i), d.exceed_prob,
-                None if d.best_measured is None else int(idx[d.best_measured]), d.why, d.notes)
-
-
-def paper_baseline(jt: JointTable, rel: SamplesToTarget, **kw) -> Pick:
+def paper_baseline(table, rel: SamplesToTarget, **kw):
     """The paper's baseline: the largest candidate batch that fits, at the fastest mode within the
     cap (least energy per step for the energy objective)."""
-    fitting = jt.batch[jt.fits]
+    from .pareto import choose
+    fitting = table.batch[table.fits]
     if len(fitting) == 0:
         from .pareto import InfeasibleError
         raise InfeasibleError("no candidate batch size fits in the board's memory")
-    return choose_joint(jt, rel, restrict=jt.batch == fitting.max(), **kw)
+    return choose(table, relation=rel, restrict=table.batch == fitting.max(), **kw)
 
 
-def fixed_batch(jt: JointTable, rel: SamplesToTarget, batch: int, **kw) -> Pick | None:
+def fixed_batch(table, rel: SamplesToTarget, batch: int, **kw):
     """The best mode at one fixed batch size (None when that size is not a fitting candidate)."""
-    sel = jt.batch == batch
-    if not (sel & jt.fits).any():
+    from .pareto import choose
+    sel = table.batch == batch
+    if not (sel & table.fits).any():
         return None
-    return choose_joint(jt, rel, restrict=sel, **kw)
+    return choose(table, relation=rel, restrict=sel, **kw)
 
 
 def check_batch_model(model, batch_sizes) -> None:
@@ -392,9 +313,9 @@ def predict_table(model, modes_csv=None):
 
 @dataclass
 class BatchDecision:
-    pick: Pick
-    default: Pick | None             # best mode at the model's default batch size
-    paper: Pick | None               # largest fitting batch, fastest mode under the cap
+    pick: object                     # pareto.Decision: its index a row of space.table
+    default: object | None           # best mode at the default batch size
+    paper: object | None             # largest fitting batch, fastest mode under the cap
     default_batch: int
     rel: SamplesToTarget
     samples: float
@@ -403,41 +324,27 @@ class BatchDecision:
     dropped: list                    # candidate sizes that do not fit in memory
     goal: str
     notes: list
-    space: object = None             # the JointSpace the pick indices refer to
-    targets: object = None           # Targets: time and energy to target of every candidate pair
+    space: "JointSpace"              # the space the pick indices refer to
+    targets: "Targets"               # time and energy to target of every candidate pair
 
-    def front(self) -> list[dict]:
-        """The Pareto front of the candidate pairs, time to target against power (by power)."""
+    def front(self) -> list[tuple[int, float, float]]:
+        """The Pareto front of the candidate pairs, time to target against power (by power):
+        (row of space.table, time to target, energy to target) of each point."""
         from .pareto import front_indices
         tg = self.targets
-        if tg is None or self.space is None or not len(tg.rows):
+        if not len(tg.rows):
             return []
-        t = self.space.jt.table
-        out = []
-        for k in front_indices(tg.target_s, tg.power_w):
-            i = int(tg.rows[k])
-            out.append({"mode": t.modes[i].as_dict(), "key": t.modes[i].key, "batch_size": int(tg.batch[k]),
-                        "source": t.source(i), "time_ms": round(float(t.time_ms[i]), 4),
-                        "power_w": round(float(t.power_w[i]), 4),
-                        "time_ms_std": round(float(t.time_ms_std[i]), 4),
-                        "power_w_std": round(float(t.power_w_std[i]), 4),
-                        "time_to_target_s": round(float(tg.target_s[k]), 3),
-                        "energy_to_target_wh": round(float(tg.energy_wh[k]), 4)})
-        return out
+        return [(int(tg.rows[k]), float(tg.target_s[k]), float(tg.energy_wh[k]))
+                for k in front_indices(tg.target_s, tg.power_w)]
 
-    def as_dict(self) -> dict:
-        d = self.pick.as_dict()
-        d.update(feasible=True, front=self.front(), goal=self.goal, exceed_prob=self.pick.exceed_prob,
-                 samples_to_target=self.rel.source, throughput_only=self.rel.throughput_only,
-                 target_samples=self.samples, target_samples_note=self.samples_note,
-                 memory={"how": self.memory.how, "capacity_gb": round(self.memory.capacity_gb, 2),
-                         "largest_batch": self.memory.largest(),
-                         "infeasible_batch_sizes": self.dropped},
-                 default_batch=self.default_batch,     # the size of the first baseline's key
-                 baselines={f"best_mode_at_batch_{self.default_batch}":
-                            self.default.as_dict() if self.default else None,
-                            "largest_batch_fastest_mode": self.paper.as_dict() if self.paper else None})
-        return d
+    def target_at(self, time_ms: float, power_w: float, batch: int) -> tuple[float, float]:
+        """(time, energy) to target of a point with this step time and power at `batch`, as this
+        decision counts it (relative samples 1.0 at the largest evaluated size)."""
+        ev = self.targets.evaluated
+        largest = float(max(ev)) if ev else float(batch)
+        rel = float(np.asarray(self.rel.relative(batch, largest)).reshape(-1)[0])
+        s = float(time_to_target_s(time_ms, batch, rel, self.samples))
+        return s, s * power_w / 3600.0
 
 
 @dataclass
@@ -445,21 +352,13 @@ class JointSpace:
     """Every (mode, batch size) row a decision can draw on, computed once: a model's predictions at
     each size that fits (and at its default size), or a profile's measured pairs.  The app keeps one
     and decides in it as the goal changes; `decide` builds one per call."""
-    jt: JointTable
+    table: object                    # pareto.Table with the batch (and fit) of every row
     memory: Memory
     default_batch: int
     sizes: tuple                     # the sizes offered (a model's fitted sizes, a profile's sizes)
     samples_per_epoch: float | None = None   # what the model or profile says
     batches_per_epoch: int | None = None     # of the default batch, what the model says
     workload: str | None = None
-
-    def subset(self, rows) -> JointTable:
-        rows = np.asarray(rows, int)
-        t = self.jt.table
-        from .pareto import Table
-        return JointTable(Table([t.modes[i] for i in rows], t.time_ms[rows], t.power_w[rows],
-                                t.time_ms_std[rows], t.power_w_std[rows], t.measured[rows]),
-                          self.jt.batch[rows], self.jt.fits[rows])
 
 
 def model_space(model, batch_sizes, modes=None) -> JointSpace:
@@ -470,14 +369,9 @@ def model_space(model, batch_sizes, modes=None) -> JointSpace:
     want = sorted(set(int(b) for b in batch_sizes) | {b0})
     evaluated = tuple(b for b in want if bool(memory.fits(b)[0]))
     modes = modes if modes is not None else model.decision_space()[0]
-    if evaluated:
-        jt = joint_table(model, modes, evaluated, memory)
-    else:
-        from .pareto import Table
-        z = np.zeros(0)
-        jt = JointTable(Table([], z, z, z, z), np.zeros(0, int), np.zeros(0, bool))
+    table = joint_table(model, modes, evaluated, memory)
     spe = model.meta.get("samples_per_epoch")
-    return JointSpace(jt, memory, b0, tuple(sorted(set(int(b) for b in batch_sizes))),
+    return JointSpace(table, memory, b0, tuple(sorted(set(int(b) for b in batch_sizes))),
                       float(spe) if spe else None, model.meta.get("batches_per_epoch"),
                       model.meta.get("workload"))
 
@@ -496,10 +390,11 @@ def profile_space(path, device, time_basis: str = "step") -> JointSpace:
     ms = prof["measured"]
     table = Table(list(prof["modes"]), np.asarray(prof["time_ms"], float),
                   np.asarray(prof["power_w"], float), np.asarray(ms["time_ms_std"], float),
-                  np.asarray(ms["power_w_std"], float), np.ones(n, bool))
+                  np.asarray(ms["power_w_std"], float), np.ones(n, bool), batch,
+                  np.asarray(memory.fits(batch), bool))
     sizes = tuple(sorted(set(int(b) for b in batch)))
     w = WORKLOADS.get(tags.get("workload", ""))
-    return JointSpace(JointTable(table, batch, np.asarray(memory.fits(batch), bool)), memory,
+    return JointSpace(table, memory,
                       default_batch(sizes), sizes, float(w.samples) if w else None, None,
                       tags.get("workload"))
 
@@ -543,7 +438,7 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
     fit_mask = space.memory.fits(np.array(sizes)) if sizes else np.zeros(0, bool)
     cands = tuple(b for b, ok in zip(sizes, fit_mask) if ok)
     b0 = space.default_batch
-    have = set(int(b) for b in space.jt.batch)
+    have = set(int(b) for b in space.table.batch)
     evaluated = set(cands) | ({b0} if b0 in have else set())
     if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
         evaluated = set(cands)
@@ -561,14 +456,14 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
                 + ("" if rel.throughput_only or not cands else f" at batch {max(cands)}"))
     else:
         samples, note = 1000.0, "1,000 samples (samples per epoch unknown: give --batches-per-epoch)"
-    jt = space.jt
-    ev = np.isin(jt.batch, evaluated) & jt.fits
-    largest = float(jt.batch[ev].max()) if ev.any() else 1.0
-    rows = np.flatnonzero(np.isin(jt.batch, cands) & jt.fits)
-    b = jt.batch[rows]
-    tt = time_to_target_s(jt.table.time_ms[rows], b, rel.relative(b, largest), samples) \
+    tab = space.table
+    ev = np.isin(tab.batch, evaluated) & tab.fits
+    largest = float(tab.batch[ev].max()) if ev.any() else 1.0
+    rows = np.flatnonzero(np.isin(tab.batch, cands) & tab.fits)
+    b = tab.batch[rows]
+    tt = time_to_target_s(tab.time_ms[rows], b, rel.relative(b, largest), samples) \
         if len(rows) else np.zeros(0)
-    pw = jt.table.power_w[rows]
+    pw = tab.power_w[rows]
     return Targets(rows, b, tt, pw, tt * pw / 3600.0, samples, note, evaluated)
 
 
@@ -595,29 +490,30 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
               batches_per_epoch: int | None = None, cautious: bool = False) -> BatchDecision:
     """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
     Pareto screen both come here).  Pick indices are rows of the space."""
-    from .pareto import InfeasibleError
+    from .pareto import InfeasibleError, choose
     sizes = tuple(sorted(int(b) for b in batch_sizes))
     memory = space.memory
     cands, dropped = _candidates(memory, sizes, rel, budget_w, objective)
     b0 = space.default_batch
     tg = targets(space, sizes, rel, epochs=epochs, batches_per_epoch=batches_per_epoch)
-    rows = np.flatnonzero(np.isin(space.jt.batch, tg.evaluated))
-    jt = space.subset(rows)
+    # the rows of the evaluated sizes: the largest of them normalises the relative samples
+    rows = np.flatnonzero(np.isin(space.table.batch, tg.evaluated))
+    tab = space.table.subset(rows)
     kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
               samples=tg.samples, cautious=cautious)
-    cand_mask = np.isin(jt.batch, cands)
+    cand_mask = np.isin(tab.batch, cands)
     back = lambda q: None if q is None else _reindex(q, rows)  # noqa: E731
-    pick = back(choose_joint(jt, rel, restrict=cand_mask, **kw))
+    pick = back(choose(tab, relation=rel, restrict=cand_mask, **kw))
     try:
-        base = back(fixed_batch(jt, rel, b0, **kw))
+        base = back(fixed_batch(tab, rel, b0, **kw))
     except InfeasibleError:
         base = None
     try:
-        sub = JointTable(jt.table, jt.batch, jt.fits & cand_mask)
+        sub = replace(tab, fits=tab.fits & cand_mask)
         paper = back(paper_baseline(sub, rel, **kw))
     except InfeasibleError:
         paper = None
-    goal = joint_goal(budget_w, objective)
+    goal = pick.goal
     notes = []
     if rel.throughput_only:
         notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
@@ -635,13 +531,10 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
 
 def joint_goal(budget_w: float | None, objective: str | None) -> str:
     """A decision over (mode, batch size) in words: per target (time or energy to reach it)."""
-    if objective == "energy":
-        return "least energy to target" + (f" within {budget_w:g} W" if budget_w else "")
-    return f"least time to target within {budget_w:g} W"
+    from .goals import Goal
+    return Goal(budget_w, None, objective).describe_per_target()
 
 
-def _reindex(q: Pick, rows: np.ndarray) -> Pick:
-    q.index = int(rows[q.index])
-    if q.best_measured is not None:
-        q.best_measured = int(rows[q.best_measured])
-    return q
+def _reindex(q, rows: np.ndarray):
+    return replace(q, index=int(rows[q.index]),
+                   best_measured=None if q.best_measured is None else int(rows[q.best_measured]))

@@ -84,9 +84,9 @@ class JointPlanner(ActivePlanner):
         """The pair `ptui pareto --batch-sizes` would pick now (calibrated GPs, measured pairs with
         their measurements, the default risk)."""
         from .active import measured_from_rows
-        from .batch import choose_joint, joint_table
+        from .batch import joint_table
         from .fit import fit_model
-        from .pareto import DEFAULT_RISK, InfeasibleError
+        from .pareto import DEFAULT_RISK, InfeasibleError, choose
         B = np.array([int(r["batch_size"]) for r in rows])
         if len(rows) < 6 or len(set(B.tolist())) < 2:
             return None
@@ -95,10 +95,10 @@ class JointPlanner(ActivePlanner):
         model = fit_model(self.reference, self.device, A[:, :4], [r["time_ms"] for r in rows],
                           [r["power_w"] for r in rows], method="gp", seed=self.seed,
                           measured=measured, batch_sizes=B)
-        jt = joint_table(model, self.modes, self.sizes)
+        table = joint_table(model, self.modes, self.sizes)
         try:
-            return choose_joint(jt, self.rel, budget_w=self.goal.budget_w,
-                                objective=self.goal.objective, risk=DEFAULT_RISK).index
+            return choose(table, budget_w=self.goal.budget_w, objective=self.goal.objective,
+                          risk=DEFAULT_RISK, relation=self.rel).index
         except InfeasibleError:
             return None
 

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,21 +52,51 @@ class InfeasibleError(Infeasible):
 
 @dataclass
 class Table:
-    """Modes with predicted (or measured) time and power, and optional spreads.
-    ``measured[i]`` is True where row i holds a profiled measurement instead of a prediction."""
+    """The candidates of a decision: points of the search space (a power mode, and the batch size
+    where the source holds several) with predicted (or measured) time per step and power, and
+    their spreads.  ``measured[i]`` is True where row i holds a profiled measurement instead of a
+    prediction; ``batch`` is None for a source of one batch size (every row at that size), else
+    the batch size of each row; ``fits[i]`` is False where that batch does not fit in memory (such
+    a row is shown, never chosen)."""
     modes: list[Mode]
     time_ms: np.ndarray
     power_w: np.ndarray
     time_ms_std: np.ndarray
     power_w_std: np.ndarray
     measured: np.ndarray | None = None
+    batch: np.ndarray | None = None
+    fits: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.measured is None:
             self.measured = np.zeros(len(self.modes), dtype=bool)
+        if self.fits is None:
+            self.fits = np.ones(len(self.modes), dtype=bool)
 
     def source(self, i: int) -> str:
         return "measured" if self.measured[i] else "predicted"
+
+    def batch_of(self, i: int) -> int | None:
+        return None if self.batch is None else int(self.batch[i])
+
+    def subset(self, rows) -> "Table":
+        """The rows `rows` (indices or a mask), every column kept."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return Table([self.modes[i] for i in rows], self.time_ms[rows], self.power_w[rows],
+                     self.time_ms_std[rows], self.power_w_std[rows], self.measured[rows],
+                     None if self.batch is None else self.batch[rows], self.fits[rows])
+
+    @classmethod
+    def concat(cls, tables: list["Table"], batch_sizes) -> "Table":
+        """One table of several, each at its batch size (`batch_sizes`, one per table)."""
+        cat = lambda k: np.concatenate([getattr(t, k) for t in tables]) if tables else np.zeros(0)  # noqa: E731
+        batch = np.concatenate([np.full(len(t), int(b)) for t, b in zip(tables, batch_sizes)]) \
+            if tables else np.zeros(0, int)
+        return cls([m for t in tables for m in t.modes], cat("time_ms"), cat("power_w"),
+                   cat("time_ms_std"), cat("power_w_std"), cat("measured").astype(bool),
+                   batch.astype(int), cat("fits").astype(bool))
 
     def with_measurements(self, measured: dict | None) -> "Table":
         """Rows of profiled modes take their measured time, power and spread: a decision is then
@@ -84,7 +114,7 @@ class Table:
             t[i], p[i] = measured["time_ms"][k], measured["power_w"][k]
             ts[i], ps[i] = measured["time_ms_std"][k], measured["power_w_std"][k]
             flag[i] = True
-        return Table(self.modes, t, p, ts, ps, flag)
+        return Table(self.modes, t, p, ts, ps, flag, self.batch, self.fits)
 
     @classmethod
     def from_prediction(cls, modes, pred: dict) -> "Table":
@@ -112,9 +142,7 @@ def presets_table(device, model=None, table: Table | None = None):
     ps = [p for p in device.presets if p.mode in where]
     if not ps:
         return None
-    rows = [where[p.mode] for p in ps]
-    return Table([table.modes[i] for i in rows], table.time_ms[rows], table.power_w[rows],
-                 table.time_ms_std[rows], table.power_w_std[rows], table.measured[rows]), ps
+    return table.subset([where[p.mode] for p in ps]), ps
 
 
 def best_preset(presets, **goal) -> tuple[Decision, object] | None:
@@ -185,6 +213,12 @@ class Decision:
     best_measured: int | None = None
     why: str = ""
     notes: list[str] = field(default_factory=list)
+    # the point's batch size (None: the source's one size) and, for a decision per target (several
+    # batch sizes), the time and energy to reach the target
+    batch_size: int | None = None
+    target_s: float | None = None
+    energy_wh: float | None = None
+    source: str = ""
 
 
 def upper_z(risk: float | None) -> float:
@@ -202,8 +236,13 @@ def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
 def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = None,
            deadline_ms: float | None = None, objective: str | None = None,
            risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
-           cautious: bool = False) -> Decision:
-    """Pick the mode for a goal; raises InfeasibleError naming the closest option.
+           cautious: bool = False, relation=None, samples: float = 1.0,
+           restrict: np.ndarray | None = None) -> Decision:
+    """Pick the point for a goal; raises InfeasibleError naming the closest option.
+
+    With a `relation` (batch.SamplesToTarget: the relative samples each batch size needs) the
+    decision is per target: the least time (or energy) to process `samples` x relative samples,
+    among the rows that fit in memory (and `restrict`, a mask); without one, per step.
 
     With risk, a mode qualifies when P(power > budget + tolerance) <= risk, and its predicted
     mean power stays within the budget.  cautious (`ptui tune`, the active planner) ranks modes by
@@ -212,6 +251,10 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
     only when the gain it promises is larger than its uncertainty (a 6-mode tune applied a mode
     predicted 289 +- 69 ms over a measured 379 ms one; it took 379 ms).  The decision then also
     names the best measured mode for the goal and why the pick is not that mode."""
+    if relation is not None:
+        return _choose_per_target(table, goal_from(goal, budget_w=budget_w, objective=objective),
+                                  relation, samples, risk=risk, tolerance_w=tolerance_w,
+                                  restrict=restrict, cautious=cautious)
     g = goal_from(goal, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective)
     budget_w, deadline_ms = g.budget_w, g.deadline_ms
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
@@ -242,11 +285,56 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
     i = g.best(idx, rt, rp)
     d = Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
                  g.describe(risk if prob is not None else None, tolerance_w),
-                 None if prob is None else float(prob[i]))
+                 None if prob is None else float(prob[i]), batch_size=table.batch_of(i),
+                 source=table.source(i))
     if cautious:
         _against_measured(d, table, g, ok, rt, rp, prob, prob_t, risk, budget_w,
                           tolerance_w, deadline_ms)
     return d
+
+
+def _choose_per_target(table: Table, g: Goal, rel, samples: float, *, risk, tolerance_w: float,
+                       restrict, cautious: bool) -> Decision:
+    """choose() per target: each row's time per step scaled to the time per target sample (relative
+    samples at its batch / its batch), the per-step rule applied to that, and the pick given back in
+    `table`'s rows with its time and energy to target."""
+    if g.deadline_ms is not None:
+        raise InputError("a deadline per minibatch means different work at each batch size: "
+                         "choose a power budget or the least energy")
+    if table.batch is None:
+        raise ValueError("a decision per target needs the batch size of every row")
+    keep = table.fits.copy()
+    if restrict is not None:
+        keep &= restrict
+    idx = np.flatnonzero(keep)
+    if len(idx) == 0:
+        raise InfeasibleError("no (mode, batch size) pair fits in the board's memory")
+    t, batch = table.time_ms, table.batch
+    largest = float(batch[table.fits].max()) if table.fits.any() else float(batch.max())
+    r = rel.relative(batch[idx], largest)
+    scale = r / batch[idx]                          # time per step -> time per (target) sample
+    sub = table.subset(idx)
+    sub = Table(sub.modes, sub.time_ms * scale, sub.power_w, sub.time_ms_std * scale,
+                sub.power_w_std, sub.measured)
+    try:
+        d = choose(sub, g, risk=risk, tolerance_w=tolerance_w, cautious=cautious)
+    except InfeasibleError:             # said per step and per pair, not per sample
+        if g.budget_w is None:
+            raise
+        i = int(idx[np.argmin(table.power_w[idx])])
+        raise InfeasibleError(
+            f"no (mode, batch size) pair stays within {g.budget_w:g} W"
+            + (f" with risk <= {risk:g}" if risk is not None else "")
+            + f"; the lowest-power pair is {table.modes[i].describe()} at batch {int(batch[i])}: "
+              f"{table.power_w[i]:.1f} W (+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms per step",
+            table, i) from None
+    i = int(idx[d.index])
+    target = float(t[i]) / 1000.0 / float(batch[i]) * float(r[d.index]) * samples
+    return replace(d, index=i, goal=g.describe_per_target(), time_ms=float(t[i]),
+                   time_ms_std=float(table.time_ms_std[i]),
+                   best_measured=None if d.best_measured is None else int(idx[d.best_measured]),
+                   batch_size=int(batch[i]), target_s=target,
+                   energy_wh=target * float(table.power_w[i]) / 3600.0, source=table.source(i))
 
 
 def _against_measured(d: Decision, table: Table, g: Goal, ok, rt, rp, prob, prob_t, risk,

@@ -779,8 +779,6 @@ class Predictions:
 def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
     time_ms the median step or the whole cycle: csvio.profile_time)."""
-    import numpy as np
-
     from .pareto import Table
     from .workloads import WORKLOADS
     path = Path(path)
@@ -808,8 +806,7 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
         tags = profile_tags(path)
         if basis == "cycle":
             tags["timed"] = cycle_timed(tags.get("timed"))
-        rows = np.flatnonzero(space.jt.batch == space.default_batch)
-        sub = space.subset(rows).table
+        sub = space.table.subset(space.table.batch == space.default_batch)
         w = WORKLOADS.get(tags.get("workload", ""))
         mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
         return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)

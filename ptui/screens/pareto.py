@@ -240,7 +240,7 @@ class ParetoScreen(Screen):
         self.timed = p.timed or ""
         self.left_out = p.note
         if (p.space is None) != (self.space is None) or (
-                self.sel is not None and self.sel >= len(p.space.jt if p.space is not None else p.table)):
+                self.sel is not None and self.sel >= len(p.space.table if p.space is not None else p.table)):
             self.sel = None                  # an index into the previous source's rows
         self.space, self.view, self.front_key = p.space, None, None
         self.show_batch_form(p.space is not None)
@@ -305,7 +305,7 @@ class ParetoScreen(Screen):
         self.query_one("#deadline-label", Label).update(f"deadline s/{per}")
         self.query_one("#epochs-label", Label).update("epochs" if self.unit == "epoch" else "x1k steps")
         if self.space is not None:
-            self.table = self.space.jt.table
+            self.table = self.space.table
             self.front = np.array([], dtype=int)
             dt = self.query_one("#front", DataTable)
             dt.clear(columns=True)

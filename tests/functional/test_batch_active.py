@@ -207,8 +207,9 @@ def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
     assert p <= 31.0
     assert t / d["batch_size"] * float(rel.relative(d["batch_size"], 64)) <= \
         1.02 * true_optimum(f, rel, 30.0, ORIN.pt_grid())
-    assert "best_mode_at_batch_16" in d["baselines"] and d["samples_to_target"].startswith("noise")
-    assert f"best_mode_at_batch_{d['default_batch']}" in d["baselines"]    # a stable way to find it
+    assert d["baselines"]["best_mode_at_default_batch"]["batch_size"] == d["default_batch"] == 16
+    assert d["samples_to_target"].startswith("noise")
+    assert d["baselines"]["best_preset"] is not None and "maxn" in d["baselines"]
     # one answer: the best measured pair is the pick, or the JSON says why not
     bm = d["best_measured"]
     assert bm["is_pick"] == (bm["why"] == "the pick") and (bm["is_pick"] or "not taken" in bm["why"])
@@ -284,36 +285,32 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
 def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
     """The closest option over batch sizes is a (mode, batch) pair with its time per step (it used
     to print the time per sample as if per step, with no batch size)."""
-    from ptui.core.batch import JointTable, choose_joint
-    from ptui.core.pareto import InfeasibleError, Table
+    from ptui.core.pareto import InfeasibleError, Table, choose
     grid = ORIN.pt_grid()
     t = Table([grid[0], grid[1]], np.array([160.0, 300.0]), np.array([12.0, 11.0]),
-              np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]))
-    jt = JointTable(t, np.array([16, 32]), np.array([True, True]))
+              np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]), np.array([16, 32]))
     with pytest.raises(InfeasibleError, match=rf"lowest-power pair is {re.escape(grid[1].describe())} at batch 32: "
                                               r"11.0 W \(\+-0.2\), 300 ms per step"):
-        choose_joint(jt, SamplesToTarget.throughput(), budget_w=5)
+        choose(t, relation=SamplesToTarget.throughput(), budget_w=5)
 
 
 def test_tune_over_batch_sizes_ranks_cautiously():
     """tune's decision over batch sizes ranks as single-size tune does: a predicted pair with a wide
     sd that is barely better on its median does not beat a measured pair."""
-    from ptui.core.batch import JointTable, choose_joint
-    from ptui.core.pareto import Table
+    from ptui.core.pareto import Table, choose
     grid = ORIN.pt_grid()
     modes = [grid[0], grid[1]]
     t = Table(modes, np.array([100.0, 99.8]), np.array([20.0, 20.0]), np.array([0.5, 8.0]),
-              np.array([0.1, 0.1]), np.array([True, False]))
-    jt = JointTable(t, np.array([16, 16]), np.array([True, True]))
+              np.array([0.1, 0.1]), np.array([True, False]), np.array([16, 16]))
     rel = SamplesToTarget.throughput()
-    assert choose_joint(jt, rel, budget_w=30).index == 1                 # the median alone
-    pick = choose_joint(jt, rel, budget_w=30, cautious=True)
+    assert choose(t, relation=rel, budget_w=30).index == 1                 # the median alone
+    pick = choose(t, relation=rel, budget_w=30, cautious=True)
     assert pick.index == 0 and pick.best_measured == 0 and pick.why == "the pick"  # tune: the measured one
-    # as single-size tune: the best measured pair and why the pick is not it, in jt's rows
+    # as single-size tune: the best measured pair and why the pick is not it, in the table's rows
     t2 = Table(modes + [grid[2]], np.array([100.0, 60.0, 90.0]), np.array([20.0, 20.0, 29.99]),
-               np.array([0.5, 2.0, 0.4]), np.array([0.1, 0.2, 0.1]), np.array([True, False, True]))
-    jt2 = JointTable(t2, np.array([16, 16, 16]), np.array([True, True, True]))
-    pick = choose_joint(jt2, rel, budget_w=30, cautious=True, restrict=np.array([True, True, True]))
+               np.array([0.5, 2.0, 0.4]), np.array([0.1, 0.2, 0.1]), np.array([True, False, True]),
+               np.array([16, 16, 16]))
+    pick = choose(t2, relation=rel, budget_w=30, cautious=True, restrict=np.array([True, True, True]))
     assert pick.index == 1 and pick.best_measured == 2 and "exceeds 30 W" in pick.why
 
 

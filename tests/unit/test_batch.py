@@ -9,6 +9,7 @@ import pytest
 from ptui.core import batch as bt
 from ptui.core import physics as ph
 from ptui.core.devices import get_device
+from ptui.core.pareto import choose
 from ptui.core.workloads import get_workload
 
 AGX = get_device("orin-agx")
@@ -276,7 +277,7 @@ def test_joint_choice_beats_the_best_mode_at_batch_16(agx_model):
     best = {b: truth[b][0][truth[b][1] <= W].min() for b in sizes}
     assert min(best, key=best.get) != 16                 # the case the test is about
     jt = bt.joint_table(agx_model, grid, sizes)
-    pick = bt.choose_joint(jt, rel, budget_w=W)
+    pick = choose(jt, relation=rel, budget_w=W)
     k = pick.index % len(grid)
     got_t, got_p = truth[pick.batch_size][0][k], truth[pick.batch_size][1][k]
     assert got_p <= W + 1.0

@@ -123,6 +123,11 @@ def _fit_models(run_cli, d, out):
         out[name] = d / name
 
 
+def _point_keys(doc: dict) -> set:
+    """The fields of a point: the pick's, less what only the decision has."""
+    return {k for k in doc if k in doc["front"][0]}
+
+
 def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):
     rc, out, err = cli("pareto", "--model", models["one"], "--budget-w", "25", "--json")
     one = _doc(out, "pareto")
@@ -139,8 +144,18 @@ def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):
             cores=d["mode"]["cores"], cpu=f"{d['mode']['cpu_mhz']:g}", gpu=f"{d['mode']['gpu_mhz']:g}",
             mem=f"{d['mode']['mem_mhz']:g}")
     assert one["batch_size"] == 32 and two["batch_size"] in (8, 32)
-    assert set(one["baselines"]) == {"best_preset", "maxn"} and one["baselines"]["maxn"]["preset"] == "MAXN"
-    assert "largest_batch_fastest_mode" in two["baselines"]
+    # the same fields in both, and in every point (schema 2: the batch shape had no preset
+    # baselines and named its default-batch baseline after the size)
+    assert set(one) == set(two)
+    assert set(one["front"][0]) == set(two["front"][0]) == set(_point_keys(one))
+    names = {"best_preset", "maxn", "best_mode_at_default_batch", "largest_batch_fastest_mode"}
+    assert set(one["baselines"]) == set(two["baselines"]) == names
+    assert one["baselines"]["maxn"]["preset"] == two["baselines"]["maxn"]["preset"] == "MAXN"
+    assert one["baselines"]["largest_batch_fastest_mode"] is None and one["memory"] is None
+    assert two["baselines"]["best_mode_at_default_batch"]["batch_size"] == two["default_batch"]
+    assert two["baselines"]["best_preset"]["time_to_target_s"] > 0 and two["memory"]["capacity_gb"] > 0
+    assert two["time_to_target_s"] <= two["baselines"]["best_preset"]["time_to_target_s"]
+    assert one["time_to_target_s"] is None and one["epoch_s"] > 0
     # every front point is on the front: none is both faster and lower-power than another
     pts = [(p["time_ms"], p["power_w"]) for p in one["front"]]
     assert not any(a[0] < b[0] and a[1] < b[1] for a in pts for b in pts)
@@ -153,8 +168,8 @@ def test_an_infeasible_goal_prints_a_document_and_exits_3(models, cli, which):
     d = _doc(out, "pareto")
     assert rc == 3 and d["feasible"] is False and "2 W" in d["goal"] and d["reason"] in err
     assert err.strip().splitlines()[-1].startswith("ptui: error: no ")
-    if which == "one":
-        assert d["closest"]["power_w"] > 2 and d["closest"]["key"]
+    # the closest option is a point in both (it was null over batch sizes)
+    assert d["closest"]["power_w"] > 2 and d["closest"]["key"] and d["closest"]["batch_size"]
 
 
 def test_tune_with_a_goal_no_mode_meets_prints_a_document_and_exits_3(cli):
