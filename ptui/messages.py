@@ -70,9 +70,9 @@ class PredictionsFailed(Message):
 
 
 @dataclass
-class BatchViewReady(Message):
+class ViewReady(Message):
     generation: int                  # the request it answers (older answers are dropped)
-    view: object | None              # core.session.BatchView
+    view: object | None              # core.session.View
     error: str | None = None         # bad input: what is wrong
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
 from .backends.base import Backend, BackendError
@@ -838,58 +840,136 @@ def saved_sources(device: str) -> list[tuple[str, Path]]:
     return sorted(got, key=mtime, reverse=True)
 
 
-def decide(table, *, goal: str, budget_w: float | None = None, deadline_ms: float | None = None,
-           risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0):
-    """The mode for a goal named by its kind (goals.Goal.of): 'budget' (fastest within budget_w),
-    'deadline' (lowest power meeting deadline_ms per minibatch) or 'energy' (least energy, within
-    budget_w if given)."""
-    from .goals import Goal
-    from .pareto import choose
-    return choose(table, Goal.of(goal, budget_w, deadline_ms), risk=risk, tolerance_w=tolerance_w)
+@dataclass(frozen=True)
+class Baseline:
+    """A point a decision on screen is compared with: an NVIDIA preset, the best mode at the default
+    batch size, the paper's (largest batch, fastest mode); `row` is its candidate row where it is
+    one (None: a preset, predicted apart), `job_s`/`energy_wh` the whole job at it as the view
+    counts it; `missing` says why there is none (then the figures are 0)."""
+    tag: str
+    row: int | None = None
+    time_ms: float = 0.0
+    power_w: float = 0.0
+    job_s: float = 0.0
+    energy_wh: float = 0.0
+    missing: str = ""
 
 
-@dataclass
-class BatchView:
-    """What the Pareto screen shows for a source with several batch sizes: time and energy to
-    target of every candidate (mode, batch size), their front, and the decision (or why none)."""
-    targets: object                       # batch.Targets
-    front: object                         # indices into the space, ordered by increasing power
-    decision: object | None               # batch.BatchDecision
+@dataclass(frozen=True)
+class View:
+    """What the Pareto screen shows of a source for a goal: the candidates (`rows` of `table`,
+    sorted), each with its `x_s` (the axis: seconds per epoch for one batch size, to target for
+    several), the whole job's seconds and energy (epochs x epoch, or to target), the front, the
+    decision (or `error`: why none) and the baselines, in one shape for one batch size or several."""
+    table: object                         # pareto.Table
+    per_target: bool                      # several batch sizes: the job is reaching the target
+    rows: np.ndarray
+    x_s: np.ndarray
+    job_s: np.ndarray
+    energy_wh: np.ndarray
+    front: np.ndarray                     # rows, by increasing power
+    decision: object | None               # pareto.Decision (its index a row of table)
     error: str | None
-    rel: object                           # batch.SamplesToTarget
+    baselines: tuple = ()
+    dropped: tuple = ()                   # batch sizes that do not fit in memory
+    relation: object | None = None        # batch.SamplesToTarget (several batch sizes)
+
+    def pos(self, i: int) -> int:
+        """Where row i sits among the candidates."""
+        return int(np.searchsorted(self.rows, i))
+
+    def batch_of(self, i: int) -> int | None:
+        return self.table.batch_of(i)
+
+    def job(self, i: int) -> tuple[float, float]:
+        """(seconds, Wh) of the whole job at row i."""
+        k = self.pos(i)
+        return float(self.job_s[k]), float(self.energy_wh[k])
 
 
-def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
-               noise_scale: float | None = None, epochs: int | None = None,
-               risk: float | None = DEFAULT_RISK) -> BatchView:
-    """The joint (mode, batch size) decision for the app, made as `ptui pareto --batch-sizes` makes
-    it (batch.decide_in): 'budget' (least time to target within budget_w) or 'energy' (least
-    energy to target, within budget_w if given).  `sizes` None: every size of the space.  Without
-    a noise scale every size needs the same samples (throughput only).  Bad input raises
-    ValueError; an infeasible goal is returned as `error` with the candidates still drawn."""
-    import numpy as np
+GOALS = ("budget", "deadline", "energy")
 
+
+def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
+         deadline_s: float | None = None, epochs: int = 1, mb_per_epoch: int,
+         sizes=None, noise_scale: float | None = None,
+         risk: float | None = DEFAULT_RISK) -> View:
+    """The decision for the Pareto screen, made as `ptui pareto` makes it (with --batch-sizes for a
+    source of several sizes: batch.decide_in): 'budget' (fastest, or least time to target, within
+    budget_w), 'deadline' (lowest power meeting deadline_s per epoch; one batch size only) or
+    'energy' (least energy, within budget_w if given).  `sizes` None: every size of the source; a
+    noise scale gives the samples each size needs (none: throughput only).  Bad input raises
+    InputError; a goal nothing meets is returned as `error` with the candidates still drawn.
+    goal None: the candidates and their front alone (no decision, one batch size)."""
+    from .goals import Goal
+    from .pareto import InfeasibleError, best_preset, choose, front_indices, presets_table
+    if goal is not None and goal not in GOALS:
+        raise InputError(f"unknown goal {goal!r}; choose {', '.join(GOALS)}")
+    if goal == "budget" and budget_w is None:
+        raise InputError("set a power budget in W")
+    space = pred.space
+    if space is not None and goal is not None:
+        return _view_per_target(space, goal=goal, budget_w=budget_w, sizes=sizes,
+                                noise_scale=noise_scale, epochs=epochs, risk=risk)
+    if goal == "deadline" and deadline_s is None:
+        raise InputError("set a deadline in seconds per epoch")
+    tab = pred.table
+    rows = np.arange(len(tab))
+    x_s = tab.time_ms * mb_per_epoch / 1000.0
+    job_s = x_s * epochs
+    energy = tab.power_w * job_s / 3600.0
+    front = front_indices(tab.time_ms, tab.power_w)
+    d = error = None
+    try:
+        d = None if goal is None else choose(tab, Goal.of(goal, budget_w, None if deadline_s is None
+                                else deadline_s * 1000.0 / mb_per_epoch), risk=risk)
+    except InfeasibleError as e:
+        error = str(e)
+    base: tuple = ()
+    if pred.model is not None and goal is not None:
+        # the rule the CLI's best_preset baseline uses, at the budget on screen
+        bp = best_preset(presets_table(pred.model.device, pred.model), budget_w=budget_w,
+                         risk=DEFAULT_RISK)
+        if bp is None:
+            base = (Baseline("", missing="no NVIDIA preset fits this budget"),)
+        else:
+            b, pre = bp
+            js = b.time_ms * mb_per_epoch / 1000.0 * epochs
+            base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
+    return View(tab, False, rows, x_s, job_s, energy, front, d, error, base)
+
+
+def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: int,
+                     risk) -> View:
     from . import batch
     from .pareto import InfeasibleError, front_indices
+    if goal == "deadline":
+        raise InputError("a deadline per minibatch is different work at each batch size: "
+                         "choose fastest or least energy")
     rel = batch.relation(None, noise_scale)
     sizes = tuple(space.sizes if sizes is None else sizes)
     tg = batch.targets(space, sizes, rel, epochs=epochs)
     front = (tg.rows[front_indices(tg.target_s, tg.power_w)] if len(tg.rows)
              else np.zeros(0, int))
-    if goal == "deadline":
-        raise ValueError("a deadline per minibatch is different work at each batch size: "
-                         "choose fastest or least energy")
-    if goal == "budget" and budget_w is None:
-        raise ValueError("set a power budget in W")
-    if goal not in ("budget", "energy"):
-        raise ValueError(f"unknown goal {goal!r}; choose budget or energy")
+    tab = space.table
+    d = error = None
+    base: list[Baseline] = []
+    dropped: tuple = ()
     try:
-        d = batch.decide_in(space, sizes, rel, budget_w=budget_w,
+        r = batch.decide_in(space, sizes, rel, budget_w=budget_w,
                             objective="energy" if goal == "energy" else None, risk=risk,
                             epochs=epochs)
     except InfeasibleError as e:
-        return BatchView(tg, front, None, str(e), rel)
-    return BatchView(tg, front, d, None, rel)
+        error = str(e)
+    else:
+        d, dropped = r.pick, tuple(r.dropped)
+        for tag, q in ((f"bs{r.default_batch} best mode", r.default),
+                       (f"paper bs{r.paper.batch_size if r.paper else ''} fastest", r.paper)):
+            base.append(Baseline(tag, missing="none fits") if q is None else
+                        Baseline(tag, q.index, q.time_ms, q.power_w, float(q.target_s),
+                                 float(q.energy_wh)))
+    return View(tab, True, tg.rows, tg.target_s, tg.target_s, tg.energy_wh, front, d, error,
+                tuple(base), dropped, rel)
 
 
 # -- apply, roll back, persist, restore --------------------------------------------------------------

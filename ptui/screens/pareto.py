@@ -28,18 +28,12 @@ from textual.widgets import (
 
 from ..core import session
 from ..core.clock import hms
+from ..core.errors import InputError
 from ..core.modes import Mode, cpu_ghz, whole_mhz
-from ..core.pareto import (
-    DEFAULT_RISK,
-    InfeasibleError,
-    Table,
-    best_preset,
-    front_indices,
-    presets_table,
-)
+from ..core.pareto import DEFAULT_RISK, Table
 from ..core.profiler import Timed
 from ..core.workloads import WORKLOADS
-from ..messages import BatchViewReady, PredictionsFailed, PredictionsLoaded
+from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
 
 # short labels (the goal is spelled out in the details panel), so the form fits 80 columns
@@ -88,7 +82,6 @@ class ParetoScreen(Screen):
         self.goal_error: str | None = None
         """What is wrong with the goal as typed, shown in the details panel."""
         self.drawn_budget: float | None = None
-        self.sample: np.ndarray = np.array([], dtype=int)
         self.timed = ""
         """What one time is, as the profile CSV says ('' for a model or an older CSV)."""
         self.unit = "epoch"
@@ -97,8 +90,10 @@ class ParetoScreen(Screen):
         self.loaded_path: str | None = None
         self.space = None
         """core.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
+        self.pred = None
+        """The loaded source (core.session.Predictions)."""
         self.view = None
-        """The latest core.session.BatchView of that space (time to target, front, decision)."""
+        """The latest core.session.View of the source for the goal (candidates, front, decision)."""
         self.view_gen = 0
         self.front_key: tuple | None = None
         self.bs_filter: int | None = None
@@ -214,7 +209,7 @@ class ParetoScreen(Screen):
         self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
 
     def clear_source(self) -> None:
-        self.table = self.model = self.space = self.view = None
+        self.table = self.model = self.space = self.view = self.pred = None
         self.front = np.array([], dtype=int)
         self.sel = self.goal_idx = self.front_key = None
         self.loaded_path = None
@@ -242,7 +237,7 @@ class ParetoScreen(Screen):
         if (p.space is None) != (self.space is None) or (
                 self.sel is not None and self.sel >= len(p.space.table if p.space is not None else p.table)):
             self.sel = None                  # an index into the previous source's rows
-        self.space, self.view, self.front_key = p.space, None, None
+        self.pred, self.space, self.view, self.front_key = p, p.space, None, None
         self.show_batch_form(p.space is not None)
         self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script")
 
@@ -306,19 +301,9 @@ class ParetoScreen(Screen):
         self.query_one("#epochs-label", Label).update("epochs" if self.unit == "epoch" else "x1k steps")
         if self.space is not None:
             self.table = self.space.table
-            self.front = np.array([], dtype=int)
-            dt = self.query_one("#front", DataTable)
-            dt.clear(columns=True)
-            dt.focus()
-            self.action_goal()
-            return
-        self.front = front_indices(tab.time_ms, tab.power_w)
-        rng = np.random.default_rng(0)
-        n = len(tab)
-        self.sample = rng.choice(n, min(n, 2500), replace=False) if n > 2500 else np.arange(n)
-        dt = self._fill_front(("c", "CPU", "GPU", "mem", f"min/{per}", "W"),
-                              (_knob_cells(tab.modes[i]) + (f"{self.epoch_s(i) / 60:.2f}",
-                                                           f"{tab.power_w[i]:.1f}") for i in self.front))
+        self.front = np.array([], dtype=int)
+        dt = self.query_one("#front", DataTable)
+        dt.clear(columns=True)
         dt.focus()
         self.action_goal()
 
@@ -370,9 +355,6 @@ class ParetoScreen(Screen):
     def _num(self, wid: str) -> float | None:
         return self._field(wid)[0]
 
-    def epoch_s(self, i: int) -> float:
-        return float(self.table.time_ms[i]) * self.mb_per_epoch / 1000.0
-
     @on(Input.Submitted, "#path")
     def path_submitted(self) -> None:
         self.action_load()
@@ -381,96 +363,90 @@ class ParetoScreen(Screen):
     @on(Input.Submitted, "#budget, #deadline, #epochs, #noise")
     @on(Select.Changed, "#objective")
     def action_goal(self, _event=None) -> None:
-        """Re-pick the goal's mode as the fields change.  What is wrong with the goal is said in
-        the details panel (no toast, so nothing stale stays on screen once the value is fixed)."""
+        """Ask core for the view of the goal as the fields change (session.view: the decision,
+        the candidates' times and energies, the front and the baselines).  A source of several
+        batch sizes is decided in a worker; the answer comes back as ViewReady either way.  What is
+        wrong with the goal is said in the details panel (no toast, so nothing stale stays on
+        screen once the value is fixed)."""
         if self.table is None:
             return
-        if self.space is not None:
-            self.batch_goal()
-            return
-        obj = self.query_one("#objective", Select).value
-        (budget, e1), (deadline_s, e2), (_, e3) = (self._field(w) for w in self.FIELDS)
-        risk = DEFAULT_RISK if self.model is not None else None
-        try:
-            if e1 or e2 or e3:
-                raise ValueError(e1 or e2 or e3)
-            if obj == "deadline" and deadline_s is None:
-                raise ValueError("set a deadline in seconds per epoch")
-            d = session.decide(self.table, goal=str(obj), budget_w=budget, risk=risk,
-                               deadline_ms=None if deadline_s is None
-                               else deadline_s * 1000.0 / self.mb_per_epoch)
-        except (InfeasibleError, ValueError) as e:
-            self.goal_idx, self.goal_error = None, str(e)
-            self.select(self.sel if self.sel is not None else int(self.front[-1]))
-            return
-        self.goal_idx, self.goal_text, self.goal_error = d.index, d.goal, None
-        self.select(d.index)
-
-    # -- several batch sizes ---------------------------------------------------------------------
-    def batch_goal(self) -> None:
-        """Ask core for the joint (mode, batch size) decision in a worker; the answer comes back
-        as BatchViewReady."""
         obj = str(self.query_one("#objective", Select).value)
-        (budget, e1), (_, e3) = self._field("#budget"), self._field("#epochs")
-        noise, e4 = self._field("#noise")
+        error = self.field_error()
         sizes = None if self.bs_filter is None else (self.bs_filter,)
+        kw = dict(goal=obj, budget_w=self._num("#budget"), deadline_s=self._num("#deadline"),
+                  epochs=int(self._num("#epochs") or 1), mb_per_epoch=self.mb_per_epoch,
+                  sizes=sizes, noise_scale=self._num("#noise"),
+                  risk=DEFAULT_RISK if self.model is not None else None)
         self.view_gen += 1
-        self.batch_decide(self.view_gen, self.space, e1 or e3 or e4, dict(
-            goal=obj, budget_w=budget, sizes=sizes, noise_scale=noise,
-            epochs=int(self._num("#epochs") or 1), risk=DEFAULT_RISK if self.model is not None else None))
+        if self.space is not None:
+            self.decide_apart(self.view_gen, self.pred, error, kw)
+        else:
+            self.view_ready(ViewReady(self.view_gen, *self.decide(self.pred, error, kw)))
 
-    @work(thread=True, exclusive=True, group="pareto-goal", exit_on_error=False)
-    def batch_decide(self, gen: int, space, field_error: str | None, kw: dict) -> None:
+    def decide(self, pred, field_error: str | None, kw: dict) -> tuple:
+        """(view, None), or (None, what is wrong) for bad input."""
         try:
             if field_error:
-                raise ValueError(field_error)
-            view = session.batch_view(space, **kw)
-        except ValueError as e:
-            self.post_message(BatchViewReady(gen, None, str(e)))
-            return
-        self.post_message(BatchViewReady(gen, view))
+                raise InputError(field_error)
+            return session.view(pred, **kw), None
+        except InputError as e:
+            return None, str(e)
 
-    @on(BatchViewReady)
-    def batch_view_ready(self, msg: BatchViewReady) -> None:
-        if msg.generation != self.view_gen or self.space is None:
-            return                                  # stale: the fields changed since
-        if msg.view is None:
+    @work(thread=True, exclusive=True, group="pareto-goal", exit_on_error=False)
+    def decide_apart(self, gen: int, pred, field_error: str | None, kw: dict) -> None:
+        self.post_message(ViewReady(gen, *self.decide(pred, field_error, kw)))
+
+    @on(ViewReady)
+    def view_ready(self, msg: ViewReady) -> None:
+        if msg.generation != self.view_gen or self.table is None:
+            return                                  # stale: the fields or the source changed since
+        if msg.view is None:                        # bad input: the candidates stay as they were
             self.goal_idx, self.goal_error = None, msg.error
-            if self.sel is not None and self.view is not None:
-                self.select(self.sel)
-            else:
+            if self.view is None and self.space is None:    # nothing drawn yet: the candidates
+                self.view = session.view(self.pred, goal=None, mb_per_epoch=self.mb_per_epoch)
+                self.fill_front(self.view)
+            if self.view is None:
                 self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
+                return
+            if self.sel is not None or len(self.front):
+                self.select(self.sel if self.sel is not None else int(self.front[-1]))
             return
         v = self.view = msg.view
         self.goal_error = v.error
-        self.fill_batch_front(v)
+        self.fill_front(v)
         if v.decision is not None:
-            self.goal_idx, self.goal_text = v.decision.pick.index, v.decision.goal
+            self.goal_idx, self.goal_text = v.decision.index, v.decision.goal
             self.select(self.goal_idx)
-        else:
-            self.goal_idx = None
-            rows = set(int(r) for r in v.targets.rows)
-            keep = self.sel if self.sel in rows else (int(v.front[-1]) if len(v.front) else None)
-            if keep is None:                        # nothing to choose from: nothing selected
-                self.sel = None
-                self.query_one("#details", Static).update(f"[red]{escape(v.error or '')}[/red]")
-                self.draw_batch()
-                return
-            self.select(keep)
+            return
+        self.goal_idx = None
+        rows = set(int(r) for r in v.rows)
+        keep = self.sel if self.sel in rows else (int(v.front[-1]) if len(v.front) else None)
+        if keep is None:                            # nothing to choose from: nothing selected
+            self.sel = None
+            self.query_one("#details", Static).update(f"[red]{escape(v.error or '')}[/red]")
+            self.draw()
+            return
+        self.select(keep)
 
-    def fill_batch_front(self, v) -> None:
-        """The front over (time to target, power): rebuilt only when it changed."""
-        key = (tuple(int(i) for i in v.front), float(v.targets.samples), v.rel.source)
+    def fill_front(self, v) -> None:
+        """The front (time per epoch, or to target, against power): rebuilt only when it changed."""
+        x = v.x_s[np.searchsorted(v.rows, v.front)] if len(v.front) else np.zeros(0)
+        key = (v.per_target, tuple(int(i) for i in v.front), tuple(np.round(x, 6)))
         self.front = np.asarray(v.front, dtype=int)
         if key == self.front_key:
             return
         self.front_key = key
-        tab, tg = self.table, v.targets
-        ks = [self.target_pos(i) for i in self.front]
-        self._fill_front(("bs", "c", "CPU", "GPU", "mem", "h", "W"),
-                         ((str(int(tg.batch[k])),) + _knob_cells(tab.modes[i])
-                          + (f"{tg.target_s[k] / 3600:.2f}", f"{tab.power_w[i]:.1f}")
-                          for i, k in zip(self.front, ks)))
+        tab = v.table
+        if v.per_target:
+            self._fill_front(("bs", "c", "CPU", "GPU", "mem", "h", "W"),
+                             ((str(v.batch_of(i)),) + _knob_cells(tab.modes[i])
+                              + (f"{xs / 3600:.2f}", f"{tab.power_w[i]:.1f}")
+                              for i, xs in zip(self.front, x)))
+        else:
+            per = "1k" if self.unit != "epoch" else "ep"
+            self._fill_front(("c", "CPU", "GPU", "mem", f"min/{per}", "W"),
+                             (_knob_cells(tab.modes[i]) + (f"{xs / 60:.2f}", f"{tab.power_w[i]:.1f}")
+                              for i, xs in zip(self.front, x)))
 
     def _fill_front(self, columns, rows) -> DataTable:
         """Refill the front table.  The first row added highlights itself; that must not move the
@@ -484,77 +460,111 @@ class ParetoScreen(Screen):
                 dt.add_row(*row)
         return dt
 
-    def target_pos(self, i: int) -> int:
-        """Position of space row i among the view's candidate rows (rows are sorted)."""
-        return int(np.searchsorted(self.view.targets.rows, i))
-
-    def show_batch_details(self, i: int) -> None:
+    def show_details(self, i: int) -> None:
+        """The selected point: its knobs, time and power, the whole job's time and energy, and the
+        baselines the view compares it with (short lines: the panel is 32 columns at 80x24, so a
+        number never wraps away from its unit)."""
         v, tab = self.view, self.table
         d = v.decision
-        k = self.target_pos(i)
-        tg = v.targets
-        m, b = tab.modes[i], int(tg.batch[k])
-        w = m.words()
+        w = tab.modes[i].words()
         t, p = float(tab.time_ms[i]), float(tab.power_w[i])
-        tt, wh = float(tg.target_s[k]), float(tg.energy_wh[k])
+        ts, ps = float(tab.time_ms_std[i]), float(tab.power_w_std[i])
+        job_s, wh = v.job(i)
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
-        lines += [f"[b]{self.goal_text}[/b]" if d is not None and i == self.goal_idx
-                  else "[b]selected pair[/b]",
-                  f"{w[0]} · {w[1]}   [b]batch {b}[/b]", f"{w[2]} · {w[3]}",
-                  f"step {t:.1f}±{float(tab.time_ms_std[i]):.1f} ms  "
-                  f"{p:.1f}±{float(tab.power_w_std[i]):.1f} W",
-                  f"to target {hms(tt)}  {wh:.1f} Wh"]
-        if d is not None:
-            for tag, q in ((f"bs{d.default_batch} best mode", d.default),
-                           (f"paper bs{d.paper.batch_size if d.paper else ''} fastest", d.paper)):
-                if q is None:
-                    lines.append(f"vs {tag}: none fits")
-                elif q.index == i:
-                    lines.append(f"vs {tag}: this pair")
-                else:
-                    lines.append(f"vs {tag}: {pct(tt, q.target_s)} time, {pct(wh, q.energy_wh)} Wh")
-        if d is not None and d.dropped:
-            lines.append(f"bs {','.join(map(str, d.dropped))}: does not fit in memory")
-        lines.append(f"{self.basis()} " + ("throughput only" if v.rel.throughput_only
-                                           else f"noise scale {v.rel.noise_scale:g}"))
+        goal = self.goal_text if d is not None and i == self.goal_idx else None
+        if v.per_target:
+            b = v.batch_of(i)
+            lines += [f"[b]{goal}[/b]" if goal else "[b]selected pair[/b]",
+                      f"{w[0]} · {w[1]}   [b]batch {b}[/b]", f"{w[2]} · {w[3]}",
+                      f"step {t:.1f}±{ts:.1f} ms  {p:.1f}±{ps:.1f} W",
+                      f"to target {hms(job_s)}  {wh:.1f} Wh"]
+        else:
+            epochs = int(self._num("#epochs") or 1)
+            lines += [f"[b]{goal}[/b]" if goal else "[b]selected mode[/b]",
+                      f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
+                      f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
+                      f"power {p:.2f} W ± {ps:.2f}",
+                      f"{self.unit} {float(v.x_s[v.pos(i)]) / 60:.2f} min",
+                      f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
+                      f"{job_s / 3600:.2f} h, {wh:.0f} Wh",
+                      self.basis()]
+        for q in v.baselines:
+            if q.missing:
+                lines.append(f"vs {q.tag}: {q.missing}" if q.tag else q.missing)
+            elif q.row == i:
+                lines.append(f"vs {q.tag}: this pair")
+            elif v.per_target:
+                lines.append(f"vs {q.tag}: {pct(job_s, q.job_s)} time, {pct(wh, q.energy_wh)} Wh")
+            else:
+                lines.append(f"vs {q.tag} ({q.time_ms:.0f} ms, {q.power_w:.1f} W):")
+                lines.append(f"time {pct(t, q.time_ms)}, energy {pct(wh, q.energy_wh)}")
+        if v.per_target:
+            if v.dropped:
+                lines.append(f"bs {','.join(map(str, v.dropped))}: does not fit in memory")
+            rel = v.relation
+            lines.append(f"{self.basis()} " + ("throughput only" if rel.throughput_only
+                                               else f"noise scale {rel.noise_scale:g}"))
         lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
-                     else f"[dim]enter: apply, train at batch {b}[/dim]")
+                     else f"[dim]enter: apply, train at batch {v.batch_of(i)}[/dim]" if v.per_target
+                     else "[dim]enter: apply this mode[/dim]")
         self.query_one("#details", Static).update("\n".join(lines))
 
-    def draw_batch(self) -> None:
-        """Every candidate (mode, batch size): time to target vs power, one colour per size."""
-        v = self.view
+    def draw(self) -> None:
+        """Every candidate: time per epoch (one batch size; gray) or to target (several: one colour
+        per size) against power, the front, the presets and the current mode (one size), the
+        selection and the budget."""
+        v, tab = self.view, self.table
         plot = self.query_one("#pareto-plot", SafePlot)
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        tg = v.targets
-        h = tg.target_s / 3600.0
-        n = len(tg.rows)
+        k = 1 / 3600.0 if v.per_target else 1 / 60.0        # seconds -> hours, or minutes
+        x = v.x_s * k
+        pw = tab.power_w[v.rows]
+        n = len(v.rows)
         rng = np.random.default_rng(0)
-        show = np.sort(rng.choice(n, 2500, replace=False)) if n > 2500 else np.arange(n)
-        for c, b in enumerate(sorted(set(int(x) for x in tg.batch))):
-            s = show[tg.batch[show] == b]
-            if len(s):
-                plt.scatter(h[s].tolist(), tg.power_w[s].tolist(), marker="dot",
-                            color=BATCH_COLOURS[c % len(BATCH_COLOURS)], label=f"bs {b}")
-        if len(self.front):
-            ks = np.searchsorted(tg.rows, self.front)
-            plt.plot(h[ks].tolist(), tg.power_w[ks].tolist(), color="green", label="front")
+        show = rng.choice(n, 2500, replace=False) if n > 2500 else np.arange(n)
+        if v.per_target:
+            batch = tab.batch[v.rows]
+            for c, b in enumerate(sorted(set(int(b) for b in batch))):
+                s = np.sort(show[batch[show] == b])
+                if len(s):
+                    plt.scatter(x[s].tolist(), pw[s].tolist(), marker="dot",
+                                color=BATCH_COLOURS[c % len(BATCH_COLOURS)], label=f"bs {b}")
+        else:
+            plt.scatter(x[show].tolist(), pw[show].tolist(), marker="dot", color="gray")
+        if len(self.front) or not v.per_target:
+            f = np.searchsorted(v.rows, self.front)
+            plt.plot(x[f].tolist(), pw[f].tolist(), color="green", label="front")
+        if not v.per_target:
+            if self.model is not None:
+                kk = self.mb_per_epoch / 1000.0 / 60.0
+                pred = self.model.predict([p.mode for p in self.app.state.backend.device.presets])
+                plt.scatter((pred["time_ms"] * kk).tolist(), pred["power_w"].tolist(), marker="P",
+                            color="cyan", label="presets")
+            cur = self.current_mode()
+            if cur is not None and cur in set(tab.modes):
+                ci = v.pos(tab.modes.index(cur))
+                plt.scatter([float(x[ci])], [float(pw[ci])], marker="C", color="yellow", label="current")
         if self.sel is not None:
-            k = self.target_pos(self.sel)
-            plt.scatter([float(h[k])], [float(tg.power_w[k])], marker="@", color="red",
-                        label="selected")
-        self.drawn_budget = self._num("#budget")
+            j = v.pos(self.sel)
+            plt.scatter([float(x[j])], [float(pw[j])], marker="@", color="red", label="selected")
+        self.drawn_budget = self._num("#budget")        # only a valid budget is drawn
         if self.drawn_budget is not None:
             plt.hline(self.drawn_budget, "red")
         if n:
             plt.xscale("log")                       # (plotext cannot draw an empty log axis)
-        plt.xlabel("time to target (h)")
+        if v.per_target:
+            plt.xlabel("time to target (h)")
+            plt.title(("measured" if self.model is None else "what-if" if self.what_if or self.foreign
+                       else "predicted") + (", all batch sizes" if self.bs_filter is None
+                                            else f", batch {self.bs_filter} only"))
+        else:
+            plt.xlabel("epoch time (min)" if self.unit == "epoch" else "time per 1000 steps (min)")
+            plt.title(("what-if modes" if Timed.of(self.timed).what_if else "measured modes")
+                      if self.model is None else
+                      "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plt.ylabel("W")
-        plt.title(("measured" if self.model is None else "what-if" if self.what_if or self.foreign
-                   else "predicted") + (", all batch sizes" if self.bs_filter is None
-                                        else f", batch {self.bs_filter} only"))
         plot.refresh()
 
     def select(self, i: int) -> None:
@@ -563,10 +573,6 @@ class ParetoScreen(Screen):
         dt = self.query_one("#front", DataTable)
         if len(pos) and dt.cursor_row != int(pos[0]):
             dt.move_cursor(row=int(pos[0]))
-        if self.space is not None:
-            self.show_batch_details(i)
-            self.draw_batch()
-            return
         self.show_details(i)
         self.draw()
 
@@ -580,93 +586,8 @@ class ParetoScreen(Screen):
         if i != self.sel:
             self.select(i)
 
-    def preset_baseline(self, budget):
-        """The fastest NVIDIA preset predicted to fit the budget (presets power-gate TPCs on the
-        device; the prediction uses their clocks and cores)."""
-        if self.model is None:
-            return None
-        # the rule the CLI's best_preset baseline uses, at the risk the screen decides with
-        bp = best_preset(presets_table(self.model.device, self.model), budget_w=budget, risk=DEFAULT_RISK)
-        if bp is None:
-            return None
-        d, pre = bp
-        return d.time_ms, d.power_w, pre
-
-    def show_details(self, i: int) -> None:
-        goal = self.goal_text if i == self.goal_idx else None
-        tab = self.table
-        w = tab.modes[i].words()
-        t, p = float(tab.time_ms[i]), float(tab.power_w[i])
-        ts, ps = float(tab.time_ms_std[i]), float(tab.power_w_std[i])
-        epochs = int(self._num("#epochs") or 1)
-        ep = self.epoch_s(i)
-        total_h = ep * epochs / 3600.0
-        energy = p * total_h
-        budget = self._num("#budget")
-        lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
-        # short lines (the panel is 32 columns at 80x24), so a number never wraps away from its unit
-        lines += [f"[b]{goal or 'selected'}[/b]" if goal else "[b]selected mode[/b]",
-                  f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
-                  f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
-                  f"power {p:.2f} W ± {ps:.2f}",
-                  f"{self.unit} {ep / 60:.2f} min",
-                  f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
-                  f"{total_h:.2f} h, {energy:.0f} Wh",
-                  self.basis()]
-        bp = self.preset_baseline(budget)
-        if bp:
-            bt, bpw, pre = bp
-            b_total = bt * self.mb_per_epoch / 1000.0 * epochs / 3600.0
-            lines.append(f"vs {pre.name} ({bt:.0f} ms, {bpw:.1f} W):")
-            lines.append(f"time {100 * (t - bt) / bt:+.0f}%, "
-                         f"energy {100 * (energy - bpw * b_total) / (bpw * b_total):+.0f}%")
-        elif self.model is not None:
-            lines.append("no NVIDIA preset fits this budget")
-        lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
-                     else "[dim]enter: apply this mode[/dim]")
-        self.query_one("#details", Static).update("\n".join(lines))
-
-    def draw(self) -> None:
-        tab = self.table
-        plot = self.query_one("#pareto-plot", SafePlot)
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        s = self.sample
-        k = self.mb_per_epoch / 1000.0 / 60.0             # ms per minibatch -> minutes per epoch
-        plt.scatter((tab.time_ms[s] * k).tolist(), tab.power_w[s].tolist(), marker="dot", color="gray")
-        f = self.front
-        plt.plot((tab.time_ms[f] * k).tolist(), tab.power_w[f].tolist(), color="green", label="front")
-        dev = self.app.state.backend.device
-        if self.model is not None:
-            pm = [p.mode for p in dev.presets]
-            pred = self.model.predict(pm)
-            plt.scatter((pred["time_ms"] * k).tolist(), pred["power_w"].tolist(), marker="P", color="cyan",
-                        label="presets")
-        cur = self.current_mode()
-        if cur is not None and cur in set(tab.modes):
-            ci = tab.modes.index(cur)
-            plt.scatter([float(tab.time_ms[ci] * k)], [float(tab.power_w[ci])], marker="C", color="yellow",
-                        label="current")
-        if self.sel is not None:
-            plt.scatter([float(tab.time_ms[self.sel] * k)], [float(tab.power_w[self.sel])], marker="@",
-                        color="red", label="selected")
-        self.drawn_budget = self._num("#budget")        # only a valid budget is drawn
-        if self.drawn_budget is not None:
-            plt.hline(self.drawn_budget, "red")
-        plt.xscale("log")
-        plt.xlabel("epoch time (min)" if self.unit == "epoch" else "time per 1000 steps (min)")
-        plt.ylabel("W")
-        plt.title(("what-if modes" if Timed.of(self.timed).what_if else "measured modes")
-                  if self.model is None else
-                  "what-if predictions" if self.what_if or self.foreign else "predicted modes")
-        plot.refresh()
-
     def redraw(self) -> None:
-        if self.space is not None:
-            if self.view is not None:
-                self.draw_batch()
-        elif self.table is not None:
+        if self.view is not None and self.table is not None:
             self.draw()
         else:
             self.draw_empty()
@@ -698,8 +619,7 @@ class ParetoScreen(Screen):
         st.selected_unit = Timed.of(self.timed).unit
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
-        st.selected_batch = (int(self.view.targets.batch[self.target_pos(i)])
-                             if self.space is not None and self.view is not None else None)
+        st.selected_batch = self.view.batch_of(i) if self.view is not None else None
         self.app.switch_mode("apply")
 
     @on(DataTable.RowSelected, "#front")

@@ -616,7 +616,7 @@ async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp
         scr = await _fit_then_pareto(app, pilot)
         assert scr.mb_per_epoch == get_workload("resnet18").with_batch(32).minibatches_per_epoch
         i = 0
-        assert scr.epoch_s(i) == pytest.approx(float(scr.table.time_ms[i]) * 1563 / 1000.0)
+        assert scr.view.x_s[scr.view.pos(i)] == pytest.approx(float(scr.table.time_ms[i]) * 1563 / 1000.0)
 
 
 async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path, cli):

@@ -2,7 +2,6 @@
 core decides it, memory-infeasible pairs never picked, the change against batch 16 shown."""
 import csv
 
-import numpy as np
 import pytest
 from textual_plotext import PlotextPlot
 
@@ -68,7 +67,7 @@ async def _set(app, pilot, wid, value):
 
 def _picked(scr):
     i = scr.sel
-    return scr.table.modes[i], int(scr.view.targets.batch[scr.target_pos(i)])
+    return scr.table.modes[i], scr.view.batch_of(i)
 
 
 @pytest.mark.slow
@@ -99,7 +98,7 @@ async def test_batch_model_shows_sizes_core_pick_and_batch_16_saving(batch_files
                 pct = 100 * (want.pick.target_s - want.default.target_s) / want.default.target_s
                 assert f"vs bs16 best mode: {pct:+.0f}% time" in text, text
             assert ("throughput only" in text) == (noise is None)
-            scr.draw_batch()             # plotext builds a log-scale figure once per draw
+            scr.draw()                   # plotext builds a log-scale figure once per draw
             legend = str(PlotextPlot.render(scr.query_one("#pareto-plot")))
             assert all(f"bs {b}" in legend for b in SIZES), legend
         details = scr.query_one("#details")
@@ -122,7 +121,7 @@ async def test_b_restricts_to_one_batch_size(batch_files):
             assert scr.bs_filter == b
             want = bt.decide(model, (b,), noise_scale=32.0, budget_w=30.0, risk=0.05, epochs=10)
             assert _picked(scr) == (want.pick.mode, b)
-            assert set(scr.view.targets.batch[np.searchsorted(scr.view.targets.rows, scr.front)]) == {b}
+            assert {scr.view.batch_of(i) for i in scr.front} == {b}
         await pilot.press("b")
         await wait_workers(app, pilot)
         assert scr.bs_filter is None
@@ -147,7 +146,7 @@ async def test_pairs_that_do_not_fit_are_never_picked(batch_files):
         mode, b = _picked(scr)
         want = bt.decide(model, SIZES, budget_w=30.0, risk=0.05, epochs=10)
         assert b != 32 and (mode, b) == (want.pick.mode, want.pick.batch_size)
-        assert 32 not in set(int(x) for x in scr.view.targets.batch)
+        assert 32 not in {scr.view.batch_of(i) for i in scr.view.rows}
         assert "bs 32: does not fit in memory" in str(scr.query_one("#details").render())
         for _ in range(3):
             await pilot.press("b")

@@ -43,7 +43,7 @@ def test_decisions_only_inside_the_profiled_range(tmp_path):
     pred = session.load_predictions(tmp_path / "m", DEV)
     assert len(pred.table) == len(kept) and pred.note == note
     for budget in (15, 20, 30):
-        d = session.decide(pred.table, goal="budget", budget_w=budget)
+        d = session.view(pred, goal="budget", budget_w=budget, mb_per_epoch=3125).decision
         m = d.mode
         assert P[:, 0].min() <= m.cores and P[:, 1].min() <= m.cpu_mhz <= P[:, 1].max()
 
