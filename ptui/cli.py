@@ -465,16 +465,18 @@ def cmd_reference_build(a) -> int:
 def cmd_fit(a) -> int:
     from .core import session
     from .core.devices import get_device
+    from .core.progress import SAVING, STAGE, Step
     dev = get_device(a.device)
     _refuse_overwrite_into(a.out)
     from .cliprogress import Steps
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
         def progress(msg: str) -> None:
-            if msg.startswith(("fitting", "training", "fine-tuning")) and "chosen" not in msg:
-                bar.stage(msg)
-            elif msg != "saving":
-                bar.update(bar.done, msg, msg)
+            st = Step.of(msg)
+            if st.kind == STAGE:
+                bar.stage(st)
+            elif st.kind != SAVING:
+                bar.update(bar.done, st, st)
         res = session.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
                           seed=a.seed, loss=a.loss, note=_info)

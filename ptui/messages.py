@@ -35,6 +35,7 @@ class ProfileFinished(Message):
     workload: str | None
     error: str | None = None
     note: str = ""                   # active profiling: why it stopped and its best mode
+    board_left: bool = False         # the original mode could not be restored (profiler.RestoreFailed)
 
 
 # -- fine-tune ---------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from .gp import (
     target_inputs,
     time_log,
 )
+from .progress import stage
 
 METHODS = ("auto", "gp", "powertrain")
 NN_CANDIDATES = ("transfer", "transfer-nodropout", "scratch")
@@ -820,7 +821,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
             ly = np.log(y)
             ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
             if progress:
-                progress(f"fitting {t} ({method}) on {n} modes")
+                progress(stage(f"fitting {t} ({method}) on {n} modes"))
             times = None
             if t == "power" and fulls.get("time") and n >= TIME_INPUT_MIN_MODES:
                 src = fulls["time"].get(STACK) or next(iter(fulls["time"].values()))
@@ -838,8 +839,8 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
                 gone.append(_outlier_record(i, A[i], y[i], _chosen_cv(cvs[t]).log_pred[i], t))
                 keep[t][i] = False                 # refit every GP without it, then look again
                 if progress:
-                    progress(f"fitting {t} ({method}) again without {len(gone)} outlying "
-                             f"measurement{'s' if len(gone) > 1 else ''}")
+                    progress(stage(f"fitting {t} ({method}) again without {len(gone)} outlying "
+                                   f"measurement{'s' if len(gone) > 1 else ''}"))
                 k = keep[t]
                 fulls[t], cv_kept = _gp_all(device, A[k], ly[k], None if ref_log is None else ref_log[k],
                                             ref_net, folds(int(k.sum()), seed), seed, t,
@@ -855,7 +856,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     stopped: dict = {t: {} for t in targets}
     if method == "powertrain":
         if progress:
-            progress(f"fine-tuning the time and power networks on {n} modes")
+            progress(stage(f"fine-tuning the time and power networks on {n} modes"))
         nn, _ = _nn_candidates(X, targets, {t: ("transfer",) for t in targets}, cvs, seed, loss,
                                screen=False)
     elif use_nn:

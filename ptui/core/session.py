@@ -36,6 +36,7 @@ from .profiler import (
     open_session,
     profile_rows,
 )
+from .progress import SAVING, SAVING_STEP, Step, stage
 from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
 
@@ -625,7 +626,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
         remember_epoch_size(model, workload, sizes[0] if sizes else tags.get("batch_size"))
     from .profiler import keep_timed
     keep_timed(model, profile, basis)               # what one time_ms is: pareto says it
-    step("saving")
+    step(SAVING_STEP)
     out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
@@ -687,9 +688,10 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
                 break
             kind, _, text = line.partition(" ")
             if kind == "P":
-                saving = text == "saving"
+                st = Step.from_line(text)
+                saving = st.kind == SAVING
                 if progress:
-                    progress(text)
+                    progress(st)
             elif kind == "R":
                 result = json.loads(text)
             elif kind in ("I", "E"):
@@ -716,8 +718,9 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
 
 
 def _fit_child() -> None:
-    """The child of fit_cancellable: progress as `P text` lines, then `R {json}`, or `I`/`E text`
-    on an input/other error.  It ends itself when its parent goes away (stdin closes)."""
+    """The child of fit_cancellable: progress as `P kind text` lines (progress.Step.line), then
+    `R {json}`, or `I`/`E text` on an input/other error.  It ends itself when its parent goes
+    away (stdin closes)."""
     import json
     import os
 
@@ -734,9 +737,10 @@ def _fit_child() -> None:
     threading.Thread(target=parent_gone, daemon=True).start()
 
     def say(text: str) -> None:
-        if text == "saving":
+        st = Step.of(text)
+        if st.kind == SAVING:
             saving.set()
-        print("P " + " ".join(str(text).split()), flush=True)
+        print("P " + st.line(), flush=True)
 
     try:
         res = fit(get_device(a["device"]), a["profile"], workload=a["workload"], out=a["out"],
@@ -1197,7 +1201,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     device only recorded modes are candidates."""
     from .pareto import Table, choose
     if progress:
-        progress(f"fitting time and power ({method}) on {profile}")
+        progress(stage(f"fitting time and power ({method}) on {profile}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
               time_basis=time_basis, note=progress, min_modes=6)
     model, out = res.model, res.out
@@ -1234,7 +1238,7 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     alone).  Returns (batch.BatchDecision, model dir, pairs profiled, the fitted model)."""
     from .batch import decide
     if progress:
-        progress(f"fitting time and power ({method}) over (mode, batch size) on {profile}")
+        progress(stage(f"fitting time and power ({method}) over (mode, batch size) on {profile}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
               time_basis=time_basis, note=progress)
     model, out = res.model, res.out

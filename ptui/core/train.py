@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import InputError
 from .predictor import Net
+from .progress import stage
 
 try:
     import torch
@@ -286,7 +287,7 @@ def build_reference(device, modes, times, powers, *, workload: str, source: str,
     nets, metrics = {}, {}
     for name, y in (("time", t), ("power", p)):
         if progress:
-            progress(f"training reference {name} network on {len(y)} modes")
+            progress(stage(f"training reference {name} network on {len(y)} modes"))
         # hold out 10 % for an honest accuracy figure, then train on everything
         rng = np.random.default_rng(seed)
         te = rng.permutation(len(y))[: max(1, len(y) // 10)]
@@ -316,7 +317,7 @@ def transfer(reference, device, modes, times, powers, *, workload: str, source: 
     nets, metrics = {}, {}
     for name, y in (("time", t), ("power", p)):
         if progress:
-            progress(f"{'training' if scratch else 'fine-tuning'} {name} network on {len(y)} modes")
+            progress(stage(f"{'training' if scratch else 'fine-tuning'} {name} network on {len(y)} modes"))
         init = None if scratch else getattr(reference, name)
         nets[name], metrics[name] = fit_target(X, y, init=init, seed=seed, loss=loss,
                                                heads=heads, cv_folds=cv_folds,

@@ -86,7 +86,7 @@ class FinetuneScreen(Screen):
     def fit(self, path: Path) -> None:
         try:           # the profile names its own workload and batch sizes, as with `ptui fit`
             res = session.fit_cancellable(self.app.state.backend.device, path,
-                                          progress=lambda m: self.post_message(FitProgressed(m)),
+                                          progress=lambda m: self.post_message(FitProgressed(str(m))),
                                           cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(FitFailed(str(e)))

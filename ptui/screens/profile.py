@@ -317,7 +317,8 @@ class ProfileScreen(Screen):
         if res.time_note:                   # much of the wall time outside the timed steps
             note = f"{note}; {res.time_note}" if note else res.time_note
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
-                                          None if res.error is None else str(res.error), note))
+                                          None if res.error is None else str(res.error), note,
+                                          board_left=isinstance(res.error, RestoreFailed)))
 
     @on(ProfileStarted)
     def started_run(self, msg: ProfileStarted) -> None:
@@ -356,7 +357,7 @@ class ProfileScreen(Screen):
         status = "failed" if msg.error else msg.status
         text = {"done": "profile finished", "aborted": "profile aborted; the original mode is restored",
                 "failed": "profile failed; the original mode is restored"}[status]
-        if msg.error and "could not restore the original mode" in msg.error:
+        if msg.board_left:
             text = "profile failed and the board is NOT back in its original mode"
         where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
         nxt = ("Next: 3 Fine-tune." if status == "done" else

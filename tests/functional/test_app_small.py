@@ -218,3 +218,19 @@ async def test_pareto_decides_among_profiled_knob_values_only(tmp_path):
         details = str(scr.query_one("#details").render())
         assert "profiled knobs only" in details, details
         assert np.isfinite(scr.table.power_w).all()
+
+
+@pytest.mark.parametrize("left", [True, False])
+async def test_the_profile_screen_says_the_board_was_left_by_the_error_type(left):
+    """A profile whose restore failed says the board is NOT back by the outcome's type
+    (profiler.RestoreFailed), not by finding a phrase in the error's words."""
+    from ptui.messages import ProfileFinished
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        app.screen.post_message(ProfileFinished("failed", None, 0, None, "EBUSY writing the GPU clock",
+                                                board_left=left))
+        await pilot.pause(0.2)
+        text = str(app.screen.query_one("#status").render())
+        assert ("NOT back in its original mode" in text) == left, text

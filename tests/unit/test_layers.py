@@ -25,7 +25,7 @@ LAYERS = [
         "ptui.core.csvio")),
     ("catalogue", ("ptui.core.devices", "ptui.core.modes", "ptui.core.workloads")),
     ("errors, paths, clock", ("ptui", "ptui.core", "ptui.core.errors", "ptui.core.paths",
-                              "ptui.core.clock", "ptui.assets")),
+                              "ptui.core.clock", "ptui.core.progress", "ptui.assets")),
 ]
 
 
