@@ -25,8 +25,8 @@ RISK_MEAN = "mean"
 
 def parse_risk(value) -> float | None:
     """A --risk value: a probability strictly between 0 and 1, or 'mean' (None: decide on the
-    predicted value alone, no risk rule).  0 and 1 are refused: 0 would demand certainty (and once
-    meant 'the mean', the least cautious answer), 1 allows anything."""
+    predicted value alone, no risk rule).  0 and 1 are refused: 0 would demand certainty (and could be
+    read as 'no risk rule', the least cautious answer), 1 allows anything."""
     text = str(value).strip()
     if text.lower() == RISK_MEAN:
         return None

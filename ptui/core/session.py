@@ -824,7 +824,7 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
     # each row with the uncertainty of its figures, as a batch profile's rows and a model's
-    # measured modes have (they were shown as exact here)
+    # measured modes have: a measurement is not exact
     return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
                        tags.get("workload"), tags.get("timed", ""))
 
