@@ -461,6 +461,12 @@ def _text_rows(path: Path) -> tuple[list[str], list[list[str]]] | None:
     return [h.strip().lower() for h in rows[0]], [r for r in rows[1:] if any(x.strip() for x in r)]
 
 
+def count_rows(path) -> int | None:
+    """How many data rows a CSV holds (None: unreadable), for a progress line."""
+    got = _text_rows(Path(path))
+    return None if got is None else len(got[1])
+
+
 def _own_rows(path: Path) -> tuple[list[str], list[list[str]] | None] | None:
     """An existing file at a path ptui is about to write, read to see whether it is ptui's own:
     (header, rows), or (header, None) when the file is longer than files.READ_CAP (only its

@@ -1188,6 +1188,13 @@ class TuneDecision:
     model: object = None                  # the fitted predictor the decision was made with
 
 
+def _rows_of(profile, what: str) -> str:
+    """'12 profiled modes of PROFILE' for a progress line (the file alone where it cannot be read)."""
+    from .csvio import count_rows
+    n = count_rows(profile)
+    return f"{profile}" if n is None else f"{n} {what} of {profile}"
+
+
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 deadline_ms: float | None = None, objective: str | None = None,
                 risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
@@ -1201,7 +1208,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     device only recorded modes are candidates."""
     from .pareto import Table, choose
     if progress:
-        progress(stage(f"fitting time and power ({method}) on {profile}"))
+        progress(stage(f"fitting time and power ({method}) on {_rows_of(profile, 'profiled modes')}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
               time_basis=time_basis, note=progress, min_modes=6)
     model, out = res.model, res.out
@@ -1238,7 +1245,8 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     alone).  Returns (batch.BatchDecision, model dir, pairs profiled, the fitted model)."""
     from .batch import decide
     if progress:
-        progress(stage(f"fitting time and power ({method}) over (mode, batch size) on {profile}"))
+        progress(stage(f"fitting time and power ({method}) over (mode, batch size) on "
+                       f"{_rows_of(profile, 'profiled pairs')}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
               time_basis=time_basis, note=progress)
     model, out = res.model, res.out

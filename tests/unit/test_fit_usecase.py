@@ -53,3 +53,13 @@ def test_scratch_over_several_batch_sizes_is_refused_in_one_line(cli, tmp_path):
     prof = _profile(cli, tmp_path, "--batch-sizes", "8,32", count="10")
     with pytest.raises(InputError, match="--scratch trains a network"):
         session.fit(AGX, prof, workload=None, out=tmp_path / "m", scratch=True)
+
+
+def test_tunes_fit_says_how_many_modes_it_fits(cli, tmp_path):
+    """tune's progress names how many profiled modes (or pairs) it fits, not only the file."""
+    said = []
+    prof = _profile(cli, tmp_path, "--batch-size", "16")
+    session.tune_decide(prof, AGX, budget_w=30, method="gp", model_dir=tmp_path / "m",
+                        progress=said.append)
+    assert f"fitting time and power (gp) on 12 profiled modes of {prof}" in said, said
+    assert said[0].kind == "stage"
