@@ -83,11 +83,13 @@ def decision(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = 
     def pt(t, i: int) -> dict:
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
     presets = presets_table(model.device, model)
-    baselines = {"best_preset": None, "maxn": None}
+    baselines: dict[str, dict | None] = {"best_preset": None, "maxn": None}
     bp = best_preset(presets, **goal)
     if bp is not None:
         b, pre = bp
-        baselines["best_preset"] = dict(pt(presets[0], b.index), preset=pre.name, goal=b.goal)
+        # pareto.best_preset types its Preset as object (pareto does not import devices)
+        baselines["best_preset"] = dict(pt(presets[0], b.index), preset=pre.name,  # type: ignore[attr-defined]
+                                        goal=b.goal)
     ptab, ps = presets
     k = next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
     if k is not None:
