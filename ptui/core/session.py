@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import paths
 from .apply import ApplyResult, Plan, apply_mode, plan
@@ -22,7 +23,7 @@ from .backends.base import Backend, BackendError
 from .errors import InputError, Interrupted, PtuiError
 from .files import WriteError, write_error
 from .modes import Mode
-from .pareto import DEFAULT_RISK
+from .pareto import DEFAULT_RISK, Decision, Table
 from .profiler import (
     Control,
     ProfileAborted,
@@ -36,6 +37,10 @@ from .profiler import (
 )
 from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
+
+if TYPE_CHECKING:
+    from .predictor import Model
+    from .userscript import ScriptSource
 
 
 class Cancelled(Interrupted):
@@ -106,6 +111,7 @@ class ProfileRun:
     resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
     pause(), resume() and cancel() may be called from any thread while run() is under way.
     notify(text) receives notes while the run goes (a script still starting, ...)."""
+    workload: Workload | None             # None only for a finished script session, which export() writes
 
     def __init__(self, req: ProfileRequest, store: Store | None = None,
                  control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
@@ -141,7 +147,7 @@ class ProfileRun:
         self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
         self.planner = None
-        self.source = None
+        self.source: ScriptSource | None = None
         self.log: Path | None = None
         self.out: Path | str | None = None
 
@@ -161,29 +167,30 @@ class ProfileRun:
                                f"(list them with: ptui sessions)")
         ex = self.existing
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
-        self.finished = bool(req.resume and ex.status == "done" and ex.n_done)
+        self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
         self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
         self.recorded = False                 # a recorded model replayed under its own name
-        if self.finished and ((req.workload and req.workload != ex.workload) or (
+        if self.finished and ex is not None and ((req.workload and req.workload != ex.workload) or (
                 req.batch_size and req.batch_size != ex.batch_size)):
             raise SessionError(f"session {ex.name!r} profiles {ex.workload} at batch size "
                                f"{ex.batch_size}, not {req.workload or ex.workload} at "
                                f"{req.batch_size or ex.batch_size}")
         if self.is_script:
             from .userscript import check_resume_command, command_text, script_workload
-            if not self.script and self.finished:     # export() needs no command
-                self.workload, self.device_name, self.user_script = None, ex.device, False
-                return
             if not self.script:
+                assert ex is not None                 # a script session without a command: resumed
+                if self.finished:                     # export() needs no command
+                    self.workload, self.device_name, self.user_script = None, ex.device, False
+                    return
                 cmd = ex.params.get("command")
                 raise SessionError("resume a script session with the same command after --"
                                    + (f": -- {command_text(cmd)}" if cmd else ""))
-            if req.resume:
+            if req.resume and ex is not None:
                 check_resume_command(ex.params, self.script)
             # on the simulator the profile is a what-if of the script's measured model
-            self.workload: Workload = script_workload(self.batch_size, self.script)
+            self.workload = script_workload(self.batch_size, self.script)
         else:
             self.workload = self._catalog_or_replayed(req.workload or (ex.workload if ex else None))
             self.batch_size = self.workload.batch_size
@@ -200,10 +207,12 @@ class ProfileRun:
         replayed = bool(req.corpus) or (ex is not None and ex.backend == "replay")
         self.recorded = replayed and (name is None or name.strip().lower() not in WORKLOADS)
         if name is None:
+            assert req.corpus                 # no workload and no session: _resolve let the corpus in
             return corpus_workload(req.corpus, req.batch_size)
         if not self.recorded:
             return get_workload(name, self.batch_size)
-        size = self.batch_size if req.batch_size or ex else corpus_workload(req.corpus).batch_size
+        size = (self.batch_size if req.batch_size or ex or not req.corpus
+                else corpus_workload(req.corpus).batch_size)
         return replay_workload(name, size, Path(req.corpus).name if req.corpus else "")
 
     @property
@@ -218,7 +227,8 @@ class ProfileRun:
         """Open the backend this run needs; returns the note saying which and why."""
         from .backends import open_backend
         corpus = corpus or self.req.corpus
-        if (device or self.device_name) and self.memory_checked:     # refused before anything opens
+        # refused before anything opens
+        if (device or self.device_name) and self.memory_checked and self.workload is not None:
             from .devices import get_device
             check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
         self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
@@ -230,10 +240,12 @@ class ProfileRun:
     def _plan(self, dev):
         """The plan function for open_session and, for active profiling, the planner."""
         from .active import Goal, make_plan
+        from .backends.replay import ReplayJetson
         req, be = self.req, self.backend
+        replay = be if isinstance(be, ReplayJetson) else None
         sp = self.existing.params if self.existing and req.resume else {}
         strategy = sp.get("strategy") or req.strategy or "random"
-        cands = be.candidates() if be.kind == "replay" else None      # recorded modes only
+        cands = replay.candidates() if replay is not None else None    # recorded modes only
         goal_d = sp.get("goal") or {"budget_w": req.budget_w, "deadline_ms": req.deadline_ms,
                                     "objective": req.objective}
         goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
@@ -252,11 +264,12 @@ class ProfileRun:
             if req.modes_csv:
                 from .csvio import read_modes
                 modes = read_modes(req.modes_csv, dev)
-                if cands is not None:           # before any mode is profiled, not in the middle
-                    check_recorded(modes, cands, be.corpus_path.name)
+                if replay is not None:          # before any mode is profiled, not in the middle
+                    check_recorded(modes, cands, replay.corpus_path.name)
                 return choose_modes(dev, modes=modes)
             if req.grid:
                 return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=req.grid)
+            assert first is not None            # planned above: no modes were given
             return first
         return plan_fn, params
 
@@ -271,6 +284,7 @@ class ProfileRun:
             raise SessionError("no backend to profile on")
         dev = be.device
         req, wl = self.req, self.workload
+        assert wl is not None, "a finished script session is exported, not profiled"
         ex = self.existing
         if (self.recorded or (req.resume and ex is not None and ex.backend == "replay")) \
                 and be.kind != "replay":
@@ -299,7 +313,8 @@ class ProfileRun:
         if self.user_script:
             params["command"] = self.script
             params.setdefault("batch_size_stated", self.bs_stated)
-        if be.kind == "replay":               # the profile says its figures are replayed
+        from .backends.replay import ReplayJetson
+        if isinstance(be, ReplayJetson):      # the profile says its figures are replayed
             from .csvio import profile_tags
             from .profiler import time_unit
             params.setdefault("timed", f"{time_unit(profile_tags(be.corpus_path).get('timed'))} "
@@ -342,10 +357,12 @@ class ProfileRun:
         return self.info
 
     def resume_hint(self) -> str:
+        from .backends.replay import ReplayJetson
         from .userscript import resume_hint
+        assert self.name is not None          # prepare() or export() named the session
         be = self.backend
         replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
-            if be is not None and be.kind == "replay" else []
+            if isinstance(be, ReplayJetson) else []
         return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None,
                            replay)
 
@@ -360,6 +377,7 @@ class ProfileRun:
 
     def _label(self) -> str:
         be = self.backend
+        assert be is not None                 # run() asks only with a backend
         if self.source is not None and getattr(self.source, "workload", None) is not None:
             from .userscript import WHATIF_LABEL
             host = (f"{self.source.host_step_ms:.1f} ms" if self.source.host_step_ms else "not timed")
@@ -376,6 +394,9 @@ class ProfileRun:
         a file there that ptui did not write for this session is kept aside)."""
         if self.profiler is None:
             self.prepare()
+        # prepare() made them (or raised)
+        assert self.profiler is not None and self.info is not None and self.name is not None
+        assert self.backend is not None
         wall0 = time.perf_counter()
         status, error, interrupted, stopped_by = "failed", None, False, ""
         saved, written, n_rows, final = "", None, 0, None
@@ -423,6 +444,7 @@ class ProfileRun:
         command.  `device`: the board the user named, which must be the session's."""
         from .locks import lock_session, unlock_session
         ex = self.existing
+        assert ex is not None                 # finished: a session resumed by name
         self.name = ex.name
         self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
         try:
@@ -445,6 +467,7 @@ class ProfileRun:
         when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
         that says how to get the rows, safe in the store, out to another file."""
         from .profiler import save_profile
+        assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
         try:
             if n_rows and isinstance(self.out, Path):
@@ -465,7 +488,7 @@ class ProfileRun:
         """Close what this run opened (the CLI's backend, its own store connection) and let go of
         its session (prepare() took the session's lock; a run that never started, or failed
         before it did, must not keep it from a later --resume)."""
-        if self.info is not None and not self._let_go:
+        if self.info is not None and self.name is not None and not self._let_go:
             from .locks import release, session_key
             release(session_key(self.name))
             self._let_go = True
@@ -535,7 +558,7 @@ def resumable_sessions(device: str) -> list[SessionInfo]:
 # -- fit ---------------------------------------------------------------------------------------------
 @dataclass
 class FitOutcome:
-    model: object
+    model: Model
     out: Path
     n_modes: int                  # profiled modes, or (mode, batch size) pairs
     seconds: float
@@ -667,6 +690,7 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
+        assert proc.stdout is not None        # stdout=PIPE
         for line in proc.stdout:
             lines.put(line.rstrip("\n"))
         lines.put(None)
@@ -699,7 +723,8 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
             except (ProcessLookupError, PermissionError):
                 pass
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except OSError:
             pass
         proc.wait()
@@ -899,7 +924,8 @@ def batch_view(space, *, goal: str, budget_w: float | None = None, sizes=None,
 def plan_apply(backend: Backend, mode: Mode) -> Plan:
     """The steps of an apply; on the replay device a mode it never recorded is refused here,
     before a dry run shows a plan it could not carry out."""
-    if backend.kind == "replay":
+    from .backends.replay import ReplayJetson
+    if isinstance(backend, ReplayJetson):
         check_recorded([mode], backend.table, backend.corpus_path.name, "mode")
     return plan(backend, mode)
 
@@ -1085,26 +1111,25 @@ def board_status(backend: Backend) -> BoardStatus:
 # -- tune: active profile + fit + decision -------------------------------------------------------------
 @dataclass
 class TuneDecision:
-    decision: object                      # pareto.Decision
+    decision: Decision
     source: str                           # measured | predicted
     predicted: dict                       # the model's time_ms / power_w for the picked mode
     model_dir: Path
     n_modes: int
-    table: object = None                  # pareto.Table the decision was made in
+    table: Table | None = None            # the table the decision was made in
 
     @property
     def best_measured(self) -> dict | None:
         """The best measured mode for the goal (on its measured figures) and why the pick is or
         is not that mode (pareto.choose's cautious ranking): one answer, not two."""
-        j = self.decision.best_measured
-        if j is None:
+        j, tab = self.decision.best_measured, self.table
+        if j is None or tab is None:
             return None
-        tab = self.table
         return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
                 "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
                 "is_pick": j == self.decision.index, "why": self.decision.why}
     timed: str = ""                       # what one time is (the model's meta: step or cycle)
-    model: object = None                  # the fitted predictor the decision was made with
+    model: Model | None = None            # the fitted predictor the decision was made with
 
 
 def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
