@@ -39,6 +39,7 @@ from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
 
 if TYPE_CHECKING:
+    from .active import ActivePlanner
     from .predictor import Model
     from .userscript import ScriptSource
 
@@ -146,7 +147,7 @@ class ProfileRun:
         self.info: SessionInfo | None = None
         self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
-        self.planner = None
+        self.planner: ActivePlanner | None = None
         self.source: ScriptSource | None = None
         self.log: Path | None = None
         self.out: Path | str | None = None
