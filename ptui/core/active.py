@@ -206,14 +206,14 @@ class ActivePlanner:
             from .fit import GP_PRIOR, _gp_candidate, folds
             ly = np.log(y[:n5])
             fold = folds(n5, self.seed)
-            cv = {}
+            cv: dict[str, float] = {}
             for nm in PLANNER_GPS:
                 if ref is not None or GP_PRIOR[nm] not in WITH_REFERENCE:
                     _, c = _gp_candidate(nm, self.device, A[:n5], ly,
                                          None if ref_log is None else ref_log[:n5], ref, fold,
                                          self.seed, target_inputs(name), name)
                     cv[nm] = c.score(ly)["cv_mape"]
-            self.state[key] = min(cv, key=cv.get)       # the best single GP (refits are cheap)
+            self.state[key] = min(cv, key=cv.__getitem__)       # the best single GP (refits are cheap)
         return self.state[key]
 
     def fit(self, rows: list[dict]):
@@ -223,7 +223,7 @@ class ActivePlanner:
         from .fit import GP_PRIOR, fit_rows, gp_fit
         from .predictor import features
         A, yt = self._rows_inputs(rows)
-        keep = fit_rows(A, self.seed)
+        keep: np.ndarray | slice | None = fit_rows(A, self.seed)
         keep = slice(None) if keep is None else keep
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):

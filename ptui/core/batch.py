@@ -19,12 +19,14 @@ import csv
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .errors import InputError, PtuiInputError
+from .goals import Goal
 from .nets import check_predictions, measured_at
-from .pareto import DEFAULT_RISK
+from .pareto import DEFAULT_RISK, Decision, Table
 
 MAX_BATCH = 4096
 
@@ -313,9 +315,9 @@ def predict_table(model, modes_csv=None):
 
 @dataclass
 class BatchDecision:
-    pick: object                     # pareto.Decision: its index a row of space.table
-    default: object | None           # best mode at the default batch size
-    paper: object | None             # largest fitting batch, fastest mode under the cap
+    pick: Decision                   # its index a row of space.table
+    default: Decision | None         # best mode at the default batch size
+    paper: Decision | None           # largest fitting batch, fastest mode under the cap
     default_batch: int
     rel: SamplesToTarget
     samples: float
@@ -352,7 +354,7 @@ class JointSpace:
     """Every (mode, batch size) row a decision can draw on, computed once: a model's predictions at
     each size that fits (and at its default size), or a profile's measured pairs.  The app keeps one
     and decides in it as the goal changes; `decide` builds one per call."""
-    table: object                    # pareto.Table with the batch (and fit) of every row
+    table: Table                     # with the batch (and fit) of every row
     memory: Memory
     default_batch: int
     sizes: tuple                     # the sizes offered (a model's fitted sizes, a profile's sizes)
@@ -438,11 +440,13 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
     fit_mask = space.memory.fits(np.array(sizes)) if sizes else np.zeros(0, bool)
     cands = tuple(b for b, ok in zip(sizes, fit_mask) if ok)
     b0 = space.default_batch
-    have = set(int(b) for b in space.table.batch)
-    evaluated = set(cands) | ({b0} if b0 in have else set())
+    tab = space.table
+    batch = tab.batches
+    have = set(int(b) for b in batch)
+    with_default = set(cands) | ({b0} if b0 in have else set())
     if rel.kind == "file" and b0 not in cands and not rel.sizes[0] <= b0 <= rel.sizes[-1]:
-        evaluated = set(cands)
-    evaluated = tuple(sorted(b for b in evaluated if b in have))
+        with_default = set(cands)
+    evaluated = tuple(sorted(b for b in with_default if b in have))
     spe = space.samples_per_epoch
     if spe is None and batches_per_epoch:
         spe = batches_per_epoch * b0
@@ -456,11 +460,10 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
                 + ("" if rel.throughput_only or not cands else f" at batch {max(cands)}"))
     else:
         samples, note = 1000.0, "1,000 samples (samples per epoch unknown: give --batches-per-epoch)"
-    tab = space.table
-    ev = np.isin(tab.batch, evaluated) & tab.fits
-    largest = float(tab.batch[ev].max()) if ev.any() else 1.0
-    rows = np.flatnonzero(np.isin(tab.batch, cands) & tab.fits)
-    b = tab.batch[rows]
+    ev = np.isin(batch, evaluated) & tab.fits
+    largest = float(batch[ev].max()) if ev.any() else 1.0
+    rows = np.flatnonzero(np.isin(batch, cands) & tab.fits)
+    b = batch[rows]
     tt = time_to_target_s(tab.time_ms[rows], b, rel.relative(b, largest), samples) \
         if len(rows) else np.zeros(0)
     pw = tab.power_w[rows]
@@ -497,24 +500,25 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
     b0 = space.default_batch
     tg = targets(space, sizes, rel, epochs=epochs, batches_per_epoch=batches_per_epoch)
     # the rows of the evaluated sizes: the largest of them normalises the relative samples
-    rows = np.flatnonzero(np.isin(space.table.batch, tg.evaluated))
+    rows = np.flatnonzero(np.isin(space.table.batches, tg.evaluated))
     tab = space.table.subset(rows)
-    kw = dict(budget_w=budget_w, objective=objective, risk=risk, tolerance_w=tolerance_w,
-              samples=tg.samples, cautious=cautious)
-    cand_mask = np.isin(tab.batch, cands)
-    back = lambda q: None if q is None else _reindex(q, rows)  # noqa: E731
-    pick = back(choose(tab, relation=rel, restrict=cand_mask, **kw))
+    goal = Goal(budget_w, None, objective)
+    kw: dict[str, Any] = dict(risk=risk, tolerance_w=tolerance_w, samples=tg.samples,
+                              cautious=cautious)
+    cand_mask = np.isin(tab.batches, cands)
+    pick = _reindex(choose(tab, goal, relation=rel, restrict=cand_mask, **kw), rows)
+    base = paper = None
     try:
-        base = back(fixed_batch(tab, rel, b0, **kw))
+        q = fixed_batch(tab, rel, b0, goal=goal, **kw)
+        base = None if q is None else _reindex(q, rows)
     except InfeasibleError:
-        base = None
+        pass
     try:
         sub = replace(tab, fits=tab.fits & cand_mask)
-        paper = back(paper_baseline(sub, rel, **kw))
+        paper = _reindex(paper_baseline(sub, rel, goal=goal, **kw), rows)
     except InfeasibleError:
-        paper = None
-    goal = pick.goal
-    notes = []
+        pass
+    notes: list[str] = []
     if rel.throughput_only:
         notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
                      "to need the same samples, so this choice optimises throughput only")
@@ -526,7 +530,7 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
         notes.append("memory footprint unknown (no peak_mem_gb in the profile, not a catalog "
                      "workload): every batch size is assumed to fit")
     return BatchDecision(pick, base, paper, b0, rel, tg.samples, tg.samples_note, memory, dropped,
-                         goal, notes, space, tg)
+                         pick.goal, notes, space, tg)
 
 
 def joint_goal(budget_w: float | None, objective: str | None) -> str:
@@ -535,6 +539,6 @@ def joint_goal(budget_w: float | None, objective: str | None) -> str:
     return Goal(budget_w, None, objective).describe_per_target()
 
 
-def _reindex(q, rows: np.ndarray):
+def _reindex(q: Decision, rows: np.ndarray) -> Decision:
     return replace(q, index=int(rows[q.index]),
                    best_measured=None if q.best_measured is None else int(rows[q.best_measured]))

@@ -88,7 +88,7 @@ def _preset_baselines(model, goal: dict, pt) -> dict:
     """The NVIDIA preset a user would pick for the same goal, and MAXN, each predicted by `model`
     (at its default batch size) and shaped by `pt(table, row)`."""
     from .pareto import best_preset, presets_table
-    out = {"best_preset": None, "maxn": None}
+    out: dict[str, dict | None] = {"best_preset": None, "maxn": None}
     presets = presets_table(model.device, model)
     bp = best_preset(presets, **goal)
     if bp is not None:

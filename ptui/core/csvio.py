@@ -498,7 +498,7 @@ def profile_tags(path) -> dict[str, str]:
     if got is None:
         return {}
     header, rows = got
-    out = {}
+    out: dict[str, str] = {}
     for col in ("workload", "batch_size", "session", "timed", "time_basis"):
         if col in header:
             i = header.index(col)
@@ -512,9 +512,11 @@ def is_profile_of(path, session: str) -> bool:
     """True when `path` is a ptui profile CSV whose every row belongs to `session` (a file too big
     to read whole is not: it is kept aside rather than overwritten)."""
     got = _own_rows(Path(path))
-    if got is None or got[1] is None:
+    if got is None:
         return False
     header, rows = got
+    if rows is None:
+        return False
     if "session" not in header or any(c not in header for c in PROFILE_COLS):
         return False
     i = header.index("session")

@@ -72,6 +72,7 @@ def number(value, what: str = "value", *, integer: bool = False, ge: float | Non
     """`value` (a number or its text) as an int or a finite float within the bounds, else InputError
     naming `what`."""
     text = str(value).strip()
+    x: int | float
     try:
         if integer:
             if isinstance(value, float) and value.is_integer():

@@ -41,7 +41,7 @@ class WriteError(RuntimeFailure):
 
 def cause(e: OSError) -> str:
     """An operating-system error in a few words."""
-    return CAUSES.get(e.errno) or e.strerror or str(e)
+    return (CAUSES.get(e.errno) if e.errno is not None else None) or e.strerror or str(e)
 
 
 def write_error(path, e: OSError) -> WriteError:

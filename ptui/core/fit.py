@@ -146,7 +146,7 @@ def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
 
 
 def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None, ref_net,
-           *, seed: int = 0, kernel=None, restarts: int = 1,
+           *, seed: int = 0, kernel=None, restarts: int | None = 1,
            base: str = "matern52", inputs: str = "log-recip",
            basis: str = "time", time_log: np.ndarray | None = None) -> tuple[GPTarget, object]:
     """Fit one GP on raw modes A [n, 4] and log targets; returns (GPTarget, fitted kernel).
@@ -171,6 +171,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
         phys_w = phys_fit(A, np.exp(ly), basis)
         ref_log = phys_log(A, phys_w, basis)
     if prior in ("refmean", "physmean"):
+        assert ref_log is not None      # refmean is a candidate only with a reference; physmean's is above
         M = np.vstack([np.ones_like(ref_log), ref_log]).T
         a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
         r = ly - (a + b * ref_log)
@@ -275,7 +276,7 @@ def _nn_cv(X, jobs, fold, fold_ids, seed, loss):
                                         c["dropout"], seed + 10 + f, y=y))
             spec.append((key, f))
     nets = train.train_many(X, None, members, loss=loss) if members else []
-    out = {}
+    out: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     for (key, f), net in zip(spec, nets):
         te = fold == f
         mask, pred = out.setdefault(key, (np.zeros(len(fold), bool), np.full(len(fold), np.nan)))
@@ -333,13 +334,13 @@ class _NNWorker:
         import sys
         import tempfile
         from pathlib import Path
-        self.tmp = tempfile.TemporaryDirectory(prefix="ptui-fit-")
+        self.tmp: tempfile.TemporaryDirectory[str] | None = tempfile.TemporaryDirectory(prefix="ptui-fit-")
         self.k = 0
-        self.pending = None
+        self.pending: tuple[tuple, Path] | None = None
         root = str(Path(__file__).resolve().parents[2])           # the directory holding ptui/
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
             [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-        self.proc = subprocess.Popen(
+        self.proc: subprocess.Popen[str] | None = subprocess.Popen(
             [sys.executable, "-c", "from ptui.core.fit import _nn_worker_main; _nn_worker_main()"],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True)
@@ -348,6 +349,8 @@ class _NNWorker:
         """Start _nn_cv(X, jobs, fold, fold_ids, seed, loss) in the child."""
         from pathlib import Path
         X, jobs, fold, fold_ids, seed, loss = args
+        # run() and fit_model submit only to a live child (close() ends it and clears both)
+        assert self.proc is not None and self.proc.stdin is not None and self.tmp is not None
         self.k += 1
         f = Path(self.tmp.name) / f"in{self.k}.npz"
         np.savez(f, **_pack_jobs(jobs, fold, fold_ids, seed, loss, X))
@@ -359,6 +362,7 @@ class _NNWorker:
             pass
 
     def result(self) -> dict:
+        assert self.pending is not None and self.proc is not None and self.proc.stdout is not None
         args, f = self.pending
         self.pending = None
         try:
@@ -383,7 +387,8 @@ class _NNWorker:
     def close(self) -> None:
         if self.proc is not None:
             try:
-                self.proc.stdin.close()
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
             except OSError:
                 pass
             try:
@@ -730,7 +735,7 @@ def _check_rest(pred, device: Device, A: np.ndarray, y: np.ndarray, rows: np.nda
     z = np.abs(r) / np.maximum(sd, 1e-9)
     for o in m.get("outliers", []):
         o["row"] = int(rows[o["row"]])
-    far = far_rows(z, max(1, len(rest) // 10)) if len(rest) >= OUTLIER_MIN_MODES else []
+    far: np.ndarray | list = far_rows(z, max(1, len(rest) // 10)) if len(rest) >= OUTLIER_MIN_MODES else []
     if len(far):
         m.setdefault("outliers", []).extend(
             {**_outlier_record(rest[i], A[rest[i]], y[rest[i]], mu[i], target), "fitted": False}
@@ -860,6 +865,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
         nn, _ = _nn_candidates(X, targets, {t: ("transfer",) for t in targets}, cvs, seed, loss,
                                screen=False)
     elif use_nn:
+        assert worker is not None       # method 'auto': its first stage started above
         if progress:
             progress("cross-validating the PowerTrain network recipes")
         try:

@@ -69,6 +69,7 @@ class Goal:
             return "least energy per minibatch" + (f" within {self.budget_w:g} W" if self.budget_w else "")
         if self.kind == "deadline":
             return f"lowest power meeting {self.deadline_ms:g} ms per minibatch"
+        assert self.budget_w is not None    # the kind is 'budget' only with a budget (see kind)
         over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
         return f"fastest within {self.budget_w:g} W" + (f" (risk {risk:g}{over})" if risk is not None else "")
 

@@ -46,7 +46,7 @@ import numpy as np
 from .csvio import REPEAT_SD
 from .devices import Device
 from .modes import ModeList
-from .nets import Net, features
+from .nets import Net, Predictor, features
 
 PRIORS = ("none", "refmean", "refinput", "physmean")
 F32_MAX_ERR = REPEAT_SD   # the most a float32 kernel may move a log mean (GPTarget._block)
@@ -171,7 +171,7 @@ class GPTarget:
     prior_a: float = 0.0            # refmean / physmean: m(x) = a + b * log(ref(x) or phys(x))
     prior_b: float = 0.0
     sd_scale: float = 1.0           # calibration of the predictive sd
-    ref: object | None = None       # predictor.Net of the reference (refmean / refinput)
+    ref: Net | None = None          # the reference's network (refmean / refinput)
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
     phys_w: np.ndarray | None = None     # physmean: weights of phys_basis
     phys_basis: str = ""                 # physmean: "time" | "power"
@@ -206,6 +206,7 @@ class GPTarget:
             idx = c[GRID_INDEX]
             if idx is not None:
                 return self.ref_grid.ravel()[idx]
+        assert self.ref is not None         # a prior WITH_REFERENCE, which from_arrays and fit give one
         return self.ref.predict_log(features(device, A))[0]
 
     def _columns(self, device: Device, A: np.ndarray, c: dict) -> tuple[list, np.ndarray]:
@@ -224,6 +225,7 @@ class GPTarget:
                                  "predict it with its model (or stack)")
         m = np.zeros(len(F))
         if self.prior == "physmean":
+            assert self.phys_w is not None      # from_arrays and fit give a physmean GP its weights
             m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
                                                       self.phys_w, self.phys_basis)
         elif self.prior != "none":
@@ -276,12 +278,12 @@ class GPTarget:
         rows = len(Zs)
         d2 = np.matmul(Zs, b_aug, out=scratch(ws, "d2", rows, b_aug.shape[1], np.float64))
         if f32:                                  # clip and cast in one pass
-            k = scratch(ws, "k", *d2.shape, np.float32)
+            k = scratch(ws, "k", rows, d2.shape[1], np.float32)
             np.maximum(d2, 0.0, out=k, casting="unsafe")
         else:
             k = np.maximum(d2, 0.0, out=d2)
         if self.kernel_type == "matern52":       # (1 + r + r^2 / 3) * exp(-r), r = sqrt(5) * distance
-            r = np.sqrt(k, out=scratch(ws, "r", *k.shape, k.dtype))
+            r = np.sqrt(k, out=scratch(ws, "r", rows, k.shape[1], k.dtype))
             k *= 1.0 / 3.0
             k += 1.0
             k += r
@@ -292,7 +294,7 @@ class GPTarget:
             k *= -0.5
             np.exp(k, out=k)
         if f32:
-            K = scratch(ws, "K", *k.shape, np.float64)
+            K = scratch(ws, "K", rows, k.shape[1], np.float64)
             K[...] = k
         else:
             K = k
@@ -387,9 +389,10 @@ class GPTarget:
         if prior in WITH_REFERENCE:
             ref = Net.from_arrays({k[4:]: d[k] for k in d if k.startswith("ref_")})
             grid = np.asarray(d["grid_ref"], np.float64) if "grid_ref" in d else None
-        g = cls(prior, *(np.asarray(d[k], np.float64) for k in
-                         ("x_mean", "x_scale", "X", "alpha", "L", "length")),
-                *(float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale")),
+        x_mean, x_scale, X, alpha, L, length = (np.asarray(d[k], np.float64) for k in
+                                                ("x_mean", "x_scale", "X", "alpha", "L", "length"))
+        const, noise, y_mean, y_scale = (float(cfg[k]) for k in ("const", "noise", "y_mean", "y_scale"))
+        g = cls(prior, x_mean, x_scale, X, alpha, L, length, const, noise, y_mean, y_scale,
                 float(cfg.get("prior_a", 0.0)), float(cfg.get("prior_b", 0.0)),
                 float(cfg.get("sd_scale", 1.0)), ref, grid)
         if prior == "physmean":
@@ -498,7 +501,7 @@ class GPStack:
     weights: np.ndarray
     sd_scale: float = 1.0
     spread: str = "members"
-    time_source: object | None = None   # power: the time predictor members with time_input use
+    time_source: Predictor | None = None   # power: the time predictor members with time_input use
 
     kind = "gp"
 

@@ -196,7 +196,7 @@ def board_key(backend) -> str | None:
     return f"{BOARD_PREFIX}{backend.device.name}{tag}"
 
 
-def board_lock(backend) -> held | None:
+def board_lock(backend) -> held | _Null:
     key = board_key(backend)
     if key is None:
         return _Null()

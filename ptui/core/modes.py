@@ -18,12 +18,18 @@ from .errors import InputError
 
 class Board(Protocol):
     """What a mode space needs of a board (devices.Device has it): its name, core count and
-    frequency tables.  modes sits below devices and does not import it."""
-    name: str
-    max_cores: int
-    cpu_mhz: Sequence[float]
-    gpu_mhz: Sequence[float]
-    mem_mhz: Sequence[float]
+    frequency tables.  modes sits below devices and does not import it.  Read-only properties: a
+    frozen dataclass's fields match them, and modes never sets them."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def max_cores(self) -> int: ...
+    @property
+    def cpu_mhz(self) -> Sequence[float]: ...
+    @property
+    def gpu_mhz(self) -> Sequence[float]: ...
+    @property
+    def mem_mhz(self) -> Sequence[float]: ...
 
 
 _TOL_MHZ = 0.01

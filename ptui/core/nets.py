@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -28,6 +29,16 @@ def features(device: Device, modes) -> np.ndarray:
     else:
         a = np.array([m.as_tuple() for m in modes], dtype=np.float64).reshape(-1, 4)
     return a / np.array([device.max_cores, device.cpu_mhz[-1], device.gpu_mhz[-1], device.mem_mhz[-1]])
+
+
+class Predictor(Protocol):
+    """A model's time or power predictor: a Net here, or gp's GPTarget or GPStack (a GP's
+    predict_modes also takes a cache shared by the predictors of the same modes)."""
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def config(self) -> dict: ...
+
+    def to_arrays(self) -> dict[str, np.ndarray]: ...
 
 
 @dataclass

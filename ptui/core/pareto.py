@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import Infeasible, InputError
 from .goals import Goal, goal_from
 from .modes import Mode
+
+if TYPE_CHECKING:
+    from .devices import Preset
 
 # --risk: the allowed probability that the picked mode exceeds the budget (or the deadline), under
 # the predictive distribution.  One default everywhere a decision is made (CLI, app, tune, the
@@ -50,6 +54,9 @@ class InfeasibleError(Infeasible):
         self.table, self.closest = table, closest
 
 
+_UNSET = np.zeros(0, dtype=bool)      # a column not given (Table fills it in)
+
+
 @dataclass
 class Table:
     """The candidates of a decision: points of the search space (a power mode, and the batch size
@@ -63,15 +70,23 @@ class Table:
     power_w: np.ndarray
     time_ms_std: np.ndarray
     power_w_std: np.ndarray
-    measured: np.ndarray | None = None
+    measured: np.ndarray = field(default_factory=lambda: _UNSET)    # unset: nothing measured
     batch: np.ndarray | None = None
-    fits: np.ndarray | None = None
+    fits: np.ndarray = field(default_factory=lambda: _UNSET)        # unset: every row fits
 
     def __post_init__(self) -> None:
-        if self.measured is None:
-            self.measured = np.zeros(len(self.modes), dtype=bool)
-        if self.fits is None:
-            self.fits = np.ones(len(self.modes), dtype=bool)
+        n = len(self.modes)
+        if self.measured is _UNSET or self.measured is None:
+            self.measured = np.zeros(n, dtype=bool)
+        if self.fits is _UNSET or self.fits is None:
+            self.fits = np.ones(n, dtype=bool)
+
+    @property
+    def batches(self) -> np.ndarray:
+        """The batch size of every row of a table over several sizes (ValueError for one size)."""
+        if self.batch is None:
+            raise ValueError("a table of one batch size has no batch column")
+        return self.batch
 
     def source(self, i: int) -> str:
         return "measured" if self.measured[i] else "predicted"
@@ -103,7 +118,7 @@ class Table:
         never worse than the best measured mode that meets the goal.  Returns a new table."""
         if not measured or len(measured["time_ms"]) == 0:
             return self
-        where = {m.as_tuple(): i for i, m in enumerate(self.modes)}
+        where: dict[tuple, int] = {m.as_tuple(): i for i, m in enumerate(self.modes)}
         t, p = self.time_ms.copy(), self.power_w.copy()
         ts, ps = self.time_ms_std.copy(), self.power_w_std.copy()
         flag = self.measured.copy()
@@ -145,7 +160,7 @@ def presets_table(device, model=None, table: Table | None = None):
     return table.subset([where[p.mode] for p in ps]), ps
 
 
-def best_preset(presets, **goal) -> tuple[Decision, object] | None:
+def best_preset(presets, **goal) -> tuple[Decision, Preset] | None:
     """The NVIDIA preset a user would pick for the same goal (choose() over presets_table's rows),
     with its Preset; None when no preset meets it."""
     if presets is None:
@@ -219,6 +234,12 @@ class Decision:
     target_s: float | None = None
     energy_wh: float | None = None
     source: str = ""
+
+    def to_target(self) -> tuple[float, float]:
+        """(seconds, Wh) to the target of a decision per target (several batch sizes)."""
+        if self.target_s is None or self.energy_wh is None:
+            raise ValueError("a decision per step has no time to target")
+        return self.target_s, self.energy_wh
 
 
 def upper_z(risk: float | None) -> float:

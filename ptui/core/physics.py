@@ -277,7 +277,7 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
     p_dram = dp.dram_static + dp.dram_freq * fm / fmmax + dp.dram_pj_per_byte * gbs * 1e-3
     p_sys = dp.sys_static + dp.sys_act * (0.6 * gpu_util * act + 0.4 * busy / n)
     rails = _split_rails(device, p_gpu, p_cpu, p_soc, p_dram, p_sys)
-    total = rails[device.total_rail] if device.total_rail else sum(rails.values())
+    total = rails[device.total_rail] if device.total_rail else sum(rails.values(), np.zeros_like(t))
     temp = 32.0 + 0.85 * total
     return Operating(t, total, rails, gpu_util, busy, gbs, temp)
 

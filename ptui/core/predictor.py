@@ -30,6 +30,7 @@ from .nets import (  # noqa: F401 (the names a model's users import from here)
     TARGETS,
     ModelError,
     Net,
+    Predictor,
     check_predictions,
     features,
     measured_at,
@@ -53,8 +54,8 @@ class Model:
     measurements they were fitted on (``measured``: MEASURED_KEYS -> arrays; decisions use a
     profiled mode's measurement instead of its prediction)."""
     device: Device
-    time: object
-    power: object
+    time: Predictor
+    power: Predictor
     meta: dict = field(default_factory=dict)
     measured: dict | None = None
 
@@ -138,13 +139,15 @@ class Model:
         replaced and the checksums recorded in meta.json."""
         from .modeldir import write_model_dir
 
+        # numpy's stub lets a **dict of arrays fill savez's allow_pickle (a bool): the keys here
+        # are array names, never that one
         def write_files(tmp: Path) -> None:
             for name, net in (("time", self.time), ("power", self.power)):
-                np.savez(tmp / f"{name}.npz", **net.to_arrays())
+                np.savez(tmp / f"{name}.npz", **net.to_arrays())  # type: ignore[arg-type]
             if self.measured is not None:
                 keys = MEASURED_KEYS + (("batch_size",) if "batch_size" in self.measured else ())
-                np.savez(tmp / "measured.npz", **{k: np.asarray(self.measured[k], np.float64)
-                                                  for k in keys})
+                np.savez(tmp / "measured.npz",
+                         **{k: np.asarray(self.measured[k], np.float64) for k in keys})  # type: ignore[arg-type]
         write_model_dir(directory, dict(self.meta, format=FORMAT, device=self.device.name,
                                         predictors={"time": self.time.config(),
                                                     "power": self.power.config()}), write_files)
@@ -172,7 +175,7 @@ def load_model(directory: str | Path) -> Model:
         device = get_device(meta.get("device", ""))
     except ValueError as e:
         raise ModelError(f"{d}/meta.json: {e}") from None
-    nets = {}
+    nets: dict[str, Predictor] = {}
     kinds = meta.get("predictors") or {}
     for name in TARGETS:
         f = d / f"{name}.npz"

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from .backends.base import Backend, BackendError
 from .errors import InputError, Interrupted, PtuiError
 from .files import WriteError, write_error
 from .modes import Mode
-from .pareto import DEFAULT_RISK
+from .pareto import DEFAULT_RISK, Decision, Table
 from .profiler import (
     Control,
     ProfileAborted,
@@ -39,6 +40,12 @@ from .profiler import (
 from .progress import SAVING, SAVING_STEP, Step, stage
 from .store import SessionInfo, Store, StoreError, check_session_name
 from .workloads import Workload, get_workload
+
+if TYPE_CHECKING:
+    from .active import ActivePlanner
+    from .batch import JointSpace, SamplesToTarget
+    from .predictor import Model
+    from .userscript import ScriptSource
 
 
 class Cancelled(Interrupted):
@@ -109,6 +116,7 @@ class ProfileRun:
     resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
     pause(), resume() and cancel() may be called from any thread while run() is under way.
     notify(text) receives notes while the run goes (a script still starting, ...)."""
+    workload: Workload | None             # None only for a finished script session, which export() writes
 
     def __init__(self, req: ProfileRequest, store: Store | None = None,
                  control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
@@ -143,8 +151,8 @@ class ProfileRun:
         self.info: SessionInfo | None = None
         self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
-        self.planner = None
-        self.source = None
+        self.planner: ActivePlanner | None = None
+        self.source: ScriptSource | None = None
         self.log: Path | None = None
         self.out: Path | str | None = None
 
@@ -164,29 +172,30 @@ class ProfileRun:
                                f"(list them with: ptui sessions)")
         ex = self.existing
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
-        self.finished = bool(req.resume and ex.status == "done" and ex.n_done)
+        self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
         self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
         self.recorded = False                 # a recorded model replayed under its own name
-        if self.finished and ((req.workload and req.workload != ex.workload) or (
+        if self.finished and ex is not None and ((req.workload and req.workload != ex.workload) or (
                 req.batch_size and req.batch_size != ex.batch_size)):
             raise SessionError(f"session {ex.name!r} profiles {ex.workload} at batch size "
                                f"{ex.batch_size}, not {req.workload or ex.workload} at "
                                f"{req.batch_size or ex.batch_size}")
         if self.is_script:
             from .userscript import check_resume_command, command_text, script_workload
-            if not self.script and self.finished:     # export() needs no command
-                self.workload, self.device_name, self.user_script = None, ex.device, False
-                return
             if not self.script:
+                assert ex is not None                 # a script session without a command: resumed
+                if self.finished:                     # export() needs no command
+                    self.workload, self.device_name, self.user_script = None, ex.device, False
+                    return
                 cmd = ex.params.get("command")
                 raise SessionError("resume a script session with the same command after --"
                                    + (f": -- {command_text(cmd)}" if cmd else ""))
-            if req.resume:
+            if req.resume and ex is not None:
                 check_resume_command(ex.params, self.script)
             # on the simulator the profile is a what-if of the script's measured model
-            self.workload: Workload = script_workload(self.batch_size, self.script)
+            self.workload = script_workload(self.batch_size, self.script)
         else:
             self.workload = self._catalog_or_replayed(req.workload or (ex.workload if ex else None))
             self.batch_size = self.workload.batch_size
@@ -203,10 +212,12 @@ class ProfileRun:
         replayed = bool(req.corpus) or (ex is not None and ex.backend == "replay")
         self.recorded = replayed and (name is None or name.strip().lower() not in WORKLOADS)
         if name is None:
+            assert req.corpus                 # no workload and no session: _resolve let the corpus in
             return corpus_workload(req.corpus, req.batch_size)
         if not self.recorded:
             return get_workload(name, self.batch_size)
-        size = self.batch_size if req.batch_size or ex else corpus_workload(req.corpus).batch_size
+        size = (self.batch_size if req.batch_size or ex or not req.corpus
+                else corpus_workload(req.corpus).batch_size)
         return replay_workload(name, size, Path(req.corpus).name if req.corpus else "")
 
     @property
@@ -221,7 +232,8 @@ class ProfileRun:
         """Open the backend this run needs; returns the note saying which and why."""
         from .backends import open_backend
         corpus = corpus or self.req.corpus
-        if (device or self.device_name) and self.memory_checked:     # refused before anything opens
+        # refused before anything opens
+        if (device or self.device_name) and self.memory_checked and self.workload is not None:
             from .devices import get_device
             check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
         self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
@@ -233,10 +245,12 @@ class ProfileRun:
     def _plan(self, dev):
         """The plan function for open_session and, for active profiling, the planner."""
         from .active import Goal, make_plan
+        from .backends.replay import ReplayJetson
         req, be = self.req, self.backend
+        replay = be if isinstance(be, ReplayJetson) else None
         sp = self.existing.params if self.existing and req.resume else {}
         strategy = sp.get("strategy") or req.strategy or "random"
-        cands = be.candidates() if be.kind == "replay" else None      # recorded modes only
+        cands = replay.candidates() if replay is not None else None    # recorded modes only
         goal_d = sp.get("goal") or {"budget_w": req.budget_w, "deadline_ms": req.deadline_ms,
                                     "objective": req.objective}
         goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
@@ -255,11 +269,12 @@ class ProfileRun:
             if req.modes_csv:
                 from .csvio import read_modes
                 modes = read_modes(req.modes_csv, dev)
-                if cands is not None:           # before any mode is profiled, not in the middle
-                    check_recorded(modes, cands, be.corpus_path.name)
+                if replay is not None:          # before any mode is profiled, not in the middle
+                    check_recorded(modes, cands, replay.corpus_path.name)
                 return choose_modes(dev, modes=modes)
             if req.grid:
                 return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=req.grid)
+            assert first is not None            # planned above: no modes were given
             return first
         return plan_fn, params
 
@@ -274,6 +289,7 @@ class ProfileRun:
             raise SessionError("no backend to profile on")
         dev = be.device
         req, wl = self.req, self.workload
+        assert wl is not None, "a finished script session is exported, not profiled"
         ex = self.existing
         if (self.recorded or (req.resume and ex is not None and ex.backend == "replay")) \
                 and be.kind != "replay":
@@ -302,7 +318,8 @@ class ProfileRun:
         if self.user_script:
             params["command"] = self.script
             params.setdefault("batch_size_stated", self.bs_stated)
-        if be.kind == "replay":               # the profile says its figures are replayed
+        from .backends.replay import ReplayJetson
+        if isinstance(be, ReplayJetson):      # the profile says its figures are replayed
             from .csvio import profile_tags
             from .profiler import time_unit
             params.setdefault("timed", f"{time_unit(profile_tags(be.corpus_path).get('timed'))} "
@@ -345,10 +362,12 @@ class ProfileRun:
         return self.info
 
     def resume_hint(self) -> str:
+        from .backends.replay import ReplayJetson
         from .userscript import resume_hint
+        assert self.name is not None          # prepare() or export() named the session
         be = self.backend
         replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
-            if be is not None and be.kind == "replay" else []
+            if isinstance(be, ReplayJetson) else []
         return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None,
                            replay)
 
@@ -363,6 +382,7 @@ class ProfileRun:
 
     def _label(self) -> str:
         be = self.backend
+        assert be is not None                 # run() asks only with a backend
         if self.source is not None and getattr(self.source, "workload", None) is not None:
             from .userscript import WHATIF_LABEL
             host = (f"{self.source.host_step_ms:.1f} ms" if self.source.host_step_ms else "not timed")
@@ -379,6 +399,9 @@ class ProfileRun:
         a file there that ptui did not write for this session is kept aside)."""
         if self.profiler is None:
             self.prepare()
+        # prepare() made them (or raised)
+        assert self.profiler is not None and self.info is not None and self.name is not None
+        assert self.backend is not None
         wall0 = time.perf_counter()
         status, error, interrupted, stopped_by = "failed", None, False, ""
         saved, written, n_rows, final = "", None, 0, None
@@ -426,6 +449,7 @@ class ProfileRun:
         command.  `device`: the board the user named, which must be the session's."""
         from .locks import lock_session, unlock_session
         ex = self.existing
+        assert ex is not None                 # finished: a session resumed by name
         self.name = ex.name
         self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
         try:
@@ -448,6 +472,7 @@ class ProfileRun:
         when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
         that says how to get the rows, safe in the store, out to another file."""
         from .profiler import save_profile
+        assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
         try:
             if n_rows and isinstance(self.out, Path):
@@ -468,7 +493,7 @@ class ProfileRun:
         """Close what this run opened (the CLI's backend, its own store connection) and let go of
         its session (prepare() took the session's lock; a run that never started, or failed
         before it did, must not keep it from a later --resume)."""
-        if self.info is not None and not self._let_go:
+        if self.info is not None and self.name is not None and not self._let_go:
             from .locks import release, session_key
             release(session_key(self.name))
             self._let_go = True
@@ -538,7 +563,7 @@ def resumable_sessions(device: str) -> list[SessionInfo]:
 # -- fit ---------------------------------------------------------------------------------------------
 @dataclass
 class FitOutcome:
-    model: object
+    model: Model
     out: Path
     n_modes: int                  # profiled modes, or (mode, batch size) pairs
     seconds: float
@@ -670,6 +695,7 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
+        assert proc.stdout is not None        # stdout=PIPE
         for line in proc.stdout:
             lines.put(line.rstrip("\n"))
         lines.put(None)
@@ -703,7 +729,8 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
             except (ProcessLookupError, PermissionError):
                 pass
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except OSError:
             pass
         proc.wait()
@@ -773,13 +800,13 @@ def check_memory(device, workload: Workload, batch_size: int) -> None:
 # -- decide ------------------------------------------------------------------------------------------
 @dataclass
 class Predictions:
-    table: object                         # pareto.Table
-    model: object | None                  # None: measured values from a profile CSV
+    table: Table
+    model: Model | None                   # None: measured values from a profile CSV
     batches_per_epoch: int | None         # of the profiled workload; None: not known (a script)
     workload: str | None = None           # what was profiled ('script': the user's own)
     timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
     note: str = ""                        # modes left out of the decision (knob values never profiled)
-    space: object | None = None           # batch.JointSpace: the source holds several batch sizes
+    space: JointSpace | None = None       # the source holds several batch sizes
 
 
 def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
@@ -865,18 +892,18 @@ class View:
     sorted), each with its `x_s` (the axis: seconds per epoch for one batch size, to target for
     several), the whole job's seconds and energy (epochs x epoch, or to target), the front, the
     decision (or `error`: why none) and the baselines, in one shape for one batch size or several."""
-    table: object                         # pareto.Table
+    table: Table
     per_target: bool                      # several batch sizes: the job is reaching the target
     rows: np.ndarray
     x_s: np.ndarray
     job_s: np.ndarray
     energy_wh: np.ndarray
     front: np.ndarray                     # rows, by increasing power
-    decision: object | None               # pareto.Decision (its index a row of table)
+    decision: Decision | None             # its index a row of table
     error: str | None
     baselines: tuple = ()
     dropped: tuple = ()                   # batch sizes that do not fit in memory
-    relation: object | None = None        # batch.SamplesToTarget (several batch sizes)
+    relation: SamplesToTarget | None = None   # several batch sizes: the samples each needs
 
     def pos(self, i: int) -> int:
         """Where row i sits among the candidates."""
@@ -970,8 +997,7 @@ def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: 
         for tag, q in ((f"bs{r.default_batch} best mode", r.default),
                        (f"paper bs{r.paper.batch_size if r.paper else ''} fastest", r.paper)):
             base.append(Baseline(tag, missing="none fits") if q is None else
-                        Baseline(tag, q.index, q.time_ms, q.power_w, float(q.target_s),
-                                 float(q.energy_wh)))
+                        Baseline(tag, q.index, q.time_ms, q.power_w, *q.to_target()))
     return View(tab, True, tg.rows, tg.target_s, tg.target_s, tg.energy_wh, front, d, error,
                 tuple(base), dropped, rel)
 
@@ -980,7 +1006,8 @@ def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: 
 def plan_apply(backend: Backend, mode: Mode) -> Plan:
     """The steps of an apply; on the replay device a mode it never recorded is refused here,
     before a dry run shows a plan it could not carry out."""
-    if backend.kind == "replay":
+    from .backends.replay import ReplayJetson
+    if isinstance(backend, ReplayJetson):
         check_recorded([mode], backend.table, backend.corpus_path.name, "mode")
     return plan(backend, mode)
 
@@ -1166,26 +1193,25 @@ def board_status(backend: Backend) -> BoardStatus:
 # -- tune: active profile + fit + decision -------------------------------------------------------------
 @dataclass
 class TuneDecision:
-    decision: object                      # pareto.Decision
+    decision: Decision
     source: str                           # measured | predicted
     predicted: dict                       # the model's time_ms / power_w for the picked mode
     model_dir: Path
     n_modes: int
-    table: object = None                  # pareto.Table the decision was made in
+    table: Table | None = None            # the table the decision was made in
 
     @property
     def best_measured(self) -> dict | None:
         """The best measured mode for the goal (on its measured figures) and why the pick is or
         is not that mode (pareto.choose's cautious ranking): one answer, not two."""
-        j = self.decision.best_measured
-        if j is None:
+        j, tab = self.decision.best_measured, self.table
+        if j is None or tab is None:
             return None
-        tab = self.table
         return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
                 "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
                 "is_pick": j == self.decision.index, "why": self.decision.why}
     timed: str = ""                       # what one time is (the model's meta: step or cycle)
-    model: object = None                  # the fitted predictor the decision was made with
+    model: Model | None = None            # the fitted predictor the decision was made with
 
 
 def _rows_of(profile, what: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -214,7 +215,12 @@ def add_heads(net: Net, X: np.ndarray, y: np.ndarray, k: int = 8, seed: int = 0,
 
 
 # Candidates cross-validated per target; the best one is trained on all modes.
-CANDIDATES = {
+class Candidate(TypedDict):
+    from_reference: bool                  # start from the reference net's weights
+    dropout: tuple[float, float, float]
+
+
+CANDIDATES: dict[str, Candidate] = {
     "transfer": {"from_reference": True, "dropout": DROPOUT},
     "transfer-nodropout": {"from_reference": True, "dropout": (0.0, 0.0, 0.0)},
     "scratch": {"from_reference": False, "dropout": DROPOUT},

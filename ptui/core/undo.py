@@ -94,6 +94,7 @@ def load(backend: Backend, kind: str) -> Record | None:
             return _record(backend, kind, path, body)
         except DamagedSnapshot as e:
             raise DamagedSnapshot(_damaged(path, str(e))) from None
+    return None
 
 
 def _record(backend: Backend, kind: str, path: Path, body) -> Record:

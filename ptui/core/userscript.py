@@ -260,7 +260,7 @@ class ScriptSource:
         self._dir: str | None = None
         self._closing = threading.Event()
         self._step_conn = None
-        self._timed_said = None
+        self._timed_said: str | None = None
 
     @property
     def steps(self) -> int:
@@ -317,6 +317,7 @@ class ScriptSource:
         threading.Thread(target=self._watch, daemon=True, name="ptui-probe-watch").start()
 
     def _accept(self) -> None:
+        assert self._srv is not None          # start() opened it before starting this thread
         n = 0
         while not self._closing.is_set():
             try:
@@ -348,6 +349,7 @@ class ScriptSource:
                     self.q.put((cid, line.decode(errors="replace")))
 
     def _watch(self) -> None:
+        assert self.proc is not None          # start() started it before this thread
         self.proc.wait()
         time.sleep(0.1)                       # a last connection may still be being accepted
         deadline = time.monotonic() + 2.0
@@ -412,6 +414,7 @@ class ScriptSource:
                             f"({_plural(self.it.n_iter, 'whole iteration')}){last}")
 
     def _still_starting(self, waited: float) -> None:
+        assert self.proc is not None          # asked while the script runs
         tail = self._tail()
         if self.backward_calls:
             bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
@@ -456,6 +459,7 @@ class ScriptSource:
     # -- the probe's lines ------------------------------------------------------------------------
     def _lines(self, deadline_fn):
         """(kind, fields) from the probe until the script ends (raises); ('', None) on timeouts."""
+        assert self.proc is not None          # read while the script runs
         next_note = self.t_start + self.progress_every
         while True:
             timeout = min(deadline_fn(), 0.5)

@@ -1,6 +1,8 @@
 """Device backends.  open_backend() picks one: explicit choice, else a detected Jetson, else sim."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..detect import detect
 from ..devices import Device, get_device
 from ..errors import InputError
@@ -20,7 +22,8 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         if not corpus:
             raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
         from .replay import ReplayJetson
-        kw = {"sample_interval": sample_interval} if sample_interval else {}
+        # the interval only where one is given (the backends have their own default)
+        kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
         b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
         return b, f"{b.label}: recorded measurements replayed, not a live board"
     det = detect(root or "/")
@@ -42,9 +45,12 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         dev: Device = get_device(device or "orin-agx")
         kw = {"sample_interval": sample_interval} if sample_interval else {}
         return SimJetson(dev, clock=clock, seed=seed, **kw), note
-    if device is None and det.device is None:
+    if device:
+        dev = get_device(device)
+    elif det.device is not None:
+        dev = det.device
+    else:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
-    dev = get_device(device) if device else det.device
     if kind in ("sysfs", "jtop"):
         from ..paths import board_lock_dir, board_state_dir
         note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])

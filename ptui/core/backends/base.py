@@ -3,10 +3,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..devices import Device
 from ..errors import RuntimeFailure
 from ..modes import Mode
+
+if TYPE_CHECKING:
+    from ..clock import Clock
 
 
 class BackendError(RuntimeFailure):
@@ -137,10 +141,12 @@ class Backend(ABC):
     def close(self) -> None:
         pass
 
+    _clock: Clock       # a backend's own (the simulator's virtual clock), else a real one on first use
+
     @property
-    def clock(self):
+    def clock(self) -> Clock:
         from ..clock import RealClock
-        c = getattr(self, "_clock", None)
+        c: Clock | None = getattr(self, "_clock", None)
         if c is None:
             c = self._clock = RealClock()
         return c

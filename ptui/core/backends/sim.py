@@ -95,7 +95,8 @@ class SimJetson(Backend):
         self._t_change = self.clock.now() - 1e6
         self._p_from = self._point().power_w
         self._temp_from = self._point().temp_c
-        self._draw_mb = self._draw_pw = None
+        self._draw_mb: _Draws               # both set by _rekey, below
+        self._draw_pw: _Draws
         self._rekey()
         self.fail_next_apply: str | None = None   # test hook: make the next apply fail
 
@@ -276,6 +277,7 @@ class SimJetson(Backend):
         return 0.01                       # INA3221 noise per rail, relative
 
     def _first_batch_factor(self) -> float:
+        assert self._workload is not None   # asked of a minibatch, so while one is training
         return _first_batch_factor(self._workload)
 
     def events(self, interval: float | None = None):

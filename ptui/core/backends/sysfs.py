@@ -125,6 +125,13 @@ class SysfsBackend(Backend):
         except ValueError:
             return None
 
+    def _freq(self, path: Path) -> float:
+        """The number in a frequency file a mode cannot be read without, else BackendError."""
+        v = self._num(path)
+        if v is None:
+            raise BackendError(f"cannot read the current mode: {path} is missing or not a number")
+        return v
+
     def online_cores(self) -> int:
         return self._always_on + sum(1 for _, f in self._online if self._num(f) == 1)
 
@@ -183,9 +190,9 @@ class SysfsBackend(Backend):
         if pc is None or self.gpu_dir is None or self.emc_dir is None:
             raise BackendError("cannot read the current mode: cpufreq, GPU devfreq or EMC debugfs "
                                f"missing under {self.root} (debugfs needs root)")
-        cpu = self._num(self._cpu(pc) / "cpufreq/scaling_max_freq")
-        gpu = self._num(self.gpu_dir / "max_freq")
-        emc = self._num(self.emc_dir / "rate")
+        cpu = self._freq(self._cpu(pc) / "cpufreq/scaling_max_freq")
+        gpu = self._freq(self.gpu_dir / "max_freq")
+        emc = self._freq(self.emc_dir / "rate")
         return _nearest_mode(dev, self.online_cores(), cpu / 1000.0, gpu / 1e6, emc / 1e6)
 
     def nvpmodel_id(self) -> int | None:
@@ -196,7 +203,7 @@ class SysfsBackend(Backend):
     # -- writing --------------------------------------------------------------------------------
     def _state(self) -> dict:
         """Everything apply can change, to restore it exactly."""
-        st = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None, "nvpmodel": self.nvpmodel_id()}
+        st: dict = {"online": {}, "cpufreq": {}, "gpu": None, "emc": None, "nvpmodel": self.nvpmodel_id()}
         for c in range(1, self.device.max_cores):
             f = self._cpu(c) / "online"
             if f.exists():
@@ -237,7 +244,7 @@ class SysfsBackend(Backend):
         first = next((pc for pc in sorted(int(k) for k in snap["cpufreq"]) if pc in dev.cpu_clusters[0]),
                      None)
         cpu = (float(snap["cpufreq"][_key(snap["cpufreq"], first)][1]) / 1000.0 if first is not None
-               else self._num(self._cpu(dev.cpu_clusters[0][0]) / "cpufreq/scaling_max_freq") / 1000.0)
+               else self._freq(self._cpu(dev.cpu_clusters[0][0]) / "cpufreq/scaling_max_freq") / 1000.0)
         gpu = float(snap["gpu"][1]) / 1e6 if snap.get("gpu") else self.current_mode().gpu_mhz
         emc = float(snap["emc"][1]) / 1e6 if snap.get("emc") else self.current_mode().mem_mhz
         return _nearest_mode(dev, cores, cpu, gpu, emc)
