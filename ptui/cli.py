@@ -246,8 +246,8 @@ def cmd_tune(a) -> int:
     d = td.decision
     from .core.contract import decision
     res = decision(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
-                   batch_size=td.model.meta.get("batch_size"),
-                   mb_per_epoch=td.model.meta.get("batches_per_epoch"))
+                   batch_size=td.model.about.batch_size,
+                   mb_per_epoch=td.model.about.batches_per_epoch)
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled_modes=td.n_modes, profile=str(out), model=str(td.model_dir),
@@ -455,7 +455,7 @@ def cmd_reference_build(a) -> int:
         model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
                                       f"profile {a.profile}", seed=a.seed, progress=bar.stage)
     model.save(a.out)
-    m = model.meta["metrics"]
+    m = model.about.metrics
     _info(f"reference for {dev.name}/{a.workload} from {len(modes)} modes -> {a.out} "
           f"({time.perf_counter() - t0:.1f} s); hold-out MAPE time {m['time']['holdout_mape']:.1f} %, "
           f"power {m['power']['holdout_mape']:.1f} %")
@@ -480,7 +480,7 @@ def cmd_fit(a) -> int:
         res = session.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
                           seed=a.seed, loss=a.loss, note=_info)
-    m = res.model.meta["metrics"]
+    m = res.model.about.metrics
     from .core.fit import outlier_note, subset_note
     if a.json:
         from .core.contract import document
@@ -490,7 +490,7 @@ def cmd_fit(a) -> int:
             "method": "scratch" if a.scratch else a.method, "workload": res.workload,
             "batch_sizes": res.sizes, "profiled": res.n_modes, "fitted_on": res.fitted_on,
             "seconds": round(res.seconds, 3), "timed": _timed(res.model),
-            "time_basis": res.model.meta.get("time_basis"),
+            "time_basis": res.model.about.time_basis,
             "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
                             for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
             "notes": [n for n in [subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1
@@ -566,14 +566,14 @@ def cmd_pareto(a) -> int:
         raise CLIError("--samples-to-target and --noise-scale need --batch-sizes (the sizes to compare)")
     model, tab = _predict_table(a)
     _check_time_basis(a, model)
-    wl_mb = a.batches_per_epoch or model.meta.get("batches_per_epoch")
+    wl_mb = a.batches_per_epoch or model.about.batches_per_epoch
     if wl_mb is None:
         from .core.workloads import WORKLOADS
-        w = WORKLOADS.get(str(model.meta.get("workload")))
+        w = WORKLOADS.get(str(model.about.workload))
         wl_mb = w.minibatches_per_epoch if w else None
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
                 tolerance_w=a.tolerance_w)
-    bs = model.meta.get("batch_size")
+    bs = model.about.batch_size
     d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
     from .core.contract import decision
     res = decision(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
@@ -585,7 +585,7 @@ def cmd_pareto(a) -> int:
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
     if model.batch_sizes:
-        print(f"batch size: {model.meta.get('batch_size')} (the model's default; add --batch-sizes "
+        print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
     from .core.profiler import time_unit
     print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {time_unit(res.get('timed'))} "
@@ -605,8 +605,8 @@ def cmd_pareto(a) -> int:
 
 def _timed(model) -> str:
     """What one time_ms of a model is (its profile's `timed`; a script's step, else a minibatch)."""
-    return model.meta.get("timed") or ("optimizer step (of the user's script)"
-                                       if model.meta.get("workload") == "script" else "minibatch")
+    return model.about.timed or ("optimizer step (of the user's script)"
+                                 if model.about.workload == "script" else "minibatch")
 
 
 def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **per_epoch):
@@ -648,7 +648,7 @@ def _joint_goal_words(budget_w, objective) -> str:
 
 def _check_time_basis(a, model) -> None:
     """pareto --time step|cycle: the model must have been fitted on that time (fit --time)."""
-    have = model.meta.get("time_basis") or "step"
+    have = model.about.time_basis
     if getattr(a, "time", "auto") in ("step", "cycle") and a.time != have:
         what = {"step": "the median step", "cycle": "the whole cycle"}
         raise CLIError(f"model {a.model} was fitted on {what[have]}, not {what[a.time]}; refit it "

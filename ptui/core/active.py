@@ -296,7 +296,7 @@ class ActivePlanner:
         p = np.array([r["power_w"] for r in rows])
         model = fit_model(self.reference, self.device, A, t, p, method="gp", seed=self.seed)
         tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
-            distrust_outliers(measured_from_rows(rows), A, model.meta["metrics"]))
+            distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
         try:
             return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
         except InfeasibleError:

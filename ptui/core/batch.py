@@ -214,7 +214,7 @@ def joint_table(model, modes, batch_sizes, memory: Memory | None = None):
         pred = model.predict(modes, batch_size=b)
         check_predictions(pred, "the model")
         tabs.append(Table.from_prediction(modes, pred).with_measurements(
-            measured_at(model.measured, b, model.meta.get("batch_size"))))
+            measured_at(model.measured, b, model.about.batch_size)))
     table = Table.concat(tabs, batch_sizes)
     if memory is not None:
         table.fits = np.asarray(memory.fits(table.batch), bool)
@@ -243,10 +243,10 @@ def fixed_batch(table, rel: SamplesToTarget, batch: int, **kw):
 
 def check_batch_model(model, batch_sizes) -> None:
     """A model fitted at one batch size predicts only that size."""
-    have = model.meta.get("batch_sizes")
+    have = model.about.batch_sizes
     if have:
         return
-    b = model.meta.get("batch_size")
+    b = model.about.batch_size
     other = [x for x in batch_sizes if b is None or int(x) != int(b)]
     if other:
         at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
@@ -265,8 +265,7 @@ def default_batch(sizes) -> int:
 
 def model_memory(model) -> Memory:
     """The memory model a batch-aware model carries: measured peaks, else the catalog's model."""
-    peak = {int(k): float(v) for k, v in (model.meta.get("peak_mem_gb") or {}).items()}
-    return memory_for(model.device, model.meta.get("workload"), peak)
+    return memory_for(model.device, model.about.workload, model.about.peak_mem_gb)
 
 
 def predict_table(model, modes_csv=None):
@@ -284,14 +283,14 @@ def predict_table(model, modes_csv=None):
         given = [v.get("batch_size") for _, v in rows]
     else:
         modes, given = dev.full_space(), [None]
-    own = model.meta.get("batch_size")
+    own = model.about.batch_size
     if not model.batch_sizes and (own is None or all(b is None or b == own for b in given)):
         # a model of one batch size predicts exactly as before batch sizes existed; a batch_size
         # column (a profile CSV as --modes) is checked against the model's size where it is known
         pred = model.predict(modes)
         check_predictions(pred, "the model")
         return Table.from_prediction(modes, pred).with_measurements(model.measured), None
-    b0 = model.meta.get("batch_size")
+    b0 = model.about.batch_size
     batch = np.array([b if b is not None else (b0 or 0) for b in given] if modes_csv
                      else [b0] * len(modes), dtype=float)
     bad = (batch < 1) | (batch != np.round(batch))
@@ -367,15 +366,15 @@ def model_space(model, batch_sizes, modes=None) -> JointSpace:
     """Predictions (measurements where profiled) for every mode at each of `batch_sizes` that fits
     in memory, and at the model's default size."""
     memory = model_memory(model)
-    b0 = int(model.meta.get("batch_size") or DEFAULT_BATCH)
+    b0 = int(model.about.batch_size or DEFAULT_BATCH)
     want = sorted(set(int(b) for b in batch_sizes) | {b0})
     evaluated = tuple(b for b in want if bool(memory.fits(b)[0]))
     modes = modes if modes is not None else model.decision_space()[0]
     table = joint_table(model, modes, evaluated, memory)
-    spe = model.meta.get("samples_per_epoch")
+    spe = model.about.samples_per_epoch
     return JointSpace(table, memory, b0, tuple(sorted(set(int(b) for b in batch_sizes))),
-                      float(spe) if spe else None, model.meta.get("batches_per_epoch"),
-                      model.meta.get("workload"))
+                      float(spe) if spe else None, model.about.batches_per_epoch,
+                      model.about.workload)
 
 
 def profile_space(path, device, time_basis: str = "step") -> JointSpace:

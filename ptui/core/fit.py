@@ -757,11 +757,13 @@ def check_model_rest(model, A: np.ndarray, t: np.ndarray, p: np.ndarray, rows: n
     """A model fitted on `rows` of a profile by another route (``ptui fit --scratch``:
     train.transfer on fit_rows' subset) checked on the other rows as fit_model's are (_check_rest);
     its metadata and measured figures (every row, far readings distrusted) updated in place."""
+    metrics = {k: dict(v) for k, v in model.about.metrics.items()}
     for tgt, y in (("time", t), ("power", p)):
         _check_rest(getattr(model, tgt), model.device, A, np.asarray(y, np.float64), rows, tgt,
-                    model.meta["metrics"][tgt])
-    model.meta["trained_on"].update(modes=int(len(A)), **subset_meta(model.meta["metrics"]["time"], seed))
-    model.measured = distrust_outliers(measured, A, model.meta["metrics"])
+                    metrics[tgt])
+    model.tell(metrics=metrics, trained_on=dict(model.about.trained_on, modes=int(len(A)),
+                                                **subset_meta(metrics["time"], seed)))
+    model.measured = distrust_outliers(measured, A, metrics)
 
 
 def subset_note(metrics: dict, unit: str = "modes") -> str | None:
@@ -983,7 +985,7 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
         preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
     meta = {"kind": kind, "method": method, "workload": workload,
-            "reference_workload": reference.meta.get("reference_workload") if reference else None,
+            "reference_workload": reference.about.reference_workload if reference else None,
             "reference_device": reference.device.name if reference else None,
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name,
                            **subset_meta(metrics["time"], seed)},
@@ -1008,12 +1010,11 @@ def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: in
                       source=f"profile {path}", measured=prof["measured"], progress=progress,
                       batch_sizes=prof["batch"])
     b0 = default_batch(sizes)
-    model.meta.update(batch_size=b0)
+    model.tell(batch_size=b0)
     if prof["peak"]:
-        model.meta["peak_mem_gb"] = {str(k): v for k, v in sorted(prof["peak"].items())}
+        model.tell(peak_mem_gb=prof["peak"])
     from .workloads import WORKLOADS
     w = WORKLOADS.get(workload)
     if w is not None:
-        model.meta.update(samples_per_epoch=w.samples,
-                          batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)
+        model.tell(samples_per_epoch=w.samples, batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)
     return model

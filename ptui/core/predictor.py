@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,45 @@ def _cache_kw(predictor, cache: dict) -> dict:
     return {"cache": cache} if getattr(predictor, "kind", "") == "gp" else {}
 
 
+@dataclass(frozen=True)
+class About:
+    """What a model is, typed: the facts decisions read (what was profiled, at which batch sizes,
+    what one time is, how well it fits), read from and written to the model directory's
+    meta.json.  A model's users read ``model.about``; what a use case learns after the fit (the
+    epoch's size, what was timed) goes in with ``Model.tell``, never by editing the dict."""
+    kind: str = ""                        # transfer | scratch | gp | auto | reference | ...
+    method: str | None = None
+    workload: str | None = None           # what was profiled ('script': the user's own)
+    reference_workload: str | None = None
+    batch_size: int | None = None         # the profiled (default) batch size
+    batch_sizes: tuple[int, ...] = ()     # several: the batch size is an input
+    batches_per_epoch: int | None = None  # minibatches of batch_size per epoch, where known
+    samples_per_epoch: float | None = None
+    peak_mem_gb: dict[int, float] = field(default_factory=dict)   # batch -> measured peak
+    timed: str = ""                       # what one time_ms is (the profile's own words)
+    time_basis: str = "step"              # step | cycle
+    metrics: dict[str, Any] = field(default_factory=dict)        # per target: CV scores, outliers
+    trained_on: dict[str, Any] = field(default_factory=dict)     # source, modes, device
+
+    @classmethod
+    def of(cls, meta: dict) -> "About":
+        def num(k, kind):
+            v = meta.get(k)
+            return None if v in (None, "") else kind(v)
+        return cls(kind=str(meta.get("kind") or ""), method=meta.get("method"),
+                   workload=meta.get("workload"), reference_workload=meta.get("reference_workload"),
+                   batch_size=num("batch_size", int),
+                   batch_sizes=tuple(int(b) for b in meta.get("batch_sizes") or ()),
+                   batches_per_epoch=num("batches_per_epoch", int),
+                   samples_per_epoch=num("samples_per_epoch", float),
+                   peak_mem_gb={int(k): float(v) for k, v in (meta.get("peak_mem_gb") or {}).items()},
+                   timed=str(meta.get("timed") or ""), time_basis=str(meta.get("time_basis") or "step"),
+                   metrics=dict(meta.get("metrics") or {}), trained_on=dict(meta.get("trained_on") or {}))
+
+
+ABOUT_FIELDS = frozenset(f.name for f in fields(About))
+
+
 @dataclass
 class Model:
     """Time and power predictors (each a network or a GP) for one device, plus the profiled
@@ -60,17 +100,33 @@ class Model:
     measured: dict | None = None
 
     @property
+    def about(self) -> About:
+        """What the model is (typed; from its meta.json)."""
+        return About.of(self.meta)
+
+    def tell(self, **facts) -> None:
+        """Record what a use case learned of the model (About's fields), for its meta.json."""
+        bad = set(facts) - ABOUT_FIELDS
+        if bad:
+            raise TypeError(f"not a fact About a model: {', '.join(sorted(bad))}")
+        if "peak_mem_gb" in facts:              # JSON keys are strings
+            facts["peak_mem_gb"] = {str(k): float(v) for k, v in sorted(facts["peak_mem_gb"].items())}
+        if "batch_sizes" in facts:
+            facts["batch_sizes"] = [int(b) for b in facts["batch_sizes"]]
+        self.meta.update(facts)
+
+    @property
     def batch_sizes(self) -> list[int]:
         """The batch sizes the model was fitted on when the batch size is one of its inputs
         (several profiled sizes); [] for a model of one batch size."""
-        return [int(b) for b in self.meta.get("batch_sizes") or []]
+        return list(self.about.batch_sizes)
 
     def measured_at(self, batch_size=None) -> dict | None:
         """The profiled measurements at one batch size (default: the model's own); a model of one
         batch size returns all of them."""
         if not self.batch_sizes or self.measured is None:
             return self.measured
-        b0 = self.meta.get("batch_size") or self.batch_sizes[0]
+        b0 = self.about.batch_size or self.batch_sizes[0]
         return measured_at(self.measured, int(batch_size or b0), b0)
 
     def decision_space(self, modes=None, *, extrapolate: bool = False) -> tuple[list, str]:
@@ -109,13 +165,13 @@ class Model:
         from .gp import raw_modes
         A = raw_modes(modes)
         if self.batch_sizes:
-            b = (self.meta.get("batch_size") or self.batch_sizes[0]) if batch_size is None else batch_size
+            b = (self.about.batch_size or self.batch_sizes[0]) if batch_size is None else batch_size
             B = np.broadcast_to(np.asarray(b, np.float64), (len(A),)).reshape(-1, 1)
             if not np.all((B >= 1) & np.isfinite(B)):
                 raise ModelError("batch sizes must be positive whole numbers")
             A = np.hstack([A, B])
         elif batch_size is not None:
-            own = self.meta.get("batch_size")
+            own = self.about.batch_size
             if own is None or np.any(np.asarray(batch_size) != int(own)):
                 at = f"batch size {own}" if own else "one batch size"
                 raise ModelError(f"this model was fitted at {at} only; to predict other sizes "

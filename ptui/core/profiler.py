@@ -501,8 +501,8 @@ def keep_timed(model, profile, basis: str = "step") -> None:
     if basis == "cycle":
         timed = cycle_timed(timed)
     if timed:
-        model.meta["timed"] = timed
-    model.meta["time_basis"] = basis
+        model.tell(timed=timed)
+    model.tell(time_basis=basis)
 
 
 def profile_rows(store: Store, session: str) -> list[list[str]]:

@@ -664,7 +664,7 @@ def remember_epoch_size(model, workload: str, batch_size) -> None:
     w = WORKLOADS.get(workload)
     if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
         w = w.with_batch(int(batch_size))
-        model.meta.update(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
+        model.tell(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
 
 
 def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
@@ -819,15 +819,15 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
         from .predictor import load_model
         model = load_model(path)
         modes, note = model.decision_space()
-        wl = model.meta.get("workload")
+        wl = model.about.workload
         w = WORKLOADS.get(str(wl))
-        mb = model.meta.get("batches_per_epoch") or (w.minibatches_per_epoch if w else None)
+        mb = model.about.batches_per_epoch or (w.minibatches_per_epoch if w else None)
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
         space = None
         if len(model.batch_sizes) > 1:
             from .batch import model_space
             space = model_space(model, model.batch_sizes, modes)
-        return Predictions(table, model, mb, wl, str(model.meta.get("timed") or ""), note=note,
+        return Predictions(table, model, mb, wl, model.about.timed, note=note,
                            space=space)
     from .csvio import profile_batch_sizes, profile_tags, read_profile_measured
     from .profiler import cycle_timed
@@ -1239,7 +1239,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
               time_basis=time_basis, note=progress, min_modes=6)
     model, out = res.model, res.out
     from .fit import outlier_note, subset_note
-    for note in [subset_note(model.meta["metrics"])] + [outlier_note(tgt, model.meta["metrics"][tgt])
+    for note in [subset_note(model.about.metrics)] + [outlier_note(tgt, model.about.metrics[tgt])
                                                         for tgt in ("time", "power")]:
         if note and progress:
             progress(note)
@@ -1255,7 +1255,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
-                        out, res.n_modes, tab, str(model.meta.get("timed") or ""), model)
+                        out, res.n_modes, tab, model.about.timed, model)
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
@@ -1279,4 +1279,4 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
     r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
                budget_w=budget_w, objective=objective, risk=risk, cautious=True)
-    return r, out, int(model.meta["trained_on"]["modes"]), model
+    return r, out, int(model.about.trained_on["modes"]), model

@@ -330,7 +330,7 @@ def transfer(reference, device, modes, times, powers, *, workload: str, source: 
                                                candidates=("scratch",) if scratch else
                                                ("transfer",) if transfer_only else None)
     meta = {"kind": "scratch" if scratch else "transfer", "workload": workload,
-            "reference_workload": None if scratch else reference.meta.get("reference_workload"),
+            "reference_workload": None if scratch else reference.about.reference_workload,
             "reference_device": None if scratch else reference.device.name,
             "trained_on": {"source": source, "modes": int(len(t)), "device": device.name},
             "loss": loss, "metrics": metrics,

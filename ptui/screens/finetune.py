@@ -91,7 +91,7 @@ class FinetuneScreen(Screen):
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(FitFailed(str(e)))
             return
-        self.post_message(FitFinished(res.model.meta["metrics"], res.fitted_on, res.seconds, res.out))
+        self.post_message(FitFinished(res.model.about.metrics, res.fitted_on, res.seconds, res.out))
 
     @on(FitProgressed)
     def say(self, msg: FitProgressed) -> None:

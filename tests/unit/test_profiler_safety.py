@@ -436,16 +436,16 @@ def test_what_one_time_ms_is():
 
 
 def test_keep_timed_records_what_the_profile_timed(tmp_path):
-    from types import SimpleNamespace
-
+    from ptui.core.predictor import bundled_reference, load_model
     from ptui.core.profiler import keep_timed
     f = tmp_path / "p.csv"
     for body, want in (("timed\none optimizer step\none optimizer step\n", "one optimizer step"),
-                       ("timed\na\nb\n", None), ("cores\n4\n", None)):
+                       ("timed\na\nb\n", ""), ("cores\n4\n", "")):
         f.write_text(body)
-        model = SimpleNamespace(meta={"workload": "x"})
+        model = load_model(bundled_reference())          # a copy of its own (tell edits it)
+        model.tell(workload="x")
         keep_timed(model, f)
-        assert model.meta.get("timed") == want and model.meta["workload"] == "x"
+        assert model.about.timed == want and model.about.workload == "x"
 
 
 def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
