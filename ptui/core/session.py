@@ -79,6 +79,8 @@ class ProfileRequest:
                                           # the corpus is the workload)
     time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
                                           # recorded in the CSV's time_basis when not auto
+    batch_part: bool = False              # one batch size of a profile over several (batchprofile):
+                                          # its script log is NAME@bsB.log, the CSV is the profile's
 
 
 @dataclass
@@ -316,7 +318,8 @@ class ProfileRun:
                           f"{todo} to go")
         if self.script:
             from .userscript import WHATIF_LABEL, ScriptSource, steps_note
-            self.log = paths.script_log(self.name)
+            self.log = paths.script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
+                                        else self.name)
             cfg0 = ProfileConfig()
             name = self.name
             self.source = ScriptSource(be, self.script, self.log,
@@ -446,6 +449,8 @@ class ProfileRun:
         that says how to get the rows, safe in the store, out to another file."""
         from .profiler import save_profile
         n_rows = len(profile_rows(self.store, self.name))
+        if self.req.batch_part:
+            return n_rows, "", None
         try:
             if n_rows and isinstance(self.out, Path):
                 self.out.parent.mkdir(parents=True, exist_ok=True)
