@@ -146,6 +146,9 @@ class BatchProfileRun:
             wl = first.workload
             if wl == "script" and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
+            if wl == "script" and req.script and not self.finished:
+                from .userscript import check_resume_command
+                check_resume_command(first.params, req.script)     # the command with its {bs}
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
             if self.existing is not None:
@@ -172,10 +175,10 @@ class BatchProfileRun:
         if self.workload_name is None:          # a script: known only once it runs
             if self.backend.simulated:
                 self.notes.append("memory: a script's footprint is measured when it runs; a size that "
-                                  "does not fit fails its session (out of memory)")
+                                  "does not fit fails the profile at that size (out of memory)")
             else:
                 self.notes.append("memory: your script's footprint is not known up front; a batch "
-                                  "size that runs out of memory fails its session")
+                                  "size that runs out of memory fails the profile at that size")
             return list(self.batch_sizes)
         w = get_workload(self.workload_name)
         big = largest_batch(dev, w)

@@ -562,7 +562,9 @@ def _merge_group(db: sqlite3.Connection, group: str, names: list[str]) -> str | 
         target = f"{group}-{n}"
     present = [s["batch_size"] for s in subs]
     asked = [int(b) for b in params[0].get("batch_sizes") or sorted(present)]
-    top = {k: v for k, v in params[0].items() if k not in ("group", "group_done")}
+    # a script's command is kept per size (as run there, {bs} filled in): the whole profile's
+    # command with its {bs} was never stored
+    top = {k: v for k, v in params[0].items() if k not in ("group", "group_done", "command")}
     top["batch_sizes"] = asked
     top["per_size"] = {str(s["batch_size"]): {k: v for k, v in p.items()
                                               if k not in ("group", "group_done", "batch_sizes")}
