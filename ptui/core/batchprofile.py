@@ -77,6 +77,7 @@ class BatchProfileRun:
     planner = None
     finished = False
     _locked = False
+    _own_backend = False               # opened here (the CLI), not lent by the app
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
                  notify: Callable[[str], None] | None = None, control: Control | None = None) -> None:
@@ -89,8 +90,8 @@ class BatchProfileRun:
         self.store = Store()
         self.notes: list[str] = [self.store.notice] if self.store.notice else []
         self.backend = None
-        self.runs: list[ProfileRun] = []
         self.current: ProfileRun | None = None
+        self._base = 0                      # pairs finished at other sizes than the running one
         try:
             self._resolve(batch_sizes)
         except BaseException:
@@ -167,6 +168,7 @@ class BatchProfileRun:
         self.backend, note = open_backend(kind, dev, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
                                           corpus=corpus)
+        self._own_backend = True
         return note
 
     def _memory(self, dev) -> list[int]:
@@ -389,6 +391,25 @@ class BatchProfileRun:
                               pl.stop_reason if pl is not None and status == "done" else "",
                               pl.best() if pl is not None and status == "done" else None)
 
+    @property
+    def workload(self):
+        """The catalog workload profiled (at the first size), None for a script."""
+        return get_workload(self.workload_name, self.batch_sizes[0]) if self.workload_name else None
+
+    @property
+    def progress(self):
+        """The running size's progress, counted over the whole profile (None between sizes)."""
+        cur = self.current
+        p = cur.progress if cur is not None else None
+        if p is None:
+            return None
+        return replace(p, done=self._base + p.done, total=len(self.info.plan),
+                       batch_size=cur.batch_size)
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """The pairs this profile finished before this run (a resumed profile)."""
+        return self.store.results(self.name)
+
     def _sizes_left(self) -> list[int]:
         """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
         info = self.store.get_session(self.name)
@@ -454,7 +475,7 @@ class BatchProfileRun:
                 self.notify(note)
         if stay:
             sub.profiler.planner = _SameSize(self, b)
-        base = self.store.get_session(self.name).n_done - sub.info.n_done
+        base = self._base = self.store.get_session(self.name).n_done - sub.info.n_done
 
         def show(p):
             if on_progress is not None:
@@ -533,9 +554,9 @@ class BatchProfileRun:
             from .locks import unlock_session
             unlock_session(self.name)
             self._locked = False
-        if self.backend is not None:
+        if self.backend is not None and self._own_backend:
             self.backend.close()
-            self.backend = None
+            self._own_backend = False
         self.store.close()
 
     def pause(self) -> None:

@@ -162,6 +162,11 @@ class ProfileRun:
             raise SessionError(f"no session named {req.session!r} to resume "
                                f"(list them with: ptui sessions)")
         ex = self.existing
+        if req.resume and ex.batch_sizes is not None and not req.batch_part:
+            # one training run holds one batch size: a profile over several runs size by size
+            raise SessionError(f"session {ex.name!r} profiles batch sizes "
+                               f"{','.join(map(str, ex.batch_sizes))}: resume it with "
+                               f"ptui profile --session {ex.name} --resume")
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
         self.finished = bool(req.resume and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)

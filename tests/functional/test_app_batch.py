@@ -215,3 +215,51 @@ async def test_batch_footer_fits_80_columns(batch_files):
         assert {"To Apply", "Batch sizes", "Quit"} <= {k.description for k in keys}
         for k in keys:
             assert k.region.right <= 80 and k.region.width >= len(k.description), (k.description, k.region)
+
+
+async def test_the_app_resumes_a_profile_over_batch_sizes(tmp_path, monkeypatch):
+    """An interrupted `ptui profile --batch-sizes` is one entry in the Profile screen's resume list
+    (its sizes in the label) and resumes there as a profile over batch sizes: each remaining pair
+    at its own size, into the same session."""
+    import ptui.core.profiler as P
+    from ptui.core.store import Store
+    real, calls = P.Profiler.measure, []
+
+    def interrupted(self, events, mode, record=True):
+        if record:
+            calls.append(1)
+            if len(calls) == 4:
+                raise KeyboardInterrupt
+        return real(self, events, mode, record=record)
+    monkeypatch.setattr(P.Profiler, "measure", interrupted)
+    rc, _, err = run_cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload",
+                         "resnet18", "--batch-sizes", "8,16", "--count", "6",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 130, err
+    monkeypatch.setattr(P.Profiler, "measure", real)
+    store = Store()
+    [s] = store.list_sessions()
+    assert s.n_done == 3 and len(s.plan) == 6 and s.status == "aborted"
+    store.close()
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        scr = app.screen
+        sel = scr.query_one("#resume")
+        labels = [str(o[0]) for o in sel._options[1:]]
+        assert len(labels) == 1 and "resnet18 bs8,16" in labels[0] and "3/6" in labels[0], labels
+        sel.value = s.name
+        await pilot.click("#resume-btn")
+        await pilot.pause(0.2)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "profile finished" in str(scr.query_one("#status").render())
+        assert scr.query_one("#results").row_count == 6
+        assert sim.current_mode() == original
+    store = Store()
+    [g] = store.list_sessions()
+    assert g.name == s.name and g.status == "done" and g.n_done == 6
+    assert sorted(r["batch_size"] for _, r in store.results(g.name)) == sorted(g.plan_sizes)
+    store.close()
