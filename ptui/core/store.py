@@ -122,6 +122,9 @@ class SessionInfo:
 _CORRUPT = {11, 26}          # SQLITE_CORRUPT, SQLITE_NOTADB
 _BUSY = {5, 6}               # SQLITE_BUSY, SQLITE_LOCKED
 _checked: set[str] = set()   # stores this process has checked already (the check reads every page)
+# what upgrading a store told, by store: every Store this process opens on it tells it (the first
+# one opened may be a look-up that prints nothing)
+_upgraded: dict[str, str] = {}
 BUSY_TIMEOUT_S = 10.0        # how long a command waits for another process's write to the store
 
 
@@ -165,6 +168,7 @@ class Store:
             self._recover(e)
         except OSError as e:
             raise StoreError(f"cannot open session store {self.path}: {cause(e)}") from None
+        self.notice = self.notice or _upgraded.get(str(self.path))
 
     def failure(self, e: sqlite3.Error) -> StoreError:
         """One line for an SQLite error on this store."""
@@ -227,7 +231,7 @@ class Store:
                 notes = upgrade_rows(self.db)
                 self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 if notes:
-                    self.notice = "; ".join(notes)
+                    _upgraded[str(self.path)] = "; ".join(notes)
             self.db.execute("COMMIT")
         except BaseException:
             if self.db.in_transaction:

@@ -142,6 +142,15 @@ def test_a_profile_beside_a_session_of_its_name_keeps_both(tmp_path):
     assert [r["batch_size"] for _, r in s.results("g")] == [64]
     assert s.get_session("g-2").plan_sizes == [8, 8, 16, 16, 16] and s.get_session("g-2").n_done == 3
     assert "'g-2'" in s.notice and "g@bs8" in s.notice and "kept" in s.notice
+    s.close()
+
+
+def test_the_command_that_upgraded_a_store_says_where_a_profile_went(tmp_path, cli):
+    (tmp_path / "data").mkdir()
+    old_store(tmp_path / "data" / "sessions.sqlite", clash=True)
+    rc, out, err = cli("sessions")
+    assert rc == 0 and "is now the one session 'g-2'" in err
+    assert sorted(x.split()[0] for x in out.splitlines()[1:]) == ["g", "g-2", "mine@bs8", "plain"]
 
 
 def test_a_store_of_a_newer_ptui_is_one_line_and_left_untouched(tmp_path, cli):
