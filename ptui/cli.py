@@ -326,7 +326,7 @@ def _tune_hint(a) -> str:
 
 
 def _resumed_tune(a) -> dict | None:
-    """What a resumed tune session was profiled for: its workload and, for a batch-size group,
+    """What a resumed tune session was profiled for: its workload and, for a profile over batch sizes,
     its sizes and samples-to-target relation, so the decision is made for the same.  A goal or a
     relation on the command line that differs from the stored one is refused before any
     profiling.  None when there is no such session (the profile then says so)."""
@@ -421,7 +421,8 @@ def cmd_sessions(a) -> int:
         from .core.contract import document
         print(document("sessions", {"store": str(store.path), "sessions": [
             {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
-             "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status, "done": s.n_done, "planned": len(s.plan),
+             "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
+             "done": s.n_done, "planned": len(s.plan),
              "device_time_s": round(s.device_time_s, 3), "created": s.created} for s in rows]}))
         return EXIT_OK
     if not rows:

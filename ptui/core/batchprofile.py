@@ -51,22 +51,22 @@ class _Info:
 
 
 class _SameSize:
-    """The planner a sub-session runs with during active profiling over batch sizes: it goes on
-    while the group's planner chooses a pair of its own size, and otherwise ends the sub-session,
-    leaving the chosen pair (or the stop) to the group."""
+    """The planner one size's run goes on with during active profiling over batch sizes: it goes
+    on while the whole profile's planner chooses a pair of its own size, and otherwise ends that
+    run, leaving the chosen pair (or the stop) to the whole profile."""
 
-    def __init__(self, group: "BatchProfileRun", b: int) -> None:
-        self.group, self.b = group, b
-        self.count, self.goal = group.planner.count, group.planner.goal
+    def __init__(self, whole: "BatchProfileRun", b: int) -> None:
+        self.whole, self.b = whole, b
+        self.count, self.goal = whole.planner.count, whole.planner.goal
 
     def next_mode(self, _rows):
-        nxt = self.group.planner.next_mode(self.group._rows())
+        nxt = self.whole.planner.next_mode(self.whole._rows())
         if nxt is None:
-            self.group._stopped = True
+            self.whole._stopped = True
             return None
         if int(nxt[1]) == self.b:
             return nxt[0]
-        self.group._pending = nxt
+        self.whole._pending = nxt
         return None
 
 
@@ -298,7 +298,7 @@ class BatchProfileRun:
 
     def _prepare_active(self, dev, sizes: list[int]):
         """Active over the joint space: the goal, the samples-to-target relation and the count are
-        the group's (a resume takes them from the store); the planner's space-filling start is
+        the session's (a resume takes them from the store); the planner's space-filling start is
         the session's first plan, later pairs are chosen one at a time as the profile runs."""
         from .active import Goal
         from .batch import relation
@@ -489,7 +489,6 @@ class BatchProfileRun:
         from .physics import footprint_gb
         from .profiler import PROFILE_HEADER, profile_rows
         rows = []
-        i_sess = PROFILE_HEADER.index("session")
         info = self.store.get_session(self.name)
         for b in sorted(set(info.plan_sizes)):
             part = self.store.part(self.name, b)
@@ -498,10 +497,7 @@ class BatchProfileRun:
             peak = ""
             if getattr(self, "simulated", False) and self.workload_name:
                 peak = fmt_value(float(footprint_gb(get_workload(self.workload_name, b))))
-            for r in profile_rows(part, self.name):
-                r = list(r)
-                r[i_sess] = self.name
-                rows.append(r + [peak])
+            rows += [list(r) + [peak] for r in profile_rows(part, self.name)]
         if not rows:
             return 0, f"no pair finished yet, {self.out} not written"
         if isinstance(self.out, Path):

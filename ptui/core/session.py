@@ -72,7 +72,7 @@ class ProfileRequest:
     objective: str | None = None
     startup_timeout: float | None = None  # a script's first optimizer step may take this long
                                           # (None: userscript.STARTUP_TIMEOUT_S)
-    modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
+    modes: list[Mode] | None = None       # an explicit plan (a profile over batch sizes draws its pairs)
     noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
     samples_to_target: str | None = None
     corpus: str | None = None             # the replay device's recorded profile (with no workload:
