@@ -123,6 +123,7 @@ class ProfileScreen(Screen):
             # text fields: what is typed stays as typed ('1e9' in an integer field became '19');
             # the plan panel says what is wrong with it, by the field's name
             yield Label("batch")
+            # one size, or several (8,16,32): (mode, batch size) pairs, as ptui profile --batch-sizes
             yield Input("16", id="batch")
             yield Label("modes")
             yield Input("50", id="count")
@@ -176,6 +177,38 @@ class ProfileScreen(Screen):
         n = field("#count", "modes", ge=ACTIVE_MIN_COUNT if strategy == "active" else 1, le=len(cands))
         seed = field("#seed", "seed", ge=0, le=2**32 - 1)
         return wl, n, seed
+
+    def _batch_sizes(self) -> tuple[int, ...] | None:
+        """The sizes of a profile over several batch sizes (the batch field holds a list);
+        None for one size."""
+        text = self.query_one("#batch", Input).value.strip()
+        if "," not in text:
+            return None
+        from ..core.batch import parse_batch_sizes
+        return parse_batch_sizes(text, "batch sizes")
+
+    def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
+        """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
+        would refuse it, by the field's name."""
+        from ..core.batch import BatchError
+        from ..core.batchprofile import ACTIVE_MIN
+        from ..core.errors import number
+        if strategy == "space-filling":
+            raise BatchError("with batch sizes the pairs are drawn at random or chosen by an "
+                             "active search; space-filling is not supported")
+        if "deadline_ms" in goal:
+            raise BatchError("a deadline is per minibatch, which means different work at each "
+                             "batch size: over batch sizes choose a power budget or least energy")
+        if self.app.state.backend.kind == "replay":
+            raise BatchError("the replay device replays one batch size; profiling batch sizes "
+                             "needs the simulator or a board")
+
+        def field(wid: str, what: str, **bounds):
+            return number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
+        space = len(sizes) * len(self.app.state.backend.device.pt_grid())
+        n = field("#count", "modes (pairs)", ge=ACTIVE_MIN if strategy == "active" else 1, le=space)
+        seed = field("#seed", "seed", ge=0, le=2**32 - 1)
+        return get_workload(str(self.query_one("#workload", Select).value)), n, seed
 
     def _strategy(self) -> tuple[str, dict]:
         """The strategy and, for active profiling, its goal in ProfileRequest's terms."""
@@ -235,6 +268,11 @@ class ProfileScreen(Screen):
         dev = be.device
         try:
             strategy, goal = self._strategy()
+            sizes = self._batch_sizes()
+            if sizes is not None:
+                wl, n, seed = self._batch_params(strategy, goal, sizes)
+                self._batch_plan(wl, n, seed, strategy, sizes)
+                return
             wl, n, seed = self._params(strategy)
             from ..core.active import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
@@ -259,6 +297,29 @@ class ProfileScreen(Screen):
             f"(seed {seed}) on {dev.name}, ordered high to low ({emc} memory-clock changes); "
             f"{est_txt}")
 
+    def _batch_plan(self, wl, n: int, seed: int, strategy: str, sizes: tuple[int, ...]) -> None:
+        from ..core.physics import largest_batch
+        dev = self.app.state.backend.device
+        big = largest_batch(dev, wl)
+        fit = [b for b in sizes if b <= big]
+        left = [b for b in sizes if b > big]
+        how = (f"an active search for '{self._goal_text()}' over up to {n} (mode, batch size) pairs, "
+               f"stopping early once the decision is confident" if strategy == "active" else
+               f"{n} random (mode, batch size) pairs over the PowerTrain grid x the sizes (seed {seed})")
+        fits = (f"largest {wl.model} batch that fits: {big} (modelled)"
+                + (f"; not profiled: {','.join(map(str, left))}" if left else ""))
+        if not fit:
+            self.query_one("#plan", Static).update(
+                f"[red]none of the batch sizes {','.join(map(str, sizes))} fits: {fits}[/red]")
+            return
+        self.query_one("#plan", Static).update(
+            f"[b]Plan[/b] {wl.model} at batch sizes {','.join(map(str, fit))} on {dev.name}: "
+            f"{how}; {fits}")
+
+    def _goal_text(self) -> str:
+        from ..core.active import Goal
+        return Goal(**self._strategy()[1]).describe()
+
     def refresh_sessions(self) -> None:
         try:
             found = resumable_sessions(self.app.state.backend.device.name)
@@ -282,9 +343,17 @@ class ProfileScreen(Screen):
     def action_start(self) -> None:
         try:
             strategy, goal = self._strategy()
-            wl, n, seed = self._params(strategy)
+            sizes = self._batch_sizes()
+            if sizes is not None:
+                wl, n, seed = self._batch_params(strategy, goal, sizes)
+            else:
+                wl, n, seed = self._params(strategy)
         except ValueError as e:
             self.app.notify_error(str(e))
+            return
+        if sizes is not None:
+            self.start_run(ProfileRequest(workload=wl.name, count=n, seed=seed, strategy=strategy,
+                                          params={"app": True}, **goal), n, sizes=sizes)
             return
         self.start_run(ProfileRequest(workload=wl.name, batch_size=wl.batch_size, count=n, seed=seed,
                                       strategy=strategy, params={"app": True}, **goal), n)
