@@ -212,3 +212,17 @@ def test_an_upgraded_profile_resumes_its_remaining_pairs(tmp_path, cli):
         "16", "16", "16", "8", "8"]
     rc, outp, _ = cli("sessions")
     assert rc == 0 and len([x for x in outp.splitlines() if x.startswith("g ")]) == 1
+
+
+def test_a_damaged_old_store_is_salvaged_into_the_new_layout(tmp_path):
+    """What a salvage copies out of a store of version 0 lands upgraded: rows with their batch
+    size, a batch-size profile as one session."""
+    import ptui.core.store as S
+    old = old_store(tmp_path / "old.sqlite")
+    new = Store(tmp_path / "new.sqlite")
+    # 'plain' and 'mine@bs8' read done with modes missing: marked aborted, as any salvage does
+    assert S.salvage(old, new) == (4, 0, 2)
+    assert sorted(x.name for x in new.list_sessions()) == ["g", "mine@bs8", "plain"]
+    assert new.get_session("g").plan_sizes == [8, 8, 16, 16, 16]
+    assert [(i, r["batch_size"]) for i, r in new.results("g")] == [(0, 8), (1, 8), (2, 16)]
+    assert [r["batch_size"] for _, r in new.results("plain")] == [32, 32]
