@@ -71,7 +71,7 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core.batchprofile import BatchProfileRun, is_batch_group
+    from .core.batchprofile import BatchProfileRun, is_batch_profile
     from .core.session import ProfileRequest, ProfileRun
     req = ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
@@ -92,7 +92,7 @@ def cmd_profile(a) -> int:
         from .core.workloads import get_workload
         w = get_workload(a.workload, a.batch_size or 16)
         check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
-    if sizes is not None or (a.resume and is_batch_group(a.session)):
+    if sizes is not None or (a.resume and is_batch_profile(a.session)):
         run = BatchProfileRun(req, sizes, notify=_info)
     else:
         run = ProfileRun(req, notify=_info)
@@ -220,10 +220,9 @@ def cmd_tune(a) -> int:
         return rc
     store = Store()
     try:
-        from .core.batchprofile import group_sessions
-        first = store.get_session(a.session) or next(iter(group_sessions(store, a.session).values()))
+        first = store.get_session(a.session)
         dev = get_device(first.device)
-        recorded = first.params.get("batch_sizes")
+        recorded = first.batch_sizes
     finally:
         store.close()
     workload = first.workload                   # as profiled (a replayed corpus names its own)
@@ -327,18 +326,17 @@ def _tune_hint(a) -> str:
 
 
 def _resumed_tune(a) -> dict | None:
-    """What a resumed tune session was profiled for: its workload and, for a batch-size group,
+    """What a resumed tune session was profiled for: its workload and, for a profile over batch sizes,
     its sizes and samples-to-target relation, so the decision is made for the same.  A goal or a
     relation on the command line that differs from the stored one is refused before any
     profiling.  None when there is no such session (the profile then says so)."""
     from pathlib import Path
 
     from .core.active import Goal
-    from .core.batchprofile import group_sessions
     from .core.store import Store
     store = Store()
     try:
-        first = store.get_session(a.session) or next(iter(group_sessions(store, a.session).values()), None)
+        first = store.get_session(a.session)
     finally:
         store.close()
     if first is None:
@@ -357,7 +355,7 @@ def _resumed_tune(a) -> dict | None:
                 else "throughput only (no --noise-scale or --samples-to-target)")
         raise CLIError(f"session {a.session} was profiled with {have}; resume it with the same, or "
                        f"start a new session")
-    return {"workload": first.workload, "relation": rel, "batch_sizes": p.get("batch_sizes")}
+    return {"workload": first.workload, "relation": rel, "batch_sizes": first.batch_sizes}
 
 
 def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
@@ -423,17 +421,29 @@ def cmd_sessions(a) -> int:
         from .core.contract import document
         print(document("sessions", {"store": str(store.path), "sessions": [
             {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
-             "backend": s.backend, "status": s.status, "done": s.n_done, "planned": len(s.plan),
+             "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
+             "done": s.n_done, "planned": len(s.plan),
              "device_time_s": round(s.device_time_s, 3), "created": s.created} for s in rows]}))
         return EXIT_OK
     if not rows:
         _info(f"no profiling sessions in {store.path}")
         return EXIT_OK
-    print(f"{'session':<44} {'device':<10} {'workload':<12} {'done':>11} {'status':<8} device time")
+    print(f"{'session':<44} {'device':<10} {'workload':<12} {'batch':<11} {'done':>11} {'status':<8} "
+          f"device time")
     for s in rows:
-        print(f"{s.name:<44} {s.device:<10} {s.workload:<12} {s.n_done:>5}/{len(s.plan):<5} "
+        print(f"{s.name:<44} {s.device:<10} {s.workload:<12} "
+              f"{','.join(map(str, _session_sizes(s))):<11} {s.n_done:>5}/{len(s.plan):<5} "
               f"{s.status:<8} {hms(s.device_time_s)}")
     return EXIT_OK
+
+
+def _session_sizes(s) -> list[int]:
+    """The batch sizes a session profiles: those asked for over several (the ones planned when
+    memory left some out), else its one size."""
+    if s.batch_sizes is None:
+        return [s.batch_size]
+    planned = set(s.plan_sizes)
+    return [b for b in s.batch_sizes if b in planned] or list(s.batch_sizes)
 
 
 def _refuse_overwrite_into(path) -> None:

@@ -1,12 +1,12 @@
 """`ptui profile --batch-sizes 8,16,32,64`: profile (mode, batch size) pairs.
 
 The pairs are drawn at random over the joint space (PowerTrain's grid x the sizes that fit in
-memory), or are every --modes mode at every size.  Each batch size is profiled as its own session,
-`NAME@bsB` (a training run holds one batch size; the store keeps one per session), one after the
-other on the same backend; the CSV at --out joins them, with a batch_size column and, on the
-simulator, the modelled peak memory (peak_mem_gb).  The group records its batch sizes, so a resume
-with another set is refused.  A user script is run at each size through a `{bs}` placeholder in
-its command.
+memory), or are every --modes mode at every size.  The profile is one session: its plan holds every
+pair, each row its batch size, and its params the sizes asked for (a resume with another set is
+refused).  A training run holds one batch size, so the pairs are profiled one size after the other
+on the same backend, each size as a part of the session (store.BatchPart); the CSV at --out holds
+them all, with a batch_size column and, on the simulator, the modelled peak memory (peak_mem_gb).
+A user script is run at each size through a `{bs}` placeholder in its command.
 """
 from __future__ import annotations
 
@@ -22,37 +22,24 @@ from .batch import BatchError
 from .errors import PtuiError
 from .files import WriteError, write_error
 from .modes import Mode
-from .profiler import SessionError
+from .profiler import Control, SessionError
 from .session import ProfileOutcome, ProfileRequest, ProfileRun
-from .store import Store, check_session_name
+from .store import SessionInfo, Store, check_session_name
 from .workloads import get_workload
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
 ACTIVE_MIN = 10            # fewest: `ptui fit` over (mode, batch size) needs 10 pairs
-SEP = "@bs"
 
 
-def sub_name(group: str, b: int) -> str:
-    return f"{group}{SEP}{b}"
-
-
-def group_sessions(store: Store, group: str) -> dict[int, object]:
-    """The sub-sessions of a batch-size group, by batch size."""
-    out = {}
-    for s in store.list_sessions():
-        if s.name.startswith(group + SEP) and s.name[len(group) + len(SEP):].isdigit():
-            out[int(s.name[len(group) + len(SEP):])] = s
-    return out
-
-
-def is_batch_group(name: str | None) -> bool:
-    """True when `name` is a batch-size group (its sessions are NAME@bsB), not a session."""
+def is_batch_profile(name: str | None) -> bool:
+    """True when the session `name` profiles several batch sizes (resumed by BatchProfileRun)."""
     if not name:
         return False
     store = Store()
     try:
-        return store.get_session(name) is None and bool(group_sessions(store, name))
+        s = store.get_session(name)
+        return s is not None and s.batch_sizes is not None
     finally:
         store.close()
 
@@ -64,22 +51,22 @@ class _Info:
 
 
 class _SameSize:
-    """The planner a sub-session runs with during active profiling over batch sizes: it goes on
-    while the group's planner chooses a pair of its own size, and otherwise ends the sub-session,
-    leaving the chosen pair (or the stop) to the group."""
+    """The planner one size's run goes on with during active profiling over batch sizes: it goes
+    on while the whole profile's planner chooses a pair of its own size, and otherwise ends that
+    run, leaving the chosen pair (or the stop) to the whole profile."""
 
-    def __init__(self, group: "BatchProfileRun", b: int) -> None:
-        self.group, self.b = group, b
-        self.count, self.goal = group.planner.count, group.planner.goal
+    def __init__(self, whole: "BatchProfileRun", b: int) -> None:
+        self.whole, self.b = whole, b
+        self.count, self.goal = whole.planner.count, whole.planner.goal
 
     def next_mode(self, _rows):
-        nxt = self.group.planner.next_mode(self.group._rows())
+        nxt = self.whole.planner.next_mode(self.whole._rows())
         if nxt is None:
-            self.group._stopped = True
+            self.whole._stopped = True
             return None
         if int(nxt[1]) == self.b:
             return nxt[0]
-        self.group._pending = nxt
+        self.whole._pending = nxt
         return None
 
 
@@ -89,10 +76,13 @@ class BatchProfileRun:
     else None."""
     planner = None
     finished = False
+    _locked = False
+    _own_backend = False               # opened here (the CLI), not lent by the app
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
-                 notify: Callable[[str], None] | None = None) -> None:
+                 notify: Callable[[str], None] | None = None, control: Control | None = None) -> None:
         self.req = req
+        self.control = control or Control()
         self.notify = notify or (lambda text: None)
         if req.out is not None:
             from .csvio import check_out_file
@@ -100,8 +90,8 @@ class BatchProfileRun:
         self.store = Store()
         self.notes: list[str] = [self.store.notice] if self.store.notice else []
         self.backend = None
-        self.runs: list[ProfileRun] = []
         self.current: ProfileRun | None = None
+        self._base = 0                      # pairs finished at other sizes than the running one
         try:
             self._resolve(batch_sizes)
         except BaseException:
@@ -131,31 +121,38 @@ class BatchProfileRun:
                              "the batch size goes, e.g. -- python train.py --batch-size {bs}")
         if req.session is not None:
             check_session_name(req.session)
-        self.existing = group_sessions(self.store, req.session) if req.session else {}
+        self.existing: SessionInfo | None = (self.store.get_session(req.session) if req.session
+                                             else None)
         if req.resume:
             if not req.session:
                 raise SessionError("--resume needs --session NAME")
-            if not self.existing:
-                raise SessionError(f"no batch-size session named {req.session!r} to resume "
+            first = self.existing
+            if first is None:
+                raise SessionError(f"no session named {req.session!r} to resume "
                                    f"(list them with: ptui sessions)")
-            first = next(iter(self.existing.values()))
-            recorded = tuple(first.params.get("batch_sizes") or sorted(self.existing))
+            recorded = first.batch_sizes
+            if recorded is None:
+                raise BatchError(f"session {req.session!r} profiles one batch size "
+                                 f"({first.batch_size}), not several: resume it without "
+                                 f"--batch-sizes")
             if batch_sizes is not None and tuple(batch_sizes) != recorded:
                 raise BatchError(f"session {req.session!r} profiles batch sizes "
                                  f"{','.join(map(str, recorded))}, not "
                                  f"{','.join(map(str, batch_sizes))}; resume it with the same "
                                  f"--batch-sizes (or start a new --session)")
             batch_sizes = recorded
-            # a group whose run ended done: resumed, it only writes its CSV (export), no device
-            self.finished = all(s.status == "done" and s.params.get("group_done")
-                                for s in self.existing.values())
+            # a profile whose run ended done: resumed, it only writes its CSV (export), no device
+            self.finished = first.status == "done"
             self.seed = req.seed if req.seed is not None else first.seed
             wl = first.workload
             if wl == "script" and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
+            if wl == "script" and req.script and not self.finished:
+                from .userscript import check_resume_command
+                check_resume_command(first.params, req.script)     # the command with its {bs}
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
-            if self.existing or (req.session and self.store.get_session(req.session)):
+            if self.existing is not None:
                 raise SessionError(f"session {req.session!r} already exists; add --resume to "
                                    f"continue it or pick another --session name")
             if not req.script and not req.workload:
@@ -167,10 +164,11 @@ class BatchProfileRun:
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind, device, root="/", corpus=None) -> str:
         from .backends import open_backend
-        dev = device or (next(iter(self.existing.values())).device if self.existing else None)
+        dev = device or (self.existing.device if self.existing else None)
         self.backend, note = open_backend(kind, dev, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
                                           corpus=corpus)
+        self._own_backend = True
         return note
 
     def _memory(self, dev) -> list[int]:
@@ -179,10 +177,10 @@ class BatchProfileRun:
         if self.workload_name is None:          # a script: known only once it runs
             if self.backend.simulated:
                 self.notes.append("memory: a script's footprint is measured when it runs; a size that "
-                                  "does not fit fails its session (out of memory)")
+                                  "does not fit fails the profile at that size (out of memory)")
             else:
                 self.notes.append("memory: your script's footprint is not known up front; a batch "
-                                  "size that runs out of memory fails its session")
+                                  "size that runs out of memory fails the profile at that size")
             return list(self.batch_sizes)
         w = get_workload(self.workload_name)
         big = largest_batch(dev, w)
@@ -228,7 +226,10 @@ class BatchProfileRun:
                              "--batch-sizes needs the simulator or a board")
         sizes = self._memory(dev)
         if req.resume:                          # the first run's way of drawing pairs
-            first = next(iter(self.existing.values()))
+            first = self.existing
+            if first.device != dev.name:
+                raise SessionError(f"session {first.name!r} was profiled on {first.device}, "
+                                   f"not {dev.name}")
             self.how = first.params.get("pairs", "random")
             self.count = first.params.get("pairs_count")
         else:
@@ -238,22 +239,19 @@ class BatchProfileRun:
                                                                   else 50)
         if self.how == "active":
             return self._prepare_active(dev, sizes)
-        if self.how == "modes":
-            fresh = ({b: list(self.existing[min(self.existing)].plan) for b in sizes} if req.resume
-                     else self._pairs(dev, sizes))
+        if self.how == "modes" and req.resume:
+            ex = self.existing
+            first_size = ex.plan_sizes[0] if ex.plan_sizes else None
+            fresh = {b: [m for m, bb in zip(ex.plan, ex.plan_sizes) if bb == first_size]
+                     for b in sizes}
+        elif self.how == "modes":
+            fresh = self._pairs(dev, sizes)
         else:
             fresh = self._pairs(dev, sizes, self.count)
         self._name(dev)
-        total = done = 0
-        self.plans: dict[int, list | None] = {}
-        for b in sizes:
-            ex = self.existing.get(b)
-            if ex is not None:                  # stored plan, resumed
-                self.plans[b] = None
-                total, done = total + len(ex.plan), done + ex.n_done
-            elif fresh.get(b):
-                self.plans[b] = fresh[b]
-                total += len(fresh[b])
+        self._plan(dev, sizes, fresh)
+        info = self.store.get_session(self.name)
+        total, done = len(info.plan), info.n_done
         self.info = _Info([None] * total, done)
         wl = self.workload_name or "script"
         self.notes.append(f"session {self.name}: {wl} at batch sizes "
@@ -267,11 +265,41 @@ class BatchProfileRun:
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+        from .locks import lock_session
+        lock_session(self.name)                 # held by this run until close()
+        self._locked = True
+
+    def _plan(self, dev, sizes: list[int], fresh: dict[int, list[Mode]]) -> None:
+        """Store the plan: every size's pairs (in the order a training run at that size profiles
+        them), in a new session, or, resumed, for a size that has none stored yet (the sizes a
+        store of ptui before version 1 had not reached when its run stopped)."""
+        from .profiler import choose_modes
+        ex = self.store.get_session(self.name) if self.req.resume else None
+        todo = [(b, choose_modes(dev, modes=fresh[b])) for b in sizes
+                if fresh.get(b) and (ex is None or b not in ex.plan_sizes)]
+        if ex is not None:
+            for b, mine in todo:
+                self.store.extend_plan(self.name, mine, b)
+            self.store.set_status(self.name, "running")
+            return
+        plan = [m for _, mine in todo for m in mine]
+        plan_sizes = [b for b, mine in todo for _ in mine]
+        params = {"batch_sizes": list(self.batch_sizes), "pairs": self.how,
+                  "pairs_count": self.count, "out": str(self.out), "per_size": {},
+                  **({"goal": self.goal.as_dict(), "relation": self.rel_spec}
+                     if self.how == "active" else {}),
+                  **({"command": list(self.req.script)} if self.req.script else {}),
+                  **self.req.params}
+        self.store.create_session(
+            self.name, device=dev.name, workload=self.workload_name or "script",
+            batch_size=plan_sizes[0] if plan_sizes else sizes[0], seed=self.seed,
+            backend=self.backend.kind, plan=plan, plan_sizes=plan_sizes, params=params,
+            original_mode=self.backend.current_mode())
 
     def _prepare_active(self, dev, sizes: list[int]):
         """Active over the joint space: the goal, the samples-to-target relation and the count are
-        the group's (a resume takes them from the store); the planner's space-filling start is
-        the first plan of each size, later pairs are chosen one at a time as the profile runs."""
+        the session's (a resume takes them from the store); the planner's space-filling start is
+        the session's first plan, later pairs are chosen one at a time as the profile runs."""
         from .active import Goal
         from .batch import relation
         from .batchactive import JointPlanner
@@ -287,7 +315,7 @@ class BatchProfileRun:
                              f"{','.join(map(str, self.batch_sizes))} does ("
                              + "; ".join(dropped) + ")")
         if req.resume:
-            first = next(iter(self.existing.values())).params
+            first = self.existing.params
             goal, rel_spec = Goal(**first["goal"]), first.get("relation") or {}
         else:
             goal = Goal(budget_w=req.budget_w, deadline_ms=req.deadline_ms, objective=req.objective)
@@ -305,14 +333,8 @@ class BatchProfileRun:
                                     reference=load_bundled(), seed=self.seed)
         self._name(dev)
         start = self.planner.initial()
-        self.plans = {}
-        for b in sizes:
-            mine = [m for m, bb in start if bb == b]
-            if b in self.existing:
-                self.plans[b] = None            # its stored plan (the start, then chosen pairs)
-            elif mine:
-                self.plans[b] = mine
-        done = sum(s.n_done for s in self.existing.values())
+        self._plan(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
+        done = self.store.get_session(self.name).n_done
         self.info = _Info([None] * int(self.count), done)
         wl = self.workload_name or "script"
         how = ("throughput only: no --samples-to-target or --noise-scale" if rel.throughput_only
@@ -324,19 +346,16 @@ class BatchProfileRun:
                           f"the decision is confident")
         return self.info
 
-    def _sub_request(self, b: int, plan) -> ProfileRequest:
+    def _sub_request(self, b: int, part) -> ProfileRequest:
         req = self.req
         script = [a.replace(PLACEHOLDER, str(b)) for a in req.script]
-        return replace(req, batch_size=b, session=sub_name(self.name, b), seed=self.seed,
+        info = self.store.get_session(self.name)
+        return replace(req, batch_size=b, session=self.name, seed=self.seed,
                        workload=None if req.script else self.workload_name,
-                       resume=self.store.get_session(sub_name(self.name, b)) is not None,
-                       script=script, modes_csv=None, grid=None,
-                       count=None, strategy="random", modes=plan,
-                       out=paths.profile_csv(sub_name(self.name, b)),
-                       params={**req.params, "batch_sizes": list(self.batch_sizes),
-                               "group": self.name, "pairs": self.how, "pairs_count": self.count,
-                               **({"goal": self.goal.as_dict(), "relation": self.rel_spec}
-                                  if self.how == "active" else {})})
+                       resume=part.get_session(self.name) is not None,
+                       script=script, modes_csv=None, grid=None, count=None, strategy="random",
+                       modes=[m for m, bb in zip(info.plan, info.plan_sizes) if bb == b],
+                       out=None, params={}, batch_part=True)
 
     def resume_hint(self) -> str:
         from .userscript import command_text
@@ -352,18 +371,16 @@ class BatchProfileRun:
         status = "failed"
         try:
             try:
-                status, error, interrupted, dev_s, label = self._run_all(on_progress, total)
+                status, error, interrupted, label = self._run_all(on_progress, total)
             except KeyboardInterrupt as e:   # Ctrl-C between pairs (choosing one, opening a
-                # session): the board is in its original mode (each session restores it when it ends)
-                status, error, interrupted, dev_s, label = ("aborted", None, True,
-                                                            self._device_s(), "")
+                # size's run): the board is in its original mode (each size's run restores it)
+                status, error, interrupted, label = "aborted", None, True, ""
                 self._stopped_by = getattr(e, "name", "Ctrl-C")
         finally:
             self.current = None
             try:
-                if status == "done":            # a later --resume only exports the CSV
-                    for s in group_sessions(self.store, self.name).values():
-                        self.store.merge_params(s.name, {"group_done": True})
+                self.store.set_status(self.name, status)    # done: a later --resume only exports
+                dev_s = self._device_s()
                 n_rows, saved, unsaved = self._save()
             finally:
                 self.close()
@@ -374,58 +391,79 @@ class BatchProfileRun:
                               pl.stop_reason if pl is not None and status == "done" else "",
                               pl.best() if pl is not None and status == "done" else None)
 
+    @property
+    def workload(self):
+        """The catalog workload profiled (at the first size), None for a script."""
+        return get_workload(self.workload_name, self.batch_sizes[0]) if self.workload_name else None
+
+    @property
+    def progress(self):
+        """The running size's progress, counted over the whole profile (None between sizes)."""
+        cur = self.current
+        p = cur.progress if cur is not None else None
+        if p is None:
+            return None
+        return replace(p, done=self._base + p.done, total=len(self.info.plan),
+                       batch_size=cur.batch_size)
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """The pairs this profile finished before this run (a resumed profile)."""
+        return self.store.results(self.name)
+
+    def _sizes_left(self) -> list[int]:
+        """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
+        info = self.store.get_session(self.name)
+        done = {g for g, _ in self.store.results(self.name)}
+        left = {b for g, b in enumerate(info.plan_sizes) if g not in done}
+        order = list(self.batch_sizes) + sorted(set(info.plan_sizes) - set(self.batch_sizes))
+        return [b for b in order if b in left]
+
     def _run_all(self, on_progress, total):
         status, error, interrupted = "done", None, False
         self._stopped_by = ""
         label = "simulated" if self.backend.simulated and not self.req.script else ""
         self._pending, self._stopped = None, False
-        for b, plan in self.plans.items():      # the drawn pairs; for active, the start
-            if plan is None:
-                s = self.store.get_session(sub_name(self.name, b))
-                if self.how == "active" and s is not None and s.n_done >= len(s.plan):
-                    continue
-            res = self._sub(b, plan, on_progress, total, quiet=False)
+        for b in self._sizes_left():            # the drawn pairs; for active, the start
+            res = self._sub(b, on_progress, total, quiet=False)
             label = res.label or label
             if res.status != "done":
                 self._stopped_by = res.stopped_by
-                return res.status, res.error, res.interrupted, self._device_s(), label
+                return res.status, res.error, res.interrupted, label
         while self.how == "active" and not self._stopped:   # then one chosen pair at a time
             nxt = self._pending or self.planner.next_mode(self._rows())
             self._pending = None
             if nxt is None:
                 break
             m, b = nxt
-            name = sub_name(self.name, b)
-            if self.store.get_session(name) is not None:
-                self.store.extend_plan(name, [m])   # committed before it runs: a resume runs it
-                plan = None
-            else:
-                plan = [m]
-            res = self._sub(b, plan, on_progress, total, quiet=True, stay=True)
+            self.store.extend_plan(self.name, [m], b)   # committed before it runs: a resume runs it
+            res = self._sub(b, on_progress, total, quiet=True, stay=True)
             label = res.label or label
             if res.status != "done":
                 status, error, interrupted = res.status, res.error, res.interrupted
                 self._stopped_by = res.stopped_by
                 break
-        return status, error, interrupted, self._device_s(), label
+        return status, error, interrupted, label
 
     def _device_s(self) -> float:
-        return sum(s.device_time_s for s in group_sessions(self.store, self.name).values())
+        info = self.store.get_session(self.name)
+        return info.device_time_s if info else 0.0
 
     def _rows(self) -> list[dict]:
-        """Every measured pair of the group, with its batch size (in a fixed order: by size, then
-        as profiled), for the active planner; time_ms is the median step or the whole cycle, as
-        --time decides (csvio.choose_time)."""
+        """Every measured pair of the profile, with its batch size (in a fixed order: by size,
+        then as profiled), for the active planner; time_ms is the median step or the whole cycle,
+        as --time decides (csvio.choose_time)."""
         from .csvio import choose_time, with_time
-        rows = [dict(r, batch_size=b) for b, s in sorted(group_sessions(self.store, self.name).items())
-                for _, r in self.store.results(s.name)]
+        rows = [r for _, r in sorted(self.store.results(self.name),
+                                     key=lambda x: (x[1]["batch_size"], x[0]))]
         return with_time(rows, choose_time(rows, self.req.time_basis).basis)
 
-    def _sub(self, b: int, plan, on_progress, total, *, quiet: bool, stay: bool = False):
-        """Profile one batch size's sub-session (its plan, or what a resume left of it).  stay: the
-        active planner extends it while the next pair it chooses has the same size."""
-        paths.profile_csv(sub_name(self.name, b)).parent.mkdir(parents=True, exist_ok=True)
-        sub = ProfileRun(self._sub_request(b, plan), store=self.store, notify=self.notify)
+    def _sub(self, b: int, on_progress, total, *, quiet: bool, stay: bool = False):
+        """Profile the pairs of one batch size (its plan, or what a resume left of it), as a part
+        of the session.  stay: the active planner extends it while the next pair it chooses has
+        the same size."""
+        part = self.store.part(self.name, b)
+        sub = ProfileRun(self._sub_request(b, part), store=part, control=self.control,
+                         notify=self.notify)
         self.current = sub
         try:
             sub.prepare(self.backend)
@@ -437,32 +475,29 @@ class BatchProfileRun:
                 self.notify(note)
         if stay:
             sub.profiler.planner = _SameSize(self, b)
-        others = {bb: s for bb, s in group_sessions(self.store, self.name).items() if bb != b}
-        base = sum(s.n_done for s in others.values())
-        dev0 = sum(s.device_time_s for s in others.values())
+        base = self._base = self.store.get_session(self.name).n_done - sub.info.n_done
 
         def show(p):
             if on_progress is not None:
-                on_progress(replace(p, done=base + p.done, total=total,
-                                    device_time_s=dev0 + p.device_time_s, batch_size=b))
+                on_progress(replace(p, done=base + p.done, total=total, batch_size=b))
         return sub.run(show)
 
     def save(self) -> tuple[int, str]:
-        """Join the sub-sessions' rows into the group's CSV (batch_size column; peak_mem_gb from
+        """Write every finished pair to the CSV, size by size (batch_size column; peak_mem_gb from
         the simulator's memory model)."""
         from .csvio import PEAK_COL, fmt_value, keep_aside, write_csv
         from .physics import footprint_gb
         from .profiler import PROFILE_HEADER, profile_rows
         rows = []
-        i_sess = PROFILE_HEADER.index("session")
-        for b, s in sorted(group_sessions(self.store, self.name).items()):
+        info = self.store.get_session(self.name)
+        for b in sorted(set(info.plan_sizes)):
+            part = self.store.part(self.name, b)
+            if part.get_session(self.name) is None:      # not started at this size yet
+                continue
             peak = ""
             if getattr(self, "simulated", False) and self.workload_name:
                 peak = fmt_value(float(footprint_gb(get_workload(self.workload_name, b))))
-            for r in profile_rows(self.store, s.name):
-                r = list(r)
-                r[i_sess] = self.name
-                rows.append(r + [peak])
+            rows += [list(r) + [peak] for r in profile_rows(part, self.name)]
         if not rows:
             return 0, f"no pair finished yet, {self.out} not written"
         if isinstance(self.out, Path):
@@ -473,9 +508,9 @@ class BatchProfileRun:
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
 
     def export(self, device: str | None = None) -> ProfileOutcome:
-        """A finished group resumed: its CSV from the store; no device, nothing profiled.
-        `device`: the board the user named, which must be the group's."""
-        first = next(iter(self.existing.values()))
+        """A finished profile resumed: its CSV from the store; no device, nothing profiled.
+        `device`: the board the user named, which must be the profile's."""
+        first = self.existing
         if device is not None and device != first.device:
             self.close()
             raise SessionError(f"session {self.req.session!r} was profiled on {first.device}, "
@@ -484,6 +519,9 @@ class BatchProfileRun:
         self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
         self.simulated = first.backend == "sim"
         try:
+            from .locks import lock_session
+            lock_session(self.name)
+            self._locked = True
             dev_s = self._device_s()
             n_rows, saved, unsaved = self._save()
         finally:
@@ -497,7 +535,7 @@ class BatchProfileRun:
         try:
             return (*self.save(), None)
         except (PtuiError, OSError) as e:
-            n = sum(s.n_done for s in group_sessions(self.store, self.name).values())
+            n = self.store.get_session(self.name).n_done
             if not n:
                 raise
             msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
@@ -508,9 +546,13 @@ class BatchProfileRun:
             return n, str(err), err
 
     def close(self) -> None:
-        if self.backend is not None:
+        if self._locked:
+            from .locks import unlock_session
+            unlock_session(self.name)
+            self._locked = False
+        if self.backend is not None and self._own_backend:
             self.backend.close()
-            self.backend = None
+            self._own_backend = False
         self.store.close()
 
     def pause(self) -> None:

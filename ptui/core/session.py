@@ -82,13 +82,15 @@ class ProfileRequest:
     objective: str | None = None
     startup_timeout: float | None = None  # a script's first optimizer step may take this long
                                           # (None: userscript.STARTUP_TIMEOUT_S)
-    modes: list[Mode] | None = None       # an explicit plan (batch-size groups draw their pairs)
+    modes: list[Mode] | None = None       # an explicit plan (a profile over batch sizes draws its pairs)
     noise_scale: float | None = None      # active over batch sizes: samples to target (batch.relation)
     samples_to_target: str | None = None
     corpus: str | None = None             # the replay device's recorded profile (with no workload:
                                           # the corpus is the workload)
     time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
                                           # recorded in the CSV's time_basis when not auto
+    batch_part: bool = False              # one batch size of a profile over several (batchprofile):
+                                          # its script log is NAME@bsB.log, the CSV is the profile's
 
 
 @dataclass
@@ -171,6 +173,11 @@ class ProfileRun:
             raise SessionError(f"no session named {req.session!r} to resume "
                                f"(list them with: ptui sessions)")
         ex = self.existing
+        if req.resume and ex is not None and ex.batch_sizes is not None and not req.batch_part:
+            # one training run holds one batch size: a profile over several runs size by size
+            raise SessionError(f"session {ex.name!r} profiles batch sizes "
+                               f"{','.join(map(str, ex.batch_sizes))}: resume it with "
+                               f"ptui profile --session {ex.name} --resume")
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
         self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
@@ -336,7 +343,8 @@ class ProfileRun:
                           f"{todo} to go")
         if self.script:
             from .userscript import WHATIF_LABEL, ScriptSource, steps_note
-            self.log = paths.script_log(self.name)
+            self.log = paths.script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
+                                        else self.name)
             cfg0 = ProfileConfig()
             name = self.name
             self.source = ScriptSource(be, self.script, self.log,
@@ -474,6 +482,8 @@ class ProfileRun:
         from .profiler import save_profile
         assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
+        if self.req.batch_part:
+            return n_rows, "", None
         try:
             if n_rows and isinstance(self.out, Path):
                 self.out.parent.mkdir(parents=True, exist_ok=True)

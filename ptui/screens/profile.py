@@ -50,15 +50,23 @@ def wall_text(clock, device_s: float) -> str:
     return f", {hms(device_s / speed)} at --speed {speed:g}"
 
 
+def best_text(best) -> str:
+    """The best measured mode, or (mode, batch size) pair of a profile over batch sizes, in words."""
+    if isinstance(best, tuple):
+        mode, b = best
+        return f"pair {mode.describe()} · batch {b}"
+    return f"mode {best.describe()}"
+
+
 def short_name(name: str, device: str) -> str:
-    """'resnet18 bs16 11-22 15:54:58' for ptui's automatic names ('<device>-resnet18-bs16-<date>-<time>');
-    any other name as it is."""
+    """'resnet18 bs16 11-22 15:54:58' for ptui's automatic names ('<device>-resnet18-bs16-<date>-<time>',
+    'resnet18 bs8,16 ...' for '...-bs8-16-...' over batch sizes); any other name as it is."""
     import re
     stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
     m = re.fullmatch(rf"{re.escape(device)}-(.+)-{stamp}", name)
     if not m:
         return name
-    what = re.sub(r"-bs(\d+)$", r" bs\1", m[1])
+    what = re.sub(r"-bs(\d+(?:-\d+)*)$", lambda b: " bs" + b[1].replace("-", ","), m[1])
     return f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{m[8] or ''}"
 
 
@@ -99,6 +107,8 @@ class ProfileScreen(Screen):
         """What the goal field's number is for: budget or deadline."""
         self.kept: tuple[str, str] = ("budget", "")
         """(kind, number) of the goal field while it is unused."""
+        self.batch_profiles: set[str] = set()
+        """The resumable sessions that profile several batch sizes."""
 
     @property
     def running(self) -> bool:
@@ -113,6 +123,7 @@ class ProfileScreen(Screen):
             # text fields: what is typed stays as typed ('1e9' in an integer field became '19');
             # the plan panel says what is wrong with it, by the field's name
             yield Label("batch")
+            # one size, or several (8,16,32): (mode, batch size) pairs, as ptui profile --batch-sizes
             yield Input("16", id="batch")
             yield Label("modes")
             yield Input("50", id="count")
@@ -166,6 +177,38 @@ class ProfileScreen(Screen):
         n = field("#count", "modes", ge=ACTIVE_MIN_COUNT if strategy == "active" else 1, le=len(cands))
         seed = field("#seed", "seed", ge=0, le=2**32 - 1)
         return wl, n, seed
+
+    def _batch_sizes(self) -> tuple[int, ...] | None:
+        """The sizes of a profile over several batch sizes (the batch field holds a list);
+        None for one size."""
+        text = self.query_one("#batch", Input).value.strip()
+        if "," not in text:
+            return None
+        from ..core.batch import parse_batch_sizes
+        return parse_batch_sizes(text, "batch sizes")
+
+    def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
+        """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
+        would refuse it, by the field's name."""
+        from ..core.batch import BatchError
+        from ..core.batchprofile import ACTIVE_MIN
+        from ..core.errors import number
+        if strategy == "space-filling":
+            raise BatchError("with batch sizes the pairs are drawn at random or chosen by an "
+                             "active search; space-filling is not supported")
+        if "deadline_ms" in goal:
+            raise BatchError("a deadline is per minibatch, which means different work at each "
+                             "batch size: over batch sizes choose a power budget or least energy")
+        if self.app.state.backend.kind == "replay":
+            raise BatchError("the replay device replays one batch size; profiling batch sizes "
+                             "needs the simulator or a board")
+
+        def field(wid: str, what: str, **bounds):
+            return number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
+        space = len(sizes) * len(self.app.state.backend.device.pt_grid())
+        n = field("#count", "modes (pairs)", ge=ACTIVE_MIN if strategy == "active" else 1, le=space)
+        seed = field("#seed", "seed", ge=0, le=2**32 - 1)
+        return get_workload(str(self.query_one("#workload", Select).value)), n, seed
 
     def _strategy(self) -> tuple[str, dict]:
         """The strategy and, for active profiling, its goal in ProfileRequest's terms."""
@@ -225,6 +268,11 @@ class ProfileScreen(Screen):
         dev = be.device
         try:
             strategy, goal = self._strategy()
+            sizes = self._batch_sizes()
+            if sizes is not None:
+                wl, n, seed = self._batch_params(strategy, goal, sizes)
+                self._batch_plan(wl, n, seed, strategy, sizes)
+                return
             wl, n, seed = self._params(strategy)
             from ..core.active import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
@@ -249,13 +297,37 @@ class ProfileScreen(Screen):
             f"(seed {seed}) on {dev.name}, ordered high to low ({emc} memory-clock changes); "
             f"{est_txt}")
 
+    def _batch_plan(self, wl, n: int, seed: int, strategy: str, sizes: tuple[int, ...]) -> None:
+        from ..core.physics import largest_batch
+        dev = self.app.state.backend.device
+        big = largest_batch(dev, wl)
+        fit = [b for b in sizes if b <= big]
+        left = [b for b in sizes if b > big]
+        how = (f"an active search for '{self._goal_text()}' over up to {n} (mode, batch size) pairs, "
+               f"stopping early once the decision is confident" if strategy == "active" else
+               f"{n} random (mode, batch size) pairs over the PowerTrain grid x the sizes (seed {seed})")
+        fits = (f"largest {wl.model} batch that fits: {big} (modelled)"
+                + (f"; not profiled: {','.join(map(str, left))}" if left else ""))
+        if not fit:
+            self.query_one("#plan", Static).update(
+                f"[red]none of the batch sizes {','.join(map(str, sizes))} fits: {fits}[/red]")
+            return
+        self.query_one("#plan", Static).update(
+            f"[b]Plan[/b] {wl.model} at batch sizes {','.join(map(str, fit))} on {dev.name}: "
+            f"{how}; {fits}")
+
+    def _goal_text(self) -> str:
+        from ..core.active import Goal
+        return Goal(**self._strategy()[1]).describe()
+
     def refresh_sessions(self) -> None:
         try:
-            opts = [(session_label(s), s.name)
-                    for s in resumable_sessions(self.app.state.backend.device.name)]
+            found = resumable_sessions(self.app.state.backend.device.name)
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
             return
+        self.batch_profiles = {s.name for s in found if s.batch_sizes is not None}
+        opts = [(session_label(s), s.name) for s in found]
         self.query_one("#resume", Select).set_options(opts)
 
     # -- run ----------------------------------------------------------------------------------
@@ -265,19 +337,30 @@ class ProfileScreen(Screen):
         elif event.button.id == "resume-btn":
             name = self.query_one("#resume", Select).value
             if isinstance(name, str):
-                self.start_run(ProfileRequest(session=name, resume=True, params={"app": True}), None)
+                self.start_run(ProfileRequest(session=name, resume=True, params={"app": True}), None,
+                               batch=name in self.batch_profiles)
 
     def action_start(self) -> None:
         try:
             strategy, goal = self._strategy()
-            wl, n, seed = self._params(strategy)
+            sizes = self._batch_sizes()
+            if sizes is not None:
+                wl, n, seed = self._batch_params(strategy, goal, sizes)
+            else:
+                wl, n, seed = self._params(strategy)
         except ValueError as e:
             self.app.notify_error(str(e))
+            return
+        if sizes is not None:
+            self.start_run(ProfileRequest(workload=wl.name, count=n, seed=seed, strategy=strategy,
+                                          params={"app": True}, **goal), n, sizes=sizes)
             return
         self.start_run(ProfileRequest(workload=wl.name, batch_size=wl.batch_size, count=n, seed=seed,
                                       strategy=strategy, params={"app": True}, **goal), n)
 
-    def start_run(self, req: ProfileRequest, total: int | None) -> None:
+    def start_run(self, req: ProfileRequest, total: int | None, batch: bool = False,
+                  sizes: tuple[int, ...] | None = None) -> None:
+        """batch: resume a profile over several batch sizes; sizes: start one."""
         if self.running:
             self.app.notify("a profile is already running", severity="warning")
             return
@@ -289,15 +372,21 @@ class ProfileScreen(Screen):
         bar.display = True
         bar.update(total=total, progress=0)
         self.query_one("#status", Static).update("starting…")
-        self.run_profile(req, self.control)
+        self.run_profile(req, self.control, batch or sizes is not None, sizes)
 
     @work(thread=True, exclusive=True, group="profile", exit_on_error=False)
-    def run_profile(self, req: ProfileRequest, control: Control) -> None:
-        """The same use case as `ptui profile`: on a real board it runs ptui's torch loop for the
-        workload under the probe; every finished mode is committed; the mode is restored after."""
+    def run_profile(self, req: ProfileRequest, control: Control, batch: bool = False,
+                    sizes: tuple[int, ...] | None = None) -> None:
+        """The same use case as `ptui profile` (with --batch-sizes when `batch`): on a real board
+        it runs ptui's torch loop for the workload under the probe; every finished mode is
+        committed; the mode is restored after."""
         run = None
         try:
-            run = ProfileRun(req, control=control)
+            if batch:
+                from ..core.batchprofile import BatchProfileRun
+                run = BatchProfileRun(req, sizes, control=control)
+            else:
+                run = ProfileRun(req, control=control)
             info = run.prepare(self.app.state.backend)
             self.post_message(ProfileStarted(run, run.name, len(info.plan), run.done_results(),
                                              list(run.notes)))
@@ -312,11 +401,12 @@ class ProfileScreen(Screen):
             self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
         if res.best:
-            note += (f"; best measured mode {res.best[0].describe()} (P(meets the goal) "
+            note += (f"; best measured {best_text(res.best[0])} (P(meets the goal) "
                      f"{res.best[1]:.0%} by the model)")
         if res.time_note:                   # much of the wall time outside the timed steps
             note = f"{note}; {res.time_note}" if note else res.time_note
-        self.post_message(ProfileFinished(res.status, res.out, res.n_rows, run.workload.name,
+        wl = run.workload
+        self.post_message(ProfileFinished(res.status, res.out, res.n_rows, wl.name if wl else None,
                                           None if res.error is None else str(res.error), note,
                                           board_left=isinstance(res.error, RestoreFailed)))
 
@@ -386,7 +476,7 @@ class ProfileScreen(Screen):
         planner = run.planner
         if planner is not None:
             b = planner.best()           # the planner's last answer (a plain read of its result)
-            best = (f"\nbest measured so far for '{planner.goal.describe()}': {b[0].describe()}, "
+            best = (f"\nbest measured so far for '{planner.goal.describe()}': {best_text(b[0])}, "
                     f"P(meets the goal) {b[1]:.0%}" if b else
                     f"\nactive search for '{planner.goal.describe()}': no measured mode meets it yet")
         self.query_one("#status", Static).update(

@@ -214,3 +214,120 @@ async def test_batch_footer_fits_80_columns(batch_files):
         assert {"To Apply", "Batch sizes", "Quit"} <= {k.description for k in keys}
         for k in keys:
             assert k.region.right <= 80 and k.region.width >= len(k.description), (k.description, k.region)
+
+
+async def test_the_app_resumes_a_profile_over_batch_sizes(tmp_path, monkeypatch):
+    """An interrupted `ptui profile --batch-sizes` is one entry in the Profile screen's resume list
+    (its sizes in the label) and resumes there as a profile over batch sizes: each remaining pair
+    at its own size, into the same session."""
+    import ptui.core.profiler as P
+    from ptui.core.store import Store
+    real, calls = P.Profiler.measure, []
+
+    def interrupted(self, events, mode, record=True):
+        if record:
+            calls.append(1)
+            if len(calls) == 4:
+                raise KeyboardInterrupt
+        return real(self, events, mode, record=record)
+    monkeypatch.setattr(P.Profiler, "measure", interrupted)
+    rc, _, err = run_cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload",
+                         "resnet18", "--batch-sizes", "8,16", "--count", "6",
+                         "--out", tmp_path / "p.csv")
+    assert rc == 130, err
+    monkeypatch.setattr(P.Profiler, "measure", real)
+    store = Store()
+    [s] = store.list_sessions()
+    assert s.n_done == 3 and len(s.plan) == 6 and s.status == "aborted"
+    store.close()
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        scr = app.screen
+        sel = scr.query_one("#resume")
+        labels = [str(o[0]) for o in sel._options[1:]]
+        assert len(labels) == 1 and "resnet18 bs8,16" in labels[0] and "3/6" in labels[0], labels
+        sel.value = s.name
+        await pilot.click("#resume-btn")
+        await pilot.pause(0.2)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert "profile finished" in str(scr.query_one("#status").render())
+        assert scr.query_one("#results").row_count == 6
+        assert sim.current_mode() == original
+    store = Store()
+    [g] = store.list_sessions()
+    assert g.name == s.name and g.status == "done" and g.n_done == 6
+    assert sorted(r["batch_size"] for _, r in store.results(g.name)) == sorted(g.plan_sizes)
+    store.close()
+
+
+async def test_the_profile_screen_profiles_batch_sizes_as_one_session(tmp_path):
+    """Batch sizes typed in the Profile screen's batch field: the plan names the sizes that fit, Start profiles
+    the (mode, batch size) pairs as `ptui profile --batch-sizes` does, into one session, and the
+    CSV it leaves (with its batch_size column) becomes the profile to fine-tune on."""
+    from ptui.core.store import Store
+    app, sim = make_app()
+    original = sim.current_mode()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.query_one("#batch").value = "8,16,1024"
+        scr.query_one("#count").value = "6"
+        await pilot.pause(0.2)
+        plan = str(scr.query_one("#plan").render())
+        assert "batch sizes 8,16 " in plan and "6 random (mode, batch size) pairs" in plan, plan
+        assert "not profiled: 1024" in plan
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        status = str(scr.query_one("#status").render())
+        assert "profile finished" in status and "6 modes saved" in status, status
+        assert scr.query_one("#results").row_count == 6
+        assert sim.current_mode() == original
+        out = app.state.profile_csv
+        assert out is not None and out.exists()
+    store = Store()
+    [s] = store.list_sessions()
+    assert s.batch_sizes == (8, 16, 1024) and s.status == "done" and s.n_done == 6
+    assert set(s.plan_sizes) <= {8, 16}
+    store.close()
+    with open(out, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted(int(r["batch_size"]) for r in rows) == sorted(s.plan_sizes)
+
+
+@pytest.mark.parametrize("sizes,strategy,goal,why", [
+    ("8,x", "random", None, "batch sizes: 'x' is not a batch size"),
+    ("8,16", "space-filling", None, "space-filling is not supported"),
+    ("8,16", "active", ("deadline", "100"), "a deadline is per minibatch"),
+    ("8,16", "active", ("budget", "30"), None),
+])
+async def test_bad_batch_sizes_on_the_profile_screen_say_why_and_start_nothing(sizes, strategy, goal,
+                                                                               why):
+    app, sim = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.query_one("#strategy").value = strategy
+        await pilot.pause(0.1)
+        if goal:
+            scr.query_one("#goal").value = goal[0]
+            await pilot.pause(0.1)
+            scr.query_one("#goal-value").value = goal[1]
+        scr.query_one("#count").value = "12"
+        scr.query_one("#batch").value = sizes
+        await pilot.pause(0.2)
+        plan = str(scr.query_one("#plan").render())
+        if why is None:                 # the same fields, sound: an active search is planned
+            assert "active search for 'fastest within 30 W'" in plan and "up to 12 (mode, batch size)" in plan, plan
+            return
+        assert why in plan, plan
+        scr.action_start()                              # what Start does
+        await pilot.pause(0.2)
+        assert scr.control is None and sim.workload is None

@@ -591,3 +591,38 @@ def test_the_script_ends_when_ptui_is_killed(tmp_path, emulate):
         if ptui.poll() is None:
             ptui.kill()
             ptui.wait()
+
+
+def test_a_script_over_batch_sizes_is_one_session_with_a_log_per_size(tmp_path, cli):
+    """--batch-sizes with a script: the command runs once per size ({bs} filled in, its output in
+    NAME@bsB.log), the store holds one session whose rows carry their size, and a resume with
+    another command is refused before anything runs, leaving the session as it was."""
+    from contextlib import closing
+
+    from ptui.core.paths import logs_dir
+    from ptui.core.store import Store
+    train = tmp_path / "train.py"
+    train.write_text(TRAIN.replace("x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))",
+                                   "bs = int(sys.argv[2])\n"
+                                   "x, y = torch.randn(bs, 32), torch.randint(0, 4, (bs,))")
+                     .replace("if len(sys.argv) > 2:", "if len(sys.argv) > 3:"))
+    args = ("profile", "--device", "orin-agx", "--batch-sizes", "8,16", "--count", "3",
+            "--sample-interval", "0.1", "--session", "s", "--out", tmp_path / "s.csv")
+    rc, _, err = cli(*args, "--", sys.executable, train, "100000", "{bs}")
+    assert rc == 0, err
+    with closing(Store()) as store:
+        assert [x.name for x in store.list_sessions()] == ["s"]
+        rows = store.results("s")
+        assert len(rows) == 3 and {r["batch_size"] for _, r in rows} <= {8, 16}
+        sizes = sorted({r["batch_size"] for _, r in rows})
+    assert sorted(p.name for p in logs_dir().iterdir()) == sorted(f"s@bs{b}.log" for b in sizes)
+    lines = (tmp_path / "s.csv").read_text().splitlines()
+    i = lines[0].split(",").index("batch_size")
+    assert sorted(int(x.split(",")[i]) for x in lines[1:]) == sorted(r["batch_size"] for _, r in rows)
+    with closing(Store()) as store:
+        store.set_status("s", "aborted")
+        before = store.get_session("s")
+    rc, _, err = cli(*args, "--resume", "--", sys.executable, train, "99", "{bs}")
+    assert rc == 2 and "resume with the same command" in err and len(err.strip().splitlines()) == 1
+    with closing(Store()) as store:
+        assert store.get_session("s").status == before.status == "aborted"

@@ -318,6 +318,23 @@ def test_profile_batch_sizes_csv_round_trip_fit_and_pareto(cli, tmp_path):
         rows = list(csv.DictReader(fh))
     assert len(rows) == 30 and {r["batch_size"] for r in rows} == {"8", "32"}
     assert {r["session"] for r in rows} == {"g"} and all(float(r["peak_mem_gb"]) > 0 for r in rows)
+    # the store holds one session: every pair planned and finished in it, with its batch size
+    from ptui.core.store import Store
+    store = Store()
+    assert [x.name for x in store.list_sessions()] == ["g"]
+    g = store.get_session("g")
+    assert g.status == "done" and g.n_done == len(g.plan) == 30 and g.batch_sizes == (8, 32, 1024)
+    assert sorted(g.plan_sizes) == sorted(int(r["batch_size"]) for r in rows)
+    assert sorted((r["batch_size"], round(r["time_ms"], 4)) for _, r in store.results("g")) == sorted(
+        (int(r["batch_size"]), float(r["time_ms"])) for r in rows)
+    store.close()
+    rc, outp, err = cli("sessions", "--json")
+    import json
+    assert rc == 0 and [(x["name"], x["batch_sizes"], x["done"]) for x in json.loads(outp)["sessions"]] \
+        == [("g", [8, 32], 30)]
+    rc, outp, err = cli("sessions")
+    assert rc == 0 and [x.split()[:4] for x in outp.splitlines()[1:]] == [["g", "orin-agx", "resnet18",
+                                                                           "8,32"]]
     rc, outp, err = cli("fit", "--device", "orin-agx", "--profile", out, "--out", tmp_path / "m",
                         "--method", "gp")
     assert rc == 0, err
@@ -418,10 +435,21 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
         P.Profiler.measure = real
     assert rc == 130 and "--batch-sizes 8,16,32" in err
     assert len((tmp_path / "part.csv").read_text().splitlines()) == 10
+    from ptui.core.store import Store
+    store = Store()
+    assert sorted(x.name for x in store.list_sessions()) == ["full", "part"]    # no part per size
+    part = store.get_session("part")
+    assert part.status == "aborted" and (part.n_done, len(part.plan)) == (9, 18)
+    assert sorted(set(part.plan_sizes)) == [8, 16, 32]            # what is left, at every size
+    store.close()
     rc, _, err = cli("profile", "--backend", "sim", "--session", "part", "--resume",
                      "--out", tmp_path / "part.csv")
     assert rc == 0, err
     assert "9 done, 9 to go" in err
+    store = Store()
+    assert sorted(x.name for x in store.list_sessions()) == ["full", "part"]
+    assert store.get_session("part").status == "done" and store.get_session("part").n_done == 18
+    store.close()
 
     def rows(path):
         lines = path.read_text().splitlines()

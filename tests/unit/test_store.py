@@ -124,7 +124,9 @@ def test_results_and_resume_bookkeeping(tmp_path):
     assert s.done_indices("s") == {0, 2} and s.done_indices("other") == {1}
     res = s.results("s")
     assert [i for i, _ in res] == [0, 2]                                  # plan order
-    assert res[0][1] == {k: row(0).get(k) if k != "stable" else 1 for k in RESULT_FIELDS}
+    # every row holds its batch size: the session's, when the save names none
+    assert res[0][1] == {**{k: row(0).get(k) if k != "stable" else 1 for k in RESULT_FIELDS},
+                         "batch_size": s.get_session("s").batch_size}
     assert res[1][1]["stable"] == 1 and s.results("other")[0][1]["stable"] == 0
     info = s.get_session("s")
     assert info.n_done == 2 and info.device_time_s == 50.0
@@ -456,7 +458,8 @@ def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path, monkeypatch):
     info = new.get_session("good")
     assert info.plan == PLAN and info.params == {"count": 3} and info.status == "aborted"
     assert info.device_time_s == 3.0 and new.get_session("ok").status == "aborted"
-    assert new.results("good")[1][1] == {k: row(2).get(k) if k != "stable" else 1 for k in RESULT_FIELDS}
+    assert new.results("good")[1][1] == {**{k: row(2).get(k) if k != "stable" else 1 for k in RESULT_FIELDS},
+                                         "batch_size": 16}
 
 
 def test_a_store_that_is_not_a_database_at_all(tmp_path):
