@@ -1,0 +1,495 @@
+"""A roofline prior: time and power of every power mode from a training step's FLOPs and bytes,
+before any mode is profiled (issue 25).
+
+Time of one step (batch B) on mode (n cores, CPU f_c, GPU f_g, EMC f_m):
+  * compute roof  t_c = W / (2 x CUDA cores x f_g x eff_c)              (W: GFLOP per step)
+  * memory roof   t_m = Q / (peak bandwidth x f_m / f_m,max x eff_m)    (Q: DRAM GB per step)
+  * GPU time      t_g = (t_c^p + t_m^p)^(1/p): compute and memory overlap imperfectly (Pagoda's
+                  T = max(W tau_flop, Q tau_mop) is the limit p -> infinity)
+  * CPU work      at clock f_c and EMC f_m a CPU millisecond measured at the reference clock f_r
+                  takes k = (1 - s) f_r / f_c + s (1 + lam (f_m,max / f_m - 1)): a share s of it
+                  waits on DRAM, whose latency grows as the EMC clock falls
+  * host thread   t_h = host_ms x k (launches, Python, optimizer bookkeeping)
+  * data loading  t_l = loader_ms x k over min(workers, n - 1) cores (serial with 0 workers)
+  * step          t = q-norm of (t_g, t_h, t_l / workers, (t_h + t_l) / min(n, workers + 1)): the
+                  stages overlap (asynchronous launches, prefetching workers) and the last term is
+                  the floor when the CPU work outnumbers the online cores.
+Power: P = a0 + a1 x_m + a2 Vg^2 x_g + a3 Vc n + a4 Vg^2 x_g u (kappa + (1 - kappa) c)
+           + a5 Vc^2 x_c busy + a6 GB/s + a7 u
+with x_* the clocks as fractions of the board's top clock, V(x) a DVFS voltage curve (flat to a
+knee, then linear to 1 at the top clock), u = t_g / t the GPU's busy share, c = t_c / t_g its
+compute share (memory-stalled cycles toggle less logic), busy the busy cores and GB/s the DRAM
+traffic: idle and clock-tree power of each domain, plus its active power scaled by the
+utilisation the time model implies (Pagoda's E = eps_flop W + eps_mop Q + pi0 T, per mode).
+
+The efficiency and power constants are calibrated once per board, not per user: see
+calibrate() and benchmarks/calibrate_roofline.py, which prints BOARDS.  Inference is numpy only.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from .devices import Device, get_device
+from .errors import InputError
+from .modes import ModeList
+from .workloads import Workload
+
+
+class SpecError(InputError):
+    """A workload spec that cannot be read (exit code 2)."""
+
+
+# -- the workload ---------------------------------------------------------------------------------
+# Pagoda models a training step as 3x the inference FLOPs and bytes (forward, and a backward pass
+# that costs about twice the forward)
+TRAIN_FACTOR = 3.0
+# bytes per parameter a step moves besides activations: fp32 weights read in the forward and the
+# backward pass, gradients written and read, and an Adam-style update reading and writing the
+# weights and two moments: 4 B x (2 + 2 + 6)
+PARAM_TRAFFIC_BYTES = 40.0
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the prior needs of a training step: its FLOPs and DRAM bytes, the batch it covers, and
+    optionally its CPU work (milliseconds of one core at `cpu_mhz`, the board's top CPU clock when
+    None): `host_ms` on the main thread per step, `loader_ms` of data loading per step over
+    `workers` loader processes.  Without CPU work the prior assumes the reference workload's
+    (an image pipeline, scaled per sample) and says so in `assumed`."""
+    gflop_per_step: float
+    gbytes_per_step: float
+    batch_size: int
+    host_ms: float | None = None
+    loader_ms: float | None = None
+    workers: int | None = None
+    cpu_mhz: float | None = None
+    source: str = ""
+
+    REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
+    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz")
+
+    def __post_init__(self) -> None:
+        problems = _spec_problems({k: getattr(self, k) for k in self.REQUIRED + self.OPTIONAL})
+        if problems:
+            raise SpecError(f"workload spec{' ' + self.source if self.source else ''}: {problems[0]}")
+
+    @property
+    def has_cpu_work(self) -> bool:
+        return self.host_ms is not None or self.loader_ms is not None
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte."""
+        return self.gflop_per_step / self.gbytes_per_step
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None and k != "source"}
+
+    @classmethod
+    def from_dict(cls, d, where: str = "workload spec") -> "WorkloadSpec":
+        """A spec from a mapping (a parsed SPEC.json); SpecError naming `where` and the first bad
+        field."""
+        if not isinstance(d, dict):
+            raise SpecError(f"{where}: expected a JSON object like "
+                            '{"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}')
+        unknown = sorted(set(d) - set(cls.REQUIRED + cls.OPTIONAL))
+        if unknown:
+            raise SpecError(f"{where}: unknown field {unknown[0]!r}; fields: "
+                            f"{', '.join(cls.REQUIRED + cls.OPTIONAL)}")
+        for k in cls.REQUIRED:
+            if k not in d:
+                raise SpecError(f"{where}: field {k!r} is missing")
+        problems = _spec_problems(d)
+        if problems:
+            raise SpecError(f"{where}: {problems[0]}")
+        opt = {k: d.get(k) for k in cls.OPTIONAL}
+        return cls(float(d["gflop_per_step"]), float(d["gbytes_per_step"]), int(d["batch_size"]),
+                   None if opt["host_ms"] is None else float(opt["host_ms"]),
+                   None if opt["loader_ms"] is None else float(opt["loader_ms"]),
+                   None if opt["workers"] is None else int(opt["workers"]),
+                   None if opt["cpu_mhz"] is None else float(opt["cpu_mhz"]), source=where)
+
+    @classmethod
+    def from_json(cls, path) -> "WorkloadSpec":
+        """Read SPEC.json: {"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}, and
+        optionally host_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line naming the
+        file and the field."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+            raise SpecError(f"{p}: cannot read the workload spec ({why})") from None
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise SpecError(f"{p}: not JSON ({e})") from None
+        return cls.from_dict(d, str(p))
+
+    @classmethod
+    def from_probe(cls, info: dict, *, extra_bytes: float = 0.0) -> "WorkloadSpec":
+        """From the probe's counts of one training iteration (userscript's measured info): its
+        FLOPs and the bytes its operators touched (plus `extra_bytes` the probe could not see, e.g.
+        userscript.compiled_step_bytes for a compiled optimizer step), over its samples.  CPU work
+        is not timed by the probe, so the reference's is assumed."""
+        if info.get("error"):
+            raise SpecError(f"the probe could not count the script's model: {info['error']}")
+        flops, nbytes = float(info.get("flops") or 0), float(info.get("bytes") or 0) + extra_bytes
+        if flops <= 0 or nbytes <= 0:
+            raise SpecError("the probe counted no FLOPs or no bytes in one iteration (a compiled or "
+                            "non-torch model?): describe it with --workload-spec instead")
+        samples = int(info.get("samples") or 0) or int(info.get("batch_size") or 0) or 1
+        workers = info.get("workers")
+        return cls(flops / 1e9, nbytes / 1e9, samples,
+                   workers=None if workers is None else int(workers), source="probe")
+
+    @classmethod
+    def from_workload(cls, workload: Workload) -> "WorkloadSpec":
+        """From a workload: a what-if measured from a script carries its own counts (its
+        `physics`); a catalog workload has its published forward FLOPs (x3 for training) and its
+        parameters, so its bytes are the parameter traffic plus activations at the reference's
+        bytes per FLOP (an assumption, counted in the prior's spread)."""
+        B = int(workload.batch_size)
+        ph = getattr(workload, "physics", None)
+        if ph is not None:
+            return cls(ph.gflop * B, ph.gb_per_sample * B + ph.gb_fixed, B,
+                       workers=int(workload.workers), source=f"what-if {workload.name}")
+        gflop = TRAIN_FACTOR * workload.fwd_gflops * B
+        act = gflop * REF_GB_PER_GFLOP_ACT
+        gb = act + workload.params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
+        return cls(gflop, gb, B, workers=int(workload.workers), source=f"catalog {workload.name}")
+
+
+def _spec_problems(d: dict) -> list[str]:
+    """Every bad field of a spec mapping, in field order (empty: valid)."""
+    out = []
+
+    def number(k, v, *, positive=True, integer=False):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"field {k!r} must be a number, got {v!r}"
+        if not math.isfinite(v):
+            return f"field {k!r} must be finite, got {v!r}"
+        if integer and v != int(v):
+            return f"field {k!r} must be a whole number, got {v!r}"
+        if positive and v <= 0:
+            return f"field {k!r} must be positive, got {v!r}"
+        if not positive and v < 0:
+            return f"field {k!r} must not be negative, got {v!r}"
+        return None
+    for k, kw in (("gflop_per_step", {}), ("gbytes_per_step", {}), ("batch_size", {"integer": True}),
+                  ("host_ms", {"positive": False}), ("loader_ms", {"positive": False}),
+                  ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {})):
+        v = d.get(k)
+        if v is None and k not in WorkloadSpec.REQUIRED:
+            continue
+        msg = number(k, v, **kw)
+        if msg:
+            out.append(msg)
+    return out
+
+
+# -- the board ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BoardRoof:
+    """One board's calibrated constants (see calibrate())."""
+    eff_c: float          # achieved fraction of the FP32 FMA peak by training kernels
+    eff_m: float          # achieved fraction of the DRAM peak bandwidth
+    p: float              # compute/memory overlap exponent
+    q: float              # GPU/CPU stage overlap exponent
+    stall: float          # share of CPU work waiting on DRAM at the top EMC clock
+    lat: float            # growth of that wait with f_m,max / f_m
+    ref_host_ms: float    # the reference workload's main-thread ms per step at the top CPU clock
+    ref_loader_ms: float  # its data loading ms per sample at the top CPU clock
+    ref_workers: int      # its loader processes
+    gv: tuple[float, float]   # GPU DVFS voltage curve: (V at low clocks / V at top, knee)
+    cv: tuple[float, float]   # CPU
+    kappa: float          # GPU switching activity when memory-bound, relative to compute-bound
+    power: tuple[float, ...]  # a0..a7 (W; a6 W per GB/s)
+    time_sd: float        # log-sd of the time prediction for an unprofiled workload
+    power_sd: float       # log-sd of the power prediction
+
+
+# The reference's activations in GB per training GFLOP (ResNet-18, batch 16: its DRAM bytes as
+# calibrated on Orin AGX less its parameter traffic, over its FLOPs); the default for a catalog
+# workload whose bytes were never counted.
+REF_GB_PER_GFLOP_ACT = 0.025
+
+
+def _knobs(device: Device, modes) -> np.ndarray:
+    if isinstance(modes, ModeList) and modes.raw is not None:
+        return np.asarray(modes.raw, np.float64)
+    if isinstance(modes, np.ndarray):
+        return modes.astype(np.float64).reshape(-1, 4)
+    return np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4)
+
+
+def _volt(x: np.ndarray, vk: tuple[float, float]) -> np.ndarray:
+    vmin, knee = vk
+    return vmin + (1.0 - vmin) * np.clip((x - knee) / (1.0 - knee), 0.0, 1.0)
+
+
+def _qnorm(parts, q: float) -> np.ndarray:
+    m = np.maximum.reduce(parts)
+    return m * sum((a / m) ** q for a in parts) ** (1.0 / q)
+
+
+def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device) -> tuple[float, float, int, float]:
+    """(host ms, loader ms, workers, reference clock MHz) of a spec, the reference's where the spec
+    has none (its loader time scaled per sample)."""
+    workers = roof.ref_workers if spec.workers is None else spec.workers
+    if spec.has_cpu_work:
+        return (spec.host_ms or 0.0, spec.loader_ms or 0.0, workers,
+                spec.cpu_mhz or device.cpu_mhz[-1])
+    return roof.ref_host_ms, roof.ref_loader_ms * spec.batch_size, workers, device.cpu_mhz[-1]
+
+
+def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarray) -> dict:
+    n, fc, fg, fm = A[:, 0], A[:, 1], A[:, 2], A[:, 3]
+    xc, xg, xm = fc / device.cpu_mhz[-1], fg / device.gpu_mhz[-1], fm / device.mem_mhz[-1]
+    peak = 2.0 * device.gpu_cuda_cores * fg / 1000.0                      # GFLOP/s (FMA = 2)
+    t_c = spec.gflop_per_step / (peak * roof.eff_c) * 1000.0               # ms
+    bw = device.mem_peak_gbs * roof.eff_m * xm                              # GB/s
+    t_m = spec.gbytes_per_step / bw * 1000.0
+    t_g = (t_c ** roof.p + t_m ** roof.p) ** (1.0 / roof.p)
+    host, loader, w, fref = _cpu_work(spec, roof, device)
+    k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
+    t_h, t_l = host * k, loader * k
+    if w <= 0:
+        t = _qnorm([t_g, t_h], roof.q) + t_l
+    else:
+        par = np.minimum(w, np.maximum(n - 1.0, 1.0))
+        t = _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
+                    (t_h + t_l) / np.minimum(n, w + 1.0)], roof.q)
+    u = np.clip(t_g / t, 0.0, 1.0)
+    c = np.clip(t_c / t_g, 0.0, 1.0)
+    busy = np.minimum(n, (t_h + t_l) / t)
+    gbs = spec.gbytes_per_step / (t / 1000.0)
+    return {"t": t, "t_c": t_c, "t_m": t_m, "t_g": t_g, "u": u, "c": c, "busy": busy, "gbs": gbs,
+            "n": n, "xc": xc, "xg": xg, "xm": xm}
+
+
+def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -> np.ndarray:
+    """The power model's features [n, 8] (see the module's docstring)."""
+    vg = _volt(comp["xg"], gv or roof.gv)
+    vc = _volt(comp["xc"], cv or roof.cv)
+    kap = roof.kappa if kappa is None else kappa
+    g2 = vg ** 2 * comp["xg"]
+    return np.column_stack([np.ones_like(vg), comp["xm"], g2, vc * comp["n"],
+                            g2 * comp["u"] * (kap + (1.0 - kap) * comp["c"]),
+                            vc ** 2 * comp["xc"] * comp["busy"], comp["gbs"], comp["u"]])
+
+
+class RooflinePrior:
+    """The prior for one board and one workload spec: predict(modes) like a ptui model."""
+
+    kind = "roofline"
+
+    def __init__(self, device: Device | str, spec: WorkloadSpec, roof: BoardRoof | None = None):
+        self.device = get_device(device) if isinstance(device, str) else device
+        self.spec = spec
+        self.roof = roof or BOARDS[self.device.name]
+
+    @property
+    def assumed(self) -> list[str]:
+        """What the prediction assumes beyond the spec (shown beside a decision from it)."""
+        return [] if self.spec.has_cpu_work else [
+            "CPU work: the reference's (main thread, and an image pipeline per sample)"]
+
+    def components(self, modes) -> dict:
+        """The time model's parts per mode (ms): compute, memory, GPU, step; utilisations."""
+        return _components(self.device, self.roof, self.spec, _knobs(self.device, modes))
+
+    def predict(self, modes) -> dict[str, np.ndarray]:
+        """time_ms, power_w and their sds (log-normal spread: median x sqrt(e^(sd^2) - 1))."""
+        comp = self.components(modes)
+        t = comp["t"]
+        p = np.maximum(_power_features(self.roof, comp) @ np.asarray(self.roof.power), 0.5)
+        ts = self.roof.time_sd * (1.0 if self.spec.has_cpu_work else 1.25)
+        return {"time_ms": t, "power_w": p,
+                "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
+                "power_w_std": p * math.sqrt(math.expm1(self.roof.power_sd ** 2))}
+
+
+# -- calibration ----------------------------------------------------------------------------------
+# Published figures (shared/research/real-data.md)
+ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak
+ORIN_IDLE = ((12, 2201.6, 1300.5, 3199.0, 11.2),   # idle at MAXN clocks, 4-rail sum (IISWC'26)
+             (12, 729.6, 114.75, 204.0, 7.0))      # near idle at low clocks (tegrastats fixture)
+# An unprofiled workload's prediction is taken to be as uncertain as PowerTrain's transfer to a
+# new workload from 50 profiled modes (< 15 % time, < 6 % power MAPE): log-sd = MAPE x sqrt(pi/2)
+TRANSFER_SD = (0.15 * math.sqrt(math.pi / 2), 0.06 * math.sqrt(math.pi / 2))
+
+
+def _lm(fun, x0: np.ndarray, iters: int = 200) -> np.ndarray:
+    """Levenberg-Marquardt on residuals fun(x) with a forward-difference Jacobian."""
+    x = np.asarray(x0, float)
+    r = fun(x)
+    cost, lam = float(r @ r), 1e-2
+    for _ in range(iters):
+        J = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            h = 1e-6 * max(1.0, abs(x[j]))
+            xj = x.copy()
+            xj[j] += h
+            J[:, j] = (fun(xj) - r) / h
+        g, H = J.T @ r, J.T @ J
+        improved = False
+        while lam < 1e10:
+            step = np.linalg.solve(H + lam * np.diag(np.diag(H) + 1e-12), -g)
+            r2 = fun(x + step)
+            c2 = float(r2 @ r2)
+            if np.isfinite(c2) and c2 < cost:
+                x, r, lam, improved = x + step, r2, lam / 3.0, True
+                done = cost - c2 < 1e-12 * max(cost, 1e-300)
+                cost = c2
+                break
+            lam *= 4.0
+        if not improved or done:
+            break
+    return x
+
+
+def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0 (a feature whose coefficient goes negative is dropped
+    and the rest refitted: the power of a domain cannot be negative)."""
+    keep = np.ones(X.shape[1], bool)
+    sw = np.sqrt(w)
+    while True:
+        beta = np.zeros(X.shape[1])
+        beta[keep] = np.linalg.lstsq(X[:, keep] * sw[:, None], y * sw, rcond=None)[0]
+        if (beta >= 0).all():
+            return beta
+        keep &= beta > 0
+
+
+def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
+              workers: int, eff_m: float, idle=()) -> BoardRoof:
+    """The board's constants from one reference workload's time and power over a mode grid (its
+    FLOPs given, its DRAM bytes and CPU work fitted) and idle figures (cores, CPU, GPU, EMC MHz,
+    W).  Time: Levenberg-Marquardt on log time; power: non-negative least squares over a small
+    grid of DVFS curve shapes, the idle figures weighted as much as the whole grid.  Deterministic."""
+    A = _knobs(device, modes)
+    y_t, y_p = np.log(np.asarray(time_ms, float)), np.asarray(power_w, float)
+    top_c = device.cpu_mhz[-1]
+
+    def roof_of(x):
+        return BoardRoof(eff_c=math.exp(x[0]), eff_m=eff_m, p=1.0 + math.exp(x[1]),
+                         q=1.0 + math.exp(x[2]), stall=1.0 / (1.0 + math.exp(-x[3])),
+                         lat=math.exp(x[4]), ref_host_ms=0.1 + math.exp(x[5]),
+                         ref_loader_ms=math.exp(x[6]), ref_workers=workers, gv=(0.6, 0.3),
+                         cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 8, time_sd=0.0, power_sd=0.0)
+
+    def spec_of(x):
+        return WorkloadSpec(gflop_per_step, math.exp(x[7]), batch_size, workers=workers)
+
+    def resid(x):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            r = np.log(_components(device, roof_of(x), spec_of(x), A)["t"]) - y_t
+        return np.where(np.isfinite(r), r, 1e3)
+
+    # generic start: half the peak, intensity 20 FLOP/B, 10 ms of each CPU stage
+    x0 = np.array([math.log(0.5), math.log(2.0), math.log(3.0), 0.0, 0.0, math.log(10.0),
+                   math.log(10.0 / batch_size), math.log(gflop_per_step / 20.0)])
+    x = _lm(resid, x0)
+    roof, spec = roof_of(x), spec_of(x)
+    time_rms = float(np.sqrt(np.mean(resid(x) ** 2)))
+    comp = _components(device, roof, spec, A)
+    # idle rows: no GPU work, the OS keeping a fraction of a core busy
+    I = np.array([row[:4] for row in idle], float).reshape(-1, 4)
+    idle_comp = {"xg": I[:, 2] / device.gpu_mhz[-1], "xc": I[:, 1] / top_c, "xm": I[:, 3] / device.mem_mhz[-1],
+                 "n": I[:, 0], "u": np.zeros(len(I)), "c": np.zeros(len(I)), "busy": np.full(len(I), 0.15),
+                 "gbs": np.full(len(I), 0.4)}
+    y_i = np.array([row[4] for row in idle], float)
+    w = np.concatenate([np.ones(len(A)), np.full(len(I), len(A) / max(len(I), 1))])
+    best = None
+    for gv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+        for cv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+            for kappa in (0.25, 0.5, 0.75, 1.0):
+                X = np.vstack([_power_features(roof, comp, gv, cv, kappa),
+                               _power_features(roof, idle_comp, gv, cv, kappa)])
+                y = np.concatenate([y_p, y_i])
+                beta = _nnls(X, y, w)
+                err = float(np.sum(w * (np.log(np.maximum(X @ beta, 0.5)) - np.log(y)) ** 2))
+                if best is None or err < best[0]:
+                    best = (err, gv, cv, kappa, beta)
+    _, gv, cv, kappa, beta = best
+    X = _power_features(roof, comp, gv, cv, kappa)
+    power_rms = float(np.sqrt(np.mean((np.log(np.maximum(X @ beta, 0.5)) - np.log(y_p)) ** 2)))
+    return replace(roof, gv=gv, cv=cv, kappa=kappa, power=tuple(float(b) for b in beta),
+                   time_sd=math.hypot(time_rms, TRANSFER_SD[0]),
+                   power_sd=math.hypot(power_rms, TRANSFER_SD[1])), spec
+
+
+# Idle figures of the other boards (real-data.md): Xavier AGX at MAXN clocks across its 6 rails;
+# Orin Nano's VDD_IN in an aggressive low-power mode (2 cores, low clocks)
+OTHER_IDLE = {"xavier-agx": (8, 2265.6, 1377.0, 2133.0, 6.9), "orin-nano": (2, 729.6, 306.0, 204.0, 2.2)}
+
+
+def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple) -> BoardRoof:
+    """A board without a reference of its own: the source board's efficiencies and CPU work (the
+    reference's cycles at the new top clock); its GPU power scaled by CUDA cores x top clock x V^2
+    at that clock on the source's curve (a slower GPU runs at a lower voltage); its static power
+    scaled to the board's published idle figure; CPU per core and DRAM per byte kept."""
+    cyc = src.cpu_mhz[-1] / dst.cpu_mhz[-1]
+    f_top = dst.gpu_mhz[-1]
+    v = float(_volt(np.array([min(1.0, f_top / src.gpu_mhz[-1])]), roof.gv)[0])
+    g = dst.gpu_cuda_cores * f_top * v ** 2 / (src.gpu_cuda_cores * src.gpu_mhz[-1])
+    a = list(roof.power)
+    for i in (2, 4, 7):
+        a[i] *= g
+    moved = replace(roof, ref_host_ms=roof.ref_host_ms * cyc, ref_loader_ms=roof.ref_loader_ms * cyc,
+                    power=tuple(a))
+    n, fc, fg, fm, watts = idle
+    comp = {"xg": np.array([fg / f_top]), "xc": np.array([fc / dst.cpu_mhz[-1]]),
+            "xm": np.array([fm / dst.mem_mhz[-1]]), "n": np.array([float(n)]), "u": np.zeros(1),
+            "c": np.zeros(1), "busy": np.array([0.15]), "gbs": np.array([0.4])}
+    X = _power_features(moved, comp)[0]
+    static = X[0] * a[0] + X[1] * a[1]
+    s = max(0.05, (watts - (X @ np.asarray(a) - static)) / static)
+    a[0] *= s
+    a[1] *= s
+    # a transferred board has no reference of its own: its constants are a further guess
+    return replace(moved, power=tuple(a), time_sd=math.hypot(roof.time_sd, 0.15),
+                   power_sd=math.hypot(roof.power_sd, 0.10))
+
+
+REF_GFLOP_FWD = 1.8          # ResNet-18 forward GFLOP per sample (the catalog's published figure)
+REF_BATCH, REF_WORKERS = 16, 4
+
+
+def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
+    """Every board's constants: the reference board's from the bundled reference's predictions
+    over PowerTrain's grid (predict: modes -> {"time_ms", "power_w", ...}) and its published
+    bandwidth and idle figures; the other boards transferred from it."""
+    from .devices import DEVICES
+    grid = device.pt_grid()
+    pred = predict(grid)
+    roof, _ = calibrate(device, grid, pred["time_ms"], pred["power_w"],
+                        gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
+                        batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE)
+    out = {device.name: roof}
+    for name, dst in DEVICES.items():
+        if name != device.name:
+            out[name] = transfer(roof, device, dst, OTHER_IDLE[name])
+    return out
+
+
+def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
+    """The constants as rounded plain numbers (what BOARDS stores)."""
+    def rnd(v):
+        if isinstance(v, tuple):
+            return tuple(rnd(a) for a in v)
+        return float(f"{v:.{digits}g}") if isinstance(v, float) else v
+    return {f.name: rnd(getattr(roof, f.name)) for f in fields(roof)}
+
+
+BOARDS: dict[str, BoardRoof] = {
+    "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(7.1869, 1.6208, 2.4553, 0.0, 54.242, 0.44029, 0.21275, 3.7027), time_sd=0.19615, power_sd=0.1016),
+    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(4.9766, 1.1223, 0.64992, 0.0, 14.358, 0.44029, 0.21275, 0.98014), time_sd=0.24693, power_sd=0.14256),
+    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(1.9889, 0.44853, 0.29153, 0.0, 6.4404, 0.44029, 0.21275, 0.43964), time_sd=0.24693, power_sd=0.14256),
+}
