@@ -64,18 +64,19 @@ def sim_spec(dev, name: str, counts_only: bool) -> WorkloadSpec:
 
 def indep_spec(dev, job, counts_only: bool) -> WorkloadSpec:
     """An independent job's counts from its parameters: FLOPs and GPU DRAM bytes per step; CPU
-    milliseconds at the top CPU clock: launches and the serial main-thread work (host), and the
-    loader's per-sample work (loader)."""
+    milliseconds at the top CPU clock: launches (host, while the GPU runs), the main thread's work
+    while the GPU waits (serial) and the loader's per-sample work (loader)."""
     B = job.batch
     gflop, gb = job.gflop * B, job.gb_sample * B + job.gb_step
     if counts_only:
         return WorkloadSpec(gflop, gb, B)
     ghz = dev.cpu_mhz[-1] / 1000.0
     gops = indep_corpus.BOARDS[dev.name].cpu_gops
-    host = (job.kernels * job.launch_kcyc / 1e3 / (ghz * gops) + job.serial_ms
-            + B * job.serial_mcyc_sample / (ghz * gops))
+    launches = job.kernels * job.launch_kcyc / 1e3 / (ghz * gops)
+    serial = job.serial_ms + B * job.serial_mcyc_sample / (ghz * gops)
     load = B * job.load_mcyc / (ghz * gops)
-    return WorkloadSpec(gflop, gb, B, host_ms=host, loader_ms=load, workers=job.workers)
+    return WorkloadSpec(gflop, gb, B, host_ms=launches, serial_ms=serial, loader_ms=load,
+                        workers=job.workers)
 
 
 def decisions(dev_name: str, modes, pred: dict, t: np.ndarray, p: np.ndarray) -> dict:

@@ -58,8 +58,9 @@ PARAM_TRAFFIC_BYTES = 40.0
 class WorkloadSpec:
     """What the prior needs of a training step: its FLOPs and DRAM bytes, the batch it covers, and
     optionally its CPU work (milliseconds of one core at `cpu_mhz`, the board's top CPU clock when
-    None): `host_ms` on the main thread per step, `loader_ms` of data loading per step over
-    `workers` loader processes.  Without CPU work the prior assumes the reference workload's
+    None): `host_ms` on the main thread per step while the GPU runs (kernel launches),
+    `serial_ms` on the main thread while the GPU waits (collate, host-to-device copies, optimizer
+    bookkeeping), `loader_ms` of data loading per step over `workers` loader processes.  Without CPU work the prior assumes the reference workload's
     (an image pipeline, scaled per sample) and says so in `assumed`."""
     gflop_per_step: float
     gbytes_per_step: float
@@ -68,10 +69,11 @@ class WorkloadSpec:
     loader_ms: float | None = None
     workers: int | None = None
     cpu_mhz: float | None = None
+    serial_ms: float | None = None
     source: str = ""
 
     REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
-    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz")
+    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms")
 
     def __post_init__(self) -> None:
         problems = _spec_problems({k: getattr(self, k) for k in self.REQUIRED + self.OPTIONAL})
@@ -80,7 +82,7 @@ class WorkloadSpec:
 
     @property
     def has_cpu_work(self) -> bool:
-        return self.host_ms is not None or self.loader_ms is not None
+        return any(v is not None for v in (self.host_ms, self.loader_ms, self.serial_ms))
 
     @property
     def intensity(self) -> float:
@@ -112,12 +114,13 @@ class WorkloadSpec:
                    None if opt["host_ms"] is None else float(opt["host_ms"]),
                    None if opt["loader_ms"] is None else float(opt["loader_ms"]),
                    None if opt["workers"] is None else int(opt["workers"]),
-                   None if opt["cpu_mhz"] is None else float(opt["cpu_mhz"]), source=where)
+                   None if opt["cpu_mhz"] is None else float(opt["cpu_mhz"]),
+                   None if opt["serial_ms"] is None else float(opt["serial_ms"]), source=where)
 
     @classmethod
     def from_json(cls, path) -> "WorkloadSpec":
         """Read SPEC.json: {"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}, and
-        optionally host_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line naming the
+        optionally host_ms, serial_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line naming the
         file and the field."""
         p = Path(path)
         try:
@@ -183,7 +186,8 @@ def _spec_problems(d: dict) -> list[str]:
         return None
     for k, kw in (("gflop_per_step", {}), ("gbytes_per_step", {}), ("batch_size", {"integer": True}),
                   ("host_ms", {"positive": False}), ("loader_ms", {"positive": False}),
-                  ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {})):
+                  ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {}),
+                  ("serial_ms", {"positive": False})):
         v = d.get(k)
         if v is None and k not in WorkloadSpec.REQUIRED:
             continue
@@ -238,14 +242,15 @@ def _qnorm(parts, q: float) -> np.ndarray:
     return m * sum((a / m) ** q for a in parts) ** (1.0 / q)
 
 
-def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device) -> tuple[float, float, int, float]:
-    """(host ms, loader ms, workers, reference clock MHz) of a spec, the reference's where the spec
-    has none (its loader time scaled per sample)."""
+def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device):
+    """(host ms, serial ms, loader ms, workers, reference clock MHz) of a spec, the reference's
+    where the spec has none (its loader time scaled per sample)."""
     workers = roof.ref_workers if spec.workers is None else spec.workers
     if spec.has_cpu_work:
-        return (spec.host_ms or 0.0, spec.loader_ms or 0.0, workers,
+        return (spec.host_ms or 0.0, spec.serial_ms or 0.0, spec.loader_ms or 0.0, workers,
                 spec.cpu_mhz or device.cpu_mhz[-1])
-    return roof.ref_host_ms, roof.ref_loader_ms * spec.batch_size, workers, device.cpu_mhz[-1]
+    return (roof.ref_host_ms, 0.0, roof.ref_loader_ms * spec.batch_size, workers,
+            device.cpu_mhz[-1])
 
 
 def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarray) -> dict:
@@ -256,15 +261,16 @@ def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarr
     bw = device.mem_peak_gbs * roof.eff_m * xm                              # GB/s
     t_m = spec.gbytes_per_step / bw * 1000.0
     t_g = (t_c ** roof.p + t_m ** roof.p) ** (1.0 / roof.p)
-    host, loader, w, fref = _cpu_work(spec, roof, device)
+    host, serial, loader, w, fref = _cpu_work(spec, roof, device)
     k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
-    t_h, t_l = host * k, loader * k
+    t_h, t_s, t_l = host * k, serial * k, loader * k
     if w <= 0:
-        t = _qnorm([t_g, t_h], roof.q) + t_l
+        t = _qnorm([t_g, np.maximum(t_h, 1e-9)], roof.q) + t_s + t_l
     else:
         par = np.minimum(w, np.maximum(n - 1.0, 1.0))
-        t = _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
-                    (t_h + t_l) / np.minimum(n, w + 1.0)], roof.q)
+        t = t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
+                          (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], roof.q)
+    t_h = t_h + t_s
     u = np.clip(t_g / t, 0.0, 1.0)
     c = np.clip(t_c / t_g, 0.0, 1.0)
     busy = np.minimum(n, (t_h + t_l) / t)
@@ -320,6 +326,28 @@ class RooflinePrior:
 ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak
 ORIN_IDLE = ((12, 2201.6, 1300.5, 3199.0, 11.2),   # idle at MAXN clocks, 4-rail sum (IISWC'26)
              (12, 729.6, 114.75, 204.0, 7.0))      # near idle at low clocks (tegrastats fixture)
+# Active power at MAXN clocks from NVIDIA's stress tests on the Orin AGX devkit (forum t/323456,
+# less the idle rails of IISWC'26): the GPU rail 40.4 W - 5.0 W idle when compute-bound (a4); the
+# CPU rail 15.2 W - 1.66 W idle over 12 busy cores, per core (a5)
+ORIN_ACTIVE = {4: 40.4 - 5.0, 5: (15.2 - 1.66) / 12}
+# Pagoda's PyTorch inference on Orin AGX at MAXN clocks (real-data.md dataset A): model, batch,
+# analytical GFLOP and GB per minibatch, measured ms and W; ResNet-50 at batch 32 (18.4 W between
+# 53.5 and 55.4 W) is a logging glitch and left out
+_PAGODA = (("lstm", 1, 0.129, 0.0353, 1.2325, 29.474), ("lstm", 4, 0.4906, 0.0382, 1.5229, 30.487),
+           ("lstm", 16, 1.9368, 0.0498, 1.8839, 29.488), ("lstm", 32, 3.865, 0.0651, 2.4111, 35.816),
+           ("lstm", 64, 7.7215, 0.0959, 3.3647, 41.436),
+           ("yolov8n", 1, 8.8399, 0.5393, 17.944, 25.677), ("yolov8n", 4, 35.359, 2.1196, 30.362, 34.648),
+           ("yolov8n", 16, 141.44, 8.4408, 107.46, 42.523), ("yolov8n", 32, 282.88, 16.869, 212.70, 44.211),
+           ("yolov8n", 64, 565.75, 33.725, 431.47, 44.035),
+           ("mobilenet", 1, 0.4491, 0.103, 18.025, 20.864), ("mobilenet", 4, 1.7966, 0.3465, 19.831, 26.381),
+           ("mobilenet", 16, 7.1862, 1.3206, 28.115, 38.52), ("mobilenet", 32, 14.372, 2.6193, 53.967, 38.162),
+           ("mobilenet", 64, 28.745, 5.2168, 102.09, 39.503),
+           ("resnet50", 1, 8.2063, 0.3367, 15.366, 26.929), ("resnet50", 4, 32.825, 1.0407, 19.276, 41.411),
+           ("resnet50", 16, 131.30, 3.8566, 51.561, 53.541), ("resnet50", 64, 525.20, 15.120, 191.63, 55.363),
+           ("bert-large", 1, 79.136, 2.601, 61.868, 56.84), ("bert-large", 4, 316.55, 6.7629, 230.60, 63.218),
+           ("bert-large", 8, 633.09, 12.312, 444.01, 63.557), ("bert-large", 16, 1266.2, 23.41, 920.41, 63.5),
+           ("bert-large", 32, 2532.4, 45.607, 1918.8, 62.209))
+PAGODA_MAXN = tuple((12, 2201.6, 1300.5, 3199.0) + r[2:] for r in _PAGODA)
 # An unprofiled workload's prediction is taken to be as uncertain as PowerTrain's transfer to a
 # new workload from 50 profiled modes (< 15 % time, < 6 % power MAPE): log-sd = MAPE x sqrt(pi/2)
 TRANSFER_SD = (0.15 * math.sqrt(math.pi / 2), 0.06 * math.sqrt(math.pi / 2))
@@ -368,7 +396,7 @@ def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
-              workers: int, eff_m: float, idle=()) -> BoardRoof:
+              workers: int, eff_m: float, idle=(), measured=(), active=None) -> BoardRoof:
     """The board's constants from one reference workload's time and power over a mode grid (its
     FLOPs given, its DRAM bytes and CPU work fitted) and idle figures (cores, CPU, GPU, EMC MHz,
     W).  Time: Levenberg-Marquardt on log time; power: non-negative least squares over a small
@@ -405,15 +433,36 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
                  "n": I[:, 0], "u": np.zeros(len(I)), "c": np.zeros(len(I)), "busy": np.full(len(I), 0.15),
                  "gbs": np.full(len(I), 0.4)}
     y_i = np.array([row[4] for row in idle], float)
-    w = np.concatenate([np.ones(len(A)), np.full(len(I), len(A) / max(len(I), 1))])
+    # measured operating points (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W): the GPU's busy share
+    # from the measured time, u = t_g / t (a stream of kernels with no data loading)
+    M = np.array(measured, float).reshape(-1, 8)
+    if len(M):
+        ms = _components(device, roof, spec, M[:, :4])
+        for k in range(len(M)):
+            one = _components(device, roof, WorkloadSpec(M[k, 4], M[k, 5], 1, 0.0, 0.0, 0),
+                              M[k:k + 1, :4])
+            ms["t_c"][k], ms["t_g"][k] = one["t_c"][0], one["t_g"][0]
+        ms["u"] = np.clip(ms["t_g"] / M[:, 6], 0.0, 1.0)
+        ms["c"] = np.clip(ms["t_c"] / ms["t_g"], 0.0, 1.0)
+        ms["busy"], ms["gbs"] = np.full(len(M), 1.0), M[:, 5] / (M[:, 6] / 1000.0)
+        for key in ("xg", "xc", "xm", "n"):
+            ms[key] = ms[key]
+    w = np.concatenate([np.ones(len(A)), np.full(len(I), len(A) / max(len(I), 1)),
+                        np.full(len(M), len(A) / max(len(M), 1))])
     best = None
     for gv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
         for cv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
             for kappa in (0.25, 0.5, 0.75, 1.0):
                 X = np.vstack([_power_features(roof, comp, gv, cv, kappa),
-                               _power_features(roof, idle_comp, gv, cv, kappa)])
-                y = np.concatenate([y_p, y_i])
-                beta = _nnls(X, y, w)
+                               _power_features(roof, idle_comp, gv, cv, kappa)]
+                              + ([_power_features(roof, ms, gv, cv, kappa)] if len(M) else []))
+                y = np.concatenate([y_p, y_i, M[:, 7]])
+                free = np.ones(X.shape[1], bool)
+                fixed = np.zeros(X.shape[1])
+                for i, v in (active or {}).items():
+                    free[i], fixed[i] = False, v
+                beta = fixed.copy()
+                beta[free] = _nnls(X[:, free], y - X @ fixed, w)
                 err = float(np.sum(w * (np.log(np.maximum(X @ beta, 0.5)) - np.log(y)) ** 2))
                 if best is None or err < best[0]:
                     best = (err, gv, cv, kappa, beta)
@@ -471,7 +520,8 @@ def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     pred = predict(grid)
     roof, _ = calibrate(device, grid, pred["time_ms"], pred["power_w"],
                         gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
-                        batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE)
+                        batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
+                        measured=PAGODA_MAXN)
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:
@@ -489,7 +539,7 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 
 
 BOARDS: dict[str, BoardRoof] = {
-    "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(7.1869, 1.6208, 2.4553, 0.0, 54.242, 0.44029, 0.21275, 3.7027), time_sd=0.19615, power_sd=0.1016),
-    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(4.9766, 1.1223, 0.64992, 0.0, 14.358, 0.44029, 0.21275, 0.98014), time_sd=0.24693, power_sd=0.14256),
-    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.6, 0.3), cv=(0.6, 0.5), kappa=0.25, power=(1.9889, 0.44853, 0.29153, 0.0, 6.4404, 0.44029, 0.21275, 0.43964), time_sd=0.24693, power_sd=0.14256),
+    "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(6.7613, 4.8147, 3.0477, 0.0064864, 41.784, 4.7826, 0.066183, 0.0), time_sd=0.19615, power_sd=0.14383),
+    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(3.0942, 2.2034, 0.80673, 0.0064864, 11.06, 4.7826, 0.066183, 0.0), time_sd=0.24693, power_sd=0.17517),
+    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(1.804, 1.2847, 0.26353, 0.0064864, 3.6131, 4.7826, 0.066183, 0.0), time_sd=0.24693, power_sd=0.17517),
 }
