@@ -15,7 +15,7 @@ Time of one step (batch B) on mode (n cores, CPU f_c, GPU f_g, EMC f_m):
                   stages overlap (asynchronous launches, prefetching workers) and the last term is
                   the floor when the CPU work outnumbers the online cores.
 Power: P = a0 + a1 x_m + a2 Vg^2 x_g + a3 Vc n + a4 Vg^2 x_g u (kappa + (1 - kappa) c)
-           + a5 Vc^2 x_c busy + a6 GB/s + a7 u
+           + a5 Vc^2 x_c busy + a6 GB/s
 with x_* the clocks as fractions of the board's top clock, V(x) a DVFS voltage curve (flat to a
 knee, then linear to 1 at the top clock), u = t_g / t the GPU's busy share, c = t_c / t_g its
 compute share (memory-stalled cycles toggle less logic), busy the busy cores and GB/s the DRAM
@@ -213,7 +213,7 @@ class BoardRoof:
     gv: tuple[float, float]   # GPU DVFS voltage curve: (V at low clocks / V at top, knee)
     cv: tuple[float, float]   # CPU
     kappa: float          # GPU switching activity when memory-bound, relative to compute-bound
-    power: tuple[float, ...]  # a0..a7 (W; a6 W per GB/s)
+    power: tuple[float, ...]  # a0..a6 (W; a6 W per GB/s)
     time_sd: float        # log-sd of the time prediction for an unprofiled workload
     power_sd: float       # log-sd of the power prediction
 
@@ -280,14 +280,14 @@ def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarr
 
 
 def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -> np.ndarray:
-    """The power model's features [n, 8] (see the module's docstring)."""
+    """The power model's features [n, 7] (see the module's docstring)."""
     vg = _volt(comp["xg"], gv or roof.gv)
     vc = _volt(comp["xc"], cv or roof.cv)
     kap = roof.kappa if kappa is None else kappa
     g2 = vg ** 2 * comp["xg"]
     return np.column_stack([np.ones_like(vg), comp["xm"], g2, vc * comp["n"],
                             g2 * comp["u"] * (kap + (1.0 - kap) * comp["c"]),
-                            vc ** 2 * comp["xc"] * comp["busy"], comp["gbs"], comp["u"]])
+                            vc ** 2 * comp["xc"] * comp["busy"], comp["gbs"]])
 
 
 class RooflinePrior:
@@ -326,10 +326,11 @@ class RooflinePrior:
 ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak
 ORIN_IDLE = ((12, 2201.6, 1300.5, 3199.0, 11.2),   # idle at MAXN clocks, 4-rail sum (IISWC'26)
              (12, 729.6, 114.75, 204.0, 7.0))      # near idle at low clocks (tegrastats fixture)
-# Active power at MAXN clocks from NVIDIA's stress tests on the Orin AGX devkit (forum t/323456,
-# less the idle rails of IISWC'26): the GPU rail 40.4 W - 5.0 W idle when compute-bound (a4); the
-# CPU rail 15.2 W - 1.66 W idle over 12 busy cores, per core (a5)
-ORIN_ACTIVE = {4: 40.4 - 5.0, 5: (15.2 - 1.66) / 12}
+# A busy CPU core at the top clock, from NVIDIA's CPU stress test on the Orin AGX devkit (forum
+# t/323456): the CPU rail's 15.2 W less its 1.66 W idle (IISWC'26) over 12 cores (a5).  Neither
+# the reference nor Pagoda's points tell it apart (their busy cores follow the step time or stay
+# at one), so it is fixed, not fitted
+ORIN_ACTIVE = {5: (15.2 - 1.66) / 12}
 # Pagoda's PyTorch inference on Orin AGX at MAXN clocks (real-data.md dataset A): model, batch,
 # analytical GFLOP and GB per minibatch, measured ms and W; ResNet-50 at batch 32 (18.4 W between
 # 53.5 and 55.4 W) is a logging glitch and left out
@@ -347,7 +348,17 @@ _PAGODA = (("lstm", 1, 0.129, 0.0353, 1.2325, 29.474), ("lstm", 4, 0.4906, 0.038
            ("bert-large", 1, 79.136, 2.601, 61.868, 56.84), ("bert-large", 4, 316.55, 6.7629, 230.60, 63.218),
            ("bert-large", 8, 633.09, 12.312, 444.01, 63.557), ("bert-large", 16, 1266.2, 23.41, 920.41, 63.5),
            ("bert-large", 32, 2532.4, 45.607, 1918.8, 62.209))
-PAGODA_MAXN = tuple((12, 2201.6, 1300.5, 3199.0) + r[2:] for r in _PAGODA)
+
+
+def pagoda_saturated(share: float = 0.9) -> tuple:
+    """Pagoda's points where the GPU is saturated: a batch whose FLOP rate is within `share` of
+    the model's best (a larger batch adds no throughput: the kernels fill the GPU), as
+    (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W) at the MAXN clocks."""
+    best: dict = {}
+    for m, _b, g, _q, ms, _w in _PAGODA:
+        best[m] = max(best.get(m, 0.0), g / ms)
+    return tuple((12, 2201.6, 1300.5, 3199.0, g, q, ms, w) for m, _b, g, q, ms, w in _PAGODA
+                 if g / ms >= share * best[m])
 # An unprofiled workload's prediction is taken to be as uncertain as PowerTrain's transfer to a
 # new workload from 50 profiled modes (< 15 % time, < 6 % power MAPE): log-sd = MAPE x sqrt(pi/2)
 TRANSFER_SD = (0.15 * math.sqrt(math.pi / 2), 0.06 * math.sqrt(math.pi / 2))
@@ -396,10 +407,11 @@ def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
-              workers: int, eff_m: float, idle=(), measured=(), active=None) -> BoardRoof:
+              workers: int, eff_m: float, idle=(), saturated=(), active=None) -> BoardRoof:
     """The board's constants from one reference workload's time and power over a mode grid (its
     FLOPs given, its DRAM bytes and CPU work fitted) and idle figures (cores, CPU, GPU, EMC MHz,
-    W).  Time: Levenberg-Marquardt on log time; power: non-negative least squares over a small
+    W), measured points of a saturated GPU (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W) and fixed
+    power coefficients (`active`: index -> W).  Time: Levenberg-Marquardt on log time; power: non-negative least squares over a small
     grid of DVFS curve shapes, the idle figures weighted as much as the whole grid.  Deterministic."""
     A = _knobs(device, modes)
     y_t, y_p = np.log(np.asarray(time_ms, float)), np.asarray(power_w, float)
@@ -410,7 +422,7 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
                          q=1.0 + math.exp(x[2]), stall=1.0 / (1.0 + math.exp(-x[3])),
                          lat=math.exp(x[4]), ref_host_ms=0.1 + math.exp(x[5]),
                          ref_loader_ms=math.exp(x[6]), ref_workers=workers, gv=(0.6, 0.3),
-                         cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 8, time_sd=0.0, power_sd=0.0)
+                         cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 7, time_sd=0.0, power_sd=0.0)
 
     def spec_of(x):
         return WorkloadSpec(gflop_per_step, math.exp(x[7]), batch_size, workers=workers)
@@ -433,20 +445,15 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
                  "n": I[:, 0], "u": np.zeros(len(I)), "c": np.zeros(len(I)), "busy": np.full(len(I), 0.15),
                  "gbs": np.full(len(I), 0.4)}
     y_i = np.array([row[4] for row in idle], float)
-    # measured operating points (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W): the GPU's busy share
-    # from the measured time, u = t_g / t (a stream of kernels with no data loading)
-    M = np.array(measured, float).reshape(-1, 8)
+    # measured operating points of a saturated GPU (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W):
+    # busy throughout (u = 1), its compute share from the roofs, one busy core feeding it
+    M = np.array(saturated, float).reshape(-1, 8)
+    ms = {"xg": M[:, 2] / device.gpu_mhz[-1], "xc": M[:, 1] / top_c, "xm": M[:, 3] / device.mem_mhz[-1],
+          "n": M[:, 0], "u": np.ones(len(M)), "busy": np.ones(len(M)), "gbs": M[:, 5] / (M[:, 6] / 1000.0)}
     if len(M):
-        ms = _components(device, roof, spec, M[:, :4])
-        for k in range(len(M)):
-            one = _components(device, roof, WorkloadSpec(M[k, 4], M[k, 5], 1, 0.0, 0.0, 0),
-                              M[k:k + 1, :4])
-            ms["t_c"][k], ms["t_g"][k] = one["t_c"][0], one["t_g"][0]
-        ms["u"] = np.clip(ms["t_g"] / M[:, 6], 0.0, 1.0)
-        ms["c"] = np.clip(ms["t_c"] / ms["t_g"], 0.0, 1.0)
-        ms["busy"], ms["gbs"] = np.full(len(M), 1.0), M[:, 5] / (M[:, 6] / 1000.0)
-        for key in ("xg", "xc", "xm", "n"):
-            ms[key] = ms[key]
+        one = [_components(device, roof, WorkloadSpec(g, q, 1, 0.0, 0.0, 0), m[None, :])
+               for g, q, m in zip(M[:, 4], M[:, 5], M[:, :4])]
+        ms["c"] = np.array([np.clip(o["t_c"][0] / o["t_g"][0], 0.0, 1.0) for o in one])
     w = np.concatenate([np.ones(len(A)), np.full(len(I), len(A) / max(len(I), 1)),
                         np.full(len(M), len(A) / max(len(M), 1))])
     best = None
@@ -483,14 +490,18 @@ def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple) -> BoardRoo
     """A board without a reference of its own: the source board's efficiencies and CPU work (the
     reference's cycles at the new top clock); its GPU power scaled by CUDA cores x top clock x V^2
     at that clock on the source's curve (a slower GPU runs at a lower voltage); its static power
-    scaled to the board's published idle figure; CPU per core and DRAM per byte kept."""
+    scaled to the board's published idle figure; each busy CPU core's power scaled by its top clock
+    x V^2 on the source's curve; DRAM energy per byte kept."""
     cyc = src.cpu_mhz[-1] / dst.cpu_mhz[-1]
     f_top = dst.gpu_mhz[-1]
-    v = float(_volt(np.array([min(1.0, f_top / src.gpu_mhz[-1])]), roof.gv)[0])
-    g = dst.gpu_cuda_cores * f_top * v ** 2 / (src.gpu_cuda_cores * src.gpu_mhz[-1])
+    vg = float(_volt(np.array([min(1.0, f_top / src.gpu_mhz[-1])]), roof.gv)[0])
+    g = dst.gpu_cuda_cores * f_top * vg ** 2 / (src.gpu_cuda_cores * src.gpu_mhz[-1])
+    xc = min(1.0, dst.cpu_mhz[-1] / src.cpu_mhz[-1])
+    c = xc * float(_volt(np.array([xc]), roof.cv)[0]) ** 2
     a = list(roof.power)
-    for i in (2, 4, 7):
+    for i in (2, 4):
         a[i] *= g
+    a[5] *= c
     moved = replace(roof, ref_host_ms=roof.ref_host_ms * cyc, ref_loader_ms=roof.ref_loader_ms * cyc,
                     power=tuple(a))
     n, fc, fg, fm, watts = idle
@@ -521,7 +532,7 @@ def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     roof, _ = calibrate(device, grid, pred["time_ms"], pred["power_w"],
                         gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
                         batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
-                        measured=PAGODA_MAXN)
+                        saturated=pagoda_saturated(), active=ORIN_ACTIVE)
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:
@@ -539,7 +550,7 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 
 
 BOARDS: dict[str, BoardRoof] = {
-    "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(6.7613, 4.8147, 3.0477, 0.0064864, 41.784, 4.7826, 0.066183, 0.0), time_sd=0.19615, power_sd=0.14383),
-    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(3.0942, 2.2034, 0.80673, 0.0064864, 11.06, 4.7826, 0.066183, 0.0), time_sd=0.24693, power_sd=0.17517),
-    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.6, 0.5), cv=(0.7, 0.4), kappa=0.5, power=(1.804, 1.2847, 0.26353, 0.0064864, 3.6131, 4.7826, 0.066183, 0.0), time_sd=0.24693, power_sd=0.17517),
+    "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0), time_sd=0.19615, power_sd=0.19379),
+    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 10.288, 1.1283, 0.0), time_sd=0.24693, power_sd=0.21807),
+    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1147, 0.55014, 0.0), time_sd=0.24693, power_sd=0.21807),
 }
