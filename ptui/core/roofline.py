@@ -486,35 +486,52 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
 OTHER_IDLE = {"xavier-agx": (8, 2265.6, 1377.0, 2133.0, 6.9), "orin-nano": (2, 729.6, 306.0, 204.0, 2.2)}
 
 
-def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple) -> BoardRoof:
-    """A board without a reference of its own: the source board's efficiencies and CPU work (the
-    reference's cycles at the new top clock); its GPU power scaled by CUDA cores x top clock x V^2
-    at that clock on the source's curve (a slower GPU runs at a lower voltage); its static power
-    scaled to the board's published idle figure; each busy CPU core's power scaled by its top clock
-    x V^2 on the source's curve; DRAM energy per byte kept."""
+def _preset_ratio(device: Device, roof: BoardRoof, spec: WorkloadSpec) -> float:
+    """Geometric mean over the board's budget presets of the spec's predicted power / budget."""
+    presets = [p for p in device.presets if p.budget_w]
+    watts = RooflinePrior(device, spec, roof).predict([p.mode for p in presets])["power_w"]
+    return float(np.exp(np.mean(np.log(watts / np.array([p.budget_w for p in presets])))))
+
+
+def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple, ref: WorkloadSpec) -> BoardRoof:
+    """A board without a reference of its own.  Time: the source board's efficiencies, and the
+    reference's CPU cycles at the new top clock.  Power: each busy CPU core's scaled by its top
+    clock x V^2 on the source's curve; DRAM energy per byte kept; static power set by the board's
+    published idle figure; GPU power scaled so that the reference workload draws the same share of
+    the board's nvpmodel budgets (geometric mean over its budget presets) as on the source board:
+    NVIDIA sizes each board's presets for its own GPU, which the source's per-core power does not
+    know (a 12 nm Volta core draws more than an 8 nm Ampere one)."""
     cyc = src.cpu_mhz[-1] / dst.cpu_mhz[-1]
-    f_top = dst.gpu_mhz[-1]
-    vg = float(_volt(np.array([min(1.0, f_top / src.gpu_mhz[-1])]), roof.gv)[0])
-    g = dst.gpu_cuda_cores * f_top * vg ** 2 / (src.gpu_cuda_cores * src.gpu_mhz[-1])
     xc = min(1.0, dst.cpu_mhz[-1] / src.cpu_mhz[-1])
     c = xc * float(_volt(np.array([xc]), roof.cv)[0]) ** 2
-    a = list(roof.power)
-    for i in (2, 4):
-        a[i] *= g
-    a[5] *= c
-    moved = replace(roof, ref_host_ms=roof.ref_host_ms * cyc, ref_loader_ms=roof.ref_loader_ms * cyc,
-                    power=tuple(a))
+    base = list(roof.power)
+    base[5] *= c
+    moved = replace(roof, ref_host_ms=roof.ref_host_ms * cyc, ref_loader_ms=roof.ref_loader_ms * cyc)
     n, fc, fg, fm, watts = idle
-    comp = {"xg": np.array([fg / f_top]), "xc": np.array([fc / dst.cpu_mhz[-1]]),
+    comp = {"xg": np.array([fg / dst.gpu_mhz[-1]]), "xc": np.array([fc / dst.cpu_mhz[-1]]),
             "xm": np.array([fm / dst.mem_mhz[-1]]), "n": np.array([float(n)]), "u": np.zeros(1),
             "c": np.zeros(1), "busy": np.array([0.15]), "gbs": np.array([0.4])}
     X = _power_features(moved, comp)[0]
-    static = X[0] * a[0] + X[1] * a[1]
-    s = max(0.05, (watts - (X @ np.asarray(a) - static)) / static)
-    a[0] *= s
-    a[1] *= s
+
+    def with_gpu(g: float) -> BoardRoof:
+        a = list(base)
+        a[2] *= g
+        a[4] *= g
+        static = X[0] * a[0] + X[1] * a[1]
+        s = max(0.05, (watts - (X @ np.asarray(a) - static)) / static)
+        a[0] *= s
+        a[1] *= s
+        return replace(moved, power=tuple(a))
+    target = math.log(_preset_ratio(src, roof, ref))
+    lo, hi = math.log(0.01), math.log(10.0)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if math.log(_preset_ratio(dst, with_gpu(math.exp(mid)), ref)) < target:
+            lo = mid
+        else:
+            hi = mid
     # a transferred board has no reference of its own: its constants are a further guess
-    return replace(moved, power=tuple(a), time_sd=math.hypot(roof.time_sd, 0.15),
+    return replace(with_gpu(math.exp(0.5 * (lo + hi))), time_sd=math.hypot(roof.time_sd, 0.15),
                    power_sd=math.hypot(roof.power_sd, 0.10))
 
 
@@ -529,14 +546,14 @@ def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     from .devices import DEVICES
     grid = device.pt_grid()
     pred = predict(grid)
-    roof, _ = calibrate(device, grid, pred["time_ms"], pred["power_w"],
+    roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],
                         gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
                         batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
                         saturated=pagoda_saturated(), active=ORIN_ACTIVE)
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:
-            out[name] = transfer(roof, device, dst, OTHER_IDLE[name])
+            out[name] = transfer(roof, device, dst, OTHER_IDLE[name], spec)
     return out
 
 
@@ -551,6 +568,6 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 
 BOARDS: dict[str, BoardRoof] = {
     "orin-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0), time_sd=0.19615, power_sd=0.19379),
-    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 10.288, 1.1283, 0.0), time_sd=0.24693, power_sd=0.21807),
-    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1147, 0.55014, 0.0), time_sd=0.24693, power_sd=0.21807),
+    "xavier-agx": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 30.018, 1.1283, 0.0), time_sd=0.24693, power_sd=0.21807),
+    "orin-nano": BoardRoof(eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315, ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1767, 0.55014, 0.0), time_sd=0.24693, power_sd=0.21807),
 }
