@@ -25,9 +25,16 @@ def main() -> int:
     boards = roofline.reference_calibration(ref.device, ref.predict)
     print("BOARDS: dict[str, BoardRoof] = {")
     for name in DEVICES:
-        c = roofline.roof_constants(boards[name])
-        body = ", ".join(f"{k}={v!r}" for k, v in c.items())
-        print(f'    "{name}": BoardRoof({body}),')
+        print(f'    "{name}": BoardRoof(')
+        line = "       "
+        for k, v in roofline.roof_constants(boards[name]).items():
+            item = f" {k}={v!r},"
+            if len(line) + len(item) > 100:
+                print(line)
+                line = "       "
+            line += item
+        print(line)
+        print("    ),")
     print("}")
     return 0
 
