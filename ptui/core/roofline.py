@@ -37,7 +37,13 @@ import numpy as np
 from .devices import Device, get_device
 from .errors import InputError
 from .modes import ModeList
-from .workloads import Workload
+from .workloads import WORKLOADS, Workload
+
+# The bundled reference: ResNet-18 (forward GFLOP per sample as the catalog publishes it) at batch
+# 16 with 4 loader workers, recorded on ptui's simulated Orin AGX
+REF_DEVICE, REF_WORKLOAD = "orin-agx", "resnet18"
+REF_GFLOP_FWD = 1.8
+REF_BATCH, REF_WORKERS = 16, 4
 
 
 class SpecError(InputError):
@@ -164,7 +170,7 @@ class WorkloadSpec:
             return cls(ph.gflop * B, ph.gb_per_sample * B + ph.gb_fixed, B,
                        workers=int(workload.workers), source=f"what-if {workload.name}")
         gflop = TRAIN_FACTOR * workload.fwd_gflops * B
-        act = gflop * REF_GB_PER_GFLOP_ACT
+        act = gflop * reference_activation_gb_per_gflop()
         gb = act + workload.params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
         return cls(gflop, gb, B, workers=int(workload.workers), source=f"catalog {workload.name}")
 
@@ -211,6 +217,7 @@ class BoardRoof:
     ref_host_ms: float    # the reference workload's main-thread ms per step at the top CPU clock
     ref_loader_ms: float  # its data loading ms per sample at the top CPU clock
     ref_workers: int      # its loader processes
+    ref_gb: float         # its DRAM GB per step
     gv: tuple[float, float]   # GPU DVFS voltage curve: (V at low clocks / V at top, knee)
     cv: tuple[float, float]   # CPU
     kappa: float          # GPU switching activity when memory-bound, relative to compute-bound
@@ -219,10 +226,13 @@ class BoardRoof:
     power_sd: float       # log-sd of the power prediction
 
 
-# The reference's activations in GB per training GFLOP (ResNet-18, batch 16: its DRAM bytes as
-# calibrated on Orin AGX less its parameter traffic, over its FLOPs); the default for a catalog
-# workload whose bytes were never counted.
-REF_GB_PER_GFLOP_ACT = 0.025
+def reference_activation_gb_per_gflop() -> float:
+    """The reference's activation traffic per training GFLOP (ResNet-18 at batch 16: its DRAM bytes
+    as calibrated on the reference board, less its parameter traffic, over its FLOPs): the default
+    for a catalog workload whose bytes were never counted."""
+    roof = BOARDS[REF_DEVICE]
+    params = WORKLOADS[REF_WORKLOAD].params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
+    return max(0.0, roof.ref_gb - params) / (TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH)
 
 
 def _knobs(device: Device, modes) -> np.ndarray:
@@ -437,7 +447,7 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
         return BoardRoof(eff_c=exp(x[0]), eff_m=eff_m, p=1.0 + exp(x[1]),
                          q=1.0 + exp(x[2]), stall=1.0 / (1.0 + exp(-x[3])),
                          lat=exp(x[4]), ref_host_ms=0.1 + exp(x[5]),
-                         ref_loader_ms=exp(x[6]), ref_workers=workers, gv=(0.6, 0.3),
+                         ref_loader_ms=exp(x[6]), ref_workers=workers, ref_gb=exp(x[7]), gv=(0.6, 0.3),
                          cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 7, time_sd=0.0, power_sd=0.0)
 
     def spec_of(x):
@@ -556,8 +566,6 @@ def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple, ref: Worklo
                    power_sd=math.hypot(roof.power_sd, 0.10))
 
 
-REF_GFLOP_FWD = 1.8          # ResNet-18 forward GFLOP per sample (the catalog's published figure)
-REF_BATCH, REF_WORKERS = 16, 4
 
 
 def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
@@ -594,20 +602,20 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 BOARDS: dict[str, BoardRoof] = {
     "orin-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
-        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4),
-        kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0), time_sd=0.19615,
-        power_sd=0.19379,
+        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0),
+        time_sd=0.19615, power_sd=0.19379,
     ),
     "xavier-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
-        ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4),
-        kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 30.018, 1.1283, 0.0), time_sd=0.24693,
-        power_sd=0.21807,
+        ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 30.018, 1.1283, 0.0),
+        time_sd=0.24693, power_sd=0.21807,
     ),
     "orin-nano": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
-        ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, gv=(0.7, 0.4), cv=(0.7, 0.4),
-        kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1767, 0.55014, 0.0), time_sd=0.24693,
-        power_sd=0.21807,
+        ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1767, 0.55014, 0.0),
+        time_sd=0.24693, power_sd=0.21807,
     ),
 }

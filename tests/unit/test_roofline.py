@@ -66,6 +66,17 @@ def test_specs_from_the_probe_and_from_the_catalog():
     c = WorkloadSpec.from_workload(get_workload("resnet18", 32))
     assert c.batch_size == 32 and c.gflop_per_step == pytest.approx(3 * 1.8 * 32)
     assert c.gbytes_per_step > 11.7e6 * roofline.PARAM_TRAFFIC_BYTES / 1e9
+    # the reference workload from the catalog has the bytes its calibration found
+    ref = WorkloadSpec.from_workload(get_workload("resnet18"))
+    assert ref.gbytes_per_step == pytest.approx(BOARDS["orin-agx"].ref_gb, rel=1e-9)
+    # a what-if carries its own counts
+    from ptui.core.physics import WORKLOAD_PHYSICS
+    from ptui.core.userscript import ScriptWorkload
+    wp = WORKLOAD_PHYSICS["yolov8n"]
+    w = ScriptWorkload(**{**get_workload("yolov8n", 8).__dict__, "physics": wp})
+    s = WorkloadSpec.from_workload(w)
+    assert s.gflop_per_step == pytest.approx(8 * wp.gflop)
+    assert s.gbytes_per_step == pytest.approx(8 * wp.gb_per_sample + wp.gb_fixed)
 
 
 def _column(device, col: int, others) -> tuple[np.ndarray, np.ndarray]:
