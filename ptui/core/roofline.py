@@ -9,11 +9,12 @@ Time of one step (batch B) on mode (n cores, CPU f_c, GPU f_g, EMC f_m):
   * CPU work      at clock f_c and EMC f_m a CPU millisecond measured at the reference clock f_r
                   takes k = (1 - s) f_r / f_c + s (1 + lam (f_m,max / f_m - 1)): a share s of it
                   waits on DRAM, whose latency grows as the EMC clock falls
-  * host thread   t_h = host_ms x k (launches, Python, optimizer bookkeeping)
-  * data loading  t_l = loader_ms x k over min(workers, n - 1) cores (serial with 0 workers)
-  * step          t = q-norm of (t_g, t_h, t_l / workers, (t_h + t_l) / min(n, workers + 1)): the
-                  stages overlap (asynchronous launches, prefetching workers) and the last term is
-                  the floor when the CPU work outnumbers the online cores.
+  * host thread   t_h = host_ms x k while the GPU runs (kernel launches, Python), and
+                  t_s = serial_ms x k while it waits (collate, copies, optimizer bookkeeping)
+  * data loading  t_l = loader_ms x k over P = min(workers, n - 1) cores (serial with 0 workers)
+  * step          t = t_s + q-norm of (t_g, t_h, t_l / P, (t_h + t_s + t_l) / min(n, workers + 1)):
+                  the stages overlap (asynchronous launches, prefetching workers) and the last
+                  term is the floor when the CPU work outnumbers the online cores.
 Power: P = a0 + a1 x_m + a2 Vg^2 x_g + a3 Vc n + a4 Vg^2 x_g u (kappa + (1 - kappa) c)
            + a5 Vc^2 x_c busy + a6 GB/s
 with x_* the clocks as fractions of the board's top clock, V(x) a DVFS voltage curve (flat to a
@@ -85,7 +86,8 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         problems = _spec_problems({k: getattr(self, k) for k in self.REQUIRED + self.OPTIONAL})
         if problems:
-            raise SpecError(f"workload spec{' ' + self.source if self.source else ''}: {problems[0]}")
+            raise SpecError(f"workload spec{' ' + self.source if self.source else ''}: "
+                            f"{'; '.join(problems)}")
 
     @property
     def has_cpu_work(self) -> bool:
@@ -101,8 +103,8 @@ class WorkloadSpec:
 
     @classmethod
     def from_dict(cls, d, where: str = "workload spec") -> "WorkloadSpec":
-        """A spec from a mapping (a parsed SPEC.json); SpecError naming `where` and the first bad
-        field."""
+        """A spec from a mapping (a parsed SPEC.json); one SpecError line naming `where` and every
+        bad field."""
         if not isinstance(d, dict):
             raise SpecError(f"{where}: expected a JSON object like "
                             '{"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}')
@@ -115,7 +117,7 @@ class WorkloadSpec:
                 raise SpecError(f"{where}: field {k!r} is missing")
         problems = _spec_problems(d)
         if problems:
-            raise SpecError(f"{where}: {problems[0]}")
+            raise SpecError(f"{where}: {'; '.join(problems)}")
         opt = {k: d.get(k) for k in cls.OPTIONAL}
         return cls(float(d["gflop_per_step"]), float(d["gbytes_per_step"]), int(d["batch_size"]),
                    None if opt["host_ms"] is None else float(opt["host_ms"]),
@@ -127,8 +129,8 @@ class WorkloadSpec:
     @classmethod
     def from_json(cls, path) -> "WorkloadSpec":
         """Read SPEC.json: {"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}, and
-        optionally host_ms, serial_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line naming the
-        file and the field."""
+        optionally host_ms, serial_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line
+        naming the file and every bad field."""
         p = Path(path)
         try:
             text = p.read_text()

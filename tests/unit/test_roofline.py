@@ -48,6 +48,15 @@ def test_a_bad_field_is_one_input_error_line_naming_the_file_and_the_field(tmp_p
     assert e.value.exit_code == EXIT_INPUT
 
 
+def test_every_bad_field_is_named_on_the_one_line(tmp_path):
+    path = _spec_file(tmp_path, {"gflop_per_step": -1, "gbytes_per_step": "x", "batch_size": 2.5})
+    with pytest.raises(SpecError) as e:
+        WorkloadSpec.from_json(path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert all(repr(k) in msg for k in ("gflop_per_step", "gbytes_per_step", "batch_size"))
+
+
 @pytest.mark.parametrize("content, words", [("{not json", "not JSON"), ("[1, 2]", "JSON object"),
                                             (None, "cannot read")])
 def test_an_unreadable_spec_is_one_input_error_line(tmp_path, content, words):
