@@ -45,6 +45,10 @@ from .workloads import WORKLOADS, Workload
 REF_DEVICE, REF_WORKLOAD = "orin-agx", "resnet18"
 REF_GFLOP_FWD = 1.8
 REF_BATCH, REF_WORKERS = 16, 4
+REF_INPUT_MB = 3 * 224 * 224 * 4 / 1e6   # one ImageNet sample as the fp32 tensor a loader yields
+# each assumption in place of the spec's CPU work widens the time spread by this share: a stated
+# guess, not a calibrated figure
+ASSUMED_SD = 0.25
 
 
 class SpecError(InputError):
@@ -67,9 +71,10 @@ class WorkloadSpec:
     optionally its CPU work (milliseconds of one core at `cpu_mhz`, the board's top CPU clock when
     None): `host_ms` on the main thread per step while the GPU runs (kernel launches),
     `serial_ms` on the main thread while the GPU waits (collate, host-to-device copies, optimizer
-    bookkeeping), `loader_ms` of data loading per step over `workers` loader processes.  Without
-    CPU work the prior assumes the reference workload's (an image pipeline, scaled per sample)
-    and says so in `assumed`."""
+    bookkeeping), `loader_ms` of data loading per step over `workers` loader processes; or,
+    instead of `loader_ms`, `input_mb`, the MB of input tensors a step loads (the loading then
+    costs what the reference's image pipeline costs per MB).  What the spec leaves out the prior
+    assumes (RooflinePrior.assumed): the reference's main-thread work, no data-loading work."""
     gflop_per_step: float
     gbytes_per_step: float
     batch_size: int
@@ -78,10 +83,11 @@ class WorkloadSpec:
     workers: int | None = None
     cpu_mhz: float | None = None
     serial_ms: float | None = None
+    input_mb: float | None = None
     source: str = ""
 
     REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
-    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms")
+    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms", "input_mb")
 
     def __post_init__(self) -> None:
         problems = _spec_problems({k: getattr(self, k) for k in self.REQUIRED + self.OPTIONAL})
@@ -90,8 +96,12 @@ class WorkloadSpec:
                             f"{'; '.join(problems)}")
 
     @property
-    def has_cpu_work(self) -> bool:
-        return any(v is not None for v in (self.host_ms, self.loader_ms, self.serial_ms))
+    def has_host_work(self) -> bool:
+        return self.host_ms is not None or self.serial_ms is not None
+
+    @property
+    def has_loader_work(self) -> bool:
+        return self.loader_ms is not None or self.input_mb is not None
 
     @property
     def intensity(self) -> float:
@@ -124,12 +134,14 @@ class WorkloadSpec:
                    None if opt["loader_ms"] is None else float(opt["loader_ms"]),
                    None if opt["workers"] is None else int(opt["workers"]),
                    None if opt["cpu_mhz"] is None else float(opt["cpu_mhz"]),
-                   None if opt["serial_ms"] is None else float(opt["serial_ms"]), source=where)
+                   None if opt["serial_ms"] is None else float(opt["serial_ms"]),
+                   None if opt["input_mb"] is None else float(opt["input_mb"]), source=where)
 
     @classmethod
     def from_json(cls, path) -> "WorkloadSpec":
         """Read SPEC.json: {"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}, and
-        optionally host_ms, serial_ms, loader_ms, workers, cpu_mhz.  Bad input: one SpecError line
+        optionally host_ms, serial_ms, loader_ms or input_mb, workers, cpu_mhz.  Bad input: one
+        SpecError line
         naming the file and every bad field."""
         p = Path(path)
         try:
@@ -147,8 +159,9 @@ class WorkloadSpec:
     def from_probe(cls, info: dict, *, extra_bytes: float = 0.0) -> "WorkloadSpec":
         """From the probe's counts of one training iteration (userscript's measured info): its
         FLOPs and the bytes its operators touched (plus `extra_bytes` the probe could not see, e.g.
-        userscript.compiled_step_bytes for a compiled optimizer step), over its samples.  CPU work
-        is not timed by the probe, so the reference's is assumed."""
+        userscript.compiled_step_bytes for a compiled optimizer step), over its samples; the input
+        tensors it saw load give the data-loading work.  The probe times no CPU work, so the
+        main thread's is the reference's."""
         if info.get("error"):
             raise SpecError(f"the probe could not count the script's model: {info['error']}")
         flops, nbytes = float(info.get("flops") or 0), float(info.get("bytes") or 0) + extra_bytes
@@ -157,8 +170,10 @@ class WorkloadSpec:
                             "non-torch model?): describe it with --workload-spec instead")
         samples = int(info.get("samples") or 0) or int(info.get("batch_size") or 0) or 1
         workers = info.get("workers")
+        inputs = float(info.get("input_bytes") or 0)
         return cls(flops / 1e9, nbytes / 1e9, samples,
-                   workers=None if workers is None else int(workers), source="probe")
+                   workers=None if workers is None else int(workers),
+                   input_mb=inputs / 1e6 if inputs > 0 else None, source="probe")
 
     @classmethod
     def from_workload(cls, workload: Workload) -> "WorkloadSpec":
@@ -196,7 +211,7 @@ def _spec_problems(d: dict) -> list[str]:
     for k, kw in (("gflop_per_step", {}), ("gbytes_per_step", {}), ("batch_size", {"integer": True}),
                   ("host_ms", {"positive": False}), ("loader_ms", {"positive": False}),
                   ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {}),
-                  ("serial_ms", {"positive": False})):
+                  ("serial_ms", {"positive": False}), ("input_mb", {"positive": False})):
         v = d.get(k)
         if v is None and k not in WorkloadSpec.REQUIRED:
             continue
@@ -256,14 +271,22 @@ def _qnorm(parts, q: float) -> np.ndarray:
 
 
 def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device):
-    """(host ms, serial ms, loader ms, workers, reference clock MHz) of a spec, the reference's
-    where the spec has none (its loader time scaled per sample)."""
+    """(host ms, serial ms, loader ms, workers, reference clock MHz) of a spec: the reference's
+    main-thread work where the spec gives none; loading from `loader_ms`, else from `input_mb` at
+    the reference's cost per MB of input, else none."""
     workers = roof.ref_workers if spec.workers is None else spec.workers
-    if spec.has_cpu_work:
-        return (spec.host_ms or 0.0, spec.serial_ms or 0.0, spec.loader_ms or 0.0, workers,
-                spec.cpu_mhz or device.cpu_mhz[-1])
-    return (roof.ref_host_ms, 0.0, roof.ref_loader_ms * spec.batch_size, workers,
-            device.cpu_mhz[-1])
+    fref = spec.cpu_mhz or device.cpu_mhz[-1]
+    if spec.has_host_work:
+        host, serial = spec.host_ms or 0.0, spec.serial_ms or 0.0
+    else:
+        host, serial = roof.ref_host_ms * device.cpu_mhz[-1] / fref, 0.0
+    if spec.loader_ms is not None:
+        loader = spec.loader_ms
+    elif spec.input_mb is not None:
+        loader = roof.ref_loader_ms / REF_INPUT_MB * spec.input_mb * device.cpu_mhz[-1] / fref
+    else:
+        loader = 0.0
+    return host, serial, loader, workers, fref
 
 
 def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarray) -> dict:
@@ -323,8 +346,12 @@ class RooflinePrior:
     @property
     def assumed(self) -> list[str]:
         """What the prediction assumes beyond the spec (shown beside a decision from it)."""
-        return [] if self.spec.has_cpu_work else [
-            "CPU work: the reference's (main thread, and an image pipeline per sample)"]
+        out = []
+        if not self.spec.has_host_work:
+            out.append("main-thread CPU work: the reference's (ResNet-18)")
+        if not self.spec.has_loader_work:
+            out.append("data loading: never limits the step (the spec gives no loader_ms or input_mb)")
+        return out
 
     def components(self, modes) -> dict:
         """The time model's parts per mode (ms): compute, memory, GPU, step; utilisations."""
@@ -335,7 +362,7 @@ class RooflinePrior:
         comp = self.components(modes)
         t = comp["t"]
         p = np.maximum(_power_features(self.roof, comp) @ np.asarray(self.roof.power), 0.5)
-        ts = self.roof.time_sd * (1.0 if self.spec.has_cpu_work else 1.25)
+        ts = self.roof.time_sd * (1.0 + ASSUMED_SD * len(self.assumed))
         return {"time_ms": t, "power_w": p,
                 "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
                 "power_w_std": p * math.sqrt(math.expm1(self.roof.power_sd ** 2))}
@@ -429,10 +456,11 @@ def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
-              workers: int, eff_m: float, idle=(), saturated=(),
+              workers: int, input_mb: float, eff_m: float, idle=(), saturated=(),
               active=None) -> tuple[BoardRoof, WorkloadSpec]:
     """A board's constants, and the reference workload's fitted spec, from the reference's time and
-    power over a mode grid (its FLOPs given; its DRAM bytes and CPU work fitted), idle figures
+    power over a mode grid (its FLOPs, loader workers and input MB per step given; its DRAM bytes
+    and CPU work fitted: the loading cost per MB of input is the board's), idle figures
     (cores, CPU, GPU, EMC MHz, W), measured points of a saturated GPU (cores, CPU, GPU, EMC MHz,
     GFLOP, GB, ms, W) and fixed power coefficients (`active`: index -> W).
     Time: Levenberg-Marquardt on log time from several starts.  Power: non-negative weighted least
@@ -453,7 +481,8 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
                          cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 7, time_sd=0.0, power_sd=0.0)
 
     def spec_of(x):
-        return WorkloadSpec(gflop_per_step, exp(x[7]), batch_size, workers=workers)
+        return WorkloadSpec(gflop_per_step, exp(x[7]), batch_size, workers=workers,
+                            input_mb=input_mb)
 
     def resid(x):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -578,9 +607,10 @@ def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     grid = device.pt_grid()
     pred = predict(grid)
     roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],
-                        gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
-                        batch_size=REF_BATCH, workers=REF_WORKERS, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
-                        saturated=pagoda_saturated(), active=ORIN_ACTIVE)
+                           gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
+                           batch_size=REF_BATCH, workers=REF_WORKERS,
+                           input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
+                           saturated=pagoda_saturated(), active=ORIN_ACTIVE)
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:

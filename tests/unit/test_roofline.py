@@ -24,8 +24,10 @@ def _spec_file(tmp_path, content) -> str:
 def test_a_valid_spec_reads_back_with_its_optional_cpu_work(tmp_path):
     s = WorkloadSpec.from_json(_spec_file(tmp_path, dict(GOOD, host_ms=4.0, loader_ms=120, workers=4)))
     assert (s.gflop_per_step, s.gbytes_per_step, s.batch_size) == (86.4, 2.7, 16)
-    assert s.host_ms == 4.0 and s.loader_ms == 120.0 and s.workers == 4 and s.has_cpu_work
-    assert not WorkloadSpec.from_json(_spec_file(tmp_path, GOOD)).has_cpu_work
+    assert s.host_ms == 4.0 and s.loader_ms == 120.0 and s.workers == 4
+    assert s.has_host_work and s.has_loader_work
+    bare = WorkloadSpec.from_json(_spec_file(tmp_path, GOOD))
+    assert not bare.has_host_work and not bare.has_loader_work
 
 
 @pytest.mark.parametrize("content, field", [
@@ -67,9 +69,10 @@ def test_an_unreadable_spec_is_one_input_error_line(tmp_path, content, words):
 
 
 def test_specs_from_the_probe_and_from_the_catalog():
-    s = WorkloadSpec.from_probe({"flops": 8.64e10, "bytes": 2.0e9, "samples": 16, "workers": 2},
-                                extra_bytes=0.5e9)
+    s = WorkloadSpec.from_probe({"flops": 8.64e10, "bytes": 2.0e9, "samples": 16, "workers": 2,
+                                 "input_bytes": 9_633_792}, extra_bytes=0.5e9)
     assert (s.gflop_per_step, s.gbytes_per_step, s.batch_size, s.workers) == (86.4, 2.5, 16, 2)
+    assert s.input_mb == pytest.approx(9.633792) and s.has_loader_work and not s.has_host_work
     with pytest.raises(SpecError):
         WorkloadSpec.from_probe({"flops": 0, "bytes": 1e9})
     c = WorkloadSpec.from_workload(get_workload("resnet18", 32))
@@ -141,11 +144,26 @@ def test_maxn_is_faster_than_the_slowest_mode_and_power_stays_physical(name):
 
 def test_without_cpu_work_the_prior_says_what_it_assumes_and_is_less_sure():
     dev = get_device("orin-agx")
-    bare, timed = WorkloadSpec(86.4, 2.7, 16), WorkloadSpec(86.4, 2.7, 16, host_ms=5.0)
-    assert RooflinePrior(dev, bare).assumed and not RooflinePrior(dev, timed).assumed
+    bare, timed = WorkloadSpec(86.4, 2.7, 16), WorkloadSpec(86.4, 2.7, 16, host_ms=5.0, loader_ms=50.0)
+    assert len(RooflinePrior(dev, bare).assumed) == 2 and not RooflinePrior(dev, timed).assumed
     m = [dev.maxn]
     a, b = RooflinePrior(dev, bare).predict(m), RooflinePrior(dev, timed).predict(m)
     assert a["time_ms_std"][0] / a["time_ms"][0] > b["time_ms_std"][0] / b["time_ms"][0]
+
+
+def test_input_megabytes_cost_the_reference_pipelines_loading_per_megabyte():
+    """A spec with the reference's input per step loads like the reference: at two cores (one
+    worker) and the lowest CPU clock the loading, not the GPU, sets the step."""
+    dev = get_device("orin-agx")
+    mb = roofline.REF_INPUT_MB * 16
+    fed = WorkloadSpec(86.4, 2.7, 16, input_mb=mb)
+    explicit = WorkloadSpec(86.4, 2.7, 16, host_ms=BOARDS["orin-agx"].ref_host_ms,
+                            loader_ms=BOARDS["orin-agx"].ref_loader_ms * 16)
+    slow = np.array([[2, dev.cpu_mhz[0], dev.gpu_mhz[-1], dev.mem_mhz[-1]]])
+    a, b = RooflinePrior(dev, fed).predict(slow), RooflinePrior(dev, explicit).predict(slow)
+    assert a["time_ms"][0] == pytest.approx(b["time_ms"][0])
+    starved = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16)).predict(slow)["time_ms"][0]
+    assert a["time_ms"][0] > 3 * starved
 
 
 @pytest.fixture(scope="module")
