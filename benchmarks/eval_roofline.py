@@ -8,8 +8,9 @@ against two noise-free ground truths:
   * indep: benchmarks/indep_corpus.py; the spec is derived from each job's parameters (FLOPs and
            bytes per sample and per step, CPU cycles converted to ms at the top clock), never from
            the generator's functional forms.
-"counts only" rows give the prior FLOPs, bytes and batch size alone (the issue's SPEC.json): the
-CPU work is then the reference's.
+--spec probe gives the prior what ptui's probe counts (FLOPs, bytes, input MB, workers; no CPU
+timing), --spec counts FLOPs, bytes and batch size alone (the issue's SPEC.json): the CPU work it
+lacks is then the reference's.
 Metrics: time and power MAPE over the grid; budget decisions: for each budget (1 W steps) the
 fastest mode whose predicted power stays within the budget with P(power > budget) <= 0.05
 (pareto.choose, risk 0.05) against the true fastest mode within the budget: penalty = true time of
@@ -18,7 +19,7 @@ the pick / true best - 1; "over" counts picks whose true power exceeds the budge
 the penalty the prior's spread costs.
 Budgets: 17-50 W on Orin AGX and Xavier AGX; 5-14 W on Orin Nano (whose grid never draws 17 W).
 
-Run: python benchmarks/eval_roofline.py [--device D ...] [--counts-only]
+Run: python benchmarks/eval_roofline.py [--device D ...] [--spec full|probe|counts]
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ from ptui.core.roofline import RooflinePrior, WorkloadSpec  # noqa: E402
 from ptui.core.workloads import WORKLOADS, get_workload  # noqa: E402
 
 DEVICES = ("orin-agx", "xavier-agx", "orin-nano")
+SPECS = {"full": "FLOPs, bytes, batch, CPU ms at the top clock",
+         "probe": "FLOPs, bytes, batch, input MB, workers (what the probe counts)",
+         "counts": "FLOPs, bytes, batch only (the issue's SPEC.json)"}
 RISK = 0.05
 
 
@@ -49,29 +53,36 @@ def budgets(device: str) -> np.ndarray:
     return np.arange(5, 15, 1.0) if device == "orin-nano" else np.arange(17, 51, 1.0)
 
 
-def sim_spec(dev, name: str, counts_only: bool) -> WorkloadSpec:
-    """A catalog workload's own counts: FLOPs and DRAM bytes per step, and the CPU time of its
-    main thread and its data loading at the top CPU and EMC clocks (cycles / clock + DRAM misses x
+def sim_spec(dev, name: str, kind: str) -> WorkloadSpec:
+    """A catalog workload's own counts: FLOPs and DRAM bytes per step; "probe": plus the input MB
+    a step loads (what ptui's what-if reads as the probe's input bytes: half the loader's DRAM
+    traffic, userscript.whatif_workload) and its workers; "full": plus the CPU time of its main
+    thread and its data loading at the top CPU and EMC clocks (cycles / clock + DRAM misses x
     latency), as one timed step would show them."""
     wl, wp, dp = get_workload(name), WORKLOAD_PHYSICS[name], DEVICE_PHYSICS[dev.name]
     B = wl.batch_size
     gflop, gb = wp.gflop * B, wp.gb_per_sample * B + wp.gb_fixed
-    if counts_only:
+    if kind == "counts":
         return WorkloadSpec(gflop, gb, B)
+    if kind == "probe":
+        return WorkloadSpec(gflop, gb, B, input_mb=B * wp.data_mb / 2.0, workers=wl.workers)
     ghz, lat = dev.cpu_mhz[-1] / 1000.0, dp.lat0_ns + dp.lat1_ns
     host = wp.host_mcycles / (ghz * dp.cpu_ipc) + wp.host_misses_k * lat * 1e-3
     load = B * (wp.data_mcycles / (ghz * dp.cpu_ipc) + wp.data_misses_k * lat * 1e-3)
     return WorkloadSpec(gflop, gb, B, host_ms=host, loader_ms=load, workers=wl.workers)
 
 
-def indep_spec(dev, job, counts_only: bool) -> WorkloadSpec:
-    """An independent job's counts from its parameters: FLOPs and GPU DRAM bytes per step; CPU
+def indep_spec(dev, job, kind: str) -> WorkloadSpec:
+    """An independent job's counts from its parameters: FLOPs and GPU DRAM bytes per step;
+    "probe": plus the MB of input copied to the GPU per step and its workers; "full": plus CPU
     milliseconds at the top CPU clock: launches (host, while the GPU runs), the main thread's work
     while the GPU waits (serial) and the loader's per-sample work (loader)."""
     B = job.batch
     gflop, gb = job.gflop * B, job.gb_sample * B + job.gb_step
-    if counts_only:
+    if kind == "counts":
         return WorkloadSpec(gflop, gb, B)
+    if kind == "probe":
+        return WorkloadSpec(gflop, gb, B, input_mb=B * job.h2d_mb, workers=job.workers)
     ghz = dev.cpu_mhz[-1] / 1000.0
     gops = indep_corpus.BOARDS[dev.name].cpu_gops
     launches = job.kernels * job.launch_kcyc / 1e3 / (ghz * gops)
@@ -120,34 +131,33 @@ def score(dev, modes, prior: RooflinePrior, t: np.ndarray, p: np.ndarray) -> dic
     return r
 
 
-def rows(dev_names, counts_only: bool):
+def rows(dev_names, kind: str):
     for d in dev_names:
         dev = get_device(d)
         modes = dev.pt_grid()
         A = raw_modes(modes)
         for name in WORKLOADS:
             op = steady_state(dev, get_workload(name), *A.T, tpc=dev.gpu_tpcs)
-            prior = RooflinePrior(dev, sim_spec(dev, name, counts_only))
+            prior = RooflinePrior(dev, sim_spec(dev, name, kind))
             yield "sim", d, name, score(dev, modes, prior, op.time_ms, op.power_w)
         for name, job in indep_corpus.JOBS.items():
             t, p, _ = indep_corpus.truth(dev, job, A)
-            prior = RooflinePrior(dev, indep_spec(dev, job, counts_only))
+            prior = RooflinePrior(dev, indep_spec(dev, job, kind))
             yield "indep", d, name, score(dev, modes, prior, t, p)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", action="append", choices=DEVICES)
-    ap.add_argument("--counts-only", action="store_true",
-                    help="give the prior FLOPs, bytes and batch size only (no CPU work)")
+    ap.add_argument("--spec", choices=sorted(SPECS), default="full",
+                    help="what the prior is given (default: full)")
     a = ap.parse_args(argv)
-    print(f"roofline prior, 0 profiled modes, PowerTrain grid; spec: "
-          f"{'FLOPs, bytes, batch only' if a.counts_only else 'FLOPs, bytes, batch, CPU ms'}")
+    print(f"roofline prior, 0 profiled modes, PowerTrain grid; spec: {SPECS[a.spec]}")
     print(f"{'truth':6} {'board':10} {'workload':12} {'time %':>7} {'power %':>7} {'cov90 t/p %':>12} "
           f"{'budgets':>7} {'med pen %':>9} {'worst %':>8} {'over+1W':>7} {'infeas':>6} "
           f"{'mean rule: med pen %':>20} {'over+1W':>7}")
     summary: dict = {}
-    for truth, d, name, r in rows(a.device or DEVICES, a.counts_only):
+    for truth, d, name, r in rows(a.device or DEVICES, a.spec):
         print(f"{truth:6} {d:10} {name:12} {r['time']:7.1f} {r['power']:7.1f} "
               f"{r['time_cov90']:5.0f}/{r['power_cov90']:<5.0f}  {r['n']:7d} {r['median']:9.1f} "
               f"{r['worst']:8.1f} {r['over']:7d} {r['infeasible']:6d} {r['mean_median']:20.1f} "

@@ -46,8 +46,8 @@ REF_DEVICE, REF_WORKLOAD = "orin-agx", "resnet18"
 REF_GFLOP_FWD = 1.8
 REF_BATCH, REF_WORKERS = 16, 4
 REF_INPUT_MB = 3 * 224 * 224 * 4 / 1e6   # one ImageNet sample as the fp32 tensor a loader yields
-# each assumption in place of the spec's CPU work widens the time spread by this share: a stated
-# guess, not a calibrated figure
+# each assumption in place of the spec's CPU work widens the time and power spreads by this share:
+# a stated guess, not a calibrated figure
 ASSUMED_SD = 0.25
 
 
@@ -74,7 +74,9 @@ class WorkloadSpec:
     bookkeeping), `loader_ms` of data loading per step over `workers` loader processes; or,
     instead of `loader_ms`, `input_mb`, the MB of input tensors a step loads (the loading then
     costs what the reference's image pipeline costs per MB).  What the spec leaves out the prior
-    assumes (RooflinePrior.assumed): the reference's main-thread work, no data-loading work."""
+    takes from the reference (RooflinePrior.assumed): its main-thread work, and its image pipeline
+    per sample; assuming no loading instead lets a decision starve the CPU (on the evaluation
+    corpora it picked two-core, low-clock modes that ran 5-20x slower than the best)."""
     gflop_per_step: float
     gbytes_per_step: float
     batch_size: int
@@ -273,7 +275,7 @@ def _qnorm(parts, q: float) -> np.ndarray:
 def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device):
     """(host ms, serial ms, loader ms, workers, reference clock MHz) of a spec: the reference's
     main-thread work where the spec gives none; loading from `loader_ms`, else from `input_mb` at
-    the reference's cost per MB of input, else none."""
+    the reference's cost per MB of input, else the reference's per sample."""
     workers = roof.ref_workers if spec.workers is None else spec.workers
     fref = spec.cpu_mhz or device.cpu_mhz[-1]
     if spec.has_host_work:
@@ -285,7 +287,7 @@ def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device):
     elif spec.input_mb is not None:
         loader = roof.ref_loader_ms / REF_INPUT_MB * spec.input_mb * device.cpu_mhz[-1] / fref
     else:
-        loader = 0.0
+        loader = roof.ref_loader_ms * spec.batch_size * device.cpu_mhz[-1] / fref
     return host, serial, loader, workers, fref
 
 
@@ -349,8 +351,11 @@ class RooflinePrior:
         out = []
         if not self.spec.has_host_work:
             out.append("main-thread CPU work: the reference's (ResNet-18)")
-        if not self.spec.has_loader_work:
-            out.append("data loading: never limits the step (the spec gives no loader_ms or input_mb)")
+        if self.spec.loader_ms is None:
+            out.append("data loading: the reference's image pipeline, per MB of input"
+                       if self.spec.input_mb is not None else
+                       "data loading: the reference's image pipeline per sample (the spec gives no "
+                       "loader_ms or input_mb)")
         return out
 
     def components(self, modes) -> dict:
@@ -362,10 +367,12 @@ class RooflinePrior:
         comp = self.components(modes)
         t = comp["t"]
         p = np.maximum(_power_features(self.roof, comp) @ np.asarray(self.roof.power), 0.5)
-        ts = self.roof.time_sd * (1.0 + ASSUMED_SD * len(self.assumed))
+        # an assumed CPU stage moves the step time and with it the GPU's busy share: both spreads
+        widen = 1.0 + ASSUMED_SD * len(self.assumed)
+        ts, ps = self.roof.time_sd * widen, self.roof.power_sd * widen
         return {"time_ms": t, "power_w": p,
                 "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
-                "power_w_std": p * math.sqrt(math.expm1(self.roof.power_sd ** 2))}
+                "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
 
 
 # -- calibration ----------------------------------------------------------------------------------

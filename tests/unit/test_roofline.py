@@ -149,6 +149,10 @@ def test_without_cpu_work_the_prior_says_what_it_assumes_and_is_less_sure():
     m = [dev.maxn]
     a, b = RooflinePrior(dev, bare).predict(m), RooflinePrior(dev, timed).predict(m)
     assert a["time_ms_std"][0] / a["time_ms"][0] > b["time_ms_std"][0] / b["time_ms"][0]
+    assert a["power_w_std"][0] / a["power_w"][0] > b["power_w_std"][0] / b["power_w"][0]
+    per_mb = WorkloadSpec(86.4, 2.7, 16, host_ms=5.0, input_mb=9.6)
+    assert RooflinePrior(dev, per_mb).assumed == ["data loading: the reference's image pipeline, "
+                                                  "per MB of input"]
 
 
 def test_input_megabytes_cost_the_reference_pipelines_loading_per_megabyte():
@@ -162,8 +166,10 @@ def test_input_megabytes_cost_the_reference_pipelines_loading_per_megabyte():
     slow = np.array([[2, dev.cpu_mhz[0], dev.gpu_mhz[-1], dev.mem_mhz[-1]]])
     a, b = RooflinePrior(dev, fed).predict(slow), RooflinePrior(dev, explicit).predict(slow)
     assert a["time_ms"][0] == pytest.approx(b["time_ms"][0])
-    starved = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16)).predict(slow)["time_ms"][0]
-    assert a["time_ms"][0] > 3 * starved
+    bare = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16)).predict(slow)["time_ms"][0]
+    assert a["time_ms"][0] == pytest.approx(bare)           # no loader figure: the reference's
+    light = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16, input_mb=mb / 10)).predict(slow)
+    assert a["time_ms"][0] > 3 * light["time_ms"][0]
 
 
 @pytest.fixture(scope="module")
