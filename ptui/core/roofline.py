@@ -87,6 +87,7 @@ class WorkloadSpec:
     serial_ms: float | None = None
     input_mb: float | None = None
     source: str = ""
+    bytes_estimated: bool = False     # gbytes_per_step is an estimate, not a count
 
     REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
     OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms", "input_mb")
@@ -111,7 +112,8 @@ class WorkloadSpec:
         return self.gflop_per_step / self.gbytes_per_step
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None and k != "source"}
+        return {k: v for k, v in asdict(self).items()
+                if v is not None and k not in ("source", "bytes_estimated")}
 
     @classmethod
     def from_dict(cls, d, where: str = "workload spec") -> "WorkloadSpec":
@@ -181,8 +183,8 @@ class WorkloadSpec:
     def from_workload(cls, workload: Workload) -> "WorkloadSpec":
         """From a workload: a what-if measured from a script carries its own counts (its
         `physics`); a catalog workload has its published forward FLOPs (x3 for training) and its
-        parameters, so its bytes are the parameter traffic plus activations at the reference's
-        bytes per FLOP (an assumption, counted in the prior's spread)."""
+        parameters, so its bytes are estimated: the parameter traffic plus activations at the
+        reference's bytes per FLOP (listed in RooflinePrior.assumed, which widens the spread)."""
         B = int(workload.batch_size)
         ph = getattr(workload, "physics", None)
         if ph is not None:
@@ -191,7 +193,8 @@ class WorkloadSpec:
         gflop = TRAIN_FACTOR * workload.fwd_gflops * B
         act = gflop * reference_activation_gb_per_gflop()
         gb = act + workload.params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
-        return cls(gflop, gb, B, workers=int(workload.workers), source=f"catalog {workload.name}")
+        return cls(gflop, gb, B, workers=int(workload.workers), source=f"catalog {workload.name}",
+                   bytes_estimated=True)
 
 
 def _spec_problems(d: dict) -> list[str]:
@@ -349,6 +352,9 @@ class RooflinePrior:
     def assumed(self) -> list[str]:
         """What the prediction assumes beyond the spec (shown beside a decision from it)."""
         out = []
+        if self.spec.bytes_estimated:
+            out.append("DRAM bytes: the parameters' traffic and the reference's activation bytes "
+                       "per FLOP")
         if not self.spec.has_host_work:
             out.append("main-thread CPU work: the reference's (ResNet-18)")
         if self.spec.loader_ms is None:

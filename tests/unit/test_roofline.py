@@ -81,6 +81,7 @@ def test_specs_from_the_probe_and_from_the_catalog():
     # the reference workload from the catalog has the bytes its calibration found
     ref = WorkloadSpec.from_workload(get_workload("resnet18"))
     assert ref.gbytes_per_step == pytest.approx(BOARDS["orin-agx"].ref_gb, rel=1e-9)
+    assert any("DRAM bytes" in a for a in RooflinePrior("orin-agx", ref).assumed)
     # a what-if carries its own counts
     from ptui.core.physics import WORKLOAD_PHYSICS
     from ptui.core.userscript import ScriptWorkload
