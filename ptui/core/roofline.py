@@ -364,6 +364,31 @@ class RooflinePrior:
                        "loader_ms or input_mb)")
         return out
 
+    def config(self) -> dict:
+        """Everything the prior predicts from, as plain JSON (a model that keeps it predicts the
+        same after BOARDS is recalibrated)."""
+        return {"kind": self.kind, "device": self.device.name,
+                "spec": dict(self.spec.as_dict(), bytes_estimated=self.spec.bytes_estimated),
+                "roof": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in roof_constants(self.roof, 17).items()}}
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "RooflinePrior":
+        try:
+            roof = BoardRoof(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in cfg["roof"].items()})
+            spec = cfg["spec"]
+            return cls(cfg["device"], replace(WorkloadSpec.from_dict(
+                {k: v for k, v in spec.items() if k != "bytes_estimated"}, "roofline prior"),
+                bytes_estimated=bool(spec.get("bytes_estimated"))), roof)
+        except (KeyError, TypeError) as e:
+            raise SpecError(f"roofline prior: incomplete configuration ({e})") from None
+
+    def log_predict(self, modes) -> dict[str, np.ndarray]:
+        """log time and log power (a GP's prior mean in log units)."""
+        p = self.predict(modes)
+        return {"time": np.log(p["time_ms"]), "power": np.log(p["power_w"])}
+
     def components(self, modes) -> dict:
         """The time model's parts per mode (ms): compute, memory, GPU, step; utilisations."""
         return _components(self.device, self.roof, self.spec, _knobs(self.device, modes))

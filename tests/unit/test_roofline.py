@@ -223,3 +223,17 @@ def test_accuracy_on_the_simulators_resnet18_with_no_mode_profiled():
     p = RooflinePrior(dev, spec).predict(grid)
     assert np.mean(np.abs(p["time_ms"] / op.time_ms - 1)) < 0.10
     assert np.mean(np.abs(p["power_w"] / op.power_w - 1)) < 0.14
+
+
+def test_a_prior_rebuilt_from_its_json_configuration_predicts_the_same():
+    dev = get_device("xavier-agx")
+    prior = RooflinePrior(dev, WorkloadSpec.from_workload(get_workload("mobilenetv3", 32)))
+    again = RooflinePrior.from_config(json.loads(json.dumps(prior.config())))
+    a, b = prior.predict(dev.pt_grid()), again.predict(dev.pt_grid())
+    for k in a:
+        assert np.array_equal(a[k], b[k])
+    assert again.assumed == prior.assumed
+    logs = prior.log_predict(dev.pt_grid())
+    assert np.allclose(np.exp(logs["time"]), a["time_ms"])
+    with pytest.raises(SpecError):
+        RooflinePrior.from_config({"device": "orin-agx", "spec": GOOD})
