@@ -204,8 +204,12 @@ def _spec_problems(d: dict) -> list[str]:
     def number(k, v, *, positive=True, integer=False):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"field {k!r} must be a number, got {v!r}"
-        if not math.isfinite(v):
-            return f"field {k!r} must be finite, got {v!r}"
+        try:
+            finite = math.isfinite(v)
+        except OverflowError:              # an integer beyond any float
+            finite = False
+        if not finite:
+            return f"field {k!r} must be finite, got {str(v)[:20]}"
         if integer and v != int(v):
             return f"field {k!r} must be a whole number, got {v!r}"
         if positive and v <= 0:

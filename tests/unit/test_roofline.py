@@ -39,6 +39,8 @@ def test_a_valid_spec_reads_back_with_its_optional_cpu_work(tmp_path):
     (dict(GOOD, batch_size=0), "batch_size"),
     (dict(GOOD, workers=-2), "workers"),
     (dict(GOOD, host_ms=float("nan")), "host_ms"),
+    (dict(GOOD, batch_size=10 ** 400), "batch_size"),
+    ("{\"gflop_per_step\": 1e999, \"gbytes_per_step\": 2.7, \"batch_size\": 16}", "gflop_per_step"),
     (dict(GOOD, gflops=3), "gflops"),
 ])
 def test_a_bad_field_is_one_input_error_line_naming_the_file_and_the_field(tmp_path, content, field):
