@@ -155,8 +155,8 @@ class WorkloadSpec:
             raise SpecError(f"{p}: cannot read the workload spec ({why})") from None
         try:
             d = json.loads(text)
-        except ValueError as e:
-            raise SpecError(f"{p}: not JSON ({e})") from None
+        except (ValueError, RecursionError) as e:
+            raise SpecError(f"{p}: not JSON ({str(e) or type(e).__name__})") from None
         return cls.from_dict(d, str(p))
 
     @classmethod
