@@ -17,7 +17,8 @@ LAYERS = [
         "ptui.core.profiler", "ptui.core.userscript", "ptui.probe", "ptui.core.store",
         "ptui.core.active", "ptui.core.batchactive",
         "ptui.core.fit", "ptui.core.gp", "ptui.core.train", "ptui.core.predictor", "ptui.core.modeldir",
-        "ptui.core.nets", "ptui.core.pareto", "ptui.core.goals", "ptui.core.batch")),
+        "ptui.core.nets", "ptui.core.pareto", "ptui.core.goals", "ptui.core.batch",
+        "ptui.core.roofline")),
     ("devices, backends, simulator, files", (
         "ptui.core.backends", "ptui.core.emulator", "ptui.core.detect", "ptui.core.telemetry",
         "ptui.core.physics", "ptui.core.undo", "ptui.core.locks", "ptui.core.signals", "ptui.core.files",

@@ -1,0 +1,241 @@
+"""The roofline prior (issue 25, stage 1): spec validation, the physics it must respect, its
+calibration's reproducibility, and its accuracy on the simulator's ResNet-18 with no mode profiled."""
+import json
+
+import numpy as np
+import pytest
+
+from ptui.core import roofline
+from ptui.core.devices import DEVICES, get_device
+from ptui.core.errors import EXIT_INPUT
+from ptui.core.gp import raw_modes
+from ptui.core.roofline import BOARDS, RooflinePrior, SpecError, WorkloadSpec
+from ptui.core.workloads import get_workload
+
+GOOD = {"gflop_per_step": 86.4, "gbytes_per_step": 2.7, "batch_size": 16}
+
+
+def _spec_file(tmp_path, content) -> str:
+    f = tmp_path / "SPEC.json"
+    f.write_text(content if isinstance(content, str) else json.dumps(content))
+    return str(f)
+
+
+def test_a_valid_spec_reads_back_with_its_optional_cpu_work(tmp_path):
+    s = WorkloadSpec.from_json(_spec_file(tmp_path, dict(GOOD, host_ms=4.0, loader_ms=120, workers=4)))
+    assert (s.gflop_per_step, s.gbytes_per_step, s.batch_size) == (86.4, 2.7, 16)
+    assert s.host_ms == 4.0 and s.loader_ms == 120.0 and s.workers == 4
+    assert s.has_host_work and s.has_loader_work
+    bare = WorkloadSpec.from_json(_spec_file(tmp_path, GOOD))
+    assert not bare.has_host_work and not bare.has_loader_work
+
+
+@pytest.mark.parametrize("content, field", [
+    ({"gbytes_per_step": 2.7, "batch_size": 16}, "gflop_per_step"),
+    (dict(GOOD, gbytes_per_step=-1), "gbytes_per_step"),
+    (dict(GOOD, gflop_per_step="lots"), "gflop_per_step"),
+    (dict(GOOD, gflop_per_step=True), "gflop_per_step"),
+    (dict(GOOD, batch_size=16.5), "batch_size"),
+    (dict(GOOD, batch_size=0), "batch_size"),
+    (dict(GOOD, workers=-2), "workers"),
+    (dict(GOOD, host_ms=float("nan")), "host_ms"),
+    (dict(GOOD, batch_size=10 ** 400), "batch_size"),
+    ("{\"gflop_per_step\": 1e999, \"gbytes_per_step\": 2.7, \"batch_size\": 16}", "gflop_per_step"),
+    (dict(GOOD, gflops=3), "gflops"),
+])
+def test_a_bad_field_is_one_input_error_line_naming_the_file_and_the_field(tmp_path, content, field):
+    path = _spec_file(tmp_path, content)
+    with pytest.raises(SpecError) as e:
+        WorkloadSpec.from_json(path)
+    msg = str(e.value)
+    assert path in msg and repr(field) in msg and "\n" not in msg
+    assert e.value.exit_code == EXIT_INPUT
+
+
+def test_every_bad_field_is_named_on_the_one_line(tmp_path):
+    path = _spec_file(tmp_path, {"gflop_per_step": -1, "gbytes_per_step": "x", "batch_size": 2.5})
+    with pytest.raises(SpecError) as e:
+        WorkloadSpec.from_json(path)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert all(repr(k) in msg for k in ("gflop_per_step", "gbytes_per_step", "batch_size"))
+
+
+@pytest.mark.parametrize("content, words", [("{not json", "not JSON"), ("[1, 2]", "JSON object"),
+                                            (None, "cannot read")])
+def test_an_unreadable_spec_is_one_input_error_line(tmp_path, content, words):
+    path = _spec_file(tmp_path, content) if content is not None else str(tmp_path / "missing.json")
+    with pytest.raises(SpecError, match=words) as e:
+        WorkloadSpec.from_json(path)
+    assert path in str(e.value) and "\n" not in str(e.value) and e.value.exit_code == EXIT_INPUT
+
+
+def test_specs_from_the_probe_and_from_the_catalog():
+    s = WorkloadSpec.from_probe({"flops": 8.64e10, "bytes": 2.0e9, "samples": 16, "workers": 2,
+                                 "input_bytes": 9_633_792}, extra_bytes=0.5e9)
+    assert (s.gflop_per_step, s.gbytes_per_step, s.batch_size, s.workers) == (86.4, 2.5, 16, 2)
+    assert s.input_mb == pytest.approx(9.633792) and s.has_loader_work and not s.has_host_work
+    with pytest.raises(SpecError):
+        WorkloadSpec.from_probe({"flops": 0, "bytes": 1e9})
+    c = WorkloadSpec.from_workload(get_workload("resnet18", 32))
+    assert c.batch_size == 32 and c.gflop_per_step == pytest.approx(3 * 1.8 * 32)
+    assert c.gbytes_per_step > 11.7e6 * roofline.PARAM_TRAFFIC_BYTES / 1e9
+    # the reference workload from the catalog has the bytes its calibration found
+    ref = WorkloadSpec.from_workload(get_workload("resnet18"))
+    assert ref.gbytes_per_step == pytest.approx(BOARDS["orin-agx"].ref_gb, rel=1e-9)
+    assert any("DRAM bytes" in a for a in RooflinePrior("orin-agx", ref).assumed)
+    # a what-if carries its own counts
+    from ptui.core.physics import WORKLOAD_PHYSICS
+    from ptui.core.userscript import ScriptWorkload
+    wp = WORKLOAD_PHYSICS["yolov8n"]
+    w = ScriptWorkload(**{**get_workload("yolov8n", 8).__dict__, "physics": wp})
+    s = WorkloadSpec.from_workload(w)
+    assert s.gflop_per_step == pytest.approx(8 * wp.gflop)
+    assert s.gbytes_per_step == pytest.approx(8 * wp.gb_per_sample + wp.gb_fixed)
+
+
+def _column(device, col: int, others) -> tuple[np.ndarray, np.ndarray]:
+    """Grid modes varying one knob (col) with the other knobs fixed at `others` (per device)."""
+    A = raw_modes(device.pt_grid())
+    keep = np.ones(len(A), bool)
+    for k, v in others.items():
+        keep &= A[:, k] == v
+    B = A[keep]
+    return B[np.argsort(B[:, col])], keep
+
+
+@pytest.mark.parametrize("name", sorted(DEVICES))
+def test_more_gpu_clock_is_never_slower_when_compute_bound(name):
+    dev = get_device(name)
+    spec = WorkloadSpec(800.0, 1.0, 16, host_ms=1.0, loader_ms=5.0, workers=2)
+    for n in (2, dev.max_cores - dev.max_cores % 2):
+        for mem in dev.mem_mhz:
+            B, _ = _column(dev, 2, {0: n, 1: dev.pt_grid()[-1].cpu_mhz, 3: mem})
+            t = RooflinePrior(dev, spec).predict(B)["time_ms"]
+            assert len(t) == len(dev.gpu_mhz) and np.all(np.diff(t) <= 1e-9), (n, mem, t)
+    c = RooflinePrior(dev, spec).components(np.array([dev.maxn.as_tuple()]))
+    assert c["t_c"][0] > 5 * c["t_m"][0]            # the spec really is compute-bound
+
+
+@pytest.mark.parametrize("name", sorted(DEVICES))
+def test_more_emc_clock_is_never_slower_when_memory_bound(name):
+    dev = get_device(name)
+    spec = WorkloadSpec(2.0, 20.0, 16, host_ms=1.0, loader_ms=5.0, workers=2)
+    B, _ = _column(dev, 3, {0: 2, 1: dev.pt_grid()[-1].cpu_mhz, 2: dev.gpu_mhz[-1]})
+    t = RooflinePrior(dev, spec).predict(B)["time_ms"]
+    assert len(t) == len(dev.mem_mhz) and np.all(np.diff(t) < 0)
+    c = RooflinePrior(dev, spec).components(np.array([dev.maxn.as_tuple()]))
+    assert c["t_m"][0] > 5 * c["t_c"][0]
+
+
+@pytest.mark.parametrize("name", sorted(DEVICES))
+def test_maxn_is_faster_than_the_slowest_mode_and_power_stays_physical(name):
+    dev = get_device(name)
+    grid = dev.pt_grid()
+    for spec in (WorkloadSpec(86.4, 2.7, 16), WorkloadSpec(1500.0, 10.0, 4),
+                 WorkloadSpec(10.0, 1.0, 32, host_ms=30.0, loader_ms=200.0, workers=4)):
+        prior = RooflinePrior(dev, spec)
+        p = prior.predict(grid)
+        i_max, i_slow = grid.index(dev.maxn), grid.index(dev.slowest_grid_mode)
+        assert p["time_ms"][i_max] < p["time_ms"][i_slow]
+        assert np.all(p["power_w"] >= 1.0) and np.all(p["power_w"] <= dev.peak_power_w), \
+            (spec, p["power_w"].min(), p["power_w"].max())
+        assert p["power_w"][i_max] > p["power_w"][i_slow]
+        for k in ("time_ms", "power_w"):
+            assert p[k].shape == (len(grid),) and np.all(p[f"{k}_std"] > 0)
+
+
+def test_without_cpu_work_the_prior_says_what_it_assumes_and_is_less_sure():
+    dev = get_device("orin-agx")
+    bare, timed = WorkloadSpec(86.4, 2.7, 16), WorkloadSpec(86.4, 2.7, 16, host_ms=5.0, loader_ms=50.0)
+    assert len(RooflinePrior(dev, bare).assumed) == 2 and not RooflinePrior(dev, timed).assumed
+    m = [dev.maxn]
+    a, b = RooflinePrior(dev, bare).predict(m), RooflinePrior(dev, timed).predict(m)
+    assert a["time_ms_std"][0] / a["time_ms"][0] > b["time_ms_std"][0] / b["time_ms"][0]
+    assert a["power_w_std"][0] / a["power_w"][0] > b["power_w_std"][0] / b["power_w"][0]
+    per_mb = WorkloadSpec(86.4, 2.7, 16, host_ms=5.0, input_mb=9.6)
+    assert RooflinePrior(dev, per_mb).assumed == ["data loading: the reference's image pipeline, "
+                                                  "per MB of input"]
+
+
+def test_input_megabytes_cost_the_reference_pipelines_loading_per_megabyte():
+    """A spec with the reference's input per step loads like the reference: at two cores (one
+    worker) and the lowest CPU clock the loading, not the GPU, sets the step."""
+    dev = get_device("orin-agx")
+    mb = roofline.REF_INPUT_MB * 16
+    fed = WorkloadSpec(86.4, 2.7, 16, input_mb=mb)
+    explicit = WorkloadSpec(86.4, 2.7, 16, host_ms=BOARDS["orin-agx"].ref_host_ms,
+                            loader_ms=BOARDS["orin-agx"].ref_loader_ms * 16)
+    slow = np.array([[2, dev.cpu_mhz[0], dev.gpu_mhz[-1], dev.mem_mhz[-1]]])
+    a, b = RooflinePrior(dev, fed).predict(slow), RooflinePrior(dev, explicit).predict(slow)
+    assert a["time_ms"][0] == pytest.approx(b["time_ms"][0])
+    bare = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16)).predict(slow)["time_ms"][0]
+    assert a["time_ms"][0] == pytest.approx(bare)           # no loader figure: the reference's
+    light = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16, input_mb=mb / 10)).predict(slow)
+    assert a["time_ms"][0] > 3 * light["time_ms"][0]
+
+
+@pytest.fixture(scope="module")
+def recalibrated():
+    from ptui.core.predictor import load_bundled
+    ref = load_bundled("orin-agx")
+    return roofline.reference_calibration(ref.device, ref.predict)
+
+
+def test_calibration_is_reproducible_and_matches_the_stored_constants(recalibrated):
+    from ptui.core.predictor import load_bundled
+    ref = load_bundled("orin-agx")
+    again = roofline.reference_calibration(ref.device, ref.predict)
+    assert again == recalibrated
+    for name in DEVICES:
+        stored = roofline.roof_constants(BOARDS[name])
+        fresh = roofline.roof_constants(recalibrated[name])
+        for k, v in stored.items():
+            assert np.allclose(np.asarray(fresh[k], float), np.asarray(v, float), rtol=1e-3, atol=1e-9), \
+                f"{name}.{k}: stored {v}, calibrated {fresh[k]}: run benchmarks/calibrate_roofline.py"
+
+
+def test_the_calibration_follows_its_inputs(recalibrated):
+    """Twice the reference's times give a board with half its efficiency: the fit reads its data."""
+    from ptui.core.predictor import load_bundled
+    ref = load_bundled("orin-agx")
+
+    def slower(modes):
+        out = dict(ref.predict(modes))
+        out["time_ms"] = out["time_ms"] * 2.0
+        return out
+    slow = roofline.reference_calibration(ref.device, slower)["orin-agx"]
+    assert slow.eff_c == pytest.approx(recalibrated["orin-agx"].eff_c / 2, rel=0.05)
+
+
+def test_accuracy_on_the_simulators_resnet18_with_no_mode_profiled():
+    """Regression guard on the figure reported for issue 25 (time 8.0 %, power 12.1 % MAPE over
+    Orin AGX's PowerTrain grid, the spec being ResNet-18's own counts and CPU time at the top
+    clock), with margin."""
+    from ptui.core.physics import DEVICE_PHYSICS, WORKLOAD_PHYSICS, steady_state
+    dev, wl = get_device("orin-agx"), get_workload("resnet18")
+    wp, dp = WORKLOAD_PHYSICS["resnet18"], DEVICE_PHYSICS["orin-agx"]
+    ghz, lat, B = dev.cpu_mhz[-1] / 1000.0, dp.lat0_ns + dp.lat1_ns, wl.batch_size
+    spec = WorkloadSpec(wp.gflop * B, wp.gb_per_sample * B + wp.gb_fixed, B,
+                        host_ms=wp.host_mcycles / ghz + wp.host_misses_k * lat * 1e-3,
+                        loader_ms=B * (wp.data_mcycles / ghz + wp.data_misses_k * lat * 1e-3),
+                        workers=wl.workers)
+    grid = dev.pt_grid()
+    op = steady_state(dev, wl, *raw_modes(grid).T, tpc=dev.gpu_tpcs)
+    p = RooflinePrior(dev, spec).predict(grid)
+    assert np.mean(np.abs(p["time_ms"] / op.time_ms - 1)) < 0.10
+    assert np.mean(np.abs(p["power_w"] / op.power_w - 1)) < 0.14
+
+
+def test_a_prior_rebuilt_from_its_json_configuration_predicts_the_same():
+    dev = get_device("xavier-agx")
+    prior = RooflinePrior(dev, WorkloadSpec.from_workload(get_workload("mobilenetv3", 32)))
+    again = RooflinePrior.from_config(json.loads(json.dumps(prior.config())))
+    a, b = prior.predict(dev.pt_grid()), again.predict(dev.pt_grid())
+    for k in a:
+        assert np.array_equal(a[k], b[k])
+    assert again.assumed == prior.assumed
+    logs = prior.log_predict(dev.pt_grid())
+    assert np.allclose(np.exp(logs["time"]), a["time_ms"])
+    with pytest.raises(SpecError):
+        RooflinePrior.from_config({"device": "orin-agx", "spec": GOOD})
