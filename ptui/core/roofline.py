@@ -32,6 +32,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -379,8 +380,9 @@ class RooflinePrior:
     @classmethod
     def from_config(cls, cfg: dict) -> "RooflinePrior":
         try:
-            roof = BoardRoof(**{k: tuple(v) if isinstance(v, list) else v
-                                for k, v in cfg["roof"].items()})
+            fields_: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in cfg["roof"].items()}
+            roof = BoardRoof(**fields_)
             spec = cfg["spec"]
             return cls(cfg["device"], replace(WorkloadSpec.from_dict(
                 {k: v for k, v in spec.items() if k != "bytes_estimated"}, "roofline prior"),
@@ -468,7 +470,7 @@ def _lm(fun, x0: np.ndarray, iters: int = 200) -> np.ndarray:
             xj[j] += h
             J[:, j] = (fun(xj) - r) / h
         g, H = J.T @ r, J.T @ J
-        improved = False
+        improved = done = False
         while lam < 1e10:
             step = np.linalg.solve(H + lam * np.diag(np.diag(H) + 1e-12), -g)
             r2 = fun(x + step)
@@ -533,7 +535,7 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
 
     # generic starts (the fit has local minima): a quarter to all of the peak, intensity 10 or
     # 40 FLOP/B, 10 ms of each CPU stage; the best end point wins
-    ends = []
+    ends: list[tuple] = []
     for eff in (0.25, 0.5, 1.0):
         for intensity in (10.0, 40.0):
             x0 = np.array([math.log(eff), math.log(2.0), math.log(3.0), 0.0, 0.0, math.log(10.0),
@@ -577,6 +579,8 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
                 err = float(np.sum(w * (np.log(np.maximum(X @ beta, 0.5)) - np.log(y)) ** 2))
                 if best is None or err < best[0]:
                     best = (err, gv, cv, kappa, beta)
+    if best is None:
+        raise ValueError("no power fit was tried")
     _, gv, cv, kappa, beta = best
     X = _power_features(roof, comp, gv, cv, kappa)
     power_rms = float(np.sqrt(np.mean((np.log(np.maximum(X @ beta, 0.5)) - np.log(y_p)) ** 2)))
