@@ -11,10 +11,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ptui.core import emulator  # noqa: E402
-from ptui.core.apply import apply_mode, rollback  # noqa: E402
-from ptui.core.backends.sysfs import SysfsBackend  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.board import emulator  # noqa: E402
+from ptui.core.board.apply import apply_mode, rollback  # noqa: E402
+from ptui.core.board.backends.sysfs import SysfsBackend  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
 
 
 def main(n: int = 200) -> None:

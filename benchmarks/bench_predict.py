@@ -23,10 +23,10 @@ def main() -> None:
     ap.add_argument("--methods", default="gp,auto,powertrain")
     ap.add_argument("--count", type=int, default=50)
     args = ap.parse_args()
-    from ptui.core.csvio import read_profile
-    from ptui.core.devices import get_device
-    from ptui.core.fit import fit_model
-    from ptui.core.predictor import load_bundled
+    from ptui.core.board.csvio import read_profile
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.prediction.fit import fit_model
+    from ptui.core.prediction.predictor import load_bundled
     dev = get_device("orin-agx")
     space = dev.full_space()
     print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")

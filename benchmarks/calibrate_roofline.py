@@ -1,5 +1,5 @@
 """Build step of the roofline prior (issue 25): calibrate each board's constants once and print
-them as the BOARDS entries of ptui/core/roofline.py (paste them there; nothing is written).
+them as the BOARDS entries of ptui/core/prediction/roofline.py (paste them there; nothing is written).
 
 Sources: the bundled reference model (ResNet-18 at batch 16, recorded on ptui's simulated Orin
 AGX; its predictions over PowerTrain's grid) and published figures (shared/research/real-data.md).
@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ptui.core import roofline  # noqa: E402
-from ptui.core.devices import DEVICES  # noqa: E402
-from ptui.core.predictor import load_bundled  # noqa: E402
+from ptui.core.catalogue.devices import DEVICES  # noqa: E402
+from ptui.core.prediction import roofline  # noqa: E402
+from ptui.core.prediction.predictor import load_bundled  # noqa: E402
 
 
 def main() -> int:

@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ptui.core import batch as bt  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
-from ptui.core.fit import fit_model  # noqa: E402
-from ptui.core.pareto import InfeasibleError, choose  # noqa: E402
-from ptui.core.predictor import load_bundled  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.decision import batch as bt  # noqa: E402
+from ptui.core.decision.pareto import InfeasibleError, choose  # noqa: E402
+from ptui.core.prediction.fit import fit_model  # noqa: E402
+from ptui.core.prediction.predictor import load_bundled  # noqa: E402
 
 BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
 SIM_WORKLOADS = ("resnet18", "mobilenetv3", "yolov8n", "bert-base", "lstm")
@@ -52,7 +52,7 @@ class Truth:
     def __init__(self, source: str, device, name: str):
         self.source, self.device, self.name = source, device, name
         if source == "sim":
-            from ptui.core.workloads import get_workload
+            from ptui.core.catalogue.workloads import get_workload
             self.w = get_workload(name)
         else:
             import indep_corpus
@@ -61,7 +61,7 @@ class Truth:
 
     def __call__(self, A: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
         if self.source == "sim":
-            from ptui.core.physics import steady_state
+            from ptui.core.board.physics import steady_state
             op = steady_state(self.device, self.w.with_batch(b), A[:, 0], A[:, 1], A[:, 2], A[:, 3],
                               batch_size=b)
             return np.asarray(op.time_ms, float), np.asarray(op.power_w, float)
@@ -70,7 +70,7 @@ class Truth:
 
     def fits(self, b: int) -> bool:
         if self.source == "sim":
-            from ptui.core.physics import fits
+            from ptui.core.board.physics import fits
             return bool(fits(self.device, self.w, b))
         return True
 
@@ -150,7 +150,7 @@ def run_active(truth: Truth, sizes, rels: dict, budgets, count: int, seed: int) 
     each measured pair), then the decision it leads to (measured pairs count); penalty against
     the true optimum over PowerTrain's grid x the sizes (its candidates).  Returns
     {rel name: [{"budget", "active": (penalty, over), "n": pairs profiled}]}."""
-    from ptui.core.batchactive import joint_active_offline
+    from ptui.core.profiling.batchactive import joint_active_offline
     dev = truth.device
     sizes = [b for b in sizes if truth.fits(b)]
     grid = dev.pt_grid()
@@ -206,7 +206,7 @@ def tune_pick(dev, taken: list[dict], sizes, rel, budget_w: float, seed: int):
     (session.tune_decide_batches without the CSV): the batch-aware fit with measured pairs kept,
     among the modes whose knob values were profiled x the sizes, risk 0.05, cautious ranking.
     Returns (mode, batch size), or (None, None) when nothing qualifies."""
-    from ptui.core.active import measured_from_rows
+    from ptui.core.profiling.active import measured_from_rows
     B = np.array([int(r["batch_size"]) for r in taken])
     A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in taken], float)
     model = fit_model(load_bundled(), dev, A, [r["time_ms"] for r in taken],

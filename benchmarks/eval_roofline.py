@@ -1,8 +1,8 @@
 """How good is the roofline prior with no profiled mode (issue 25)?  Prints numbers; writes nothing.
 
-For each board and workload, on every mode of PowerTrain's grid, the prior (ptui/core/roofline.py)
+For each board and workload, on every mode of PowerTrain's grid, the prior (ptui/core/prediction/roofline.py)
 against two noise-free ground truths:
-  * sim:   ptui's simulator (ptui/core/physics.py) with the catalog workloads; the spec is each
+  * sim:   ptui's simulator (ptui/core/board/physics.py) with the catalog workloads; the spec is each
            workload's own FLOPs and DRAM bytes per step (its physics' counts, what a probe of it
            would measure) and its CPU milliseconds per step at the top CPU clock;
   * indep: benchmarks/indep_corpus.py; the spec is derived from each job's parameters (FLOPs and
@@ -35,12 +35,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import indep_corpus  # noqa: E402
 
-from ptui.core.devices import get_device  # noqa: E402
-from ptui.core.gp import raw_modes  # noqa: E402
-from ptui.core.pareto import InfeasibleError, Table, choose  # noqa: E402
-from ptui.core.physics import DEVICE_PHYSICS, WORKLOAD_PHYSICS, steady_state  # noqa: E402
-from ptui.core.roofline import RooflinePrior, WorkloadSpec  # noqa: E402
-from ptui.core.workloads import WORKLOADS, get_workload  # noqa: E402
+from ptui.core.board.physics import DEVICE_PHYSICS, WORKLOAD_PHYSICS, steady_state  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.catalogue.workloads import WORKLOADS, get_workload  # noqa: E402
+from ptui.core.decision.pareto import InfeasibleError, Table, choose  # noqa: E402
+from ptui.core.prediction.gp import raw_modes  # noqa: E402
+from ptui.core.prediction.roofline import RooflinePrior, WorkloadSpec  # noqa: E402
 
 DEVICES = ("orin-agx", "xavier-agx", "orin-nano")
 SPECS = {"full": "FLOPs, bytes, batch, CPU ms at the top clock",

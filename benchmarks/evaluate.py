@@ -11,18 +11,18 @@ Corpora (`--corpus sim|indep|both`):
   Both are SYNTHETIC; neither is hardware.
 Methods, each fitted on k random grid modes (k = 10, 25, 50), repeated with different draws:
   * PT         ptui's NN transfer with the cross-validated recipe (what `ptui fit` did before
-               issue 8), rebuilt here in batch with ptui.core.train;
+               issue 8), rebuilt here in batch with ptui.core.prediction.train;
   * PT-paper   the paper's transfer alone;  NN  the same network from scratch;
   * GP-textbook scikit-learn GaussianProcessRegressor, C * RBF(8 ARD length scales) + White, inputs
                log and reciprocal of cores, CPU, GPU, EMC (standardised), targets log(time),
                log(power), normalize_y=True, hyper-parameters by marginal likelihood;
-  * GP, auto   ptui.core.fit.fit_model(method="gp" | "auto") (issue 8), when that module exists.
+  * GP, auto   ptui.core.prediction.fit.fit_model(method="gp" | "auto") (issue 8), when that module exists.
 Metrics: MAPE on every held-out grid mode (all modes not profiled); 90 % predictive-interval
 coverage on the same modes (log-normal interval from the predicted median and sd).
 Optimisation (Orin AGX scenarios): the fastest mode within budgets 17-50 W in 1 W steps against the
 true optimum: PT-50 as-is and risk-aware, the GP rows risk-aware (P(power > budget) <=
 0.05), random-50 measured Pareto, and goal-aware active profiling with <= 20 modes
-(ptui.core.active.active_profile_offline, when it exists).  Each decision is graded twice: against
+(ptui.core.profiling.active.active_profile_offline, when it exists).  Each decision is graded twice: against
 the corpus's recorded values (one noisy pass over the grid, as a single real full-grid profile
 would be) and against the generator's expected values (noise-free: what the mode gives on
 average, which is what a user who applies it gets).  Every method is given only the recorded
@@ -50,19 +50,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import indep_corpus  # noqa: E402
 
-from ptui.core import train  # noqa: E402
-from ptui.core.csvio import PROFILE_COLS, SPREAD_COLS, measured_uncertainty, read_csv  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
-from ptui.core.gp import raw_modes  # noqa: E402
-from ptui.core.pareto import InfeasibleError, Table, choose  # noqa: E402
-from ptui.core.predictor import bundled_reference, features, load_model  # noqa: E402
+from ptui.core.board.csvio import PROFILE_COLS, SPREAD_COLS, measured_uncertainty, read_csv  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.decision.pareto import InfeasibleError, Table, choose  # noqa: E402
+from ptui.core.prediction import train  # noqa: E402
+from ptui.core.prediction.gp import raw_modes  # noqa: E402
+from ptui.core.prediction.predictor import bundled_reference, features, load_model  # noqa: E402
 
 try:                                     # issue 8 API (lead); evaluated when present
-    from ptui.core.fit import fit_model  # type: ignore  # noqa: E402
+    from ptui.core.prediction.fit import fit_model  # type: ignore  # noqa: E402
 except ImportError:                      # pragma: no cover - depends on the branch
     fit_model = None
 try:
-    from ptui.core.active import active_profile_offline  # type: ignore  # noqa: E402
+    from ptui.core.profiling.active import active_profile_offline  # type: ignore  # noqa: E402
 except ImportError:                      # pragma: no cover
     active_profile_offline = None
 
@@ -103,8 +103,8 @@ def expected_truth(corpus: str, dev_name: str, wl: str, modes) -> tuple[np.ndarr
     dev = get_device(dev_name)
     A = raw_modes(modes)
     if corpus == "sim":
-        from ptui.core.physics import steady_state
-        from ptui.core.workloads import get_workload
+        from ptui.core.board.physics import steady_state
+        from ptui.core.catalogue.workloads import get_workload
         op = steady_state(dev, get_workload(wl), *A.T, tpc=dev.gpu_tpcs)
         return np.asarray(op.time_ms, float), np.asarray(op.power_w, float)
     t, p, _ = indep_corpus.truth(dev, indep_corpus.JOBS[wl], A)
@@ -269,7 +269,7 @@ def with_measured(table: Table, modes, idx, tt, pp, ext, metrics=None) -> Table:
             "time_ms": tt[idx], "power_w": pp[idx],
             "time_ms_std": ext["time_ms_std"][idx], "power_w_std": ext["power_w_std"][idx]}
     if metrics:
-        from ptui.core.fit import distrust_outliers
+        from ptui.core.prediction.fit import distrust_outliers
         meas = distrust_outliers(meas, meas["modes"], metrics)
     return table.with_measurements(meas)
 
@@ -441,7 +441,7 @@ class Harness:
         same folds with the same seed as `gp`, so where auto chose GPs for both targets the `gp`
         method's model is the very same; where it chose a network, `gp` is fitted on its own
         (always with --separate-gp)."""
-        from ptui.core import fit as fitmod
+        from ptui.core.prediction import fit as fitmod
         a = self.a
         ch = {"GP": {"time": {}, "power": {}}, "auto": {"time": {}, "power": {}}}
         for name in ("GP", "auto"):
@@ -601,7 +601,7 @@ METHOD_TEXT = {
     "NN": "the same network trained from scratch on the same modes",
     "GP-textbook": "scikit-learn GaussianProcessRegressor, C * RBF(8 ARD) + White on log and "
                    "1/x of the four knobs (standardised), log targets, normalize_y, marginal likelihood",
-    "GP": "`fit_model(method=\"gp\")` (ptui.core.fit, issue 8)",
+    "GP": "`fit_model(method=\"gp\")` (ptui.core.prediction.fit, issue 8)",
     "auto": "`fit_model(method=\"auto\")`: cross-validation per target among ptui's GP variants "
             "and the PowerTrain NN recipes",
 }
@@ -663,10 +663,10 @@ def report(h: Harness, files: dict) -> list[str]:
     present = [m for m in METHOD_ORDER if any(r["method"] == m for r in h.acc)]
     L += [f"* **{m}** - {METHOD_TEXT[m]}" for m in present]
     if not h.fit_available:
-        L += ["* GP and auto (ptui.core.fit) were **not available** on this branch when this "
+        L += ["* GP and auto (ptui.core.prediction.fit) were **not available** on this branch when this "
               "file was generated: not evaluated."]
     if not h.active_available:
-        L += ["* active profiling (ptui.core.active) was **not available**: not evaluated."]
+        L += ["* active profiling (ptui.core.profiling.active) was **not available**: not evaluated."]
     L += ["", "MAPE and coverage are computed on every grid mode that was not profiled. Coverage = "
           "share of those modes whose value lies inside the method's 90 % predictive interval "
           "(log-normal from the predicted median and sd); the target is 85-95 %.", ""]
@@ -932,7 +932,7 @@ def main(argv=None) -> None:
         a.active_budgets = [float(x) for x in a.active_budgets.split(",")]
     Path(a.cache).mkdir(parents=True, exist_ok=True)
     assert indep_corpus.HEADER[:6] == PROFILE_COLS
-    from ptui.core.profiler import PROFILE_HEADER
+    from ptui.core.profiling.profiler import PROFILE_HEADER
     if tuple(indep_corpus.HEADER[:len(PROFILE_HEADER)]) != tuple(PROFILE_HEADER):
         print(f"note: indep_corpus.HEADER differs from ptui's PROFILE_HEADER {PROFILE_HEADER}", flush=True)
     scen = []
@@ -945,9 +945,9 @@ def main(argv=None) -> None:
         scen = [s for s in scen if f"{s[1]}/{s[2]}" in keep]
     h = Harness(a)
     if fit_model is None:
-        h.log("ptui.core.fit is not on this branch: GP/auto rows skipped")
+        h.log("ptui.core.prediction.fit is not on this branch: GP/auto rows skipped")
     if active_profile_offline is None:
-        h.log("ptui.core.active is not on this branch: active rows skipped")
+        h.log("ptui.core.profiling.active is not on this branch: active rows skipped")
     files: dict = {}
     def save():
         """After every scenario, so an interrupted run still leaves what it finished."""

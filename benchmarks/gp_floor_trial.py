@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import evaluate as ev  # noqa: E402
 import gp_heldout as gh  # noqa: E402
 
-from ptui.core import fit as fitmod  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.prediction import fit as fitmod  # noqa: E402
 
 ALPHAS = (0.0, 0.25, 0.5, 1.0)
 

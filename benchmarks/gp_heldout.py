@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import evaluate as ev  # noqa: E402
 
-from ptui.core import fit as fitmod  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.prediction import fit as fitmod  # noqa: E402
 
 
 def scenario(corpus: str, dev_name: str, wl: str, cache: Path):

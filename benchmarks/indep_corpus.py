@@ -1,10 +1,10 @@
 """Independent ground-truth corpora for the evaluation: NOT ptui's physics (issue 8, item 7).
 
-ptui's simulator (ptui/core/physics.py, backends/sim.py) produced the bundled reference, so on its
+ptui's simulator (ptui/core/board/physics.py, backends/sim.py) produced the bundled reference, so on its
 own corpora a transferred predictor meets a prior that matches by construction.  This generator is
 written separately, with other functional forms and workloads ptui has never seen, so that the
 bundled Orin AGX ResNet-18 reference acts as a *mismatched* prior, as it would on a real board.
-It imports neither physics.py nor backends/sim.py; it uses ptui.core.devices only for the mode
+It imports neither physics.py nor backends/sim.py; it uses ptui.core.catalogue.devices only for the mode
 tables and the PowerTrain grid.
 
 Step time of one minibatch (batch B; n cores, CPU f_c, GPU f_g, EMC f_m):
@@ -50,9 +50,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ptui.core.devices import Device, get_device  # noqa: E402
+from ptui.core.catalogue.devices import Device, get_device  # noqa: E402
 
-# ptui's `ptui profile` CSV columns (ptui.core.profiler's PROFILE_HEADER: values, the notes timed
+# ptui's `ptui profile` CSV columns (ptui.core.profiling.profiler's PROFILE_HEADER: values, the notes timed
 # and host_step_ms, the text tags workload, batch_size, session, then the whole cycle's columns,
 # left empty: the generator models steps only); kept literal here so this file does not import the
 # profiler.  The workload tag says where the data came from: indep-<workload>.
@@ -283,7 +283,7 @@ def _fmt(v: float) -> str:
 
 def write_corpus(path: str | Path, device_name: str, job_name: str, seed: int = 0) -> int:
     """Write the whole PowerTrain grid of (device, job) as a ptui profile CSV; returns the rows."""
-    from ptui.core.csvio import mode_cells, write_csv
+    from ptui.core.board.csvio import mode_cells, write_csv
     dev = get_device(device_name)
     modes = dev.pt_grid()
     m = measure(dev, job_name, modes, seed)

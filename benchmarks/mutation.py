@@ -38,18 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # module -> (source file, tests that exercise it, fastest and most specific first)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "pareto": ("ptui/core/pareto.py", ["tests/unit/test_decisions.py", "tests/unit/test_pareto.py"]),
-    "apply": ("ptui/core/apply.py", ["tests/unit/test_faults.py", "tests/unit/test_board_state.py",
+    "pareto": ("ptui/core/decision/pareto.py", ["tests/unit/test_decisions.py", "tests/unit/test_pareto.py"]),
+    "apply": ("ptui/core/board/apply.py", ["tests/unit/test_faults.py", "tests/unit/test_board_state.py",
                                      "tests/functional/test_sysfs.py"]),
-    "csvio": ("ptui/core/csvio.py", ["tests/unit/test_csvio.py", "tests/unit/test_predictor.py::test_bad_profiles"]),
-    "profiler": ("ptui/core/profiler.py", ["tests/unit/test_profiler_safety.py",
+    "csvio": ("ptui/core/board/csvio.py", ["tests/unit/test_csvio.py", "tests/unit/test_predictor.py::test_bad_profiles"]),
+    "profiler": ("ptui/core/profiling/profiler.py", ["tests/unit/test_profiler_safety.py",
                                            "tests/unit/test_board_state.py", "tests/unit/test_cycle.py",
                                            "tests/functional/test_profiler.py"]),
-    "undo": ("ptui/core/undo.py", ["tests/unit/test_board_state.py"]),
-    "sysfs": ("ptui/core/backends/sysfs.py", ["tests/unit/test_faults.py", "tests/unit/test_persist.py",
+    "undo": ("ptui/core/board/undo.py", ["tests/unit/test_board_state.py"]),
+    "sysfs": ("ptui/core/board/backends/sysfs.py", ["tests/unit/test_faults.py", "tests/unit/test_persist.py",
                                               "tests/functional/test_sysfs.py"]),
-    "store": ("ptui/core/store.py", ["tests/unit/test_store.py", "tests/functional/test_profiler.py"]),
-    "predictor": ("ptui/core/predictor.py", ["tests/unit/test_predictor_unit.py",
+    "store": ("ptui/core/profiling/store.py", ["tests/unit/test_store.py", "tests/functional/test_profiler.py"]),
+    "predictor": ("ptui/core/prediction/predictor.py", ["tests/unit/test_predictor_unit.py",
                                              "tests/unit/test_predictor.py"]),
 }
 # slow or environment-bound tests left out of every run (kill -9 takes 20 s; torch may be missing)

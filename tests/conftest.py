@@ -23,7 +23,7 @@ def _data_dir(tmp_path, monkeypatch):
     # each test stands for one ptui process: a lock a test took and left (opening a session
     # without running it) belongs to its own data directory and must not follow the next test,
     # whose session of the same name would read as running
-    from ptui.core import locks
+    from ptui.core.board import locks
     for key in list(locks._held):
         while key in locks._held:
             locks.release(key)
@@ -40,7 +40,7 @@ def emulated_board(tmp_path):
     --interval 0.1` runs, its driver loop in a background thread; yields (root, driver)."""
     import threading
 
-    from ptui.core.emulator import Emulator
+    from ptui.core.board.emulator import Emulator
     emu = Emulator(tmp_path / "root", "orin-agx", interval=0.1)
     emu.open()
     stop = threading.Event()
@@ -71,7 +71,7 @@ def slow_profiler(monkeypatch):
     """Each measured mode takes 50 ms of wall time, so an app test can act mid-profile."""
     import time as _time
 
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     real = P.Profiler.measure
 
     def slow(self, *a, **k):
@@ -87,7 +87,7 @@ def slower_profiler(monkeypatch):
     profile running on a loaded machine (the run is aborted early, so this costs little)."""
     import time as _time
 
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     real = P.Profiler.measure
 
     def slow(self, *a, **k):

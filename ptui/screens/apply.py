@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..core import session
+from ..core.usecases import session
 from ..messages import ApplyFinished, PersistFinished, PlanReady, RollbackFinished
 from ..widgets.powerplot import PowerPlot
 
@@ -125,13 +125,13 @@ class ApplyScreen(Screen):
         try:
             res = session.apply(be, mode)
         except Exception as e:  # noqa: BLE001 - apply_mode reports failures; this is a bug guard
-            from ..core.apply import ApplyResult
+            from ..core.board.apply import ApplyResult
             res = ApplyResult(False, mode, None, None, f"apply failed: {e}")
         started = None
         if res.ok and stand_in is not None:
             # a real board runs the user's training job; the simulated board trains the profiled
             # workload in its place, so measured power can be compared with the prediction
-            from ..core.workloads import WORKLOADS, get_workload
+            from ..core.catalogue.workloads import WORKLOADS, get_workload
             started = stand_in if stand_in in WORKLOADS else "resnet18"
             be.start_training(get_workload(started))
         self.post_message(ApplyFinished(res, started))

@@ -26,13 +26,13 @@ from textual.widgets import (
     Static,
 )
 
-from ..core import session
+from ..core.catalogue.modes import Mode, cpu_ghz, whole_mhz
+from ..core.catalogue.workloads import WORKLOADS
 from ..core.clock import hms
+from ..core.decision.pareto import DEFAULT_RISK, Table
 from ..core.errors import InputError
-from ..core.modes import Mode, cpu_ghz, whole_mhz
-from ..core.pareto import DEFAULT_RISK, Table
-from ..core.profiler import Timed
-from ..core.workloads import WORKLOADS
+from ..core.profiling.profiler import Timed
+from ..core.usecases import session
 from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
 
@@ -138,7 +138,7 @@ class ParetoScreen(Screen):
 
     def refresh_sources(self) -> None:
         """The models and profiles ptui saved, newest first, then the bundled reference."""
-        from ..core.predictor import bundled_reference
+        from ..core.prediction.predictor import bundled_reference
         from .profile import short_name
         dev = self.app.state.backend.device.name
         opts = []
@@ -171,7 +171,7 @@ class ParetoScreen(Screen):
             inp.value = str(src)
             self.action_load()
         elif self.table is None and not inp.value:
-            from ..core.predictor import bundled_reference
+            from ..core.prediction.predictor import bundled_reference
             ref = bundled_reference(st.backend.device.name)
             if (ref / "meta.json").exists():
                 # nothing of the user's yet: open on the bundled reference, labelled as a what-if
@@ -226,7 +226,7 @@ class ParetoScreen(Screen):
 
     @on(PredictionsLoaded)
     def predictions_loaded(self, msg: PredictionsLoaded) -> None:
-        from ..core.predictor import bundled_reference
+        from ..core.prediction.predictor import bundled_reference
         p = msg.predictions
         m = p.model
         self.what_if = m is not None and (

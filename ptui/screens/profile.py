@@ -21,10 +21,10 @@ from textual.widgets import (
     Static,
 )
 
+from ..core.catalogue.workloads import WORKLOADS, get_workload
 from ..core.clock import hms
-from ..core.profiler import Control
-from ..core.session import ProfileRequest, ProfileRun, resumable_sessions
-from ..core.workloads import WORKLOADS, get_workload
+from ..core.profiling.profiler import Control
+from ..core.usecases.session import ProfileRequest, ProfileRun, resumable_sessions
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
 
 
@@ -35,7 +35,7 @@ def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> 
     differ, and so does the estimate)."""
     import numpy as np
 
-    from ..core.physics import steady_state
+    from ..core.board.physics import steady_state
     a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
     t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
     return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
@@ -162,10 +162,10 @@ class ProfileScreen(Screen):
     def _params(self, strategy: str):
         """(workload at its batch size, modes, seed) from the fields; InputError naming the field
         that is wrong (as its label says it, never a CLI flag)."""
-        from ..core.active import ACTIVE_MIN_COUNT, plan_candidates
-        from ..core.batch import MAX_BATCH
+        from ..core.decision.batch import MAX_BATCH
         from ..core.errors import number
-        from ..core.session import check_memory
+        from ..core.profiling.active import ACTIVE_MIN_COUNT, plan_candidates
+        from ..core.usecases.session import check_memory
         be = self.app.state.backend
 
         def field(wid: str, what: str, **bounds):
@@ -184,15 +184,15 @@ class ProfileScreen(Screen):
         text = self.query_one("#batch", Input).value.strip()
         if "," not in text:
             return None
-        from ..core.batch import parse_batch_sizes
+        from ..core.decision.batch import parse_batch_sizes
         return parse_batch_sizes(text, "batch sizes")
 
     def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
         """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
         would refuse it, by the field's name."""
-        from ..core.batch import BatchError
-        from ..core.batchprofile import ACTIVE_MIN
+        from ..core.decision.batch import BatchError
         from ..core.errors import number
+        from ..core.usecases.batchprofile import ACTIVE_MIN
         if strategy == "space-filling":
             raise BatchError("with batch sizes the pairs are drawn at random or chosen by an "
                              "active search; space-filling is not supported")
@@ -274,7 +274,7 @@ class ProfileScreen(Screen):
                 self._batch_plan(wl, n, seed, strategy, sizes)
                 return
             wl, n, seed = self._params(strategy)
-            from ..core.active import Goal, make_plan
+            from ..core.profiling.active import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
             modes, planner = make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
                                        goal=Goal(**goal) if goal else None)
@@ -298,7 +298,7 @@ class ProfileScreen(Screen):
             f"{est_txt}")
 
     def _batch_plan(self, wl, n: int, seed: int, strategy: str, sizes: tuple[int, ...]) -> None:
-        from ..core.physics import largest_batch
+        from ..core.board.physics import largest_batch
         dev = self.app.state.backend.device
         big = largest_batch(dev, wl)
         fit = [b for b in sizes if b <= big]
@@ -317,7 +317,7 @@ class ProfileScreen(Screen):
             f"{how}; {fits}")
 
     def _goal_text(self) -> str:
-        from ..core.active import Goal
+        from ..core.profiling.active import Goal
         return Goal(**self._strategy()[1]).describe()
 
     def refresh_sessions(self) -> None:
@@ -383,7 +383,7 @@ class ProfileScreen(Screen):
         run = None
         try:
             if batch:
-                from ..core.batchprofile import BatchProfileRun
+                from ..core.usecases.batchprofile import BatchProfileRun
                 run = BatchProfileRun(req, sizes, control=control)
             else:
                 run = ProfileRun(req, control=control)
@@ -396,7 +396,7 @@ class ProfileScreen(Screen):
                 run.close()
             self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
             return
-        from ..core.profiler import RestoreFailed
+        from ..core.profiling.profiler import RestoreFailed
         if isinstance(res.error, RestoreFailed):
             self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
@@ -421,7 +421,7 @@ class ProfileScreen(Screen):
         self.query_one("#status", Static).update("\n".join(msg.notes))
 
     def _add_row(self, i, r) -> None:
-        from ..core.modes import cpu_ghz, whole_mhz
+        from ..core.catalogue.modes import cpu_ghz, whole_mhz
         self.query_one("#results", DataTable).add_row(
             str(i), str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
             whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),

@@ -6,9 +6,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from ptui.core.active import Goal, acquire, active_profile_offline, make_plan
-from ptui.core.csvio import PROFILE_COLS, profile_tags, read_csv, read_profile
-from ptui.core.devices import get_device
+from ptui.core.board.csvio import PROFILE_COLS, profile_tags, read_csv, read_profile
+from ptui.core.catalogue.devices import get_device
+from ptui.core.profiling.active import Goal, acquire, active_profile_offline, make_plan
 from tests.functional.test_profiler import _rows
 from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
@@ -195,7 +195,7 @@ def test_strategies_choose_only_recorded_modes_on_replay(tmp_path, cli, strategy
 def test_space_filling_spreads_modes():
     first, _ = make_plan(ORIN, "space-filling", count=20, seed=0)
     rnd, _ = make_plan(ORIN, "random", count=20, seed=0)
-    from ptui.core.gp import knob_features, raw_modes
+    from ptui.core.prediction.gp import knob_features, raw_modes
 
     def min_dist(ms):
         Z = knob_features(raw_modes(ms))
@@ -276,8 +276,8 @@ def test_a_six_mode_tune_keeps_the_measured_mode_over_a_wide_prediction(tmp_path
     a mode predicted at 289 +- 69 ms, source 'predicted'; the simulator takes 379 ms there, no
     better than the measured 379.5 ms mode.  Its gain does not beat its uncertainty: the measured
     mode is the pick, and the JSON says it is the best measured one."""
-    from ptui.core.physics import steady_state
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.workloads import get_workload
     rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "20",
                        "--count", "6", "--method", "gp", "--seed", "0", "--json",
                        "--out", tmp_path / "t.csv")
@@ -313,7 +313,7 @@ def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
 def test_a_replay_session_resumes_only_on_the_replay_device(tmp_path, cli, monkeypatch):
     """The resume command an interrupted replay profile or tune prints names the replay device
     and its corpus (it named neither, and the resume then ran on the simulator)."""
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     from ptui.cli import _tune_hint
     path, _ = corpus(tmp_path, n=40)
     real, calls = P.Profiler.measure, []

@@ -4,10 +4,10 @@ import time
 import pytest
 
 from ptui.app import AppState, PtuiApp
-from ptui.core.backends.sim import SimJetson
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.telemetry import Sampler
+from ptui.core.catalogue.devices import get_device
 from ptui.core.clock import VirtualClock
-from ptui.core.devices import get_device
-from ptui.core.telemetry import Sampler
 
 ORIN = get_device("orin-agx")
 
@@ -280,7 +280,7 @@ async def test_confirm_with_nothing_selected_says_so():
 async def test_invalid_budget_is_said_inline_not_drawn_and_clears_when_fixed():
     """A bad budget is explained in the details panel (no toast left behind over the plot) and
     never drawn; fixing it removes the message at once."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     seen = record_notifications(app)
     async with app.run_test(size=(100, 32)) as pilot:
@@ -306,7 +306,7 @@ async def test_invalid_budget_is_said_inline_not_drawn_and_clears_when_fixed():
 async def test_dashboard_says_not_timed_when_the_board_trains_outside_a_profile():
     """After an apply the simulated board trains a stand-in job at full GPU load: that is not
     'idle'; minibatch times are only known while ptui profiles."""
-    from ptui.core.workloads import get_workload
+    from ptui.core.catalogue.workloads import get_workload
     app, sim = make_app()
     sim.start_training(get_workload("resnet18"))
     async with app.run_test(size=(100, 32)) as pilot:
@@ -384,7 +384,7 @@ async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler
         await pilot.press("3")
         await pilot.pause(0.2)
         assert app.screen.query_one("#profile").value == ""
-    from ptui.core.session import latest_outputs
+    from ptui.core.usecases.session import latest_outputs
     assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
 
 
@@ -400,7 +400,7 @@ async def test_pareto_opens_on_the_bundled_reference_as_a_what_if():
 
 
 async def test_a_model_for_another_board_is_never_applied():
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     xavier = get_device("xavier-agx")
     sim = SimJetson(xavier, clock=VirtualClock(), seed=3)
     app = PtuiApp(AppState(sim, "SIMULATED device: test", Sampler(sim, interval=0.05, now=sim.clock.now),
@@ -472,13 +472,13 @@ async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
         rows = scr.query_one("#results").row_count
         assert 6 <= rows <= 12
         assert sim.current_mode() == original
-        from ptui.core.csvio import read_profile
+        from ptui.core.board.csvio import read_profile
         modes, t, p = read_profile(app.state.profile_csv, ORIN, min_modes=1)
         best = min(t[i] for i in range(len(t)) if p[i] <= 30)
         import numpy as np
 
-        from ptui.core.physics import steady_state
-        from ptui.core.workloads import get_workload
+        from ptui.core.board.physics import steady_state
+        from ptui.core.catalogue.workloads import get_workload
         a = np.array([m.as_tuple() for m in ORIN.full_space()])
         true = steady_state(ORIN, get_workload("resnet18"), a[:, 0], a[:, 1], a[:, 2], a[:, 3])
         optimum = true.time_ms[true.power_w <= 30].min()
@@ -488,8 +488,8 @@ async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
 async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
     """`ptui --backend replay --corpus F.csv`: the app says REPLAY, plans among the recorded modes
     and measures their recorded values."""
-    from ptui.core.backends.replay import ReplayJetson
-    from ptui.core.csvio import read_profile
+    from ptui.core.board.backends.replay import ReplayJetson
+    from ptui.core.board.csvio import read_profile
     grid = ORIN.pt_grid()[::97]
     lines = ["cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"]
     for m in grid:
@@ -522,7 +522,7 @@ async def test_pareto_details_fit_their_panel_at_80x24():
     """No figure wraps away from its unit ('0.67' / 'h') in the details panel at 80x24."""
     from rich.text import Text
 
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
@@ -578,7 +578,7 @@ async def test_finetune_names_a_measurement_it_left_out(tmp_path):
         await pilot.press("t")
         await wait_workers(app, pilot)
         res = str(app.screen.query_one("#result").render())
-        from ptui.core.modes import Mode
+        from ptui.core.catalogue.modes import Mode
         assert "left out of the power fit as an outlier" in res, res
         assert Mode.from_key(key).describe() in " ".join(res.split()), res
         assert "measured 17.2 W" in res
@@ -610,7 +610,7 @@ async def _fit_then_pareto(app, pilot):
 async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp_path, cli):
     """A ResNet-18 profile at batch 32, fitted on Fine-tune: Pareto's epoch is 1563 minibatches of
     32, as `ptui fit` and `ptui pareto` say (the app fell back to batch 16's 3125 and doubled it)."""
-    from ptui.core.workloads import get_workload
+    from ptui.core.catalogue.workloads import get_workload
     app = _app_with_profile(cli, tmp_path, "--batch-size", "32", "--count", "12")
     async with app.run_test(size=(110, 36)) as pilot:
         scr = await _fit_then_pareto(app, pilot)
@@ -622,7 +622,7 @@ async def test_finetune_then_pareto_counts_the_profiled_batch_size_per_epoch(tmp
 async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path, cli):
     """A profile over batch sizes 8 and 32, fitted on Fine-tune, is a model over (mode, batch
     size), and Pareto offers the batch sizes, as with `ptui fit` (the app fitted one surface)."""
-    from ptui.core.predictor import load_model
+    from ptui.core.prediction.predictor import load_model
     app = _app_with_profile(cli, tmp_path, "--batch-sizes", "8,32", "--count", "16")
     async with app.run_test(size=(110, 36)) as pilot:
         scr = await _fit_then_pareto(app, pilot)

@@ -5,9 +5,9 @@ import csv
 import pytest
 from textual_plotext import PlotextPlot
 
-from ptui.core import batch as bt
 from ptui.core.clock import hms
-from ptui.core.predictor import load_model
+from ptui.core.decision import batch as bt
+from ptui.core.prediction.predictor import load_model
 from tests.functional.test_app import make_app, wait_workers
 from tests.support.cli import run_cli
 
@@ -180,7 +180,7 @@ async def test_batch_profile_csv_picks_among_measured_pairs(batch_files):
 async def test_one_size_source_after_a_batch_one(batch_files):
     """Loading a one-size source after a batch one brings the deadline field and the one-size
     front back (no batch column, no noise field, b hidden)."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=batch_files["model"])
     async with app.run_test(size=(100, 30)) as pilot:
         scr = await _open(app, pilot)
@@ -220,8 +220,8 @@ async def test_the_app_resumes_a_profile_over_batch_sizes(tmp_path, monkeypatch)
     """An interrupted `ptui profile --batch-sizes` is one entry in the Profile screen's resume list
     (its sizes in the label) and resumes there as a profile over batch sizes: each remaining pair
     at its own size, into the same session."""
-    import ptui.core.profiler as P
-    from ptui.core.store import Store
+    import ptui.core.profiling.profiler as P
+    from ptui.core.profiling.store import Store
     real, calls = P.Profiler.measure, []
 
     def interrupted(self, events, mode, record=True):
@@ -268,7 +268,7 @@ async def test_the_profile_screen_profiles_batch_sizes_as_one_session(tmp_path):
     """Batch sizes typed in the Profile screen's batch field: the plan names the sizes that fit, Start profiles
     the (mode, batch size) pairs as `ptui profile --batch-sizes` does, into one session, and the
     CSV it leaves (with its batch_size column) becomes the profile to fine-tune on."""
-    from ptui.core.store import Store
+    from ptui.core.profiling.store import Store
     app, sim = make_app()
     original = sim.current_mode()
     async with app.run_test(size=(110, 36)) as pilot:

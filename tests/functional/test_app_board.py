@@ -3,10 +3,10 @@ through the same use cases as the CLI."""
 import pytest
 
 from ptui.app import AppState, PtuiApp
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
-from ptui.core.store import Store
-from ptui.core.telemetry import Sampler
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.board.telemetry import Sampler
+from ptui.core.catalogue.devices import get_device
+from ptui.core.profiling.store import Store
 from tests.support import fakesys
 from tests.support.cli import run_cli
 
@@ -76,7 +76,7 @@ async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
     root = fakesys.build(tmp_path / "root")
     app, be = board_app(root)
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
-    from ptui.core import undo
+    from ptui.core.board import undo
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("5")
         await pilot.pause(0.2)
@@ -107,8 +107,8 @@ def test_the_app_opens_the_board_under_sysfs_root(tmp_path, monkeypatch):
 
 async def test_an_emulated_board_is_labelled_on_screen(tmp_path):
     """The app on an emulated tree showed the plain `sysfs` badge of a real board."""
-    from ptui.core import emulator
-    from ptui.core.backends import open_backend
+    from ptui.core.board import emulator
+    from ptui.core.board.backends import open_backend
     root = emulator.build(tmp_path / "root", "orin-agx")
     be, note = open_backend("sysfs", None, root=str(root))
     app = PtuiApp(AppState(be, note, Sampler(be, interval=0.2)))

@@ -34,9 +34,9 @@ async def test_quitting_mid_fine_tune_is_prompt(tmp_path):
 def test_the_fitting_child_reports_bad_input_as_one_line(tmp_path):
     import pytest
 
-    from ptui.core.devices import get_device
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.errors import InputError
-    from ptui.core.session import fit_cancellable
+    from ptui.core.usecases.session import fit_cancellable
     bad = tmp_path / "bad.csv"
     bad.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
     with pytest.raises(InputError) as e:

@@ -1,7 +1,7 @@
 """The app at 80x24 (issue 10 C1-C3): nothing cut off, nothing covered, pick inputs from lists."""
 import pytest
 
-from ptui.core.devices import get_device
+from ptui.core.catalogue.devices import get_device
 from tests.functional.test_app import make_app, wait_workers
 
 ORIN = get_device("orin-agx")
@@ -15,7 +15,7 @@ def _fits(dt) -> bool:
 async def test_pareto_front_table_fits_80x24():
     """All six columns of the front (cores, CPU, GPU, EMC, epoch time, W) show at 80x24 (only
     'cores CPU GPU EMC ep' did)."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
@@ -41,7 +41,7 @@ async def test_help_fits_24_rows():
 
 async def test_resume_choices_fit_on_one_line():
     """A long session name in the resume dropdown stays on one line (it wrapped over 4)."""
-    from ptui.core.store import Store
+    from ptui.core.profiling.store import Store
     st = Store()
     name = "orin-agx-resnet18-bs16-20261122-155458"
     st.create_session(name, device="orin-agx", workload="resnet18", batch_size=16, seed=0,
@@ -109,7 +109,7 @@ def _lstm_profile(path, count=20):
 async def test_a_profile_csv_counts_epochs_with_its_own_workload(tmp_path):
     """A profile of the LSTM is turned into epochs with the LSTM's minibatches per epoch, not with
     those of the workload the app happens to be set to (ResNet-18)."""
-    from ptui.core.workloads import WORKLOADS
+    from ptui.core.catalogue.workloads import WORKLOADS
     csv = _lstm_profile(tmp_path / "p.csv")
     app, _ = make_app(profile_csv=csv)
     assert app.state.workload != "lstm"
@@ -179,7 +179,7 @@ async def test_pareto_picks_saved_models_and_profiles_from_a_list():
 async def test_resizing_the_terminal_keeps_every_plot():
     """Shrinking the terminal under a drawn plot crashed the app (plotext kept the last build's
     geometry: IndexError in its legend); the plot is redrawn at its new size instead."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(100, 30)) as pilot:
         for key in ("4", "1", "5"):
@@ -200,7 +200,7 @@ async def test_pareto_decides_among_profiled_knob_values_only(tmp_path):
     only modes whose knob values were profiled, the pick is one of them, and the panel says so."""
     import numpy as np
 
-    from ptui.core.gp import raw_modes
+    from ptui.core.prediction.gp import raw_modes
     from tests.unit.test_decision_space import _model
     model, modes = _model(tmp_path)
     P = raw_modes(modes)

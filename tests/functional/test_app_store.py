@@ -9,7 +9,7 @@ from tests.unit.test_store import _hold_store
 @pytest.fixture
 def busy_store(monkeypatch):
     """The session store held in exclusive locking mode by another process (readers wait too)."""
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     monkeypatch.setattr(S, "BUSY_TIMEOUT_S", 0.3)
     s = S.Store()
     s.close()
@@ -35,7 +35,8 @@ async def test_profile_screen_says_the_store_is_busy(busy_store):
 
 
 def test_latest_outputs_with_a_busy_store(busy_store):
-    from ptui.core import paths, session
+    from ptui.core import paths
+    from ptui.core.usecases import session
     p = paths.profile_csv("orin-agx-resnet18-bs16-20260101-000000")
     p.parent.mkdir(parents=True)
     p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from ptui.app import AppState, PtuiApp
-from ptui.core.backends.sim import SimJetson
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.telemetry import Sampler
+from ptui.core.catalogue.devices import get_device
 from ptui.core.clock import RealClock
-from ptui.core.devices import get_device
-from ptui.core.telemetry import Sampler
 from tests.functional.test_app import footer_keys, make_app, record_notifications, wait_workers
 
 ORIN = get_device("orin-agx")
@@ -245,7 +245,7 @@ async def test_profile_fields_keep_what_is_typed_and_name_themselves():
 
 @pytest.mark.slow
 async def test_pareto_epochs_field_keeps_1e9_and_names_itself():
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("4")

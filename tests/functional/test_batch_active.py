@@ -7,13 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-from ptui.core.active import Goal
-from ptui.core.batch import BatchError, SamplesToTarget
-from ptui.core.batchactive import JointPlanner, joint_active_offline
-from ptui.core.devices import get_device
-from ptui.core.physics import steady_state
-from ptui.core.predictor import load_bundled
-from ptui.core.workloads import get_workload
+from ptui.core.board.physics import steady_state
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.decision.batch import BatchError, SamplesToTarget
+from ptui.core.prediction.predictor import load_bundled
+from ptui.core.profiling.active import Goal
+from ptui.core.profiling.batchactive import JointPlanner, joint_active_offline
 from tests.functional.test_profiler import _rows
 from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
@@ -171,8 +171,8 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     """Ctrl-C between pairs (the planner refitting) ended the command with 'interrupted' and no
     resume hint; now it ends as during a pair: the finished pairs saved, the run aborted."""
     monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
-    from ptui.core.batchprofile import BatchProfileRun
-    from ptui.core.session import ProfileRequest
+    from ptui.core.usecases.batchprofile import BatchProfileRun
+    from ptui.core.usecases.session import ProfileRequest
     req = ProfileRequest(workload="resnet18", count=12, session="c", out=tmp_path / "c.csv",
                          strategy="active", budget_w=30.0)
     run = BatchProfileRun(req, (8, 16, 32, 64))
@@ -260,7 +260,7 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
     decision), not a `ptui profile` that would stop after profiling; the hint works."""
     import shlex
 
-    from ptui.core import batchprofile
+    from ptui.core.usecases import batchprofile
     real = batchprofile.BatchProfileRun._sub
     calls = []
 
@@ -285,7 +285,7 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
 def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
     """The closest option over batch sizes is a (mode, batch) pair with its time per step (it used
     to print the time per sample as if per step, with no batch size)."""
-    from ptui.core.pareto import InfeasibleError, Table, choose
+    from ptui.core.decision.pareto import InfeasibleError, Table, choose
     grid = ORIN.pt_grid()
     t = Table([grid[0], grid[1]], np.array([160.0, 300.0]), np.array([12.0, 11.0]),
               np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]), np.array([16, 32]))
@@ -297,7 +297,7 @@ def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
 def test_tune_over_batch_sizes_ranks_cautiously():
     """tune's decision over batch sizes ranks as single-size tune does: a predicted pair with a wide
     sd that is barely better on its median does not beat a measured pair."""
-    from ptui.core.pareto import Table, choose
+    from ptui.core.decision.pareto import Table, choose
     grid = ORIN.pt_grid()
     modes = [grid[0], grid[1]]
     t = Table(modes, np.array([100.0, 99.8]), np.array([20.0, 20.0]), np.array([0.5, 8.0]),
@@ -315,7 +315,8 @@ def test_tune_over_batch_sizes_ranks_cautiously():
 
 
 def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
-    from ptui.core import batch, session
+    from ptui.core.decision import batch
+    from ptui.core.usecases import session
     seen = {}
 
     class Stop(Exception):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ptui.core.devices import get_device
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 from tests.support.cli import PY, subprocess_env
 
@@ -161,7 +161,7 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path):
     root = fakesys.build(tmp_path / "root")
     code = textwrap.dedent(f"""
         import os, signal, sys
-        from ptui.core.backends.sysfs import SysfsBackend
+        from ptui.core.board.backends.sysfs import SysfsBackend
         real, n = SysfsBackend._write, [0]
         def write(self, path, value):
             n[0] += 1

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 from tests.support.child import holding_lock
 
@@ -29,7 +29,7 @@ def _hold(path):
 
 
 def test_a_second_process_may_not_change_the_boards_mode(tree, cli, nvpmodel_on_path):
-    from ptui.core import locks
+    from ptui.core.board import locks
     board = locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree)))
     sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
     before = fakesys.read_mode(tree)
@@ -60,12 +60,12 @@ def test_a_second_process_may_not_change_the_boards_mode(tree, cli, nvpmodel_on_
 
 
 def test_board_lock_is_per_board_and_reentrant(tree, tmp_path):
-    from ptui.core import locks
+    from ptui.core.board import locks
     a = SysfsBackend(ORIN, root=tree)
     other = fakesys.build(tmp_path / "other")
     b = SysfsBackend(ORIN, root=other)
     assert locks.board_key(a) != locks.board_key(b)
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
     assert locks.board_key(SimJetson(ORIN)) is None     # a simulated board lives in one process
     with locks.board_lock(a):
         with locks.board_lock(a):
@@ -122,11 +122,11 @@ def test_persist_with_a_preset_says_what_it_does(tree, cli, nvpmodel_on_path):
 
 def test_profiling_holds_the_board(tmp_path):
     """Profiler.run refuses, touching nothing, while another process changes the board's mode."""
-    from ptui.core import locks
-    from ptui.core.backends.sim import SimJetson
-    from ptui.core.profiler import Profiler, choose_modes, open_session
-    from ptui.core.store import Store
-    from ptui.core.workloads import get_workload
+    from ptui.core.board import locks
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+    from ptui.core.profiling.store import Store
 
     class Board(SimJetson):                 # a real board as far as locking goes
         simulated = False
@@ -181,7 +181,7 @@ def test_apply_json_with_nothing_to_change_still_waits_its_turn(tree, cli, nvpmo
     board's lock: while another process drives the board it is refused like a plain apply, and a
     --persist never runs nvpmodel under that process (it did: changed false, exit 0, nvpmodel -m 99
     in the middle of a profile)."""
-    from ptui.core import locks
+    from ptui.core.board import locks
     sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
     rc, _, err = cli("apply", *sysfs, *MODE, "--yes")
     assert rc == 0, err

@@ -8,11 +8,12 @@ import time
 
 import pytest
 
-from ptui.core import emulator, session
-from ptui.core.backends import open_backend
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.detect import detect
-from ptui.core.devices import DEVICES, get_device
+from ptui.core.board import emulator
+from ptui.core.board.backends import open_backend
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.board.detect import detect
+from ptui.core.catalogue.devices import DEVICES, get_device
+from ptui.core.usecases import session
 from tests.support.emulated import Emulated  # noqa: F401 (the emulate fixture's runner)
 
 ORIN = get_device("orin-agx")

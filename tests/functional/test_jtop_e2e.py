@@ -73,9 +73,9 @@ def settle(be, pred, timeout=120.0):
 @pytest.mark.slow
 @needs_service
 def test_jtop_sysfs_apply_restore(board, tmp_path):
-    from ptui.core.backends.jtop import JtopBackend
-    from ptui.core.backends.sysfs import SysfsBackend
-    from ptui.core.devices import get_device
+    from ptui.core.board.backends.jtop import JtopBackend
+    from ptui.core.board.backends.sysfs import SysfsBackend
+    from ptui.core.catalogue.devices import get_device
     root, drv = board
     orin = get_device("orin-agx")
     jt = JtopBackend(orin, interval=0.2, root=root)
@@ -121,7 +121,7 @@ def test_jtop_sysfs_apply_restore(board, tmp_path):
 def test_jtop_nvpmodel_failure_is_reported_at_once_and_rolled_back(faulty_board, tmp_path):
     """The service's nvpmodel run fails: ptui waited the whole 30 s and said the preset was 'not
     reached within 30 s'; the service's own failure flag now ends the wait with the reason."""
-    from ptui.core.devices import get_device
+    from ptui.core.catalogue.devices import get_device
     root, _ = faulty_board
     orin = get_device("orin-agx")
     before = fakesys.read_mode(root)
@@ -147,9 +147,9 @@ def test_jtop_service_whose_sampler_stopped_is_refused(board, tmp_path):
     """One failed `nvpmodel -q` stops the genuine service's sampler; its clients keep its last
     sample forever.  ptui's reads went on returning that sample (a profile would have measured
     the same watts in every mode); now they stop with one line saying so."""
-    from ptui.core.backends.base import BackendError
-    from ptui.core.backends.jtop import JtopBackend
-    from ptui.core.devices import get_device
+    from ptui.core.board.backends.base import BackendError
+    from ptui.core.board.backends.jtop import JtopBackend
+    from ptui.core.catalogue.devices import get_device
     root, _ = board
     nvp = tmp_path / "bin" / "nvpmodel"
     text, query = nvp.read_text(), '    if "-q" in args:\n'
@@ -173,9 +173,9 @@ def test_jtop_service_whose_sampler_stopped_is_refused(board, tmp_path):
 def test_jtop_service_down_message():
     import os
 
-    from ptui.core.backends.base import BackendError
-    from ptui.core.backends.jtop import JtopBackend
-    from ptui.core.devices import get_device
+    from ptui.core.board.backends.base import BackendError
+    from ptui.core.board.backends.jtop import JtopBackend
+    from ptui.core.catalogue.devices import get_device
     from tests.support.jtop_fixture import _answers
     with exclusive():                     # no test's service starts while this one looks
         if os.path.exists("/run/jtop.sock") and _answers(Path("/run/jtop.sock")):

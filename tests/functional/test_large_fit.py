@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ptui.core.fit import FIT_MAX_ROWS
+from ptui.core.prediction.fit import FIT_MAX_ROWS
 from tests.support.cli import PY, ROOT, subprocess_env
 
 
@@ -34,5 +34,5 @@ def test_fit_on_a_1500_mode_profile_finishes_on_a_capped_subset(tmp_path):
         assert m["rest_rows"] == 1500 - FIT_MAX_ROWS and m["rest_mape"] < 3
         assert m["cv_folds"] == 5
     # every measured mode still counts in decisions: the model holds all 1,500
-    from ptui.core.predictor import load_model
+    from ptui.core.prediction.predictor import load_model
     assert len(load_model(tmp_path / "m").measured["time_ms"]) == 1500

@@ -2,12 +2,12 @@ import subprocess
 
 import pytest
 
-from ptui.core.backends.sim import SimJetson
-from ptui.core.devices import get_device
-from ptui.core.physics import steady_state
-from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
-from ptui.core.store import Store
-from ptui.core.workloads import get_workload
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.physics import steady_state
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.profiling.profiler import ProfileConfig, Profiler, choose_modes, open_session
+from ptui.core.profiling.store import Store
 from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
 ORIN = get_device("orin-agx")
@@ -86,7 +86,7 @@ def test_abort_from_control(tmp_path):
     store = Store(tmp_path / "s.db")
     sim, prof, info = start(store, "d", choose_modes(ORIN, count=5, seed=3))
     prof.control.abort()
-    from ptui.core.profiler import ProfileAborted
+    from ptui.core.profiling.profiler import ProfileAborted
     with pytest.raises(ProfileAborted):
         prof.run(info)
     assert sim.current_mode() == ORIN.preset("MODE_30W").mode
@@ -99,7 +99,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli):
     rc, _, _ = cli(*args, "--session", "full", "--out", tmp_path / "full.csv")
     assert rc == 0
     # interrupt after 9 modes
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     real = P.Profiler.measure
     calls = {"n": 0}
 
@@ -164,7 +164,7 @@ def test_resume_checks(tmp_path, cli):
 
 
 def test_thermal_guard_stops_and_restores(tmp_path):
-    from ptui.core.profiler import ThermalLimit
+    from ptui.core.profiling.profiler import ThermalLimit
     store = Store(tmp_path / "s.db")
     plan = choose_modes(ORIN, count=6, seed=3)
     sim, prof, info = start(store, "hot", plan)

@@ -38,8 +38,8 @@ def test_lbfgs_closure_evaluations_are_not_gradient_accumulation(tmp_path, cli):
 
 
 def test_closure_words_in_time_unit():
-    from ptui.core.profiler import time_unit
-    from ptui.core.userscript import _Iterations
+    from ptui.core.profiling.profiler import time_unit
+    from ptui.core.profiling.userscript import _Iterations
     it = _Iterations()
     for k in range(4):                       # opt 0, no backward before the step, 5 inside it
         it.step(float(k), 0, 0, False, 5)
@@ -57,7 +57,7 @@ def test_a_manual_update_without_an_optimizer_step_is_named_quickly(tmp_path, cl
     Now, once it has called backward() for NO_STEP_S seconds without stepping, ptui stops it and
     says what it times and how to make the script timeable; exit 1, one error line, the board back."""
     import time
-    monkeypatch.setattr("ptui.core.userscript.NO_STEP_S", 3.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 3.0)
     args = ["--device", "orin-agx"]
     if board == "emulated":
         from tests.support import fakesys
@@ -89,12 +89,12 @@ def test_an_explicit_startup_timeout_waits_that_long_for_the_first_step(tmp_path
     came before the timeout and the script was (rightly) named as never stepping instead."""
     import time
 
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
-    from ptui.core.devices import get_device
-    from ptui.core.profiler import ProfileError
-    from ptui.core.userscript import ScriptSource
-    monkeypatch.setattr("ptui.core.userscript.NO_STEP_S", 1.0)
+    from ptui.core.profiling.profiler import ProfileError
+    from ptui.core.profiling.userscript import ScriptSource
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 1.0)
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
     # 20 s, not 6: the window starts with the script, and on a busy machine (load 20 on 2 cores)
     # its `import torch` alone took over 6 s, so no backward() had come yet to be named
@@ -186,16 +186,16 @@ def test_a_training_step_compiled_end_to_end_is_timed_and_the_whatif_says_why_no
     """@torch.compile around forward, backward and step: every step is timed (the marker), the
     probe's backward() wrapper is never traced (no guards on the probe, so no recompiles), and
     the what-if, which cannot count FLOPs inside the compiled call, says so instead of guessing."""
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
-    from ptui.core.devices import get_device
-    from ptui.core.userscript import ScriptSource
+    from ptui.core.profiling.userscript import ScriptSource
     script = tmp_path / "ctrain.py"
     script.write_text(COMPILED_TRAIN_STEP)
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
     src = ScriptSource(sim, [sys.executable, str(script), "30"], tmp_path / "log", whatif=True)
     src.start()
-    from ptui.core.profiler import ProfileError
+    from ptui.core.profiling.profiler import ProfileError
     try:
         with pytest.raises(ProfileError, match="runs compiled .* end to end.*no what-if for the "
                            "simulated board"):

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 
 from ptui.app import AppState, PtuiApp
-from ptui.core.backends.sim import SimJetson
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.telemetry import Sampler
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
 from ptui.core.clock import VirtualClock
-from ptui.core.devices import get_device
-from ptui.core.predictor import bundled_reference
-from ptui.core.telemetry import Sampler
-from ptui.core.workloads import get_workload
+from ptui.core.prediction.predictor import bundled_reference
 
 # each snapshot draws the whole app in a headless terminal: several seconds apiece
 pytestmark = pytest.mark.slow

@@ -1,12 +1,12 @@
 """The sysfs backend against an emulated Orin AGX tree driven by the simulator."""
 import pytest
 
-from ptui.core.apply import apply_mode
-from ptui.core.backends.base import ApplyError, BackendError
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.detect import detect
-from ptui.core.devices import get_device
-from ptui.core.workloads import get_workload
+from ptui.core.board.apply import apply_mode
+from ptui.core.board.backends.base import ApplyError, BackendError
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.board.detect import detect
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")

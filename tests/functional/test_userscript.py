@@ -69,11 +69,11 @@ def test_script_that_crashes_is_reported(tmp_path, script, emulated_board, cli):
 
 
 def test_script_that_never_steps(tmp_path):
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
-    from ptui.core.devices import get_device
-    from ptui.core.profiler import ProfileError
-    from ptui.core.userscript import ScriptSource
+    from ptui.core.profiling.profiler import ProfileError
+    from ptui.core.profiling.userscript import ScriptSource
     idle = tmp_path / "idle.py"
     idle.write_text("import time\ntime.sleep(30)\n")
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
@@ -194,16 +194,16 @@ def _write(tmp_path, name, text):
 
 def _source(tmp_path, argv, **kw):
     """A ScriptSource on a real-time simulated board, timing the script as on a Jetson."""
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
-    from ptui.core.devices import get_device
-    from ptui.core.userscript import ScriptSource
+    from ptui.core.profiling.userscript import ScriptSource
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
     return ScriptSource(sim, [str(a) for a in argv], tmp_path / "log", whatif=False, **kw)
 
 
 def _minibatches(src, n, interval=0.1):
-    from ptui.core.backends.base import MinibatchEvent
+    from ptui.core.board.backends.base import MinibatchEvent
     out = []
     src.start()
     try:
@@ -350,9 +350,9 @@ def test_a1_whatif_follows_the_mode_and_the_model(tmp_path, cli):
 
 
 def test_a1_whatif_workload_scales_with_the_measured_size():
-    from ptui.core.devices import get_device
-    from ptui.core.physics import steady_state
-    from ptui.core.userscript import whatif_workload
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.profiling.userscript import whatif_workload
     dev = get_device("orin-agx")
     small = {"flops": 2e9, "bytes": 4e8, "ops": 600, "params": 1e6, "param_bytes": 4e6,
              "state_bytes": 8e6, "samples": 16, "input_bytes": 16 * 4096, "workers": 4}
@@ -377,10 +377,10 @@ RESNET18_BS16 = {"flops": 170374594560, "bytes": 3344492312, "ops": 482, "params
 def test_a1_a_measured_resnet18_lands_on_the_catalogs():
     """The what-if physics is calibrated: a ResNet-18 measured by the probe gives the catalog
     ResNet-18's time and power (within 10 %) on fast and slow modes."""
-    from ptui.core.devices import get_device
-    from ptui.core.physics import steady_state
-    from ptui.core.userscript import whatif_workload
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.profiling.userscript import whatif_workload
     dev = get_device("orin-agx")
     w, ref = whatif_workload(RESNET18_BS16), get_workload("resnet18", 16)
     for mode in [(12, 2201.6, 1300.5, 3199), (4, 1190.4, 522.75, 2133), (2, 729.6, 318.75, 665.6)]:
@@ -392,12 +392,12 @@ def test_a1_a_measured_resnet18_lands_on_the_catalogs():
 @pytest.mark.slow
 def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
     """Steps slower than the per-mode limit allows (here 0.25 s x 10 > 1.5 s) are waited for."""
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
-    from ptui.core.devices import get_device
-    from ptui.core.profiler import ProfileConfig, Profiler, choose_modes, open_session
-    from ptui.core.store import Store
-    from ptui.core.userscript import ScriptSource, script_workload
+    from ptui.core.profiling.profiler import ProfileConfig, Profiler, choose_modes, open_session
+    from ptui.core.profiling.store import Store
+    from ptui.core.profiling.userscript import ScriptSource, script_workload
     slow = _write(tmp_path, "slow.py", TRAIN.replace("time.sleep(0.02)", "time.sleep(0.25)"))
     argv = [sys.executable, str(slow), "100000"]
     dev = get_device("orin-agx")
@@ -471,7 +471,7 @@ def _probe_run(tmp_path, code, timeout=60):
     import subprocess
     import threading
 
-    from ptui.core.userscript import PROBE_SITE, PTUI_ROOT
+    from ptui.core.profiling.userscript import PROBE_SITE, PTUI_ROOT
     path = str(tmp_path / "p.sock")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
@@ -600,7 +600,7 @@ def test_a_script_over_batch_sizes_is_one_session_with_a_log_per_size(tmp_path, 
     from contextlib import closing
 
     from ptui.core.paths import logs_dir
-    from ptui.core.store import Store
+    from ptui.core.profiling.store import Store
     train = tmp_path / "train.py"
     train.write_text(TRAIN.replace("x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))",
                                    "bs = int(sys.argv[2])\n"

@@ -1,4 +1,4 @@
-"""Test helpers over ptui's emulated Jetson (ptui/core/emulator.py, what `ptui emulate` runs).
+"""Test helpers over ptui's emulated Jetson (ptui/core/board/emulator.py, what `ptui emulate` runs).
 
 build() is an emulated Orin AGX tree (the board most tests drive); Driver, read_mode and
 install_nvpmodel are the product's.  Added here for tests only: a stricter kernel (Kernel), the
@@ -10,10 +10,10 @@ import errno
 import os
 from pathlib import Path
 
-from ptui.core import emulator
-from ptui.core.backends.sysfs import GPU_DEVFREQ
-from ptui.core.emulator import Driver, read_mode, write_file  # noqa: F401 (re-exported for the tests)
-from ptui.core.modes import Mode
+from ptui.core.board import emulator
+from ptui.core.board.backends.sysfs import GPU_DEVFREQ
+from ptui.core.board.emulator import Driver, read_mode, write_file  # noqa: F401 (re-exported for the tests)
+from ptui.core.catalogue.modes import Mode
 
 
 def build(root: Path, mode: Mode | None = None, nvp_id: int = 2) -> Path:

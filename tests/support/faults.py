@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ptui.core.backends.base import BackendError
-from ptui.core.backends.sim import SimJetson
-from ptui.core.modes import Mode
+from ptui.core.board.backends.base import BackendError
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.catalogue.modes import Mode
 
 
 class _Armed(SimJetson):

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from ptui.core import batch as bt
-from ptui.core import physics as ph
-from ptui.core.devices import get_device
-from ptui.core.pareto import choose
-from ptui.core.workloads import get_workload
+from ptui.core.board import physics as ph
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.decision import batch as bt
+from ptui.core.decision.pareto import choose
 
 AGX = get_device("orin-agx")
 NANO = get_device("orin-nano")
@@ -52,8 +52,8 @@ def test_memory_footprint_and_largest_batch():
 
 
 def test_simulator_refuses_a_batch_that_does_not_fit():
-    from ptui.core.backends.base import BackendError
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.base import BackendError
+    from ptui.core.board.backends.sim import SimJetson
     be = SimJetson(NANO)
     with pytest.raises(BackendError, match="out of memory"):
         be.start_training(get_workload("resnet18", 128))
@@ -139,7 +139,7 @@ def _rows(n, bs=None, peak=None):
 
 
 def test_old_profile_without_batch_column_still_reads(tmp_path):
-    from ptui.core.csvio import profile_batch_sizes, read_batch_profile, read_profile
+    from ptui.core.board.csvio import profile_batch_sizes, read_batch_profile, read_profile
     f = _write(tmp_path / "old.csv", HEAD + "\n" + "\n".join(_rows(12)) + "\n")
     assert profile_batch_sizes(f) == []
     modes, t, _ = read_profile(f, AGX)
@@ -151,7 +151,7 @@ def test_old_profile_without_batch_column_still_reads(tmp_path):
 
 
 def test_batch_column_and_peak_memory_read(tmp_path):
-    from ptui.core.csvio import profile_batch_sizes, read_batch_profile
+    from ptui.core.board.csvio import profile_batch_sizes, read_batch_profile
     rows = _rows(6, 8, 3.9) + _rows(6, 32, 6.1)        # the same modes at two sizes: no conflict
     f = _write(tmp_path / "b.csv", HEAD + ",batch_size,peak_mem_gb\n" + "\n".join(rows) + "\n")
     assert profile_batch_sizes(f) == [8, 32]
@@ -170,7 +170,7 @@ def test_a_repeated_pair_merges_like_a_repeated_mode(tmp_path):
     """A (mode, batch size) recorded twice with the same figures is one pair, as a mode is in
     read_profile_measured: its spreads are the last row's, and its peak memory the larger of the
     two (the second row's peak was ignored before)."""
-    from ptui.core.csvio import read_batch_profile
+    from ptui.core.board.csvio import read_batch_profile
     head = HEAD + ",batch_size,peak_mem_gb,power_w_std,n_power"
     rows = [r + ",0.5,10" for r in _rows(10, 8, 3.0)]
     again = _rows(1, 8, 4.5)[0] + ",2.0,10"            # pair 0 again: same figures, other spread
@@ -215,8 +215,8 @@ def _sim_profile(dev, workload, sizes, n, seed=0):
 
 @pytest.fixture(scope="module")
 def agx_model():
-    from ptui.core.fit import fit_model
-    from ptui.core.predictor import load_bundled
+    from ptui.core.prediction.fit import fit_model
+    from ptui.core.prediction.predictor import load_bundled
     modes, B, t, p = _sim_profile(AGX, "resnet18", (8, 16, 32, 64), 100)
     z = np.zeros(len(t))
     measured = {"modes": np.array([x.as_tuple() for x in modes], float), "time_ms": t,
@@ -229,7 +229,7 @@ def agx_model():
 
 @pytest.mark.slow
 def test_batch_model_saves_loads_and_predicts_each_size(agx_model, tmp_path):
-    from ptui.core.predictor import load_model
+    from ptui.core.prediction.predictor import load_model
     assert agx_model.batch_sizes == [8, 16, 32, 64]
     assert "batch-size input" in agx_model.meta["metrics"]["time"].get("note", "")
     agx_model.save(tmp_path / "m")
@@ -245,7 +245,7 @@ def test_batch_model_saves_loads_and_predicts_each_size(agx_model, tmp_path):
 
 
 def test_single_batch_model_refuses_other_sizes():
-    from ptui.core.predictor import ModelError, load_bundled
+    from ptui.core.prediction.predictor import ModelError, load_bundled
     ref = load_bundled()
     with pytest.raises(bt.PtuiInputError, match="fitted on a profile at"):
         bt.check_batch_model(ref, (8, 16))
@@ -290,8 +290,8 @@ def test_joint_choice_beats_the_best_mode_at_batch_16(agx_model):
 def test_pareto_never_picks_a_pair_that_does_not_fit(tmp_path):
     """Orin Nano, ResNet-18, throughput only: the largest batch would be fastest, but 64 does not
     fit in 8 GB; the decision and the paper baseline stay within memory and say what was dropped."""
-    from ptui.core.fit import fit_model
-    from ptui.core.predictor import load_bundled
+    from ptui.core.prediction.fit import fit_model
+    from ptui.core.prediction.predictor import load_bundled
     big = ph.largest_batch(NANO, get_workload("resnet18"))
     sizes = (8, 16, 32)
     modes, B, t, p = _sim_profile(NANO, "resnet18", sizes, 60)
@@ -302,7 +302,7 @@ def test_pareto_never_picks_a_pair_that_does_not_fit(tmp_path):
     assert d.dropped == [64]
     assert d.pick.batch_size <= big and d.paper.batch_size == 32
     assert any("64 does not fit" in n for n in d.notes)
-    from ptui.core.pareto import InfeasibleError
+    from ptui.core.decision.pareto import InfeasibleError
     with pytest.raises(InfeasibleError, match="fits in the"):
         bt.decide(m, (128, 256), budget_w=12.0)
 
@@ -319,7 +319,7 @@ def test_profile_batch_sizes_csv_round_trip_fit_and_pareto(cli, tmp_path):
     assert len(rows) == 30 and {r["batch_size"] for r in rows} == {"8", "32"}
     assert {r["session"] for r in rows} == {"g"} and all(float(r["peak_mem_gb"]) > 0 for r in rows)
     # the store holds one session: every pair planned and finished in it, with its batch size
-    from ptui.core.store import Store
+    from ptui.core.profiling.store import Store
     store = Store()
     assert [x.name for x in store.list_sessions()] == ["g"]
     g = store.get_session("g")
@@ -404,7 +404,7 @@ def test_bad_batch_flags_are_one_line_exit_2(cli, tmp_path, monkeypatch, args, m
 
 
 def test_pareto_batch_sizes_with_a_single_batch_model_is_refused(cli):
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     rc, _, err = cli("pareto", "--model", bundled_reference(), "--batch-sizes", "8,16",
                      "--budget-w", "30")
     assert rc == 2 and "profile them" in err
@@ -417,7 +417,7 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
             "--batch-sizes", "8,16,32", "--count", "18", "--seed", "3"]
     rc, _, err = cli(*args, "--session", "full", "--out", tmp_path / "full.csv")
     assert rc == 0, err
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     real = P.Profiler.measure
     calls = {"n": 0}
 
@@ -435,7 +435,7 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
         P.Profiler.measure = real
     assert rc == 130 and "--batch-sizes 8,16,32" in err
     assert len((tmp_path / "part.csv").read_text().splitlines()) == 10
-    from ptui.core.store import Store
+    from ptui.core.profiling.store import Store
     store = Store()
     assert sorted(x.name for x in store.list_sessions()) == ["full", "part"]    # no part per size
     part = store.get_session("part")
@@ -461,7 +461,7 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
 def test_predict_single_batch_model_accepts_a_profile_csv_as_modes(cli, tmp_path):
     """A profile CSV (with its batch_size column) as --modes of a model of one batch size predicts
     as before, without a batch_size column in the output; another size is refused."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     f = _write(tmp_path / "p.csv", HEAD + ",batch_size\n" + "\n".join(_rows(3, 16)) + "\n")
     rc, out, err = cli("predict", "--model", bundled_reference(), "--modes", f)
     assert rc == 0, err
@@ -474,7 +474,7 @@ def test_predict_single_batch_model_accepts_a_profile_csv_as_modes(cli, tmp_path
 def test_pareto_without_batch_sizes_uses_only_the_default_batch_measurements(agx_model):
     """A batch-size model's plain decisions are at its default batch: a mode profiled at batch 64
     must not stand in for the same mode at batch 16."""
-    from ptui.core.pareto import Table
+    from ptui.core.decision.pareto import Table
     m = agx_model
     B = m.measured["batch_size"] if m.measured is not None else None
     assert B is not None and set(B) == {8, 16, 32, 64}

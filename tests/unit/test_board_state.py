@@ -10,9 +10,10 @@ import stat
 
 import pytest
 
-from ptui.core import paths, undo
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
+from ptui.core import paths
+from ptui.core.board import undo
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")
@@ -122,7 +123,7 @@ def test_undo_state_is_board_wide_not_per_user(tree, cli, monkeypatch, tmp_path)
 def test_board_wide_places_and_their_fallback(tree, cli, monkeypatch, tmp_path):
     """The lock goes to the system's lock directory, writable by every account; without one ptui uses
     the data directory and says that other accounts will not see it."""
-    from ptui.core import locks
+    from ptui.core.board import locks
     monkeypatch.delenv("PTUI_LOCK_DIR")
     monkeypatch.delenv("PTUI_STATE_DIR")
     runlock, varlib = tmp_path / "run-lock", tmp_path / "var-lib-ptui"
@@ -171,10 +172,10 @@ def test_a_mode_changed_under_a_measurement_is_measured_again(tmp_path):
     """Another program sets a clock while a mode is measured: that measurement is thrown away and the
     mode measured again; if it keeps happening, profiling stops, no row saved for it, the board
     restored."""
-    from ptui.core.backends.sim import SimJetson
-    from ptui.core.profiler import ModeDisturbed, Profiler, choose_modes, open_session
-    from ptui.core.store import Store
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.profiling.profiler import ModeDisturbed, Profiler, choose_modes, open_session
+    from ptui.core.profiling.store import Store
 
     class Meddled(SimJetson):
         """Another tool writes the GPU clock during the next `times` measurements."""
@@ -257,7 +258,7 @@ def test_a_record_that_cannot_be_read_says_why(tree, cli, monkeypatch):
 def test_a_simulated_board_keeps_no_record_and_touches_none(tmp_path):
     """A simulated board lives in one process: nothing is written, and a file in the state
     directory that merely looks like a record is neither read nor removed."""
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.backends.sim import SimJetson
     sim = SimJetson(ORIN)
     assert undo.save(sim, undo.APPLY, sim.snapshot()) is None
     d = paths.board_state_dir().path
@@ -305,10 +306,10 @@ def test_saving_a_record_leaves_no_descriptor_open(tree):
 def test_a_profile_records_its_start_state_and_session_before_touching_the_board(tmp_path):
     """What `ptui restore` needs after a kill -9: the board-wide record names the session and the
     start mode, and the session store keeps the start state for --resume."""
-    from ptui.core.backends.sim import SimJetson
-    from ptui.core.profiler import Profiler, choose_modes, open_session
-    from ptui.core.store import Store
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+    from ptui.core.profiling.store import Store
 
     class Board(SimJetson):                 # a real board as far as records go
         simulated = False

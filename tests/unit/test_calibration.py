@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.physics import steady_state
-from ptui.core.workloads import get_workload
+from ptui.core.board.physics import steady_state
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
 
 ORIN = get_device("orin-agx")
 

@@ -1,8 +1,8 @@
 import pytest
 
-from ptui.core.devices import DEVICES, DeviceError, get_device
-from ptui.core.modes import Mode, ModeError, transition_order
-from ptui.core.workloads import WORKLOADS, WorkloadError, get_workload
+from ptui.core.catalogue.devices import DEVICES, DeviceError, get_device
+from ptui.core.catalogue.modes import Mode, ModeError, transition_order
+from ptui.core.catalogue.workloads import WORKLOADS, WorkloadError, get_workload
 
 
 @pytest.mark.parametrize("name,full,grid", [("orin-agx", 18096, 4368), ("xavier-agx", 29232, 7056),

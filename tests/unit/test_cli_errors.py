@@ -94,7 +94,7 @@ def test_runtime_failure_exits_1(tmp_path, cli):
 
 
 def test_no_feasible_mode_exits_3(cli):
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     rc, out, err = cli("pareto", "--model", bundled_reference(), "--budget-w", "0.5")
     assert rc == 3 and err.startswith("ptui: error: ") and err.count("\n") == 1, err
 
@@ -110,15 +110,15 @@ def test_interrupted_exits_130(monkeypatch, cli):
 
 
 def test_core_errors_share_one_root_with_their_exit_codes():
-    from ptui.core.backends.base import ApplyError, BackendError
-    from ptui.core.csvio import CSVError
-    from ptui.core.devices import DeviceError
-    from ptui.core.modes import ModeError
-    from ptui.core.pareto import InfeasibleError
-    from ptui.core.predictor import ModelError
-    from ptui.core.profiler import ProfileError, SessionError, ThermalLimit
-    from ptui.core.store import StoreError
-    from ptui.core.workloads import WorkloadError
+    from ptui.core.board.backends.base import ApplyError, BackendError
+    from ptui.core.board.csvio import CSVError
+    from ptui.core.catalogue.devices import DeviceError
+    from ptui.core.catalogue.modes import ModeError
+    from ptui.core.catalogue.workloads import WorkloadError
+    from ptui.core.decision.pareto import InfeasibleError
+    from ptui.core.prediction.predictor import ModelError
+    from ptui.core.profiling.profiler import ProfileError, SessionError, ThermalLimit
+    from ptui.core.profiling.store import StoreError
     codes = {CSVError: 2, DeviceError: 2, ModeError: 2, ModelError: 2, WorkloadError: 2, SessionError: 2,
              BackendError: 1, ApplyError: 1, ProfileError: 1, ThermalLimit: 1, StoreError: 1,
              InfeasibleError: 3}
@@ -154,9 +154,9 @@ def test_parser_errors_are_one_line(capsys):
 
 def test_jtop_preset_that_does_not_read_back_raises_apply_error():
     """It raised NameError (ApplyError was never imported in jtop.py; ruff F821 found it)."""
-    from ptui.core.backends.base import ApplyError
-    from ptui.core.backends.jtop import JtopBackend
-    from ptui.core.devices import get_device
+    from ptui.core.board.backends.base import ApplyError
+    from ptui.core.board.backends.jtop import JtopBackend
+    from ptui.core.catalogue.devices import get_device
 
     class Stuck(JtopBackend):            # the service accepts nvpmodel but the board never gets there
         def __init__(self):
@@ -185,7 +185,7 @@ def test_risk_0_or_1_is_refused_pointing_to_risk_mean(cmd, value, tmp_path, cli)
     """--risk is the allowed probability of exceeding the budget, strictly between 0 and 1.
     --risk 0 silently meant 'decide on the mean' (the least cautious answer; tune profiled and
     decided with it) and --risk 1 was refused without saying how to decide on the mean."""
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     where = (["--model", bundled_reference()] if cmd == "pareto" else
              ["--device", "orin-agx", "--workload", "resnet18", "--count", "6"])
     rc, out, err = cli(cmd, *where, "--budget-w", "30", "--risk", value)
@@ -199,8 +199,8 @@ def test_risk_mean_decides_on_the_mean_and_help_says_what_risk_is(cli, capsys):
     import json
 
     from ptui.cli import build_parser
-    from ptui.core.pareto import Table, choose
-    from ptui.core.predictor import bundled_reference, load_model
+    from ptui.core.decision.pareto import Table, choose
+    from ptui.core.prediction.predictor import bundled_reference, load_model
     model = load_model(bundled_reference())
     modes, _ = model.decision_space()
     tab = Table.from_prediction(modes, model.predict(modes))

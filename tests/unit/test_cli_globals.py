@@ -42,8 +42,8 @@ def test_device_before_profile_profiles_that_device(tmp_path, cli):
                      "--count", "2", "--out", out)
     assert rc == 0, err
     assert "on xavier-agx (sim)" in err
-    from ptui.core.csvio import read_modes
-    from ptui.core.devices import get_device
+    from ptui.core.board.csvio import read_modes
+    from ptui.core.catalogue.devices import get_device
     assert len(read_modes(out, get_device("xavier-agx"))) == 2   # modes on Xavier's tables
 
 

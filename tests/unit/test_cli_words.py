@@ -2,7 +2,7 @@
 SIMULATED as apply is, conflicting flags refused."""
 import pytest
 
-from ptui.core.devices import get_device
+from ptui.core.catalogue.devices import get_device
 
 ORIN = get_device("orin-agx")
 

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from ptui.core.csvio import (
+from ptui.core.board.csvio import (
     PROFILE_COLS,
     CSVError,
     fmt_value,
@@ -16,7 +16,7 @@ from ptui.core.csvio import (
     read_profile,
     write_csv,
 )
-from ptui.core.devices import get_device
+from ptui.core.catalogue.devices import get_device
 
 ORIN = get_device("orin-agx")
 HEAD = "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"
@@ -157,8 +157,8 @@ def test_profile_and_its_measurements_come_from_one_read(tmp_path, monkeypatch):
     and its last row's spreads."""
     import numpy as np
 
-    from ptui.core import csvio
-    from ptui.core.devices import get_device
+    from ptui.core.board import csvio
+    from ptui.core.catalogue.devices import get_device
     dev = get_device("orin-agx")
     m0, m1 = dev.full_space()[:2]
     f = tmp_path / "p.csv"

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from ptui.core.csvio import CSVError, profile_time, read_batch_profile, read_profile_measured
-from ptui.core.devices import get_device
+from ptui.core.board.csvio import CSVError, profile_time, read_batch_profile, read_profile_measured
+from ptui.core.catalogue.devices import get_device
 
 ORIN = get_device("orin-agx")
 MODES = ["4,729.6,318.75,665.6", "8,1113.6,624.75,2133", "12,2201.6,1300.5,3199",
@@ -103,8 +103,8 @@ INSERT INTO results VALUES ('old', 0, 4, 729.6, 318.75, 665.6, 120.5, 14.25, 119
 def test_a_store_from_before_the_cycle_column_still_opens_and_resumes(tmp_path):
     """The results table gained cycle_ms: a store written by an older ptui is migrated in place
     (ALTER TABLE ... ADD COLUMN), its finished modes read as before (no cycle), new ones keep it."""
-    from ptui.core.profiler import PROFILE_HEADER, profile_rows
-    from ptui.core.store import Store
+    from ptui.core.profiling.profiler import PROFILE_HEADER, profile_rows
+    from ptui.core.profiling.store import Store
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
     con.executescript(OLD_SCHEMA)
@@ -127,7 +127,7 @@ def test_the_cycle_of_a_window_is_its_wall_time_per_step():
     """Profiler.summarise: the median of the step intervals and, beside it, their mean (the
     window's wall time per step), plus what the source adds that the board's events do not hold
     (a what-if's work outside the steps)."""
-    from ptui.core.profiler import summarise
+    from ptui.core.profiling.profiler import summarise
     mode = ORIN.mode(4, 729.6, 318.75, 665.6)
     mbs = [2.0] * 7 + [58.0]                    # 7 short steps, then one that waited for a rollout
     r = summarise(mode, mbs, [20.0, 21.0], 1.0, 5.0, True)
@@ -137,7 +137,7 @@ def test_the_cycle_of_a_window_is_its_wall_time_per_step():
 
 
 def test_what_one_time_is_says_whole_cycle():
-    from ptui.core.profiler import cycle_timed, time_unit
+    from ptui.core.profiling.profiler import cycle_timed, time_unit
     t = cycle_timed("what-if from the model's measured size (SIMULATED): one optimizer step")
     assert time_unit(t) == "optimizer step over the whole cycle (its wall time, the work in between included)"
     assert cycle_timed(t) == t                                   # said once

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from ptui.core.csvio import CSVError, read_modes, read_profile, write_csv
-from ptui.core.devices import get_device
-from ptui.core.modes import Mode
-from ptui.core.store import Store
+from ptui.core.board.csvio import CSVError, read_modes, read_profile, write_csv
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.modes import Mode
+from ptui.core.profiling.store import Store
 from tests.support.child import holding_lock
 
 ORIN = get_device("orin-agx")
@@ -64,7 +64,7 @@ def test_temporaries_of_a_killed_writer_are_removed(tmp_path):
 
 
 def test_kill_9_mid_write_leaves_a_recognisable_temporary_that_the_next_write_removes(tmp_path):
-    code = ("import os, signal; from ptui.core.csvio import write_csv\n"
+    code = ("import os, signal; from ptui.core.board.csvio import write_csv\n"
             "def rows():\n"
             "    yield ['1']\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -100,7 +100,7 @@ def test_profile_keeps_the_users_file(tmp_path, cli):
 
 
 def test_ctrl_c_before_the_first_mode_writes_nothing(tmp_path, cli, monkeypatch):
-    import ptui.core.profiler as P
+    import ptui.core.profiling.profiler as P
     out = tmp_path / "results.csv"
     out.write_text("precious\n")
 
@@ -138,8 +138,8 @@ def test_back_to_back_profiles_get_distinct_names(tmp_path, cli, monkeypatch):
 
 
 def test_fit_takes_the_workload_from_the_profile_so_epochs_count(tmp_path, cli, monkeypatch):
-    from ptui.core import fit
-    from ptui.core.predictor import Model, load_bundled
+    from ptui.core.prediction import fit
+    from ptui.core.prediction.predictor import Model, load_bundled
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "12",
                      "--batch-size", "32", "--out", tmp_path / "p.csv")
     assert rc == 0, err
@@ -208,7 +208,7 @@ def test_damaged_store_is_set_aside_and_work_goes_on(tmp_path, cli):
         f.seek(4096 * 3)
         f.write(b"\x5a" * 8192)
     damaged = s.path.read_bytes()
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     S._checked.clear()                                       # as a new ptui process would
     rc, _, err = cli("sessions")
     assert rc == 0, err
@@ -228,7 +228,7 @@ def _hold(key_path):
 
 
 def test_killed_sessions_show_as_interrupted_and_live_ones_as_running(tmp_path, cli):
-    from ptui.core.locks import lock_path, session_key
+    from ptui.core.board.locks import lock_path, session_key
     s = Store()
     for name in ("killed", "live"):
         s.create_session(name, device="orin-agx", workload="resnet18", batch_size=16, seed=0,
@@ -249,7 +249,7 @@ def test_killed_sessions_show_as_interrupted_and_live_ones_as_running(tmp_path, 
 
 # -- B3: one process per session ----------------------------------------------------------------
 def test_second_run_of_a_session_is_refused(tmp_path, cli):
-    from ptui.core.locks import lock_path, session_key
+    from ptui.core.board.locks import lock_path, session_key
     rc, _, err = cli(*PROFILE, "--session", "s", "--out", tmp_path / "s.csv")
     assert rc == 0, err
     p = _hold(lock_path(session_key("s")))
@@ -269,7 +269,7 @@ def test_predict_and_modes_never_overwrite_another_file(tmp_path, cli):
     mine.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n4,729.6,318.75,665.6\n")
     notes = tmp_path / "notes.csv"
     notes.write_text("a,b\n1,2\n")
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     for args in (["predict", "--model", bundled_reference(), "--modes", mine, "--out", mine],
                  ["modes", "--device", "orin-agx", "--grid", "presets", "--out", notes]):
         rc, _, err = cli(*args)

@@ -3,11 +3,11 @@ extrapolation that no measurement checked (on the independent generator 12.5 % o
 over the whole space were more than 1 W over the budget)."""
 import numpy as np
 
-from ptui.core import session
-from ptui.core.devices import get_device
-from ptui.core.fit import fit_model
-from ptui.core.gp import raw_modes
-from ptui.core.predictor import load_bundled, load_model
+from ptui.core.catalogue.devices import get_device
+from ptui.core.prediction.fit import fit_model
+from ptui.core.prediction.gp import raw_modes
+from ptui.core.prediction.predictor import load_bundled, load_model
+from ptui.core.usecases import session
 
 DEV = get_device("orin-agx")
 

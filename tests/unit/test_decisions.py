@@ -18,8 +18,8 @@ import random
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.pareto import InfeasibleError, Table, choose, front_indices
+from ptui.core.catalogue.devices import get_device
+from ptui.core.decision.pareto import InfeasibleError, Table, choose, front_indices
 
 ORIN = get_device("orin-agx")
 MODES = ORIN.full_space()
@@ -329,8 +329,8 @@ def test_table_from_prediction():
 def test_cli_pareto_names_the_brute_force_mode(cli, args, goal, tmp_path):
     import json
 
-    from ptui.core.csvio import mode_cells, write_csv
-    from ptui.core.predictor import bundled_reference, load_bundled
+    from ptui.core.board.csvio import mode_cells, write_csv
+    from ptui.core.prediction.predictor import bundled_reference, load_bundled
     model = load_bundled("orin-agx")
     modes = random.Random(4).sample(MODES, 1500)
     write_csv(tmp_path / "modes.csv", ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), map(mode_cells, modes))

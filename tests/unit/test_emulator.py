@@ -1,15 +1,15 @@
-"""The emulated Jetson trees (ptui.core.emulator): every catalogued board's layout, its nvpmodel
+"""The emulated Jetson trees (ptui.core.board.emulator): every catalogued board's layout, its nvpmodel
 stand-in and conf, the driver that plays the board, and --sysfs-root finding the tree's nvpmodel."""
 import subprocess
 
 import pytest
 
-from ptui.core import emulator
-from ptui.core.backends import open_backend
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.detect import detect
-from ptui.core.devices import DEVICES, get_device
-from ptui.core.workloads import get_workload
+from ptui.core.board import emulator
+from ptui.core.board.backends import open_backend
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.board.detect import detect
+from ptui.core.catalogue.devices import DEVICES, get_device
+from ptui.core.catalogue.workloads import get_workload
 
 ORIN = get_device("orin-agx")
 

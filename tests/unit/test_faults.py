@@ -11,11 +11,11 @@ import random
 
 import pytest
 
-from ptui.core import emulator
-from ptui.core.apply import apply_mode, plan, rollback
-from ptui.core.backends.base import ApplyError, BackendError
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
+from ptui.core.board import emulator
+from ptui.core.board.apply import apply_mode, plan, rollback
+from ptui.core.board.backends.base import ApplyError, BackendError
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys, faults
 from tests.support.child import holding_lock
 
@@ -43,7 +43,7 @@ def _apply_logged(be) -> list[str]:
     import logging
     got: list[str] = []
     h = logging.Handler(logging.DEBUG)
-    h.emit = lambda r: got.append(r.getMessage()) if r.name == "ptui.core.apply" else None
+    h.emit = lambda r: got.append(r.getMessage()) if r.name == "ptui.core.board.apply" else None
     log = logging.getLogger("ptui")
     level = log.level
     log.addHandler(h)
@@ -389,7 +389,7 @@ def test_apply_then_restore_gives_back_every_knob(tmp_path, pinned):
 # -- another process at the board; --persist where nothing can persist -------------------------------
 def test_apply_while_another_process_changes_the_board_touches_nothing(tree):
 
-    from ptui.core.locks import board_key, lock_path
+    from ptui.core.board.locks import board_key, lock_path
     be = SysfsBackend(ORIN, root=tree)
     before = be.current_mode()
     p = holding_lock(lock_path(board_key(be)))
@@ -405,8 +405,8 @@ def test_apply_while_another_process_changes_the_board_touches_nothing(tree):
 
 
 def test_persist_needs_a_real_board_with_nvpmodel(tree):
-    from ptui.core.apply import NotSupported, check_persist
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.apply import NotSupported, check_persist
+    from ptui.core.board.backends.sim import SimJetson
     from ptui.core.errors import exit_code
 
     class NoNvpmodel(SysfsBackend):
@@ -421,8 +421,8 @@ def test_persist_needs_a_real_board_with_nvpmodel(tree):
 
 
 def test_select_preset_gives_the_state_before_and_is_refused_without_presets():
-    from ptui.core.apply import NotSupported, restore_snapshot, select_preset
-    from ptui.core.backends.sim import SimJetson
+    from ptui.core.board.apply import NotSupported, restore_snapshot, select_preset
+    from ptui.core.board.backends.sim import SimJetson
     from ptui.core.errors import exit_code
     be = SimJetson(ORIN, start_mode=TARGET)
     p = ORIN.preset("MODE_15W")

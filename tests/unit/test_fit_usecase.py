@@ -2,9 +2,9 @@
 process) give the same model for the same profile: its batch sizes, its epoch size, what was timed."""
 import pytest
 
-from ptui.core import session
-from ptui.core.devices import get_device
-from ptui.core.workloads import get_workload
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.usecases import session
 
 AGX = get_device("orin-agx")
 

@@ -1,9 +1,9 @@
-"""Goals as types (ptui.core.goals): one value from the faces to the decision."""
+"""Goals as types (ptui.core.decision.goals): one value from the faces to the decision."""
 import numpy as np
 import pytest
 
+from ptui.core.decision.goals import Goal, goal_from
 from ptui.core.errors import InputError
-from ptui.core.goals import Goal, goal_from
 
 
 def test_a_goal_knows_its_kind_and_words():

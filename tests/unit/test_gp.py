@@ -6,12 +6,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.fit import calibrate, fit_model, gp_fit
-from ptui.core.gp import F32_MAX_ERR, knob_features, raw_modes
-from ptui.core.modeldir import meta_digest
-from ptui.core.pareto import Table, choose
-from ptui.core.predictor import load_bundled, load_model
+from ptui.core.catalogue.devices import get_device
+from ptui.core.decision.pareto import Table, choose
+from ptui.core.prediction.fit import calibrate, fit_model, gp_fit
+from ptui.core.prediction.gp import F32_MAX_ERR, knob_features, raw_modes
+from ptui.core.prediction.modeldir import meta_digest
+from ptui.core.prediction.predictor import load_bundled, load_model
 
 DEV = get_device("orin-agx")
 
@@ -46,7 +46,7 @@ def test_numpy_inference_equals_sklearn(base, monkeypatch):
     mu_sk, sd_sk = gpr.predict((knob_features(B) - g.x_mean) / g.x_scale, return_std=True)
     mu, _ = g.predict_log(DEV, B)
     assert np.abs(mu - mu_sk).max() <= F32_MAX_ERR
-    import ptui.core.gp as gpmod
+    import ptui.core.prediction.gp as gpmod
     monkeypatch.setattr(gpmod, "F32_MAX_ERR", 0.0)
     mu, sd = g.predict_log(DEV, B)
     assert np.allclose(mu, mu_sk, rtol=0, atol=1e-8)
@@ -146,7 +146,7 @@ def _saved_without(tmp_path, key, old_value, seed, base="matern52"):
     """Save a two-GP model, then drop `key` from both predictors' configs (asserting it held
     `old_value`, what an older ptui implied by leaving it out) as an older ptui wrote it.
     Returns (its meta.json, the meta, the modes predicted, the predictions before)."""
-    from ptui.core.predictor import Model
+    from ptui.core.prediction.predictor import Model
     _, A, t, p = synthetic(30, seed)
     gt, _ = gp_fit("none", A, np.log(t), None, None, seed=0, base=base)
     gpw, _ = gp_fit("none", A, np.log(p), None, None, seed=0, base=base)
@@ -174,7 +174,7 @@ def test_gp_model_saved_before_the_kernel_key_loads_as_rbf(tmp_path):
 
 
 def test_unknown_kernel_refused(tmp_path):
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.predictor import ModelError
     modes, _, t, p = synthetic(20, 15)
     fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
     f = tmp_path / "m" / "meta.json"
@@ -204,7 +204,7 @@ def test_calibration_rarely_leaves_intervals_too_narrow():
 
 
 def test_stack_weights_recover_a_known_combination():
-    from ptui.core.gp import stack_weights
+    from ptui.core.prediction.gp import stack_weights
     rng = np.random.default_rng(0)
     P = rng.standard_normal((40, 3))
     w = stack_weights(P, P @ np.array([0.7, 0.3, 0.0]))
@@ -217,7 +217,7 @@ def test_stack_predicts_its_members_combined():
     (1/m) sum (sd_i^2 + (mu_i - mean)^2), x sd_scale (a member without weight widens it too);
     an old stack (spread "mixture") keeps the weighted mixture's sd.  fit --method gp with a
     reference stacks the three candidates."""
-    from ptui.core.gp import GPStack
+    from ptui.core.prediction.gp import GPStack
     modes, A, t, p = synthetic(30, 16)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
     st = model.time
@@ -250,7 +250,7 @@ def test_stack_spread_saved_and_old_stacks_load_as_the_mixture(tmp_path):
     """The spread rule is saved with the model; a stack saved without one (before it existed)
     loads with the weighted mixture's sd, as it predicted when it was fitted; an unknown rule
     is refused."""
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.predictor import ModelError
     modes, _, t, p = synthetic(20, 17)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp")
     model.save(tmp_path / "m")
@@ -277,7 +277,7 @@ def test_stack_spread_saved_and_old_stacks_load_as_the_mixture(tmp_path):
 
 
 def test_stack_with_bad_weights_refused(tmp_path):
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.predictor import ModelError
     modes, _, t, p = synthetic(20, 17)
     fit_model(load_bundled(), DEV, modes, t, p, method="gp").save(tmp_path / "m")
     f = tmp_path / "m" / "meta.json"
@@ -290,7 +290,7 @@ def test_stack_with_bad_weights_refused(tmp_path):
 
 
 def test_old_format_model_still_loads():
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     meta = json.loads((bundled_reference() / "meta.json").read_text())
     assert meta["format"] == "ptui-powertrain-1"
     pr = load_model(bundled_reference()).predict(DEV.pt_grid()[:5])
@@ -298,7 +298,7 @@ def test_old_format_model_still_loads():
 
 
 def test_corrupt_gp_arrays_refused(tmp_path):
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.predictor import ModelError
     modes, _, t, p = synthetic(20, 6)
     fit_model(None, DEV, modes, t, p, method="gp").save(tmp_path / "m")
     with np.load(tmp_path / "m" / "time.npz") as z:
@@ -366,14 +366,14 @@ def test_cli_fit_method_gp_and_pareto_uses_measurements(tmp_path, cli):
     assert res["source"] in ("measured", "predicted")
     assert res["power_w"] <= 30
     # the profiled modes are in the decision table with their measured values
-    from ptui.core.csvio import read_profile
+    from ptui.core.board.csvio import read_profile
     pm, pt_, pp = read_profile(tmp_path / "p.csv", DEV)
     ok = pp <= 30
     assert res["time_ms"] <= pt_[ok].min() + 1e-6
 
 
 def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
-    import ptui.core.fit as F
+    import ptui.core.prediction.fit as F
     monkeypatch.setattr(F, "torch_available", lambda: False)
     modes, _, t, p = synthetic(20, 9)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
@@ -387,8 +387,8 @@ def test_without_torch_auto_fits_gps_and_says_so(monkeypatch):
 
 
 def test_reference_grid_lookup_equals_evaluating_the_reference(tmp_path):
-    from ptui.core.gp import reference_grid
-    from ptui.core.predictor import Model, features
+    from ptui.core.prediction.gp import reference_grid
+    from ptui.core.prediction.predictor import Model, features
     ref = load_bundled()
     _, A, t, p = synthetic(30, 10)
     space = raw_modes(DEV.full_space())
@@ -415,7 +415,7 @@ def test_nn_screen_stops_recipes_far_behind_the_gps(monkeypatch):
     """auto screens the network recipes on the first folds: with a zero margin every recipe is
     stopped there (the choice is a GP, the stopped ones are named with their screen MAPE); with an
     infinite margin none is, and every recipe has a full cross-validation."""
-    import ptui.core.fit as fit
+    import ptui.core.prediction.fit as fit
     modes, _, t, p = synthetic(30, 11)
     monkeypatch.setattr(fit, "NN_SCREEN_MARGIN", 0.0)
     m0 = fit_model(load_bundled(), DEV, modes, t, p, method="auto", seed=0)
@@ -435,8 +435,8 @@ def test_nn_screen_stops_recipes_far_behind_the_gps(monkeypatch):
 def test_nn_worker_child_equals_local_and_falls_back_when_it_dies():
     """The network CV run in the child process gives the same held-out predictions as in this
     process; a child that died is replaced by local training, not an error."""
-    import ptui.core.fit as fit
-    from ptui.core.predictor import features
+    import ptui.core.prediction.fit as fit
+    from ptui.core.prediction.predictor import features
     modes, A, t, _ = synthetic(24, 12)
     X = features(DEV, A)
     ref = load_bundled().time
@@ -490,7 +490,7 @@ def test_gp_model_saved_before_the_inputs_key_loads_as_log_recip(tmp_path):
     """A model written before power GPs took linear inputs (no `inputs` in its configs) loads
     with log and reciprocal inputs and predicts what it predicted when saved; an unknown value is
     refused."""
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.predictor import ModelError
     f, meta, space, before = _saved_without(tmp_path, "inputs", "log-recip", 23)
     again = load_model(tmp_path / "m")
     assert again.power.knob_inputs == "log-recip"

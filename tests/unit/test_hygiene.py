@@ -12,7 +12,7 @@ from tests.support.cli import ROOT
 
 HEAVY = ("textual", "torch", "sklearn")
 # the one core module whose job is torch (training the networks): imported only by `fit`/`reference`
-TORCH_BY_DESIGN = {"ptui.core.train"}
+TORCH_BY_DESIGN = {"ptui.core.prediction.train"}
 CORE = sorted(m.name for m in pkgutil.walk_packages(ptui.core.__path__, "ptui.core."))
 
 
@@ -29,7 +29,7 @@ def _loaded_after_import(*modules: str) -> dict[str, list[str]]:
 
 
 def test_every_core_module_is_listed():
-    expected = {"ptui.core.profiler", "ptui.core.backends.sysfs", "ptui.core.errors", *TORCH_BY_DESIGN}
+    expected = {"ptui.core.profiling.profiler", "ptui.core.board.backends.sysfs", "ptui.core.errors", *TORCH_BY_DESIGN}
     assert expected <= set(CORE)
 
 

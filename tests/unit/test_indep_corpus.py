@@ -11,8 +11,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import indep_corpus as ic  # noqa: E402
 
-from ptui.core.csvio import read_profile  # noqa: E402
-from ptui.core.devices import get_device  # noqa: E402
+from ptui.core.board.csvio import read_profile  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
 
 
 def test_same_seed_same_file_other_seed_differs(tmp_path):
@@ -58,8 +58,8 @@ def test_more_gpu_clock_is_never_slower_and_never_cheaper(job):
 def test_not_ptuis_physics():
     """The same grid through ptui's simulator and through the generator: different surfaces
     (a generator that reproduced physics.py would make the 'independent' evaluation moot)."""
-    from ptui.core.physics import steady_state
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.workloads import get_workload
     dev = get_device("orin-agx")
     A = np.array([m.as_tuple() for m in dev.pt_grid()], float)
     t_sim = steady_state(dev, get_workload("resnet18"), *A.T).time_ms
@@ -69,5 +69,5 @@ def test_not_ptuis_physics():
 
 
 def test_header_is_ptuis_profile_header():
-    from ptui.core.profiler import PROFILE_HEADER
+    from ptui.core.profiling.profiler import PROFILE_HEADER
     assert tuple(ic.HEADER) == tuple(PROFILE_HEADER)

@@ -1,12 +1,13 @@
-"""The JSON contract (ptui.core.contract): status, apply --dry-run/--json and restore --json on an
+"""The JSON contract (ptui.core.usecases.contract): status, apply --dry-run/--json and restore --json on an
 emulated sysfs tree and on the simulator; every document has schema_version and command."""
 import json
 
 import pytest
 
-from ptui.core import contract, locks
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
+from ptui.core.board import locks
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.catalogue.devices import get_device
+from ptui.core.usecases import contract
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")
@@ -212,9 +213,9 @@ def test_status_says_a_profile_is_under_way_not_interrupted(tree, cli, tmp_path)
     """The record a running profile keeps is not an interrupted one: status says it is under way
     (its process lives), and what restore would do once it were killed."""
     from tests.support.child import until_killed
-    p = until_killed("from ptui.core import undo\n"
-                     "from ptui.core.backends.sysfs import SysfsBackend\n"
-                     "from ptui.core.devices import get_device\n"
+    p = until_killed("from ptui.core.board import undo\n"
+                     "from ptui.core.board.backends.sysfs import SysfsBackend\n"
+                     "from ptui.core.catalogue.devices import get_device\n"
                      f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
                      "undo.save(be, undo.PROFILE, be.snapshot(), 'busy')", "saved")
     try:

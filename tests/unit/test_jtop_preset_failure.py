@@ -2,10 +2,10 @@
 (it raised NameError: ApplyError was never imported in jtop.py)."""
 import pytest
 
-from ptui.core.backends.base import ApplyError
-from ptui.core.backends.jtop import JtopBackend
-from ptui.core.backends.sysfs import SysfsBackend
-from ptui.core.devices import get_device
+from ptui.core.board.backends.base import ApplyError
+from ptui.core.board.backends.jtop import JtopBackend
+from ptui.core.board.backends.sysfs import SysfsBackend
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")
@@ -58,7 +58,7 @@ def test_jtop_restore_leaves_nvpmodel_to_the_service(tmp_path):
 def test_a_failed_rollback_after_a_preset_keeps_the_first_cause(tmp_path):
     """The preset is not reached and the rollback fails too: the user is told both, the first
     cause first (only the rollback's error was shown)."""
-    from ptui.core.backends.base import BackendError
+    from ptui.core.board.backends.base import BackendError
     be, _ = _backend(tmp_path)
     be._select_nvpmodel = lambda pid, timeout: "never reported"
 
@@ -157,7 +157,7 @@ def test_a_service_that_stopped_sampling_is_refused(tmp_path):
     power as if it were live."""
     import time
 
-    from ptui.core.backends.base import BackendError
+    from ptui.core.board.backends.base import BackendError
     be, _ = _with_client(tmp_path, _Client(frozen=True), stale_s=0.3)
     be._sample()                                       # the last sample, not yet known to be old
     time.sleep(0.4)
@@ -200,7 +200,7 @@ def test_restore_runs_nvpmodel_itself_when_the_service_cannot(tmp_path):
 
 
 def test_restore_without_any_nvpmodel_still_puts_the_values_back_and_says_so(tmp_path):
-    from ptui.core.backends.base import BackendError
+    from ptui.core.board.backends.base import BackendError
     be, root = _with_client(tmp_path, _Client(mode_id=1, switch=_fails))   # no nvpmodel for ptui
     snap = be._sysfs.snapshot()
     before = be._sysfs.current_mode()

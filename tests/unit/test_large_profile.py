@@ -6,9 +6,9 @@ in tests/functional/test_large_fit.py runs the real one."""
 import numpy as np
 import pytest
 
-from ptui.core import fit as fitmod
-from ptui.core.fit import fit_model
-from ptui.core.predictor import load_bundled
+from ptui.core.prediction import fit as fitmod
+from ptui.core.prediction.fit import fit_model
+from ptui.core.prediction.predictor import load_bundled
 
 from .test_gp import DEV, synthetic
 
@@ -120,7 +120,7 @@ def test_batch_aware_fit_is_bounded_the_same_way(capped):
 
 def test_network_recipes_in_auto_train_on_the_capped_rows(capped, monkeypatch):
     pytest.importorskip("torch")
-    from ptui.core import train
+    from ptui.core.prediction import train
     seen = []
     real = train.train_many
 
@@ -138,7 +138,7 @@ def test_network_recipes_in_auto_train_on_the_capped_rows(capped, monkeypatch):
 
 
 def test_active_planner_refits_are_bounded(capped, monkeypatch):
-    from ptui.core.active import ActivePlanner, Goal
+    from ptui.core.profiling.active import ActivePlanner, Goal
     modes, A, t, p = synthetic(120, 8)
     pl = ActivePlanner(DEV, modes, Goal(budget_w=30.0), count=120, reference=load_bundled(), seed=0)
     rows = [{"cores": a[0], "cpu_mhz": a[1], "gpu_mhz": a[2], "mem_mhz": a[3], "time_ms": ti,
@@ -165,7 +165,7 @@ def test_fit_scratch_trains_the_baseline_network_on_the_capped_rows(capped, monk
     pytest.importorskip("torch")
     import json
 
-    from ptui.core import train
+    from ptui.core.prediction import train
     from tests.support.cli import run_cli
     given = []
     real = train.train_many

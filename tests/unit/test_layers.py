@@ -12,19 +12,11 @@ from tests.support.imports import cycles, graph
 LAYERS = [
     ("faces", ("ptui.__main__", "ptui.cli", "ptui.cliprogress", "ptui.app", "ptui.screens",
                "ptui.widgets", "ptui.state", "ptui.messages")),
-    ("use cases", ("ptui.core.session", "ptui.core.batchprofile", "ptui.core.contract")),
-    ("profiling, prediction, decision", (
-        "ptui.core.profiler", "ptui.core.userscript", "ptui.probe", "ptui.core.store",
-        "ptui.core.active", "ptui.core.batchactive",
-        "ptui.core.fit", "ptui.core.gp", "ptui.core.train", "ptui.core.predictor", "ptui.core.modeldir",
-        "ptui.core.nets", "ptui.core.pareto", "ptui.core.goals", "ptui.core.batch",
-        "ptui.core.roofline")),
-    ("devices, backends, simulator, files", (
-        "ptui.core.backends", "ptui.core.emulator", "ptui.core.detect", "ptui.core.telemetry",
-        "ptui.core.physics", "ptui.core.undo", "ptui.core.locks", "ptui.core.signals", "ptui.core.files",
-        "ptui.core.apply", "ptui.core.logs",
-        "ptui.core.csvio")),
-    ("catalogue", ("ptui.core.devices", "ptui.core.modes", "ptui.core.workloads")),
+    ("use cases", ("ptui.core.usecases",)),
+    ("profiling, prediction, decision", ("ptui.core.profiling", "ptui.probe", "ptui.core.prediction",
+                                         "ptui.core.decision")),
+    ("devices, backends, simulator, files", ("ptui.core.board",)),
+    ("catalogue", ("ptui.core.catalogue",)),
     ("errors, paths, clock", ("ptui", "ptui.core", "ptui.core.errors", "ptui.core.paths",
                               "ptui.core.clock", "ptui.core.progress", "ptui.assets")),
 ]
@@ -66,7 +58,7 @@ def test_the_checker_sees_a_cycle_and_a_layer_break():
     import are found."""
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert cycles(g) == [["a", "b", "c"]]
-    assert layer_of("ptui.core.errors") > layer_of("ptui.core.pareto") > layer_of("ptui.cli")
+    assert layer_of("ptui.core.errors") > layer_of("ptui.core.decision.pareto") > layer_of("ptui.cli")
     with pytest.raises(AssertionError, match="has no layer"):
         layer_of("ptui.somewhere_new")
 

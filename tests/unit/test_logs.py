@@ -1,8 +1,8 @@
-"""The log (ptui.core.logs): -q, -v, the app's log file."""
+"""The log (ptui.core.board.logs): -q, -v, the app's log file."""
 import logging
 import os
 
-from ptui.core import logs
+from ptui.core.board import logs
 from tests.support import fakesys
 
 MODE = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
@@ -37,7 +37,7 @@ def test_a_warning_is_said_under_quiet(capsys):
 def test_the_app_logs_to_a_file_and_leaves_a_fifo_alone(tmp_path):
     try:
         path = logs.for_app(tmp_path, verbose=1)
-        logging.getLogger("ptui.core.apply").debug("apply on orin-agx")
+        logging.getLogger("ptui.core.board.apply").debug("apply on orin-agx")
         assert path == tmp_path / "ptui-app.log" and "apply on orin-agx" in path.read_text()
         other = tmp_path / "other"
         other.mkdir()

@@ -5,9 +5,9 @@ import random
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.gp import raw_modes
-from ptui.core.modes import Mode, ModeList
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.modes import Mode, ModeList
+from ptui.core.prediction.gp import raw_modes
 
 DEV = get_device("orin-agx")
 

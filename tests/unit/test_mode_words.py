@@ -2,8 +2,8 @@
 text; the compact key stays for CSV, JSON and whatever a machine reads back."""
 import pytest
 
-from ptui.core.devices import DEVICES, get_device
-from ptui.core.modes import Mode
+from ptui.core.catalogue.devices import DEVICES, get_device
+from ptui.core.catalogue.modes import Mode
 
 
 def test_describe_reads_like_the_issue_says():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ptui.core.predictor import About, bundled_reference, load_model
+from ptui.core.prediction.predictor import About, bundled_reference, load_model
 
 ROOT = Path(__file__).resolve().parents[2] / "ptui"
 

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from ptui.core.predictor import ModelError, bundled_reference, load_model
+from ptui.core.prediction.predictor import ModelError, bundled_reference, load_model
 
 HDR = "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n"
 
@@ -18,10 +18,10 @@ def ref():
 @pytest.fixture
 def profile(tmp_path):
     """A 12-mode profile from the simulator's physics (enough for fit)."""
-    from ptui.core.csvio import mode_cells
-    from ptui.core.devices import get_device
-    from ptui.core.physics import steady_state
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.csvio import mode_cells
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.catalogue.workloads import get_workload
     dev = get_device("orin-agx")
     modes = dev.pt_grid()[::360][:12]
     a = np.array([m.as_tuple() for m in modes])
@@ -35,7 +35,7 @@ def profile(tmp_path):
 
 def _no_training(monkeypatch):
     """Fail the test if a command gets as far as training."""
-    from ptui.core import train
+    from ptui.core.prediction import train
 
     def boom(*a, **k):
         raise AssertionError("trained before refusing --out")
@@ -64,7 +64,7 @@ def test_fit_refuses_a_directory_ptui_did_not_write(tmp_path, profile, cli, monk
 
 def test_reference_build_refuses_before_training(tmp_path, cli, monkeypatch):
     _no_training(monkeypatch)
-    monkeypatch.setattr("ptui.core.csvio.read_profile", lambda *a, **k: ([], None, None))
+    monkeypatch.setattr("ptui.core.board.csvio.read_profile", lambda *a, **k: ([], None, None))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "data.bin").write_bytes(b"x")
     rc, _, err = cli("reference", "build", "--device", "orin-agx", "--profile", tmp_path / "x.csv",

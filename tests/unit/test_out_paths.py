@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from ptui.core.store import Store
+from ptui.core.profiling.store import Store
 from tests.support.cli import PY, subprocess_env
 
 PROFILE = ["profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "3",
@@ -70,7 +70,7 @@ def _sub(tmp_path, *args):
 # -- device nodes, FIFOs, sockets ------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["fifo", "socket"])
 def test_out_that_is_a_fifo_or_a_socket_is_refused_before_any_work(kind, tmp_path, monkeypatch):
-    from ptui.core.predictor import bundled_reference
+    from ptui.core.prediction.predictor import bundled_reference
     d = tmp_path / "outs"
     d.mkdir()
     node = _fifo(d / "p.csv") if kind == "fifo" else _socket(d / "p.csv", monkeypatch)
@@ -89,7 +89,7 @@ def test_out_that_is_a_fifo_or_a_socket_is_refused_before_any_work(kind, tmp_pat
 
 
 def test_dev_null_is_refused_and_left_alone(tmp_path, cli):
-    from ptui.core.csvio import check_out_file, write_csv
+    from ptui.core.board.csvio import check_out_file, write_csv
     from ptui.core.errors import InputError
     before = os.lstat("/dev/null")
     with pytest.raises(InputError, match="character device"):
@@ -102,7 +102,7 @@ def test_dev_null_is_refused_and_left_alone(tmp_path, cli):
 
 
 def test_keep_aside_never_renames_or_opens_a_node(tmp_path, monkeypatch):
-    from ptui.core.csvio import keep_aside
+    from ptui.core.board.csvio import keep_aside
     from ptui.core.errors import InputError
     sock = _socket(tmp_path / "s.csv", monkeypatch)
     fifo = _fifo(tmp_path / "f.csv")
@@ -115,8 +115,8 @@ def test_keep_aside_never_renames_or_opens_a_node(tmp_path, monkeypatch):
 
 
 def test_model_out_whose_meta_is_a_fifo_is_refused_without_reading_it(tmp_path):
-    from ptui.core.modeldir import check_out_dir
-    from ptui.core.predictor import ModelError
+    from ptui.core.prediction.modeldir import check_out_dir
+    from ptui.core.prediction.predictor import ModelError
     d = tmp_path / "m"
     d.mkdir()
     fifo = _fifo(d / "meta.json")
@@ -129,7 +129,7 @@ def test_model_out_whose_meta_is_a_fifo_is_refused_without_reading_it(tmp_path):
 
 def test_the_store_itself_must_be_a_regular_file(tmp_path):
     """(also in test_store, where the mutation benchmark runs it; here under a watchdog)"""
-    from ptui.core.store import StoreError
+    from ptui.core.profiling.store import StoreError
     fifo = _fifo(tmp_path / "sessions.sqlite")
     with pytest.raises(StoreError, match="FIFO"):
         _in_time(lambda: Store(fifo), fifo=fifo)
@@ -139,9 +139,9 @@ def test_the_store_itself_must_be_a_regular_file(tmp_path):
 def test_an_existing_file_is_read_only_up_to_the_cap(tmp_path, monkeypatch):
     """A file at --out bigger than the cap is not read whole to see whether it is the session's own
     profile: it is kept aside (never lost), and a header check reads only its start."""
-    from ptui.core import files
-    from ptui.core.csvio import keep_aside, write_csv
-    from ptui.core.profiler import PROFILE_HEADER
+    from ptui.core.board import files
+    from ptui.core.board.csvio import keep_aside, write_csv
+    from ptui.core.profiling.profiler import PROFILE_HEADER
     big = tmp_path / "big.csv"
     row = ["4", "729.6", "318.75", "665.6", "100", "20"] + [""] * (len(PROFILE_HEADER) - 9) + \
           ["resnet18", "16", "s"]
@@ -209,7 +209,7 @@ def test_a_failed_write_is_one_line_and_says_how_to_get_the_rows_out(fault, tmp_
     assert hint in lines[-1], err
     assert not out.exists() and sorted(os.listdir(tmp_path)) == ["data"]     # no temporaries
     # the hint works: the rows come out of the store, nothing is profiled again
-    import ptui.core.backends as B
+    import ptui.core.board.backends as B
 
     def no_device(*a, **k):
         raise AssertionError("a finished session's export opened the device")
@@ -222,7 +222,7 @@ def test_a_failed_write_is_one_line_and_says_how_to_get_the_rows_out(fault, tmp_
 
 def test_a_finished_active_or_script_free_session_exports_without_the_device(tmp_path, cli,
                                                                              monkeypatch):
-    import ptui.core.backends as B
+    import ptui.core.board.backends as B
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--strategy",
                      "active", "--budget-w", "30", "--count", "8", "--session", "a",
                      "--out", tmp_path / "a.csv")
@@ -255,7 +255,7 @@ def test_a_bad_session_name_is_refused(name, tmp_path, cli):
 def test_session_names_are_checked_in_the_core_too(tmp_path):
     """The app has no name field, but a name from an old store goes through the same check."""
     from ptui.core.errors import InputError
-    from ptui.core.session import ProfileRequest, ProfileRun
+    from ptui.core.usecases.session import ProfileRequest, ProfileRun
     with pytest.raises(InputError, match="session name"):
         ProfileRun(ProfileRequest(workload="resnet18", session="../up"))
     ok = ProfileRun(ProfileRequest(workload="resnet18", session="my run 2 (bs16)@home"))
@@ -266,7 +266,7 @@ def test_a_batch_size_group_says_the_same_and_exports_without_the_device(tmp_pat
                                                                           monkeypatch):
     import csv
 
-    import ptui.core.backends as B
+    import ptui.core.board.backends as B
     out = tmp_path / "g.csv"
     real_fdopen = os.fdopen
     with monkeypatch.context() as m:
@@ -289,9 +289,9 @@ def test_a_batch_size_group_says_the_same_and_exports_without_the_device(tmp_pat
 
 
 def test_a_model_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path):
+    from ptui.core.board.files import WriteError
     from ptui.core.errors import exit_code
-    from ptui.core.files import WriteError
-    from ptui.core.modeldir import write_model_dir
+    from ptui.core.prediction.modeldir import write_model_dir
 
     def full(d):
         (d / "time.npz").write_bytes(b"half")

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from ptui.core.fit import _CV, OUTLIER_MIN_MODES, OUTLIER_Z, fit_model, next_outlier, outlier_note
-from ptui.core.modes import Mode
-from ptui.core.predictor import load_bundled
+from ptui.core.catalogue.modes import Mode
+from ptui.core.prediction.fit import _CV, OUTLIER_MIN_MODES, OUTLIER_Z, fit_model, next_outlier, outlier_note
+from ptui.core.prediction.predictor import load_bundled
 
 from .test_gp import DEV, synthetic
 
@@ -104,7 +104,7 @@ def test_fit_without_leaving_out_would_widen_the_intervals(corrupted, monkeypatc
     """What leaving the row out buys: kept in, the outlier widens every interval of the model
     (the calibration on CV residuals and the GP's noise both grow)."""
     modes, _, t_bad, _, bad, p = corrupted
-    from ptui.core import fit
+    from ptui.core.prediction import fit
     monkeypatch.setattr(fit, "OUTLIER_MIN_MODES", 10 ** 6)
     kept_in = fit_model(load_bundled(), DEV, modes, t_bad, p, method="gp", seed=0)
     assert "outliers" not in kept_in.meta["metrics"]["time"]
@@ -121,7 +121,7 @@ def test_outlier_note_names_mode_and_figures(corrupted):
 
 
 def test_model_with_outliers_saves_and_loads(corrupted, tmp_path):
-    from ptui.core.predictor import load_model
+    from ptui.core.prediction.predictor import load_model
     _, _, _, _, bad, _ = corrupted
     bad.save(tmp_path / "m")
     again = load_model(tmp_path / "m")
@@ -138,8 +138,8 @@ def test_a_left_out_measurement_is_not_trusted_as_exact(corrupted):
     """Decisions count profiled modes' measurements; one the fit left out keeps its figure but its
     sd widens to the distance from what the other modes predict (a risk-aware pick then does not
     take a disturbed reading as exact).  fit_model does this to the model's measured figures."""
-    from ptui.core.fit import distrust_outliers
-    from ptui.core.gp import raw_modes
+    from ptui.core.prediction.fit import distrust_outliers
+    from ptui.core.prediction.gp import raw_modes
     modes, _, t_bad, _, bad, p = corrupted
     meas = _measured(modes, t_bad, p)
     got = distrust_outliers(meas, raw_modes(modes), bad.meta["metrics"])
@@ -181,8 +181,8 @@ def test_tune_decides_with_the_widened_measurement_and_says_why(tmp_path):
     """ptui tune's decision (session.tune_decide) counts the profile's measurements as the fitted
     model keeps them: a reading the fit left out is not exact there either (it used the raw
     readings: the 18 W pick was the mode read 3 W low), and it says which reading it left out."""
-    from ptui.core import session
-    from ptui.core.devices import get_device
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.usecases import session
     from tests.support.cli import disturbed_profile
     q, victim, _, key = disturbed_profile(tmp_path)
     said = []

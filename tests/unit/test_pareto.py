@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.pareto import InfeasibleError, Table, choose, front_indices
+from ptui.core.catalogue.devices import get_device
+from ptui.core.decision.pareto import InfeasibleError, Table, choose, front_indices
 
 ORIN = get_device("orin-agx")
 
@@ -107,7 +107,7 @@ def test_cli_pareto_says_what_was_timed_for_a_script(tmp_path, cli):
 
 
 def test_time_unit_words():
-    from ptui.core.profiler import time_unit
+    from ptui.core.profiling.profiler import time_unit
     assert time_unit("what-if from the model's measured size (SIMULATED): one optimizer step") \
         == "optimizer step"
     assert time_unit("one optimizer step over 4 micro-batches (gradient accumulation: 4 backward "
@@ -128,7 +128,7 @@ def test_measured_uncertainty_is_the_standard_error_of_the_recorded_figure(tmp_p
     far those figures may be off is their standard error (with a run-to-run floor), not the spread
     of single minibatches or samples; without counts the spread itself stands (the cautious
     reading of an older file)."""
-    from ptui.core.csvio import REPEAT_SD, measured_uncertainty
+    from ptui.core.board.csvio import REPEAT_SD, measured_uncertainty
     row = {"time_ms": 100.0, "power_w": 20.0, "time_ms_p25": 95.0, "time_ms_p75": 105.0,
            "power_w_std": 0.6, "n_minibatches": 40, "n_power": 12}
     u = measured_uncertainty([row])
@@ -154,7 +154,7 @@ def test_a_measured_mode_within_the_budget_beats_a_slower_predicted_one(tmp_path
     mode 10 % slower, because the samples' spread was read as the uncertainty of the mean
     (P(> 22 W) 23 %).  The pick must never be worse than the best measured mode that meets the
     goal."""
-    from ptui.core.csvio import read_profile_measured
+    from ptui.core.board.csvio import read_profile_measured
     modes = ORIN.full_space()[:3]
     f = _profile_csv(tmp_path / "p.csv", [(*modes[0].as_tuple(), 134.2, 21.7, 131.0, 137.0, 0.4, 40, 12),
                                           (*modes[2].as_tuple(), 400.0, 12.0, 390.0, 410.0, 0.2, 40, 12)])
@@ -171,8 +171,8 @@ def test_a_profile_csv_opened_for_decisions_carries_the_uncertainty_of_its_figur
     """The app's Pareto screen on a plain profile CSV (no model) shows each figure with the same
     measured uncertainty as `tune`, a model's measured modes and a batch profile (its rows
     counted as exact before)."""
-    from ptui.core import session
-    from ptui.core.csvio import measured_uncertainty
+    from ptui.core.board.csvio import measured_uncertainty
+    from ptui.core.usecases import session
     modes = ORIN.full_space()[:2]
     rows = [(*modes[0].as_tuple(), 134.2, 21.7, 131.0, 137.0, 0.4, 40, 12),
             (*modes[1].as_tuple(), 150.0, 19.0, 140.0, 160.0, 0.3, 40, 12)]
@@ -246,7 +246,7 @@ def test_a_cautious_decision_says_why_the_best_measured_mode_is_not_the_pick():
 
 
 def test_the_preset_baseline_is_the_preset_a_user_would_pick_for_the_goal():
-    from ptui.core.pareto import best_preset, presets_table
+    from ptui.core.decision.pareto import best_preset, presets_table
     ps = list(ORIN.presets)
     modes = [p.mode for p in ps] + [ORIN.mode(2, 729.6, 318.75, 665.6)]
     t = np.array([60.0 + 20 * k for k in range(len(ps))] + [10.0])       # the non-preset is fastest
@@ -265,7 +265,7 @@ def test_the_preset_baseline_is_the_preset_a_user_would_pick_for_the_goal():
 
 
 def test_what_was_timed_is_read_once_into_a_value():
-    from ptui.core.profiler import CYCLE_WORDS, Timed, cycle_timed
+    from ptui.core.profiling.profiler import CYCLE_WORDS, Timed, cycle_timed
     w = Timed.of("what-if from the model's measured size (SIMULATED): one optimizer step")
     assert (w.unit, w.what_if, w.per_step, w.cycle, w.step_word) == ("optimizer step", True, True, False, "step")
     m = Timed.of("minibatch (SIMULATED built-in workload)")

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from ptui.core.apply import apply_mode
-from ptui.core.backends.base import BackendError
-from ptui.core.backends.sysfs import SysfsBackend, _replace_power_model, nvpmodel_block
-from ptui.core.devices import get_device
+from ptui.core.board.apply import apply_mode
+from ptui.core.board.backends.base import BackendError
+from ptui.core.board.backends.sysfs import SysfsBackend, _replace_power_model, nvpmodel_block
+from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 
 ORIN = get_device("orin-agx")

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.fit import fit_model, gp_fit
-from ptui.core.gp import phys_basis, phys_fit, raw_modes
-from ptui.core.modeldir import meta_digest
-from ptui.core.predictor import Model, ModelError, load_bundled, load_model
+from ptui.core.catalogue.devices import get_device
+from ptui.core.prediction.fit import fit_model, gp_fit
+from ptui.core.prediction.gp import phys_basis, phys_fit, raw_modes
+from ptui.core.prediction.modeldir import meta_digest
+from ptui.core.prediction.predictor import Model, ModelError, load_bundled, load_model
 from tests.unit.test_gp import synthetic
 
 DEV = get_device("orin-agx")
@@ -73,7 +73,7 @@ def test_physmean_round_trip_predicts_the_same(tmp_path):
 def test_corrupt_physmean_refused(tmp_path, change):
     """Each is re-checksummed as if ptui had written it, so the refusal comes from the GP's own
     checks, not from the model directory's checksums."""
-    from ptui.core.modeldir import sha256_file
+    from ptui.core.prediction.modeldir import sha256_file
     _physmean_model(tmp_path)
     f = tmp_path / "m" / "time.npz"
     with np.load(f) as z:
@@ -98,7 +98,7 @@ def test_corrupt_physmean_refused(tmp_path, change):
 
 def test_a_model_with_the_reference_as_prior_mean_still_loads(tmp_path):
     """gp-refmean left the stack's candidates; models that used it load and predict as saved."""
-    from ptui.core.predictor import features
+    from ptui.core.prediction.predictor import features
     ref = load_bundled()
     _, A, t, p = synthetic(30, 22)
     parts = []
@@ -126,8 +126,8 @@ def test_the_active_planner_chooses_among_its_own_gps_not_the_physical_mean():
     """On 10-20 rows the planner keeps the reference as prior mean among its candidates: on a
     truth that is exactly a sum of per-resource terms, where the physical mean wins fit's
     cross-validation, the planner still picks one of PLANNER_GPS."""
-    from ptui.core.active import PLANNER_GPS, ActivePlanner, Goal
-    from ptui.core.fit import fit_one
+    from ptui.core.prediction.fit import fit_one
+    from ptui.core.profiling.active import PLANNER_GPS, ActivePlanner, Goal
     grid = raw_modes(DEV.pt_grid())
     idx = np.random.default_rng(5).choice(len(grid), 15, replace=False)
     c, f, g, m = (grid[idx] / np.array([1, 1000, 1000, 1000])).T
@@ -136,8 +136,8 @@ def test_the_active_planner_chooses_among_its_own_gps_not_the_physical_mean():
     _, met = fit_one(DEV, grid[idx], y, ref.time, method="gp", seed=0, target="time")
     singles = {k: v for k, v in met["candidates_cv_mape"].items() if k != "gp-stack"}
     assert min(singles, key=singles.get) == "gp-physmean"
-    from ptui.core.fit import _gp_candidate, folds
-    from ptui.core.predictor import features
+    from ptui.core.prediction.fit import _gp_candidate, folds
+    from ptui.core.prediction.predictor import features
     ly = np.log(y)
     ref_log = ref.time.predict_log(features(DEV, grid[idx]))[0]
     cv = {nm: _gp_candidate(nm, DEV, grid[idx], ly, ref_log, ref.time, folds(15, 0), 0,

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from ptui.core.csvio import CSVError, read_profile
-from ptui.core.devices import get_device
-from ptui.core.predictor import ModelError, bundled_reference, load_model
+from ptui.core.board.csvio import CSVError, read_profile
+from ptui.core.catalogue.devices import get_device
+from ptui.core.prediction.predictor import ModelError, bundled_reference, load_model
 
 ORIN = get_device("orin-agx")
 
@@ -36,8 +36,8 @@ def test_bundled_reference_says_what_it_is(ref):
 
 
 def test_reference_predicts_the_simulator(ref):
-    from ptui.core.physics import steady_state
-    from ptui.core.workloads import get_workload
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.workloads import get_workload
     modes = ORIN.pt_grid()[::37]
     pred = ref.predict(modes)
     a = np.array([m.as_tuple() for m in modes])
@@ -142,8 +142,8 @@ def test_corrupt_models(tmp_path, ref, cli):
 def test_scaling_equals_sklearn_standard_scaler():
     from sklearn.preprocessing import StandardScaler
 
-    from ptui.core import train
-    from ptui.core.predictor import features
+    from ptui.core.prediction import train
+    from ptui.core.prediction.predictor import features
     rng = np.random.default_rng(0)
     modes = rng.choice(ORIN.full_space(), 40, replace=False).tolist()
     X = features(ORIN, modes)
@@ -155,8 +155,8 @@ def test_scaling_equals_sklearn_standard_scaler():
 
 def test_stacked_members_keep_their_own_data_and_scaling():
     """Members trained together keep their own rows, scalers and weights."""
-    from ptui.core import train
-    from ptui.core.predictor import features
+    from ptui.core.prediction import train
+    from ptui.core.prediction.predictor import features
     rng = np.random.default_rng(1)
     modes = rng.choice(ORIN.full_space(), 30, replace=False).tolist()
     X, y = features(ORIN, modes), rng.uniform(10, 100, 30)

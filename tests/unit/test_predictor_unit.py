@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.predictor import (
+from ptui.core.catalogue.devices import get_device
+from ptui.core.prediction.predictor import (
     FORMAT,
     Model,
     ModelError,
@@ -142,7 +142,7 @@ def test_defaults_dtypes_and_nested_save(tmp_path):
 
 
 def test_a_model_of_a_newer_format_is_refused_as_such(tmp_path):
-    from ptui.core.predictor import ModelError, load_model
+    from ptui.core.prediction.predictor import ModelError, load_model
     d = tmp_path / "m"
     d.mkdir()
     (d / "meta.json").write_text(json.dumps({"format": "ptui-model-9", "device": "orin-agx"}))

@@ -6,10 +6,11 @@ import threading
 
 import pytest
 
-from ptui.core.backends.base import ApplyError, BackendError
-from ptui.core.backends.sim import SimJetson
-from ptui.core.devices import get_device
-from ptui.core.profiler import (
+from ptui.core.board.backends.base import ApplyError, BackendError
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.profiling.profiler import (
     Control,
     ProfileAborted,
     ProfileConfig,
@@ -22,8 +23,7 @@ from ptui.core.profiler import (
     profile_rows,
     summarise,
 )
-from ptui.core.store import Store
-from ptui.core.workloads import get_workload
+from ptui.core.profiling.store import Store
 from tests.support import faults
 
 ORIN = get_device("orin-agx")
@@ -288,7 +288,7 @@ def test_profile_rows_in_plan_order(tmp_path):
     prof.run(info)
     rows = profile_rows(store, "s")
     assert [r[:4] for r in rows] == [["4", "729.6", "318.75", "665.6"], ["8", "1113.6", "624.75", "2133"]]
-    from ptui.core.profiler import PROFILE_HEADER
+    from ptui.core.profiling.profiler import PROFILE_HEADER
     stable = PROFILE_HEADER.index("stable")
     assert all(r[stable] == "1" for r in rows) and len(rows[0]) == len(PROFILE_HEADER)
 
@@ -300,7 +300,7 @@ def test_events_before_the_switch_are_not_counted(tmp_path):
     _store, prof, info = session(tmp_path, be, plan=PLAN[:1])
     prof.cfg = ProfileConfig(min_minibatches=5)
     (r,) = prof.run(info)
-    from ptui.core.physics import steady_state
+    from ptui.core.board.physics import steady_state
     assert r.time_ms == pytest.approx(float(steady_state(ORIN, WL, *PLAN[0].as_tuple()).time_ms), rel=0.01)
     assert r.n_minibatches >= 5
 
@@ -399,7 +399,7 @@ def test_a_source_is_started_with_the_sampling_interval_and_always_stopped(tmp_p
 
 
 def _info(**kw):
-    from ptui.core.store import SessionInfo
+    from ptui.core.profiling.store import SessionInfo
     base = dict(name="s", device="orin-agx", workload="resnet18", batch_size=16, seed=0,
                 backend="sim", status="done", original_mode=None, plan=[], params={},
                 device_time_s=0.0, created=0.0)
@@ -407,7 +407,7 @@ def _info(**kw):
 
 
 def test_batch_tag_is_the_stated_or_the_measured_batch():
-    from ptui.core.profiler import batch_tag
+    from ptui.core.profiling.profiler import batch_tag
     assert batch_tag(_info()) == "16"
     assert batch_tag(_info(params={"batch_size_stated": False})) == "16"      # not a script
     unstated = {"batch_size_stated": False}
@@ -420,7 +420,7 @@ def test_batch_tag_is_the_stated_or_the_measured_batch():
 
 
 def test_what_one_time_ms_is():
-    from ptui.core.profiler import time_unit, timed_unit
+    from ptui.core.profiling.profiler import time_unit, timed_unit
     assert timed_unit(None) == ""
     assert timed_unit(_info()) == "minibatch (SIMULATED built-in workload)"
     assert timed_unit(_info(backend="sysfs")) == "minibatch"
@@ -436,8 +436,8 @@ def test_what_one_time_ms_is():
 
 
 def test_keep_timed_records_what_the_profile_timed(tmp_path):
-    from ptui.core.predictor import bundled_reference, load_model
-    from ptui.core.profiler import keep_timed
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.profiler import keep_timed
     f = tmp_path / "p.csv"
     for body, want in (("timed\none optimizer step\none optimizer step\n", "one optimizer step"),
                        ("timed\na\nb\n", ""), ("cores\n4\n", "")):
@@ -451,7 +451,7 @@ def test_keep_timed_records_what_the_profile_timed(tmp_path):
 def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
     """PowerTrain's protocol: the first minibatch to finish in the new mode (here a slow one, no
     minibatch straddling the switch) is dropped, even when power settles before it."""
-    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.board.backends.base import MinibatchEvent, Telemetry
     from ptui.core.clock import VirtualClock
     be = SimJetson(ORIN, seed=1, clock=VirtualClock(100.0))
     store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
@@ -467,7 +467,7 @@ def test_the_first_minibatch_in_a_new_mode_is_not_recorded(tmp_path):
             yield Telemetry(t + at, 20.0 + k / 10)
         for k in range(6):
             yield MinibatchEvent(t + 1.0 + k / 10, 100.0 + k, 2 + k)
-    from ptui.core.profiler import Progress
+    from ptui.core.profiling.profiler import Progress
     prof.progress = Progress(0, 1, PLAN[0], None, 0.0, "settling")
     phases = []
 
@@ -499,7 +499,7 @@ def test_resuming_a_session_with_nothing_left_measures_nothing(tmp_path):
 
 
 def test_save_profile_says_what_it_did(tmp_path):
-    from ptui.core.profiler import save_profile
+    from ptui.core.profiling.profiler import save_profile
     be = SimJetson(ORIN, seed=1)
     store, prof, info = session(tmp_path, be, plan=PLAN[:2])
     out = tmp_path / "p.csv"
@@ -516,7 +516,7 @@ def test_save_profile_says_what_it_did(tmp_path):
 def _settle(tmp_path, watts, every=5):
     """measure() with the default settings on power samples `watts` (its last repeated), one per
     `every` minibatches of 100 ms from the switch on: (settle_s, stable)."""
-    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.board.backends.base import MinibatchEvent, Telemetry
     from ptui.core.clock import VirtualClock
     be = SimJetson(ORIN, seed=1, clock=VirtualClock(50.0))
     d = tmp_path / f"{len(list(tmp_path.iterdir()))}"
@@ -566,7 +566,7 @@ def test_the_clock_may_start_anywhere(tmp_path):
 
 
 def test_the_hottest_zone_is_named(tmp_path):
-    from ptui.core.backends.base import Telemetry
+    from ptui.core.board.backends.base import Telemetry
     from ptui.core.clock import VirtualClock
     be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
     _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
@@ -583,7 +583,7 @@ def test_a_script_with_slow_steps_extends_the_mode_timeout(tmp_path):
     of the two counts; without one, the config's limit stops the mode."""
     from types import SimpleNamespace
 
-    from ptui.core.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.board.backends.base import MinibatchEvent, Telemetry
     from ptui.core.clock import VirtualClock
     be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
     _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
@@ -607,7 +607,7 @@ def test_a_script_with_slow_steps_extends_the_mode_timeout(tmp_path):
 def test_a_session_is_held_by_the_process_that_runs_it(tmp_path):
     import os
 
-    from ptui.core.locks import holder, session_key
+    from ptui.core.board.locks import holder, session_key
     be = SimJetson(ORIN, seed=1)
     assert holder(session_key("held-here")) is None
     store, prof, info = session(tmp_path, be, plan=PLAN[:1], name="held-here")
@@ -620,8 +620,8 @@ def test_a_prepared_run_that_never_starts_lets_its_session_go(tmp_path):
     """prepare() takes the session's lock; closing a run that never started (the app's worker
     failing after prepare, a CLI error before run) releases it, so a later --resume in this
     process, or in another, is not refused as 'running'."""
-    from ptui.core import locks
-    from ptui.core.session import ProfileRequest, ProfileRun
+    from ptui.core.board import locks
+    from ptui.core.usecases.session import ProfileRequest, ProfileRun
     run = ProfileRun(ProfileRequest(workload="lstm", count=2, session="never", out=tmp_path / "p.csv"))
     run.open_backend("sim", "orin-agx")
     run.prepare()
@@ -655,7 +655,7 @@ def test_an_abort_stops_the_measurement_under_way(tmp_path):
 
 
 def test_open_session_that_fails_lets_the_session_go(tmp_path):
-    from ptui.core import locks
+    from ptui.core.board import locks
     store, prof, info = session(tmp_path, SimJetson(ORIN))
     locks.unlock_session("s")
     with pytest.raises(SessionError):
@@ -669,7 +669,7 @@ def test_the_csv_gives_the_share_of_the_cycle_outside_the_steps(tmp_path):
     r = dict(summarise(PLAN[0], [2.0] * 40, [20.0] * 5, 1.0, 3.0, True).row(), cycle_ms=8.0)
     store.save_result("s", 0, r, 1.0)
     (cells,) = profile_rows(store, "s")
-    from ptui.core.profiler import PROFILE_HEADER
+    from ptui.core.profiling.profiler import PROFILE_HEADER
     row = dict(zip(PROFILE_HEADER, cells))
     assert row["cycle_ms"] == "8" and row["outside_pct"] == "75.0"
 

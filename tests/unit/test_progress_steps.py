@@ -23,7 +23,7 @@ def test_the_fit_progress_bar_counts_stages_by_kind_not_by_words(monkeypatch, tm
     """`ptui fit` starts a stage for a STAGE step whatever its words (it matched 'fitting',
     'training', 'fine-tuning' at the start and 'chosen' anywhere), and never shows 'saving'."""
     from ptui import cli
-    from ptui.core import session
+    from ptui.core.usecases import session
     stages, shown = [], []
 
     class Bar:

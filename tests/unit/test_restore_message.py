@@ -1,5 +1,5 @@
 """When the board cannot be put back after profiling, nobody says it was (CLI and app words)."""
-from ptui.core.backends.sim import SimJetson
+from ptui.core.board.backends.sim import SimJetson
 
 
 def test_cli_does_not_claim_a_restore_that_failed(tmp_path, cli, monkeypatch):

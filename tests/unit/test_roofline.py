@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from ptui.core import roofline
-from ptui.core.devices import DEVICES, get_device
+from ptui.core.catalogue.devices import DEVICES, get_device
+from ptui.core.catalogue.workloads import get_workload
 from ptui.core.errors import EXIT_INPUT
-from ptui.core.gp import raw_modes
-from ptui.core.roofline import BOARDS, RooflinePrior, SpecError, WorkloadSpec
-from ptui.core.workloads import get_workload
+from ptui.core.prediction import roofline
+from ptui.core.prediction.gp import raw_modes
+from ptui.core.prediction.roofline import BOARDS, RooflinePrior, SpecError, WorkloadSpec
 
 GOOD = {"gflop_per_step": 86.4, "gbytes_per_step": 2.7, "batch_size": 16}
 
@@ -85,8 +85,8 @@ def test_specs_from_the_probe_and_from_the_catalog():
     assert ref.gbytes_per_step == pytest.approx(BOARDS["orin-agx"].ref_gb, rel=1e-9)
     assert any("DRAM bytes" in a for a in RooflinePrior("orin-agx", ref).assumed)
     # a what-if carries its own counts
-    from ptui.core.physics import WORKLOAD_PHYSICS
-    from ptui.core.userscript import ScriptWorkload
+    from ptui.core.board.physics import WORKLOAD_PHYSICS
+    from ptui.core.profiling.userscript import ScriptWorkload
     wp = WORKLOAD_PHYSICS["yolov8n"]
     w = ScriptWorkload(**{**get_workload("yolov8n", 8).__dict__, "physics": wp})
     s = WorkloadSpec.from_workload(w)
@@ -177,13 +177,13 @@ def test_input_megabytes_cost_the_reference_pipelines_loading_per_megabyte():
 
 @pytest.fixture(scope="module")
 def recalibrated():
-    from ptui.core.predictor import load_bundled
+    from ptui.core.prediction.predictor import load_bundled
     ref = load_bundled("orin-agx")
     return roofline.reference_calibration(ref.device, ref.predict)
 
 
 def test_calibration_is_reproducible_and_matches_the_stored_constants(recalibrated):
-    from ptui.core.predictor import load_bundled
+    from ptui.core.prediction.predictor import load_bundled
     ref = load_bundled("orin-agx")
     again = roofline.reference_calibration(ref.device, ref.predict)
     assert again == recalibrated
@@ -197,7 +197,7 @@ def test_calibration_is_reproducible_and_matches_the_stored_constants(recalibrat
 
 def test_the_calibration_follows_its_inputs(recalibrated):
     """Twice the reference's times give a board with half its efficiency: the fit reads its data."""
-    from ptui.core.predictor import load_bundled
+    from ptui.core.prediction.predictor import load_bundled
     ref = load_bundled("orin-agx")
 
     def slower(modes):
@@ -212,7 +212,7 @@ def test_accuracy_on_the_simulators_resnet18_with_no_mode_profiled():
     """Regression guard on the figure reported for issue 25 (time 8.0 %, power 12.1 % MAPE over
     Orin AGX's PowerTrain grid, the spec being ResNet-18's own counts and CPU time at the top
     clock), with margin."""
-    from ptui.core.physics import DEVICE_PHYSICS, WORKLOAD_PHYSICS, steady_state
+    from ptui.core.board.physics import DEVICE_PHYSICS, WORKLOAD_PHYSICS, steady_state
     dev, wl = get_device("orin-agx"), get_workload("resnet18")
     wp, dp = WORKLOAD_PHYSICS["resnet18"], DEVICE_PHYSICS["orin-agx"]
     ghz, lat, B = dev.cpu_mhz[-1] / 1000.0, dp.lat0_ns + dp.lat1_ns, wl.batch_size

@@ -2,11 +2,11 @@ import statistics
 
 import pytest
 
-from ptui.core.backends.base import ApplyError, MinibatchEvent, Telemetry
-from ptui.core.backends.sim import SimJetson
-from ptui.core.devices import get_device
-from ptui.core.physics import steady_state
-from ptui.core.workloads import get_workload
+from ptui.core.board.backends.base import ApplyError, MinibatchEvent, Telemetry
+from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.physics import steady_state
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
 
 ORIN = get_device("orin-agx")
 

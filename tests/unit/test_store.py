@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.store import RESULT_FIELDS, Store, StoreError, data_dir
+from ptui.core.catalogue.devices import get_device
+from ptui.core.profiling.store import RESULT_FIELDS, Store, StoreError, data_dir
 
 ORIN = get_device("orin-agx")
 PLAN = [ORIN.mode(4, 729.6, 318.75, 665.6), ORIN.mode(8, 1113.6, 624.75, 2133), ORIN.maxn]
@@ -74,7 +74,7 @@ def test_durability_pragmas(tmp_path):
 
 
 def test_session_round_trip(tmp_path):
-    from ptui.core.locks import lock_session, unlock_session
+    from ptui.core.board.locks import lock_session, unlock_session
     s = Store(tmp_path / "s.db")
     make(s)
     lock_session("s")
@@ -105,7 +105,7 @@ def test_status_transitions_and_device_time(tmp_path):
     info = s.get_session("s")
     assert info.status == "aborted" and info.device_time_s == 12.5
     s.set_status("s", "running")
-    from ptui.core.locks import lock_session, unlock_session
+    from ptui.core.board.locks import lock_session, unlock_session
     lock_session("s")
     info = s.get_session("s")
     assert info.status == "running" and info.device_time_s == 12.5      # kept when not given
@@ -196,7 +196,7 @@ def _hold_store(path, exclusive: bool):
 
 @pytest.mark.parametrize("exclusive", [False, True], ids=["writing", "exclusive"])
 def test_a_busy_store_is_one_line_in_every_command(exclusive, tmp_path, cli, monkeypatch):
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     monkeypatch.setattr(S, "BUSY_TIMEOUT_S", 0.3)
     s = Store()
     make(s, "old")
@@ -226,7 +226,7 @@ def test_a_busy_store_is_one_line_in_every_command(exclusive, tmp_path, cli, mon
 
 
 def test_the_store_waits_a_sane_time_for_another_writer(tmp_path):
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     assert 2 <= S.BUSY_TIMEOUT_S <= 30
     s = Store(tmp_path / "s.db")
     assert s.db.execute("PRAGMA busy_timeout").fetchone()[0] == int(S.BUSY_TIMEOUT_S * 1000)
@@ -279,7 +279,7 @@ def test_a_damaged_store_is_salvaged_session_by_session(scenario, tmp_path, cli,
     sessions on the damaged page are counted as lost (known from the store's index, also those that
     had no finished mode); a finished session that lost modes is marked aborted; the damaged file is
     kept as it was."""
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     monkeypatch.setattr(S, "PROBE_LIMIT", 2000)             # past the last page: stop sooner
     (k_sess, k_res, i_res), _ = SCENARIOS[scenario]
     s = Store()
@@ -338,7 +338,7 @@ def test_the_rows_after_a_damaged_page_are_found_up_to_the_last_one(tmp_path):
     page = [_page_of(data, f"session-marker-{k:03d}".encode(), size) for k in range(9)]
     assert page[6] == page[7] != page[8] and page[5] != page[6]     # ... (s6 s7) (s8)
     new = Store(tmp_path / "new.db")
-    from ptui.core.store import _readable_rows, salvage
+    from ptui.core.profiling.store import _readable_rows, salvage
     s.path.write_bytes(_garbage(data, [page[6]], size))
     assert salvage(s.path, new) == (7, 2, 0)
     assert {x.name for x in new.list_sessions()} == {f"s{k}" for k in (0, 1, 2, 3, 4, 5, 8)}
@@ -350,7 +350,7 @@ def test_the_rows_after_a_damaged_page_are_found_up_to_the_last_one(tmp_path):
 def test_a_damaged_index_is_found_by_the_integrity_check_and_costs_no_session(tmp_path):
     """Garbage over the index of session names only: the tables read, so only the integrity check
     finds it (and says what it found); every session and mode is saved."""
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     s = Store()
     orig = _fill_store(s)
     size = s.db.execute("PRAGMA page_size").fetchone()[0]
@@ -373,7 +373,7 @@ def test_the_last_commits_of_a_killed_writer_are_salvaged_too(tmp_path):
     import subprocess
     import sys
 
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     path = tmp_path / "s.db"
     s = Store(path)
     orig = _fill_store(s, n=4)
@@ -420,7 +420,7 @@ def test_salvage_keeps_only_rows_as_ptui_wrote_them(tmp_path, monkeypatch):
     import os
     import sqlite3
 
-    from ptui.core.store import salvage
+    from ptui.core.profiling.store import salvage
     old = Store(tmp_path / "old.db")
     for name in ("good", "ok"):
         make(old, name)
@@ -498,7 +498,7 @@ def test_a_salvage_that_fails_leaves_an_empty_sound_store(tmp_path, monkeypatch)
     import shutil
     import sqlite3
 
-    from ptui.core.store import salvage
+    from ptui.core.profiling.store import salvage
     path = tmp_path / "s.db"
     _damaged(path)
 
@@ -544,7 +544,7 @@ def test_the_integrity_check_runs_once_per_store_in_a_process(tmp_path, monkeypa
     failed is closed."""
     import sqlite3
 
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     checks, conns = [], []
     real = sqlite3.connect
 
@@ -626,7 +626,7 @@ def test_a_failing_store_is_one_line_and_keeps_what_was_committed(code, msg, say
     ("é" * 75 + "a", "it is longer than 100 characters")])  # 151 bytes: too long as a file name
 def test_a_bad_session_name_says_why(name, why):
     from ptui.core.errors import InputError
-    from ptui.core.store import check_session_name
+    from ptui.core.profiling.store import check_session_name
     with pytest.raises(InputError) as e:
         check_session_name(name)
     assert str(e.value) == (f"bad session name {name!r}: {why} (a session name is printable text "
@@ -636,7 +636,7 @@ def test_a_bad_session_name_says_why(name, why):
 
 @pytest.mark.parametrize("name", ["x" * 100, "é" * 75, "run 2 (bs16)@home", "a.b", "...", "-x"])
 def test_good_session_names(name):
-    from ptui.core.store import check_session_name
+    from ptui.core.profiling.store import check_session_name
     assert check_session_name(name) == name
 
 
@@ -676,7 +676,7 @@ def test_free_name_counts_up(tmp_path):
 
 
 def test_a_running_session_whose_process_is_gone_reads_interrupted(tmp_path):
-    from ptui.core.locks import lock_session, unlock_session
+    from ptui.core.board.locks import lock_session, unlock_session
     s = Store(tmp_path / "s.db")
     make(s)                                                  # status running, nobody holds it
     assert s.get_session("s").status == "interrupted"
@@ -719,7 +719,7 @@ def test_a_store_that_cannot_be_made_is_one_line(tmp_path, monkeypatch):
 def test_salvage_reads_a_store_written_by_an_older_ptui(tmp_path):
     """A damaged store from before `cycle_ms` and `original_state` were kept: its sessions and
     finished modes are still salvaged (the newer columns read as empty), not all counted lost."""
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     old = Store(tmp_path / "old.sqlite")
     plan = ORIN.pt_grid()[:3]
     make(old, "legacy", plan=plan)
@@ -738,7 +738,7 @@ def test_salvage_reads_a_store_written_by_an_older_ptui(tmp_path):
 
 def test_a_sessions_row_is_sound_only_as_ptui_writes_it():
     """The salvage's check of one sessions row answers True or False (never None) for every shape."""
-    from ptui.core.store import _sound_session
+    from ptui.core.profiling.store import _sound_session
     good = ("s", "orin-agx", "lstm", 16, 0, "sim", 1.0, 2.0, "done", None,
             json.dumps([[12, 2201.6, 1300.5, 3199]]), "{}", 3.0, None)
     assert _sound_session(good) is True

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ptui.core.devices import get_device
-from ptui.core.store import SCHEMA_VERSION, Store, StoreError, upgrade_rows
+from ptui.core.catalogue.devices import get_device
+from ptui.core.profiling.store import SCHEMA_VERSION, Store, StoreError, upgrade_rows
 
 ORIN = get_device("orin-agx")
 GRID = ORIN.pt_grid()
@@ -175,7 +175,7 @@ def test_a_kill_during_the_upgrade_leaves_the_old_store(tmp_path):
     still the old one (version 0, the parts as they were) and the next open upgrades it."""
     path = old_store(tmp_path / "sessions.sqlite")
     before = dump(path)
-    code = ("import os, ptui.core.store as S\n"
+    code = ("import os, ptui.core.profiling.store as S\n"
             "real = S._merge_group\n"
             "def merge(*a):\n"
             "    real(*a)\n"
@@ -217,7 +217,7 @@ def test_an_upgraded_profile_resumes_its_remaining_pairs(tmp_path, cli):
 def test_a_damaged_old_store_is_salvaged_into_the_new_layout(tmp_path):
     """What a salvage copies out of a store of version 0 lands upgraded: rows with their batch
     size, a batch-size profile as one session."""
-    import ptui.core.store as S
+    import ptui.core.profiling.store as S
     old = old_store(tmp_path / "old.sqlite")
     new = Store(tmp_path / "new.sqlite")
     # 'plain' and 'mine@bs8' read done with modes missing: marked aborted, as any salvage does

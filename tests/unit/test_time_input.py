@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from ptui.core import gp as gpmod
-from ptui.core.fit import TIME_INPUT, fit_model, fit_one
-from ptui.core.gp import GPStack, raw_modes
-from ptui.core.modeldir import meta_digest
-from ptui.core.predictor import Model, ModelError, load_bundled, load_model
+from ptui.core.prediction import gp as gpmod
+from ptui.core.prediction.fit import TIME_INPUT, fit_model, fit_one
+from ptui.core.prediction.gp import GPStack, raw_modes
+from ptui.core.prediction.modeldir import meta_digest
+from ptui.core.prediction.predictor import Model, ModelError, load_bundled, load_model
 
 from .test_gp import DEV, synthetic
 
@@ -42,7 +42,7 @@ def test_held_out_rows_get_a_time_that_did_not_see_them(monkeypatch):
     """In cross-validation a held-out row's time input is the time GPs' own cross-validated
     prediction (what a never-profiled mode gets), not the all-data time model's, which saw the row:
     with that, the power member's CV coverage read 84-96 % where held-out modes saw 61-86 %."""
-    from ptui.core import fit
+    from ptui.core.prediction import fit
     seen, stacks = {}, []
     real_stack, real_cand = fit._gp_stack, fit._gp_candidate
 
@@ -164,7 +164,7 @@ def test_batch_aware_power_takes_the_time_per_step():
 
 def test_below_twenty_modes_power_goes_without_the_time_input():
     """Fewer than TIME_INPUT_MIN_MODES profiled modes: the time it would rest on is too rough."""
-    from ptui.core.fit import TIME_INPUT_MIN_MODES
+    from ptui.core.prediction.fit import TIME_INPUT_MIN_MODES
     modes, _, t, p = synthetic(TIME_INPUT_MIN_MODES - 1, 12)
     model = fit_model(load_bundled(), DEV, modes, t, p, method="gp", seed=0)
     assert model.power.time_source is None and not any(m.time_input for m in model.power.members)

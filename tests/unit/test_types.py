@@ -40,10 +40,10 @@ def test_a_planted_type_error_is_reported(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "ptui", tree / "ptui", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
-    target = tree / "ptui" / "core" / "goals.py"
+    target = tree / "ptui" / "core" / "decision" / "goals.py"
     line = len(target.read_text().splitlines()) + len(PLANTED.splitlines())
     target.write_text(target.read_text() + PLANTED)
     r = _mypy(tree, tmp_path / "cache")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert f"ptui/core/goals.py:{line}: error" in r.stdout, r.stdout
+    assert f"ptui/core/decision/goals.py:{line}: error" in r.stdout, r.stdout
     assert r.stdout.count(": error") == 1, r.stdout

@@ -1,0 +1,136 @@
+"""Plan, apply, verify, roll back a power mode.
+
+apply_mode(): snapshot the current state, apply, read every value back; on a mismatch or an error
+roll back to the snapshot and say what failed.  Backends describe the exact writes in plan().
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..catalogue.modes import Mode, fmt_mhz
+from .backends.base import ApplyError, Backend
+from .logs import get as _logger
+from .signals import shielded
+
+LOG = _logger(__name__)
+
+
+@dataclass
+class Plan:
+    current: Mode
+    target: Mode
+    steps: list[str] = field(default_factory=list)   # human-readable, in order
+
+    @property
+    def noop(self) -> bool:
+        return self.current == self.target
+
+
+@dataclass
+class ApplyResult:
+    ok: bool
+    target: Mode
+    readback: Mode | None
+    snapshot: object
+    message: str
+
+
+def plan(backend: Backend, target: Mode) -> Plan:
+    """The exact steps, in a legal order (raise max before min, lower min before max)."""
+    cur = backend.current_mode()
+    if backend.plans_writes:
+        return Plan(cur, target, backend.plan_writes(target))
+    steps = []
+    def cores(a, b):
+        return f"core {a}" if a == b else f"cores {a}..{b}"
+    if target.cores > cur.cores:
+        steps.append(f"bring {cores(cur.cores, target.cores - 1)} online")
+    elif target.cores < cur.cores:
+        steps.append(f"take {cores(target.cores, cur.cores - 1)} offline")
+    for label, a, b in (("CPU", cur.cpu_mhz, target.cpu_mhz), ("GPU", cur.gpu_mhz, target.gpu_mhz),
+                        ("EMC", cur.mem_mhz, target.mem_mhz)):
+        if b > a:
+            steps.append(f"{label}: raise max to {fmt_mhz(b)} MHz, then min to {fmt_mhz(b)} MHz")
+        elif b < a:
+            steps.append(f"{label}: lower min to {fmt_mhz(b)} MHz, then max to {fmt_mhz(b)} MHz")
+    if not steps:
+        steps.append("nothing to change: the device is already in this mode")
+    steps.append("read every value back and compare; roll back to the snapshot on any mismatch")
+    return Plan(cur, target, steps)
+
+
+def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
+    """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
+    process is changing this board's mode)."""
+    from .locks import LockError, board_lock
+    try:
+        with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
+            return _apply_mode(backend, target)
+    except LockError as e:                   # nothing was touched
+        return ApplyResult(False, target, None, None, f"not applied: {e}")
+
+
+def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
+    snap = backend.snapshot()
+    before = backend.current_mode()
+    LOG.debug("apply on %s (%s): %s -> %s", backend.device.name, backend.kind, before.key, target.key)
+    try:
+        got = backend.apply_mode(target)
+        rb = backend.current_mode()
+        LOG.debug("read back %s", rb.key)
+        if got != target or rb != target:
+            raise ApplyError(f"read-back {rb.key} does not match {target.key}")
+    except Exception as e:  # noqa: BLE001 - any failure means roll back
+        return ApplyResult(False, target, None, snap,
+                           f"apply failed: {e}; {_roll_back(backend, snap, before)}")
+    return ApplyResult(True, target, rb, snap, f"applied and verified: {rb.describe()}")
+
+
+def _roll_back(backend: Backend, snap, before: Mode) -> str:
+    """Restore the snapshot and say what really happened: a rollback is only reported as done
+    when the device reads back the mode it was in before."""
+    LOG.debug("rolling back to %s", before.key)
+    try:
+        backend.restore(snap)
+        now = backend.current_mode()
+    except Exception as e:  # noqa: BLE001
+        return f"ROLLBACK FAILED ({e}); check the device"
+    if now != before:
+        return (f"ROLLBACK FAILED: the device reports {now.key}, not the previous {before.key}; "
+                f"check the device")
+    return f"rolled back to the previous mode: {before.describe()}"
+
+
+def rollback(backend: Backend, snapshot) -> Mode:
+    return restore_snapshot(backend, snapshot)
+
+
+class NotSupported(ApplyError):
+    """The backend cannot do what was asked (bad input for this board: exit code 2)."""
+    exit_code = 2
+
+
+def check_persist(backend: Backend) -> None:
+    """Up front, before anything is applied: --persist needs nvpmodel on a real board."""
+    if backend.simulated or not backend.can_persist:
+        raise NotSupported(f"--persist needs a real Jetson (nvpmodel); the {backend.kind} backend "
+                         f"cannot keep a mode across reboots; nothing applied")
+
+
+def select_preset(backend: Backend, preset):
+    """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
+    from .locks import board_lock
+    if not backend.can_select_presets:
+        raise NotSupported(f"the {backend.kind} backend cannot select presets")
+    with board_lock(backend), shielded():
+        snap = backend.snapshot()
+        backend.apply_preset(preset.id)
+    return snap
+
+
+def restore_snapshot(backend: Backend, snap) -> Mode:
+    """Return the board to a saved state under the board's lock; the mode it is in after."""
+    from .locks import board_lock
+    with board_lock(backend), shielded():
+        backend.restore(snap)
+        return backend.current_mode()

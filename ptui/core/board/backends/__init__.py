@@ -1,0 +1,63 @@
+"""Device backends.  open_backend() picks one: explicit choice, else a detected Jetson, else sim."""
+from __future__ import annotations
+
+from typing import Any
+
+from ...catalogue.devices import Device, get_device
+from ...errors import InputError
+from ..detect import detect
+from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
+
+__all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
+
+
+def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
+                 clock=None, seed: int = 0, sample_interval: float | None = None,
+                 corpus: str | None = None) -> tuple[Backend, str]:
+    """Return (backend, one-line note on why this backend)."""
+    if corpus and kind not in (None, "auto", "replay"):
+        raise InputError(f"--corpus is the replay device's recording; it goes with --backend "
+                         f"replay, not {kind}")
+    if kind == "replay" or (corpus and kind in (None, "auto")):
+        if not corpus:
+            raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
+        from .replay import ReplayJetson
+        # the interval only where one is given (the backends have their own default)
+        kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
+        b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
+        return b, f"{b.label}: recorded measurements replayed, not a live board"
+    det = detect(root or "/")
+    root = root or "/"
+    if kind in (None, "auto"):
+        if det.device is None:
+            kind = "sim"
+            note = f"SIMULATED device: {det.reason}"
+        else:
+            from .jtop import jtop_available
+            kind = "jtop" if jtop_available() else "sysfs"
+            note = f"{det.reason}; using {kind}"
+    else:
+        note = f"backend {kind} chosen on the command line"
+        if det.emulated and kind != "sim":
+            note += f"; {det.reason}"
+    if kind == "sim":
+        from .sim import SimJetson
+        dev: Device = get_device(device or "orin-agx")
+        kw = {"sample_interval": sample_interval} if sample_interval else {}
+        return SimJetson(dev, clock=clock, seed=seed, **kw), note
+    if device:
+        dev = get_device(device)
+    elif det.device is not None:
+        dev = det.device
+    else:
+        raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
+    if kind in ("sysfs", "jtop"):
+        from ...paths import board_lock_dir, board_state_dir
+        note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
+    if kind == "sysfs":
+        from .sysfs import SysfsBackend
+        return SysfsBackend(dev, root=root), note
+    if kind == "jtop":
+        from .jtop import JtopBackend
+        return JtopBackend(dev, root=root), note
+    raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs, jtop or replay")

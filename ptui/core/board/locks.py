@@ -1,0 +1,223 @@
+"""Advisory locks between ptui processes: one driver per board, one runner per session.
+
+A lock is an ``flock`` on a file; the kernel drops it when the process ends, so a ``kill -9`` never
+leaves a board or a session locked.  The holder writes its pid into the file so the next process can
+say who holds it.  Locks are re-entrant within a process.
+
+A board's lock describes the board, not the user: it lives in the system's lock directory
+(``/run/lock/ptui-<board>.lock``, see ``paths.board_lock_dir``), made writable by every account, so
+ptui under ``sudo`` and ptui under the user's account, or with two data directories, exclude each
+other.  A session's lock lives with its session store, under ``<data dir>/locks``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+from ..errors import RuntimeFailure
+from .logs import get as _logger
+
+LOG = _logger(__name__)
+
+
+class LockError(RuntimeFailure):
+    """Another process holds the lock (exit code 1: try again when it has finished)."""
+    exit_code = 1
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def current_umask() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def lock_dir() -> Path:
+    """Where session locks live (with the session store they guard)."""
+    from ..paths import data_dir
+    return data_dir() / "locks"
+
+
+def _safe(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:120] or "_"
+
+
+_held: dict[str, tuple[int, int]] = {}          # key -> (fd, count)
+_mu = threading.Lock()
+
+
+def lock_path(key: str) -> Path:
+    if key.startswith(BOARD_PREFIX):
+        from ..paths import board_lock_dir
+        return board_lock_dir().path / f"{_safe(key)}.lock"
+    return lock_dir() / f"{_safe(key)}.lock"
+
+
+def _open_lock_file(p: Path) -> int:
+    """A descriptor to flock: the file another account made is opened, not re-created (a sticky
+    directory's protected_regular refuses O_CREAT on it); a new one is made writable by every
+    account, so whoever comes next can record its pid; read-only where that is all we may do
+    (flock works on it)."""
+    try:
+        return os.open(p, os.O_RDWR)
+    except FileNotFoundError:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return os.open(p, os.O_RDWR)
+        try:
+            os.fchmod(fd, 0o666 if p.name.startswith(BOARD_PREFIX) else 0o644)
+        except OSError:
+            pass
+        return fd
+    except PermissionError:
+        return os.open(p, os.O_RDONLY)
+
+
+def acquire(key: str, what: str) -> None:
+    """Take the lock `key` or raise LockError naming the holder; `what` completes the sentence
+    'another ptui process (pid N) is <what>'."""
+    import fcntl
+    with _mu:
+        if key in _held:
+            fd, n = _held[key]
+            _held[key] = (fd, n + 1)
+            return
+        p = lock_path(key)
+        try:
+            fd = _open_lock_file(p)
+        except OSError as e:
+            raise LockError(f"cannot take the lock {p}: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f"pid {holder}" if holder else "another process"
+            raise LockError(f"another ptui process ({who}) is {what}; wait for it to finish "
+                            f"or stop it, then try again") from None
+        except OSError:
+            os.close(fd)
+            raise
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass                               # a read-only lock file: held all the same
+        _held[key] = (fd, 1)
+        LOG.debug("took the lock %s", p)
+
+
+def release(key: str) -> None:
+    with _mu:
+        if key not in _held:
+            return
+        fd, n = _held[key]
+        if n > 1:
+            _held[key] = (fd, n - 1)
+            return
+        del _held[key]
+        os.close(fd)                       # drops the flock
+        LOG.debug("released the lock %s", key)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+        return int(text) if text.isdigit() else None
+    except (OSError, ValueError):
+        return None
+
+
+def holder(key: str) -> int | None:
+    """The pid holding `key` (this process included), or None when nobody holds it."""
+    import fcntl
+    if key in _held:
+        return os.getpid()
+    p = lock_path(key)
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd) or -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class held:
+    """Context manager: ``with held(key, what): ...``."""
+
+    def __init__(self, key: str, what: str) -> None:
+        self.key, self.what = key, what
+
+    def __enter__(self):
+        acquire(self.key, self.what)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        release(self.key)
+
+
+# -- the two kinds of lock ptui takes -------------------------------------------------------------
+BOARD_PREFIX = "ptui-"
+
+
+def board_key(backend) -> str | None:
+    """One key per physical board (sysfs and jtop drive the same one): ``ptui-<board>``, with the
+    tree's path for an emulated board under another root; None for the simulator, whose board lives
+    inside one process."""
+    if getattr(backend, "simulated", False):
+        return None
+    root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
+    root = str(root or "/")
+    tag = "" if root in ("/", "") else "-" + _safe(os.path.abspath(root)).strip("_")[-60:]
+    return f"{BOARD_PREFIX}{backend.device.name}{tag}"
+
+
+def board_lock(backend) -> held | _Null:
+    key = board_key(backend)
+    if key is None:
+        return _Null()
+    return held(key, f"changing the power mode of this {backend.device.name}")
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def session_key(name: str) -> str:
+    return f"session-{name}"
+
+
+def lock_session(name: str) -> None:
+    acquire(session_key(name), f"running profiling session {name!r}")
+
+
+def unlock_session(name: str) -> None:
+    release(session_key(name))

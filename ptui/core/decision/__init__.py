@@ -1,0 +1,1 @@
+"""Decision: the candidates table, the Pareto front, goals as values, batch size as a knob."""

@@ -1,0 +1,103 @@
+"""Goals as types: what a decision optimises and what it must meet.
+
+A Goal is one value that travels from the faces (the CLI's flags, the app's fields) through planning
+and deciding, instead of three keyword arguments.  Its kind says what is optimised:
+
+* ``budget``: the fastest mode within a power budget (a deadline may join it);
+* ``deadline``: the lowest-power mode meeting a deadline per minibatch;
+* ``energy``: the least energy per minibatch (within a power budget, if one is given).
+
+Feasibility under uncertainty (the risk of exceeding the budget or missing the deadline) belongs to
+the decision (pareto.choose), which asks the goal for its limits, its ranking and its words.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+KINDS = ("budget", "deadline", "energy")
+NO_GOAL = ("a decision needs a goal: a power budget (--budget-w W), a deadline (--deadline-ms T) or "
+           "the energy objective (--objective energy)")
+
+
+@dataclass(frozen=True)
+class Goal:
+    budget_w: float | None = None
+    deadline_ms: float | None = None
+    objective: str | None = None            # 'energy', or None: time or power is optimised
+
+    def __post_init__(self) -> None:
+        if self.budget_w is None and self.deadline_ms is None and self.objective is None:
+            raise InputError(NO_GOAL)
+        if self.objective not in (None, "energy"):
+            raise InputError(f"unknown objective {self.objective!r}: the one objective is 'energy'")
+        for v, flag in ((self.budget_w, "--budget-w"), (self.deadline_ms, "--deadline-ms")):
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise InputError(f"{flag} must be positive, got {v}")
+
+    @classmethod
+    def of(cls, kind: str, budget_w: float | None = None, deadline_ms: float | None = None) -> "Goal":
+        """The goal a face names by its kind (the app's goal selector): 'budget' needs a budget,
+        'deadline' a deadline (and takes no budget), 'energy' takes an optional budget."""
+        if kind == "budget":
+            if budget_w is None:
+                raise InputError("set a power budget in W")
+            return cls(budget_w=budget_w)
+        if kind == "deadline":
+            if deadline_ms is None:
+                raise InputError("set a deadline")
+            return cls(deadline_ms=deadline_ms)
+        if kind == "energy":
+            return cls(budget_w=budget_w, objective="energy")
+        raise InputError(f"unknown goal {kind!r}; choose {', '.join(KINDS)}")
+
+    @property
+    def kind(self) -> str:
+        if self.objective == "energy":
+            return "energy"
+        if self.deadline_ms is not None and self.budget_w is None:
+            return "deadline"
+        return "budget"
+
+    def describe(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:
+        """The goal in words; with a risk, the chance of exceeding the budget it allows."""
+        if self.kind == "energy":
+            return "least energy per minibatch" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+        if self.kind == "deadline":
+            return f"lowest power meeting {self.deadline_ms:g} ms per minibatch"
+        assert self.budget_w is not None    # the kind is 'budget' only with a budget (see kind)
+        over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
+        return f"fastest within {self.budget_w:g} W" + (f" (risk {risk:g}{over})" if risk is not None else "")
+
+    def describe_per_target(self) -> str:
+        """The goal of a decision over batch sizes, in words: per target (the time or energy to
+        reach it), not per minibatch."""
+        if self.kind == "energy":
+            return "least energy to target" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+        return f"least time to target within {self.budget_w:g} W"
+
+    def best(self, idx: np.ndarray, time_ms: np.ndarray, power_w: np.ndarray) -> int:
+        """The best of rows idx for this goal, on the values given (a median or an upper bound)."""
+        t, p = time_ms, power_w
+        if self.kind == "energy":
+            return int(idx[np.argmin(t[idx] * p[idx])])
+        if self.kind == "deadline":
+            return int(idx[np.lexsort((t[idx], p[idx]))[0]])
+        return int(idx[np.lexsort((p[idx], t[idx]))[0]])
+
+    def as_dict(self) -> dict:
+        return {"budget_w": self.budget_w, "deadline_ms": self.deadline_ms, "objective": self.objective}
+
+
+def goal_from(goal: Goal | None = None, *, budget_w: float | None = None, deadline_ms: float | None = None,
+              objective: str | None = None) -> Goal:
+    """`goal`, or the goal the three flags describe (where a caller still passes them)."""
+    if goal is not None:
+        if budget_w is not None or deadline_ms is not None or objective is not None:
+            raise ValueError("give a Goal or its flags, not both")
+        return goal
+    return Goal(budget_w, deadline_ms, objective)

@@ -1,0 +1,1 @@
+"""Prediction: the fit (GPs and PowerTrain's networks), the model and its files, the roofline prior."""

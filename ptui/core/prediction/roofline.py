@@ -1,0 +1,699 @@
+"""A roofline prior: time and power of every power mode from a training step's FLOPs and bytes,
+before any mode is profiled (issue 25).
+
+Time of one step (batch B) on mode (n cores, CPU f_c, GPU f_g, EMC f_m):
+  * compute roof  t_c = W / (2 x CUDA cores x f_g x eff_c)              (W: GFLOP per step)
+  * memory roof   t_m = Q / (peak bandwidth x f_m / f_m,max x eff_m)    (Q: DRAM GB per step)
+  * GPU time      t_g = (t_c^p + t_m^p)^(1/p): compute and memory overlap imperfectly (Pagoda's
+                  T = max(W tau_flop, Q tau_mop) is the limit p -> infinity)
+  * CPU work      at clock f_c and EMC f_m a CPU millisecond measured at the reference clock f_r
+                  takes k = (1 - s) f_r / f_c + s (1 + lam (f_m,max / f_m - 1)): a share s of it
+                  waits on DRAM, whose latency grows as the EMC clock falls
+  * host thread   t_h = host_ms x k while the GPU runs (kernel launches, Python), and
+                  t_s = serial_ms x k while it waits (collate, copies, optimizer bookkeeping)
+  * data loading  t_l = loader_ms x k over P = min(workers, n - 1) cores (serial with 0 workers)
+  * step          t = t_s + q-norm of (t_g, t_h, t_l / P, (t_h + t_s + t_l) / min(n, workers + 1)):
+                  the stages overlap (asynchronous launches, prefetching workers) and the last
+                  term is the floor when the CPU work outnumbers the online cores.
+Power: P = a0 + a1 x_m + a2 Vg^2 x_g + a3 Vc n + a4 Vg^2 x_g u (kappa + (1 - kappa) c)
+           + a5 Vc^2 x_c busy + a6 GB/s
+with x_* the clocks as fractions of the board's top clock, V(x) a DVFS voltage curve (flat to a
+knee, then linear to 1 at the top clock), u = t_g / t the GPU's busy share, c = t_c / t_g its
+compute share (memory-stalled cycles toggle less logic), busy the busy cores and GB/s the DRAM
+traffic: idle and clock-tree power of each domain, plus its active power scaled by the
+utilisation the time model implies (Pagoda's E = eps_flop W + eps_mop Q + pi0 T, per mode).
+
+The efficiency and power constants are calibrated once per board, not per user: see
+calibrate() and benchmarks/calibrate_roofline.py, which prints BOARDS.  Inference is numpy only.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..catalogue.devices import Device, get_device
+from ..catalogue.modes import ModeList
+from ..catalogue.workloads import WORKLOADS, Workload
+from ..errors import InputError
+
+# The bundled reference: ResNet-18 (forward GFLOP per sample as the catalog publishes it) at batch
+# 16 with 4 loader workers, recorded on ptui's simulated Orin AGX
+REF_DEVICE, REF_WORKLOAD = "orin-agx", "resnet18"
+REF_GFLOP_FWD = 1.8
+REF_BATCH, REF_WORKERS = 16, 4
+REF_INPUT_MB = 3 * 224 * 224 * 4 / 1e6   # one ImageNet sample as the fp32 tensor a loader yields
+# each assumption in place of the spec's CPU work widens the time and power spreads by this share:
+# a stated guess, not a calibrated figure
+ASSUMED_SD = 0.25
+
+
+class SpecError(InputError):
+    """A workload spec that cannot be read (exit code 2)."""
+
+
+# -- the workload ---------------------------------------------------------------------------------
+# Pagoda models a training step as 3x the inference FLOPs and bytes (forward, and a backward pass
+# that costs about twice the forward)
+TRAIN_FACTOR = 3.0
+# bytes per parameter a step moves besides activations: fp32 weights read in the forward and the
+# backward pass, gradients written and read, and an Adam-style update reading and writing the
+# weights and two moments: 4 B x (2 + 2 + 6)
+PARAM_TRAFFIC_BYTES = 40.0
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the prior needs of a training step: its FLOPs and DRAM bytes, the batch it covers, and
+    optionally its CPU work (milliseconds of one core at `cpu_mhz`, the board's top CPU clock when
+    None): `host_ms` on the main thread per step while the GPU runs (kernel launches),
+    `serial_ms` on the main thread while the GPU waits (collate, host-to-device copies, optimizer
+    bookkeeping), `loader_ms` of data loading per step over `workers` loader processes; or,
+    instead of `loader_ms`, `input_mb`, the MB of input tensors a step loads (the loading then
+    costs what the reference's image pipeline costs per MB).  What the spec leaves out the prior
+    takes from the reference (RooflinePrior.assumed): its main-thread work, and its image pipeline
+    per sample; assuming no loading instead lets a decision starve the CPU (on the evaluation
+    corpora it picked two-core, low-clock modes that ran 5-20x slower than the best)."""
+    gflop_per_step: float
+    gbytes_per_step: float
+    batch_size: int
+    host_ms: float | None = None
+    loader_ms: float | None = None
+    workers: int | None = None
+    cpu_mhz: float | None = None
+    serial_ms: float | None = None
+    input_mb: float | None = None
+    source: str = ""
+    bytes_estimated: bool = False     # gbytes_per_step is an estimate, not a count
+
+    REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
+    OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms", "input_mb")
+
+    def __post_init__(self) -> None:
+        problems = _spec_problems({k: getattr(self, k) for k in self.REQUIRED + self.OPTIONAL})
+        if problems:
+            raise SpecError(f"workload spec{' ' + self.source if self.source else ''}: "
+                            f"{'; '.join(problems)}")
+
+    @property
+    def has_host_work(self) -> bool:
+        return self.host_ms is not None or self.serial_ms is not None
+
+    @property
+    def has_loader_work(self) -> bool:
+        return self.loader_ms is not None or self.input_mb is not None
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte."""
+        return self.gflop_per_step / self.gbytes_per_step
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items()
+                if v is not None and k not in ("source", "bytes_estimated")}
+
+    @classmethod
+    def from_dict(cls, d, where: str = "workload spec") -> "WorkloadSpec":
+        """A spec from a mapping (a parsed SPEC.json); one SpecError line naming `where` and every
+        bad field."""
+        if not isinstance(d, dict):
+            raise SpecError(f"{where}: expected a JSON object like "
+                            '{"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}')
+        unknown = sorted(set(d) - set(cls.REQUIRED + cls.OPTIONAL))
+        if unknown:
+            raise SpecError(f"{where}: unknown field {unknown[0]!r}; fields: "
+                            f"{', '.join(cls.REQUIRED + cls.OPTIONAL)}")
+        for k in cls.REQUIRED:
+            if k not in d:
+                raise SpecError(f"{where}: field {k!r} is missing")
+        problems = _spec_problems(d)
+        if problems:
+            raise SpecError(f"{where}: {'; '.join(problems)}")
+        opt = {k: d.get(k) for k in cls.OPTIONAL}
+        return cls(float(d["gflop_per_step"]), float(d["gbytes_per_step"]), int(d["batch_size"]),
+                   None if opt["host_ms"] is None else float(opt["host_ms"]),
+                   None if opt["loader_ms"] is None else float(opt["loader_ms"]),
+                   None if opt["workers"] is None else int(opt["workers"]),
+                   None if opt["cpu_mhz"] is None else float(opt["cpu_mhz"]),
+                   None if opt["serial_ms"] is None else float(opt["serial_ms"]),
+                   None if opt["input_mb"] is None else float(opt["input_mb"]), source=where)
+
+    @classmethod
+    def from_json(cls, path) -> "WorkloadSpec":
+        """Read SPEC.json: {"gflop_per_step": G, "gbytes_per_step": B, "batch_size": N}, and
+        optionally host_ms, serial_ms, loader_ms or input_mb, workers, cpu_mhz.  Bad input: one
+        SpecError line
+        naming the file and every bad field."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+            raise SpecError(f"{p}: cannot read the workload spec ({why})") from None
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise SpecError(f"{p}: not JSON ({str(e) or type(e).__name__})") from None
+        return cls.from_dict(d, str(p))
+
+    @classmethod
+    def from_probe(cls, info: dict, *, extra_bytes: float = 0.0) -> "WorkloadSpec":
+        """From the probe's counts of one training iteration (userscript's measured info): its
+        FLOPs and the bytes its operators touched (plus `extra_bytes` the probe could not see, e.g.
+        userscript.compiled_step_bytes for a compiled optimizer step), over its samples; the input
+        tensors it saw load give the data-loading work.  The probe times no CPU work, so the
+        main thread's is the reference's."""
+        if info.get("error"):
+            raise SpecError(f"the probe could not count the script's model: {info['error']}")
+        flops, nbytes = float(info.get("flops") or 0), float(info.get("bytes") or 0) + extra_bytes
+        if flops <= 0 or nbytes <= 0:
+            raise SpecError("the probe counted no FLOPs or no bytes in one iteration (a compiled or "
+                            "non-torch model?): describe it with --workload-spec instead")
+        samples = int(info.get("samples") or 0) or int(info.get("batch_size") or 0) or 1
+        workers = info.get("workers")
+        inputs = float(info.get("input_bytes") or 0)
+        return cls(flops / 1e9, nbytes / 1e9, samples,
+                   workers=None if workers is None else int(workers),
+                   input_mb=inputs / 1e6 if inputs > 0 else None, source="probe")
+
+    @classmethod
+    def from_workload(cls, workload: Workload) -> "WorkloadSpec":
+        """From a workload: a what-if measured from a script carries its own counts (its
+        `physics`); a catalog workload has its published forward FLOPs (x3 for training) and its
+        parameters, so its bytes are estimated: the parameter traffic plus activations at the
+        reference's bytes per FLOP (listed in RooflinePrior.assumed, which widens the spread)."""
+        B = int(workload.batch_size)
+        ph = getattr(workload, "physics", None)
+        if ph is not None:
+            return cls(ph.gflop * B, ph.gb_per_sample * B + ph.gb_fixed, B,
+                       workers=int(workload.workers), source=f"what-if {workload.name}")
+        gflop = TRAIN_FACTOR * workload.fwd_gflops * B
+        act = gflop * reference_activation_gb_per_gflop()
+        gb = act + workload.params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
+        return cls(gflop, gb, B, workers=int(workload.workers), source=f"catalog {workload.name}",
+                   bytes_estimated=True)
+
+
+def _spec_problems(d: dict) -> list[str]:
+    """Every bad field of a spec mapping, in field order (empty: valid)."""
+    out = []
+
+    def number(k, v, *, positive=True, integer=False):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"field {k!r} must be a number, got {v!r}"
+        try:
+            finite = math.isfinite(v)
+        except OverflowError:              # an integer beyond any float
+            finite = False
+        if not finite:
+            return f"field {k!r} must be finite, got {str(v)[:20]}"
+        if integer and v != int(v):
+            return f"field {k!r} must be a whole number, got {v!r}"
+        if positive and v <= 0:
+            return f"field {k!r} must be positive, got {v!r}"
+        if not positive and v < 0:
+            return f"field {k!r} must not be negative, got {v!r}"
+        return None
+    for k, kw in (("gflop_per_step", {}), ("gbytes_per_step", {}), ("batch_size", {"integer": True}),
+                  ("host_ms", {"positive": False}), ("loader_ms", {"positive": False}),
+                  ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {}),
+                  ("serial_ms", {"positive": False}), ("input_mb", {"positive": False})):
+        v = d.get(k)
+        if v is None and k not in WorkloadSpec.REQUIRED:
+            continue
+        msg = number(k, v, **kw)
+        if msg:
+            out.append(msg)
+    return out
+
+
+# -- the board ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BoardRoof:
+    """One board's calibrated constants (see calibrate())."""
+    eff_c: float          # achieved fraction of the FP32 FMA peak by training kernels
+    eff_m: float          # achieved fraction of the DRAM peak bandwidth
+    p: float              # compute/memory overlap exponent
+    q: float              # GPU/CPU stage overlap exponent
+    stall: float          # share of CPU work waiting on DRAM at the top EMC clock
+    lat: float            # growth of that wait with f_m,max / f_m
+    ref_host_ms: float    # the reference workload's main-thread ms per step at the top CPU clock
+    ref_loader_ms: float  # its data loading ms per sample at the top CPU clock
+    ref_workers: int      # its loader processes
+    ref_gb: float         # its DRAM GB per step
+    gv: tuple[float, float]   # GPU DVFS voltage curve: (V at low clocks / V at top, knee)
+    cv: tuple[float, float]   # CPU
+    kappa: float          # GPU switching activity when memory-bound, relative to compute-bound
+    power: tuple[float, ...]  # a0..a6 (W; a6 W per GB/s)
+    time_sd: float        # log-sd of the time prediction for an unprofiled workload
+    power_sd: float       # log-sd of the power prediction
+
+
+def reference_activation_gb_per_gflop() -> float:
+    """The reference's activation traffic per training GFLOP (ResNet-18 at batch 16: its DRAM bytes
+    as calibrated on the reference board, less its parameter traffic, over its FLOPs): the default
+    for a catalog workload whose bytes were never counted."""
+    roof = BOARDS[REF_DEVICE]
+    params = WORKLOADS[REF_WORKLOAD].params_m * 1e6 * PARAM_TRAFFIC_BYTES / 1e9
+    return max(0.0, roof.ref_gb - params) / (TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH)
+
+
+def _knobs(device: Device, modes) -> np.ndarray:
+    if isinstance(modes, ModeList) and modes.raw is not None:
+        return np.asarray(modes.raw, np.float64)
+    if isinstance(modes, np.ndarray):
+        return modes.astype(np.float64).reshape(-1, 4)
+    return np.array([m.as_tuple() for m in modes], np.float64).reshape(-1, 4)
+
+
+def _volt(x: np.ndarray, vk: tuple[float, float]) -> np.ndarray:
+    vmin, knee = vk
+    return vmin + (1.0 - vmin) * np.clip((x - knee) / (1.0 - knee), 0.0, 1.0)
+
+
+def _qnorm(parts, q: float) -> np.ndarray:
+    m = np.maximum.reduce(parts)
+    return m * sum((a / m) ** q for a in parts) ** (1.0 / q)
+
+
+def _cpu_work(spec: WorkloadSpec, roof: BoardRoof, device: Device):
+    """(host ms, serial ms, loader ms, workers, reference clock MHz) of a spec: the reference's
+    main-thread work where the spec gives none; loading from `loader_ms`, else from `input_mb` at
+    the reference's cost per MB of input, else the reference's per sample."""
+    workers = roof.ref_workers if spec.workers is None else spec.workers
+    fref = spec.cpu_mhz or device.cpu_mhz[-1]
+    if spec.has_host_work:
+        host, serial = spec.host_ms or 0.0, spec.serial_ms or 0.0
+    else:
+        host, serial = roof.ref_host_ms * device.cpu_mhz[-1] / fref, 0.0
+    if spec.loader_ms is not None:
+        loader = spec.loader_ms
+    elif spec.input_mb is not None:
+        loader = roof.ref_loader_ms / REF_INPUT_MB * spec.input_mb * device.cpu_mhz[-1] / fref
+    else:
+        loader = roof.ref_loader_ms * spec.batch_size * device.cpu_mhz[-1] / fref
+    return host, serial, loader, workers, fref
+
+
+def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarray) -> dict:
+    n, fc, fg, fm = A[:, 0], A[:, 1], A[:, 2], A[:, 3]
+    xc, xg, xm = fc / device.cpu_mhz[-1], fg / device.gpu_mhz[-1], fm / device.mem_mhz[-1]
+    peak = 2.0 * device.gpu_cuda_cores * fg / 1000.0                      # GFLOP/s (FMA = 2)
+    t_c = spec.gflop_per_step / (peak * roof.eff_c) * 1000.0               # ms
+    bw = device.mem_peak_gbs * roof.eff_m * xm                              # GB/s
+    t_m = spec.gbytes_per_step / bw * 1000.0
+    t_g = (t_c ** roof.p + t_m ** roof.p) ** (1.0 / roof.p)
+    host, serial, loader, w, fref = _cpu_work(spec, roof, device)
+    k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
+    t_h, t_s, t_l = host * k, serial * k, loader * k
+    if w <= 0:
+        t = _qnorm([t_g, np.maximum(t_h, 1e-9)], roof.q) + t_s + t_l
+    else:
+        par = np.minimum(w, np.maximum(n - 1.0, 1.0))
+        t = t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
+                          (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], roof.q)
+    t_h = t_h + t_s
+    u = np.clip(t_g / t, 0.0, 1.0)
+    c = np.clip(t_c / t_g, 0.0, 1.0)
+    busy = np.minimum(n, (t_h + t_l) / t)
+    gbs = spec.gbytes_per_step / (t / 1000.0)
+    return {"t": t, "t_c": t_c, "t_m": t_m, "t_g": t_g, "u": u, "c": c, "busy": busy, "gbs": gbs,
+            "n": n, "xc": xc, "xg": xg, "xm": xm}
+
+
+def _operating(device: Device, rows: np.ndarray, **given) -> dict:
+    """Operating points for the power features at modes `rows` [n, 4] with the utilisations given
+    (u, c, busy, gbs) instead of the time model's."""
+    return {"n": rows[:, 0], "xc": rows[:, 1] / device.cpu_mhz[-1],
+            "xg": rows[:, 2] / device.gpu_mhz[-1], "xm": rows[:, 3] / device.mem_mhz[-1], **given}
+
+
+def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -> np.ndarray:
+    """The power model's features [n, 7] (see the module's docstring)."""
+    vg = _volt(comp["xg"], gv or roof.gv)
+    vc = _volt(comp["xc"], cv or roof.cv)
+    kap = roof.kappa if kappa is None else kappa
+    g2 = vg ** 2 * comp["xg"]
+    return np.column_stack([np.ones_like(vg), comp["xm"], g2, vc * comp["n"],
+                            g2 * comp["u"] * (kap + (1.0 - kap) * comp["c"]),
+                            vc ** 2 * comp["xc"] * comp["busy"], comp["gbs"]])
+
+
+class RooflinePrior:
+    """The prior for one board and one workload spec: predict(modes) like a ptui model."""
+
+    kind = "roofline"
+
+    def __init__(self, device: Device | str, spec: WorkloadSpec, roof: BoardRoof | None = None):
+        self.device = get_device(device) if isinstance(device, str) else device
+        self.spec = spec
+        self.roof = roof or BOARDS[self.device.name]
+
+    @property
+    def assumed(self) -> list[str]:
+        """What the prediction assumes beyond the spec (shown beside a decision from it)."""
+        out = []
+        if self.spec.bytes_estimated:
+            out.append("DRAM bytes: the parameters' traffic and the reference's activation bytes "
+                       "per FLOP")
+        if not self.spec.has_host_work:
+            out.append("main-thread CPU work: the reference's (ResNet-18)")
+        if self.spec.loader_ms is None:
+            out.append("data loading: the reference's image pipeline, per MB of input"
+                       if self.spec.input_mb is not None else
+                       "data loading: the reference's image pipeline per sample (the spec gives no "
+                       "loader_ms or input_mb)")
+        return out
+
+    def config(self) -> dict:
+        """Everything the prior predicts from, as plain JSON (a model that keeps it predicts the
+        same after BOARDS is recalibrated)."""
+        return {"kind": self.kind, "device": self.device.name,
+                "spec": dict(self.spec.as_dict(), bytes_estimated=self.spec.bytes_estimated),
+                "roof": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in roof_constants(self.roof, 17).items()}}
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "RooflinePrior":
+        try:
+            fields_: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in cfg["roof"].items()}
+            roof = BoardRoof(**fields_)
+            spec = cfg["spec"]
+            return cls(cfg["device"], replace(WorkloadSpec.from_dict(
+                {k: v for k, v in spec.items() if k != "bytes_estimated"}, "roofline prior"),
+                bytes_estimated=bool(spec.get("bytes_estimated"))), roof)
+        except (KeyError, TypeError) as e:
+            raise SpecError(f"roofline prior: incomplete configuration ({e})") from None
+
+    def log_predict(self, modes) -> dict[str, np.ndarray]:
+        """log time and log power (a GP's prior mean in log units)."""
+        p = self.predict(modes)
+        return {"time": np.log(p["time_ms"]), "power": np.log(p["power_w"])}
+
+    def components(self, modes) -> dict:
+        """The time model's parts per mode (ms): compute, memory, GPU, step; utilisations."""
+        return _components(self.device, self.roof, self.spec, _knobs(self.device, modes))
+
+    def predict(self, modes) -> dict[str, np.ndarray]:
+        """time_ms, power_w and their sds (log-normal spread: median x sqrt(e^(sd^2) - 1))."""
+        comp = self.components(modes)
+        t = comp["t"]
+        p = np.maximum(_power_features(self.roof, comp) @ np.asarray(self.roof.power), 0.5)
+        # an assumed CPU stage moves the step time and with it the GPU's busy share: both spreads
+        widen = 1.0 + ASSUMED_SD * len(self.assumed)
+        ts, ps = self.roof.time_sd * widen, self.roof.power_sd * widen
+        return {"time_ms": t, "power_w": p,
+                "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
+                "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
+
+
+# -- calibration ----------------------------------------------------------------------------------
+# Published figures (shared/research/real-data.md)
+ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak
+ORIN_IDLE = ((12, 2201.6, 1300.5, 3199.0, 11.2),   # idle at MAXN clocks, 4-rail sum (IISWC'26)
+             (12, 729.6, 114.75, 204.0, 7.0))      # near idle at low clocks (tegrastats fixture)
+# A busy CPU core at the top clock, from NVIDIA's CPU stress test on the Orin AGX devkit (forum
+# t/323456): the CPU rail's 15.2 W less its 1.66 W idle (IISWC'26) over 12 cores (a5).  Neither
+# the reference nor Pagoda's points tell it apart (their busy cores follow the step time or stay
+# at one), so it is fixed, not fitted
+ORIN_ACTIVE = {5: (15.2 - 1.66) / 12}
+# Pagoda's PyTorch inference on Orin AGX at MAXN clocks (real-data.md dataset A): model, batch,
+# analytical GFLOP and GB per minibatch, measured ms and W; ResNet-50 at batch 32 (18.4 W between
+# 53.5 and 55.4 W) is a logging glitch and left out
+_PAGODA = (("lstm", 1, 0.129, 0.0353, 1.2325, 29.474), ("lstm", 4, 0.4906, 0.0382, 1.5229, 30.487),
+           ("lstm", 16, 1.9368, 0.0498, 1.8839, 29.488), ("lstm", 32, 3.865, 0.0651, 2.4111, 35.816),
+           ("lstm", 64, 7.7215, 0.0959, 3.3647, 41.436),
+           ("yolov8n", 1, 8.8399, 0.5393, 17.944, 25.677), ("yolov8n", 4, 35.359, 2.1196, 30.362, 34.648),
+           ("yolov8n", 16, 141.44, 8.4408, 107.46, 42.523), ("yolov8n", 32, 282.88, 16.869, 212.70, 44.211),
+           ("yolov8n", 64, 565.75, 33.725, 431.47, 44.035),
+           ("mobilenet", 1, 0.4491, 0.103, 18.025, 20.864),
+           ("mobilenet", 4, 1.7966, 0.3465, 19.831, 26.381),
+           ("mobilenet", 16, 7.1862, 1.3206, 28.115, 38.52),
+           ("mobilenet", 32, 14.372, 2.6193, 53.967, 38.162),
+           ("mobilenet", 64, 28.745, 5.2168, 102.09, 39.503),
+           ("resnet50", 1, 8.2063, 0.3367, 15.366, 26.929), ("resnet50", 4, 32.825, 1.0407, 19.276, 41.411),
+           ("resnet50", 16, 131.30, 3.8566, 51.561, 53.541), ("resnet50", 64, 525.20, 15.120, 191.63, 55.363),
+           ("bert-large", 1, 79.136, 2.601, 61.868, 56.84), ("bert-large", 4, 316.55, 6.7629, 230.60, 63.218),
+           ("bert-large", 8, 633.09, 12.312, 444.01, 63.557), ("bert-large", 16, 1266.2, 23.41, 920.41, 63.5),
+           ("bert-large", 32, 2532.4, 45.607, 1918.8, 62.209))
+
+
+def pagoda_saturated(share: float = 0.9) -> tuple:
+    """Pagoda's points where the GPU is saturated: a batch whose FLOP rate is within `share` of
+    the model's best (a larger batch adds no throughput: the kernels fill the GPU), as
+    (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W) at the MAXN clocks."""
+    best: dict = {}
+    for m, _b, g, _q, ms, _w in _PAGODA:
+        best[m] = max(best.get(m, 0.0), g / ms)
+    return tuple((12, 2201.6, 1300.5, 3199.0, g, q, ms, w) for m, _b, g, q, ms, w in _PAGODA
+                 if g / ms >= share * best[m])
+# An unprofiled workload's prediction is taken to be as uncertain as PowerTrain's transfer to a
+# new workload from 50 profiled modes (< 15 % time, < 6 % power MAPE): log-sd = MAPE x sqrt(pi/2)
+TRANSFER_SD = (0.15 * math.sqrt(math.pi / 2), 0.06 * math.sqrt(math.pi / 2))
+
+
+def _lm(fun, x0: np.ndarray, iters: int = 200) -> np.ndarray:
+    """Levenberg-Marquardt on residuals fun(x) with a forward-difference Jacobian."""
+    x = np.asarray(x0, float)
+    r = fun(x)
+    cost, lam = float(r @ r), 1e-2
+    for _ in range(iters):
+        J = np.empty((len(r), len(x)))
+        for j in range(len(x)):
+            h = 1e-6 * max(1.0, abs(x[j]))
+            xj = x.copy()
+            xj[j] += h
+            J[:, j] = (fun(xj) - r) / h
+        g, H = J.T @ r, J.T @ J
+        improved = done = False
+        while lam < 1e10:
+            step = np.linalg.solve(H + lam * np.diag(np.diag(H) + 1e-12), -g)
+            r2 = fun(x + step)
+            c2 = float(r2 @ r2)
+            if np.isfinite(c2) and c2 < cost:
+                x, r, lam, improved = x + step, r2, lam / 3.0, True
+                done = cost - c2 < 1e-12 * max(cost, 1e-300)
+                cost = c2
+                break
+            lam *= 4.0
+        if not improved or done:
+            break
+    return x
+
+
+def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0 (a feature whose coefficient goes negative is dropped
+    and the rest refitted: the power of a domain cannot be negative)."""
+    keep = np.ones(X.shape[1], bool)
+    sw = np.sqrt(w)
+    while True:
+        beta = np.zeros(X.shape[1])
+        beta[keep] = np.linalg.lstsq(X[:, keep] * sw[:, None], y * sw, rcond=None)[0]
+        if (beta >= 0).all():
+            return beta
+        keep &= beta > 0
+
+
+def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
+              workers: int, input_mb: float, eff_m: float, idle=(), saturated=(),
+              active=None) -> tuple[BoardRoof, WorkloadSpec]:
+    """A board's constants, and the reference workload's fitted spec, from the reference's time and
+    power over a mode grid (its FLOPs, loader workers and input MB per step given; its DRAM bytes
+    and CPU work fitted: the loading cost per MB of input is the board's), idle figures
+    (cores, CPU, GPU, EMC MHz, W), measured points of a saturated GPU (cores, CPU, GPU, EMC MHz,
+    GFLOP, GB, ms, W) and fixed power coefficients (`active`: index -> W).
+    Time: Levenberg-Marquardt on log time from several starts.  Power: non-negative weighted least
+    squares for each of a small grid of DVFS curve shapes, the shape with the least log error
+    kept; the reference grid, the idle figures and the saturated points weigh one third each.
+    Deterministic: the same inputs give the same constants."""
+    A = _knobs(device, modes)
+    y_t, y_p = np.log(np.asarray(time_ms, float)), np.asarray(power_w, float)
+
+    def exp(v):                     # LM may try wild steps; they must score badly, not raise
+        return math.exp(min(max(v, -40.0), 40.0))
+
+    def roof_of(x):
+        return BoardRoof(eff_c=exp(x[0]), eff_m=eff_m, p=1.0 + exp(x[1]),
+                         q=1.0 + exp(x[2]), stall=1.0 / (1.0 + exp(-x[3])),
+                         lat=exp(x[4]), ref_host_ms=0.1 + exp(x[5]),
+                         ref_loader_ms=exp(x[6]), ref_workers=workers, ref_gb=exp(x[7]), gv=(0.6, 0.3),
+                         cv=(0.6, 0.3), kappa=0.5, power=(0.0,) * 7, time_sd=0.0, power_sd=0.0)
+
+    def spec_of(x):
+        return WorkloadSpec(gflop_per_step, exp(x[7]), batch_size, workers=workers,
+                            input_mb=input_mb)
+
+    def resid(x):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            r = np.log(_components(device, roof_of(x), spec_of(x), A)["t"]) - y_t
+        return np.where(np.isfinite(r), r, 1e3)
+
+    # generic starts (the fit has local minima): a quarter to all of the peak, intensity 10 or
+    # 40 FLOP/B, 10 ms of each CPU stage; the best end point wins
+    ends: list[tuple] = []
+    for eff in (0.25, 0.5, 1.0):
+        for intensity in (10.0, 40.0):
+            x0 = np.array([math.log(eff), math.log(2.0), math.log(3.0), 0.0, 0.0, math.log(10.0),
+                           math.log(10.0 / batch_size), math.log(gflop_per_step / intensity)])
+            x = _lm(resid, x0)
+            ends.append((float(np.sum(resid(x) ** 2)), len(ends), x))
+    x = min(ends)[2]
+    roof, spec = roof_of(x), spec_of(x)
+    time_rms = float(np.sqrt(np.mean(resid(x) ** 2)))
+    comp = _components(device, roof, spec, A)
+    # idle rows: no GPU work, the OS keeping a fraction of a core busy
+    idle_rows = np.array([row[:4] for row in idle], float).reshape(-1, 4)
+    y_i = np.array([row[4] for row in idle], float)
+    k = len(idle_rows)
+    idle_comp = _operating(device, idle_rows, u=np.zeros(k), c=np.zeros(k), busy=np.full(k, 0.15),
+                           gbs=np.full(k, 0.4))
+    # measured operating points of a saturated GPU (cores, CPU, GPU, EMC MHz, GFLOP, GB, ms, W):
+    # busy throughout (u = 1), its compute share from the roofs, one busy core feeding it
+    M = np.array(saturated, float).reshape(-1, 8)
+    share = [_components(device, roof, WorkloadSpec(g, q, 1, 0.0, 0.0, 0), m[None, :])
+             for g, q, m in zip(M[:, 4], M[:, 5], M[:, :4])]
+    sat = _operating(device, M[:, :4], u=np.ones(len(M)),
+                     c=np.array([min(1.0, o["t_c"][0] / o["t_g"][0]) for o in share]),
+                     busy=np.ones(len(M)), gbs=M[:, 5] / (M[:, 6] / 1000.0))
+    w = np.concatenate([np.ones(len(A)), np.full(k, len(A) / max(k, 1)),
+                        np.full(len(M), len(A) / max(len(M), 1))])
+    best = None
+    for gv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+        for cv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+            for kappa in (0.25, 0.5, 0.75, 1.0):
+                X = np.vstack([_power_features(roof, comp, gv, cv, kappa),
+                               _power_features(roof, idle_comp, gv, cv, kappa)]
+                              + ([_power_features(roof, sat, gv, cv, kappa)] if len(M) else []))
+                y = np.concatenate([y_p, y_i, M[:, 7]])
+                free = np.ones(X.shape[1], bool)
+                fixed = np.zeros(X.shape[1])
+                for i, v in (active or {}).items():
+                    free[i], fixed[i] = False, v
+                beta = fixed.copy()
+                beta[free] = _nnls(X[:, free], y - X @ fixed, w)
+                err = float(np.sum(w * (np.log(np.maximum(X @ beta, 0.5)) - np.log(y)) ** 2))
+                if best is None or err < best[0]:
+                    best = (err, gv, cv, kappa, beta)
+    if best is None:
+        raise ValueError("no power fit was tried")
+    _, gv, cv, kappa, beta = best
+    X = _power_features(roof, comp, gv, cv, kappa)
+    power_rms = float(np.sqrt(np.mean((np.log(np.maximum(X @ beta, 0.5)) - np.log(y_p)) ** 2)))
+    return replace(roof, gv=gv, cv=cv, kappa=kappa, power=tuple(float(b) for b in beta),
+                   time_sd=math.hypot(time_rms, TRANSFER_SD[0]),
+                   power_sd=math.hypot(power_rms, TRANSFER_SD[1])), spec
+
+
+# Idle figures of the other boards (real-data.md): Xavier AGX at MAXN clocks across its 6 rails;
+# Orin Nano's VDD_IN in an aggressive low-power mode (2 cores, low clocks)
+OTHER_IDLE = {"xavier-agx": (8, 2265.6, 1377.0, 2133.0, 6.9),
+              "orin-nano": (2, 729.6, 306.0, 204.0, 2.2)}
+
+
+def _preset_ratio(device: Device, roof: BoardRoof, spec: WorkloadSpec) -> float:
+    """Geometric mean over the board's budget presets of the spec's predicted power / budget."""
+    presets = [p for p in device.presets if p.budget_w]
+    watts = RooflinePrior(device, spec, roof).predict([p.mode for p in presets])["power_w"]
+    return float(np.exp(np.mean(np.log(watts / np.array([p.budget_w for p in presets])))))
+
+
+def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple, ref: WorkloadSpec) -> BoardRoof:
+    """A board without a reference of its own.  Time: the source board's efficiencies, and the
+    reference's CPU cycles at the new top clock.  Power: each busy CPU core's scaled by its top
+    clock x V^2 on the source's curve; DRAM energy per byte kept; static power set by the board's
+    published idle figure; GPU power scaled so that the reference workload draws the same share of
+    the board's nvpmodel budgets (geometric mean over its budget presets) as on the source board:
+    NVIDIA sizes each board's presets for its own GPU, which the source's per-core power does not
+    know (a 12 nm Volta core draws more than an 8 nm Ampere one)."""
+    cyc = src.cpu_mhz[-1] / dst.cpu_mhz[-1]
+    xc = min(1.0, dst.cpu_mhz[-1] / src.cpu_mhz[-1])
+    c = xc * float(_volt(np.array([xc]), roof.cv)[0]) ** 2
+    base = list(roof.power)
+    base[5] *= c
+    moved = replace(roof, ref_host_ms=roof.ref_host_ms * cyc, ref_loader_ms=roof.ref_loader_ms * cyc)
+    watts = idle[4]
+    X = _power_features(moved, _operating(dst, np.array([idle[:4]], float), u=np.zeros(1),
+                                          c=np.zeros(1), busy=np.array([0.15]),
+                                          gbs=np.array([0.4])))[0]
+
+    def with_gpu(g: float) -> BoardRoof:
+        a = list(base)
+        a[2] *= g
+        a[4] *= g
+        static = X[0] * a[0] + X[1] * a[1]
+        s = max(0.05, (watts - (X @ np.asarray(a) - static)) / static)
+        a[0] *= s
+        a[1] *= s
+        return replace(moved, power=tuple(a))
+    target = math.log(_preset_ratio(src, roof, ref))
+    lo, hi = math.log(0.01), math.log(10.0)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if math.log(_preset_ratio(dst, with_gpu(math.exp(mid)), ref)) < target:
+            lo = mid
+        else:
+            hi = mid
+    # a transferred board has no reference of its own: its constants are a further guess
+    return replace(with_gpu(math.exp(0.5 * (lo + hi))), time_sd=math.hypot(roof.time_sd, 0.15),
+                   power_sd=math.hypot(roof.power_sd, 0.10))
+
+
+
+
+def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
+    """Every board's constants: the reference board's from the bundled reference's predictions
+    over PowerTrain's grid (predict: modes -> {"time_ms", "power_w", ...}) and its published
+    bandwidth and idle figures; the other boards transferred from it."""
+    from ..catalogue.devices import DEVICES
+    grid = device.pt_grid()
+    pred = predict(grid)
+    roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],
+                           gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
+                           batch_size=REF_BATCH, workers=REF_WORKERS,
+                           input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
+                           saturated=pagoda_saturated(), active=ORIN_ACTIVE)
+    out = {device.name: roof}
+    for name, dst in DEVICES.items():
+        if name != device.name:
+            out[name] = transfer(roof, device, dst, OTHER_IDLE[name], spec)
+    return out
+
+
+def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
+    """The constants as rounded plain numbers (what BOARDS stores)."""
+    def rnd(v):
+        if isinstance(v, tuple):
+            return tuple(rnd(a) for a in v)
+        return float(f"{v:.{digits}g}") if isinstance(v, float) else v
+    return {f.name: rnd(getattr(roof, f.name)) for f in fields(roof)}
+
+
+# Printed by benchmarks/calibrate_roofline.py (reference_calibration: Orin AGX fitted to the bundled
+# reference's predictions over PowerTrain's 4,368-mode grid, with the published bandwidth, idle,
+# CPU stress and Pagoda figures above; the other boards transferred from it).  Rerun it whenever
+# the model or its inputs change: tests/unit/test_roofline.py checks these against a fresh fit.
+BOARDS: dict[str, BoardRoof] = {
+    "orin-agx": BoardRoof(
+        eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
+        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0),
+        time_sd=0.19615, power_sd=0.19379,
+    ),
+    "xavier-agx": BoardRoof(
+        eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
+        ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 30.018, 1.1283, 0.0),
+        time_sd=0.24693, power_sd=0.21807,
+    ),
+    "orin-nano": BoardRoof(
+        eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
+        ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
+        cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1767, 0.55014, 0.0),
+        time_sd=0.24693, power_sd=0.21807,
+    ),
+}

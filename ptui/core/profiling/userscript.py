@@ -1,0 +1,647 @@
+"""Profiling the user's own training script under the probe (ptui/probe/hook.py).
+
+What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
+optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
+micro-batch); with several optimizers (a GAN) it is one cycle through all of them, from one step
+of the first optimizer used to its next step.  LBFGS-style closures the optimizer evaluates itself
+are named as such; a script that calls backward() but never steps a torch.optim optimizer is
+stopped after NO_STEP_S with what ptui times and how to make it timeable.  Beside the median
+iteration each mode gets its whole cycle (Profiler: the window's wall time per iteration, the work
+between the steps included: rollouts, validation passes).
+
+On a real board the iterations are the minibatch events and the board's sensors give power.  On
+the SIMULATED board the host's step time says nothing about a Jetson, so the script is run only
+long enough to measure its model (training FLOPs, bytes touched, parameters, batch size, DataLoader
+workers, optimizer steps per iteration) and time host iterations (over at least HOST_CYCLE_MIN_S,
+for the host's whole cycle); that size becomes a Workload for the simulator's roofline physics, and
+the profile is a what-if whose time and power follow the mode.  The host step time is reported
+separately; the host's work outside the steps is added to each mode's cycle, scaled by CPU clock.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import ptui
+
+from ..board.backends.base import Backend, MinibatchEvent
+from ..catalogue.workloads import Workload
+from .profiler import ProfileError, SessionError
+
+PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
+PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
+WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
+HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
+HOST_CYCLE_MIN_S = 1.0         # ... over at least this much wall time and 3x the longest iteration
+HOST_CYCLE_MAX_S = 30.0        #     (work between the steps: rollouts, validation), at most this
+CYCLE_WINDOW_MAX_S = 60.0      # a board's window per mode spans 3x the longest recent iteration, to
+                               # this at most, so its whole cycle holds the work between the steps
+STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
+NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
+                               # cannot be timed (unless --startup-timeout asks to wait longer)
+
+
+# -- session helpers (resume) --------------------------------------------------------------------
+def command_text(argv) -> str:
+    return shlex.join(str(a) for a in argv)
+
+
+def check_resume_command(params: dict, argv) -> None:
+    """A script session resumes only with the command it was started with."""
+    stored = params.get("command")
+    if stored is None or not argv:
+        return
+    if list(map(str, stored)) != list(map(str, argv)):
+        raise SessionError(f"session was profiled with `{command_text(stored)}`, not "
+                           f"`{command_text(argv)}`; resume with the same command or start a new session")
+
+
+def resume_hint(name: str, out, argv=None, extra=()) -> str:
+    """The exact command that resumes a session (extra options, e.g. the replay device's, before
+    --out; the script's command after --)."""
+    cmd = shlex.join(["ptui", "profile", "--session", name, "--resume", *extra, "--out", str(out)])
+    return cmd + (f" -- {command_text(argv)}" if argv else "")
+
+
+def steps_note(min_timed: int, n_modes: int) -> str:
+    per = min_timed + 2
+    return (f"each mode needs at least {per} training iterations (optimizer steps; 2 dropped after "
+            f"the switch, {min_timed} timed) once power has settled; {n_modes} modes to go")
+
+
+# -- what-if workload ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScriptWorkload(Workload):
+    """A workload measured from a user's script; carries its own roofline physics."""
+    physics: object = None
+
+
+def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
+    """Turn the probe's measurement of one iteration into a Workload for the simulator's physics.
+
+    Compute: the iteration's FLOPs (forward + backward + optimizer) from torch's counter.  Bytes:
+    what every operator reads and writes (views excluded), split into a fixed part that scales with
+    the parameters (weights read twice, gradients, optimizer update and state) and a part per
+    sample.  Kernel efficiency grows with the average work per operator (small kernels leave the
+    GPU idle); host work scales with the operator count (launches, Python); the data pipeline with
+    the bytes each sample brings in."""
+    from ..board.physics import WorkloadPhysics
+    if info.get("error"):
+        raise ProfileError(f"could not measure the script's model: {info['error']}; no what-if for "
+                           f"the simulated board (on a Jetson ptui times its steps directly)")
+    flops = float(info.get("flops") or 0)
+    if flops <= 0:
+        raise ProfileError("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
+                           "torch.compile'd or non-torch model?): no what-if for the simulated board; "
+                           "profile it on a Jetson")
+    samples = int(info.get("samples") or 0)
+    B = samples if samples > 0 else 1
+    ops = max(1, int(info.get("ops") or 1))
+    param_bytes = float(info.get("param_bytes") or 0)
+    state_bytes = float(info.get("state_bytes") or 0)
+    total_bytes = float(info.get("bytes") or 0) + compiled_step_bytes(info)
+    fixed = min(total_bytes, 6.0 * param_bytes + 2.0 * state_bytes)
+    per_sample = max(0.0, total_bytes - fixed) / B
+    x = flops / ops
+    # FLOPs per FP32-FMA peak: training kernels on Jetson use TF32 tensor cores, so large kernels
+    # beat the CUDA-core FP32 rate; calibrated so a measured ResNet-18 lands on the catalog's
+    eff = min(1.1, max(0.02, 1.1 * x / (x + 5e6)))
+    in_b = float(info.get("input_bytes") or 0) / B
+    wp = WorkloadPhysics(
+        gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
+        roof_p=3.0, host_mcycles=5.0 + 0.06 * ops, host_misses_k=5.0 + 0.06 * ops,
+        data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
+        data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0)
+    params_m = float(info.get("params") or 0) / 1e6
+    return ScriptWorkload(
+        name="script", model=f"what-if: {command[:50]}" if command else "what-if: user script",
+        task="user script", dataset="user data", samples=B, params_m=params_m,
+        fwd_gflops=flops / B / 3e9, layers=0, workers=int(info.get("workers") or 0),
+        dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
+
+
+def compiled_step_bytes(info: dict) -> float:
+    """Memory traffic of the optimizer steps that ran compiled in the measured iteration (the
+    probe does not see a compiled graph's operators): a fused update reads the parameters, their
+    gradients and the optimizer state and writes the parameters and the state once."""
+    n = int(info.get("compiled_steps") or 0)
+    steps = max(1, int(info.get("opt_steps") or 1))
+    share = min(1.0, n / steps)
+    return share * (3.0 * float(info.get("param_bytes") or 0) + 2.0 * float(info.get("state_bytes") or 0))
+
+
+def describe_model(info: dict) -> str:
+    samples = int(info.get("samples") or 0)
+    bs = (f"{samples} samples per iteration" if samples else
+          "batch size unknown (no DataLoader seen: the iteration is one unit)")
+    est = compiled_step_bytes(info)
+    compiled = (f"; the optimizer step ran compiled (torch.compile): its operators are not counted, "
+                f"its memory traffic is estimated from the parameters and optimizer state "
+                f"({est / 1e6:.3g} MB: parameters and gradients read, parameters written, state read "
+                f"and written once)" if info.get("compiled_steps") else "")
+    return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
+            f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
+            f"per iteration, {info.get('params', 0):,} parameters, {info.get('ops', 0)} operators, "
+            f"{bs}, {info.get('workers') or 0} DataLoader workers" + compiled)
+
+
+# -- what an iteration is ------------------------------------------------------------------------
+class _Iterations:
+    """Turns the probe's step lines into whole iterations (boundary: the first optimizer's step)."""
+
+    def __init__(self) -> None:
+        self.steps = 0                       # optimizer steps seen (all optimizers)
+        self.optimizers = 0
+        self.last: float | None = None       # time of the last iteration boundary
+        self.n_iter = 0                      # iterations completed
+        self.steps_in: int = 0
+        self.bw_in: int = 0
+        self.cl_in: int = 0
+        self.per_iter_steps: list[int] = []
+        self.per_step_bw: list[float] = []   # backward() calls before each step (accumulation)
+        self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
+
+    def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0) -> float | None:
+        """Feed one step; return the duration (s) of an iteration that ended here, if any."""
+        self.steps += 1
+        self.optimizers = max(self.optimizers, opt + 1)
+        self.steps_in += 1
+        self.bw_in += nbw
+        self.cl_in += ncl
+        if opt != 0:
+            return None
+        done = None
+        if self.last is not None:
+            self.n_iter += 1
+            self.per_iter_steps.append(self.steps_in)
+            self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
+            self.per_step_cl.append(self.cl_in / max(1, self.steps_in))
+            if not excluded:
+                done = t - self.last
+        self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
+        return done
+
+    def timed(self) -> str:
+        """What one timed unit is, in words (CSV column `timed`, CLI)."""
+        if not self.per_iter_steps:
+            return "optimizer step"
+        k = statistics.median(self.per_iter_steps[-20:])
+        bw = statistics.median(self.per_step_bw[-20:])
+        cl = statistics.median(self.per_step_cl[-20:])
+        if self.optimizers > 1:
+            return (f"iteration of {self.optimizers} optimizers ({k:g} optimizer steps, "
+                    f"{(bw + cl) * k:g} backward passes)")
+        if cl > 1.0:
+            return (f"optimizer step with a closure ({cl:g} closure evaluations per step: the "
+                    f"optimizer's own forward and backward passes)")
+        if bw > 1.0:
+            return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
+                    f"{bw:g} backward passes per step)")
+        return "optimizer step"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+class ScriptSource:
+    """A training command run under the probe; a measurement source for the Profiler."""
+
+    def __init__(self, backend: Backend, argv: list[str], log_path: Path,
+                 first_step_timeout: float | None = None, notify: Callable[[str], None] | None = None,
+                 on_info: Callable[[dict], None] | None = None, progress_every: float = 30.0,
+                 whatif: bool | None = None, steps_per_mode: int = 42, modes_todo: int = 0,
+                 no_step_s: float | None = None) -> None:
+        """first_step_timeout: the user's --startup-timeout (None: STARTUP_TIMEOUT_S); no_step_s:
+        how long backward() may be called without an optimizer step before ptui says the script
+        cannot be timed (None: NO_STEP_S, or the user's own --startup-timeout when given)."""
+        if not argv:
+            raise ProfileError("no training command given after --")
+        self.backend, self.argv, self.log_path = backend, [str(a) for a in argv], Path(log_path)
+        self.first_step_timeout = float(first_step_timeout or STARTUP_TIMEOUT_S)
+        self.no_step_s = no_step_s if no_step_s is not None else (
+            first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
+        self.backward_calls = 0                      # before the first step (the probe's B lines)
+        self.t_backward: float | None = None         # when the first came
+        self.notify = notify or (lambda msg: None)
+        self.on_info = on_info or (lambda d: None)
+        self.progress_every = progress_every
+        self.whatif = backend.simulated if whatif is None else whatif
+        self.steps_per_mode, self.modes_todo = steps_per_mode, modes_todo
+        self.proc: subprocess.Popen | None = None
+        self.q: queue.Queue = queue.Queue()
+        self.it = _Iterations()
+        self.device_kind = None
+        self.model_info: dict | None = None          # the probe's W line (what-if)
+        self.workload: Workload | None = None        # the what-if workload given to the simulator
+        self.host_step_ms: float | None = None
+        self.host_cycle_ms: float | None = None       # wall time per step on the host (what-if)
+        self.host_mhz: float | None = None            # the host CPU's clock, to scale that work
+        self._recent: deque[float] = deque(maxlen=256)   # recent iteration times, s (a board)
+        # the Profiler's per-mode limit: none while starting (--startup-timeout applies), then
+        # raised for slow steps
+        self.mode_timeout_s = float("inf")
+        self._readers: list[threading.Thread] = []
+        self._srv: socket.socket | None = None
+        self._dir: str | None = None
+        self._closing = threading.Event()
+        self._step_conn = None
+        self._timed_said: str | None = None
+
+    @property
+    def steps(self) -> int:
+        return self.it.steps
+
+    @property
+    def cycle_window_s(self) -> float:
+        """How long a mode's recording must last for its whole cycle to hold the work between the
+        steps: 3x the longest recent iteration (a rollout, a validation pass), CYCLE_WINDOW_MAX_S
+        at most (the Profiler's stop condition)."""
+        return min(CYCLE_WINDOW_MAX_S, 3.0 * max(self._recent)) if self._recent else 0.0
+
+    def outside_ms(self, mode) -> float:
+        """What-if: the work outside the steps per step, measured on the host and scaled by CPU
+        clock to the mode (the simulator's events hold the steps only).  0 on a board, whose own
+        events hold it."""
+        if not self.whatif or not self.host_cycle_ms or not self.host_step_ms:
+            return 0.0
+        out = max(0.0, self.host_cycle_ms - self.host_step_ms)
+        return out * (self.host_mhz / mode.cpu_mhz if self.host_mhz else 1.0)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        clock = self.backend.clock
+        if not self.whatif and (getattr(clock, "virtual", False) or getattr(clock, "speed", 1.0) != 1.0):
+            raise ProfileError("profiling a real script needs a real-time clock (no --speed)")
+        self._dir = tempfile.mkdtemp(prefix="ptui-")
+        path = os.path.join(self._dir, "probe.sock")
+        self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._srv.bind(path)
+        self._srv.listen(16)
+        self._srv.settimeout(0.2)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(PROBE_SITE), str(PTUI_ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+        env["PTUI_PROBE_SOCK"] = path
+        env.pop("PTUI_PROBE_FD", None)
+        if self.whatif:
+            env["PTUI_PROBE_WHATIF"] = "1"
+        else:
+            env.pop("PTUI_PROBE_WHATIF", None)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            self.proc = subprocess.Popen(self.argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            self._cleanup()
+            raise ProfileError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
+        finally:
+            log.close()
+        self.t_start = time.monotonic()
+        threading.Thread(target=self._accept, daemon=True, name="ptui-probe-accept").start()
+        threading.Thread(target=self._watch, daemon=True, name="ptui-probe-watch").start()
+
+    def _accept(self) -> None:
+        assert self._srv is not None          # start() opened it before starting this thread
+        n = 0
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            n += 1
+            t = threading.Thread(target=self._reader, args=(conn, n), daemon=True,
+                                 name=f"ptui-probe-{n}")
+            self._readers.append(t)
+            t.start()
+
+    def _reader(self, conn: socket.socket, cid: int) -> None:
+        buf = b""
+        conn.setblocking(True)
+        with conn:
+            while True:
+                try:
+                    chunk = conn.recv(4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    self.q.put((cid, line.decode(errors="replace")))
+
+    def _watch(self) -> None:
+        assert self.proc is not None          # start() started it before this thread
+        self.proc.wait()
+        time.sleep(0.1)                       # a last connection may still be being accepted
+        deadline = time.monotonic() + 2.0
+        for t in list(self._readers):         # let every reporter's last lines arrive
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.q.put(None)                      # the script ended
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:                                  # the whole process group: launchers' children too
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+
+    def _cleanup(self) -> None:
+        self._closing.set()
+        if self._srv is not None:
+            try:
+                self._srv.close()
+            except OSError:
+                pass
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def stop(self) -> None:
+        self._kill()
+        self._cleanup()
+        if self.backend.simulated:
+            self.backend.stop_training()
+
+    # -- messages ---------------------------------------------------------------------------------
+    def _tail(self) -> str:
+        try:
+            lines = [x for x in self.log_path.read_text(errors="replace").splitlines() if x.strip()]
+            return lines[-1].strip()[:200] if lines else ""
+        except OSError:
+            return ""
+
+    def _ended(self) -> ProfileError:
+        rc = self.proc.wait() if self.proc else None
+        tail = self._tail()
+        what = "crashed" if rc else "ended"
+        last = (f"; last output: {tail}" if tail else "") + f"; full log: {self.log_path}"
+        if self.it.steps == 0:
+            hint = ("; ptui times optimizer.step() calls of torch.optim optimizers: does the script "
+                    "train (not only evaluate), and does it train in this process or one started by "
+                    "a launcher (torchrun, accelerate launch)?" if not rc else "")
+            return ProfileError(f"the training script {what} (exit code {rc}) before its first "
+                                f"optimizer step{hint}{last}")
+        return ProfileError(f"the training script {what} (exit code {rc}) after "
+                            f"{_plural(self.it.steps, 'optimizer step')} "
+                            f"({_plural(self.it.n_iter, 'whole iteration')}){last}")
+
+    def _still_starting(self, waited: float) -> None:
+        assert self.proc is not None          # asked while the script runs
+        tail = self._tail()
+        if self.backward_calls:
+            bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
+            limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
+                     f"first backward() without a step")
+        else:
+            bw, limit = "", f"limit --startup-timeout {self.first_step_timeout:.0f} s"
+        self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
+                    f"no optimizer step after {waited:.0f} s ({limit})"
+                    + (f"; last output: {tail}" if tail else ""))
+
+    def _no_step_limit(self) -> float:
+        return NO_STEP_S if self.no_step_s is None else self.no_step_s
+
+    def _no_optimizer_step(self, waited: float) -> ProfileError:
+        """The script trains (calls backward()) but never steps a torch.optim optimizer."""
+        tail = self._tail()
+        return ProfileError(
+            f"the training script called backward() {_plural(self.backward_calls, 'time')} in "
+            f"{waited:.0f} s but stepped no torch.optim optimizer: ptui times torch.optim optimizer "
+            f"steps (optimizer.step()), and a parameter update made by hand (p.data -= lr * p.grad) "
+            f"or by a framework's own optimizer (Keras) has none to time; to profile the script, use "
+            f"a torch.optim optimizer (or a torch.optim.Optimizer subclass whose step() makes the "
+            f"update); if it does step, but only after more backward passes than that, give "
+            f"--startup-timeout" + (f"; last output: {tail}" if tail else "")
+            + f"; full log: {self.log_path}")
+
+    def _never_stepped(self) -> ProfileError:
+        return ProfileError(f"the training script is still running but has taken no optimizer step "
+                            f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
+                            f"(torch.compile, data preparation) raise --startup-timeout; its output "
+                            f"is in {self.log_path}")
+
+    def _say_timed(self) -> None:
+        timed = self.it.timed()
+        if timed != self._timed_said:
+            self._timed_said = timed
+            label = f"{WHATIF_LABEL}: " if self.whatif else ""
+            self.on_info({"timed": label + "one " + timed})
+            self.notify(f"timing one {timed}: time_ms is the time of one such unit")
+
+    # -- the probe's lines ------------------------------------------------------------------------
+    def _lines(self, deadline_fn):
+        """(kind, fields) from the probe until the script ends (raises); ('', None) on timeouts."""
+        assert self.proc is not None          # read while the script runs
+        next_note = self.t_start + self.progress_every
+        while True:
+            timeout = min(deadline_fn(), 0.5)
+            try:
+                item = self.q.get(timeout=max(0.0, timeout))
+            except queue.Empty:
+                item = ("", "")
+            if item is None:
+                raise self._ended()
+            cid, line = item
+            now = time.monotonic()
+            if line.startswith("B "):
+                self.backward_calls = max(self.backward_calls, int(line.split()[1]))
+                self.t_backward = self.t_backward or now
+            if self.it.steps == 0 and self.proc.poll() is None:
+                waited = now - self.t_start
+                if self.t_backward is not None and (now - self.t_backward > self._no_step_limit()
+                                                    or waited > self.first_step_timeout):
+                    raise self._no_optimizer_step(now - self.t_backward)
+                if waited > self.first_step_timeout:
+                    raise self._never_stepped()
+                if now >= next_note:
+                    next_note += self.progress_every
+                    self._still_starting(waited)
+            if line.startswith("S "):
+                if self._step_conn is None:
+                    self._step_conn = cid
+                if cid != self._step_conn:
+                    continue                  # another process stepping (not rank 0's loop)
+                f = line.split()           # S <t> <opt> <nbw> <ncl> [x]
+                yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
+                            int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
+                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0)
+            elif line.startswith("W "):
+                try:
+                    yield "W", json.loads(line[2:])
+                except ValueError:
+                    yield "W", {"error": "unreadable measurement"}
+            elif line.startswith("D "):
+                self.device_kind = line.split()[1]
+            else:
+                yield "", None
+
+    # -- events -----------------------------------------------------------------------------------
+    def events(self, interval: float | None = None):
+        if self.whatif:
+            yield from self._whatif_events(interval)
+        else:
+            yield from self._board_events(interval)
+
+    def _board_events(self, interval: float | None):
+        """A real board: every whole iteration of the script is a minibatch event."""
+        clock = self.backend.clock
+        interval = interval or 0.5
+        to_clock = clock.now() - time.monotonic()          # offset from CLOCK_MONOTONIC
+        next_sample = clock.now() + interval
+        said_estimate = False
+        for kind, val in self._lines(lambda: min(next_sample - clock.now(), self.progress_every)):  # noqa: B023
+            if kind == "S":
+                t = val[0]
+                dur = self.it.step(*val)
+                if dur is not None:
+                    self._say_timed()
+                    if self.it.n_iter > 1:                   # the first iteration warms up
+                        self._recent.append(dur)
+                    # slow steps: a mode may take as long as 3x its iterations at this pace
+                    # (plus the start-up, which the first mode's clock also counted)
+                    if self.it.n_iter == 1 or self.mode_timeout_s == float("inf"):
+                        self.mode_timeout_s = 0.0
+                    self.mode_timeout_s = max(self.mode_timeout_s, 3.0 * dur * self.steps_per_mode
+                                              + time.monotonic() - self.t_start)
+                    if not said_estimate and self.modes_todo:
+                        said_estimate = True
+                        per = dur * self.steps_per_mode
+                        self.notify(f"one iteration took {dur:.2f} s: a mode needs at least "
+                                    f"{self.steps_per_mode} iterations, about {per / 60:.1f} min plus "
+                                    f"settling; about {per * self.modes_todo / 3600:.1f} h for "
+                                    f"{self.modes_todo} modes")
+                    yield MinibatchEvent(t_end=t + to_clock, ms=dur * 1000.0, index=self.it.n_iter)
+            if clock.now() >= next_sample:
+                next_sample += interval
+                yield self.backend.read()
+
+    def _whatif_events(self, interval: float | None):
+        """The simulated board: measure the model, time a few host iterations, stop the script,
+        then stream the simulator running the measured model (time and power follow the mode)."""
+        host: list[float] = []
+        t_first = None
+        for kind, val in self._measure_lines():
+            if kind == "S":
+                t_first = t_first or time.monotonic()
+                dur = self.it.step(*val)
+                if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
+                    host.append(dur)
+            elif kind == "W":
+                self.model_info = val
+            if self.model_info is not None and _host_window_done(host):
+                break
+            if (self.model_info is None and t_first is not None
+                    and time.monotonic() - t_first > self.first_step_timeout):
+                self._kill()
+                raise ProfileError(
+                    f"the script took {_plural(self.it.steps, 'optimizer step')} in "
+                    f"{self.first_step_timeout:.0f} s but ptui needs 3 whole iterations to measure "
+                    f"its model; raise --startup-timeout for slow steps")
+        self._kill()
+        if self.model_info is None:
+            raise ProfileError("the script stopped before ptui could measure its model")
+        self.host_step_ms = statistics.median(host) * 1000.0 if host else None
+        self.host_cycle_ms = statistics.fmean(host) * 1000.0 if host else None
+        self.host_mhz = host_cpu_mhz()
+        self.workload = whatif_workload(self.model_info, command=command_text(self.argv))
+        self._say_timed()
+        host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
+                    f"median of {len(host)})" if self.host_step_ms else "not timed")
+        self.notify(f"{WHATIF_LABEL}: {describe_model(self.model_info)}; host step time {host_txt}; "
+                    f"the times and powers below are simulated for this model on the board")
+        self._say_host_cycle(host)
+        self.on_info({"whatif": {"label": WHATIF_LABEL, "model": self.model_info,
+                                 "host_step_ms": self.host_step_ms,
+                                 "host_cycle_ms": self.host_cycle_ms, "host_mhz": self.host_mhz,
+                                 "host_iterations": len(host)},
+                      "host_step_ms": self.host_step_ms})
+        self.mode_timeout_s = 0.0                     # the simulator: the Profiler's own limit
+        self.backend.start_training(self.workload)
+        yield from self.backend.events(interval)
+
+    def _say_host_cycle(self, host: list[float]) -> None:
+        """The host's whole cycle beside its median step, and what the what-if does with it."""
+        if not self.host_cycle_ms or not self.host_step_ms:
+            return
+        from ..board.csvio import OUTSIDE_WARN, outside_note
+        share = max(0.0, 1.0 - self.host_step_ms / self.host_cycle_ms)
+        clock = (f"scaled by CPU clock from this machine's {self.host_mhz:.0f} MHz" if self.host_mhz
+                 else "unscaled (this machine's CPU clock is unknown)")
+        said = outside_note(share, self.host_step_ms, self.host_cycle_ms)
+        self.notify(f"{'warning: ' if share > OUTSIDE_WARN else ''}on this machine over "
+                    f"{sum(host):.1f} s, {said}; each mode's cycle_ms adds that work to the "
+                    f"simulated step, {clock} (what-if)")
+
+    def _measure_lines(self):
+        """The probe's lines until the script ends.  A script that ends normally (exit code 0)
+        after its model was measured leaves fewer host timings; one that dies (any other exit) is
+        reported, whatever was measured."""
+        try:
+            yield from self._lines(lambda: self.progress_every)
+        except ProfileError:
+            if self.model_info is None or (self.proc is not None and self.proc.wait() != 0):
+                raise
+            return
+
+
+def _host_window_done(host: list[float]) -> bool:
+    """Enough host iterations timed: HOST_ITERATIONS, over HOST_CYCLE_MIN_S and 3x the longest
+    (so that the work between the steps is in the whole cycle), or HOST_CYCLE_MAX_S in all."""
+    span = sum(host)
+    return len(host) >= HOST_ITERATIONS and (
+        span >= max(HOST_CYCLE_MIN_S, 3.0 * max(host)) or span >= HOST_CYCLE_MAX_S)
+
+
+def host_cpu_mhz() -> float | None:
+    """This machine's CPU clock (the highest core's maximum, MHz), or None where it cannot be read."""
+    import glob
+    got = []
+    for f in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
+        try:
+            got.append(float(Path(f).read_text()) / 1000.0)
+        except (OSError, ValueError):
+            pass
+    if not got:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.lower().startswith("cpu mhz"):
+                    got.append(float(line.split(":", 1)[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    mhz = max(got) if got else None
+    return mhz if mhz and mhz > 0 else None
+
+
+def script_workload(bs: int, argv) -> Workload:
+    """The placeholder workload a script session is stored under (name 'script')."""
+    from ..catalogue.workloads import get_workload
+    return replace(get_workload("resnet18", bs), name="script", model=command_text(argv)[:60],
+                   task="user script")

@@ -1,0 +1,153 @@
+"""The JSON contract: what every command prints with --json, for scripts, playbooks and fleets.
+
+Every document is one JSON object on stdout with
+
+* ``schema_version``: SCHEMA_VERSION; a field is added without changing it, a field renamed,
+  removed or given another meaning changes it;
+* ``command``: the command that printed it (``status``, ``apply``, ``restore``, ``pareto``, ...);
+* ``simulated`` wherever a board is involved: True when the figures come from the simulator (or a
+  replayed recording) and not from a live board.
+
+A decision (``pareto``, ``tune``) has the same shape for one batch size or several: ``feasible``,
+``goal``, the pick (``mode``, ``key``, ``batch_size``, ``source``: measured or predicted, time and
+power with their spreads, ``epoch_s``/``energy_wh`` where the epoch is known, ``time_to_target_s``/
+``energy_to_target_wh`` where the decision is per target), ``timed`` (what one time_ms is), ``front``
+(the Pareto front of the candidates, each point shaped like the pick), ``baselines`` (always the
+four names ``best_preset``, ``maxn``, ``best_mode_at_default_batch`` and
+``largest_batch_fastest_mode``; null where none applies), ``default_batch``, and what a decision
+over several batch sizes is made of (``samples_to_target``, ``throughput_only``, ``target_samples``,
+``target_samples_note``, ``memory``; null for one batch size).  Version 2 renamed the baseline
+``best_mode_at_batch_N`` to ``best_mode_at_default_batch`` and gave both shapes every
+field.  A goal that no mode meets prints ``{"feasible": false, "goal":
+..., "reason": ..., "closest": point or null}`` and the command exits 3.
+
+Modes are given twice: ``mode`` (the four knobs as numbers) and ``key`` (the compact exact form
+``6c/1497.6/522.75/2133``, which ``Mode.from_key`` reads back).
+
+The board's documents:
+
+* ``status``: ``device``, ``backend``, ``simulated``, ``emulated``, ``board`` (the board-wide
+  lock's name; null for a board of this process), ``mode``/``key``/``words``, ``preset`` (the
+  nvpmodel preset whose mode the board is in, or null), ``nvpmodel_id``, ``lock_holder`` (the pid
+  driving the board, -1 when held by a process whose pid cannot be read, null when free),
+  ``restore`` (what ``ptui restore`` would undo: ``kind`` profile or last-apply, ``mode``,
+  ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running) and
+  ``restore_problem`` (a saved state restore would refuse, in one line);
+* ``apply``: ``dry_run``, ``preset``, ``from``/``from_key``, ``to``/``to_key``, ``changed`` (the
+  board was not held in the target: an apply writes; a custom ``--persist`` always counts),
+  ``steps``, ``applied``, ``readback``/``readback_key``, ``message``, and ``persist`` when asked;
+* ``restore``: ``restored``, ``mode``/``key`` (what the board reads back), ``message``.
+"""
+from __future__ import annotations
+
+import json
+
+from ..catalogue.modes import Mode
+from ..prediction.modeldir import finite_json
+
+SCHEMA_VERSION = 2
+
+
+def document(command: str, body: dict) -> str:
+    """One --json document: the schema version and the command first, then `body` (non-finite
+    numbers as null)."""
+    return json.dumps(finite_json({"schema_version": SCHEMA_VERSION, "command": command, **body}),
+                      allow_nan=False)
+
+
+def mode_fields(mode: Mode) -> dict:
+    """A mode as the contract gives it: ``mode`` (the knobs) and ``key``."""
+    return {"mode": mode.as_dict(), "key": mode.key}
+
+
+def infeasible(goal: str | None, reason: str, closest: dict | None = None) -> dict:
+    """The body of a decision no mode meets (exit 3)."""
+    return {"feasible": False, "goal": goal, "reason": reason, "closest": closest}
+
+
+def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = None,
+          batch_size: int | None = None, target: tuple[float, float] | None = None) -> dict:
+    """One candidate of a decision (pareto.Table row i): mode, key, batch size (the row's where the
+    table has several, else `batch_size`), source, time and power with their spreads, per epoch
+    (time, energy) where the epoch's size is known, and to target (time, energy: `target`) where
+    the decision is per target."""
+    m = tab.modes[i]
+    t, pw = float(tab.time_ms[i]), float(tab.power_w[i])
+    epoch_s = round(t * mb_per_epoch / 1000.0, 3) if mb_per_epoch else None
+    b = tab.batch_of(i)
+    return {**mode_fields(m), "batch_size": batch_size if b is None else b, "source": tab.source(i),
+            "time_ms": round(t, 4), "power_w": round(pw, 4),
+            "time_ms_std": round(float(tab.time_ms_std[i]), 4),
+            "power_w_std": round(float(tab.power_w_std[i]), 4), "epoch_s": epoch_s,
+            "energy_wh": round(pw * epoch_s * epochs / 3600.0, 4) if epoch_s and epochs else None,
+            "time_to_target_s": None if target is None else round(target[0], 3),
+            "energy_to_target_wh": None if target is None else round(target[1], 4)}
+
+
+def _preset_baselines(model, goal: dict, pt) -> dict:
+    """The NVIDIA preset a user would pick for the same goal, and MAXN, each predicted by `model`
+    (at its default batch size) and shaped by `pt(table, row)`."""
+    from ..decision.pareto import best_preset, presets_table
+    out: dict[str, dict | None] = {"best_preset": None, "maxn": None}
+    presets = presets_table(model.device, model)
+    bp = best_preset(presets, **goal)
+    if bp is not None:
+        b, pre = bp
+        out["best_preset"] = dict(pt(presets[0], b.index), preset=pre.name, goal=b.goal)
+    ptab, ps = presets
+    k = next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
+    if k is not None:
+        out["maxn"] = dict(pt(ptab, k), preset="MAXN")
+    return out
+
+
+def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_batch,
+          per_target: dict | None = None) -> dict:
+    """The one decision shape, for one batch size or several: what is per target (the relation
+    of samples to batch size, the target, memory) is null for one batch size."""
+    per_target = per_target or {}
+    return {**pick, "feasible": True, "goal": d.goal, "exceed_prob": d.exceed_prob, "timed": timed,
+            "front": front,
+            "baselines": {"best_preset": None, "maxn": None, "best_mode_at_default_batch": None,
+                          "largest_batch_fastest_mode": None, **baselines},
+            "default_batch": default_batch,
+            **{k: per_target.get(k) for k in ("samples_to_target", "throughput_only",
+                                               "target_samples", "target_samples_note", "memory")}}
+
+
+def decision(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
+             mb_per_epoch: int | None = None, epochs: int | None = None) -> dict:
+    """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
+    point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
+    a user would pick for the same goal, and MAXN, each predicted by `model`)."""
+    from ..decision.pareto import front_indices
+
+    def pt(t, i: int) -> dict:
+        return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
+    return _body(pt(tab, d.index), d, timed=timed,
+                 front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
+                 baselines=_preset_baselines(model, goal, pt), default_batch=batch_size)
+
+
+def batch_decision(r, model, goal: dict, *, timed: str) -> dict:
+    """The body of a decision over several batch sizes (batch.BatchDecision `r`, per target), in
+    the same shape as `decision`: the front is over time to target and power, and the baselines
+    add the best mode at the default batch size and the paper's (largest batch, fastest mode)."""
+    tab = r.space.table
+
+    def pt(t, i: int) -> dict:
+        b = t.batch_of(i) or r.default_batch
+        return point(t, i, batch_size=b, target=r.target_at(float(t.time_ms[i]), float(t.power_w[i]), b))
+    base = _preset_baselines(model, goal, pt) if model is not None else {}
+    base["best_mode_at_default_batch"] = pt(tab, r.default.index) if r.default else None
+    base["largest_batch_fastest_mode"] = pt(tab, r.paper.index) if r.paper else None
+    m = r.memory
+    return _body(pt(tab, r.pick.index), r.pick, timed=timed,
+                 front=[pt(tab, i) for i, _, _ in r.front()], baselines=base,
+                 default_batch=r.default_batch,
+                 per_target={"samples_to_target": r.rel.source,
+                             "throughput_only": r.rel.throughput_only,
+                             "target_samples": r.samples, "target_samples_note": r.samples_note,
+                             "memory": {"how": m.how, "capacity_gb": round(m.capacity_gb, 2),
+                                        "largest_batch": m.largest(),
+                                        "infeasible_batch_sizes": r.dropped}})
