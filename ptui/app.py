@@ -1,6 +1,6 @@
 """The ptui Textual app: global bindings and screen switching.
 
-Screens (ptui/screens/) call the use cases of ptui.core.usecases.session in thread workers; workers post
+Screens (ptui/screens/) call the use cases of ptui.core (the façade) in thread workers; workers post
 messages (ptui/messages.py) and handlers on the UI thread update widgets and the shared state
 (ptui/state.py).  Core never imports Textual.
 """
@@ -237,7 +237,7 @@ class PtuiApp(App):
 
 
 def run_app(args) -> int:
-    from .core.errors import exit_code, known_errors
+    from .core import exit_code, known_errors
     try:
         state = make_state(args.backend, args.device, args.speed,
                            corpus=getattr(args, "corpus", None), root=getattr(args, "sysfs_root", "/"))
@@ -250,7 +250,7 @@ def run_app(args) -> int:
     if app.stopped_by:
         import sys
 
-        from .core.board.signals import exit_code_for
+        from .core import exit_code_for
         what = ("" if not app.aborted_profile else
                 f"; the board is NOT back in its original mode: {app.board_left}" if app.board_left else
                 "; the running profile was aborted and the board restored to its original mode")

@@ -9,9 +9,7 @@ import argparse
 import sys
 import time
 
-from .core.board.logs import LOG
-from .core.clock import hms
-from .core.errors import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, PtuiError
+from .core import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, LOG, PtuiError, hms
 
 EXIT_ERR, EXIT_INT = EXIT_RUNTIME, EXIT_INTERRUPTED
 
@@ -45,12 +43,11 @@ def _say(line: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_modes(a) -> int:
-    from .core.board.csvio import check_out_file, mode_cells, write_csv
-    from .core.catalogue.devices import get_device
+    from .core import check_out_file, get_device, mode_cells, write_csv
     check_out_file(a.out)
     dev = get_device(a.device)
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         ps = dev.presets if a.grid == "presets" else None
         modes = [p.mode for p in ps] if ps else dev.full_space() if a.grid == "full" else dev.pt_grid()
         rows = [{"mode": m.as_dict(), "key": m.key} for m in modes]
@@ -71,8 +68,7 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core.usecases.batchprofile import BatchProfileRun, is_batch_profile
-    from .core.usecases.session import ProfileRequest, ProfileRun
+    from .core import BatchProfileRun, ProfileRequest, ProfileRun, is_batch_profile
     req = ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
@@ -87,9 +83,7 @@ def cmd_profile(a) -> int:
                        "profile over batch sizes)")
     if a.device and a.workload and sizes is None and not a.command_line and not a.resume \
             and not a.corpus:                   # a replayed corpus: the replay run decides
-        from .core.catalogue.devices import get_device
-        from .core.catalogue.workloads import get_workload
-        from .core.usecases.session import check_memory
+        from .core import check_memory, get_device, get_workload
         w = get_workload(a.workload, a.batch_size or 16)
         check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
     if sizes is not None or (a.resume and is_batch_profile(a.session)):
@@ -130,16 +124,16 @@ def cmd_profile(a) -> int:
     a.profiled = res                              # tune reads what the profile was
     hint = getattr(a, "tune_hint", None) or run.resume_hint()
     if res.status == "aborted":
-        from .core.board.signals import exit_code_for
+        from .core import exit_code_for
         by = res.stopped_by if res.stopped_by.startswith("SIG") else ""
         _info(f"{'stopped by ' + by if by else 'interrupted'}: device restored to its original mode; "
               f"{res.saved}; resume with: {hint}")
         return exit_code_for(by) if by else EXIT_INT
-    from .core.board.files import WriteError
+    from .core import WriteError
     if isinstance(res.error, WriteError):        # profiled, but the CSV could not be written
         raise res.error
     if res.error is not None:
-        from .core.profiling.profiler import RestoreFailed
+        from .core import RestoreFailed
         _info(res.saved)
         where = ("the board is NOT back in its original mode (see the error below)"
                  if isinstance(res.error, RestoreFailed) else
@@ -160,7 +154,7 @@ def cmd_profile(a) -> int:
     if res.time_note:
         _info(res.time_note)
     if getattr(a, "json", False) and not getattr(a, "tune_hint", None):    # tune prints its own
-        from .core.usecases.contract import document
+        from .core import document
         best = None
         if res.best:
             what, prob = res.best
@@ -179,14 +173,12 @@ def cmd_tune(a) -> int:
     """Active profile + fit + decision (+ verified apply): one command for one goal."""
     from pathlib import Path
 
-    from .core.catalogue.devices import get_device
-    from .core.paths import data_dir
-    from .core.profiling.store import Store
-    from .core.usecases import session
+    from . import core
+    from .core import Store, data_dir, get_device
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if a.session is not None:                   # it names the profile and the model too
-        from .core.profiling.store import check_session_name
+        from .core import check_session_name
         check_session_name(a.session)
     if not a.command_line and not a.workload and not a.resume and not a.corpus:
         raise CLIError("--workload is required (or your own training command after --; on the "
@@ -231,10 +223,10 @@ def cmd_tune(a) -> int:
         a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload, first.backend)
-    from .core.decision.pareto import InfeasibleError
+    from .core import InfeasibleError
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     try:
-        td = session.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
+        td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
                                  workload=workload, corpus=a.corpus,
                                  model_dir=data_dir() / "models" / a.session, progress=_info,
                                  time_basis=a.time)
@@ -243,8 +235,8 @@ def cmd_tune(a) -> int:
             _infeasible_document("tune", e, goal, first.batch_size)
         raise
     d = td.decision
-    from .core.usecases.contract import decision
-    res = decision(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
+    from .core import decision_body
+    res = decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
                    batch_size=td.model.about.batch_size,
                    mb_per_epoch=td.model.about.batches_per_epoch)
     res.update(simulated=_profiled_simulated(a, first.backend),
@@ -257,12 +249,12 @@ def cmd_tune(a) -> int:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         print(document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    from .core.profiling.profiler import time_unit
+    from .core import time_unit
     print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(td.timed)} "
           f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
@@ -291,17 +283,17 @@ def _profiled_simulated(a, kind: str) -> bool:
 
 
 def _corpus_name(corpus: str) -> str:
-    from .core.board.backends.replay import corpus_workload
+    from .core import corpus_workload
     return corpus_workload(corpus).name
 
 
 def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
-    from .core.board.backends import open_backend
-    from .core.usecases import session
+    from . import core
+    from .core import open_backend
     backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    r = session.apply(backend, mode)
+    r = core.apply(backend, mode)
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
     return _applied(r.message, backend)
@@ -311,11 +303,11 @@ def _tune_hint(a) -> str:
     """The command that resumes an interrupted `ptui tune` (profile, fit and decision)."""
     import shlex
 
-    from .core.profiling.userscript import command_text
+    from .core import command_text
     goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
         (["--deadline-ms", f"{a.deadline_ms:g}"] if a.deadline_ms is not None else []) + \
         (["--objective", a.objective] if a.objective else [])
-    from .core.decision.pareto import DEFAULT_RISK, RISK_MEAN
+    from .core import DEFAULT_RISK, RISK_MEAN
     risk = [] if a.risk == DEFAULT_RISK else ["--risk", RISK_MEAN if a.risk is None else f"{a.risk:g}"]
     extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
         (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
@@ -332,8 +324,7 @@ def _resumed_tune(a) -> dict | None:
     profiling.  None when there is no such session (the profile then says so)."""
     from pathlib import Path
 
-    from .core.profiling.active import Goal
-    from .core.profiling.store import Store
+    from .core import Goal, Store
     store = Store()
     try:
         first = store.get_session(a.session)
@@ -360,11 +351,10 @@ def _resumed_tune(a) -> dict | None:
 
 def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
-    from .core.decision.pareto import InfeasibleError
-    from .core.paths import data_dir
-    from .core.usecases import session
+    from . import core
+    from .core import InfeasibleError, data_dir
     try:
-        r, model_dir, n, model = session.tune_decide_batches(
+        r, model_dir, n, model = core.tune_decide_batches(
             out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
             risk=a.risk, samples_file=a.samples_to_target,
             noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
@@ -389,8 +379,8 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
                 "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
-        from .core.usecases.contract import batch_decision, document
-        d = dict(batch_decision(r, model, _joint_goal(a), timed=_timed(model)),
+        from .core import batch_decision_body, document
+        d = dict(batch_decision_body(r, model, _joint_goal(a), timed=_timed(model)),
                  simulated=_profiled_simulated(a, kind), profiled_pairs=n, profile=str(out),
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
@@ -412,13 +402,13 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
 
 
 def cmd_sessions(a) -> int:
-    from .core.profiling.store import Store
+    from .core import Store
     store = Store()
     if store.notice:
         _info(store.notice)
     rows = store.list_sessions()
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         print(document("sessions", {"store": str(store.path), "sessions": [
             {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
              "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
@@ -448,17 +438,16 @@ def _session_sizes(s) -> list[int]:
 
 def _refuse_overwrite_into(path) -> None:
     """Before training: refuse an --out that ptui may not replace (see core.modeldir)."""
-    from .core.prediction.modeldir import check_out_dir
+    from .core import check_out_dir
     check_out_dir(path)
 
 
 def cmd_reference_build(a) -> int:
-    from .core.board.csvio import read_profile
-    from .core.catalogue.devices import get_device
+    from .core import get_device, read_profile
     dev = get_device(a.device)
     modes, t, p = read_profile(a.profile, dev, min_modes=100)
     _refuse_overwrite_into(a.out)
-    from .core.prediction import train
+    from .core import train
     t0 = time.perf_counter()
     from .cliprogress import Steps
     with Steps("training", 2, _info) as bar:          # two networks: time, power
@@ -473,9 +462,8 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from .core.catalogue.devices import get_device
-    from .core.progress import SAVING, STAGE, Step
-    from .core.usecases import session
+    from . import core
+    from .core import SAVING, STAGE, Step, get_device
     dev = get_device(a.device)
     _refuse_overwrite_into(a.out)
     from .cliprogress import Steps
@@ -487,13 +475,13 @@ def cmd_fit(a) -> int:
                 bar.stage(st)
             elif st.kind != SAVING:
                 bar.update(bar.done, st, st)
-        res = session.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
+        res = core.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
                           seed=a.seed, loss=a.loss, note=_info)
     m = res.model.about.metrics
-    from .core.prediction.fit import outlier_note, subset_note
+    from .core import outlier_note, subset_note
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale", "note")
         print(document("fit", {
             "device": dev.name, "model": str(res.out), "profile": str(a.profile),
@@ -526,10 +514,7 @@ def cmd_fit(a) -> int:
 
 
 def _predict_table(a):
-    from .core.board.csvio import read_modes
-    from .core.catalogue.devices import get_device
-    from .core.decision.pareto import Table
-    from .core.prediction.predictor import load_model
+    from .core import Table, get_device, load_model, read_modes
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
@@ -539,17 +524,14 @@ def _predict_table(a):
         modes, note = model.decision_space(extrapolate=getattr(a, "extrapolate", False))
         if note:
             _info(note + " (--extrapolate to include them)")
-    from .core.prediction.predictor import check_predictions
+    from .core import check_predictions
     pred = model.predict(modes)
     check_predictions(pred, str(a.model))
     return model, Table.from_prediction(modes, pred).with_measurements(model.measured_at())
 
 
 def cmd_predict(a) -> int:
-    from .core.board.csvio import check_out_file, fmt_value, mode_cells, write_csv
-    from .core.catalogue.devices import get_device
-    from .core.decision.batch import predict_table
-    from .core.prediction.predictor import load_model
+    from .core import check_out_file, fmt_value, get_device, load_model, mode_cells, predict_table, write_csv
     check_out_file(a.out)
     model = load_model(a.model)
     if getattr(a, "device", None) and get_device(a.device) != model.device:
@@ -578,18 +560,18 @@ def cmd_pareto(a) -> int:
     _check_time_basis(a, model)
     wl_mb = a.batches_per_epoch or model.about.batches_per_epoch
     if wl_mb is None:
-        from .core.catalogue.workloads import WORKLOADS
+        from .core import WORKLOADS
         w = WORKLOADS.get(str(model.about.workload))
         wl_mb = w.minibatches_per_epoch if w else None
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
                 tolerance_w=a.tolerance_w)
     bs = model.about.batch_size
     d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
-    from .core.usecases.contract import decision
-    res = decision(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
+    from .core import decision_body
+    res = decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                    epochs=a.epochs)
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         print(document("pareto", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
@@ -597,7 +579,7 @@ def cmd_pareto(a) -> int:
     if model.batch_sizes:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    from .core.profiling.profiler import time_unit
+    from .core import time_unit
     print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {time_unit(res.get('timed'))} "
           f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
@@ -622,7 +604,7 @@ def _timed(model) -> str:
 def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **per_epoch):
     """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
     closest option) before the one-line error (exit 3)."""
-    from .core.decision.pareto import InfeasibleError, choose
+    from .core import InfeasibleError, choose
     try:
         return choose(tab, **goal)
     except InfeasibleError as e:
@@ -635,8 +617,7 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
                          **per_epoch) -> None:
     """The document of a goal no mode meets: its words (a decision over batch sizes says its own),
     the reason and the closest option where the decision names one row."""
-    from .core.decision.goals import Goal
-    from .core.usecases.contract import document, infeasible, point
+    from .core import Goal, document, infeasible, point
     closest = (point(e.table, e.closest, batch_size=batch_size, **per_epoch)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
     words = words or Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
@@ -652,7 +633,7 @@ def _joint_goal(a) -> dict:
 
 def _joint_goal_words(budget_w, objective) -> str:
     """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
-    from .core.decision.batch import joint_goal
+    from .core import joint_goal
     return joint_goal(budget_w, objective)
 
 
@@ -667,10 +648,7 @@ def _check_time_basis(a, model) -> None:
 
 def _pareto_batches(a) -> int:
     """pareto --batch-sizes: the (mode, batch size) with the least time (or energy) to target."""
-    from .core.board.csvio import read_modes
-    from .core.catalogue.devices import get_device
-    from .core.decision.batch import decide
-    from .core.prediction.predictor import load_model
+    from .core import decide, get_device, load_model, read_modes
     if a.deadline_ms is not None:
         raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
                        "size; with --batch-sizes use --budget-w W or --objective energy")
@@ -683,7 +661,7 @@ def _pareto_batches(a) -> int:
         modes, note = model.decision_space(extrapolate=a.extrapolate)
         if note:
             _info(note + " (--extrapolate to include them)")
-    from .core.decision.pareto import InfeasibleError
+    from .core import InfeasibleError
     try:
         r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
                    noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
@@ -696,8 +674,8 @@ def _pareto_batches(a) -> int:
     for note in r.notes:
         _info(note)
     if a.json:
-        from .core.usecases.contract import batch_decision, document
-        print(document("pareto", batch_decision(r, model, _joint_goal(a), timed=_timed(model))))
+        from .core import batch_decision_body, document
+        print(document("pareto", batch_decision_body(r, model, _joint_goal(a), timed=_timed(model))))
         return EXIT_OK
     _print_batch_decision(r)
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "
@@ -737,8 +715,8 @@ def _applied(message: str, backend) -> str:
 
 
 def cmd_apply(a) -> int:
-    from .core.board.backends import open_backend
-    from .core.usecases import session
+    from . import core
+    from .core import open_backend
     given = [f for f, v in (("--cores", a.cores), ("--cpu-mhz", a.cpu_mhz), ("--gpu-mhz", a.gpu_mhz),
                             ("--mem-mhz", a.mem_mhz)) if v is not None]
     if a.preset is not None and given:
@@ -748,16 +726,16 @@ def cmd_apply(a) -> int:
     _info(note)
     dev = backend.device
     if a.persist:
-        session.check_persist(backend)          # before anything is applied
+        core.check_persist(backend)          # before anything is applied
     if a.preset is not None:
         return _apply_preset(a, backend)
     if None in (a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz):
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
-    p = session.plan_apply(backend, mode)
+    p = core.plan_apply(backend, mode)
     if a.json:
         def run():
-            res = session.apply(backend, mode)
+            res = core.apply(backend, mode)
             if not res.ok:
                 raise CLIError(res.message, EXIT_ERR)
             return res.readback, _applied(res.message, backend)
@@ -774,12 +752,12 @@ def cmd_apply(a) -> int:
         if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
-    res = session.apply(backend, mode)
+    res = core.apply(backend, mode)
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
     print(_applied(res.message, backend))
     if a.persist:
-        print(session.persist(backend, mode))
+        print(core.persist(backend, mode))
     return EXIT_OK
 
 
@@ -788,8 +766,7 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
     apply itself as without --json (--yes needed, under the board's lock, verified, rolled back on
     a mismatch).  holds(): the board is in the target and held there (a custom --persist always
     writes nvpmodel's configuration: a change)."""
-    from .core.board.locks import LockError, board_lock
-    from .core.usecases.contract import document
+    from .core import LockError, board_lock, document
     persists = bool(a.persist) and preset is None
     body = {"device": backend.device.name, "backend": backend.kind, "simulated": backend.not_live,
             "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
@@ -812,8 +789,8 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
                 body.update(changed=persists, message="nothing to change: the board is already "
                                                       "held in this mode")
             if a.persist:
-                from .core.usecases import session
-                body["persist"] = (session.persist(backend, target) if persists else
+                from . import core
+                body["persist"] = (core.persist(backend, target) if persists else
                                    f"--persist: nvpmodel keeps the selected preset {preset} across reboots")
     except LockError as e:
         raise CLIError(f"not applied: {e}", EXIT_ERR) from None
@@ -830,7 +807,7 @@ def _board_words(backend) -> str:
 
 
 def _apply_preset(a, backend) -> int:
-    from .core.usecases import session
+    from . import core
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
@@ -838,17 +815,17 @@ def _apply_preset(a, backend) -> int:
     step = (f"select nvpmodel {p.id} {p.name} {how}: {p.mode} with {p.tpc}/{dev.gpu_tpcs} GPU TPCs; "
             f"read back and roll back on mismatch")
     if backend.kind == "replay":              # a preset it never recorded: refused before a plan
-        session.plan_apply(backend, p.mode)
+        core.plan_apply(backend, p.mode)
     if a.json:
-        st = session.board_status(backend)
+        st = core.board_status(backend)
 
         def holds() -> bool:               # a preset sets maximum clocks (nvpmodel leaves minimums)
-            now = session.board_status(backend)
+            now = core.board_status(backend)
             return now.mode == p.mode and (now.nvpmodel_id == p.id if now.nvpmodel_id is not None
                                            else now.preset == p.name)
 
         def run():
-            got = session.apply_preset(backend, p.id)
+            got = core.apply_preset(backend, p.id)
             return got, _applied(f"selected {p.name}: {got}", backend)
         return _apply_json(a, backend, st.mode, p.mode, holds, [step], run, preset=p.name)
     print(f"plan for {dev.name} ({backend.kind}): {step}")
@@ -857,7 +834,7 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    got = session.apply_preset(backend, p.id)
+    got = core.apply_preset(backend, p.id)
     print(_applied(f"selected {p.name}: {got}", backend))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
@@ -865,13 +842,13 @@ def _apply_preset(a, backend) -> int:
 
 
 def cmd_restore(a) -> int:
-    from .core.board.backends import open_backend
-    from .core.usecases import session
+    from . import core
+    from .core import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    said = session.restore(backend)
+    said = core.restore(backend)
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         now = backend.current_mode()
         print(document("restore", {"device": backend.device.name, "backend": backend.kind,
                                    "simulated": backend.not_live, "restored": True,
@@ -883,14 +860,14 @@ def cmd_restore(a) -> int:
 
 def cmd_status(a) -> int:
     """The board, its mode, who drives it and what restore would undo (reads only)."""
-    from .core.board.backends import open_backend
-    from .core.usecases import session
+    from . import core
+    from .core import open_backend
     backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    st = session.board_status(backend)
+    st = core.board_status(backend)
     r = st.restore
     if a.json:
-        from .core.usecases.contract import document
+        from .core import document
         print(document("status", {
             "device": st.device, "backend": st.backend, "simulated": st.simulated,
             "emulated": st.emulated, "board": st.board, "mode": st.mode.as_dict(), "key": st.mode.key,
@@ -928,8 +905,7 @@ def cmd_emulate(a) -> int:
     import signal
     import threading
 
-    from .core.board.emulator import Emulator
-    from .core.usecases.session import check_memory
+    from .core import Emulator, check_memory
     emu = Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
     check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
     stop, got = threading.Event(), []
@@ -1056,7 +1032,7 @@ NUMERIC = {
 
 
 def _numeric_type(integer: bool, **bounds):
-    from .core.errors import InputError, number
+    from .core import InputError, number
 
     def parse(text: str):
         try:
@@ -1068,8 +1044,7 @@ def _numeric_type(integer: bool, **bounds):
 
 
 def _risk(text: str) -> float | None:
-    from .core.decision.pareto import parse_risk
-    from .core.errors import InputError
+    from .core import InputError, parse_risk
     try:
         return parse_risk(text)
     except InputError as e:
@@ -1078,7 +1053,7 @@ def _risk(text: str) -> float | None:
 
 def _add_risk(p: argparse.ArgumentParser) -> None:
     """--risk, as pareto and tune take it (one parse, one default)."""
-    from .core.decision.pareto import DEFAULT_RISK, RISK_MEAN
+    from .core import DEFAULT_RISK, RISK_MEAN
     p.add_argument("--risk", type=_risk, default=DEFAULT_RISK, metavar=f"P|{RISK_MEAN}",
                    help=f"the allowed probability of exceeding the budget (or deadline) under the "
                         f"prediction's uncertainty, strictly between 0 and 1 (default "
@@ -1088,7 +1063,7 @@ def _add_risk(p: argparse.ArgumentParser) -> None:
 
 
 def _batch_sizes(text: str) -> tuple[int, ...]:
-    from .core.decision.batch import BatchError, parse_batch_sizes
+    from .core import BatchError, parse_batch_sizes
     try:
         return parse_batch_sizes(text)
     except BatchError as e:
@@ -1096,7 +1071,7 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
 
 
 def _device_name(text: str) -> str:
-    from .core.catalogue.devices import DeviceError, get_device
+    from .core import DeviceError, get_device
     try:
         return get_device(text).name
     except DeviceError as e:
@@ -1344,18 +1319,17 @@ def main(argv: list[str] | None = None) -> int:
         from . import __version__
         print(f"ptui {__version__}")
         return EXIT_OK
-    from .core.board import logs
+    from .core import logs
     if a.cmd is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             _err("the app needs a terminal (stdin and stdout); headless, run a command instead, "
                  "e.g. ptui modes --device orin-agx (list them with: ptui --help)")
             return EXIT_INPUT
-        from .core.paths import data_dir
+        from .core import data_dir
         logs.for_app(data_dir(), a.verbose)
         from .app import run_app
         return run_app(a)
-    from .core.board.signals import Terminated, install
-    from .core.errors import exit_code, known_errors
+    from .core import Terminated, exit_code, install, known_errors
     logs.for_cli(a.verbose, a.quiet)
     install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does
     try:

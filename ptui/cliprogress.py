@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Self
 
-from .core.clock import hms
+from .core import hms
 
 
 def _tty() -> bool:

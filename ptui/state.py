@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .core.board.backends.base import Backend
-from .core.board.telemetry import Sampler
-from .core.catalogue.modes import Mode
+from .core import Backend, Mode, Sampler
 
 
 @dataclass
@@ -40,11 +38,10 @@ class AppState:
 
 def make_state(backend_kind: str | None = None, device: str | None = None, speed: float = 1.0,
                clock=None, corpus: str | None = None, root: str | None = "/") -> AppState:
-    from .core.board.backends import open_backend
-    from .core.clock import RealClock
+    from .core import RealClock, open_backend
     backend, note = open_backend(backend_kind, device, clock=clock or RealClock(speed), corpus=corpus,
                                  root=root)
     st = AppState(backend, note, Sampler(backend, interval=0.5))
-    from .core.usecases.session import latest_outputs
+    from .core import latest_outputs
     st.profile_csv, st.model_dir = latest_outputs(backend.device.name)
     return st

@@ -1,0 +1,138 @@
+"""ptui's core as the faces see it: this façade is the one place the CLI and the app import from.
+
+The use cases (profile, fit, decide, tune, apply / roll back / persist / restore, the board's
+status, the --json contract) and the values the faces show (modes, tables, goals, errors, ...).
+A name's module is imported when the name is first used, so the app starts without the fitting
+machinery (and never imports torch or scikit-learn at start).  The packages below are layered
+(README: Architecture): usecases -> profiling, prediction, decision -> board -> catalogue ->
+errors, paths, clock, progress; tests/unit/test_layers.py keeps the faces on this façade.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# module (under ptui.core) -> the names the faces take from it
+_NAMES: dict[str, tuple[str, ...]] = {
+    # the use cases
+    "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "is_batch_profile",),
+    "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
+                       "restore", "rollback",),
+    "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
+    "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
+    "usecases.fit": ("fit", "fit_cancellable",),
+    "usecases.profile": ("check_memory", "latest_outputs", "ProfileRequest", "ProfileRun",
+                         "resumable_sessions",),
+    # decisions
+    "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
+                       "predict_table",),
+    "decision.goals": ("Goal",),
+    "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",),
+    # prediction
+    "prediction.fit": ("outlier_note", "subset_note",),
+    "prediction.modeldir": ("check_out_dir",),
+    "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
+    # profiling
+    "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
+    "profiling.profiler": ("Control", "RestoreFailed", "time_unit", "Timed",),
+    "profiling.store": ("check_session_name", "Store",),
+    "profiling.userscript": ("command_text",),
+    # the board
+    "board.apply": ("ApplyResult",),
+    "board.backends": ("open_backend",),
+    "board.backends.base": ("Backend",),
+    "board.backends.replay": ("corpus_workload",),
+    "board.csvio": ("check_out_file", "fmt_value", "mode_cells", "read_modes", "read_profile", "write_csv",),
+    "board.emulator": ("Emulator",),
+    "board.files": ("WriteError",),
+    "board.locks": ("board_lock", "LockError",),
+    "board.logs": ("LOG",),
+    "board.physics": ("largest_batch", "steady_state",),
+    "board.signals": ("exit_code_for", "install", "Terminated",),
+    "board.telemetry": ("Sampler",),
+    # the catalogue
+    "catalogue.devices": ("DeviceError", "get_device",),
+    "catalogue.modes": ("cpu_ghz", "Mode", "whole_mhz",),
+    "catalogue.workloads": ("get_workload", "WORKLOADS",),
+    # the rest
+    "clock": ("hms", "RealClock",),
+    "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
+               "known_errors", "number", "PtuiError",),
+    "paths": ("data_dir",),
+    "progress": ("SAVING", "STAGE", "Step",),
+}
+# modules the faces use whole
+_MODULES = {"logs": "board.logs", "train": "prediction.train"}
+_WHERE = {name: mod for mod, names in _NAMES.items() for name in names}
+__all__ = sorted(list(_WHERE) + list(_MODULES))
+
+if TYPE_CHECKING:       # for a type checker; at run time each name is imported on first use
+    from .board import logs
+    from .board.apply import ApplyResult
+    from .board.backends import open_backend
+    from .board.backends.base import Backend
+    from .board.backends.replay import corpus_workload
+    from .board.csvio import check_out_file, fmt_value, mode_cells, read_modes, read_profile, write_csv
+    from .board.emulator import Emulator
+    from .board.files import WriteError
+    from .board.locks import LockError, board_lock
+    from .board.logs import LOG
+    from .board.physics import largest_batch, steady_state
+    from .board.signals import Terminated, exit_code_for, install
+    from .board.telemetry import Sampler
+    from .catalogue.devices import DeviceError, get_device
+    from .catalogue.modes import Mode, cpu_ghz, whole_mhz
+    from .catalogue.workloads import WORKLOADS, get_workload
+    from .clock import RealClock, hms
+    from .decision.batch import MAX_BATCH, BatchError, decide, joint_goal, parse_batch_sizes, predict_table
+    from .decision.goals import Goal
+    from .decision.pareto import DEFAULT_RISK, RISK_MEAN, InfeasibleError, Table, choose, parse_risk
+    from .errors import (
+        EXIT_INPUT,
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+        EXIT_RUNTIME,
+        InputError,
+        PtuiError,
+        exit_code,
+        known_errors,
+        number,
+    )
+    from .paths import data_dir
+    from .prediction import train
+    from .prediction.fit import outlier_note, subset_note
+    from .prediction.modeldir import check_out_dir
+    from .prediction.predictor import bundled_reference, check_predictions, load_model
+    from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
+    from .profiling.profiler import Control, RestoreFailed, Timed, time_unit
+    from .profiling.store import Store, check_session_name
+    from .profiling.userscript import command_text
+    from .progress import SAVING, STAGE, Step
+    from .usecases.batchprofile import ACTIVE_MIN, BatchProfileRun, is_batch_profile
+    from .usecases.board import (
+        apply,
+        apply_preset,
+        board_status,
+        check_persist,
+        persist,
+        plan_apply,
+        restore,
+        rollback,
+    )
+    from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
+    from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
+    from .usecases.fit import fit, fit_cancellable
+    from .usecases.profile import ProfileRequest, ProfileRun, check_memory, latest_outputs, resumable_sessions
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..core.usecases import session
+from .. import core
 from ..messages import ApplyFinished, PersistFinished, PlanReady, RollbackFinished
 from ..widgets.powerplot import PowerPlot
 
@@ -60,7 +60,7 @@ class ApplyScreen(Screen):
     def make_plan(self, mode) -> None:
         """Reads the device's current state (sysfs on a real board): off the UI thread."""
         try:
-            self.post_message(PlanReady(session.plan_apply(self.app.state.backend, mode)))
+            self.post_message(PlanReady(core.plan_apply(self.app.state.backend, mode)))
         except Exception as e:  # noqa: BLE001
             self.post_message(PlanReady(None, str(e)))
 
@@ -123,15 +123,15 @@ class ApplyScreen(Screen):
         """Apply and verify (remembered for `ptui restore`, as an apply from the CLI is)."""
         be = self.app.state.backend
         try:
-            res = session.apply(be, mode)
+            res = core.apply(be, mode)
         except Exception as e:  # noqa: BLE001 - apply_mode reports failures; this is a bug guard
-            from ..core.board.apply import ApplyResult
+            from ..core import ApplyResult
             res = ApplyResult(False, mode, None, None, f"apply failed: {e}")
         started = None
         if res.ok and stand_in is not None:
             # a real board runs the user's training job; the simulated board trains the profiled
             # workload in its place, so measured power can be compared with the prediction
-            from ..core.catalogue.workloads import WORKLOADS, get_workload
+            from ..core import WORKLOADS, get_workload
             started = stand_in if stand_in in WORKLOADS else "resnet18"
             be.start_training(get_workload(started))
         self.post_message(ApplyFinished(res, started))
@@ -185,7 +185,7 @@ class ApplyScreen(Screen):
     @work(thread=True, group="device", exit_on_error=False)
     def do_rollback(self, snap) -> None:
         try:
-            self.post_message(RollbackFinished(session.rollback(self.app.state.backend, snap)))
+            self.post_message(RollbackFinished(core.rollback(self.app.state.backend, snap)))
         except Exception as e:  # noqa: BLE001
             self.post_message(RollbackFinished(None, str(e)))
 
@@ -217,7 +217,7 @@ class ApplyScreen(Screen):
     def do_persist(self) -> None:
         be = self.app.state.backend
         try:
-            self.post_message(PersistFinished(session.persist(be, be.current_mode())))
+            self.post_message(PersistFinished(core.persist(be, be.current_mode())))
         except Exception as e:  # noqa: BLE001
             self.post_message(PersistFinished(None, str(e)))
 

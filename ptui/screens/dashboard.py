@@ -6,7 +6,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..core.catalogue.modes import Mode
+from ..core import Mode
 from ..widgets.powerplot import PowerPlot
 
 

@@ -20,7 +20,7 @@ from textual.widgets import (
     Static,
 )
 
-from ..core.usecases import session
+from .. import core
 from ..messages import FitFailed, FitFinished, FitProgressed
 
 
@@ -85,7 +85,7 @@ class FinetuneScreen(Screen):
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
     def fit(self, path: Path) -> None:
         try:           # the profile names its own workload and batch sizes, as with `ptui fit`
-            res = session.fit_cancellable(self.app.state.backend.device, path,
+            res = core.fit_cancellable(self.app.state.backend.device, path,
                                           progress=lambda m: self.post_message(FitProgressed(str(m))),
                                           cancel=self.cancel)
         except Exception as e:  # noqa: BLE001 - shown in the app
@@ -121,7 +121,7 @@ def result_lines(metrics: dict, fitted_on: str, seconds: float, out) -> list[str
     """What the Fine-tune screen says about a fit: per target its cross-validated MAPE, interval
     coverage and method, then PowerTrain's from-scratch baseline (its network trained on the
     profile alone, no reference), cross-validated on the same folds, and any outliers."""
-    from ..core.prediction.fit import outlier_note, subset_note
+    from ..core import outlier_note, subset_note
     # the next step right under the headline: below the notes it scrolled out of a 30-row
     # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
     lines = [f"[b]Fitted on {escape(fitted_on)} in {seconds:.1f} s[/b] → {escape(str(out))}",

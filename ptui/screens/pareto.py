@@ -26,13 +26,8 @@ from textual.widgets import (
     Static,
 )
 
-from ..core.catalogue.modes import Mode, cpu_ghz, whole_mhz
-from ..core.catalogue.workloads import WORKLOADS
-from ..core.clock import hms
-from ..core.decision.pareto import DEFAULT_RISK, Table
-from ..core.errors import InputError
-from ..core.profiling.profiler import Timed
-from ..core.usecases import session
+from .. import core
+from ..core import DEFAULT_RISK, WORKLOADS, InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
 from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
 
@@ -138,12 +133,12 @@ class ParetoScreen(Screen):
 
     def refresh_sources(self) -> None:
         """The models and profiles ptui saved, newest first, then the bundled reference."""
-        from ..core.prediction.predictor import bundled_reference
+        from ..core import bundled_reference
         from .profile import short_name
         dev = self.app.state.backend.device.name
         opts = []
         try:
-            for kind, p in session.saved_sources(dev):
+            for kind, p in core.saved_sources(dev):
                 label = f"{kind} {short_name(p.name.removesuffix('.csv'), dev)}"
                 if not p.name.startswith(f"{dev}-") and kind == "model":
                     label += " (other board)"
@@ -171,7 +166,7 @@ class ParetoScreen(Screen):
             inp.value = str(src)
             self.action_load()
         elif self.table is None and not inp.value:
-            from ..core.prediction.predictor import bundled_reference
+            from ..core import bundled_reference
             ref = bundled_reference(st.backend.device.name)
             if (ref / "meta.json").exists():
                 # nothing of the user's yet: open on the bundled reference, labelled as a what-if
@@ -194,7 +189,7 @@ class ParetoScreen(Screen):
     @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
     def load(self, path: Path) -> None:
         try:
-            pred = session.load_predictions(path, self.app.state.backend.device)
+            pred = core.load_predictions(path, self.app.state.backend.device)
         except Exception as e:  # noqa: BLE001
             self.post_message(PredictionsFailed(path, str(e)))
             return
@@ -226,7 +221,7 @@ class ParetoScreen(Screen):
 
     @on(PredictionsLoaded)
     def predictions_loaded(self, msg: PredictionsLoaded) -> None:
-        from ..core.prediction.predictor import bundled_reference
+        from ..core import bundled_reference
         p = msg.predictions
         m = p.model
         self.what_if = m is not None and (
@@ -363,7 +358,7 @@ class ParetoScreen(Screen):
     @on(Input.Submitted, "#budget, #deadline, #epochs, #noise")
     @on(Select.Changed, "#objective")
     def action_goal(self, _event=None) -> None:
-        """Ask core for the view of the goal as the fields change (session.view: the decision,
+        """Ask core for the view of the goal as the fields change (core.view: the decision,
         the candidates' times and energies, the front and the baselines).  A source of several
         batch sizes is decided in a worker; the answer comes back as ViewReady either way.  What is
         wrong with the goal is said in the details panel (no toast, so nothing stale stays on
@@ -388,7 +383,7 @@ class ParetoScreen(Screen):
         try:
             if field_error:
                 raise InputError(field_error)
-            return session.view(pred, **kw), None
+            return core.view(pred, **kw), None
         except InputError as e:
             return None, str(e)
 
@@ -403,7 +398,7 @@ class ParetoScreen(Screen):
         if msg.view is None:                        # bad input: the candidates stay as they were
             self.goal_idx, self.goal_error = None, msg.error
             if self.view is None and self.space is None:    # nothing drawn yet: the candidates
-                self.view = session.view(self.pred, goal=None, mb_per_epoch=self.mb_per_epoch)
+                self.view = core.view(self.pred, goal=None, mb_per_epoch=self.mb_per_epoch)
                 self.fill_front(self.view)
             if self.view is None:
                 self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")

@@ -21,10 +21,7 @@ from textual.widgets import (
     Static,
 )
 
-from ..core.catalogue.workloads import WORKLOADS, get_workload
-from ..core.clock import hms
-from ..core.profiling.profiler import Control
-from ..core.usecases.session import ProfileRequest, ProfileRun, resumable_sessions
+from ..core import WORKLOADS, Control, ProfileRequest, ProfileRun, get_workload, hms, resumable_sessions
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
 
 
@@ -35,7 +32,7 @@ def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> 
     differ, and so does the estimate)."""
     import numpy as np
 
-    from ..core.board.physics import steady_state
+    from ..core import steady_state
     a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
     t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
     return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
@@ -162,10 +159,7 @@ class ProfileScreen(Screen):
     def _params(self, strategy: str):
         """(workload at its batch size, modes, seed) from the fields; InputError naming the field
         that is wrong (as its label says it, never a CLI flag)."""
-        from ..core.decision.batch import MAX_BATCH
-        from ..core.errors import number
-        from ..core.profiling.active import ACTIVE_MIN_COUNT, plan_candidates
-        from ..core.usecases.session import check_memory
+        from ..core import ACTIVE_MIN_COUNT, MAX_BATCH, check_memory, number, plan_candidates
         be = self.app.state.backend
 
         def field(wid: str, what: str, **bounds):
@@ -184,15 +178,13 @@ class ProfileScreen(Screen):
         text = self.query_one("#batch", Input).value.strip()
         if "," not in text:
             return None
-        from ..core.decision.batch import parse_batch_sizes
+        from ..core import parse_batch_sizes
         return parse_batch_sizes(text, "batch sizes")
 
     def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
         """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
         would refuse it, by the field's name."""
-        from ..core.decision.batch import BatchError
-        from ..core.errors import number
-        from ..core.usecases.batchprofile import ACTIVE_MIN
+        from ..core import ACTIVE_MIN, BatchError, number
         if strategy == "space-filling":
             raise BatchError("with batch sizes the pairs are drawn at random or chosen by an "
                              "active search; space-filling is not supported")
@@ -274,7 +266,7 @@ class ProfileScreen(Screen):
                 self._batch_plan(wl, n, seed, strategy, sizes)
                 return
             wl, n, seed = self._params(strategy)
-            from ..core.profiling.active import Goal, make_plan
+            from ..core import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
             modes, planner = make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
                                        goal=Goal(**goal) if goal else None)
@@ -298,7 +290,7 @@ class ProfileScreen(Screen):
             f"{est_txt}")
 
     def _batch_plan(self, wl, n: int, seed: int, strategy: str, sizes: tuple[int, ...]) -> None:
-        from ..core.board.physics import largest_batch
+        from ..core import largest_batch
         dev = self.app.state.backend.device
         big = largest_batch(dev, wl)
         fit = [b for b in sizes if b <= big]
@@ -317,7 +309,7 @@ class ProfileScreen(Screen):
             f"{how}; {fits}")
 
     def _goal_text(self) -> str:
-        from ..core.profiling.active import Goal
+        from ..core import Goal
         return Goal(**self._strategy()[1]).describe()
 
     def refresh_sessions(self) -> None:
@@ -383,7 +375,7 @@ class ProfileScreen(Screen):
         run = None
         try:
             if batch:
-                from ..core.usecases.batchprofile import BatchProfileRun
+                from ..core import BatchProfileRun
                 run = BatchProfileRun(req, sizes, control=control)
             else:
                 run = ProfileRun(req, control=control)
@@ -396,7 +388,7 @@ class ProfileScreen(Screen):
                 run.close()
             self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
             return
-        from ..core.profiling.profiler import RestoreFailed
+        from ..core import RestoreFailed
         if isinstance(res.error, RestoreFailed):
             self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
@@ -421,7 +413,7 @@ class ProfileScreen(Screen):
         self.query_one("#status", Static).update("\n".join(msg.notes))
 
     def _add_row(self, i, r) -> None:
-        from ..core.catalogue.modes import cpu_ghz, whole_mhz
+        from ..core import cpu_ghz, whole_mhz
         self.query_one("#results", DataTable).add_row(
             str(i), str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
             whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),

@@ -384,7 +384,7 @@ async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler
         await pilot.press("3")
         await pilot.pause(0.2)
         assert app.screen.query_one("#profile").value == ""
-    from ptui.core.usecases.session import latest_outputs
+    from ptui.core.usecases.profile import latest_outputs
     assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
 
 

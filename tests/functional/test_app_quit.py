@@ -36,7 +36,7 @@ def test_the_fitting_child_reports_bad_input_as_one_line(tmp_path):
 
     from ptui.core.catalogue.devices import get_device
     from ptui.core.errors import InputError
-    from ptui.core.usecases.session import fit_cancellable
+    from ptui.core.usecases.fit import fit_cancellable
     bad = tmp_path / "bad.csv"
     bad.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
     with pytest.raises(InputError) as e:

@@ -35,9 +35,9 @@ async def test_profile_screen_says_the_store_is_busy(busy_store):
 
 
 def test_latest_outputs_with_a_busy_store(busy_store):
+    from ptui import core
     from ptui.core import paths
-    from ptui.core.usecases import session
     p = paths.profile_csv("orin-agx-resnet18-bs16-20260101-000000")
     p.parent.mkdir(parents=True)
     p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
-    assert session.latest_outputs("orin-agx") == (None, None)     # not known to be complete
+    assert core.latest_outputs("orin-agx") == (None, None)     # not known to be complete

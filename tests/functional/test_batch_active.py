@@ -172,7 +172,7 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     resume hint; now it ends as during a pair: the finished pairs saved, the run aborted."""
     monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
     from ptui.core.usecases.batchprofile import BatchProfileRun
-    from ptui.core.usecases.session import ProfileRequest
+    from ptui.core.usecases.profile import ProfileRequest
     req = ProfileRequest(workload="resnet18", count=12, session="c", out=tmp_path / "c.csv",
                          strategy="active", budget_w=30.0)
     run = BatchProfileRun(req, (8, 16, 32, 64))
@@ -315,8 +315,10 @@ def test_tune_over_batch_sizes_ranks_cautiously():
 
 
 def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
+    from ptui import core
     from ptui.core.decision import batch
-    from ptui.core.usecases import session
+    from ptui.core.usecases import decide
+    from ptui.core.usecases.fit import FitOutcome
     seen = {}
 
     class Stop(Exception):
@@ -335,11 +337,11 @@ def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
         def decision_space(self):
             return [], None
     monkeypatch.setattr(batch, "decide", fake_decide)
-    monkeypatch.setattr(session, "fit", lambda *a, **k: session.FitOutcome(
+    monkeypatch.setattr(decide, "fit", lambda *a, **k: FitOutcome(
         FakeModel(), tmp_path / "m", 10, 0.0, [8, 16]))
     with pytest.raises(Stop):
-        session.tune_decide_batches(tmp_path / "p.csv", ORIN, (8, 16), budget_w=30,
-                                    model_dir=tmp_path / "m")
+        core.tune_decide_batches(tmp_path / "p.csv", ORIN, (8, 16), budget_w=30,
+                                 model_dir=tmp_path / "m")
     assert seen.get("cautious") is True
 
 

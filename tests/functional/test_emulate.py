@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from ptui import core
 from ptui.core.board import emulator
 from ptui.core.board.backends import open_backend
 from ptui.core.board.backends.sysfs import SysfsBackend
 from ptui.core.board.detect import detect
 from ptui.core.catalogue.devices import DEVICES, get_device
-from ptui.core.usecases import session
 from tests.support.emulated import Emulated  # noqa: F401 (the emulate fixture's runner)
 
 ORIN = get_device("orin-agx")
@@ -135,17 +135,17 @@ def test_each_board_is_detected_read_and_applied(tmp_path, emulate, name):
         assert t.temps and all(20 < c < 85 for c in t.temps.values()), t.temps
         assert be.current_mode() == default.mode
         mode = dev.mode(2, dev.cpu_mhz[8], dev.gpu_mhz[0], dev.mem_mhz[0])
-        res = session.apply(be, mode)
+        res = core.apply(be, mode)
         assert res.ok, res.message
         assert emulator.read_mode(root) == mode
         t = settle(be, lambda t: (t.cores_online, t.cpu_mhz, t.gpu_mhz) == mode.as_tuple()[:3])
         assert (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz) == mode.as_tuple()
-        assert session.restore(be).startswith("restored")
+        assert core.restore(be).startswith("restored")
         assert emulator.read_mode(root) == default.mode
         other = next(p for p in dev.presets if p.id != default.id)
-        assert session.apply_preset(be, other.id) == other.mode
+        assert core.apply_preset(be, other.id) == other.mode
         assert status(root) == f"pmode:{other.id:04d}"
-        session.restore(be)
+        core.restore(be)
         assert status(root) == f"pmode:{default.id:04d}" and emulator.read_mode(root) == default.mode
         be.close()
     finally:

@@ -3,11 +3,11 @@ extrapolation that no measurement checked (on the independent generator 12.5 % o
 over the whole space were more than 1 W over the budget)."""
 import numpy as np
 
+from ptui import core
 from ptui.core.catalogue.devices import get_device
 from ptui.core.prediction.fit import fit_model
 from ptui.core.prediction.gp import raw_modes
 from ptui.core.prediction.predictor import load_bundled, load_model
-from ptui.core.usecases import session
 
 DEV = get_device("orin-agx")
 
@@ -40,10 +40,10 @@ def test_decisions_only_inside_the_profiled_range(tmp_path):
     assert "extrapolations" in note
     allm, none = model.decision_space(extrapolate=True)
     assert len(allm) == len(DEV.full_space()) and none == ""
-    pred = session.load_predictions(tmp_path / "m", DEV)
+    pred = core.load_predictions(tmp_path / "m", DEV)
     assert len(pred.table) == len(kept) and pred.note == note
     for budget in (15, 20, 30):
-        d = session.view(pred, goal="budget", budget_w=budget, mb_per_epoch=3125).decision
+        d = core.view(pred, goal="budget", budget_w=budget, mb_per_epoch=3125).decision
         m = d.mode
         assert P[:, 0].min() <= m.cores and P[:, 1].min() <= m.cpu_mhz <= P[:, 1].max()
 

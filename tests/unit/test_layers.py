@@ -12,12 +12,12 @@ from tests.support.imports import cycles, graph
 LAYERS = [
     ("faces", ("ptui.__main__", "ptui.cli", "ptui.cliprogress", "ptui.app", "ptui.screens",
                "ptui.widgets", "ptui.state", "ptui.messages")),
-    ("use cases", ("ptui.core.usecases",)),
+    ("use cases", ("ptui.core.usecases", "ptui.core")),      # ptui.core: the façade the faces use
     ("profiling, prediction, decision", ("ptui.core.profiling", "ptui.probe", "ptui.core.prediction",
                                          "ptui.core.decision")),
     ("devices, backends, simulator, files", ("ptui.core.board",)),
     ("catalogue", ("ptui.core.catalogue",)),
-    ("errors, paths, clock", ("ptui", "ptui.core", "ptui.core.errors", "ptui.core.paths",
+    ("errors, paths, clock", ("ptui", "ptui.core.errors", "ptui.core.paths",
                               "ptui.core.clock", "ptui.core.progress", "ptui.assets")),
 ]
 
@@ -47,6 +47,25 @@ def test_no_module_imports_from_a_layer_above_its_own():
     bad = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]})"
            for m in sorted(G) for t in sorted(G[m]) if layer_of(t) < layer_of(m)]
     assert not bad, "\n".join(bad)
+
+
+FACES = LAYERS[0][1]
+
+
+def test_the_faces_use_core_through_its_facade_only():
+    """The CLI and the app import ptui.core (the façade) and nothing inside it: what they use of
+    core is listed in one place, and core's packages can move without touching a face."""
+    bad = [f"{m} imports {t}" for m in sorted(G) if layer_of(m) == 0
+           for t in sorted(G[m]) if t.startswith("ptui.core.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_facade_gives_every_name_it_lists():
+    import ptui.core as core
+    missing = [n for n in core.__all__ if not hasattr(core, n)]
+    assert not missing and "fit" in core.__all__ and "view" in core.__all__
+    with pytest.raises(AttributeError):
+        core.not_a_use_case  # noqa: B018
 
 
 def test_no_import_cycles():

@@ -255,7 +255,7 @@ def test_a_bad_session_name_is_refused(name, tmp_path, cli):
 def test_session_names_are_checked_in_the_core_too(tmp_path):
     """The app has no name field, but a name from an old store goes through the same check."""
     from ptui.core.errors import InputError
-    from ptui.core.usecases.session import ProfileRequest, ProfileRun
+    from ptui.core.usecases.profile import ProfileRequest, ProfileRun
     with pytest.raises(InputError, match="session name"):
         ProfileRun(ProfileRequest(workload="resnet18", session="../up"))
     ok = ProfileRun(ProfileRequest(workload="resnet18", session="my run 2 (bs16)@home"))

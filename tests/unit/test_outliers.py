@@ -178,15 +178,15 @@ def test_cli_fit_names_a_disturbed_reading_and_pareto_does_not_trust_it(tmp_path
 
 
 def test_tune_decides_with_the_widened_measurement_and_says_why(tmp_path):
-    """ptui tune's decision (session.tune_decide) counts the profile's measurements as the fitted
+    """ptui tune's decision (core.tune_decide) counts the profile's measurements as the fitted
     model keeps them: a reading the fit left out is not exact there either (it used the raw
     readings: the 18 W pick was the mode read 3 W low), and it says which reading it left out."""
+    from ptui import core
     from ptui.core.catalogue.devices import get_device
-    from ptui.core.usecases import session
     from tests.support.cli import disturbed_profile
     q, victim, _, key = disturbed_profile(tmp_path)
     said = []
-    td = session.tune_decide(q, get_device("orin-agx"), budget_w=18.0, method="gp",
+    td = core.tune_decide(q, get_device("orin-agx"), budget_w=18.0, method="gp",
                              model_dir=tmp_path / "m", progress=said.append)
     assert any("left out of the power fit" in s and Mode.from_key(key).describe() in s for s in said)
     assert [float(v) for v in td.decision.mode.as_tuple()] != [float(v) for v in victim[:4]]

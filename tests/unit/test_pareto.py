@@ -171,13 +171,13 @@ def test_a_profile_csv_opened_for_decisions_carries_the_uncertainty_of_its_figur
     """The app's Pareto screen on a plain profile CSV (no model) shows each figure with the same
     measured uncertainty as `tune`, a model's measured modes and a batch profile (its rows
     counted as exact before)."""
+    from ptui import core
     from ptui.core.board.csvio import measured_uncertainty
-    from ptui.core.usecases import session
     modes = ORIN.full_space()[:2]
     rows = [(*modes[0].as_tuple(), 134.2, 21.7, 131.0, 137.0, 0.4, 40, 12),
             (*modes[1].as_tuple(), 150.0, 19.0, 140.0, 160.0, 0.3, 40, 12)]
     f = _profile_csv(tmp_path / "p.csv", rows)
-    tab = session.load_predictions(f, ORIN).table
+    tab = core.load_predictions(f, ORIN).table
     want = measured_uncertainty([{"time_ms": r[4], "power_w": r[5], "time_ms_p25": r[6], "time_ms_p75": r[7],
                                   "power_w_std": r[8], "n_minibatches": r[9], "n_power": r[10]} for r in rows])
     by = {m.as_tuple(): i for i, m in enumerate(tab.modes)}

@@ -621,7 +621,7 @@ def test_a_prepared_run_that_never_starts_lets_its_session_go(tmp_path):
     failing after prepare, a CLI error before run) releases it, so a later --resume in this
     process, or in another, is not refused as 'running'."""
     from ptui.core.board import locks
-    from ptui.core.usecases.session import ProfileRequest, ProfileRun
+    from ptui.core.usecases.profile import ProfileRequest, ProfileRun
     run = ProfileRun(ProfileRequest(workload="lstm", count=2, session="never", out=tmp_path / "p.csv"))
     run.open_backend("sim", "orin-agx")
     run.prepare()

@@ -22,8 +22,7 @@ def test_a_step_crosses_a_pipe_with_its_kind(kind):
 def test_the_fit_progress_bar_counts_stages_by_kind_not_by_words(monkeypatch, tmp_path):
     """`ptui fit` starts a stage for a STAGE step whatever its words (it matched 'fitting',
     'training', 'fine-tuning' at the start and 'chosen' anywhere), and never shows 'saving'."""
-    from ptui import cli
-    from ptui.core.usecases import session
+    from ptui import cli, core
     stages, shown = [], []
 
     class Bar:
@@ -50,7 +49,7 @@ def test_the_fit_progress_bar_counts_stages_by_kind_not_by_words(monkeypatch, tm
         progress(Step("saving", SAVING))
         raise SystemExit(0)
     monkeypatch.setattr("ptui.cliprogress.Steps", Bar)
-    monkeypatch.setattr(session, "fit", fake_fit)
+    monkeypatch.setattr(core, "fit", fake_fit)
     with pytest.raises(SystemExit):
         cli.main(["fit", "--device", "orin-agx", "--profile", "p.csv", "--out", str(tmp_path / "m")])
     assert stages == ["choosing the training recipe"]

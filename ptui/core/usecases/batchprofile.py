@@ -25,7 +25,7 @@ from ..decision.batch import BatchError
 from ..errors import PtuiError
 from ..profiling.profiler import Control, SessionError
 from ..profiling.store import SessionInfo, Store, check_session_name
-from .session import ProfileOutcome, ProfileRequest, ProfileRun
+from .profile import ProfileOutcome, ProfileRequest, ProfileRun
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default

@@ -115,7 +115,7 @@ def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_ba
                                                "target_samples", "target_samples_note", "memory")}}
 
 
-def decision(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
+def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
              mb_per_epoch: int | None = None, epochs: int | None = None) -> dict:
     """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
     point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
@@ -129,7 +129,7 @@ def decision(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = 
                  baselines=_preset_baselines(model, goal, pt), default_batch=batch_size)
 
 
-def batch_decision(r, model, goal: dict, *, timed: str) -> dict:
+def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
     """The body of a decision over several batch sizes (batch.BatchDecision `r`, per target), in
     the same shape as `decision`: the front is over time to target and power, and the baselines
     add the best mode at the default batch size and the paper's (largest batch, fastest mode)."""

@@ -1,0 +1,210 @@
+"""The board's use cases: apply (verified, remembered for restore), roll back, persist,
+restore, and the board's status."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..board.apply import ApplyResult, Plan, apply_mode, plan
+from ..board.backends.base import Backend, BackendError
+from ..catalogue.modes import Mode
+
+if TYPE_CHECKING:
+    pass
+
+
+from .profile import check_recorded
+
+
+class CapabilityError(BackendError):
+    """The backend cannot do what was asked (e.g. persist on the simulator): bad input, exit 2."""
+    exit_code = 2
+
+
+# -- apply, roll back, persist, restore --------------------------------------------------------------
+def plan_apply(backend: Backend, mode: Mode) -> Plan:
+    """The steps of an apply; on the replay device a mode it never recorded is refused here,
+    before a dry run shows a plan it could not carry out."""
+    from ..board.backends.replay import ReplayJetson
+    if isinstance(backend, ReplayJetson):
+        check_recorded([mode], backend.table, backend.corpus_path.name, "mode")
+    return plan(backend, mode)
+
+
+def _applying(backend: Backend, change):
+    """Run `change()` (an apply or a preset) under the board's lock, keeping the last-apply record
+    right.  It is written before the board is touched (a kill -9 mid-apply still leaves ptui restore
+    a way back) and names the state to undo to: the board's own, or, when a killed profile left the
+    board in a mode nobody chose, the state before that profile (whose record this consumes).  A
+    change that failed and left the board where it was puts the previous record back."""
+    from ..board import undo
+    from ..board.locks import board_lock
+    with board_lock(backend):
+        stale = undo.load(backend, undo.PROFILE)
+        before = undo.load(backend, undo.APPLY)
+        pre = backend.snapshot()
+        rec = undo.save(backend, undo.APPLY, stale.state if stale else pre)
+        done = False
+        try:
+            result = change()
+            done = True
+            return result
+        finally:
+            if rec is not None:
+                if stale is not None:
+                    undo.clear(backend, undo.PROFILE, stale)
+                elif not done and backend.current_mode() == backend.snapshot_mode(pre):
+                    if before is not None:
+                        undo.save(backend, undo.APPLY, before.state)
+                    else:
+                        undo.clear(backend, undo.APPLY, rec)
+
+
+def apply(backend: Backend, mode: Mode) -> ApplyResult:
+    """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
+    from ..board.locks import LockError
+    try:
+        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode)))
+    except _NotApplied as e:
+        return e.result
+    except LockError as e:                   # nothing was touched
+        return ApplyResult(False, mode, None, None, f"not applied: {e}")
+    return res
+
+
+class _NotApplied(Exception):
+    def __init__(self, result: ApplyResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def _ok_or_raise(res: ApplyResult) -> ApplyResult:
+    if not res.ok:
+        raise _NotApplied(res)
+    return res
+
+
+def apply_preset(backend: Backend, key) -> Mode:
+    """Select an nvpmodel preset (verified, rolled back on a mismatch, under the board's lock);
+    remembered for restore."""
+    from ..board.apply import select_preset
+    preset = backend.device.preset(key)
+    _applying(backend, lambda: select_preset(backend, preset))
+    return backend.current_mode()
+
+
+def rollback(backend: Backend, snapshot) -> Mode:
+    """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
+    from ..board import undo
+    from ..board.apply import restore_snapshot
+    now = restore_snapshot(backend, snapshot)
+    rec = undo.load(backend, undo.APPLY)
+    if rec is not None and backend.snapshot_json(rec.state) == backend.snapshot_json(snapshot):
+        undo.clear(backend, undo.APPLY, rec)
+    return now
+
+
+def check_persist(backend: Backend) -> None:
+    """Up front, before anything is applied: keeping a mode across reboots needs nvpmodel."""
+    from ..board.apply import check_persist as check
+    check(backend)
+
+
+def persist(backend: Backend, mode: Mode) -> str:
+    check_persist(backend)
+    return backend.persist(mode)
+
+
+class NothingToRestore(BackendError):
+    """`ptui restore` with no apply waiting to be undone: the board is left alone (exit 2)."""
+    exit_code = 2
+
+
+def restore(backend: Backend) -> str:
+    """Undo what ptui left on the board, made by the CLI or the app: first a profile (or tune) that
+    was killed before it could put the board back, else the last apply or preset.  Every record is
+    checked against the board before anything is written, and what is reported is what the board
+    reads back.  With nothing saved the board stays where it is, on every backend (selecting a
+    default mode could move it away from where the user started)."""
+    from ..board import undo
+    from ..board.apply import restore_snapshot
+    from ..board.locks import board_lock
+    dev = backend.device
+    if not undo.keeps_records(backend):
+        raise NothingToRestore(f"nothing to restore: a {backend.kind} board starts afresh in "
+                               f"{backend.current_mode().key} with every ptui run, so no apply is "
+                               f"waiting to be undone (choose a preset with ptui apply --preset NAME)")
+    with board_lock(backend):
+        rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
+        if rec is None:
+            raise NothingToRestore(f"nothing to restore: no ptui apply or interrupted profile on this "
+                                   f"{dev.name} is waiting to be undone (the board stays in "
+                                   f"{backend.current_mode().key}; choose a preset with ptui apply "
+                                   f"--preset NAME)")
+        now = restore_snapshot(backend, rec.state)
+        if now.key != rec.mode:
+            raise BackendError(f"restore wrote the saved state back but the board reads {now.key}, "
+                               f"not {rec.mode}; {rec.path} is kept: check the board, then run "
+                               f"ptui restore again")
+        undo.clear(backend, rec.kind, rec)
+        if rec.kind == undo.PROFILE:
+            more = undo.load(backend, undo.APPLY)
+            tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
+                    if more is not None else "")
+            return (f"restored the state before the interrupted profile (session {rec.session}, "
+                    f"{rec.when()}): the board reads back {now.key}{tail}")
+        return f"restored the state before the last ptui apply: the board reads back {now.key}"
+
+
+# -- status: the board, its mode, who drives it, what restore would undo ---------------------------------
+@dataclass(frozen=True)
+class PendingRestore:
+    kind: str                             # 'profile' (an interrupted profile or tune) | 'apply'
+    mode: str                             # the key of the mode restore would put the board in
+    session: str | None                   # the interrupted profiling session
+    created: float                        # when the state was saved (seconds since the epoch)
+    pid: int                              # the process that saved it
+    in_progress: bool = False             # that process still runs (a profile under way, not killed)
+
+
+@dataclass(frozen=True)
+class BoardStatus:
+    device: str
+    backend: str                          # sim | sysfs | jtop | replay
+    simulated: bool                       # figures from the simulator or a recording, not a board
+    emulated: bool                        # a tree made by `ptui emulate` (its readings SIMULATED)
+    board: str | None                     # the board-wide lock's name (None: a board of this process)
+    mode: Mode
+    preset: str | None                    # the nvpmodel preset whose mode the board is in
+    nvpmodel_id: int | None               # what the board's nvpmodel status says (a real board)
+    lock_holder: int | None               # the pid of the process driving the board, if any
+    restore: PendingRestore | None        # what `ptui restore` would undo
+    restore_problem: str | None = None    # a saved state restore would refuse, in one line
+
+
+def board_status(backend: Backend) -> BoardStatus:
+    """What the board is doing, read without writing anything or taking its lock: its mode, the
+    preset that mode is, the process driving the board, and what `ptui restore` would undo (the
+    same record restore reads first: an interrupted profile, else the last apply)."""
+    from ..board import undo
+    from ..board.backends.base import DamagedSnapshot
+    from ..board.locks import board_key, holder
+    mode = backend.current_mode()
+    nvp = backend.nvpmodel_id()
+    same = [p for p in backend.device.presets if p.mode == mode]
+    pick = next((p for p in same if p.id == nvp), same[0] if same else None)
+    key = board_key(backend)
+    pending, problem = None, None
+    try:
+        rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
+    except DamagedSnapshot as e:
+        rec, problem = None, str(e)
+    if rec is not None:
+        from ..board.locks import pid_alive
+        pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid,
+                                 rec.kind == undo.PROFILE and rec.pid != os.getpid()
+                                 and pid_alive(rec.pid))
+    return BoardStatus(backend.device.name, backend.kind, backend.not_live, backend.emulated, key, mode,
+                       pick.name if pick else None, nvp, holder(key) if key else None, pending,
+                       problem)

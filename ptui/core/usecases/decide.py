@@ -1,0 +1,320 @@
+"""Deciding: a model or profile becomes the candidates of a decision, the view the
+Pareto screen shows for a goal, and tune's fit-and-decide after an active profile."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import paths
+from ..decision.pareto import DEFAULT_RISK, Decision, Table
+from ..errors import InputError
+from ..progress import stage
+
+if TYPE_CHECKING:
+    from ..decision.batch import JointSpace, SamplesToTarget
+    from ..prediction.predictor import Model
+
+
+from .fit import fit, profile_time_choice
+from .profile import _complete_profile
+
+
+# -- decide ------------------------------------------------------------------------------------------
+@dataclass
+class Predictions:
+    table: Table
+    model: Model | None                   # None: measured values from a profile CSV
+    batches_per_epoch: int | None         # of the profiled workload; None: not known (a script)
+    workload: str | None = None           # what was profiled ('script': the user's own)
+    timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
+    note: str = ""                        # modes left out of the decision (knob values never profiled)
+    space: JointSpace | None = None       # the source holds several batch sizes
+
+
+def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
+    """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
+    time_ms the median step or the whole cycle: csvio.profile_time)."""
+    from ..catalogue.workloads import WORKLOADS
+    from ..decision.pareto import Table
+    path = Path(path)
+    if path.is_dir():
+        from ..prediction.predictor import load_model
+        model = load_model(path)
+        modes, note = model.decision_space()
+        wl = model.about.workload
+        w = WORKLOADS.get(str(wl))
+        mb = model.about.batches_per_epoch or (w.minibatches_per_epoch if w else None)
+        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
+        space = None
+        if len(model.batch_sizes) > 1:
+            from ..decision.batch import model_space
+            space = model_space(model, model.batch_sizes, modes)
+        return Predictions(table, model, mb, wl, model.about.timed, note=note,
+                           space=space)
+    from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
+    from ..profiling.profiler import cycle_timed
+    basis = profile_time_choice(path, time_basis)
+    if len(profile_batch_sizes(path)) > 1:
+        # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
+        from ..decision.batch import profile_space
+        space = profile_space(path, device, time_basis=basis)
+        tags = profile_tags(path)
+        if basis == "cycle":
+            tags["timed"] = cycle_timed(tags.get("timed"))
+        sub = space.table.subset(space.table.batch == space.default_batch)
+        w = WORKLOADS.get(tags.get("workload", ""))
+        mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
+        return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
+    modes, t, p, ms = read_profile_measured(path, device, min_modes=1, time=basis)
+    tags = profile_tags(path)          # the profile's own workload counts its epochs
+    if basis == "cycle":
+        tags["timed"] = cycle_timed(tags.get("timed"))
+    w = WORKLOADS.get(tags.get("workload", ""))
+    bs = tags.get("batch_size", "")
+    mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
+    # each row with the uncertainty of its figures, as a batch profile's rows and a model's
+    # measured modes have: a measurement is not exact
+    return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
+                       tags.get("workload"), tags.get("timed", ""))
+
+
+def saved_sources(device: str) -> list[tuple[str, Path]]:
+    """What the Pareto screen can open, newest first: ('model'|'profile', path) for the models ptui
+    saved (any board's: another board's is a what-if there) and this board's complete profiles."""
+    models = [p for p in paths.models_dir().glob("*") if (p / "meta.json").exists()]
+    profiles = [p for p in paths.profiles_dir().glob(f"{device}-*.csv") if _complete_profile(p)]
+    got = [("model", p) for p in models] + [("profile", p) for p in profiles]
+
+    def mtime(kp):
+        try:
+            return kp[1].stat().st_mtime
+        except OSError:
+            return 0.0
+    return sorted(got, key=mtime, reverse=True)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A point a decision on screen is compared with: an NVIDIA preset, the best mode at the default
+    batch size, the paper's (largest batch, fastest mode); `row` is its candidate row where it is
+    one (None: a preset, predicted apart), `job_s`/`energy_wh` the whole job at it as the view
+    counts it; `missing` says why there is none (then the figures are 0)."""
+    tag: str
+    row: int | None = None
+    time_ms: float = 0.0
+    power_w: float = 0.0
+    job_s: float = 0.0
+    energy_wh: float = 0.0
+    missing: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    """What the Pareto screen shows of a source for a goal: the candidates (`rows` of `table`,
+    sorted), each with its `x_s` (the axis: seconds per epoch for one batch size, to target for
+    several), the whole job's seconds and energy (epochs x epoch, or to target), the front, the
+    decision (or `error`: why none) and the baselines, in one shape for one batch size or several."""
+    table: Table
+    per_target: bool                      # several batch sizes: the job is reaching the target
+    rows: np.ndarray
+    x_s: np.ndarray
+    job_s: np.ndarray
+    energy_wh: np.ndarray
+    front: np.ndarray                     # rows, by increasing power
+    decision: Decision | None             # its index a row of table
+    error: str | None
+    baselines: tuple = ()
+    dropped: tuple = ()                   # batch sizes that do not fit in memory
+    relation: SamplesToTarget | None = None   # several batch sizes: the samples each needs
+
+    def pos(self, i: int) -> int:
+        """Where row i sits among the candidates."""
+        return int(np.searchsorted(self.rows, i))
+
+    def batch_of(self, i: int) -> int | None:
+        return self.table.batch_of(i)
+
+    def job(self, i: int) -> tuple[float, float]:
+        """(seconds, Wh) of the whole job at row i."""
+        k = self.pos(i)
+        return float(self.job_s[k]), float(self.energy_wh[k])
+
+
+GOALS = ("budget", "deadline", "energy")
+
+
+def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
+         deadline_s: float | None = None, epochs: int = 1, mb_per_epoch: int,
+         sizes=None, noise_scale: float | None = None,
+         risk: float | None = DEFAULT_RISK) -> View:
+    """The decision for the Pareto screen, made as `ptui pareto` makes it (with --batch-sizes for a
+    source of several sizes: batch.decide_in): 'budget' (fastest, or least time to target, within
+    budget_w), 'deadline' (lowest power meeting deadline_s per epoch; one batch size only) or
+    'energy' (least energy, within budget_w if given).  `sizes` None: every size of the source; a
+    noise scale gives the samples each size needs (none: throughput only).  Bad input raises
+    InputError; a goal nothing meets is returned as `error` with the candidates still drawn.
+    goal None: the candidates and their front alone (no decision, one batch size)."""
+    from ..decision.goals import Goal
+    from ..decision.pareto import InfeasibleError, best_preset, choose, front_indices, presets_table
+    if goal is not None and goal not in GOALS:
+        raise InputError(f"unknown goal {goal!r}; choose {', '.join(GOALS)}")
+    if goal == "budget" and budget_w is None:
+        raise InputError("set a power budget in W")
+    space = pred.space
+    if space is not None and goal is not None:
+        return _view_per_target(space, goal=goal, budget_w=budget_w, sizes=sizes,
+                                noise_scale=noise_scale, epochs=epochs, risk=risk)
+    if goal == "deadline" and deadline_s is None:
+        raise InputError("set a deadline in seconds per epoch")
+    tab = pred.table
+    rows = np.arange(len(tab))
+    x_s = tab.time_ms * mb_per_epoch / 1000.0
+    job_s = x_s * epochs
+    energy = tab.power_w * job_s / 3600.0
+    front = front_indices(tab.time_ms, tab.power_w)
+    d = error = None
+    try:
+        d = None if goal is None else choose(tab, Goal.of(goal, budget_w, None if deadline_s is None
+                                else deadline_s * 1000.0 / mb_per_epoch), risk=risk)
+    except InfeasibleError as e:
+        error = str(e)
+    base: tuple = ()
+    if pred.model is not None and goal is not None:
+        # the rule the CLI's best_preset baseline uses, at the budget on screen
+        bp = best_preset(presets_table(pred.model.device, pred.model), budget_w=budget_w,
+                         risk=DEFAULT_RISK)
+        if bp is None:
+            base = (Baseline("", missing="no NVIDIA preset fits this budget"),)
+        else:
+            b, pre = bp
+            js = b.time_ms * mb_per_epoch / 1000.0 * epochs
+            base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
+    return View(tab, False, rows, x_s, job_s, energy, front, d, error, base)
+
+
+def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: int,
+                     risk) -> View:
+    from ..decision import batch
+    from ..decision.pareto import InfeasibleError, front_indices
+    if goal == "deadline":
+        raise InputError("a deadline per minibatch is different work at each batch size: "
+                         "choose fastest or least energy")
+    rel = batch.relation(None, noise_scale)
+    sizes = tuple(space.sizes if sizes is None else sizes)
+    tg = batch.targets(space, sizes, rel, epochs=epochs)
+    front = (tg.rows[front_indices(tg.target_s, tg.power_w)] if len(tg.rows)
+             else np.zeros(0, int))
+    tab = space.table
+    d = error = None
+    base: list[Baseline] = []
+    dropped: tuple = ()
+    try:
+        r = batch.decide_in(space, sizes, rel, budget_w=budget_w,
+                            objective="energy" if goal == "energy" else None, risk=risk,
+                            epochs=epochs)
+    except InfeasibleError as e:
+        error = str(e)
+    else:
+        d, dropped = r.pick, tuple(r.dropped)
+        for tag, q in ((f"bs{r.default_batch} best mode", r.default),
+                       (f"paper bs{r.paper.batch_size if r.paper else ''} fastest", r.paper)):
+            base.append(Baseline(tag, missing="none fits") if q is None else
+                        Baseline(tag, q.index, q.time_ms, q.power_w, *q.to_target()))
+    return View(tab, True, tg.rows, tg.target_s, tg.target_s, tg.energy_wh, front, d, error,
+                tuple(base), dropped, rel)
+
+
+# -- tune: active profile + fit + decision -------------------------------------------------------------
+@dataclass
+class TuneDecision:
+    decision: Decision
+    source: str                           # measured | predicted
+    predicted: dict                       # the model's time_ms / power_w for the picked mode
+    model_dir: Path
+    n_modes: int
+    table: Table | None = None            # the table the decision was made in
+
+    @property
+    def best_measured(self) -> dict | None:
+        """The best measured mode for the goal (on its measured figures) and why the pick is or
+        is not that mode (pareto.choose's cautious ranking): one answer, not two."""
+        j, tab = self.decision.best_measured, self.table
+        if j is None or tab is None:
+            return None
+        return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
+                "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
+                "is_pick": j == self.decision.index, "why": self.decision.why}
+    timed: str = ""                       # what one time is (the model's meta: step or cycle)
+    model: Model | None = None            # the fitted predictor the decision was made with
+
+
+def _rows_of(profile, what: str) -> str:
+    """'12 profiled modes of PROFILE' for a progress line (the file alone where it cannot be read)."""
+    from ..board.csvio import count_rows
+    n = count_rows(profile)
+    return f"{profile}" if n is None else f"{n} {what} of {profile}"
+
+
+def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
+                deadline_ms: float | None = None, objective: str | None = None,
+                risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
+                workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
+                progress: Callable[[str], None] | None = None,
+                time_basis: str = "auto") -> TuneDecision:
+    """After an active profile: fit (measurements kept), then decide with the measured modes
+    counting and a cautious ranking (pareto.choose: a predicted mode beats the best measured one
+    only when it does so at its upper bound at the risk level; the decision says why it differs
+    from the best measured mode, and warns about an uncertain predicted pick).  On the replay
+    device only recorded modes are candidates."""
+    from ..decision.pareto import Table, choose
+    if progress:
+        progress(stage(f"fitting time and power ({method}) on {_rows_of(profile, 'profiled modes')}"))
+    res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
+              time_basis=time_basis, note=progress, min_modes=6)
+    model, out = res.model, res.out
+    from ..prediction.fit import outlier_note, subset_note
+    for note in [subset_note(model.about.metrics)] + [outlier_note(tgt, model.about.metrics[tgt])
+                                                        for tgt in ("time", "power")]:
+        if note and progress:
+            progress(note)
+    if corpus:
+        from ..board.backends.replay import load_corpus
+        space = list(load_corpus(corpus, device))
+    else:
+        space, _ = model.decision_space()          # no extrapolation beyond what was profiled
+    # model.measured: the profile's measurements, those the fit left out as outliers not exact
+    tab = Table.from_prediction(space, model.predict(space)).with_measurements(model.measured)
+    d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
+               cautious=True)
+    pred = model.predict([d.mode])
+    return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
+                                                 "power_w": float(pred["power_w"][0])},
+                        out, res.n_modes, tab, model.about.timed, model)
+
+
+def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,
+                        objective: str | None = None, risk: float | None = DEFAULT_RISK,
+                        samples_file: str | None = None, noise_scale: float | None = None,
+                        method: str = "auto", seed: int = 0, workload: str = "custom",
+                        model_dir: Path | None = None,
+                        progress: Callable[[str], None] | None = None,
+                        time_basis: str = "auto") -> tuple[object, Path, int, object]:
+    """After an active profile over batch sizes: fit the batch-aware model (measured pairs kept)
+    and decide as `ptui pareto --batch-sizes` does, with tune's cautious ranking (as
+    `tune_decide`: a pair the model knows little about never beats a measured one on its median
+    alone).  Returns (batch.BatchDecision, model dir, pairs profiled, the fitted model)."""
+    from ..decision.batch import decide
+    if progress:
+        progress(stage(f"fitting time and power ({method}) over (mode, batch size) on "
+                       f"{_rows_of(profile, 'profiled pairs')}"))
+    res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
+              time_basis=time_basis, note=progress)
+    model, out = res.model, res.out
+    modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
+    r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
+               budget_w=budget_w, objective=objective, risk=risk, cautious=True)
+    return r, out, int(model.about.trained_on["modes"]), model

@@ -1,0 +1,242 @@
+"""The one fit, for `ptui fit` and the Fine-tune screen, in this process or in a child
+that a cancel ends at once."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import paths
+from ..errors import InputError
+from ..progress import SAVING, SAVING_STEP, Step
+
+if TYPE_CHECKING:
+    from ..prediction.predictor import Model
+
+
+from .profile import Cancelled
+
+
+# -- fit ---------------------------------------------------------------------------------------------
+@dataclass
+class FitOutcome:
+    model: Model
+    out: Path
+    n_modes: int                  # profiled modes, or (mode, batch size) pairs
+    seconds: float
+    sizes: list[int] = field(default_factory=list)     # the profile's batch sizes (one: a plain profile)
+    workload: str = "custom"
+
+    @property
+    def fitted_on(self) -> str:
+        """What the model was fitted on, in words: '12 profiled modes', or the pairs and sizes."""
+        if len(self.sizes) > 1:
+            return (f"{self.n_modes} profiled (mode, batch size) pairs, batch sizes "
+                    f"{','.join(map(str, self.sizes))}")
+        return f"{self.n_modes} profiled modes"
+
+
+def profile_time_choice(profile, time_basis: str,
+                        progress: Callable[[str], None] | None = None) -> str:
+    """The time a decision on `profile` takes (csvio.profile_time: --time, the profile's own
+    time_basis, or the whole cycle when the wall time goes largely outside the steps); its note
+    goes to progress.  Returns 'step' or 'cycle'."""
+    from ..board.csvio import profile_time
+    c = profile_time(profile, time_basis)
+    if c.note and progress:
+        progress(c.note)
+    return c.basis
+
+
+def fit(device, profile: Path | str, *, workload: str | None = None, out: Path | None = None,
+        reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None, method: str = "auto", time_basis: str = "auto",
+        scratch: bool = False, seed: int = 0, loss: str = "mse",
+        note: Callable[[str], None] | None = None, min_modes: int | None = None) -> FitOutcome:
+    """The one fit, for `ptui fit` and the Fine-tune screen: time and power predictors for a profile
+    CSV (``fit.fit_model``: GPs and PowerTrain's networks chosen by cross-validation), over (mode,
+    batch size) when the profile holds several batch sizes; ``scratch``: PowerTrain's network
+    trained on the profile alone.  The model records the profile's workload (``workload`` overrides
+    the profile's own tag), its batch size and minibatches per epoch, and what one time is; it is
+    saved with the profile's measurements (default: the models directory, named after the profile).
+    Cancelled between steps.  time_basis: what one time is, --time (csvio.profile_time); its note
+    (which time decides, and why) goes to `note`, else to progress."""
+    from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
+    from ..prediction.predictor import bundled_reference, load_model
+
+    def step(msg: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("fine-tuning cancelled")
+        if progress:
+            progress(msg)
+    sizes = [int(b) for b in profile_batch_sizes(profile)]
+    if scratch and len(sizes) > 1:
+        raise InputError("--scratch trains a network, which takes no batch-size input; this profile "
+                         f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
+    basis = profile_time_choice(profile, time_basis, note or progress)
+    tags = profile_tags(profile)                    # a ptui profile names its workload
+    workload = workload or tags.get("workload") or "custom"
+    ref = load_model(reference or bundled_reference())
+    t0 = time.perf_counter()
+    if len(sizes) > 1:
+        from ..prediction.fit import fit_batch_profile
+        model = fit_batch_profile(profile, device, ref, method=method, seed=seed, loss=loss,
+                                  workload=workload, progress=step, time_basis=basis)
+        n = len(model.measured["modes"])
+    else:
+        modes, t, p, measured = read_profile_measured(
+            profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
+        n = len(modes)
+        if scratch:
+            from ..prediction import train
+            from ..prediction.fit import check_model_rest, fit_rows
+            from ..prediction.gp import raw_modes
+            A = raw_modes(modes)
+            rows = fit_rows(A, seed)               # a large profile: the rows fit_model takes
+            sel = slice(None) if rows is None else rows
+            model = train.transfer(ref, device, A[sel], t[sel], p[sel], workload=workload,
+                                   source=f"profile {profile}", seed=seed, loss=loss,
+                                   scratch=True, progress=step)
+            model.measured = measured
+            if rows is not None:
+                check_model_rest(model, A, t, p, rows, measured, seed)
+        else:
+            from ..prediction.fit import fit_model
+            model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
+                              source=f"profile {profile}", measured=measured, progress=step,
+                              seed=seed, loss=loss)
+        remember_epoch_size(model, workload, sizes[0] if sizes else tags.get("batch_size"))
+    from ..profiling.profiler import keep_timed
+    keep_timed(model, profile, basis)               # what one time_ms is: pareto says it
+    step(SAVING_STEP)
+    out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
+    model.save(out)
+    return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
+
+
+def remember_epoch_size(model, workload: str, batch_size) -> None:
+    """Record the profiled batch size and its minibatches per epoch (a catalogued workload) so a
+    decision turns time per minibatch into time per epoch at the batch size that was profiled."""
+    from ..catalogue.workloads import WORKLOADS
+    w = WORKLOADS.get(workload)
+    if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
+        w = w.with_batch(int(batch_size))
+        model.tell(batch_size=w.batch_size, batches_per_epoch=w.minibatches_per_epoch)
+
+
+def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
+                    out: Path | None = None,
+                    progress: Callable[[str], None] | None = None,
+                    cancel: threading.Event | None = None) -> FitOutcome:
+    """``fit`` in a child process, so that a cancel (the app quitting) ends it within a fraction
+    of a second: ``fit`` itself checks its cancel event only between stages, which take seconds.
+    The child (and the network process it starts) is ended on cancel, except while it saves (that
+    finishes, the model directory is written whole or not at all)."""
+    import json
+    import queue
+    import signal
+    import subprocess
+
+    from ..errors import InputError, RuntimeFailure
+    root = str(Path(__file__).resolve().parents[3])            # the directory holding ptui/
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ptui.core.usecases.fit import _fit_child; _fit_child()",
+         json.dumps({"device": device.name, "profile": str(profile), "workload": workload,
+                     "out": str(out) if out is not None else None})],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None        # stdout=PIPE
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True, name="ptui-fit-child").start()
+    saving, result, error = False, None, None
+    try:
+        while True:
+            if cancel is not None and cancel.is_set() and not saving:
+                raise Cancelled("fine-tuning cancelled")
+            try:
+                line = lines.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            kind, _, text = line.partition(" ")
+            if kind == "P":
+                st = Step.from_line(text)
+                saving = st.kind == SAVING
+                if progress:
+                    progress(st)
+            elif kind == "R":
+                result = json.loads(text)
+            elif kind in ("I", "E"):
+                error = (kind, text)
+    finally:
+        if proc.poll() is None and result is None:
+            try:                                  # the child and its network process
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        proc.wait()
+    if result is None:
+        if error is not None:
+            raise (InputError if error[0] == "I" else RuntimeFailure)(error[1])
+        raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
+    from ..prediction.predictor import load_model
+    model = load_model(result["out"])
+    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0,
+                      [int(b) for b in result.get("sizes", [])], str(result.get("workload", "custom")))
+
+
+def _fit_child() -> None:
+    """The child of fit_cancellable: progress as `P kind text` lines (progress.Step.line), then
+    `R {json}`, or `I`/`E text` on an input/other error.  It ends itself when its parent goes
+    away (stdin closes)."""
+    import json
+
+    from ..catalogue.devices import get_device
+    from ..errors import InputError
+    a = json.loads(sys.argv[1])
+    saving = threading.Event()
+
+    def parent_gone() -> None:
+        sys.stdin.read()
+        if not saving.is_set():
+            os._exit(130)
+
+    threading.Thread(target=parent_gone, daemon=True).start()
+
+    def say(text: str) -> None:
+        st = Step.of(text)
+        if st.kind == SAVING:
+            saving.set()
+        print("P " + st.line(), flush=True)
+
+    try:
+        res = fit(get_device(a["device"]), a["profile"], workload=a["workload"], out=a["out"],
+                  progress=say)
+    except InputError as e:
+        print("I " + " ".join(str(e).split()), flush=True)
+        sys.exit(2)
+    except Exception as e:  # noqa: BLE001 - said to the app in one line
+        print("E " + " ".join(f"{type(e).__name__}: {e}".split()), flush=True)
+        sys.exit(1)
+    print("R " + json.dumps({"out": str(res.out), "n_modes": res.n_modes, "sizes": res.sizes,
+                             "workload": res.workload}), flush=True)
