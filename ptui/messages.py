@@ -13,7 +13,7 @@ from textual.message import Message
 # -- profile -----------------------------------------------------------------------------------------
 @dataclass
 class ProfileStarted(Message):
-    run: object                      # core.session.ProfileRun: read-only from the UI (progress)
+    run: object                      # core.ProfileRun: read-only from the UI (progress)
     session: str
     total: int
     finished: list                   # (index, row dict) of modes finished before this run
@@ -61,7 +61,7 @@ class FitFailed(Message):
 @dataclass
 class PredictionsLoaded(Message):
     path: Path
-    predictions: object              # core.session.Predictions
+    predictions: object              # core.usecases.decide.Predictions
 
 
 @dataclass
@@ -73,7 +73,7 @@ class PredictionsFailed(Message):
 @dataclass
 class ViewReady(Message):
     generation: int                  # the request it answers (older answers are dropped)
-    view: object | None              # core.session.View
+    view: object | None              # core.usecases.decide.View
     error: str | None = None         # bad input: what is wrong
 
 

@@ -84,11 +84,11 @@ class ParetoScreen(Screen):
         ptui does not know."""
         self.loaded_path: str | None = None
         self.space = None
-        """core.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
+        """core.decision.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
         self.pred = None
-        """The loaded source (core.session.Predictions)."""
+        """The loaded source (core.usecases.decide.Predictions)."""
         self.view = None
-        """The latest core.session.View of the source for the goal (candidates, front, decision)."""
+        """The latest core.usecases.decide.View of the source for the goal (candidates, front, decision)."""
         self.view_gen = 0
         self.front_key: tuple | None = None
         self.bs_filter: int | None = None
