@@ -749,3 +749,37 @@ def test_a_sessions_row_is_sound_only_as_ptui_writes_it():
                 good[:11] + ("[]",) + good[12:],           # params not an object
                 good[:9] + ('"x"',) + good[10:]):          # an original mode that is no mode
         assert _sound_session(bad) is False, bad
+
+
+class _InterruptAfterCommit:
+    """A connection on which Ctrl-C lands just after COMMIT took effect."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def execute(self, sql, *args):
+        cur = self.real.execute(sql, *args)
+        if sql.strip() == "COMMIT":
+            raise KeyboardInterrupt
+        return cur
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_ctrl_c_just_after_a_commit_is_an_interrupt_not_a_store_error(tmp_path):
+    """Ctrl-C after COMMIT left no transaction to roll back: extend_plan's ROLLBACK failed with
+    'cannot rollback - no transaction is active' (an active profile then ended 'failed' with that
+    line instead of 'interrupted'); every write keeps the interrupt and what it committed."""
+    s = Store(tmp_path / "s.db")
+    make(s, plan=PLAN[:1])
+    real = s.db
+    s.db = _InterruptAfterCommit(real)
+    for write in (lambda: s.extend_plan("s", [PLAN[1]]), lambda: s.save_result("s", 0, row(0), 1.0),
+                  lambda: s.update_params("s", lambda p: p.update(x=1))):
+        with pytest.raises(KeyboardInterrupt):
+            write()
+        assert not real.in_transaction
+    s.db = real
+    assert s.get_session("s").plan == PLAN[:2] and s.done_indices("s") == {0}
+    assert s.get_session("s").params.get("x") == 1

@@ -387,7 +387,8 @@ class Store:
                             (json.dumps(plan), time.time(), name))
             self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:          # Ctrl-C can land after COMMIT: nothing to undo
+                self.db.execute("ROLLBACK")
             raise
         return [Mode(*t[:4]) for t in plan]
 
@@ -735,6 +736,7 @@ def salvage(damaged: Path, into: Store) -> tuple[int, int, int]:
         upgrade_rows(db)                 # the damaged store may be of an older version
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     return len(good), len(known - set(good)), len(partial)
