@@ -412,7 +412,7 @@ def cmd_sessions(a) -> int:
         print(document("sessions", {"store": str(store.path), "sessions": [
             {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
              "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
-             "done": s.n_done, "planned": len(s.plan),
+             "done": s.n_done, "planned": len(s.plan), "up_to": s.up_to,
              "device_time_s": round(s.device_time_s, 3), "created": s.created} for s in rows]}))
         return EXIT_OK
     if not rows:
@@ -421,8 +421,10 @@ def cmd_sessions(a) -> int:
     print(f"{'session':<44} {'device':<10} {'workload':<12} {'batch':<11} {'done':>11} {'status':<8} "
           f"device time")
     for s in rows:
+        # an active profile's plan grows as it goes: its most points, not what is planned so far
+        planned = f"{len(s.plan)}" if s.up_to is None or s.status == "done" else f"<={s.up_to}"
         print(f"{s.name:<44} {s.device:<10} {s.workload:<12} "
-              f"{','.join(map(str, _session_sizes(s))):<11} {s.n_done:>5}/{len(s.plan):<5} "
+              f"{','.join(map(str, _session_sizes(s))):<11} {s.n_done:>5}/{planned:<5} "
               f"{s.status:<8} {hms(s.device_time_s)}")
     return EXIT_OK
 

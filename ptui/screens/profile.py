@@ -71,7 +71,8 @@ def session_label(s, width: int = 42) -> str:
     """One line for the resume list: 'resnet18 bs16 11-22 15:54 17/50 aborted' (the full session
     name wrapped over four lines in the dropdown at 80 columns); a name the user chose is kept,
     shortened with '…' where it would not fit."""
-    tail = f" {s.n_done}/{len(s.plan)} {s.status}"
+    planned = len(s.plan) if s.up_to is None else f"<={s.up_to}"      # active: its plan grows
+    tail = f" {s.n_done}/{planned} {s.status}"
     head = short_name(s.name, s.device)
     room = max(8, width - len(tail))
     if len(head) > room:

@@ -783,3 +783,28 @@ def test_ctrl_c_just_after_a_commit_is_an_interrupt_not_a_store_error(tmp_path):
     s.db = real
     assert s.get_session("s").plan == PLAN[:2] and s.done_indices("s") == {0}
     assert s.get_session("s").params.get("x") == 1
+
+
+@pytest.mark.parametrize("params", [{"strategy": "active", "count": 20},
+                                    {"pairs": "active", "pairs_count": 20, "batch_sizes": [8, 16]}])
+def test_an_interrupted_active_profile_is_resumable_and_says_how_far_it_may_go(params, cli):
+    """An active profile plans one point at a time, so an interrupted one has every planned point
+    done: it was left out of the app's resume list, and `ptui sessions` said 3/3 for a profile of up
+    to 20 points."""
+    from ptui import core
+    s = Store()
+    make(s, "act", params=params)
+    make(s, "fixed")
+    for name in ("act", "fixed"):
+        for i in range(3):
+            s.save_result(name, i, row(i), float(i))
+        s.set_status(name, "aborted" if name == "act" else "done")
+    assert s.get_session("act").resumable and not s.get_session("fixed").resumable
+    assert [x.name for x in core.resumable_sessions("orin-agx")] == ["act"]
+    rc, out, err = cli("sessions")
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("act "))
+    assert "3/<=20" in line and "aborted" in line
+    s.set_status("act", "done")
+    assert not s.get_session("act").resumable and core.resumable_sessions("orin-agx") == []
+    s.close()

@@ -113,6 +113,23 @@ class SessionInfo:
             self.plan_sizes = [self.batch_size] * len(self.plan)
 
     @property
+    def up_to(self) -> int | None:
+        """An active profile's most points (its --count; the plan grows one point at a time, so
+        an interrupted one has every planned point done and more to go); None for a fixed plan."""
+        p = self.params
+        if p.get("strategy") == "active" and p.get("count"):
+            return int(p["count"])
+        if p.get("pairs") == "active" and p.get("pairs_count"):
+            return int(p["pairs_count"])
+        return None
+
+    @property
+    def resumable(self) -> bool:
+        """Something is left to profile: a planned point not done, or an active profile that was
+        stopped before it finished (its planner goes on where it was)."""
+        return self.n_done < len(self.plan) or (self.up_to is not None and self.status != "done")
+
+    @property
     def batch_sizes(self) -> tuple[int, ...] | None:
         """The batch sizes a profile over several was asked for; None for a profile of one."""
         asked = self.params.get("batch_sizes")

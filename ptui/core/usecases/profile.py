@@ -547,7 +547,7 @@ def resumable_sessions(device: str) -> list[SessionInfo]:
     """Unfinished sessions profiled on this device, newest first."""
     store = Store()
     try:
-        return [s for s in store.list_sessions() if s.n_done < len(s.plan) and s.device == device]
+        return [s for s in store.list_sessions() if s.resumable and s.device == device]
     finally:
         store.close()
 
