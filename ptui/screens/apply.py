@@ -133,7 +133,8 @@ class ApplyScreen(Screen):
             # workload in its place, so measured power can be compared with the prediction
             from ..core import WORKLOADS, get_workload
             started = stand_in if stand_in in WORKLOADS else "resnet18"
-            be.start_training(get_workload(started))
+            # at the batch size the pick was made for (its prediction is at that size)
+            be.start_training(get_workload(started, self.app.state.selected_batch or 16))
         self.post_message(ApplyFinished(res, started))
 
     @on(ApplyFinished)

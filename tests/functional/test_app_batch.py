@@ -331,3 +331,24 @@ async def test_bad_batch_sizes_on_the_profile_screen_say_why_and_start_nothing(s
         scr.action_start()                              # what Start does
         await pilot.pause(0.2)
         assert scr.control is None and sim.workload is None
+
+
+async def test_apply_checks_a_pick_at_the_batch_size_it_was_made_for(batch_files):
+    """On the simulated board, the Apply screen trains the workload at the picked pair's batch size
+    (batch 8 here) to measure its power against the prediction; it trained at batch 16 whatever
+    the pick, so a batch-8 pick was checked against a batch-16 measurement."""
+    app, sim = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        await pilot.press("b")                          # all sizes -> 8 only
+        await wait_workers(app, pilot)
+        await pilot.pause(0.1)
+        assert scr.bs_filter == 8 and _picked(scr)[1] == 8
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert app.state.selected_batch == 8
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert sim.workload is not None and sim.workload.batch_size == 8

@@ -33,6 +33,7 @@ class Predictions:
     timed: str = ""                       # what one time_ms is (a profile CSV's `timed` column)
     note: str = ""                        # modes left out of the decision (knob values never profiled)
     space: JointSpace | None = None       # the source holds several batch sizes
+    batch_size: int | None = None         # the source's one batch size, where known
 
 
 def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
@@ -53,8 +54,8 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
         if len(model.batch_sizes) > 1:
             from ..decision.batch import model_space
             space = model_space(model, model.batch_sizes, modes)
-        return Predictions(table, model, mb, wl, model.about.timed, note=note,
-                           space=space)
+        return Predictions(table, model, mb, wl, model.about.timed, note=note, space=space,
+                           batch_size=model.about.batch_size)
     from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
     from ..profiling.profiler import cycle_timed
     basis = profile_time_choice(path, time_basis)
@@ -68,7 +69,8 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
         sub = space.table.subset(space.table.batch == space.default_batch)
         w = WORKLOADS.get(tags.get("workload", ""))
         mb = w.with_batch(space.default_batch).minibatches_per_epoch if w else None
-        return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space)
+        return Predictions(sub, None, mb, tags.get("workload"), tags.get("timed", ""), space=space,
+                           batch_size=space.default_batch)
     modes, t, p, ms = read_profile_measured(path, device, min_modes=1, time=basis)
     tags = profile_tags(path)          # the profile's own workload counts its epochs
     if basis == "cycle":
@@ -79,7 +81,8 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
     # each row with the uncertainty of its figures, as a batch profile's rows and a model's
     # measured modes have: a measurement is not exact
     return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
-                       tags.get("workload"), tags.get("timed", ""))
+                       tags.get("workload"), tags.get("timed", ""),
+                       batch_size=int(bs) if bs.isdigit() and int(bs) > 0 else None)
 
 
 def saved_sources(device: str) -> list[tuple[str, Path]]:
@@ -130,13 +133,16 @@ class View:
     baselines: tuple = ()
     dropped: tuple = ()                   # batch sizes that do not fit in memory
     relation: SamplesToTarget | None = None   # several batch sizes: the samples each needs
+    batch_size: int | None = None         # one batch size: the source's, where known
 
     def pos(self, i: int) -> int:
         """Where row i sits among the candidates."""
         return int(np.searchsorted(self.rows, i))
 
     def batch_of(self, i: int) -> int | None:
-        return self.table.batch_of(i)
+        """The batch size a training run at row i trains at (None: not known)."""
+        b = self.table.batch_of(i)
+        return self.batch_size if b is None else b
 
     def job(self, i: int) -> tuple[float, float]:
         """(seconds, Wh) of the whole job at row i."""
@@ -193,7 +199,7 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
             b, pre = bp
             js = b.time_ms * mb_per_epoch / 1000.0 * epochs
             base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
-    return View(tab, False, rows, x_s, job_s, energy, front, d, error, base)
+    return View(tab, False, rows, x_s, job_s, energy, front, d, error, base, batch_size=pred.batch_size)
 
 
 def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: int,
