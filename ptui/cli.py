@@ -539,6 +539,12 @@ def cmd_predict(a) -> int:
     if getattr(a, "device", None) and get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     tab, batch = predict_table(model, a.modes)
+    have = model.batch_sizes
+    if batch is not None and have:
+        out = sorted({int(b) for b in batch if not min(have) <= b <= max(have)})
+        if out:
+            _warn(f"batch size{'s' if len(out) > 1 else ''} {','.join(map(str, out))} lie{'' if len(out) > 1 else 's'} "
+                  f"outside the profiled {','.join(map(str, have))}: those rows are extrapolations")
     bcol = () if batch is None else ("batch_size",)
     rows = ([*mode_cells(m), *([str(batch[i])] if bcol else []), fmt_value(float(tab.time_ms[i])),
              fmt_value(float(tab.power_w[i])), fmt_value(float(tab.time_ms_std[i])),
@@ -659,20 +665,21 @@ def _pareto_batches(a) -> int:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
     _check_time_basis(a, model)
     modes = read_modes(a.modes, model.device) if a.modes else None
+    note = ""
     if modes is None:
         modes, note = model.decision_space(extrapolate=a.extrapolate)
-        if note:
-            _info(note + " (--extrapolate to include them)")
     from .core import InfeasibleError
     try:
         r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
                    noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
                    risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
-                   batches_per_epoch=a.batches_per_epoch)
+                   batches_per_epoch=a.batches_per_epoch, extrapolate=a.extrapolate)
     except InfeasibleError as e:
         if a.json:
             _infeasible_document("pareto", e, {}, words=_joint_goal_words(a.budget_w, a.objective))
         raise
+    if note:                            # after the input is known good: bad input is one line
+        _info(note + " (--extrapolate to include them)")
     for note in r.notes:
         _info(note)
     if a.json:
@@ -1234,8 +1241,8 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--modes", help="CSV of candidate modes (default: the modes whose every knob "
                     "value was profiled)")
     pa.add_argument("--extrapolate", action="store_true",
-                    help="also choose modes with knob values no profiled mode had (predictions "
-                    "there are extrapolations)")
+                    help="also choose modes with knob values no profiled mode had, and batch sizes "
+                    "beyond the profiled ones (predictions there are extrapolations)")
     pa.add_argument("--budget-w", type=float)
     pa.add_argument("--deadline-ms", type=float)
     pa.add_argument("--objective", choices=("energy",))

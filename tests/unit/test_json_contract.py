@@ -242,3 +242,27 @@ def test_a_preset_the_replay_board_never_recorded_is_refused_before_a_plan(cli, 
         rc, out, err = cli("apply", "--backend", "replay", "--corpus", corpus, "--device", "orin-agx",
                            "--preset", "MAXN", *extra)
         assert rc == 2 and out == "" and "ptui: error:" in err, (extra, out, err)
+
+
+def test_batch_sizes_beyond_the_fitted_ones_are_refused_unless_extrapolate(models, cli, tmp_path):
+    """A model fitted on batch sizes 8 and 32 decided at 64 and 128 without a word (its predictions
+    there are extrapolations); now that is one line and exit 2, or --extrapolate; and ptui predict
+    says which rows are extrapolations."""
+    rc, out, err = cli("pareto", "--model", models["two"], "--batch-sizes", "32,64,128", "--budget-w", "30")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "64,128 lie outside them" in err and "--extrapolate" in err
+    rc, out, err = cli("pareto", "--model", models["two"], "--batch-sizes", "32,64", "--budget-w", "30",
+                       "--extrapolate")
+    assert rc == 0, err
+    f = tmp_path / "m.csv"
+    f.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size\n12,2201.6,1300.5,3199,64\n12,2201.6,1300.5,3199,16\n")
+    rc, out, err = cli("predict", "--model", models["two"], "--modes", f)
+    assert rc == 0 and "batch size 64 lies outside the profiled 8,32" in err, err
+
+
+def test_bad_input_over_batch_sizes_is_one_line_even_where_modes_are_left_out(models, cli, tmp_path):
+    """The note on modes left out of the decision came before the error line (two lines for bad
+    input); it is said only once the decision is made."""
+    rc, out, err = cli("pareto", "--model", models["two"], "--batch-sizes", "8,32", "--budget-w", "30",
+                       "--samples-to-target", tmp_path / "none.csv")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err

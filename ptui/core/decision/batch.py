@@ -241,10 +241,18 @@ def fixed_batch(table, rel: SamplesToTarget, batch: int, **kw):
     return choose(table, relation=rel, restrict=sel, **kw)
 
 
-def check_batch_model(model, batch_sizes) -> None:
-    """A model fitted at one batch size predicts only that size."""
+def check_batch_model(model, batch_sizes, extrapolate: bool = False) -> None:
+    """A model fitted at one batch size predicts only that size; one fitted over several predicts
+    the sizes between its smallest and largest (beyond them only with extrapolate)."""
     have = model.about.batch_sizes
     if have:
+        out = [int(b) for b in batch_sizes if not min(have) <= int(b) <= max(have)]
+        if out and not extrapolate:
+            raise PtuiInputError(
+                f"the model was fitted on batch sizes {','.join(map(str, have))}; "
+                f"{','.join(map(str, out))} lie{'s' if len(out) == 1 else ''} outside them, where its "
+                f"predictions are extrapolations: profile {'it' if len(out) == 1 else 'them'} "
+                f"(ptui profile --batch-sizes ...), or add --extrapolate")
         return
     b = model.about.batch_size
     other = [x for x in batch_sizes if b is None or int(x) != int(b)]
@@ -473,12 +481,13 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
            noise_scale: float | None = None, budget_w: float | None = None,
            objective: str | None = None, risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            epochs: int | None = None, batches_per_epoch: int | None = None,
-           cautious: bool = False) -> BatchDecision:
+           cautious: bool = False, extrapolate: bool = False) -> BatchDecision:
     """`ptui pareto --batch-sizes`: the (mode, batch) with the least predicted time (or energy) to
-    target, and the two baselines it is compared with."""
+    target, and the two baselines it is compared with.  Sizes beyond the model's fitted range are
+    refused unless extrapolate."""
     rel = relation(samples_file, noise_scale)
     sizes = tuple(sorted(int(b) for b in batch_sizes))
-    check_batch_model(model, sizes)
+    check_batch_model(model, sizes, extrapolate)
     _candidates(model_memory(model), sizes, rel, budget_w, objective)   # bad input before any work
     space = model_space(model, sizes, modes)
     return decide_in(space, sizes, rel, budget_w=budget_w, objective=objective, risk=risk,
