@@ -543,7 +543,8 @@ def cmd_predict(a) -> int:
     if batch is not None and have:
         out = sorted({int(b) for b in batch if not min(have) <= b <= max(have)})
         if out:
-            _warn(f"batch size{'s' if len(out) > 1 else ''} {','.join(map(str, out))} lie{'' if len(out) > 1 else 's'} "
+            many = len(out) > 1
+            _warn(f"batch size{'s' if many else ''} {','.join(map(str, out))} lie{'' if many else 's'} "
                   f"outside the profiled {','.join(map(str, have))}: those rows are extrapolations")
     bcol = () if batch is None else ("batch_size",)
     rows = ([*mode_cells(m), *([str(batch[i])] if bcol else []), fmt_value(float(tab.time_ms[i])),

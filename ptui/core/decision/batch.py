@@ -241,18 +241,9 @@ def fixed_batch(table, rel: SamplesToTarget, batch: int, **kw):
     return choose(table, relation=rel, restrict=sel, **kw)
 
 
-def check_batch_model(model, batch_sizes, extrapolate: bool = False) -> None:
-    """A model fitted at one batch size predicts only that size; one fitted over several predicts
-    the sizes between its smallest and largest (beyond them only with extrapolate)."""
-    have = model.about.batch_sizes
-    if have:
-        out = [int(b) for b in batch_sizes if not min(have) <= int(b) <= max(have)]
-        if out and not extrapolate:
-            raise PtuiInputError(
-                f"the model was fitted on batch sizes {','.join(map(str, have))}; "
-                f"{','.join(map(str, out))} lie{'s' if len(out) == 1 else ''} outside them, where its "
-                f"predictions are extrapolations: profile {'it' if len(out) == 1 else 'them'} "
-                f"(ptui profile --batch-sizes ...), or add --extrapolate")
+def check_batch_model(model, batch_sizes) -> None:
+    """A model fitted at one batch size predicts only that size."""
+    if model.about.batch_sizes:
         return
     b = model.about.batch_size
     other = [x for x in batch_sizes if b is None or int(x) != int(b)]
@@ -260,6 +251,19 @@ def check_batch_model(model, batch_sizes, extrapolate: bool = False) -> None:
         at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
         raise PtuiInputError(f"the model was fitted on a profile at {at}; to compare batch sizes "
                              f"profile them (ptui profile --batch-sizes ...) and fit that profile")
+
+
+def check_within_fitted(model, batch_sizes, extrapolate: bool = False) -> None:
+    """A model fitted over several batch sizes predicts the sizes between its smallest and largest;
+    beyond them only with extrapolate."""
+    have = model.about.batch_sizes
+    out = [int(b) for b in batch_sizes if have and not min(have) <= int(b) <= max(have)]
+    if out and not extrapolate:
+        raise PtuiInputError(
+            f"the model was fitted on batch sizes {','.join(map(str, have))}; "
+            f"{','.join(map(str, out))} lie{'s' if len(out) == 1 else ''} outside them, where its "
+            f"predictions are extrapolations: profile {'it' if len(out) == 1 else 'them'} "
+            f"(ptui profile --batch-sizes ...), or add --extrapolate")
 
 
 DEFAULT_BATCH = 16     # PowerTrain's fixed minibatch size
@@ -487,8 +491,9 @@ def decide(model, batch_sizes, *, modes=None, samples_file: str | None = None,
     refused unless extrapolate."""
     rel = relation(samples_file, noise_scale)
     sizes = tuple(sorted(int(b) for b in batch_sizes))
-    check_batch_model(model, sizes, extrapolate)
-    _candidates(model_memory(model), sizes, rel, budget_w, objective)   # bad input before any work
+    check_batch_model(model, sizes)
+    cands, _ = _candidates(model_memory(model), sizes, rel, budget_w, objective)   # before any work
+    check_within_fitted(model, cands, extrapolate)      # a size that does not fit is never predicted
     space = model_space(model, sizes, modes)
     return decide_in(space, sizes, rel, budget_w=budget_w, objective=objective, risk=risk,
                      tolerance_w=tolerance_w, epochs=epochs, batches_per_epoch=batches_per_epoch,
