@@ -241,7 +241,7 @@ def cmd_tune(a) -> int:
                    mb_per_epoch=td.model.about.batches_per_epoch)
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
-               profiled_modes=td.n_modes, profile=str(out), model=str(td.model_dir),
+               profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
                best_measured=td.best_measured, notes=d.notes, applied=False)
     for note in d.notes:
         _warn(note)
@@ -362,7 +362,7 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
             time_basis=a.time)
     except InfeasibleError as e:
         if a.json:
-            _infeasible_document("tune", e, {}, words=_joint_goal_words(a.budget_w, a.objective))
+            _infeasible_document("tune", e, {}, words=_joint_goal_words(a.budget_w, a.objective, a.risk))
         raise
     for note in r.notes:
         _info(note)
@@ -380,8 +380,11 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
         from .core import batch_decision_body, document
+        pred = model.predict([p.mode], batch_size=p.batch_size)
         d = dict(batch_decision_body(r, model, _joint_goal(a), timed=_timed(model)),
-                 simulated=_profiled_simulated(a, kind), profiled_pairs=n, profile=str(out),
+                 simulated=_profiled_simulated(a, kind), profiled=n, profile=str(out),
+                 predicted={"time_ms": round(float(pred["time_ms"][0]), 4),
+                            "power_w": round(float(pred["power_w"][0]), 4)},
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(document("tune", d))
@@ -640,10 +643,10 @@ def _joint_goal(a) -> dict:
                 tolerance_w=getattr(a, "tolerance_w", 0.0) or 0.0)
 
 
-def _joint_goal_words(budget_w, objective) -> str:
+def _joint_goal_words(budget_w, objective, risk=None) -> str:
     """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
     from .core import joint_goal
-    return joint_goal(budget_w, objective)
+    return joint_goal(budget_w, objective, risk)
 
 
 def _check_time_basis(a, model) -> None:
@@ -677,7 +680,7 @@ def _pareto_batches(a) -> int:
                    batches_per_epoch=a.batches_per_epoch, extrapolate=a.extrapolate)
     except InfeasibleError as e:
         if a.json:
-            _infeasible_document("pareto", e, {}, words=_joint_goal_words(a.budget_w, a.objective))
+            _infeasible_document("pareto", e, {}, words=_joint_goal_words(a.budget_w, a.objective, a.risk))
         raise
     if note:                            # after the input is known good: bad input is one line
         _info(note + " (--extrapolate to include them)")
@@ -1114,7 +1117,7 @@ def _words(*names: str) -> str:
     return "Words in the output: " + "; ".join(f"{n}: {WORDS[n]}" for n in names) + "."
 
 
-JSON_HELP = "print one JSON document on stdout (schema_version 1; README: --json)"
+JSON_HELP = "print one JSON document on stdout (schema_version 2; README: --json)"
 GLOBAL_OPTIONS = ("--device", "--backend", "--sysfs-root", "--speed", "--corpus")
 
 
@@ -1278,7 +1281,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap_.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     ap_.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     ap_.add_argument("--persist", action="store_true", help="keep the mode across reboots (nvpmodel)")
-    ap_.add_argument("--json", action="store_true", help="one JSON document (schema_version 1): with "
+    ap_.add_argument("--json", action="store_true", help="one JSON document (schema_version 2): with "
                      "--dry-run, whether anything would change")
     ap_.set_defaults(fn=cmd_apply)
 

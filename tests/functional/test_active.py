@@ -268,7 +268,7 @@ def test_tune_json_on_replay(tmp_path, cli):
     assert m in rec and rec[m][1] <= 30.0
     feasible = [v[0] for v in rec.values() if v[1] <= 30.0]
     assert rec[m][0] <= 1.03 * min(feasible)
-    assert res["profiled_modes"] <= 15 and res["source"] == "measured"
+    assert res["profiled"] <= 15 and res["source"] == "measured"
 
 
 def test_a_six_mode_tune_keeps_the_measured_mode_over_a_wide_prediction(tmp_path, cli):

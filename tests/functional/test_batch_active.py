@@ -199,7 +199,8 @@ def test_tune_over_batch_sizes_json_and_apply(cli, tmp_path):
     assert rc == 0, err
     d = json.loads(out)
     assert d["applied"] and "verified" in d["apply_message"]
-    assert d["profiled_pairs"] <= 30 and d["batch_size"] in SIZES
+    assert d["profiled"] <= 30 and d["batch_size"] in SIZES and d["predicted"]["time_ms"] > 0
+    assert "(risk 0.05)" in d["goal"]
     m = ORIN.mode(d["mode"]["cores"], d["mode"]["cpu_mhz"], d["mode"]["gpu_mhz"], d["mode"]["mem_mhz"])
     f = truth()
     rel = SamplesToTarget.from_noise_scale(64)
@@ -250,7 +251,7 @@ def test_tune_resume_decides_for_what_the_group_was_profiled_for(cli, tmp_path):
     d = json.loads(out)
     assert d["samples_to_target"].startswith("noise") and "16" in d["samples_to_target"]
     with open(tmp_path / "g.csv") as fh:               # every pair the group profiled, no more
-        assert d["profiled_pairs"] == sum(1 for _ in fh) - 1 <= 12
+        assert d["profiled"] == sum(1 for _ in fh) - 1 <= 12
     assert d["target_samples"] == 50_000          # resnet18's epoch, not a script's 1,000
 
 

@@ -157,6 +157,7 @@ def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):
     assert two["baselines"]["best_preset"]["time_to_target_s"] > 0 and two["memory"]["capacity_gb"] > 0
     assert two["time_to_target_s"] <= two["baselines"]["best_preset"]["time_to_target_s"]
     assert one["time_to_target_s"] is None and one["epoch_s"] > 0
+    assert "(risk 0.05)" in one["goal"] and "(risk 0.05)" in two["goal"]      # the same rule, said
     # every front point is on the front: none is both faster and lower-power than another
     pts = [(p["time_ms"], p["power_w"]) for p in one["front"]]
     assert not any(a[0] < b[0] and a[1] < b[1] for a in pts for b in pts)
@@ -186,7 +187,10 @@ def test_tune_json_has_the_decision_shape(cli):
     d = _doc(out, "tune")
     assert rc == 0, err
     assert DECISION_KEYS <= set(d) and d["feasible"] is True and d["batch_size"] == 16
-    assert d["profiled_modes"] == 6 and d["applied"] is False
+    assert d["profiled"] == 6 and d["applied"] is False
+    # tune's own fields, named as tune over batch sizes names them (test_batch_active)
+    assert d["predicted"]["time_ms"] > 0 and "(risk 0.05)" in d["goal"]
+    assert d["best_measured"] is None or d["best_measured"]["batch_size"] == 16
 
 
 def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):
@@ -266,3 +270,14 @@ def test_bad_input_over_batch_sizes_is_one_line_even_where_modes_are_left_out(mo
     rc, out, err = cli("pareto", "--model", models["two"], "--batch-sizes", "8,32", "--budget-w", "30",
                        "--samples-to-target", tmp_path / "none.csv")
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_help_and_the_readme_give_the_schema_version_documents_carry():
+    """They said schema_version 1 while every document said 2."""
+    from pathlib import Path
+
+    from ptui import cli
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"`schema_version` ({contract.SCHEMA_VERSION})" in readme
+    assert f"schema_version {contract.SCHEMA_VERSION}" in cli.JSON_HELP
+    assert all(f"schema_version {v}" not in cli.JSON_HELP for v in range(contract.SCHEMA_VERSION))

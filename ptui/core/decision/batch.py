@@ -546,10 +546,9 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
                          pick.goal, notes, space, tg)
 
 
-def joint_goal(budget_w: float | None, objective: str | None) -> str:
+def joint_goal(budget_w: float | None, objective: str | None, risk: float | None = None) -> str:
     """A decision over (mode, batch size) in words: per target (time or energy to reach it)."""
-    from .goals import Goal
-    return Goal(budget_w, None, objective).describe_per_target()
+    return Goal(budget_w, None, objective).describe_per_target(risk)
 
 
 def _reindex(q: Decision, rows: np.ndarray) -> Decision:

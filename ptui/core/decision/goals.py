@@ -73,12 +73,14 @@ class Goal:
         over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
         return f"fastest within {self.budget_w:g} W" + (f" (risk {risk:g}{over})" if risk is not None else "")
 
-    def describe_per_target(self) -> str:
+    def describe_per_target(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:
         """The goal of a decision over batch sizes, in words: per target (the time or energy to
-        reach it), not per minibatch."""
+        reach it), not per minibatch; with a risk, as describe says it."""
         if self.kind == "energy":
             return "least energy to target" + (f" within {self.budget_w:g} W" if self.budget_w else "")
-        return f"least time to target within {self.budget_w:g} W"
+        over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
+        return (f"least time to target within {self.budget_w:g} W"
+                + (f" (risk {risk:g}{over})" if risk is not None else ""))
 
     def best(self, idx: np.ndarray, time_ms: np.ndarray, power_w: np.ndarray) -> int:
         """The best of rows idx for this goal, on the values given (a median or an upper bound)."""

@@ -351,7 +351,8 @@ def _choose_per_target(table: Table, g: Goal, rel, samples: float, *, risk, tole
             table, i) from None
     i = int(idx[d.index])
     target = float(t[i]) / 1000.0 / float(batch[i]) * float(r[d.index]) * samples
-    return replace(d, index=i, goal=g.describe_per_target(), time_ms=float(t[i]),
+    said_risk = risk if d.exceed_prob is not None else None        # as choose() says it
+    return replace(d, index=i, goal=g.describe_per_target(said_risk, tolerance_w), time_ms=float(t[i]),
                    time_ms_std=float(table.time_ms_std[i]),
                    best_measured=None if d.best_measured is None else int(idx[d.best_measured]),
                    batch_size=int(batch[i]), target_s=target,

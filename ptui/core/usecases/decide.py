@@ -252,6 +252,7 @@ class TuneDecision:
         if j is None or tab is None:
             return None
         return {"mode": tab.modes[j].as_dict(), "key": tab.modes[j].key,
+                "batch_size": self.model.about.batch_size if self.model is not None else None,
                 "time_ms": round(float(tab.time_ms[j]), 4), "power_w": round(float(tab.power_w[j]), 4),
                 "is_pick": j == self.decision.index, "why": self.decision.why}
     timed: str = ""                       # what one time is (the model's meta: step or cycle)
