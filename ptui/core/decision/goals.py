@@ -78,6 +78,8 @@ class Goal:
         reach it), not per minibatch; with a risk, as describe says it."""
         if self.kind == "energy":
             return "least energy to target" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+        if self.budget_w is None:
+            raise ValueError("a deadline per minibatch is no goal per target")
         over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
         return (f"least time to target within {self.budget_w:g} W"
                 + (f" (risk {risk:g}{over})" if risk is not None else ""))
