@@ -375,6 +375,8 @@ def test_resume_refuses_another_batch_size_set(cli, tmp_path):
     assert rc == 2 and "already exists" in err
     rc, _, err = cli(*args, "--batch-sizes", "8,16", "--resume")
     assert rc == 0, err
+    rc, _, err = cli(*args, "--resume", "--batch-size", "16")   # one size of a profile of several
+    assert rc == 2 and "session g profiles several batch sizes: resume it without --batch-size" in err, err
     rc, _, err = cli(*args, "--resume")                   # the recorded set
     assert rc == 0, err
 

@@ -101,6 +101,9 @@ class BatchProfileRun:
     def _resolve(self, batch_sizes) -> None:
         req = self.req
         if req.batch_size is not None:
+            if batch_sizes is None:             # a resume: the sizes are the session's own
+                raise BatchError(f"session {req.session} profiles several batch sizes: resume it "
+                                 f"without --batch-size")
             raise BatchError("give --batch-size or --batch-sizes, not both")
         if req.strategy not in (None, "random", "active"):
             raise BatchError(f"--batch-sizes profiles random (mode, batch size) pairs, every "
