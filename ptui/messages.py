@@ -25,6 +25,7 @@ class ModeProfiled(Message):
     done: int
     total: int
     row: dict                        # ModeResult.row()
+    batch_size: int | None = None    # a profile over several batch sizes: this point's
 
 
 @dataclass

@@ -96,6 +96,8 @@ class ProfileScreen(Screen):
         self.run: ProfileRun | None = None
         """The run under way, once its worker has started it (read-only here: live progress)."""
         self.session: str | None = None
+        self.over_sizes = False
+        """The run under way profiles several batch sizes (its rows say their batch)."""
         self.started = 0.0
         self._done0 = 0
         self._paused_s = 0.0
@@ -148,8 +150,7 @@ class ProfileScreen(Screen):
     def on_mount(self) -> None:
         t = self.query_one("#results", DataTable)
         # the mode's knobs in Mode.describe's units (the CSV keeps the exact values)
-        t.add_columns("#", "cores", "CPU GHz", "GPU MHz", "mem MHz", "time ms", "power W",
-                      "minibatches", "samples", "settle s")
+        t.add_columns(*self.COLUMNS)
         self.query_one("#progress", ProgressBar).display = False
         self.refresh_sessions()
         self.show_used_fields()
@@ -383,7 +384,8 @@ class ProfileScreen(Screen):
             info = run.prepare(self.app.state.backend)
             self.post_message(ProfileStarted(run, run.name, len(info.plan), run.done_results(),
                                              list(run.notes)))
-            res = run.run(lambda p: self.post_message(ModeProfiled(p.done, p.total, p.last.row())))
+            res = run.run(lambda p: self.post_message(ModeProfiled(p.done, p.total, p.last.row(),
+                                                                   p.batch_size)))
         except Exception as e:  # noqa: BLE001 - shown in the app, never a traceback
             if run is not None:
                 run.close()
@@ -403,27 +405,36 @@ class ProfileScreen(Screen):
                                           None if res.error is None else str(res.error), note,
                                           board_left=isinstance(res.error, RestoreFailed)))
 
+    COLUMNS = ("#", "cores", "CPU GHz", "GPU MHz", "mem MHz", "time ms", "power W", "minibatches",
+               "samples", "settle s")
+
     @on(ProfileStarted)
     def started_run(self, msg: ProfileStarted) -> None:
         self.run, self.session = msg.run, msg.session
+        # a profile over several batch sizes: each row says its batch (a bs column after #)
+        self.over_sizes = getattr(msg.run, "batch_sizes", None) is not None
+        t = self.query_one("#results", DataTable)
+        t.clear(columns=True)
+        t.add_columns(*(self.COLUMNS[:1] + (("bs",) if self.over_sizes else ()) + self.COLUMNS[1:]))
         bar = self.query_one("#progress", ProgressBar)
         bar.update(total=msg.total, progress=len(msg.finished))
         self._done0 = len(msg.finished)
         for idx, r in msg.finished:
-            self._add_row(idx + 1, r)
+            self._add_row(idx + 1, r, r.get("batch_size"))
         self.query_one("#status", Static).update("\n".join(msg.notes))
 
-    def _add_row(self, i, r) -> None:
+    def _add_row(self, i, r, batch: int | None = None) -> None:
         from ..core import cpu_ghz, whole_mhz
+        bs = (str(batch or ""),) if self.over_sizes else ()
         self.query_one("#results", DataTable).add_row(
-            str(i), str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
+            str(i), *bs, str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
             whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
             str(r["n_power"]), f"{r['settle_s']:.1f}")
 
     @on(ModeProfiled)
     def mode_done(self, msg: ModeProfiled) -> None:
         self.query_one("#progress", ProgressBar).update(total=msg.total, progress=msg.done)
-        self._add_row(msg.done, msg.row)
+        self._add_row(msg.done, msg.row, msg.batch_size)
         self.query_one("#results", DataTable).move_cursor(row=msg.done - 1)
 
     @on(ProfileFinished)
@@ -442,7 +453,8 @@ class ProfileScreen(Screen):
                 "failed": "profile failed; the original mode is restored"}[status]
         if msg.board_left:
             text = "profile failed and the board is NOT back in its original mode"
-        where = f" — {msg.n_rows} modes saved to {msg.out}" if msg.out else ""
+        what = "(mode, batch size) pairs" if self.over_sizes else "modes"
+        where = f" — {msg.n_rows} {what} saved to {msg.out}" if msg.out else ""
         nxt = ("Next: 3 Fine-tune." if status == "done" else
                "Resume it from the list to finish it." if msg.n_rows else "")
         note = f"\n{msg.note}" if msg.note else ""

@@ -286,8 +286,10 @@ async def test_the_profile_screen_profiles_batch_sizes_as_one_session(tmp_path):
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
         status = str(scr.query_one("#status").render())
-        assert "profile finished" in status and "6 modes saved" in status, status
-        assert scr.query_one("#results").row_count == 6
+        assert "profile finished" in status and "6 (mode, batch size) pairs saved" in status, status
+        t = scr.query_one("#results")
+        assert t.row_count == 6 and [str(c.label) for c in t.columns.values()][:2] == ["#", "bs"]
+        assert {t.get_row_at(r)[1] for r in range(6)} <= {"8", "16"}      # each row says its batch
         assert sim.current_mode() == original
         out = app.state.profile_csv
         assert out is not None and out.exists()
