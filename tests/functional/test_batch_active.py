@@ -97,7 +97,8 @@ def test_cli_active_over_batch_sizes(cli, tmp_path):
                      "8,16,32,64", "--strategy", "active", "--budget-w", "30", "--noise-scale", "64",
                      "--count", "16", "--out", out)
     assert rc == 0, err
-    assert "active profiling for the goal 'fastest within 30 W'" in err
+    # the goal as the decision over batch sizes says it (per target, not per minibatch)
+    assert "active profiling for the goal 'least time to target within 30 W'" in err
     assert "noise-scale model" in err and "stopped:" in err
     assert "best measured (mode, batch size) pair for the goal:" in err
     assert " · batch " in err                                  # each progress line names its size

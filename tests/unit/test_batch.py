@@ -499,3 +499,13 @@ def test_replay_device_refuses_batch_sizes(cli, tmp_path):
                      "--workload", "resnet18", "--batch-sizes", "8,16", "--count", "4",
                      "--out", tmp_path / "o.csv")
     assert rc == 2 and "replay" in err and "Traceback" not in err
+
+
+def test_without_a_relation_the_note_says_what_the_objective_optimises(agx_model):
+    """Throughput only under a budget, energy per sample for the energy objective (it said
+    throughput for both)."""
+    budget = bt.decide(agx_model, (8, 16, 32), budget_w=30.0)
+    energy = bt.decide(agx_model, (8, 16, 32), objective="energy")
+    assert any("optimises throughput only" in n for n in budget.notes)
+    assert any("optimises energy per sample only" in n for n in energy.notes)
+    assert energy.goal.startswith("least energy to target")

@@ -39,7 +39,7 @@ def parse_batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]
     """'8,16,32,64' -> (8, 16, 32, 64): whole numbers 1..4096, no repeats, sorted."""
     parts = [p.strip() for p in str(text).split(",")]
     if not parts or any(not p for p in parts):
-        raise BatchError(f"{flag} takes comma-separated batch sizes, e.g. 8,16,32,64; got {text!r}")
+        raise BatchError(f"{flag}: give comma-separated batch sizes, e.g. 8,16,32,64; got {text!r}")
     out = []
     for p in parts:
         if not p.isdigit() or not 1 <= int(p) <= MAX_BATCH:
@@ -533,8 +533,9 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
         pass
     notes: list[str] = []
     if rel.throughput_only:
+        per = "energy per sample" if objective == "energy" else "throughput"
         notes.append("no --samples-to-target or --noise-scale given: every batch size is assumed "
-                     "to need the same samples, so this choice optimises throughput only")
+                     f"to need the same samples, so this choice optimises {per} only")
     if dropped:
         notes.append(f"batch size{'s' if len(dropped) > 1 else ''} {','.join(map(str, dropped))} "
                      f"do{'es' if len(dropped) == 1 else ''} not fit in the {memory.capacity_gb:.1f} GB "

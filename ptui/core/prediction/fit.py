@@ -828,7 +828,8 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
             ly = np.log(y)
             ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
             if progress:
-                progress(stage(f"fitting {t} ({method}) on {n} modes"))
+                progress(stage(f"fitting {t} ({method}) on {n} "
+                               f"{'(mode, batch size) pairs' if per_sample else 'modes'}"))
             times = None
             if t == "power" and fulls.get("time") and n >= TIME_INPUT_MIN_MODES:
                 src = fulls["time"].get(STACK) or next(iter(fulls["time"].values()))

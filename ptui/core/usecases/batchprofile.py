@@ -344,7 +344,7 @@ class BatchProfileRun:
                else f"time to target by the {rel.source}")
         self.notes.append(f"session {self.name}: {wl} at batch sizes {','.join(map(str, sizes))} "
                           f"on {dev.name} ({self.backend.kind}); active profiling for the goal "
-                          f"'{goal.describe()}' ({how}): up to "
+                          f"'{goal.describe_per_target()}' ({how}): up to "
                           f"{self.count} (mode, batch size) pairs, {done} done, stopping early once "
                           f"the decision is confident")
         return self.info
