@@ -1342,6 +1342,9 @@ def main(argv: list[str] | None = None) -> int:
         logs.for_app(data_dir(), a.verbose)
         from .app import run_app
         return run_app(a)
+    if a.speed != 1.0:                  # only the app runs a clock it can speed up
+        _err(f"--speed applies to the app (ptui without a command), not to ptui {a.cmd}")
+        return EXIT_INPUT
     from .core import Terminated, exit_code, install, known_errors
     logs.for_cli(a.verbose, a.quiet)
     install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does

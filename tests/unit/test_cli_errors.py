@@ -48,7 +48,7 @@ def test_a_batch_that_does_not_fit_the_board_is_refused_up_front(tmp_path, cli):
     rc, out, err = cli("sessions")
     assert "bs4096" not in out + err
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--batch-size",
-                     "64", "--count", "1", "--out", tmp_path / "x.csv", "--speed", "200")
+                     "64", "--count", "1", "--out", tmp_path / "x.csv")
     assert rc == 0, err
 
 

@@ -67,3 +67,10 @@ def test_sysfs_root_is_documented(capsys):
             build_parser().parse_args(argv)
         out = " ".join(capsys.readouterr().out.split())
         assert "--sysfs-root DIR" in out and "ptui emulate" in out and "DIR/bin/nvpmodel" in out, argv
+
+
+def test_speed_with_a_command_is_refused_not_ignored(cli):
+    """--speed runs the app's simulated clock faster; a command took it and ignored it."""
+    rc, out, err = cli("--speed", "60", "modes", "--device", "orin-agx", "--grid", "presets")
+    assert rc == 2 and out == "" and err.strip() == \
+        "ptui: error: --speed applies to the app (ptui without a command), not to ptui modes"
