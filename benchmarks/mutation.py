@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # module -> (source file, tests that exercise it, fastest and most specific first)
 MODULES: dict[str, tuple[str, list[str]]] = {
-    "pareto": ("ptui/core/decision/pareto.py", ["tests/unit/test_decisions.py", "tests/unit/test_pareto.py"]),
+    "pareto": ("ptui/core/decision/pareto.py", ["tests/unit/test_decisions.py", "tests/unit/test_pareto.py",
+                                                "tests/unit/test_batch.py"]),
     "apply": ("ptui/core/board/apply.py", ["tests/unit/test_faults.py", "tests/unit/test_board_state.py",
                                      "tests/functional/test_sysfs.py"]),
     "csvio": ("ptui/core/board/csvio.py", ["tests/unit/test_csvio.py", "tests/unit/test_predictor.py::test_bad_profiles"]),
@@ -48,7 +49,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "undo": ("ptui/core/board/undo.py", ["tests/unit/test_board_state.py"]),
     "sysfs": ("ptui/core/board/backends/sysfs.py", ["tests/unit/test_faults.py", "tests/unit/test_persist.py",
                                               "tests/functional/test_sysfs.py"]),
-    "store": ("ptui/core/profiling/store.py", ["tests/unit/test_store.py", "tests/functional/test_profiler.py"]),
+    "store": ("ptui/core/profiling/store.py", ["tests/unit/test_store.py", "tests/unit/test_store_versions.py",
+                                               "tests/functional/test_profiler.py"]),
     "predictor": ("ptui/core/prediction/predictor.py", ["tests/unit/test_predictor_unit.py",
                                              "tests/unit/test_predictor.py"]),
 }
