@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 # module (under ptui.core) -> the names the faces take from it
 _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
-    "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "is_batch_profile",),
+    "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "estimate_pairs_device_s", "is_batch_profile",
+                              "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
     "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
     "usecases.fit": ("fit", "fit_cancellable",),
-    "usecases.profile": ("check_memory", "latest_outputs", "ProfileRequest", "ProfileRun",
-                         "resumable_sessions",),
+    "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
+                         "ProfileRun", "resumable_sessions",),
     # decisions
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
                        "predict_table",),
@@ -108,7 +109,13 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import command_text
     from .progress import SAVING, STAGE, Step
-    from .usecases.batchprofile import ACTIVE_MIN, BatchProfileRun, is_batch_profile
+    from .usecases.batchprofile import (
+        ACTIVE_MIN,
+        BatchProfileRun,
+        estimate_pairs_device_s,
+        is_batch_profile,
+        random_pairs,
+    )
     from .usecases.board import (
         apply,
         apply_preset,
@@ -122,7 +129,14 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
     from .usecases.fit import fit, fit_cancellable
-    from .usecases.profile import ProfileRequest, ProfileRun, check_memory, latest_outputs, resumable_sessions
+    from .usecases.profile import (
+        ProfileRequest,
+        ProfileRun,
+        check_memory,
+        estimate_device_s,
+        latest_outputs,
+        resumable_sessions,
+    )
 
 
 def __getattr__(name: str) -> Any:

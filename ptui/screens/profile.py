@@ -21,21 +21,17 @@ from textual.widgets import (
     Static,
 )
 
-from ..core import WORKLOADS, Control, ProfileRequest, ProfileRun, get_workload, hms, resumable_sessions
+from ..core import (
+    WORKLOADS,
+    Control,
+    ProfileRequest,
+    ProfileRun,
+    estimate_device_s,
+    get_workload,
+    hms,
+    resumable_sessions,
+)
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
-
-
-def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> float:
-    """Rough device time of a plan: per mode, the protocol's ~4 s of switching and settling plus
-    ~42 minibatches (at least 5 power samples), each as long as ptui's model of the workload at
-    its batch size says (core.physics: the simulator's, so exact there; a board's own times
-    differ, and so does the estimate)."""
-    import numpy as np
-
-    from ..core import steady_state
-    a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
-    t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
-    return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
 
 
 def wall_text(clock, device_s: float) -> str:
@@ -306,13 +302,20 @@ class ProfileScreen(Screen):
             self.query_one("#plan", Static).update(
                 f"[red]none of the batch sizes {','.join(map(str, sizes))} fits: {fits}[/red]")
             return
+        from ..core import estimate_pairs_device_s, random_pairs
+        be = self.app.state.backend
+        # an active search draws its pairs as it goes: the estimate is for as many random ones
+        est = estimate_pairs_device_s(dev, wl, random_pairs(dev, fit, min(n, len(fit) * len(dev.pt_grid())),
+                                                            seed))
+        est_txt = (f"{'up to ' if strategy == 'active' else ''}≈ {hms(est)} of device time"
+                   f"{wall_text(be.clock, est)}")
         self.query_one("#plan", Static).update(
             f"[b]Plan[/b] {wl.model} at batch sizes {','.join(map(str, fit))} on {dev.name}: "
-            f"{how}; {fits}")
+            f"{how}; {est_txt}; {fits}")
 
     def _goal_text(self) -> str:
         from ..core import Goal
-        return Goal(**self._strategy()[1]).describe()
+        return Goal(**self._strategy()[1]).describe_per_target()
 
     def refresh_sessions(self) -> None:
         try:

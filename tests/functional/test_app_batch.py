@@ -281,6 +281,7 @@ async def test_the_profile_screen_profiles_batch_sizes_as_one_session(tmp_path):
         plan = str(scr.query_one("#plan").render())
         assert "batch sizes 8,16 " in plan and "6 random (mode, batch size) pairs" in plan, plan
         assert "not profiled: 1024" in plan
+        assert "of device time" in plan                    # an estimate, as a plan of one size has
         await pilot.press("s")
         await pilot.pause(0.2)
         await wait_workers(app, pilot)
@@ -327,7 +328,7 @@ async def test_bad_batch_sizes_on_the_profile_screen_say_why_and_start_nothing(s
         await pilot.pause(0.2)
         plan = str(scr.query_one("#plan").render())
         if why is None:                 # the same fields, sound: an active search is planned
-            assert "active search for 'fastest within 30 W'" in plan and "up to 12 (mode, batch size)" in plan, plan
+            assert "active search for 'least time to target within 30 W'" in plan and "up to 12 (mode, batch size)" in plan, plan
             return
         assert why in plan, plan
         scr.action_start()                              # what Start does

@@ -210,14 +210,12 @@ class BatchProfileRun:
             from ..board.csvio import read_modes
             modes = read_modes(req.modes_csv, dev)
             return {b: list(modes) for b in sizes}
-        cands = dev.pt_grid()
-        space = [(m, b) for b in sizes for m in cands]
+        space = len(sizes) * len(dev.pt_grid())
         n = 50 if n is None else n
-        if not 1 <= n <= len(space):
-            raise SessionError(f"--count must be between 1 and {len(space)} (mode, batch size) pairs "
+        if not 1 <= n <= space:
+            raise SessionError(f"--count must be between 1 and {space} (mode, batch size) pairs "
                                f"for {dev.name}, got {n}")
-        pairs = random.Random(self.seed).sample(space, n)
-        return {b: [m for m, bb in pairs if bb == b] for b in sizes}
+        return random_pairs(dev, sizes, n, self.seed)
 
     def prepare(self, backend=None):
         if backend is not None:
@@ -565,3 +563,17 @@ class BatchProfileRun:
     def resume(self) -> None:
         if self.current is not None:
             self.current.resume()
+
+
+def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:
+    """n (mode, batch size) pairs drawn at random over PowerTrain's grid x the sizes (the draw a
+    profile with this seed makes), by batch size."""
+    space = [(m, b) for b in sizes for m in dev.pt_grid()]
+    pairs = random.Random(seed).sample(space, n)
+    return {b: [m for m, bb in pairs if bb == b] for b in sizes}
+
+
+def estimate_pairs_device_s(dev, workload, pairs: dict[int, list[Mode]]) -> float:
+    """Rough device time of profiling these pairs (profile.estimate_device_s at each size)."""
+    from .profile import estimate_device_s
+    return sum(estimate_device_s(dev, workload.with_batch(b), ms) for b, ms in pairs.items() if ms)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import paths
 from ..board.backends.base import Backend
 from ..board.files import WriteError, write_error
@@ -565,3 +567,14 @@ def check_memory(device, workload: Workload, batch_size: int) -> None:
         f"{float(footprint_gb(workload, batch_size)):.1f} GB, {memory_gb(device):.1f} GB is free for "
         f"training (ptui's memory model); " + (f"the largest batch that fits is {big}" if big else
                                                "not even batch size 1 fits"))
+
+
+def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> float:
+    """Rough device time of a plan: per mode, the protocol's ~4 s of switching and settling plus
+    ~42 minibatches (at least 5 power samples), each as long as ptui's model of the workload at
+    its batch size says (core.physics: the simulator's, so exact there; a board's own times
+    differ, and so does the estimate)."""
+    from ..board.physics import steady_state
+    a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
+    t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
+    return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
