@@ -276,3 +276,37 @@ def test_what_was_timed_is_read_once_into_a_value():
     assert it.per_step and it.unit == "whole iteration (2 optimizers)"
     assert Timed.of(None) == Timed.of("") and Timed.of(None).unit == "minibatch"
     assert Timed.of(w) is w
+
+
+# -- a decision per target (several batch sizes), through the same choose -------------------------
+def _pairs_table():
+    grid = ORIN.pt_grid()
+    # row 0: fast per sample but uncertain power near the budget; row 1: slower, clearly within it
+    return Table([grid[0], grid[1], grid[2]], np.array([100.0, 120.0, 400.0]), np.array([29.5, 25.0, 40.0]),
+                 np.array([1.0, 1.0, 1.0]), np.array([3.0, 0.2, 0.2]), np.array([False, False, True]),
+                 np.array([16, 16, 32]))
+
+
+def test_a_decision_per_target_takes_its_risk_as_a_decision_per_step_does():
+    from ptui.core.decision.batch import SamplesToTarget
+    t, rel = _pairs_table(), SamplesToTarget.throughput()
+    assert choose(t, budget_w=30, relation=rel, risk=None).index == 0         # on the mean: the fast one
+    d = choose(t, budget_w=30, relation=rel, risk=0.05)
+    assert d.index == 1 and "(risk 0.05)" in d.goal and d.batch_size == 16    # too likely over 30 W
+    assert d.to_target()[0] == pytest.approx(120.0 / 1000 / 16)
+
+
+def test_no_pair_within_the_budget_names_the_closest_pair_in_its_table():
+    from ptui.core.decision.batch import SamplesToTarget
+    t = _pairs_table()
+    with pytest.raises(InfeasibleError, match="no \\(mode, batch size\\) pair stays within 5 W") as e:
+        choose(t, budget_w=5, relation=SamplesToTarget.throughput())
+    assert e.value.table is t and e.value.closest == 1             # the lowest-power pair, for --json
+
+
+def test_a_bad_risk_is_one_line_naming_the_flag():
+    from ptui.core.decision.pareto import parse_risk
+    from ptui.core.errors import InputError
+    with pytest.raises(InputError, match=r"^--risk must lie strictly between 0 and 1 .*got '2'"):
+        parse_risk("2")
+    assert parse_risk("mean") is None and parse_risk("0.1") == 0.1

@@ -808,3 +808,14 @@ def test_an_interrupted_active_profile_is_resumable_and_says_how_far_it_may_go(p
     s.set_status("act", "done")
     assert not s.get_session("act").resumable and core.resumable_sessions("orin-agx") == []
     s.close()
+
+
+def test_a_batch_size_that_has_not_run_yet_has_no_session_part(tmp_path):
+    """A profile over sizes 8 and 16: the part of size 16 is no session until its first run
+    recorded its params (a resume then plans it afresh rather than reading another size's)."""
+    s = Store(tmp_path / "s.db")
+    make(s, params={"batch_sizes": [8, 16], "per_size": {"8": {"count": 3}}}, plan_sizes=[8, 8, 16])
+    assert s.part("s", 8).get_session("s") is not None and s.part("s", 16).get_session("s") is None
+    s.update_params("s", lambda p: p["per_size"].setdefault("16", {"count": 1}))
+    got = s.part("s", 16).get_session("s")
+    assert got is not None and got.batch_size == 16 and got.plan == PLAN[2:]
