@@ -566,8 +566,16 @@ class ParetoScreen(Screen):
         self.sel = i
         pos = np.flatnonzero(self.front == i)
         dt = self.query_one("#front", DataTable)
-        if len(pos) and dt.cursor_row != int(pos[0]):
-            dt.move_cursor(row=int(pos[0]))
+        if len(pos):
+            if dt.cursor_row != int(pos[0]):
+                dt.move_cursor(row=int(pos[0]))
+        elif len(self.front) and self.table is not None:
+            # a pick off the front (risk-aware): the cursor waits on the front row of nearest
+            # power, so the arrows go to its neighbours, not to the top of the table
+            near = int(np.argmin(np.abs(self.table.power_w[self.front] - self.table.power_w[i])))
+            if dt.cursor_row != near:
+                with self.prevent(DataTable.RowHighlighted):
+                    dt.move_cursor(row=near)
         self.show_details(i)
         self.draw()
 

@@ -355,3 +355,26 @@ async def test_apply_checks_a_pick_at_the_batch_size_it_was_made_for(batch_files
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
         assert sim.workload is not None and sim.workload.batch_size == 8
+
+
+async def test_the_arrows_go_from_an_off_front_pick_to_its_neighbours(batch_files):
+    """A risk-aware pick off the front: the front table's cursor waits on the front row of nearest
+    power, so Down goes to its neighbour (it went to the table's second row, far from the pick), and
+    the pick stays selected until an arrow is pressed."""
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _open(app, pilot)
+        await pilot.press("b")                          # batch 8 alone
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        pick = scr.goal_idx
+        front = [int(i) for i in scr.front]
+        assert pick is not None and pick not in front      # the case the test is about
+        assert scr.sel == pick
+        p = scr.table.power_w
+        near = min(range(len(front)), key=lambda k: abs(p[front[k]] - p[pick]))
+        dt = scr.query_one("#front")
+        assert dt.cursor_row == near
+        await pilot.press("down")
+        await pilot.pause(0.2)
+        assert scr.sel == front[min(near + 1, len(front) - 1)]
