@@ -425,6 +425,10 @@ class ProfileScreen(Screen):
         for idx, r in msg.finished:
             self._add_row(idx + 1, r, r.get("batch_size"))
         self.query_one("#status", Static).update("\n".join(msg.notes))
+        # the form's plan is for the next profile, not this one (a resumed one has its own)
+        self.query_one("#plan", Static).update(
+            f"[b]Running[/b] session {msg.session}: its plan is in the status below; the form is "
+            f"for the next profile")
 
     def _add_row(self, i, r, batch: int | None = None) -> None:
         from ..core import cpu_ghz, whole_mhz
@@ -464,6 +468,7 @@ class ProfileScreen(Screen):
         err = f"\n[red]{escape(msg.error)}[/red]" if msg.error else ""
         self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{err}{note}")
         self.refresh_sessions()
+        self.update_plan()
 
     def poll(self) -> None:
         run, control = self.run, self.control

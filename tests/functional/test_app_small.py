@@ -234,3 +234,21 @@ async def test_the_profile_screen_says_the_board_was_left_by_the_error_type(left
         await pilot.pause(0.2)
         text = str(app.screen.query_one("#status").render())
         assert ("NOT back in its original mode" in text) == left, text
+
+
+async def test_while_a_profile_runs_the_plan_panel_says_which_one():
+    """A resumed profile runs its own plan: the panel showed the form's plan (another workload,
+    size and count) the whole time; it names the session while it runs and the form's plan after."""
+    from ptui.messages import ProfileFinished, ProfileStarted
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        scr = app.screen
+        scr.post_message(ProfileStarted(None, "old-run", 6, [], ["session old-run: resnet18 ..."]))
+        await pilot.pause(0.2)
+        plan = str(scr.query_one("#plan").render())
+        assert "Running session old-run" in plan and "form is for the next profile" in plan, plan
+        scr.post_message(ProfileFinished("done", None, 6, "resnet18"))
+        await pilot.pause(0.2)
+        assert str(scr.query_one("#plan").render()).startswith("Plan "), scr.query_one("#plan").render()
