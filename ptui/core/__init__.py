@@ -22,6 +22,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
     "usecases.fit": ("fit", "fit_cancellable",),
+    "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
     "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
                          "ProfileRun", "resumable_sessions",),
     # decisions
@@ -32,6 +33,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     # prediction
     "prediction.fit": ("outlier_note", "subset_note",),
     "prediction.modeldir": ("check_out_dir",),
+    "prediction.pooled": ("pooled_note",),
     "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
     # profiling
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
@@ -103,6 +105,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .prediction import train
     from .prediction.fit import outlier_note, subset_note
     from .prediction.modeldir import check_out_dir
+    from .prediction.pooled import pooled_note
     from .prediction.predictor import bundled_reference, check_predictions, load_model
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
     from .profiling.profiler import Control, RestoreFailed, Timed, time_unit
@@ -129,6 +132,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
     from .usecases.fit import fit, fit_cancellable
+    from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,
         ProfileRun,

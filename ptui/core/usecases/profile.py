@@ -32,6 +32,7 @@ from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
 
 if TYPE_CHECKING:
     from ..profiling.active import ActivePlanner
+    from ..profiling.pool import Pool
     from ..profiling.userscript import ScriptSource
 
 
@@ -140,6 +141,7 @@ class ProfileRun:
         self.planner: ActivePlanner | None = None
         self.source: ScriptSource | None = None
         self.log: Path | None = None
+        self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
         self.out: Path | str | None = None
 
     def _resolve(self) -> None:
@@ -347,11 +349,35 @@ class ProfileRun:
                                  source=self.source, planner=self.planner)
         self.profiler.control = self.control
         self.profiler.notify = self.notify
+        self._send_to_pool(be)
         self.profiler.time_basis = self.info.params.get("time_basis") or req.time_basis
         if self.planner is not None:
             self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
                               f"{self.planner.count} modes, stopping early once the decision is confident")
         return self.info
+
+    def _send_to_pool(self, be: Backend) -> None:
+        """With a fleet's pool configured ($PTUI_POOL), every finished row also goes there, right
+        after the session store committed it (and the rows a killed run finished before it could
+        send them); a pool that cannot be reached is said, and the profile goes on without it."""
+        from ..profiling.pool import PoolError
+        from .pool import pooling_store
+        assert self.profiler is not None and self.info is not None and self.name is not None
+        try:
+            store, pool = pooling_store(self.profiler.store, device=be.device, workload=self.info.workload,
+                                        batch_size=self.batch_size, simulated=bool(be.simulated),
+                                        notify=self.notify)
+        except PoolError as e:
+            self.notes.append(f"warning: {e}; this profile is not sent to the pool (send it later "
+                              f"with ptui pool push)")
+            return
+        if pool is None:
+            return
+        self._pool = pool
+        self.profiler.store = store
+        store.sync(self.name)
+        self.notes.append(f"each finished row also goes to the pool {pool.where} as board "
+                          f"{store.board!r}")
 
     def resume_hint(self) -> str:
         from ..board.backends.replay import ReplayJetson
@@ -497,6 +523,9 @@ class ProfileRun:
         if self._own_store:
             self.store.close()
             self._own_store = False
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def pause(self) -> None:
         self.control.pause()

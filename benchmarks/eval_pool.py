@@ -1,0 +1,194 @@
+"""Profiles pooled across boards (issue 26, item 6): per-board decisions of a fleet of simulated
+boards of one type with unit-to-unit variation, pooled against alone.
+
+N simulated boards of one device type (default 10 Orin AGX), each with its own unit factors
+(power uniform within +-10 %, time within +-1 %: SimJetson(unit_power, unit_time)), profile 5
+random modes of PowerTrain's grid each through ptui's own measurement (Profiler.measure on the
+simulated board: settling, jitter, sensor noise).  The rows go into a pool (an SQLite pool in a
+temporary folder: the same Pool class and SQL as a PostgreSQL one), and for every budget each
+board decides with pareto's rule (risk 0.05, the model's decision space) on:
+
+  * pooled-5 : the pooled fit (usecases.pool.fit_pooled_rows: its 5 rows + the fleet's 45, a
+               per-board power and time factor), the code `ptui fit --pool` runs;
+  * alone-5  : its own 5 measured modes, the best that meets the budget as measured (a fit needs
+               6 modes, so 5 alone can only be chosen from);
+  * alone-6  : a GP fit on 6 modes of its own (the fewest a fit takes);
+  * alone-50 : a GP fit on 50 modes of its own (PowerTrain's protocol).
+
+Penalty = the board's true (noise-free) time of the pick / its true best time over every mode
+within the budget - 1; "over" counts picks whose true power exceeds the budget + 1 W; "none"
+counts budgets where the method picked nothing.  Truth: the simulator's steady state times the
+board's unit factors.  SIMULATED throughout.
+
+Run: python benchmarks/eval_pool.py [--boards 10] [--own 5] [--device orin-agx]
+         [--workload resnet18] [--spread 0.10] [--seed 0]
+Prints numbers only; nothing is written outside a temporary folder.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ptui.core.board.backends.sim import SimJetson  # noqa: E402
+from ptui.core.board.physics import steady_state  # noqa: E402
+from ptui.core.catalogue.devices import get_device  # noqa: E402
+from ptui.core.catalogue.workloads import get_workload  # noqa: E402
+from ptui.core.decision.pareto import InfeasibleError, Table, choose  # noqa: E402
+from ptui.core.prediction.fit import fit_model  # noqa: E402
+from ptui.core.prediction.predictor import bundled_reference, load_model  # noqa: E402
+from ptui.core.profiling.pool import Pool, rows_from_results  # noqa: E402
+from ptui.core.profiling.profiler import Profiler  # noqa: E402
+from ptui.core.usecases.pool import fit_pooled_rows  # noqa: E402
+
+BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
+
+
+def measure(device, workload, unit_power: float, unit_time: float, modes, seed: int) -> list[dict]:
+    """ptui's measurement of each mode on a simulated unit (rows as the session store keeps them)."""
+    be = SimJetson(device, seed=seed, unit_power=unit_power, unit_time=unit_time)
+    be.start_training(workload)
+    events = be.events()
+    prof = Profiler(be, workload, None, "bench")
+    out = []
+    for m in modes:
+        out.append(prof.measure_checked(events, m).row())
+    be.stop_training()
+    return out
+
+
+def pick_measured(rows: list[dict], budget: float):
+    ok = [r for r in rows if r["power_w"] <= budget]
+    if not ok:
+        return None
+    r = min(ok, key=lambda r: r["time_ms"])
+    return (r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+
+
+def pick_model(model, budget: float):
+    modes, _ = model.decision_space()
+    tab = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
+    try:
+        d = choose(tab, budget_w=budget)
+    except InfeasibleError:
+        return None
+    return d.mode.as_tuple()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--boards", type=int, default=10)
+    ap.add_argument("--own", type=int, default=5)
+    ap.add_argument("--device", default="orin-agx")
+    ap.add_argument("--workload", default="resnet18")
+    ap.add_argument("--spread", type=float, default=0.10, help="unit power factor within 1 +- this")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    dev, wl = get_device(a.device), get_workload(a.workload)
+    rng = random.Random(a.seed)
+    grid = dev.pt_grid()
+    space = dev.full_space()
+    S = np.array([m.as_tuple() for m in space], np.float64)
+    op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
+    ref = load_model(bundled_reference())
+    boards = []
+    for b in range(a.boards):
+        up = 1 + rng.uniform(-a.spread, a.spread)
+        ut = 1 + rng.uniform(-0.01, 0.01)
+        modes50 = rng.sample(grid, 50)
+        boards.append({"id": f"unit-{b:02d}", "up": up, "ut": ut, "modes": modes50})
+    t0 = time.perf_counter()
+    for i, bd in enumerate(boards):
+        bd["rows50"] = measure(dev, wl, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
+    t_meas = time.perf_counter() - t0
+    where = {m.as_tuple(): k for k, m in enumerate(space)}
+
+    res: dict[str, dict] = {k: {"pen": [], "over": 0, "none": 0} for k in
+                            ("pooled-5", "alone-5", "alone-6", "alone-50")}
+    fit_s: dict[str, list] = {k: [] for k in res}
+    with tempfile.TemporaryDirectory() as tmp:
+        pool = Pool(f"sqlite:///{tmp}/pool.sqlite")
+        for bd in boards:
+            own = list(enumerate(bd["rows50"][:a.own]))
+            for r in rows_from_results(own, board=bd["id"], device=dev.name, workload=wl.name,
+                                       batch_size=wl.batch_size, simulated=True, source="bench"):
+                pool.add(r)
+        factors = []
+        for bd in boards:
+            mine = pool.rows(device=dev.name, workload=wl.name, batch_size=wl.batch_size, board=bd["id"])
+            fleet = [r for r in pool.rows(device=dev.name, workload=wl.name, batch_size=wl.batch_size)
+                     if r.board != bd["id"]]
+            t = time.perf_counter()
+            pooled = fit_pooled_rows(dev, mine, fleet, workload=wl.name, batch_size=wl.batch_size,
+                                     reference=ref, method="gp", seed=a.seed)
+            fit_s["pooled-5"].append(time.perf_counter() - t)
+            pinfo = pooled.about.trained_on["pooled"]
+            factors.append((bd["up"], pinfo["power_factor"], pinfo["power_factor_se_pct"]))
+            fitted = {}
+            for k, n in (("alone-6", 6), ("alone-50", 50)):
+                rows = bd["rows50"][:n]
+                modes = [space[where[(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])]] for r in rows]
+                t = time.perf_counter()
+                fitted[k] = fit_model(ref, dev, modes, [r["time_ms"] for r in rows],
+                                      [r["power_w"] for r in rows], method="gp", seed=a.seed,
+                                      workload=wl.name, measured={
+                                          "modes": np.array([m.as_tuple() for m in modes], np.float64),
+                                          "time_ms": np.array([r["time_ms"] for r in rows]),
+                                          "power_w": np.array([r["power_w"] for r in rows]),
+                                          "time_ms_std": 0.004 * np.array([r["time_ms"] for r in rows]),
+                                          "power_w_std": 0.004 * np.array([r["power_w"] for r in rows])})
+                fit_s[k].append(time.perf_counter() - t)
+            true_t, true_p = op.time_ms * bd["ut"], op.power_w * bd["up"]
+            for B in BUDGETS:
+                ok = true_p <= B
+                if not ok.any():
+                    continue
+                best = true_t[ok].min()
+                picks = {"pooled-5": pick_model(pooled, B),
+                         "alone-5": pick_measured(bd["rows50"][:a.own], B),
+                         "alone-6": pick_model(fitted["alone-6"], B),
+                         "alone-50": pick_model(fitted["alone-50"], B)}
+                for k, m in picks.items():
+                    if m is None:
+                        res[k]["none"] += 1
+                        continue
+                    i = where[tuple(float(x) for x in m)] if tuple(float(x) for x in m) in where else \
+                        where[m]
+                    res[k]["pen"].append(100 * (true_t[i] / best - 1))
+                    res[k]["over"] += int(true_p[i] > B + 1)
+        pool.close()
+    n = a.boards * len(BUDGETS)
+    print(f"{a.boards} simulated {dev.name} boards, {wl.name} batch {wl.batch_size}, unit power within "
+          f"+-{100 * a.spread:.0f} % (time +-1 %), budgets {BUDGETS[0]}-{BUDGETS[-1]} W: {n} decisions "
+          f"per method (SIMULATED)")
+    print(f"measuring 50 modes on each board: {t_meas:.1f} s wall")
+    print()
+    print("| method | own modes profiled | median penalty | mean penalty | p90 penalty | max penalty "
+          "| over budget +1 W | no pick | fit s (median) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    own = {"pooled-5": f"{a.own} (+{a.own * (a.boards - 1)} fleet)", "alone-5": str(a.own),
+           "alone-6": "6", "alone-50": "50"}
+    for k, r in res.items():
+        pen = np.array(r["pen"]) if r["pen"] else np.array([np.nan])
+        fs = f"{np.median(fit_s[k]):.1f}" if fit_s[k] else "-"
+        print(f"| {k} | {own[k]} | {np.median(pen):.2f} % | {np.mean(pen):.2f} % | "
+              f"{np.percentile(pen, 90):.2f} % | {np.max(pen):.2f} % | {r['over']} | {r['none']} | {fs} |")
+    print()
+    err = [100 * (f / u - 1) for u, f, _ in factors]
+    rel = [f / u for u, f, _ in factors]
+    print(f"power factor estimated vs true unit factor (up to the fleet's mean unit): "
+          f"ratio sd {100 * np.std(rel):.2f} %, range {100 * (min(rel) / np.mean(rel) - 1):+.2f} % .. "
+          f"{100 * (max(rel) / np.mean(rel) - 1):+.2f} %; stated se median "
+          f"{np.median([s for _, _, s in factors]):.2f} %; raw error median {np.median(np.abs(err)):.2f} %")
+
+
+if __name__ == "__main__":
+    main()

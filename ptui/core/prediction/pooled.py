@@ -1,0 +1,204 @@
+"""The pooled fit: one board's model from the rows of a fleet of boards of its type.
+
+Identical units differ: a rerun of an Orin AGX's MLPerf submission drew 27-32 % more power at
+equal throughput, and Xavier AGX / Nano units differ significantly in power and runtime
+(research notes: fleet.md).  So the fleet's rows are not one board's.  The model here takes each
+board's figures as the fleet's shape times a factor of its own, per target (log y = log f(mode) +
+c_board + noise):
+
+1. a GP on every row as it is (f0), each board's factor its rows' mean log ratio to f0;
+2. a GP on the rows divided by their board's factor (f1), the factors estimated again against it,
+   centred on the fleet's typical unit; their standard error is the residual sd of all rows about
+   f1 over the square root of the board's row count;
+3. the board's model: ``fit_model`` on every row brought to this board's unit (y x exp(c_own -
+   c_board)), its own rows as they are.  The fleet's rows count as measurements for this board
+   with their spread widened by both factors' standard errors, and each target's predictive sd is
+   widened by this board's factor's standard error (the one error every prediction shares).
+
+With 5 rows of its own a board's factor is known to about the noise over sqrt(5); the shape
+comes from all N x 5 rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..catalogue.devices import Device
+from ..errors import InputError
+
+OWN = "\x00own"               # the label of the board's own rows among the fleet's
+TARGETS = ("time", "power")
+
+
+@dataclass
+class Rows:
+    """Measured rows: raw modes A [n, 4], time and power, their measurement sds, and each row's
+    board."""
+    A: np.ndarray
+    time_ms: np.ndarray
+    power_w: np.ndarray
+    time_ms_std: np.ndarray
+    power_w_std: np.ndarray
+    boards: list[str]
+
+    def __len__(self) -> int:
+        return len(self.A)
+
+    @classmethod
+    def concat(cls, parts: list["Rows"]) -> "Rows":
+        def cat(k: str) -> np.ndarray:
+            return np.concatenate([getattr(p, k) for p in parts])
+        return cls(np.vstack([p.A for p in parts]).reshape(-1, 4), cat("time_ms"), cat("power_w"),
+                   cat("time_ms_std"), cat("power_w_std"), [b for p in parts for b in p.boards])
+
+
+@dataclass
+class Correction:
+    """One target's factor for this board against the fleet's typical unit, and its standard
+    error (log units)."""
+    factor: float
+    log_se: float
+    board_factors: dict[str, float]     # every other board's, for the record
+    resid_sd: float                     # rows about the fleet's shape, after the factors
+
+
+def _predict_log(pred, device: Device, A: np.ndarray) -> np.ndarray:
+    mid, _ = pred.predict_modes(device, A)
+    return np.log(mid)
+
+
+def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int) -> np.ndarray:
+    """The fleet's shape for the factors' regression: the reference model's log prediction (when
+    it is for this device) and the knobs' logs, with their squares and the GPU x memory term when
+    there are rows enough (at least 4 rows a coefficient)."""
+    cols = [np.ones(len(A))]
+    if reference is not None and reference.device == device:
+        from ..catalogue.modes import Mode
+        modes = [Mode(int(a[0]), float(a[1]), float(a[2]), float(a[3])) for a in A]
+        cols.append(np.log(np.asarray(reference.predict(modes)["time_ms" if tgt == "time" else "power_w"])))
+    lg = [np.log(A[:, k]) for k in range(4)]
+    lg = [(v - v.mean()) / (v.std() or 1.0) for v in lg]
+    cols += lg
+    if n >= 4 * (len(cols) + 5):
+        cols += [lg[1] ** 2, lg[2] ** 2, lg[3] ** 2, lg[2] * lg[3], lg[0] * lg[1]]
+    return np.column_stack(cols)
+
+
+def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0,
+                      progress=None) -> dict[str, tuple[Correction, np.ndarray]]:
+    """Per target: this board's Correction and every row's log factor (centred on the other
+    boards' mean), from one least-squares fit of log y on the fleet's shape (_features) plus a
+    factor per board (a fixed effect).  A GP would be the better shape, but fitted on the rows
+    themselves it absorbs most of a board's offset (5 rows of 50) and reports factors near 1 with
+    no error; the regression's few coefficients cannot, and its residual sd (shape misfit and
+    noise) gives each factor's standard error honestly, wide when the shape fits badly."""
+    labels = np.asarray(rows.boards, dtype=object)
+    others = sorted(set(rows.boards) - {OWN})
+    boards = others + [OWN]
+    n = len(labels)
+    D = np.column_stack([(labels == b).astype(float) for b in boards])
+    out = {}
+    for tgt in TARGETS:
+        if progress:
+            progress(f"pooled fit: {tgt}, each board's factor against the fleet's shape")
+        y = rows.time_ms if tgt == "time" else rows.power_w
+        ly = np.log(y)
+        F = _features(device, rows.A, reference, tgt, n - len(boards))
+        X = np.hstack([F[:, 1:], D])                 # the board factors take the intercept
+        coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
+        resid = ly - X @ coef
+        dof = max(n - np.linalg.matrix_rank(X), 1)
+        resid_sd = float(np.sqrt(np.sum(resid ** 2) / dof))
+        cov = resid_sd ** 2 * np.linalg.pinv(X.T @ X)
+        k = F.shape[1] - 1
+        raw = {b: float(coef[k + j]) for j, b in enumerate(boards)}
+        m = float(np.mean([raw[b] for b in others]))
+        c = {b: v - m for b, v in raw.items()}
+        # this board's factor against the others' mean: its coefficient minus their average
+        w = np.zeros(len(coef))
+        w[k + len(others)] = 1.0
+        w[k:k + len(others)] -= 1.0 / len(others)
+        se = float(np.sqrt(max(float(w @ cov @ w), 0.0)))
+        per_row = np.array([c[b] for b in labels])
+        corr = Correction(float(np.exp(c[OWN])), se,
+                          {b: float(np.exp(v)) for b, v in c.items() if b != OWN}, resid_sd)
+        out[tgt] = (corr, per_row)
+    return out
+
+
+def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str = "auto",
+               seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
+               fleet_source: str = "", simulated_rows: int = 0, progress=None):
+    """This board's model (predictor.Model) from its own rows and the fleet's (other boards of
+    its device type, same workload and batch size)."""
+    from .fit import MIN_MODES, fit_model
+    if len(own) < 1:
+        raise InputError("a pooled fit needs at least one profiled mode of this board (its power "
+                         "and time factor against the fleet are estimated from them)")
+    others = sorted(set(fleet.boards) - {OWN})
+    if not others:
+        raise InputError("the pool holds no rows of another board for this device, workload and "
+                         "batch size: nothing to pool")
+    own = Rows(own.A, own.time_ms, own.power_w, own.time_ms_std, own.power_w_std, [OWN] * len(own))
+    rows = Rows.concat([fleet, own])                 # own rows last: their measurement wins
+    if len(rows) < MIN_MODES:
+        raise InputError(f"a pooled fit needs at least {MIN_MODES} rows in all, got {len(rows)}")
+    corr = board_corrections(device, rows, reference, seed=seed, progress=progress)
+    to_own, sds = {}, {}
+    for tgt in TARGETS:
+        c, per_row = corr[tgt]
+        y = rows.time_ms if tgt == "time" else rows.power_w
+        y_sd = rows.time_ms_std if tgt == "time" else rows.power_w_std
+        shift = np.log(c.factor) - per_row            # 0 on this board's own rows
+        fleet_row = np.asarray(rows.boards, dtype=object) != OWN
+        to_own[tgt] = y * np.exp(shift)
+        # a fleet row as this board's measurement: its own spread, and both factors' errors
+        n_b = {b: rows.boards.count(b) for b in set(rows.boards)}
+        se_b = np.array([c.resid_sd / np.sqrt(n_b[b]) for b in rows.boards])
+        extra = np.where(fleet_row, np.hypot(c.log_se, se_b), 0.0)
+        sds[tgt] = np.hypot(y_sd * np.exp(shift), to_own[tgt] * extra)
+    from ..catalogue.modes import Mode
+    modes = [Mode(int(a[0]), float(a[1]), float(a[2]), float(a[3])) for a in rows.A]
+    measured = {"modes": rows.A.copy(), "time_ms": to_own["time"], "power_w": to_own["power"],
+                "time_ms_std": sds["time"], "power_w_std": sds["power"]}
+    if progress:
+        progress(f"pooled fit: this board's model on {len(rows)} rows ({len(own)} its own)")
+    model = fit_model(reference, device, modes, to_own["time"], to_own["power"], method=method,
+                      seed=seed, loss=loss, workload=workload, source=source, measured=measured,
+                      progress=progress)
+    widened = {}
+    for tgt in TARGETS:
+        pred = getattr(model, tgt)
+        c = corr[tgt][0]
+        if hasattr(pred, "sd_scale"):
+            mid, sd = pred.predict_modes(device, own.A)
+            base = float(np.median(np.sqrt(np.log1p((sd / mid) ** 2))))
+            k = float(np.sqrt(1.0 + (c.log_se / max(base, 1e-6)) ** 2))
+            pred.sd_scale = float(pred.sd_scale) * k
+            widened[tgt] = round(k, 4)
+    pooled = {
+        "fleet_rows": int(len(fleet)), "own_rows": int(len(own)), "boards": len(others),
+        "fleet_source": fleet_source, "simulated_rows": int(simulated_rows),
+        "correction": "per-board multiplicative factor per target against the fleet's typical "
+                      "unit, from this board's own rows (prediction/pooled.py)",
+        **{f"{t}_factor": round(corr[t][0].factor, 5) for t in TARGETS},
+        **{f"{t}_factor_se_pct": round(100 * corr[t][0].log_se, 3) for t in TARGETS},
+        **{f"{t}_resid_sd_pct": round(100 * corr[t][0].resid_sd, 3) for t in TARGETS},
+        "board_power_factors": {b: round(v, 4) for b, v in corr["power"][0].board_factors.items()},
+        "sd_widened": widened,
+    }
+    model.tell(trained_on=dict(model.about.trained_on, pooled=pooled))
+    return model
+
+
+def pooled_note(model) -> str | None:
+    """One line saying that a model was pooled, and its correction; None for another model."""
+    p = model.about.trained_on.get("pooled")
+    if not p:
+        return None
+    sim = f", {p['simulated_rows']} of them SIMULATED" if p.get("simulated_rows") else ""
+    return (f"pooled: {p['own_rows']} rows of this board + {p['fleet_rows']} from {p['boards']} other "
+            f"board{'s' * (p['boards'] != 1)} of the fleet{sim}; this board's power x{p['power_factor']:.3f} "
+            f"(± {p['power_factor_se_pct']:.1f} %), time x{p['time_factor']:.3f} "
+            f"(± {p['time_factor_se_pct']:.1f} %) against the fleet's typical unit")

@@ -1,0 +1,202 @@
+"""The fleet's pool as use cases: send a profile's rows, list and pull the fleet's rows, and the
+pooled fit (a board's model from its own few rows and the fleet's, prediction/pooled.py)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import paths
+from ..errors import InputError
+from ..profiling.pool import Pool, PoolRow, board_id, open_pool, pool_url  # noqa: F401 (façade)
+from .fit import FitOutcome
+
+ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
+            "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
+
+
+def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
+    """A one-batch-size profile CSV's rows (dicts, in file order) and its tags."""
+    from ..board.csvio import SPREAD_COLS, _distinct_rows, profile_batch_sizes, profile_tags
+    sizes = profile_batch_sizes(profile)
+    if len(sizes) > 1:
+        raise InputError(f"{profile} holds batch sizes {','.join(map(str, sizes))}; the pool takes a "
+                         f"profile of one batch size")
+    seen = _distinct_rows(profile, device, 1, SPREAD_COLS)
+    rows = []
+    for m in seen:
+        last = seen[m][1]
+        rows.append({"cores": m.cores, "cpu_mhz": m.cpu_mhz, "gpu_mhz": m.gpu_mhz, "mem_mhz": m.mem_mhz,
+                     **{k: last.get(k) for k in ROW_KEYS[4:]}})
+    tags = profile_tags(profile)
+    if sizes:
+        tags["batch_size"] = str(int(sizes[0]))
+    return rows, tags
+
+
+def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
+    from ..catalogue.workloads import WORKLOADS
+    wl = workload or tags.get("workload")
+    if not wl:
+        raise InputError(f"{profile} does not say its workload: give --workload")
+    b = batch_size or (int(tags["batch_size"]) if str(tags.get("batch_size", "")).isdigit() else None)
+    if b is None:
+        w = WORKLOADS.get(wl)
+        if w is None:
+            raise InputError(f"{profile} does not say its batch size: give --batch-size")
+        b = w.batch_size
+    return wl, int(b)
+
+
+def _simulated(profile) -> bool:
+    """A profile measured by ptui's simulator, an emulated board or a what-if (its `timed` or
+    label says so); a real board's otherwise."""
+    from ..board.csvio import profile_tags
+    timed = profile_tags(profile).get("timed", "")
+    if any(w in timed.upper() for w in ("SIMULATED", "REPLAYED", "WHAT-IF")):
+        return True
+    try:
+        head = Path(profile).read_text(encoding="utf-8", errors="replace")[:200000].lower()
+    except OSError:
+        return False
+    return "simulated" in head
+
+
+def push_profile(pool: Pool, profile: Path | str, device, *, board: str, workload: str | None = None,
+                 batch_size: int | None = None, simulated: bool | None = None) -> tuple[int, int]:
+    """Send a profile CSV's rows to the pool as this board's; (added, already there)."""
+    rows, tags = _profile_rows(profile, device)
+    wl, b = _what(profile, tags, workload, batch_size)
+    sim = _simulated(profile) if simulated is None else simulated
+    source = tags.get("session") or f"csv:{Path(profile).name}"
+    now = time.time()
+    added = 0
+    for i, r in enumerate(rows):
+        added += pool.add(_pool_row(r, board=board, device=device.name, workload=wl, batch_size=b,
+                                    simulated=sim, source=source, idx=i, measured_at=now))
+    return added, len(rows) - added
+
+
+def _pool_row(r: dict, *, board: str, device: str, workload: str, batch_size: int, simulated: bool,
+              source: str, idx: int, measured_at: float) -> PoolRow:
+    return PoolRow(board, device, workload, batch_size, int(r["cores"]), float(r["cpu_mhz"]),
+                   float(r["gpu_mhz"]), float(r["mem_mhz"]), float(r["time_ms"]), float(r["power_w"]),
+                   time_ms_p25=_num(r.get("time_ms_p25")), time_ms_p75=_num(r.get("time_ms_p75")),
+                   power_w_std=_num(r.get("power_w_std")), n_minibatches=_int(r.get("n_minibatches")),
+                   n_power=_int(r.get("n_power")), simulated=simulated, source=source, idx=idx,
+                   measured_at=measured_at)
+
+
+def _num(v) -> float | None:
+    try:
+        return None if v in (None, "") else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(v) -> int | None:
+    f = _num(v)
+    return None if f is None else int(f)
+
+
+def rows_of(pool_rows: list[PoolRow]):
+    """prediction.pooled.Rows of pool rows (measurement sds as a profile's: csvio)."""
+    from ..board.csvio import measured_uncertainty
+    from ..prediction.pooled import Rows
+    dicts = [{k: getattr(r, k) for k in ROW_KEYS} for r in pool_rows]
+    u = measured_uncertainty(dicts) if dicts else {"time_ms_std": np.zeros(0), "power_w_std": np.zeros(0)}
+    return Rows(np.array([[r.cores, r.cpu_mhz, r.gpu_mhz, r.mem_mhz] for r in pool_rows],
+                         np.float64).reshape(-1, 4),
+                np.array([r.time_ms for r in pool_rows], np.float64),
+                np.array([r.power_w for r in pool_rows], np.float64),
+                np.asarray(u["time_ms_std"], np.float64), np.asarray(u["power_w_std"], np.float64),
+                [r.board for r in pool_rows])
+
+
+def fleet_rows(pool: Pool, device, workload: str, batch_size: int, *, board: str) -> list[PoolRow]:
+    """The pool's rows for this device type, workload and batch size, of other boards than
+    `board` (a board's own rows come from its profile)."""
+    rows = pool.rows(device=device.name, workload=workload, batch_size=batch_size)
+    return [r for r in rows if r.board != board]
+
+
+def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workload: str, batch_size: int,
+                    reference=None, method: str = "gp", seed: int = 0, loss: str = "mse",
+                    source: str = "", fleet_source: str = "", progress=None):
+    """The pooled model of a board from its own rows and the fleet's (both as pool rows): what
+    `ptui fit --pool` and the benchmark run."""
+    from ..prediction.pooled import fit_pooled
+    from ..prediction.predictor import bundled_reference, load_model
+    ref = reference if reference is not None else load_model(bundled_reference())
+    model = fit_pooled(ref, device, rows_of(own), rows_of(fleet), method=method, seed=seed, loss=loss,
+                       workload=workload, source=source, fleet_source=fleet_source,
+                       simulated_rows=sum(r.simulated for r in fleet), progress=progress)
+    remember_epoch_size(model, workload, batch_size)
+    return model
+
+
+def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board: str | None = None,
+                  workload: str | None = None, out: Path | None = None, reference=None,
+                  method: str = "auto", seed: int = 0, loss: str = "mse",
+                  progress: Callable[[str], None] | None = None) -> FitOutcome:
+    """`ptui fit --pool`: this board's profile (a few modes) and the fleet's rows for its device
+    type, workload and batch size, with this board's power and time factors estimated from its
+    own rows; the model says it was pooled (trained_on.pooled)."""
+    from ..prediction.predictor import load_model
+    t0 = time.perf_counter()
+    me = board or board_id()
+    rows, tags = _profile_rows(profile, device)
+    wl, b = _what(profile, tags, workload, None)
+    sim = _simulated(profile)
+    own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
+                     source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
+    with open_pool(url) as pool:
+        fleet = fleet_rows(pool, device, wl, b, board=me)
+        where = pool.where
+    if not fleet:
+        raise InputError(f"the pool {where} holds no rows of another board for {device.name}, "
+                         f"{wl} at batch size {b}: nothing to pool (`ptui pool list` shows what it holds)")
+    ref = load_model(reference) if reference else None
+    model = fit_pooled_rows(device, own, fleet, workload=wl, batch_size=b, reference=ref, method=method,
+                            seed=seed, loss=loss, source=f"profile {profile} + pool {where}",
+                            fleet_source=where, progress=progress)
+    from ..profiling.profiler import keep_timed
+    keep_timed(model, profile, "step")
+    if progress:
+        progress("saving")
+    dest = Path(out) if out is not None else paths.model_dir(Path(profile).stem + "-pooled")
+    model.save(dest)
+    return FitOutcome(model, dest, len(own) + len(fleet), time.perf_counter() - t0, [b], wl)
+
+
+def remember_epoch_size(model, workload: str, batch_size) -> None:
+    from .fit import remember_epoch_size as remember
+    remember(model, workload, batch_size)
+
+
+def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str | None = None,
+              board: str | None = None) -> tuple[list[PoolRow], str]:
+    """The pool's rows that match (and the pool's name, password left out)."""
+    with open_pool(url) as pool:
+        return pool.rows(device=device.name if device else None, workload=workload,
+                         batch_size=batch_size, board=board), pool.where
+
+
+def pool_summary(url: str | None = None) -> tuple[list[dict], str]:
+    with open_pool(url) as pool:
+        return pool.summary(), pool.where
+
+
+def pooling_store(store, *, device, workload: str, batch_size: int, simulated: bool,
+                  notify=None) -> tuple[Any, Pool | None]:
+    """`store` with its finished rows also sent to the pool when $PTUI_POOL names one (else
+    `store` itself, and None); (store, pool to close)."""
+    if pool_url() is None:
+        return store, None
+    from ..profiling.pool import PoolingStore
+    pool = open_pool()
+    return PoolingStore(store, pool, board=board_id(), device=device.name, workload=workload,
+                        batch_size=batch_size, simulated=simulated, notify=notify), pool
