@@ -471,6 +471,8 @@ def cmd_fit(a) -> int:
     from .core import SAVING, STAGE, Step, get_device
     dev = get_device(a.device)
     _refuse_overwrite_into(a.out)
+    if getattr(a, "pool", False) or getattr(a, "pool_url", None):
+        return _fit_pooled(a, dev)
     from .cliprogress import Steps
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
@@ -515,6 +517,87 @@ def cmd_fit(a) -> int:
         for line in (mm.get("note"), outlier_note(name, mm)):
             if line:
                 print(f"         {line}")
+    return EXIT_OK
+
+
+def _fit_pooled(a, dev) -> int:
+    """`ptui fit --pool`: this board's profile with the fleet's rows (README: Fleets)."""
+    from .core import fit_with_pool, pooled_note
+    if a.scratch:
+        raise CLIError("--scratch trains a network on the profile alone; it does not pool")
+    res = fit_with_pool(dev, a.profile, url=a.pool_url, board=a.board, workload=a.workload, out=a.out,
+                        reference=a.reference, method=a.method, seed=a.seed, loss=a.loss,
+                        progress=None)
+    m, p = res.model.about.metrics, res.model.about.trained_on["pooled"]
+    if a.json:
+        from .core import document
+        keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale")
+        print(document("fit", {
+            "device": dev.name, "model": str(res.out), "profile": str(a.profile), "method": a.method,
+            "workload": res.workload, "batch_sizes": res.sizes, "profiled": p["own_rows"],
+            "fitted_on": f"{res.n_modes} rows, {p['own_rows']} of this board, pooled",
+            "seconds": round(res.seconds, 3), "timed": _timed(res.model),
+            "time_basis": res.model.about.time_basis, "pooled": p,
+            "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
+                            for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
+            "notes": [pooled_note(res.model)]}))
+        return EXIT_OK
+    print(f"model for {dev.name} (method {a.method}), pooled: {res.n_modes} rows -> {a.out} "
+          f"({res.seconds:.1f} s)")
+    print(f"  {pooled_note(res.model)}")
+    for name in ("time", "power"):
+        mm = m[name]
+        print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} % "
+              f"(over the pooled rows, corrected to this board)")
+    return EXIT_OK
+
+
+def cmd_pool(a) -> int:
+    """`ptui pool list | pull | push`: the fleet's shared rows (README: Fleets)."""
+    from .core import board_id, get_device, pool_summary, pull_rows, push_profile
+    if a.poolcmd == "list":
+        got, where = pool_summary(a.pool_url)
+        if a.json:
+            from .core import document
+            print(document("pool", {"pool": where, "groups": got}))
+            return EXIT_OK
+        if not got:
+            _info(f"the pool {where} holds no rows yet")
+            return EXIT_OK
+        print(f"pool {where}")
+        print(f"{'device':<11} {'workload':<14} {'batch':>5} {'rows':>6} {'boards':>6} "
+              f"{'simulated':>9}  newest")
+        for g in got:
+            print(f"{g['device']:<11} {g['workload']:<14} {g['batch_size']:>5} {g['rows']:>6} "
+                  f"{g['boards']:>6} {g['simulated_rows']:>9}  "
+                  f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(g['newest']))} UTC")
+        return EXIT_OK
+    if a.poolcmd == "push":
+        dev = get_device(a.device)
+        me = a.board or board_id()
+        added, had, where = push_profile(a.profile, dev, url=a.pool_url, board=me, workload=a.workload,
+                                         batch_size=a.batch_size)
+        print(f"{added} rows of {a.profile} added to the pool {where} as board {me!r}"
+              + (f" ({had} were there already)" if had else ""))
+        return EXIT_OK
+    from .core import check_out_file, fmt_value, write_csv
+    check_out_file(a.out)
+    dev = get_device(a.device)
+    rows, where = pull_rows(dev, a.workload, a.batch_size, url=a.pool_url, board=a.board)
+    if not rows:
+        raise CLIError(f"the pool {where} holds no rows for {dev.name}"
+                       + (f", {a.workload}" if a.workload else "")
+                       + (f" at batch size {a.batch_size}" if a.batch_size else "")
+                       + (f" of board {a.board!r}" if a.board else ""))
+    cols = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25", "time_ms_p75",
+            "power_w_std", "n_minibatches", "n_power", "workload", "batch_size", "board", "simulated",
+            "source", "measured_at")
+    write_csv(a.out, cols, [[fmt_value(getattr(r, c)) if c not in ("workload", "board", "source")
+                             else getattr(r, c) for c in cols] for r in rows])
+    boards = len({r.board for r in rows})
+    sim = sum(r.simulated for r in rows)
+    print(f"{len(rows)} rows of {boards} board{'s' * (boards != 1)} from the pool {where} -> {a.out}"
+          + (f" ({sim} SIMULATED)" if sim else ""))
     return EXIT_OK
 
 
@@ -1227,8 +1310,35 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scratch", action="store_true", help="train the network from scratch (NN baseline)")
     f.add_argument("--seed", type=int, default=0)
     _time_arg(f)
+    f.add_argument("--pool", action="store_true",
+                   help="pool the fleet's rows ($PTUI_POOL) for this device, workload and batch size "
+                        "with this board's profile, correcting for this unit's power and time")
+    f.add_argument("--pool-url", help="the fleet's pool (implies --pool; default $PTUI_POOL): "
+                                      "postgresql://USER@HOST:PORT/DB or sqlite:///PATH")
+    f.add_argument("--board", help="this board's id in the pool (default $PTUI_BOARD_ID, else the host name)")
     f.add_argument("--json", action="store_true", help=JSON_HELP)
     f.set_defaults(fn=cmd_fit)
+
+    po = sub.add_parser("pool", help="the fleet's pool of measured rows: list, pull, push")
+    posub = po.add_subparsers(dest="poolcmd", metavar="list|pull|push", required=True)
+    pol = posub.add_parser("list", help="what the pool holds, per device, workload and batch size")
+    pop = posub.add_parser("pull", help="the pool's rows to a CSV")
+    pop.add_argument("--device", required=True)
+    pop.add_argument("--workload")
+    pop.add_argument("--batch-size", type=int)
+    pop.add_argument("--board", help="one board's rows only")
+    pop.add_argument("--out", required=True)
+    pou = posub.add_parser("push", help="send a profile CSV's rows to the pool as this board's")
+    pou.add_argument("--device", required=True)
+    pou.add_argument("--profile", required=True)
+    pou.add_argument("--workload", help="the profile's workload (default: its workload column)")
+    pou.add_argument("--batch-size", type=int, help="default: its batch_size column")
+    pou.add_argument("--board", help="this board's id (default $PTUI_BOARD_ID, else the host name)")
+    for q in (pol, pop, pou):
+        q.add_argument("--pool-url", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH "
+                                          "(default $PTUI_POOL)")
+    pol.add_argument("--json", action="store_true", help=JSON_HELP)
+    po.set_defaults(fn=cmd_pool)
 
     pd = sub.add_parser("predict", help="predict time and power for modes")
     pd.add_argument("--model", required=True)

@@ -65,9 +65,22 @@ def _simulated(profile) -> bool:
     return "simulated" in head
 
 
-def push_profile(pool: Pool, profile: Path | str, device, *, board: str, workload: str | None = None,
-                 batch_size: int | None = None, simulated: bool | None = None) -> tuple[int, int]:
-    """Send a profile CSV's rows to the pool as this board's; (added, already there)."""
+def push_profile(profile: Path | str, device, *, url: str | None = None, board: str | None = None,
+                 workload: str | None = None, batch_size: int | None = None,
+                 simulated: bool | None = None) -> tuple[int, int, str]:
+    """`ptui pool push`: a profile CSV's rows to the pool as this board's; (added, already there,
+    the pool's name)."""
+    rows, tags = _profile_rows(profile, device)     # a bad profile is refused before connecting
+    _what(profile, tags, workload, batch_size)
+    with open_pool(url) as pool:
+        added, had = push_to(pool, profile, device, board=board or board_id(), workload=workload,
+                             batch_size=batch_size, simulated=simulated)
+        return added, had, pool.where
+
+
+def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: str | None = None,
+            batch_size: int | None = None, simulated: bool | None = None) -> tuple[int, int]:
+    """Send a profile CSV's rows to an open pool as `board`'s; (added, already there)."""
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, batch_size)
     sim = _simulated(profile) if simulated is None else simulated
