@@ -84,7 +84,9 @@ def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: st
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, batch_size)
     sim = _simulated(profile) if simulated is None else simulated
-    source = tags.get("session") or f"csv:{Path(profile).name}"
+    # a ptui profile's rows as its run sent them (PoolingStore: session@bsB, in plan order), so
+    # pushing a profile that already went to the pool adds nothing
+    source = f"{tags['session']}@bs{b}" if tags.get("session") else f"csv:{Path(profile).name}"
     now = time.time()
     added = 0
     for i, r in enumerate(rows):

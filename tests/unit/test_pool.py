@@ -1,0 +1,165 @@
+"""The fleet's pool (SQLite flavour: the same class and SQL as on PostgreSQL, whose own tests
+are tests/functional/test_pool_pg.py) and the pooled fit with a per-board correction."""
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ptui.core.errors import InputError
+from ptui.core.profiling.pool import Pool, PoolError, PoolRow, check_url
+
+
+def _row(board="a", idx=0, **kw):
+    base = dict(board=board, device="orin-agx", workload="resnet18", batch_size=16, cores=4, cpu_mhz=729.6,
+                gpu_mhz=305.25, mem_mhz=2133.0, time_ms=100.0 + idx, power_w=20.0, simulated=True,
+                source="s", idx=idx, measured_at=1e9)
+    return PoolRow(**{**base, **kw})
+
+
+def test_rows_go_in_once_and_come_back_filtered(tmp_path):
+    with Pool(f"sqlite:///{tmp_path}/p.sqlite") as pool:
+        assert pool.add(_row("a", 0)) and pool.add(_row("a", 1)) and pool.add(_row("b", 0))
+        assert not pool.add(_row("a", 0, time_ms=5.0))          # the same row again: kept as it was
+        assert pool.add(_row("a", 0, source="other"))
+        assert pool.add(_row("c", 0, workload="bert-base"))
+        assert {(r.board, r.idx) for r in pool.rows(workload="resnet18", board="a")} == {("a", 0), ("a", 1)}
+        assert pool.rows(board="a", workload="resnet18")[0].time_ms == 100.0
+        assert pool.summary()[1] == {"device": "orin-agx", "workload": "resnet18", "batch_size": 16,
+                                     "rows": 4, "boards": 2, "simulated_rows": 4,
+                                     "newest": 1e9}
+
+
+def test_a_pool_written_by_a_newer_ptui_is_refused(tmp_path):
+    path = tmp_path / "p.sqlite"
+    Pool(f"sqlite:///{path}").close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE ptui_pool_meta SET value='99' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(PoolError, match="newer ptui"):
+        Pool(f"sqlite:///{path}")
+
+
+@pytest.mark.parametrize("url", ["mysql://h/db", "sqlite://relative", "postgresql://", "nonsense", "sqlite:///"])
+def test_bad_pool_urls_are_refused(url):
+    with pytest.raises(InputError, match="bad pool URL"):
+        check_url(url)
+
+
+@pytest.mark.parametrize("args", [["pool", "list", "--pool-url", "mysql://h/db"],
+                                  ["fit", "--device", "orin-agx", "--profile", "x.csv", "--out", "m",
+                                   "--pool-url", "ftp://h"],
+                                  ["pool", "list"]])
+def test_a_bad_or_missing_pool_is_one_line_exit_2(cli, args, monkeypatch, tmp_path):
+    monkeypatch.delenv("PTUI_POOL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    if args[0] == "fit":
+        rc, out, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "6",
+                           "--out", "x.csv")
+        assert rc == 0, err
+    rc, out, err = cli(*args)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert ("bad pool URL" if "--pool-url" in args else "no pool") in err
+
+
+def test_profile_sends_each_finished_row_and_a_resume_adds_no_duplicate(cli, monkeypatch, tmp_path):
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    monkeypatch.setenv("PTUI_BOARD_ID", "unit-7")
+    rc, out, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "4",
+                       "--session", "s1", "--out", tmp_path / "a.csv")
+    assert rc == 0, err
+    with Pool(url) as pool:
+        rows = pool.rows(board="unit-7")
+    assert len(rows) == 4 and all(r.simulated and r.source == "s1@bs16" for r in rows)
+    # the rows a killed run committed locally but had not sent: the next run of the session sends them
+    from ptui.core.profiling.pool import PoolingStore
+    from ptui.core.profiling.store import Store
+    with Pool(url) as pool:
+        ps = PoolingStore(Store(), pool, board="unit-7", device="orin-agx", workload="resnet18",
+                          batch_size=16, simulated=True)
+        ps.sync("s1")
+        assert ps.sent == 0 and len(pool.rows(board="unit-7")) == 4
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "a.csv")
+    assert rc == 0 and "0 rows" in out and "4 were there already" in out, out + err
+
+
+# -- the pooled fit ------------------------------------------------------------------------------
+BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
+
+
+def _fleet(n_boards: int, n_modes: int, seed: int):
+    """Simulated Orin AGX units (power within +-10 %, time +-1 %), each measuring n_modes random
+    grid modes through ptui's profiler; the last unit draws 10 % more power than the typical one."""
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.profiling.profiler import Profiler
+    dev, wl = get_device("orin-agx"), get_workload("resnet18")
+    rng = random.Random(seed)
+    grid = dev.pt_grid()
+    units = []
+    for b in range(n_boards):
+        up = 1.10 if b == n_boards - 1 else 1 + rng.uniform(-0.1, 0.1)
+        ut = 1 + rng.uniform(-0.01, 0.01)
+        be = SimJetson(dev, seed=seed * 100 + b, unit_power=up, unit_time=ut)
+        be.start_training(wl)
+        ev, prof = be.events(), Profiler(be, wl, None, "t")
+        units.append((f"u{b}", up, ut, [prof.measure_checked(ev, m).row() for m in rng.sample(grid, n_modes)]))
+    return dev, wl, units
+
+
+@pytest.mark.slow
+def test_the_pooled_fit_beats_the_board_alone_on_a_simulated_fleet():
+    from ptui.core.board.physics import steady_state
+    from ptui.core.decision.pareto import InfeasibleError, Table, choose
+    from ptui.core.prediction.fit import fit_model
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(7, 6, seed=3)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r[:5])), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    me, up, ut, mine = units[-1]
+    fleet = [r for b, rs in rows.items() if b != me for r in rs]
+    pooled = fit_pooled_rows(dev, rows[me], fleet, workload=wl.name, batch_size=16, reference=ref, method="gp")
+    p = pooled.about.trained_on["pooled"]
+    others = np.mean([np.log(u[1]) for u in units[:-1]])
+    assert p["power_factor"] == pytest.approx(up / np.exp(others), rel=0.03)
+    assert p["boards"] == 6 and p["own_rows"] == 5 and p["fleet_rows"] == 30 and p["simulated_rows"] == 30
+    modes6 = [dev.pt_grid()[0]] * 0
+    from ptui.core.catalogue.modes import Mode
+    modes6 = [Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]) for r in mine]
+    alone = fit_model(ref, dev, modes6, [r["time_ms"] for r in mine], [r["power_w"] for r in mine],
+                      method="gp", workload=wl.name)
+    space = dev.full_space()
+    S = np.array([m.as_tuple() for m in space])
+    op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
+    true_t, true_p = op.time_ms * ut, op.power_w * up
+    where = {m.as_tuple(): i for i, m in enumerate(space)}
+
+    def penalties(model):
+        modes, _ = model.decision_space()
+        tab = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
+        pen, over = [], 0
+        for B in BUDGETS:
+            try:
+                i = where[choose(tab, budget_w=B).mode.as_tuple()]
+            except InfeasibleError:
+                pen.append(100.0)
+                continue
+            pen.append(100 * (true_t[i] / true_t[true_p <= B].min() - 1))
+            over += int(true_p[i] > B + 1)
+        return float(np.median(pen)), over
+    pooled_pen, pooled_over = penalties(pooled)
+    alone_pen, _ = penalties(alone)
+    assert pooled_over == 0
+    assert pooled_pen < alone_pen, (pooled_pen, alone_pen)
+    assert pooled_pen < 10.0
+    meta = json.loads(json.dumps(pooled.meta))
+    assert meta["trained_on"]["pooled"]["correction"].startswith("per-board multiplicative factor")
