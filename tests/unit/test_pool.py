@@ -132,7 +132,6 @@ def test_the_pooled_fit_beats_the_board_alone_on_a_simulated_fleet():
     others = np.mean([np.log(u[1]) for u in units[:-1]])
     assert p["power_factor"] == pytest.approx(up / np.exp(others), rel=0.03)
     assert p["boards"] == 6 and p["own_rows"] == 5 and p["fleet_rows"] == 30 and p["simulated_rows"] == 30
-    modes6 = [dev.pt_grid()[0]] * 0
     from ptui.core.catalogue.modes import Mode
     modes6 = [Mode(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]) for r in mine]
     alone = fit_model(ref, dev, modes6, [r["time_ms"] for r in mine], [r["power_w"] for r in mine],

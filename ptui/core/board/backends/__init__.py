@@ -44,7 +44,7 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         from .sim import SimJetson
         dev: Device = get_device(device or "orin-agx")
         kw = {"sample_interval": sample_interval} if sample_interval else {}
-        return SimJetson(dev, clock=clock, seed=seed, **kw), note
+        return SimJetson(dev, clock=clock, seed=seed, **kw, **sim_unit()), note
     if device:
         dev = get_device(device)
     elif det.device is not None:
@@ -61,3 +61,24 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         from .jtop import JtopBackend
         return JtopBackend(dev, root=root), note
     raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs, jtop or replay")
+
+
+SIM_UNIT_ENV = "PTUI_SIM_UNIT"
+
+
+def sim_unit() -> dict[str, float]:
+    """The simulated unit's factors against the typical one, from $PTUI_SIM_UNIT=POWER[,TIME]
+    (e.g. 1.08: this unit draws 8 % more power), so a fleet of simulated boards differs as real
+    units do; {} when unset."""
+    import os
+    raw = os.environ.get(SIM_UNIT_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        vals = [float(v) for v in raw.split(",")]
+        if not 1 <= len(vals) <= 2 or not all(0.5 <= v <= 2.0 for v in vals):
+            raise ValueError
+    except ValueError:
+        raise InputError(f"bad ${SIM_UNIT_ENV} {raw!r}: POWER[,TIME] factors between 0.5 and 2 "
+                         f"(e.g. 1.08 or 1.08,0.99)") from None
+    return {"unit_power": vals[0], "unit_time": vals[1] if len(vals) > 1 else 1.0}
