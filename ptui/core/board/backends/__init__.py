@@ -44,7 +44,9 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         from .sim import SimJetson
         dev: Device = get_device(device or "orin-agx")
         kw = {"sample_interval": sample_interval} if sample_interval else {}
-        return SimJetson(dev, clock=clock, seed=seed, **kw, **sim_unit()), note
+        unit = sim_unit()
+        return SimJetson(dev, clock=clock, seed=seed, unit_power=unit.get("unit_power", 1.0),
+                         unit_time=unit.get("unit_time", 1.0), **kw), note
     if device:
         dev = get_device(device)
     elif det.device is not None:
