@@ -321,3 +321,14 @@ class PoolingStore:
             self.failed = str(e)
             self._notify(f"warning: {e}; the profile goes on without the pool (its rows stay in the "
                          f"local session store)")
+
+
+def pooling_store(store, *, device, workload: str, batch_size: int, simulated: bool,
+                  notify=None) -> tuple[Any, Pool | None]:
+    """`store` with its finished rows also sent to the pool when $PTUI_POOL names one (else
+    `store` itself, and None); (store, pool to close)."""
+    if pool_url() is None:
+        return store, None
+    pool = open_pool()
+    return PoolingStore(store, pool, board=board_id(), device=device.name, workload=workload,
+                        batch_size=batch_size, simulated=simulated, notify=notify), pool

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -203,15 +202,3 @@ def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str 
 def pool_summary(url: str | None = None) -> tuple[list[dict], str]:
     with open_pool(url) as pool:
         return pool.summary(), pool.where
-
-
-def pooling_store(store, *, device, workload: str, batch_size: int, simulated: bool,
-                  notify=None) -> tuple[Any, Pool | None]:
-    """`store` with its finished rows also sent to the pool when $PTUI_POOL names one (else
-    `store` itself, and None); (store, pool to close)."""
-    if pool_url() is None:
-        return store, None
-    from ..profiling.pool import PoolingStore
-    pool = open_pool()
-    return PoolingStore(store, pool, board=board_id(), device=device.name, workload=workload,
-                        batch_size=batch_size, simulated=simulated, notify=notify), pool

@@ -360,8 +360,7 @@ class ProfileRun:
         """With a fleet's pool configured ($PTUI_POOL), every finished row also goes there, right
         after the session store committed it (and the rows a killed run finished before it could
         send them); a pool that cannot be reached is said, and the profile goes on without it."""
-        from ..profiling.pool import PoolError
-        from .pool import pooling_store
+        from ..profiling.pool import PoolError, pooling_store
         assert self.profiler is not None and self.info is not None and self.name is not None
         try:
             store, pool = pooling_store(self.profiler.store, device=be.device, workload=self.info.workload,
