@@ -162,3 +162,14 @@ def test_the_pooled_fit_beats_the_board_alone_on_a_simulated_fleet():
     assert pooled_pen < 10.0
     meta = json.loads(json.dumps(pooled.meta))
     assert meta["trained_on"]["pooled"]["correction"].startswith("per-board multiplicative factor")
+
+
+def test_a_pool_out_of_reach_is_said_and_the_profile_goes_on(cli, monkeypatch, tmp_path):
+    pytest.importorskip("psycopg", reason="psycopg 3 is not installed (the test extra has it)")
+    from tests.support.pgserver import free_port
+    monkeypatch.setenv("PTUI_POOL", f"postgresql://nobody@127.0.0.1:{free_port()}/x")
+    rc, out, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "3",
+                       "--out", tmp_path / "a.csv")
+    assert rc == 0, err
+    assert "cannot reach the pool" in err and "ptui pool push" in err
+    assert len((tmp_path / "a.csv").read_text().splitlines()) == 4
