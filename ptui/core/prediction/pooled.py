@@ -12,11 +12,8 @@ c_board + noise):
    f1 over the square root of the board's row count;
 3. the board's model: ``fit_model`` on every row brought to this board's unit (y x exp(c_own -
    c_board)), its own rows as they are.  The fleet's rows count as measurements for this board
-   with their spread widened by both factors' standard errors; the predictive sd is the fit's own,
-   calibrated by cross-validation over the pooled rows, whose residuals between boards carry the
-   other boards' factor errors (widening it again by this board's made every decision more
-   cautious for no fewer over-budget picks: benchmarks/eval_pool.py, median time penalty 4.4 %
-   against 2.9 %).
+   with their spread widened by both factors' standard errors, and each target's predictive sd is
+   widened by this board's factor's standard error (the one error every prediction shares).
 
 With 5 rows of its own a board's factor is known to about the noise over sqrt(5); the shape
 comes from all N x 5 rows.
@@ -170,6 +167,16 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     model = fit_model(reference, device, modes, to_own["time"], to_own["power"], method=method,
                       seed=seed, loss=loss, workload=workload, source=source, measured=measured,
                       progress=progress)
+    widened = {}
+    for tgt in TARGETS:
+        pred = getattr(model, tgt)
+        c = corr[tgt][0]
+        if hasattr(pred, "sd_scale"):
+            mid, sd = pred.predict_modes(device, own.A)
+            base = float(np.median(np.sqrt(np.log1p((sd / mid) ** 2))))
+            k = float(np.sqrt(1.0 + (c.log_se / max(base, 1e-6)) ** 2))
+            pred.sd_scale = float(pred.sd_scale) * k
+            widened[tgt] = round(k, 4)
     pooled = {
         "fleet_rows": int(len(fleet)), "own_rows": int(len(own)), "boards": len(others),
         "fleet_source": fleet_source, "simulated_rows": int(simulated_rows),
@@ -179,8 +186,7 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
         **{f"{t}_factor_se_pct": round(100 * corr[t][0].log_se, 3) for t in TARGETS},
         **{f"{t}_resid_sd_pct": round(100 * corr[t][0].resid_sd, 3) for t in TARGETS},
         "board_power_factors": {b: round(v, 4) for b, v in corr["power"][0].board_factors.items()},
-        "spread": "fleet rows as measurements: their spread widened by both boards' factor errors; "
-                  "predictions: the fit's cross-validated calibration over the pooled rows",
+        "sd_widened": widened,
     }
     model.tell(trained_on=dict(model.about.trained_on, pooled=pooled))
     return model
