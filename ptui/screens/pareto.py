@@ -27,7 +27,7 @@ from textual.widgets import (
 )
 
 from .. import core
-from ..core import DEFAULT_RISK, WORKLOADS, InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
+from ..core import WORKLOADS, InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
 from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
 
@@ -370,8 +370,7 @@ class ParetoScreen(Screen):
         sizes = None if self.bs_filter is None else (self.bs_filter,)
         kw = dict(goal=obj, budget_w=self._num("#budget"), deadline_s=self._num("#deadline"),
                   epochs=int(self._num("#epochs") or 1), mb_per_epoch=self.mb_per_epoch,
-                  sizes=sizes, noise_scale=self._num("#noise"),
-                  risk=DEFAULT_RISK if self.model is not None else None)
+                  sizes=sizes, noise_scale=self._num("#noise"))
         self.view_gen += 1
         if self.space is not None:
             self.decide_apart(self.view_gen, self.pred, error, kw)

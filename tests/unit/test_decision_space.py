@@ -73,3 +73,18 @@ def test_cli_pareto_says_what_it_left_out_and_extrapolate_includes_it(tmp_path, 
     assert rc2 == 0 and "no profiled mode had" not in err2, err2
     m2 = json.loads(out2)["mode"]
     assert m2["cores"] < P[:, 0].min() or m2["cpu_mhz"] < P[:, 1].min()
+
+
+def test_the_view_decides_a_profile_on_its_measurements_and_a_model_with_its_risk():
+    """The rule was the Pareto screen's (risk 0.05 for a model, none for a profile's measured
+    figures); it is the use case's now, so both faces decide alike."""
+    import numpy as np
+
+    from ptui.core.decision.pareto import Table
+    from ptui.core.usecases.decide import Predictions
+    grid = DEV.pt_grid()
+    tab = Table([grid[0], grid[1]], np.array([100.0, 150.0]), np.array([29.8, 25.0]),
+                np.array([1.0, 1.0]), np.array([2.0, 0.1]), np.array([True, True]))
+    measured = Predictions(tab, None, 1000, "resnet18")
+    assert core.view(measured, goal="budget", budget_w=30, mb_per_epoch=1000).decision.index == 0
+    assert core.view(measured, goal="budget", budget_w=30, mb_per_epoch=1000, risk=0.05).decision.index == 1

@@ -156,15 +156,21 @@ GOALS = ("budget", "deadline", "energy")
 def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
          deadline_s: float | None = None, epochs: int = 1, mb_per_epoch: int,
          sizes=None, noise_scale: float | None = None,
-         risk: float | None = DEFAULT_RISK) -> View:
+         risk: float | None | str = "auto") -> View:
     """The decision for the Pareto screen, made as `ptui pareto` makes it (with --batch-sizes for a
     source of several sizes: batch.decide_in): 'budget' (fastest, or least time to target, within
     budget_w), 'deadline' (lowest power meeting deadline_s per epoch; one batch size only) or
     'energy' (least energy, within budget_w if given).  `sizes` None: every size of the source; a
     noise scale gives the samples each size needs (none: throughput only).  Bad input raises
     InputError; a goal nothing meets is returned as `error` with the candidates still drawn.
-    goal None: the candidates and their front alone (no decision, one batch size)."""
+    goal None: the candidates and their front alone (no decision, one batch size).  risk 'auto':
+    the default risk for a model's predictions; a profile's measured figures are decided on as
+    measured (their spread is the measurement's, not a prediction's)."""
     from ..decision.goals import Goal
+    if risk == "auto":
+        risk = DEFAULT_RISK if pred.model is not None else None
+    if isinstance(risk, str):
+        raise InputError(f"risk must be a probability, None or 'auto', got {risk!r}")
     from ..decision.pareto import InfeasibleError, best_preset, choose, front_indices, presets_table
     if goal is not None and goal not in GOALS:
         raise InputError(f"unknown goal {goal!r}; choose {', '.join(GOALS)}")
