@@ -471,6 +471,9 @@ def cmd_fit(a) -> int:
     from .core import SAVING, STAGE, Step, get_device
     dev = get_device(a.device)
     _refuse_overwrite_into(a.out)
+    spec = core.workload_spec(a.workload_spec) if a.workload_spec else None
+    if a.profile is None:
+        return _fit_prior(a, dev, spec)
     from .cliprogress import Steps
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
@@ -482,7 +485,7 @@ def cmd_fit(a) -> int:
                 bar.update(bar.done, st, st)
         res = core.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
-                          seed=a.seed, loss=a.loss, note=_info)
+                          seed=a.seed, loss=a.loss, note=_info, spec=spec)
     m = res.model.about.metrics
     from .core import outlier_note, subset_note
     if a.json:
@@ -516,6 +519,47 @@ def cmd_fit(a) -> int:
             if line:
                 print(f"         {line}")
     return EXIT_OK
+
+
+def _fit_prior(a, dev, spec) -> int:
+    """fit without --profile: the roofline prior of --workload-spec (or of a catalog --workload)
+    alone, saved as a model that predict and pareto read like any other."""
+    from . import core
+    if spec is None:
+        spec = core.workload_spec(None, a.workload)
+    if spec is None:
+        raise CLIError("give --profile CSV, or --workload-spec SPEC.json (or a catalog --workload) "
+                       "for a model from the roofline prior alone")
+    if a.scratch or a.method == "powertrain":
+        raise CLIError("--scratch and --method powertrain train on a profile; without --profile "
+                       "the model is the roofline prior alone")
+    res = core.fit_prior(dev, spec, out=a.out, workload=a.workload)
+    m = res.model.about.metrics
+    if a.json:
+        from .core import document
+        print(document("fit", {
+            "device": dev.name, "model": str(res.out), "profile": None, "method": "roofline",
+            "workload": res.workload, "batch_sizes": res.sizes, "profiled": 0,
+            "fitted_on": res.fitted_on, "seconds": round(res.seconds, 3), "timed": _timed(res.model),
+            "time_basis": res.model.about.time_basis,
+            "metrics": {t: {"choice": m[t]["choice"], "note": m[t]["note"]} for t in ("time", "power")},
+            "notes": [m["time"]["note"]]}))
+        return EXIT_OK
+    print(f"model for {dev.name}, {res.fitted_on} -> {a.out}")
+    print(f"  {m['time']['note']}")
+    print("  decisions from it rest on no measurement: profile a few modes and fit with --profile "
+          "to refine it")
+    return EXIT_OK
+
+
+def _prior_only_note(model) -> str | None:
+    """The line a decision from a model with no profiled mode says (stderr), else None."""
+    from .core import PRIOR_KIND
+    if model.about.kind != PRIOR_KIND:
+        return None
+    return (f"this decision rests on no measurement: the roofline prior of "
+            f"{model.about.trained_on.get('source') or 'a workload spec'} alone, with its spreads; "
+            f"profile a few modes to refine it")
 
 
 def _predict_table(a):
@@ -582,6 +626,9 @@ def cmd_pareto(a) -> int:
     from .core import decision_body
     res = decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                    epochs=a.epochs)
+    prior_note = _prior_only_note(model)
+    if prior_note:
+        _warn(prior_note)
     if a.json:
         from .core import document
         print(document("pareto", res))
@@ -1215,7 +1262,13 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile",
                        epilog=_words("CV MAPE"))
     f.add_argument("--device", required=True)
-    f.add_argument("--profile", required=True)
+    f.add_argument("--profile", help="profile CSV (without it: a model from the roofline prior "
+                   "of --workload-spec alone, no mode profiled)")
+    f.add_argument("--workload-spec", metavar="SPEC.json",
+                   help='the training step\'s counts, {"gflop_per_step": G, "gbytes_per_step": B, '
+                   '"batch_size": N} (optional host_ms, serial_ms, loader_ms or input_mb, workers, '
+                   'cpu_mhz): its roofline prior is a GP candidate\'s mean (default: a catalog '
+                   '--workload\'s published counts)')
     f.add_argument("--out", required=True, help="model directory")
     f.add_argument("--reference", help="reference model directory (default: bundled Orin AGX ResNet-18)")
     f.add_argument("--loss", choices=("mse", "mape"), default="mse")

@@ -20,7 +20,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                        "restore", "rollback",),
     "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
-    "usecases.fit": ("fit", "fit_cancellable",),
+    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "workload_spec",),
     "usecases.profile": ("check_memory", "latest_outputs", "ProfileRequest", "ProfileRun",
                          "resumable_sessions",),
     # decisions
@@ -121,7 +121,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     )
     from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
-    from .usecases.fit import fit, fit_cancellable
+    from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, workload_spec
     from .usecases.profile import ProfileRequest, ProfileRun, check_memory, latest_outputs, resumable_sessions
 
 
