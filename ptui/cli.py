@@ -76,7 +76,7 @@ def cmd_profile(a) -> int:
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
         samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus,
-        time_basis=a.time)
+        time_basis=a.time, workload_spec=getattr(a, "workload_spec", None))
     sizes = getattr(a, "batch_sizes", None)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
@@ -183,6 +183,8 @@ def cmd_tune(a) -> int:
     if not a.command_line and not a.workload and not a.resume and not a.corpus:
         raise CLIError("--workload is required (or your own training command after --; on the "
                        "replay device --corpus F.csv is the workload)")
+    if a.workload_spec:                         # a bad spec: one line before any mode is profiled
+        core.workload_spec(a.workload_spec)
     sizes = getattr(a, "batch_sizes", None)
     stored = _resumed_tune(a) if a.resume and a.session else None
     group = sizes is not None or bool(stored and stored["batch_sizes"])
@@ -229,7 +231,8 @@ def cmd_tune(a) -> int:
         td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
                                  workload=workload, corpus=a.corpus,
                                  model_dir=data_dir() / "models" / a.session, progress=_info,
-                                 time_basis=a.time)
+                                 time_basis=a.time,
+                                 spec=core.workload_spec(a.workload_spec) if a.workload_spec else None)
     except InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, goal, first.batch_size)
@@ -1039,6 +1042,10 @@ def _profile_args(pr, *, tune: bool) -> None:
                          "(McCandlish et al. 2018)")
     pr.add_argument("--samples-to-target", metavar="FILE",
                     help="with --batch-sizes: CSV batch_size,relative_samples")
+    pr.add_argument("--workload-spec", metavar="SPEC.json",
+                    help='active: the training step\'s counts, {"gflop_per_step": G, '
+                    '"gbytes_per_step": B, "batch_size": N}: its roofline prior chooses the first '
+                    'modes (default: a catalog --workload\'s published counts)')
     pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
     pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
     pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")
