@@ -517,7 +517,9 @@ def cmd_fit(a) -> int:
                + (f" (sd x{mm['sd_scale']:.2f} -> {mm['cv_coverage90_calibrated']:.0f} %)"
                   if abs(mm.get("sd_scale", 1.0) - 1.0) > 0.005 else "")
                if "cv_coverage90" in mm else "")
-        print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} %{cov}")
+        mape = (f"cross-validated MAPE {mm['cv_mape']:.1f} %" if "cv_mape" in mm
+                else "not cross-validated")
+        print(f"  {name:<5}: {mm.get('choice', '?'):<18} {mape}{cov}")
         for line in (mm.get("note"), outlier_note(name, mm)):
             if line:
                 print(f"         {line}")

@@ -73,6 +73,9 @@ class _CV:
 
 
 MIN_MODES = 6
+# With the workload's roofline prior a few modes already say something: fewer than MIN_MODES (too
+# few to cross-validate) rescale the prior to them (prior_fit), from this many
+MIN_MODES_PRIOR = 3
 
 
 def n_folds(n: int) -> int:
@@ -156,7 +159,7 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
            *, seed: int = 0, kernel=None, restarts: int | None = 1,
            base: str = "matern52", inputs: str = "log-recip",
            basis: str = "time", time_log: np.ndarray | None = None,
-           roofline=None) -> tuple[GPTarget, object]:
+           roofline=None, slope: float | None = None) -> tuple[GPTarget, object]:
     """Fit one GP on raw modes A [n, 4] and log targets; returns (GPTarget, fitted kernel).
     restarts=None: a short local re-optimisation starting from `kernel` (for CV folds).
     inputs: the knob features (gp.INPUTS; gp.target_inputs says which a target uses).
@@ -164,7 +167,8 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
     (so each CV fold refits them on its own rows).
     time_log: the log step time the profile's time predictor gives each row: an input of its own
     (power GPs; the GP then needs that predictor to predict, GPStack.time_source).
-    roofline: the workload's roofline.RooflinePrior (prior "roofmean": its prediction of `basis`)."""
+    roofline: the workload's roofline.RooflinePrior (prior "roofmean": its prediction of `basis`).
+    slope: fix the prior mean's b (only its offset a is fitted), for rows too few to fit both."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -185,8 +189,11 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
         ref_log = roof_log(roofline, A, basis)
     if prior in ("refmean", "physmean", "roofmean"):
         assert ref_log is not None      # refmean is a candidate only with a reference; the others' are above
-        M = np.vstack([np.ones_like(ref_log), ref_log]).T
-        a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
+        if slope is not None:
+            a, b = float(np.mean(ly - slope * ref_log)), slope
+        else:
+            M = np.vstack([np.ones_like(ref_log), ref_log]).T
+            a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
         r = ly - (a + b * ref_log)
     gpr = GaussianProcessRegressor(kernel if kernel is not None
                                    else _kernel(F.shape[1], float(np.std(r)), base),
@@ -988,8 +995,12 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
         A = np.hstack([A, B])
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
-    if len(A) < MIN_MODES:
-        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes, got {len(A)}")
+    few = roofline is not None and A.shape[1] == 4 and MIN_MODES_PRIOR <= len(A) < MIN_MODES
+    if len(A) < MIN_MODES and not few:
+        with_prior = (f" ({MIN_MODES_PRIOR} with a workload spec's roofline prior)"
+                      if MIN_MODES_PRIOR < MIN_MODES else "")
+        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes{with_prior}, "
+                             f"got {len(A)}")
     for nm, y in (("time", t), ("power", p)):
         if y.shape != (len(A),) or not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise PtuiInputError(f"{nm} values must be positive finite numbers, one per mode")
@@ -1003,8 +1014,12 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     targets = {name: (y / A[:, 4] if per_sample and name == "time" else y,
                       getattr(reference, name) if reference is not None else None)
                for name, y in (("time", t), ("power", p))}
-    preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
-                                  progress=progress, per_sample=per_sample, roofline=roofline)
+    if few:
+        preds, metrics = prior_fit(device, A, {"time": t, "power": p}, roofline, seed=seed,
+                                   method=method, progress=progress)
+    else:
+        preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
+                                      progress=progress, per_sample=per_sample, roofline=roofline)
     if per_sample:
         preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
@@ -1020,6 +1035,38 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     model = Model(device, preds["time"], preds["power"], meta)
     model.measured = distrust_outliers(measured, A, metrics)
     return model
+
+
+def prior_fit(device: Device, A: np.ndarray, targets: dict, roofline, *, seed: int = 0,
+              method: str = "gp", progress=None) -> tuple[dict, dict]:
+    """Fewer modes than cross-validation needs, with the workload's roofline prior: per target a
+    GP on the log ratio of the measurements to the prior (gp-roofmean with its slope fixed at 1:
+    two or three points cannot fit a slope that extrapolates), so the prior is rescaled where the
+    modes say it is off and left as it is far from them.  Its sd is the larger of the GP's and the
+    prior's own spread (a GP's hyper-parameters from a handful of rows are no calibration)."""
+    preds, metrics = {}, {}
+    for t, y in targets.items():
+        if progress:
+            progress(stage(f"rescaling the roofline prior's {t} to {len(A)} modes"))
+        ly = np.log(y)
+        g, _ = gp_fit("roofmean", A, ly, None, None, seed=seed, inputs=target_inputs(t), basis=t,
+                      roofline=roofline, slope=1.0)
+        preds[t] = g
+        metrics[t] = {"method": method, "choice": "gp-roofmean", "few_modes": True,
+                      "note": f"{len(A)} profiled modes, fewer than the {MIN_MODES} that cross-"
+                              f"validation needs: the roofline prior rescaled to them (not "
+                              f"cross-validated; its spread at least the prior's)"}
+        g.sd_floor = _prior_log_sd(roofline, t)
+    return preds, metrics
+
+
+def _prior_log_sd(roofline, target: str) -> float:
+    """The roofline prior's own spread of a target, in log units (its predictions' sd over their
+    mean is the same at every mode)."""
+    p = roofline.predict(np.array([[1, roofline.device.cpu_mhz[-1], roofline.device.gpu_mhz[-1],
+                                    roofline.device.mem_mhz[-1]]], np.float64))
+    k = "time_ms" if target == "time" else "power_w"
+    return float(np.sqrt(np.log1p((p[k + "_std"][0] / p[k][0]) ** 2)))
 
 
 def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,

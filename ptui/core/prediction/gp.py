@@ -182,6 +182,8 @@ class GPTarget:
     phys_basis: str = ""                 # physmean: "time" | "power"
     roofline: RooflinePrior | None = None  # roofmean: the workload's roofline prior
     roof_target: str = ""                # roofmean: which of its predictions ("time" | "power")
+    sd_floor: float = 0.0           # the least predictive sd, log units (a GP fitted on a handful
+                                    # of modes: the prior's own spread, fit.prior_fit)
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
@@ -361,6 +363,8 @@ class GPTarget:
         np.maximum(var, 1e-12, out=var)
         sd = np.sqrt(var, out=var)
         sd *= self.y_scale * self.sd_scale
+        if self.sd_floor > 0:
+            np.maximum(sd, self.sd_floor, out=sd)
         return mu, sd
 
     def predict_modes(self, device: Device, A: np.ndarray,
@@ -379,6 +383,7 @@ class GPTarget:
                 **({"roofline": self.roofline.config(), "roof_target": self.roof_target}
                    if self.roofline is not None else {}),
                 **({"time_input": True} if self.time_input else {}),
+                **({"sd_floor": self.sd_floor} if self.sd_floor > 0 else {}),
                 "kernel_type": self.kernel_type, "inputs": self.knob_inputs}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -421,6 +426,7 @@ class GPTarget:
         g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
         g.knob_inputs = str(cfg.get("inputs", "log-recip"))     # models before the key
         g.time_input = cfg.get("time_input", False) is True     # models before 2026-11-24: none
+        g.sd_floor = float(cfg.get("sd_floor", 0.0))
         g.check()
         return g
 
@@ -436,10 +442,11 @@ class GPTarget:
             raise ValueError("GP array shapes do not match each other")
         arrays = [self.x_mean, self.x_scale, self.X, self.alpha, self.L, self.length]
         scalars = [self.const, self.noise, self.y_mean, self.y_scale, self.prior_a, self.prior_b,
-                   self.sd_scale]
+                   self.sd_scale, self.sd_floor]
         if not all(np.all(np.isfinite(a)) for a in arrays) or not np.all(np.isfinite(scalars)):
             raise ValueError("non-finite GP parameters")
         if self.const <= 0 or self.noise < 0 or self.y_scale <= 0 or self.sd_scale <= 0 \
+                or self.sd_floor < 0 \
                 or np.any(self.length <= 0) or np.any(self.x_scale <= 0):
             raise ValueError("GP scales must be positive")
         if self.kernel_type not in KERNELS:

@@ -161,6 +161,9 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
                                   workload=workload, progress=step, time_basis=basis)
         n = len(model.measured["modes"])
     else:
+        if spec is not None and not scratch:      # a few modes refine the prior (fit.prior_fit)
+            from ..prediction.fit import MIN_MODES_PRIOR
+            min_modes = MIN_MODES_PRIOR
         modes, t, p, measured = read_profile_measured(
             profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
         n = len(modes)
