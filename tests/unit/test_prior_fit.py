@@ -159,3 +159,28 @@ def test_the_active_planners_first_modes_come_from_the_prior():
     # a roofline passed as the reference filters the design but is no GP prior (it has no networks)
     pl = ActivePlanner(AGX, cands, goal, count=20, reference=prior)
     assert pl.reference is None and pl.prior is prior and pl.initial() == with_prior
+
+
+def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
+    """3 modes (too few to cross-validate) with the prior: the prior rescaled to them, closer to
+    the board than the prior alone, its spread at least the prior's; without a prior ptui refuses."""
+    from ptui.core.errors import PtuiInputError
+    from ptui.core.prediction.fit import fit_model
+    prior = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC, "test"))
+    sub, t, w = _profile_rows(prior, 3, 1)
+    with pytest.raises(PtuiInputError, match="at least 6"):
+        fit_model(None, AGX, sub, t, w, method="gp")
+    m = fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    assert m.about.metrics["time"]["choice"] == "gp-roofmean" and m.about.metrics["time"]["few_modes"]
+    # the board: the prior times a 1.3x slower step and 10 % more power everywhere
+    sub, t, w = sub, t * 1.3, w * 1.1
+    m = fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    modes = AGX.full_space()[::211]
+    p0, got = prior.predict(modes), m.predict(modes)
+    ratio_t, ratio_p = np.median(got["time_ms"] / p0["time_ms"]), np.median(got["power_w"] / p0["power_w"])
+    assert 1.2 < ratio_t < 1.45 and 1.05 < ratio_p < 1.16, (ratio_t, ratio_p)
+    rel = lambda k: got[k + "_std"] / got[k] + 1e-9 >= p0[k + "_std"] / p0[k]  # noqa: E731
+    assert rel("time_ms").all() and rel("power_w").all()
+    m.save(tmp_path / "m")
+    back = load_model(tmp_path / "m").predict(modes)
+    assert all(np.allclose(back[k], got[k]) for k in got)
