@@ -275,7 +275,9 @@ def test_a_six_mode_tune_keeps_the_measured_mode_over_a_wide_prediction(tmp_path
     """Issue 23, reproduced: `tune --count 6` on the simulated ResNet-18 at 20 W (seed 0) applied
     a mode predicted at 289 +- 69 ms, source 'predicted'; the simulator takes 379 ms there, no
     better than the measured 379.5 ms mode.  Its gain does not beat its uncertainty: the measured
-    mode is the pick, and the JSON says it is the best measured one."""
+    mode is the pick, and the JSON says whether it is the best measured one and, if not, why.
+    Since the planner starts from ResNet-18's roofline prior (issue 25) its six modes include ones
+    near the budget's optimum, far faster than issue 23's 379 ms."""
     from ptui.core.board.physics import steady_state
     from ptui.core.catalogue.workloads import get_workload
     rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "20",
@@ -284,12 +286,16 @@ def test_a_six_mode_tune_keeps_the_measured_mode_over_a_wide_prediction(tmp_path
     assert rc == 0, err
     res = json.loads(out)
     assert res["source"] == "measured", res
-    assert res["best_measured"]["is_pick"] and res["best_measured"]["why"] == "the pick"
-    assert res["best_measured"]["mode"] == res["mode"] and res["notes"] == []
+    bm = res["best_measured"]
+    if bm["is_pick"]:
+        assert bm["why"] == "the pick" and bm["mode"] == res["mode"]
+    else:       # a faster measured mode whose measurement leaves too much chance of 20 W
+        assert "exceeds 20 W with probability" in bm["why"] and bm["time_ms"] < res["time_ms"], bm
+    assert res["notes"] == []
     m = res["mode"]
     truth = steady_state(ORIN, get_workload("resnet18"), m["cores"], m["cpu_mhz"], m["gpu_mhz"],
                          m["mem_mhz"])
-    assert float(truth.power_w) <= 20.0
+    assert float(truth.power_w) <= 20.0 and float(truth.time_ms) < 0.5 * 379.0
 
 
 def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
@@ -297,7 +303,7 @@ def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
     measured mode for the goal: 5c/1497.6/522.75/2133' (24.99 W) and the decision picked another
     mode with no word on why.  Now one line names the best measured mode and says it is the pick
     or why it is not (here: its measurement leaves a 46 % chance of exceeding 25 W), and the
-    predicted, uncertain pick comes with a warning."""
+    predicted pick says so (with a warning when it is uncertain)."""
     rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "25",
                        "--count", "6", "--method", "gp", "--seed", "9", "--out", tmp_path / "t.csv")
     assert rc == 0, err
@@ -307,7 +313,7 @@ def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
     assert lines[0].startswith("best measured mode for the goal: 5c/1497.6/522.75/2133"), lines
     assert "not taken: with the uncertainty of its measurement it exceeds 25 W" in lines[0]
     assert "--cores 5 --cpu-mhz 1497.6 --gpu-mhz 522.75 --mem-mhz 2133" not in pick
-    assert "predicted:" in out and "warning: the pick is predicted, not measured, and uncertain" in err
+    assert "predicted:" in out and "the pick is predicted, not measured" in lines[0] + err
 
 
 def test_a_replay_session_resumes_only_on_the_replay_device(tmp_path, cli, monkeypatch):
