@@ -184,3 +184,4 @@ def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
     m.save(tmp_path / "m")
     back = load_model(tmp_path / "m").predict(modes)
     assert all(np.allclose(back[k], got[k]) for k in got)
+
