@@ -185,3 +185,28 @@ def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
     back = load_model(tmp_path / "m").predict(modes)
     assert all(np.allclose(back[k], got[k]) for k in got)
 
+
+
+def test_a_scripts_fit_takes_the_probes_counts_from_its_session(cli, tmp_path):
+    """A script's what-if profile: the probe counted its step's FLOPs and bytes, the session kept
+    them, and the fit makes the roofline of those counts a candidate."""
+    pytest.importorskip("torch")
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "for i in range(100000):\n"
+        "    m(torch.randn(32, 256)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n")
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "10", "--sample-interval", "0.1",
+                     "--session", "sc", "--out", tmp_path / "p.csv", "--", sys.executable, script)
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--out",
+                     tmp_path / "m", "--method", "gp")
+    assert rc == 0, err
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert meta["workload"] == "script" and meta["roofline_spec"]["gflop_per_step"] > 0
+    assert "gp-roofmean" in meta["metrics"]["time"]["candidates_cv_mape"]

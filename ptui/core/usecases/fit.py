@@ -68,6 +68,31 @@ def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
     return WorkloadSpec.from_workload(w)
 
 
+def probe_spec(session: str | None):
+    """A script's spec from the probe's counts that its profiling session recorded (the what-if's
+    model: FLOPs, bytes, input bytes, workers), or None when the session is unknown or the probe
+    counted nothing (the fit then goes on without a roofline candidate)."""
+    if not session:
+        return None
+    from ..prediction.roofline import SpecError, WorkloadSpec
+    from ..profiling.store import Store
+    try:
+        store = Store()
+    except Exception:  # noqa: BLE001 - no store here: nothing recorded to read
+        return None
+    try:
+        info = store.get_session(session)
+    finally:
+        store.close()
+    model = ((info.params.get("whatif") or {}).get("model") if info is not None else None)
+    if not isinstance(model, dict):
+        return None
+    try:
+        return WorkloadSpec.from_probe(model)
+    except (SpecError, TypeError, ValueError):
+        return None
+
+
 def roofline_of(device, spec):
     """The roofline prior of `spec` on `device`, or None without a spec."""
     from ..prediction.roofline import RooflinePrior
@@ -184,6 +209,8 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
             from ..prediction.fit import fit_model
             if spec is None:
                 spec = workload_spec(None, workload, sizes[0] if sizes else tags.get("batch_size"))
+            if spec is None and workload == "script":
+                spec = probe_spec(tags.get("session"))
             model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                               source=f"profile {profile}", measured=measured, progress=step,
                               seed=seed, loss=loss, roofline=roofline_of(device, spec))
