@@ -567,7 +567,7 @@ def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None,
     for nm in names:
         tl, th = times[1:] if times is not None and nm in TIME_INPUT else (None, None)
         fulls[nm], cvs[nm] = _gp_candidate(nm, device, A, ly, ref_log, ref_net, fold, seed,
-                                           target_inputs(target), target, tl, th, roofline)
+                                           target_inputs(target), target, tl, th, roofline=roofline)
     if len(fulls) > 1:
         fulls[STACK], cvs[STACK] = _gp_stack(dict(fulls), cvs, ly)
         if any(m.time_input for m in fulls[STACK].members):
