@@ -76,7 +76,7 @@ def cmd_profile(a) -> int:
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
         samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus,
-        time_basis=a.time)
+        time_basis=a.time, workload_spec=getattr(a, "workload_spec", None))
     sizes = getattr(a, "batch_sizes", None)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
@@ -183,6 +183,8 @@ def cmd_tune(a) -> int:
     if not a.command_line and not a.workload and not a.resume and not a.corpus:
         raise CLIError("--workload is required (or your own training command after --; on the "
                        "replay device --corpus F.csv is the workload)")
+    if a.workload_spec:                         # a bad spec: one line before any mode is profiled
+        core.workload_spec(a.workload_spec)
     sizes = getattr(a, "batch_sizes", None)
     stored = _resumed_tune(a) if a.resume and a.session else None
     group = sizes is not None or bool(stored and stored["batch_sizes"])
@@ -229,7 +231,8 @@ def cmd_tune(a) -> int:
         td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
                                  workload=workload, corpus=a.corpus,
                                  model_dir=data_dir() / "models" / a.session, progress=_info,
-                                 time_basis=a.time)
+                                 time_basis=a.time,
+                                 spec=core.workload_spec(a.workload_spec) if a.workload_spec else None)
     except InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, goal, first.batch_size)
@@ -471,6 +474,9 @@ def cmd_fit(a) -> int:
     from .core import SAVING, STAGE, Step, get_device
     dev = get_device(a.device)
     _refuse_overwrite_into(a.out)
+    spec = core.workload_spec(a.workload_spec) if a.workload_spec else None
+    if a.profile is None:
+        return _fit_prior(a, dev, spec)
     if getattr(a, "pool", False) or getattr(a, "pool_url", None):
         return _fit_pooled(a, dev)
     from .cliprogress import Steps
@@ -484,7 +490,7 @@ def cmd_fit(a) -> int:
                 bar.update(bar.done, st, st)
         res = core.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
-                          seed=a.seed, loss=a.loss, note=_info)
+                          seed=a.seed, loss=a.loss, note=_info, spec=spec)
     m = res.model.about.metrics
     from .core import outlier_note, subset_note
     if a.json:
@@ -513,13 +519,54 @@ def cmd_fit(a) -> int:
                + (f" (sd x{mm['sd_scale']:.2f} -> {mm['cv_coverage90_calibrated']:.0f} %)"
                   if abs(mm.get("sd_scale", 1.0) - 1.0) > 0.005 else "")
                if "cv_coverage90" in mm else "")
-        print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} %{cov}")
+        mape = (f"cross-validated MAPE {mm['cv_mape']:.1f} %" if "cv_mape" in mm
+                else "not cross-validated")
+        print(f"  {name:<5}: {mm.get('choice', '?'):<18} {mape}{cov}")
         for line in (mm.get("note"), outlier_note(name, mm)):
             if line:
                 print(f"         {line}")
     return EXIT_OK
 
 
+def _fit_prior(a, dev, spec) -> int:
+    """fit without --profile: the roofline prior of --workload-spec (or of a catalog --workload)
+    alone, saved as a model that predict and pareto read like any other."""
+    from . import core
+    if spec is None:
+        spec = core.workload_spec(None, a.workload)
+    if spec is None:
+        raise CLIError("give --profile CSV, or --workload-spec SPEC.json (or a catalog --workload) "
+                       "for a model from the roofline prior alone")
+    if a.scratch or a.method == "powertrain":
+        raise CLIError("--scratch and --method powertrain train on a profile; without --profile "
+                       "the model is the roofline prior alone")
+    res = core.fit_prior(dev, spec, out=a.out, workload=a.workload)
+    m = res.model.about.metrics
+    if a.json:
+        from .core import document
+        print(document("fit", {
+            "device": dev.name, "model": str(res.out), "profile": None, "method": "roofline",
+            "workload": res.workload, "batch_sizes": res.sizes, "profiled": 0,
+            "fitted_on": res.fitted_on, "seconds": round(res.seconds, 3), "timed": _timed(res.model),
+            "time_basis": res.model.about.time_basis,
+            "metrics": {t: {"choice": m[t]["choice"], "note": m[t]["note"]} for t in ("time", "power")},
+            "notes": [m["time"]["note"]]}))
+        return EXIT_OK
+    print(f"model for {dev.name}, {res.fitted_on} -> {a.out}")
+    print(f"  {m['time']['note']}")
+    print("  decisions from it rest on no measurement: profile a few modes and fit with --profile "
+          "to refine it")
+    return EXIT_OK
+
+
+def _prior_only_note(model) -> str | None:
+    """The line a decision from a model with no profiled mode says (stderr), else None."""
+    from .core import PRIOR_KIND
+    if model.about.kind != PRIOR_KIND:
+        return None
+    return (f"this decision rests on no measurement: the roofline prior of "
+            f"{model.about.trained_on.get('source') or 'a workload spec'} alone, with its spreads; "
+            f"profile a few modes to refine it")
 def _fit_pooled(a, dev) -> int:
     """`ptui fit --pool`: this board's profile with the fleet's rows (README: Fleets)."""
     from .core import fit_with_pool, pooled_note
@@ -665,6 +712,9 @@ def cmd_pareto(a) -> int:
     from .core import decision_body
     res = decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                    epochs=a.epochs)
+    prior_note = _prior_only_note(model)
+    if prior_note:
+        _warn(prior_note)
     if a.json:
         from .core import document
         print(document("pareto", res))
@@ -1075,6 +1125,10 @@ def _profile_args(pr, *, tune: bool) -> None:
                          "(McCandlish et al. 2018)")
     pr.add_argument("--samples-to-target", metavar="FILE",
                     help="with --batch-sizes: CSV batch_size,relative_samples")
+    pr.add_argument("--workload-spec", metavar="SPEC.json",
+                    help='active: the training step\'s counts, {"gflop_per_step": G, '
+                    '"gbytes_per_step": B, "batch_size": N}: its roofline prior chooses the first '
+                    'modes (default: a catalog --workload\'s published counts)')
     pr.add_argument("--budget-w", type=float, help="active: the power budget to decide for")
     pr.add_argument("--deadline-ms", type=float, help="active: the minibatch deadline to decide for")
     pr.add_argument("--objective", choices=("energy",), help="active: least energy per minibatch")
@@ -1298,7 +1352,13 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fit", help="transfer-learn the reference predictors onto a profile",
                        epilog=_words("CV MAPE"))
     f.add_argument("--device", required=True)
-    f.add_argument("--profile", required=True)
+    f.add_argument("--profile", help="profile CSV (without it: a model from the roofline prior "
+                   "of --workload-spec alone, no mode profiled)")
+    f.add_argument("--workload-spec", metavar="SPEC.json",
+                   help='the training step\'s counts, {"gflop_per_step": G, "gbytes_per_step": B, '
+                   '"batch_size": N} (optional host_ms, serial_ms, loader_ms or input_mb, workers, '
+                   'cpu_mhz): its roofline prior is a GP candidate\'s mean (default: a catalog '
+                   '--workload\'s published counts)')
     f.add_argument("--out", required=True, help="model directory")
     f.add_argument("--reference", help="reference model directory (default: bundled Orin AGX ResNet-18)")
     f.add_argument("--loss", choices=("mse", "mape"), default="mse")

@@ -21,7 +21,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                        "restore", "rollback",),
     "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
-    "usecases.fit": ("fit", "fit_cancellable",),
+    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "workload_spec",),
     "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
     "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
                          "ProfileRun", "resumable_sessions",),
@@ -131,7 +131,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     )
     from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
-    from .usecases.fit import fit, fit_cancellable
+    from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, workload_spec
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,

@@ -278,6 +278,9 @@ class ParetoScreen(Screen):
             return f"(predicted for {self.model.device.name}: what-if only)"
         if self.what_if:
             return "(what-if: bundled ResNet-18 reference)"
+        from ..core import PRIOR_KIND
+        if self.model.about.kind == PRIOR_KIND:
+            return "(roofline prior alone: no mode profiled, no measurement)"
         # knob values no profiled mode had are not candidates (extrapolations): said, not hidden
         return "(predicted: profiled knobs only)" if getattr(self, "left_out", "") else "(predicted)"
 

@@ -51,10 +51,10 @@ def test_held_out_rows_get_a_time_that_did_not_see_them(monkeypatch):
         stacks.append(out[1])
         return out
 
-    def cand(*a):
+    def cand(*a, **k):
         if a[-1] is not None:
             seen["inside"], seen["held"] = a[-2], a[-1]
-        return real_cand(*a)
+        return real_cand(*a, **k)
     monkeypatch.setattr(fit, "_gp_stack", stack)
     monkeypatch.setattr(fit, "_gp_candidate", cand)
     modes, _, t, p = synthetic(30, 31)

@@ -38,6 +38,7 @@ from .gp import (
     phys_fit,
     phys_log,
     raw_modes,
+    roof_log,
     target_inputs,
     time_log,
 )
@@ -72,6 +73,9 @@ class _CV:
 
 
 MIN_MODES = 6
+# With the workload's roofline prior a few modes already say something: fewer than MIN_MODES (too
+# few to cross-validate) rescale the prior to them (prior_fit), from this many
+MIN_MODES_PRIOR = 3
 
 
 def n_folds(n: int) -> int:
@@ -108,7 +112,10 @@ def _kernel(dim: int, y_sd: float, base: str = "matern52"):
 # one 0.04 points worse), and Xavier power at 25 modes, where the Orin-trained reference as a mean
 # misled, 4.8 -> 3.6 % (sim) and 4.5 -> 3.9 % (indep); docs/accuracy-notes-gp.md.  gp-refmean
 # still names a prior (models fitted before, active profiling's first steps).
-GP_SPECS = {"gp": "none", "gp-physmean": "physmean", "gp-refinput": "refinput"}
+# gp-roofmean (the workload's roofline prior as mean) is a candidate only when the fit is given a
+# workload spec (fit_model's roofline), and only for a profile of one batch size.
+GP_SPECS = {"gp": "none", "gp-physmean": "physmean", "gp-refinput": "refinput",
+            "gp-roofmean": "roofmean"}
 GP_PRIOR = {**GP_SPECS, "gp-refmean": "refmean"}
 
 
@@ -126,9 +133,12 @@ STACK = "gp-stack"        # the GP candidates combined (gp.GPStack), when there 
 GP_CANDIDATES = tuple(GP_SPECS) + (STACK,)
 
 
-def gp_candidates(with_reference: bool) -> tuple[str, ...]:
-    """The single GP candidates fitted for a target (those using the reference need one)."""
-    return tuple(nm for nm in GP_SPECS if with_reference or GP_SPECS[nm] not in WITH_REFERENCE)
+def gp_candidates(with_reference: bool, with_roofline: bool = False) -> tuple[str, ...]:
+    """The single GP candidates fitted for a target (those using the reference need one, the
+    roofline's a roofline prior)."""
+    return tuple(nm for nm in GP_SPECS
+                 if (with_reference or GP_SPECS[nm] not in WITH_REFERENCE)
+                 and (with_roofline or GP_SPECS[nm] != "roofmean"))
 
 
 def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
@@ -148,14 +158,17 @@ def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
 def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None, ref_net,
            *, seed: int = 0, kernel=None, restarts: int | None = 1,
            base: str = "matern52", inputs: str = "log-recip",
-           basis: str = "time", time_log: np.ndarray | None = None) -> tuple[GPTarget, object]:
+           basis: str = "time", time_log: np.ndarray | None = None,
+           roofline=None, slope: float | None = None) -> tuple[GPTarget, object]:
     """Fit one GP on raw modes A [n, 4] and log targets; returns (GPTarget, fitted kernel).
     restarts=None: a short local re-optimisation starting from `kernel` (for CV folds).
     inputs: the knob features (gp.INPUTS; gp.target_inputs says which a target uses).
     basis: the physmean prior's per-resource terms ("time" or "power"), fitted here on A alone
     (so each CV fold refits them on its own rows).
     time_log: the log step time the profile's time predictor gives each row: an input of its own
-    (power GPs; the GP then needs that predictor to predict, GPStack.time_source)."""
+    (power GPs; the GP then needs that predictor to predict, GPStack.time_source).
+    roofline: the workload's roofline.RooflinePrior (prior "roofmean": its prediction of `basis`).
+    slope: fix the prior mean's b (only its offset a is fitted), for rows too few to fit both."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -170,10 +183,17 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
     if prior == "physmean":
         phys_w = phys_fit(A, np.exp(ly), basis)
         ref_log = phys_log(A, phys_w, basis)
-    if prior in ("refmean", "physmean"):
-        assert ref_log is not None      # refmean is a candidate only with a reference; physmean's is above
-        M = np.vstack([np.ones_like(ref_log), ref_log]).T
-        a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
+    elif prior == "roofmean":
+        if roofline is None:
+            raise ValueError("the roofmean prior needs a roofline prior")
+        ref_log = roof_log(roofline, A, basis)
+    if prior in ("refmean", "physmean", "roofmean"):
+        assert ref_log is not None      # refmean is a candidate only with a reference; the others' are above
+        if slope is not None:
+            a, b = float(np.mean(ly - slope * ref_log)), slope
+        else:
+            M = np.vstack([np.ones_like(ref_log), ref_log]).T
+            a, b = np.linalg.lstsq(M, ly, rcond=None)[0]
         r = ly - (a + b * ref_log)
     gpr = GaussianProcessRegressor(kernel if kernel is not None
                                    else _kernel(F.shape[1], float(np.std(r)), base),
@@ -192,7 +212,9 @@ def gp_fit(prior: str, A: np.ndarray, ly: np.ndarray, ref_log: np.ndarray | None
                  float(np.atleast_1d(gpr._y_train_mean)[0]), y_scale if y_scale > 0 else 1.0,
                  float(a), float(b), 1.0, ref_net if prior in WITH_REFERENCE else None,
                  kernel_type=kind, knob_inputs=inputs, phys_w=phys_w,
-                 phys_basis=basis if prior == "physmean" else "", time_input=time_log is not None)
+                 phys_basis=basis if prior == "physmean" else "", time_input=time_log is not None,
+                 roofline=roofline if prior == "roofmean" else None,
+                 roof_target=basis if prior == "roofmean" else "")
     return g, k
 
 
@@ -212,7 +234,7 @@ def _one_thread():
 
 
 def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log-recip", basis="time",
-                  time_log=None, time_held=None):
+                  time_log=None, time_held=None, roofline=None):
     """All-data fit plus cross-validated predictions: each fold's GP is fitted on the other folds
     (hyper-parameters re-optimised from the all-data optimum, so the held-out error and interval
     coverage are honest).  time_log: a power candidate's time input at each row (the time model's
@@ -222,14 +244,14 @@ def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log
     held-out modes saw 61-86 %)."""
     prior = GP_PRIOR[name]
     full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs, basis=basis,
-                        time_log=time_log)
+                        time_log=time_log, roofline=roofline)
     mu = np.empty(len(ly))
     sd = np.empty(len(ly))
     for f in range(fold.max() + 1):
         te, tr = fold == f, fold != f
         g, _ = gp_fit(prior, A[tr], ly[tr], None if ref_log is None else ref_log[tr], ref_net,
                       seed=seed, kernel=kern, restarts=None, inputs=inputs, basis=basis,
-                      time_log=None if time_log is None else time_log[tr])
+                      time_log=None if time_log is None else time_log[tr], roofline=roofline)
         mu[te], sd[te] = g.predict_log(device, A[te],
                                        None if time_log is None else {TIME_LOG: time_held[te]})
     return full, _CV(mu, sd)
@@ -530,19 +552,22 @@ def _nn_final(X, jobs, seed, loss):
     return out
 
 
-def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None) -> tuple[dict, dict]:
+def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None,
+            roofline=None) -> tuple[dict, dict]:
     """Every GP candidate of a target (and their stack, when there are several): ({name: GP},
     {name: _CV}).  times: (time predictor, its log step time for each row of A, the same from
     time models that did not see the row) for power: the candidates of TIME_INPUT take it as an
-    input and the stack keeps the predictor."""
+    input and the stack keeps the predictor.  roofline: the workload's roofline prior, a candidate's
+    mean (gp-roofmean) on a profile of one batch size."""
     fulls, cvs = {}, {}
-    names = gp_candidates(ref_net is not None)
+    roofline = roofline if A.shape[1] == 4 else None
+    names = gp_candidates(ref_net is not None, roofline is not None)
     if len(names) < 2:                     # only a stack holds the time predictor
         times = None
     for nm in names:
         tl, th = times[1:] if times is not None and nm in TIME_INPUT else (None, None)
         fulls[nm], cvs[nm] = _gp_candidate(nm, device, A, ly, ref_log, ref_net, fold, seed,
-                                           target_inputs(target), target, tl, th)
+                                           target_inputs(target), target, tl, th, roofline=roofline)
     if len(fulls) > 1:
         fulls[STACK], cvs[STACK] = _gp_stack(dict(fulls), cvs, ly)
         if any(m.time_input for m in fulls[STACK].members):
@@ -781,11 +806,13 @@ def subset_note(metrics: dict, unit: str = "modes") -> str | None:
 
 # -- per target, one model ---------------------------------------------------------------------
 def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, seed: int,
-                 loss: str, progress=None, per_sample: bool = False) -> tuple[dict, dict]:
+                 loss: str, progress=None, per_sample: bool = False,
+                 roofline=None) -> tuple[dict, dict]:
     """_fit_all on every row of a profile up to FIT_MAX_ROWS; beyond, on fit_rows' subset, the
     other rows checking the models (_check_rest)."""
     rows = fit_rows(A, seed)
-    kw = dict(method=method, seed=seed, loss=loss, progress=progress, per_sample=per_sample)
+    kw = dict(method=method, seed=seed, loss=loss, progress=progress, per_sample=per_sample,
+              roofline=roofline)
     if rows is None:
         return _fit_all(device, A, targets, **kw)
     if progress:
@@ -798,12 +825,14 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
 
 
 def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed: int,
-             loss: str, progress=None, per_sample: bool = False) -> tuple[dict, dict]:
+             loss: str, progress=None, per_sample: bool = False,
+             roofline=None) -> tuple[dict, dict]:
     """Fit every target ({name: (y, ref_net)}) on raw modes A; returns ({name: predictor},
     {name: metrics}).  The GP candidates are cross-validated first, then the network recipes of
     all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS).  With both
     targets, time first: the power stack's TIME_INPUT candidates take the time GPs' prediction.
-    per_sample: the time target is per sample (fit_model, several batch sizes)."""
+    per_sample: the time target is per sample (fit_model, several batch sizes).  roofline: the
+    workload's roofline prior (gp-roofmean among the GP candidates)."""
     from .predictor import features
     n = len(A)
     X = features(device, A[:, :4])
@@ -841,7 +870,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
                 held = _chosen_cv(cvs["time"]).log_pred + (np.log(A[:, 4]) if per_sample else 0.0)
                 held = np.where(np.isfinite(held), held, inside)
                 times = (src, inside, held)
-            fulls[t], cvs[t] = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, t, times)
+            fulls[t], cvs[t] = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, t, times, roofline)
             gone: list = []
             while (i := next_outlier(_chosen_cv(cvs[t]), ly)) is not None:
                 gone.append(_outlier_record(i, A[i], y[i], _chosen_cv(cvs[t]).log_pred[i], t))
@@ -853,7 +882,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
                 fulls[t], cv_kept = _gp_all(device, A[k], ly[k], None if ref_log is None else ref_log[k],
                                             ref_net, folds(int(k.sum()), seed), seed, t,
                                             None if times is None else
-                                            (times[0], times[1][k], times[2][k]))
+                                            (times[0], times[1][k], times[2][k]), roofline)
                 cvs[t] = {nm: cv.expand(k) for nm, cv in cv_kept.items()}
             if gone:
                 left_out[t] = gone
@@ -934,22 +963,23 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
 
 def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: str = "auto",
             seed: int = 0, loss: str = "mse", progress=None,
-            target: str = "time") -> tuple[object, dict]:
+            target: str = "time", roofline=None) -> tuple[object, dict]:
     """Fit one target ("time" or "power": its GP inputs, gp.target_inputs) on raw modes A and
     positive values y; returns (predictor, metrics)."""
     preds, metrics = _fit_targets(device, np.asarray(A, np.float64),
                                   {target: (np.asarray(y, np.float64), ref_net)}, method=method,
-                                  seed=seed, loss=loss, progress=progress)
+                                  seed=seed, loss=loss, progress=progress, roofline=roofline)
     return preds[target], metrics[target]
 
 
 def fit_model(reference, device: Device, modes, times, powers, *, method: str = "auto",
               seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
-              measured: dict | None = None, progress=None, batch_sizes=None):
+              measured: dict | None = None, progress=None, batch_sizes=None, roofline=None):
     """Fit time and power predictors for a profile; returns a predictor.Model.  batch_sizes (one
     per mode) with more than one distinct size makes log/reciprocal batch size a GP input (the
     reference still predicts the mode, so a new batch size needs no new reference); a single size
-    fits exactly as without it."""
+    fits exactly as without it.  roofline: the workload's roofline.RooflinePrior for this device,
+    whose prediction is one GP candidate's prior mean (gp-roofmean; one batch size only)."""
     from .predictor import Model
     if method not in METHODS:
         raise PtuiInputError(f"unknown method {method!r}; choose auto, gp or powertrain")
@@ -965,8 +995,12 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
         A = np.hstack([A, B])
     t = np.asarray(times, np.float64)
     p = np.asarray(powers, np.float64)
-    if len(A) < MIN_MODES:
-        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes, got {len(A)}")
+    few = roofline is not None and A.shape[1] == 4 and MIN_MODES_PRIOR <= len(A) < MIN_MODES
+    if len(A) < MIN_MODES and not few:
+        with_prior = (f" ({MIN_MODES_PRIOR} with a workload spec's roofline prior)"
+                      if MIN_MODES_PRIOR < MIN_MODES else "")
+        raise PtuiInputError(f"fitting needs at least {MIN_MODES} profiled modes{with_prior}, "
+                             f"got {len(A)}")
     for nm, y in (("time", t), ("power", p)):
         if y.shape != (len(A),) or not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise PtuiInputError(f"{nm} values must be positive finite numbers, one per mode")
@@ -980,8 +1014,12 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     targets = {name: (y / A[:, 4] if per_sample and name == "time" else y,
                       getattr(reference, name) if reference is not None else None)
                for name, y in (("time", t), ("power", p))}
-    preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
-                                  progress=progress, per_sample=per_sample)
+    if few:
+        preds, metrics = prior_fit(device, A, {"time": t, "power": p}, roofline, seed=seed,
+                                   method=method, progress=progress)
+    else:
+        preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
+                                      progress=progress, per_sample=per_sample, roofline=roofline)
     if per_sample:
         preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
@@ -991,11 +1029,44 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name,
                            **subset_meta(metrics["time"], seed)},
             **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
+            **({"roofline_spec": roofline.spec.as_dict()} if roofline is not None else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)
     model.measured = distrust_outliers(measured, A, metrics)
     return model
+
+
+def prior_fit(device: Device, A: np.ndarray, targets: dict, roofline, *, seed: int = 0,
+              method: str = "gp", progress=None) -> tuple[dict, dict]:
+    """Fewer modes than cross-validation needs, with the workload's roofline prior: per target a
+    GP on the log ratio of the measurements to the prior (gp-roofmean with its slope fixed at 1:
+    two or three points cannot fit a slope that extrapolates), so the prior is rescaled where the
+    modes say it is off and left as it is far from them.  Its sd is the larger of the GP's and the
+    prior's own spread (a GP's hyper-parameters from a handful of rows are no calibration)."""
+    preds, metrics = {}, {}
+    for t, y in targets.items():
+        if progress:
+            progress(stage(f"rescaling the roofline prior's {t} to {len(A)} modes"))
+        ly = np.log(y)
+        g, _ = gp_fit("roofmean", A, ly, None, None, seed=seed, inputs=target_inputs(t), basis=t,
+                      roofline=roofline, slope=1.0)
+        preds[t] = g
+        metrics[t] = {"method": method, "choice": "gp-roofmean", "few_modes": True,
+                      "note": f"{len(A)} profiled modes, fewer than the {MIN_MODES} that cross-"
+                              f"validation needs: the roofline prior rescaled to them (not "
+                              f"cross-validated; its spread at least the prior's)"}
+        g.sd_floor = _prior_log_sd(roofline, t)
+    return preds, metrics
+
+
+def _prior_log_sd(roofline, target: str) -> float:
+    """The roofline prior's own spread of a target, in log units (its predictions' sd over their
+    mean is the same at every mode)."""
+    p = roofline.predict(np.array([[1, roofline.device.cpu_mhz[-1], roofline.device.gpu_mhz[-1],
+                                    roofline.device.mem_mhz[-1]]], np.float64))
+    k = "time_ms" if target == "time" else "power_w"
+    return float(np.sqrt(np.log1p((p[k + "_std"][0] / p[k][0]) ** 2)))
 
 
 def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: int = 0,

@@ -27,7 +27,11 @@ The prior mean m(x) is one of
   * ``refmean``  : a + b * log(reference prediction) — the reference network's prediction, rescaled
                    by least squares on the profile (fitted before 2026-11-23; still loads);
   * ``refinput`` : a constant, with log(reference prediction) as a ninth input the kernel weighs
-                   by its own length scale: transfer learning through the kernel.
+                   by its own length scale: transfer learning through the kernel;
+  * ``roofmean`` : a + b * log(roofline(x)), the roofline prior of the user's workload
+                   (roofline.RooflinePrior: its FLOPs and bytes against each mode's roofs), rescaled
+                   by least squares on the profile.  Its configuration travels with the model as
+                   plain JSON (config()["roofline"]).
 The reference network travels with the model (its arrays, prefixed ``ref_``), so a model directory
 needs nothing else to predict.
 
@@ -47,8 +51,9 @@ from ..board.csvio import REPEAT_SD
 from ..catalogue.devices import Device
 from ..catalogue.modes import ModeList
 from .nets import Net, Predictor, features
+from .roofline import RooflinePrior
 
-PRIORS = ("none", "refmean", "refinput", "physmean")
+PRIORS = ("none", "refmean", "refinput", "physmean", "roofmean")
 F32_MAX_ERR = REPEAT_SD   # the most a float32 kernel may move a log mean (GPTarget._block)
 WITH_REFERENCE = ("refmean", "refinput")        # priors that carry the reference network
 
@@ -175,6 +180,10 @@ class GPTarget:
     ref_grid: np.ndarray | None = None   # the reference's log prediction on every mode of the device
     phys_w: np.ndarray | None = None     # physmean: weights of phys_basis
     phys_basis: str = ""                 # physmean: "time" | "power"
+    roofline: RooflinePrior | None = None  # roofmean: the workload's roofline prior
+    roof_target: str = ""                # roofmean: which of its predictions ("time" | "power")
+    sd_floor: float = 0.0           # the least predictive sd, log units (a GP fitted on a handful
+                                    # of modes: the prior's own spread, fit.prior_fit)
     per_sample: bool = False        # batch-size models: the GP predicts time per sample; x B here
     kernel_type: str = "rbf"        # rbf | matern52 (models saved before Matern: rbf)
     knob_inputs: str = "log-recip"  # knob features (INPUTS; models saved before the key: log-recip)
@@ -228,6 +237,9 @@ class GPTarget:
             assert self.phys_w is not None      # from_arrays and fit give a physmean GP its weights
             m = self.prior_a + self.prior_b * phys_log(np.asarray(A, np.float64).reshape(len(F), -1),
                                                       self.phys_w, self.phys_basis)
+        elif self.prior == "roofmean":
+            assert self.roofline is not None    # from_arrays and fit give a roofmean GP its prior
+            m = self.prior_a + self.prior_b * roof_log(self.roofline, A, self.roof_target, c)
         elif self.prior != "none":
             key = ("ref", id(self.ref))
             r = c.get(key)
@@ -351,6 +363,8 @@ class GPTarget:
         np.maximum(var, 1e-12, out=var)
         sd = np.sqrt(var, out=var)
         sd *= self.y_scale * self.sd_scale
+        if self.sd_floor > 0:
+            np.maximum(sd, self.sd_floor, out=sd)
         return mu, sd
 
     def predict_modes(self, device: Device, A: np.ndarray,
@@ -366,7 +380,10 @@ class GPTarget:
                 "prior_b": self.prior_b, "sd_scale": self.sd_scale,
                 **({"per_sample": True} if self.per_sample else {}),
                 **({"phys_basis": self.phys_basis} if self.prior == "physmean" else {}),
+                **({"roofline": self.roofline.config(), "roof_target": self.roof_target}
+                   if self.roofline is not None else {}),
                 **({"time_input": True} if self.time_input else {}),
+                **({"sd_floor": self.sd_floor} if self.sd_floor > 0 else {}),
                 "kernel_type": self.kernel_type, "inputs": self.knob_inputs}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -400,10 +417,16 @@ class GPTarget:
                 raise ValueError("a physmean GP needs its phys_w array")
             g.phys_w = np.asarray(d["phys_w"], np.float64)
             g.phys_basis = str(cfg.get("phys_basis", ""))
+        if prior == "roofmean":
+            if not isinstance(cfg.get("roofline"), dict):
+                raise ValueError("a roofmean GP needs its roofline configuration")
+            g.roofline = RooflinePrior.from_config(cfg["roofline"])
+            g.roof_target = str(cfg.get("roof_target", ""))
         g.per_sample = bool(cfg.get("per_sample", False))
         g.kernel_type = str(cfg.get("kernel_type", "rbf"))      # models before the key: RBF
         g.knob_inputs = str(cfg.get("inputs", "log-recip"))     # models before the key
         g.time_input = cfg.get("time_input", False) is True     # models before 2026-11-24: none
+        g.sd_floor = float(cfg.get("sd_floor", 0.0))
         g.check()
         return g
 
@@ -419,10 +442,11 @@ class GPTarget:
             raise ValueError("GP array shapes do not match each other")
         arrays = [self.x_mean, self.x_scale, self.X, self.alpha, self.L, self.length]
         scalars = [self.const, self.noise, self.y_mean, self.y_scale, self.prior_a, self.prior_b,
-                   self.sd_scale]
+                   self.sd_scale, self.sd_floor]
         if not all(np.all(np.isfinite(a)) for a in arrays) or not np.all(np.isfinite(scalars)):
             raise ValueError("non-finite GP parameters")
         if self.const <= 0 or self.noise < 0 or self.y_scale <= 0 or self.sd_scale <= 0 \
+                or self.sd_floor < 0 \
                 or np.any(self.length <= 0) or np.any(self.x_scale <= 0):
             raise ValueError("GP scales must be positive")
         if self.kernel_type not in KERNELS:
@@ -437,8 +461,22 @@ class GPTarget:
                     or not np.all(np.isfinite(self.phys_w)) or np.any(self.phys_w < 0) \
                     or not np.any(self.phys_w > 0):
                 raise ValueError("a physmean GP needs non-negative finite weights for its basis")
+        if self.prior == "roofmean" and (self.roofline is None
+                                         or self.roof_target not in ("time", "power")):
+            raise ValueError("a roofmean GP needs a roofline prior and its target")
         if self.ref_grid is not None and not np.all(np.isfinite(self.ref_grid)):
             raise ValueError("non-finite reference grid")
+
+
+def roof_log(prior: RooflinePrior, A: np.ndarray, target: str, cache: dict | None = None) -> np.ndarray:
+    """The roofline prior's log prediction of one target for raw modes A (the first four
+    columns: the roofline knows the spec's batch size only); cache: shared by the predictors of
+    the same A, so the stack's members and both targets compute it once."""
+    c = {} if cache is None else cache
+    key = ("roof", id(prior))
+    if key not in c:
+        c[key] = prior.log_predict(np.asarray(A, np.float64).reshape(len(A), -1)[:, :4])
+    return c[key][target]
 
 
 def scratch(ws: dict, name: str, rows: int, cols: int, dtype) -> np.ndarray:

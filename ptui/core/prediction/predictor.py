@@ -247,6 +247,9 @@ def load_model(directory: str | Path) -> Model:
             elif cfg.get("kind") == "gp-stack":
                 from .gp import GPStack
                 nets[name] = GPStack.from_arrays(cfg, arrays)
+            elif cfg.get("kind") == "roofline":
+                from .roofline import RooflineTarget
+                nets[name] = RooflineTarget.from_config(cfg)
             elif cfg.get("kind") == "nn":
                 nets[name] = Net.from_arrays(arrays)
             else:

@@ -412,6 +412,37 @@ class RooflinePrior:
                 "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
 
 
+class RooflineTarget:
+    """One target ("time" or "power") of a roofline prior as a model's predictor: a model that is
+    the prior alone (no mode profiled).  Stored as plain JSON in meta.json (config(); no arrays)."""
+
+    kind = "roofline"
+
+    def __init__(self, prior: RooflinePrior, target: str):
+        if target not in ("time", "power"):
+            raise ValueError(f"a roofline predictor is of time or power, not {target!r}")
+        self.prior, self.target = prior, target
+
+    def predict_modes(self, device: Device, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if device.name != self.prior.device.name:
+            raise ValueError(f"this roofline prior is of {self.prior.device.name}, not {device.name}")
+        p = self.prior.predict(np.asarray(A, np.float64).reshape(len(A), -1)[:, :4])
+        key = "time_ms" if self.target == "time" else "power_w"
+        return p[key], p[key + "_std"]
+
+    def config(self) -> dict:
+        return {"kind": self.kind, "target": self.target, "roofline": self.prior.config()}
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "RooflineTarget":
+        if not isinstance(cfg.get("roofline"), dict):
+            raise ValueError("a roofline predictor needs its roofline configuration")
+        return cls(RooflinePrior.from_config(cfg["roofline"]), str(cfg.get("target", "")))
+
+
 # -- calibration ----------------------------------------------------------------------------------
 # Published figures (shared/research/real-data.md)
 ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak

@@ -1,13 +1,14 @@
 """Which modes to profile: random (PowerTrain's protocol), space-filling, or goal-aware active.
 
 Active profiling (``--strategy active`` with a goal) starts from a small space-filling set of
-plausible modes, refits a GP after every measured mode, and profiles next the mode with the
-highest constrained expected improvement (Gardner et al. 2014): P(the mode meets the constraint)
-x the expected improvement of the objective over the best measured mode that meets it, both from
-the GP's predictive distribution (log-normal).  It stops at ``count`` modes, or earlier once no
-unprofiled mode is expected to improve the decision by more than ``STOP_EI`` (relative), the
-best measured mode meets the goal with confidence, and at least ``STOP_MIN_SHARE`` of ``count``
-modes have been profiled.
+plausible modes (by the workload's roofline prior when its counts are known, else by the bundled
+ResNet-18 reference; with the prior, the first is the mode it picks for the goal), refits a GP
+after every measured mode, and profiles next the mode with the highest constrained expected
+improvement (Gardner et al. 2014): P(the mode meets the constraint) x the expected improvement of
+the objective over the best measured mode that meets it, both from the GP's predictive
+distribution (log-normal).  It stops at ``count`` modes, or earlier once no unprofiled mode is
+expected to improve the decision by more than ``STOP_EI`` (relative), the best measured mode
+meets the goal with confidence, and at least ``STOP_MIN_SHARE`` of ``count`` modes have been profiled.
 
 Goals (the same meaning as ``ptui pareto``): fastest under a power budget; lowest power meeting a
 minibatch deadline; least energy per minibatch (optionally under a budget).
@@ -135,7 +136,8 @@ class ActivePlanner:
     apart from caches, so a resumed session continues exactly as an uninterrupted one)."""
 
     def __init__(self, device: Device, candidates: list, goal: Goal, *, count: int,
-                 reference=None, seed: int = 0, n_initial: int | None = None) -> None:
+                 reference=None, seed: int = 0, n_initial: int | None = None,
+                 prior=None) -> None:
         if count < ACTIVE_MIN_COUNT:
             raise PtuiInputError(f"active profiling needs --count of at least {ACTIVE_MIN_COUNT}, "
                                  f"got {count}")
@@ -144,7 +146,12 @@ class ActivePlanner:
         self.A = self._inputs(self.candidates)
         self.index = {self._key(c): i for i, c in enumerate(self.candidates)}
         self.shift = np.zeros(len(self.A))   # log factor from a step's time to the objective's
+        # the reference model's networks are its GPs' prior (fit, _choice); a roofline prior has
+        # none, so one passed as the reference only filters the initial design
+        if getattr(reference, "kind", "") == "roofline":
+            reference, prior = None, prior or reference
         self.reference = reference
+        self.prior = prior               # the workload's roofline.RooflinePrior, or None
         self.n_initial = min(count, n_initial or max(4, min(8, count // 3)))
         self.stop_reason = ""
         self.state: dict = {}            # (target, rows) -> the GP candidate chosen by CV
@@ -180,15 +187,38 @@ class ActivePlanner:
 
     # the initial design ---------------------------------------------------------------------
     def initial(self) -> list:
+        """The initial design: space-filling among the modes the prior does not rule out for the
+        goal.  With the workload's roofline prior it starts at the mode the prior picks (its best
+        objective among those it predicts to meet the goal), so the first measurement already
+        tests a candidate answer."""
         ok = np.ones(len(self.A), bool)
-        if self.reference is not None:
+        pr = None
+        if self.prior is not None:
+            pr = self.prior.predict(self.A[:, :4])
+        elif self.reference is not None:
             pr = self.reference.predict(self.A)
+        if pr is not None:
             ok = plausible(self.goal, pr["time_ms"], pr["power_w"])
             if ok.sum() < 3 * self.n_initial:
                 ok[:] = True
         idx = np.flatnonzero(ok)
-        pick = spacefill(self.A[idx], self.n_initial, self.seed)
+        start = None
+        if self.prior is not None and pr is not None:
+            start = int(np.argmin(self._prior_objective(pr)[idx]))
+        pick = spacefill(self.A[idx], self.n_initial, self.seed, start)
         return [self.candidates[idx[i]] for i in pick]
+
+    def _prior_objective(self, pr: dict) -> np.ndarray:
+        """The goal's objective by the prior, infinite where the prior says the goal is missed
+        (all finite when it says no mode meets it)."""
+        g = self.goal
+        obj = np.exp(_objective(g, np.log(pr["time_ms"]), np.log(pr["power_w"])))
+        feas = np.ones(len(obj), bool)
+        if g.budget_w is not None:
+            feas &= pr["power_w"] <= g.budget_w
+        if g.deadline_ms is not None:
+            feas &= pr["time_ms"] <= g.deadline_ms
+        return np.where(feas, obj, np.inf) if feas.any() else obj
 
     # one step -------------------------------------------------------------------------------
     def _choice(self, name: str, A, y, ref, ref_log) -> str:
@@ -321,11 +351,11 @@ def measured_from_rows(rows: list[dict]) -> dict:
 
 
 def active_profile_offline(device: Device, modes: list, measure_fn, *, goal: dict | Goal,
-                           count: int = 20, reference=None, seed: int = 0):
+                           count: int = 20, reference=None, seed: int = 0, prior=None):
     """Active profiling against a table (evaluation, replay): measure_fn(i) -> (time_ms, power_w)
     for candidate i.  Returns (indices profiled in order, stop reason, planner)."""
     g = goal if isinstance(goal, Goal) else Goal(**goal)
-    pl = ActivePlanner(device, modes, g, count=count, reference=reference, seed=seed)
+    pl = ActivePlanner(device, modes, g, count=count, reference=reference, seed=seed, prior=prior)
     pos = {m.as_tuple(): i for i, m in enumerate(modes)}
     rows, order = [], []
 
@@ -361,10 +391,11 @@ def plan_candidates(device: Device, strategy: str, candidates=None) -> list:
 
 
 def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, candidates=None,
-              goal: Goal | None = None, reference=None):
+              goal: Goal | None = None, reference=None, prior=None):
     """The initial plan for a strategy and, for ``active``, the planner that extends it.
     candidates: the modes a strategy may choose (default: the device's PowerTrain grid; on the
-    replay device, the recorded modes)."""
+    replay device, the recorded modes).  prior: the workload's roofline prior (the active
+    planner's initial design)."""
     import random as _random
 
     from ..catalogue.modes import transition_order
@@ -376,7 +407,7 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
         if goal is None:
             raise PtuiInputError("--strategy active needs a goal: --budget-w W, --deadline-ms T "
                                  "or --objective energy")
-        pl = ActivePlanner(device, cands, goal, count=n, reference=reference, seed=seed)
+        pl = ActivePlanner(device, cands, goal, count=n, reference=reference, seed=seed, prior=prior)
         return pl.initial(), pl
     if strategy == "space-filling":
         return transition_order([cands[i] for i in spacefill(raw_modes(cands), n, seed)]), None

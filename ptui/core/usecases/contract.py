@@ -16,7 +16,9 @@ power with their spreads, ``epoch_s``/``energy_wh`` where the epoch is known, ``
 four names ``best_preset``, ``maxn``, ``best_mode_at_default_batch`` and
 ``largest_batch_fastest_mode``; null where none applies), ``default_batch``, and what a decision
 over several batch sizes is made of (``samples_to_target``, ``throughput_only``, ``target_samples``,
-``target_samples_note``, ``memory``; null for one batch size).  Version 2 renamed the baseline
+``target_samples_note``, ``memory``; null for one batch size), and ``profiled``: the profiled
+modes (or (mode, batch size) pairs) the model rests on, 0 for a decision from the roofline prior
+alone (no measurement).  Version 2 renamed the baseline
 ``best_mode_at_batch_N`` to ``best_mode_at_default_batch`` and gave both shapes every
 field.  A goal that no mode meets prints ``{"feasible": false, "goal":
 ..., "reason": ..., "closest": point or null}`` and the command exits 3.
@@ -101,12 +103,21 @@ def _preset_baselines(model, goal: dict, pt) -> dict:
     return out
 
 
+def profiled_modes(model) -> int | None:
+    """How many profiled modes (or (mode, batch size) pairs) a model's predictions rest on: 0 for
+    the roofline prior alone; None when the model does not say."""
+    n = model.about.trained_on.get("modes") if model is not None else None
+    return int(n) if isinstance(n, (int, float)) else None
+
+
 def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_batch,
-          per_target: dict | None = None) -> dict:
+          per_target: dict | None = None, profiled: int | None = None) -> dict:
     """The one decision shape, for one batch size or several: what is per target (the relation
-    of samples to batch size, the target, memory) is null for one batch size."""
+    of samples to batch size, the target, memory) is null for one batch size.  profiled: the
+    profiled modes the model rests on (0: a decision from the roofline prior alone)."""
     per_target = per_target or {}
     return {**pick, "feasible": True, "goal": d.goal, "exceed_prob": d.exceed_prob, "timed": timed,
+            "profiled": profiled,
             "front": front,
             "baselines": {"best_preset": None, "maxn": None, "best_mode_at_default_batch": None,
                           "largest_batch_fastest_mode": None, **baselines},
@@ -126,7 +137,8 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
     return _body(pt(tab, d.index), d, timed=timed,
                  front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
-                 baselines=_preset_baselines(model, goal, pt), default_batch=batch_size)
+                 baselines=_preset_baselines(model, goal, pt), default_batch=batch_size,
+                 profiled=profiled_modes(model))
 
 
 def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
@@ -144,7 +156,7 @@ def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
     m = r.memory
     return _body(pt(tab, r.pick.index), r.pick, timed=timed,
                  front=[pt(tab, i) for i, _, _ in r.front()], baselines=base,
-                 default_batch=r.default_batch,
+                 default_batch=r.default_batch, profiled=profiled_modes(model),
                  per_target={"samples_to_target": r.rel.source,
                              "throughput_only": r.rel.throughput_only,
                              "target_samples": r.samples, "target_samples_note": r.samples_note,

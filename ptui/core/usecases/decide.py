@@ -277,17 +277,18 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
                 risk: float | None = DEFAULT_RISK, method: str = "auto", seed: int = 0,
                 workload: str = "custom", corpus: str | None = None, model_dir: Path | None = None,
                 progress: Callable[[str], None] | None = None,
-                time_basis: str = "auto") -> TuneDecision:
+                time_basis: str = "auto", spec=None) -> TuneDecision:
     """After an active profile: fit (measurements kept), then decide with the measured modes
     counting and a cautious ranking (pareto.choose: a predicted mode beats the best measured one
     only when it does so at its upper bound at the risk level; the decision says why it differs
     from the best measured mode, and warns about an uncertain predicted pick).  On the replay
-    device only recorded modes are candidates."""
+    device only recorded modes are candidates.  spec: the workload's roofline.WorkloadSpec
+    (--workload-spec), a GP candidate's prior mean (usecases.fit)."""
     from ..decision.pareto import Table, choose
     if progress:
         progress(stage(f"fitting time and power ({method}) on {_rows_of(profile, 'profiled modes')}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
-              time_basis=time_basis, note=progress, min_modes=6)
+              time_basis=time_basis, note=progress, min_modes=6, spec=spec)
     model, out = res.model, res.out
     from ..prediction.fit import outlier_note, subset_note
     for note in [subset_note(model.about.metrics)] + [outlier_note(tgt, model.about.metrics[tgt])

@@ -33,12 +33,81 @@ class FitOutcome:
     workload: str = "custom"
 
     @property
+    def prior_only(self) -> bool:
+        """The model is the roofline prior alone (no mode profiled)."""
+        return self.model.about.kind == PRIOR_KIND
+
+    @property
     def fitted_on(self) -> str:
         """What the model was fitted on, in words: '12 profiled modes', or the pairs and sizes."""
+        if self.prior_only:
+            return "no profiled mode (the roofline prior alone)"
         if len(self.sizes) > 1:
             return (f"{self.n_modes} profiled (mode, batch size) pairs, batch sizes "
                     f"{','.join(map(str, self.sizes))}")
         return f"{self.n_modes} profiled modes"
+
+
+PRIOR_KIND = "roofline-prior"      # About.kind of a model that is the roofline prior alone
+
+
+def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
+    """The workload spec a fit's roofline prior comes from: SPEC.json when given (a bad file: one
+    SpecError line), else a catalog workload's published counts (at `batch_size` when given),
+    else None (the fit then has no roofline candidate).  A script's probe counts come as a spec
+    from the probe (roofline.WorkloadSpec.from_probe)."""
+    from ..catalogue.workloads import WORKLOADS
+    from ..prediction.roofline import WorkloadSpec
+    if spec_path is not None:
+        return WorkloadSpec.from_json(spec_path)
+    w = WORKLOADS.get(str(workload)) if workload else None
+    if w is None:
+        return None
+    if str(batch_size or "").isdigit() and int(batch_size) > 0:
+        w = w.with_batch(int(batch_size))
+    return WorkloadSpec.from_workload(w)
+
+
+def roofline_of(device, spec):
+    """The roofline prior of `spec` on `device`, or None without a spec."""
+    from ..prediction.roofline import RooflinePrior
+    return None if spec is None else RooflinePrior(device, spec)
+
+
+def prior_model(device, spec, *, workload: str | None = None) -> Model:
+    """A model that is the roofline prior alone: no mode profiled, its spreads the prior's (the
+    board calibration's residual, widened for each assumption the spec leaves to the reference).
+    Its About says so: kind PRIOR_KIND, trained_on modes 0."""
+    from ..catalogue.workloads import WORKLOADS
+    from ..prediction.predictor import Model
+    from ..prediction.roofline import RooflinePrior, RooflineTarget
+    prior = RooflinePrior(device, spec)
+    note = ("the roofline prior alone: no mode profiled; the spread is the prior's on the "
+            "board's calibration data" + (f" (assumed: {'; '.join(prior.assumed)})"
+                                          if prior.assumed else ""))
+    meta = {"kind": PRIOR_KIND, "method": "roofline", "workload": workload or "spec",
+            "reference_workload": None,
+            "trained_on": {"source": spec.source or "workload spec", "modes": 0, "device": device.name},
+            "roofline_spec": spec.as_dict(), "assumed": prior.assumed,
+            "metrics": {t: {"method": "roofline", "choice": "roofline-prior", "note": note}
+                        for t in ("time", "power")},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    model = Model(device, RooflineTarget(prior, "time"), RooflineTarget(prior, "power"), meta)
+    model.tell(batch_size=spec.batch_size)
+    w = WORKLOADS.get(str(workload)) if workload else None
+    if w is not None:
+        w = w.with_batch(spec.batch_size)
+        model.tell(samples_per_epoch=w.samples, batches_per_epoch=w.minibatches_per_epoch)
+    return model
+
+
+def fit_prior(device, spec, *, out: Path | str, workload: str | None = None) -> FitOutcome:
+    """`ptui fit` without a profile: the roofline prior alone (prior_model), saved to `out`."""
+    t0 = time.perf_counter()
+    model = prior_model(device, spec, workload=workload)
+    model.save(Path(out))
+    return FitOutcome(model, Path(out), 0, time.perf_counter() - t0, [spec.batch_size],
+                      workload or "spec")
 
 
 def profile_time_choice(profile, time_basis: str,
@@ -57,7 +126,8 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
         reference: Path | str | None = None, progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None, method: str = "auto", time_basis: str = "auto",
         scratch: bool = False, seed: int = 0, loss: str = "mse",
-        note: Callable[[str], None] | None = None, min_modes: int | None = None) -> FitOutcome:
+        note: Callable[[str], None] | None = None, min_modes: int | None = None,
+        spec=None) -> FitOutcome:
     """The one fit, for `ptui fit` and the Fine-tune screen: time and power predictors for a profile
     CSV (``fit.fit_model``: GPs and PowerTrain's networks chosen by cross-validation), over (mode,
     batch size) when the profile holds several batch sizes; ``scratch``: PowerTrain's network
@@ -65,7 +135,11 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     the profile's own tag), its batch size and minibatches per epoch, and what one time is; it is
     saved with the profile's measurements (default: the models directory, named after the profile).
     Cancelled between steps.  time_basis: what one time is, --time (csvio.profile_time); its note
-    (which time decides, and why) goes to `note`, else to progress."""
+    (which time decides, and why) goes to `note`, else to progress.  spec: the workload's
+    roofline.WorkloadSpec (--workload-spec): its roofline prior is one more GP candidate's mean
+    (gp-roofmean), on a profile of one batch size; without one the fit is as it was (the prior
+    is asked for: on profiles of 10 modes it won decisions' median but lost more picks over the
+    budget, docs/accuracy.md)."""
     from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
     from ..prediction.predictor import bundled_reference, load_model
 
@@ -89,6 +163,9 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
                                   workload=workload, progress=step, time_basis=basis)
         n = len(model.measured["modes"])
     else:
+        if spec is not None and not scratch:      # a few modes refine the prior (fit.prior_fit)
+            from ..prediction.fit import MIN_MODES_PRIOR
+            min_modes = MIN_MODES_PRIOR
         modes, t, p, measured = read_profile_measured(
             profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
         n = len(modes)
@@ -109,7 +186,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
             from ..prediction.fit import fit_model
             model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                               source=f"profile {profile}", measured=measured, progress=step,
-                              seed=seed, loss=loss)
+                              seed=seed, loss=loss, roofline=roofline_of(device, spec))
         remember_epoch_size(model, workload, sizes[0] if sizes else tags.get("batch_size"))
     from ..profiling.profiler import keep_timed
     keep_timed(model, profile, basis)               # what one time_ms is: pareto says it

@@ -76,6 +76,7 @@ class ProfileRequest:
                                           # recorded in the CSV's time_basis when not auto
     batch_part: bool = False              # one batch size of a profile over several (batchprofile):
                                           # its script log is NAME@bsB.log, the CSV is the profile's
+    workload_spec: str | None = None      # SPEC.json: the step's counts (roofline prior, active start)
 
 
 @dataclass
@@ -235,6 +236,17 @@ class ProfileRun:
         self._own_backend = True
         return note
 
+    def _spec(self, sp: dict):
+        """The workload's spec for its roofline prior: the one a resumed session recorded (its plan
+        continues as it started), else --workload-spec; None without one (the planner then starts
+        from the bundled reference, as before the prior existed: the prior is asked for)."""
+        from ..prediction.roofline import WorkloadSpec
+        if isinstance(sp.get("workload_spec"), dict):
+            return WorkloadSpec.from_dict(sp["workload_spec"], "the session's workload spec")
+        if self.req.workload_spec:
+            return WorkloadSpec.from_json(self.req.workload_spec)
+        return None
+
     def _plan(self, dev):
         """The plan function for open_session and, for active profiling, the planner."""
         from ..board.backends.replay import ReplayJetson
@@ -249,12 +261,19 @@ class ProfileRun:
         goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
         count = sp.get("count", req.count)
         first = None
+        spec = self._spec(sp)
         if not (req.modes_csv or req.grid or req.modes is not None):
             from ..prediction.predictor import load_bundled
+            prior = None
+            if strategy == "active" and spec is not None:
+                from ..prediction.roofline import BOARDS, RooflinePrior
+                prior = RooflinePrior(dev, spec) if dev.name in BOARDS else None
             first, self.planner = make_plan(dev, strategy, count=count, seed=self.seed,
                                             candidates=cands, goal=goal,
-                                            reference=load_bundled() if strategy == "active" else None)
-        params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None}
+                                            reference=load_bundled() if strategy == "active" else None,
+                                            prior=prior)
+        params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None,
+                  **({"workload_spec": spec.as_dict()} if spec is not None else {})}
 
         def plan_fn() -> list[Mode]:
             if req.modes is not None:

@@ -1,0 +1,30 @@
+"""The app's Pareto screen reads a model from the roofline prior alone like any model and says,
+beside its figures, that no mode was profiled (issue 25)."""
+import json
+
+from ptui.core.catalogue.devices import get_device
+from tests.functional.test_app import make_app, wait_workers
+
+AGX = get_device("orin-agx")
+
+
+async def test_the_apps_pareto_screen_reads_a_prior_model_and_says_what_it_is(cli, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec,
+                     "--out", tmp_path / "m")
+    assert rc == 0, err
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        field = scr.query_one("#path")
+        field.value = ""
+        field.focus()
+        await pilot.press(*str(tmp_path / "m"))
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.table is not None and len(scr.table) == len(AGX.full_space())
+        assert "roofline prior alone: no mode profiled" in str(scr.query_one("#details").render())

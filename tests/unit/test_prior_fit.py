@@ -1,0 +1,186 @@
+"""The roofline prior wired into the fit, the decision and active profiling (issue 25): a model
+from the prior alone (no mode profiled) that predict and pareto read like any other and label
+honestly; the prior as a cross-validated GP candidate's mean; the active planner's first modes."""
+import json
+
+import numpy as np
+import pytest
+
+from ptui.core.catalogue.devices import get_device
+from ptui.core.decision.goals import Goal
+from ptui.core.prediction.predictor import load_model
+from ptui.core.prediction.roofline import RooflinePrior, WorkloadSpec
+
+AGX = get_device("orin-agx")
+SPEC = {"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 32}
+
+
+def _spec_file(tmp_path, d=SPEC, name="spec.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(d) if isinstance(d, dict) else d)
+    return p
+
+
+def test_fit_without_a_profile_is_the_prior_alone_and_pareto_reads_it(cli, tmp_path):
+    spec = _spec_file(tmp_path)
+    rc, out, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m",
+                       "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["profiled"] == 0 and doc["method"] == "roofline" and doc["profile"] is None
+    model = load_model(tmp_path / "m")
+    assert model.about.kind == "roofline-prior" and model.about.trained_on["modes"] == 0
+    assert model.about.batch_size == 32
+    # its predictions are the prior's, spreads included
+    modes = AGX.full_space()[::997]
+    want = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC)).predict(modes)
+    got = model.predict(modes)
+    for k in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
+        assert np.allclose(got[k], want[k]), k
+    assert np.all(got["time_ms_std"] > 0)
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["profiled"] == 0 and d["feasible"] is True and d["source"] == "predicted"
+    assert "rests on no measurement" in err
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30")
+    assert rc == 0 and "rests on no measurement" in err, err
+    rc, out, err = cli("predict", "--model", tmp_path / "m")
+    assert rc == 0, err
+    assert len(out.strip().splitlines()) == len(AGX.full_space()) + 1
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"gflop_per_step": 90, "batch_size": 32}', "gbytes_per_step"),
+    ('{"gflop_per_step": -1, "gbytes_per_step": 6, "batch_size": 32}', "gflop_per_step"),
+    ('{"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32, "flops": 1}', "unknown field"),
+    ("not json", "not JSON"),
+    ("[1, 2]", "JSON object"),
+])
+def test_a_bad_spec_is_one_line_and_exit_2(cli, tmp_path, text, words):
+    spec = _spec_file(tmp_path, text)
+    rc, out, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "m").exists()
+
+
+def test_fit_without_profile_or_spec_is_one_line_and_exit_2(cli, tmp_path):
+    rc, _, err = cli("fit", "--device", "orin-agx", "--out", tmp_path / "m")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--workload-spec" in err, err
+
+
+def test_every_decision_says_how_many_profiled_modes_it_rests_on(cli, tmp_path):
+    prof = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                     "--count", "10", "--session", "p", "--out", prof)
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", prof, "--out", tmp_path / "m",
+                     "--method", "gp")
+    assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["profiled"] == 10 and "rests on no measurement" not in err
+    # the prior is asked for: without --workload-spec the fit is as it was (no roofline candidate)
+    m = load_model(tmp_path / "m")
+    for t in ("time", "power"):
+        cands = m.about.metrics[t]["candidates_cv_mape"]
+        assert "gp-roofmean" not in cands and "gp-physmean" in cands and "gp-stack" in cands
+
+
+def _profile_rows(prior: RooflinePrior, n: int, seed: int):
+    """n modes measured on a board that the prior describes up to a smooth, mode-dependent error
+    (what the prior cannot know) and measurement noise."""
+    rng = np.random.default_rng(seed)
+    modes = AGX.full_space()
+    idx = rng.choice(len(modes), n, replace=False)
+    sub = [modes[i] for i in idx]
+    A = np.array([m.as_tuple() for m in sub], float)
+    p = prior.predict(sub)
+    tilt = 0.25 * np.log(A[:, 2] / AGX.gpu_mhz[-1]) - 0.1 * np.log(A[:, 3] / AGX.mem_mhz[-1])
+    t = p["time_ms"] * np.exp(tilt + rng.normal(0, 0.02, n))
+    w = p["power_w"] * np.exp(-0.3 * tilt + rng.normal(0, 0.01, n))
+    return sub, t, w
+
+
+def test_the_roofline_candidate_is_cross_validated_and_round_trips(tmp_path):
+    from ptui.core.prediction.fit import fit_model
+    prior = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC, "test"))
+    sub, t, w = _profile_rows(prior, 12, 0)
+    with_prior = fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    without = fit_model(None, AGX, sub, t, w, method="gp")
+    for tgt in ("time", "power"):
+        got = with_prior.about.metrics[tgt]["candidates_cv_mape"]
+        assert "gp-roofmean" in got and "gp-roofmean" not in without.about.metrics[tgt]["candidates_cv_mape"]
+        # on a board the prior describes up to a tilt, its mean cross-validates best of the single GPs
+        singles = {k: v for k, v in got.items() if k != "gp-stack"}
+        assert min(singles, key=singles.__getitem__) == "gp-roofmean", got
+    with_prior.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert "roofline" in json.dumps(meta["predictors"])         # the prior's config, plain JSON
+    modes = AGX.full_space()[::313]
+    a, b = with_prior.predict(modes), back.predict(modes)
+    for k in a:
+        assert np.allclose(a[k], b[k], rtol=1e-9), k
+
+
+def test_a_prior_only_model_round_trips(tmp_path):
+    from ptui.core.usecases.fit import prior_model
+    spec = WorkloadSpec.from_dict(dict(SPEC, host_ms=3.0, loader_ms=8.0, workers=4))
+    m = prior_model(AGX, spec, workload=None)
+    m.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    modes = AGX.full_space()[::501]
+    a, b = m.predict(modes), back.predict(modes)
+    assert all(np.allclose(a[k], b[k]) for k in a)
+    assert back.about.kind == "roofline-prior" and back.about.trained_on["modes"] == 0
+
+
+def test_the_active_planners_first_modes_come_from_the_prior():
+    from ptui.core.prediction.predictor import load_bundled
+    from ptui.core.profiling.active import ActivePlanner, plausible
+    # a memory-heavy model (intensity 1 FLOP/byte) unlike the ResNet-18 reference
+    spec = WorkloadSpec.from_dict({"gflop_per_step": 20.0, "gbytes_per_step": 20.0, "batch_size": 8})
+    prior = RooflinePrior(AGX, spec)
+    goal = Goal(budget_w=20.0)
+    cands = AGX.full_space()
+    ref = load_bundled()
+    with_prior = ActivePlanner(AGX, cands, goal, count=20, reference=ref, prior=prior).initial()
+    blind = ActivePlanner(AGX, cands, goal, count=20, reference=ref).initial()
+    assert with_prior != blind
+    pr = prior.predict(with_prior)
+    assert plausible(goal, pr["time_ms"], pr["power_w"]).all()
+    # the first mode is the prior's own pick for the goal
+    allp = prior.predict(cands)
+    ok = allp["power_w"] <= 20.0
+    best = cands[int(np.flatnonzero(ok)[np.argmin(allp["time_ms"][ok])])]
+    assert with_prior[0] == best
+    # a roofline passed as the reference filters the design but is no GP prior (it has no networks)
+    pl = ActivePlanner(AGX, cands, goal, count=20, reference=prior)
+    assert pl.reference is None and pl.prior is prior and pl.initial() == with_prior
+
+
+def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
+    """3 modes (too few to cross-validate) with the prior: the prior rescaled to them, closer to
+    the board than the prior alone, its spread at least the prior's; without a prior ptui refuses."""
+    from ptui.core.errors import PtuiInputError
+    from ptui.core.prediction.fit import fit_model
+    prior = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC, "test"))
+    sub, t, w = _profile_rows(prior, 3, 1)
+    with pytest.raises(PtuiInputError, match="at least 6"):
+        fit_model(None, AGX, sub, t, w, method="gp")
+    m = fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    assert m.about.metrics["time"]["choice"] == "gp-roofmean" and m.about.metrics["time"]["few_modes"]
+    # the board: the prior times a 1.3x slower step and 10 % more power everywhere
+    sub, t, w = sub, t * 1.3, w * 1.1
+    m = fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    modes = AGX.full_space()[::211]
+    p0, got = prior.predict(modes), m.predict(modes)
+    ratio_t, ratio_p = np.median(got["time_ms"] / p0["time_ms"]), np.median(got["power_w"] / p0["power_w"])
+    assert 1.2 < ratio_t < 1.45 and 1.05 < ratio_p < 1.16, (ratio_t, ratio_p)
+    rel = lambda k: got[k + "_std"] / got[k] + 1e-9 >= p0[k + "_std"] / p0[k]  # noqa: E731
+    assert rel("time_ms").all() and rel("power_w").all()
+    m.save(tmp_path / "m")
+    back = load_model(tmp_path / "m").predict(modes)
+    assert all(np.allclose(back[k], got[k]) for k in got)
