@@ -1,0 +1,192 @@
+"""The concurrent decision (training beside inference, decision/concurrent.py) on the simulated
+board: standalone profiles of training and of inference per mode, an exhaustive grid (the optimum)
+or a coordinate walk that profiles at most WALK_BUDGET modes, the baselines, the --json body.
+Every figure here is SIMULATED (the simulator's physics; inference calibrated on a measured sweep)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..board.inference import inference_operating
+from ..board.physics import steady_state
+from ..catalogue.devices import Device
+from ..catalogue.inference import INFER_BATCHES, get_inference
+from ..catalogue.modes import Mode
+from ..catalogue.workloads import Workload
+from ..decision.concurrent import Pick, Standalone, decide, predict
+from ..decision.pareto import InfeasibleError
+from ..errors import InputError
+
+WALK_BUDGET = 15
+
+
+def standalone(device: Device, train: Workload, infer: str, modes: list[Mode]) -> Standalone:
+    """Training alone and inference alone at `modes`, from the simulator (noise-free)."""
+    a = np.array([m.as_tuple() for m in modes], float).T
+    op = steady_state(device, train, *a)
+    im, iw = [], []
+    for b in INFER_BATCHES:
+        t, p = inference_operating(device, infer, b, *a)
+        im.append(np.broadcast_to(t, (len(modes),)))
+        iw.append(np.broadcast_to(p, (len(modes),)))
+    return Standalone(list(modes), int(train.batch_size), np.asarray(op.time_ms, float),
+                      np.asarray(op.power_w, float), INFER_BATCHES, np.array(im).T, np.array(iw).T)
+
+
+def exhaustive(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
+    """The optimum over PowerTrain's grid of modes x every inference batch (the reference)."""
+    st = standalone(device, train, infer, list(device.pt_grid()))
+    return decide(st, rate, latency_ms, budget_w), st, len(st.modes)
+
+
+def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
+    """A coordinate walk over the knobs (GPU, memory, CPU clocks, cores) that profiles at most
+    WALK_BUDGET modes: start at MAXN; per knob, binary-search the highest setting whose best
+    (mode, b) is feasible with the other knobs held, keeping the best feasible point; then, with
+    the clocks found, lower the CPU clock and cores while training throughput holds and raise the
+    GPU again into the power freed.  The inference batch is searched whole at each profiled mode
+    (profiling a mode measures every batch size)."""
+    grid = device.pt_grid()
+    knobs = [sorted({m.cores for m in grid}), sorted({m.cpu_mhz for m in grid}),
+             sorted({m.gpu_mhz for m in grid}), sorted({m.mem_mhz for m in grid})]
+    seen: dict[tuple, tuple[Pick | None, float]] = {}
+
+    def value(ix) -> float:
+        key = tuple(ix)
+        if key not in seen:
+            if len(seen) >= WALK_BUDGET:
+                return -1.0
+            m = device.mode(*(knobs[k][ix[k]] for k in range(4)))
+            st = standalone(device, train, infer, [m])
+            try:
+                p = decide(st, rate, latency_ms, budget_w)
+                seen[key] = (p, p.prediction.train_sps)
+            except InfeasibleError:
+                seen[key] = (None, -1.0)
+        return seen[key][1]
+
+    cur = [len(k) - 1 for k in knobs]
+    value(cur)
+
+    def search(k: int, lo: int, hi: int) -> None:
+        """Highest index of knob k in [lo, hi] that is feasible, by bisection (feasibility falls as
+        a clock rises: power grows)."""
+        best = None
+        while lo <= hi and len(seen) < WALK_BUDGET:
+            mid = (lo + hi + 1) // 2
+            ix = list(cur)
+            ix[k] = mid
+            if value(ix) > 0:
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        if best is not None:
+            cur[k] = best
+
+    if value(cur) <= 0:
+        for k in (2, 3, 1, 0):              # the GPU clock draws the most, cores the least
+            search(k, 0, cur[k])
+            if value(cur) > 0:
+                break
+    for k in (1, 0):                        # lower CPU clock / cores while throughput holds
+        here = value(cur)
+        while cur[k] > 0 and len(seen) < WALK_BUDGET:
+            ix = list(cur)
+            ix[k] = max(0, cur[k] - max(1, len(knobs[k]) // 4))
+            if value(ix) >= 0.99 * here > 0:
+                cur[k] = ix[k]
+            else:
+                break
+        search(2, cur[2], len(knobs[2]) - 1)  # the power freed goes to the GPU
+    found = [p for p, v in seen.values() if p is not None and v > 0]
+    if not found:
+        raise InfeasibleError(f"no profiled mode meets the budgets ({len(seen)} profiled)")
+    best = max(found, key=lambda p: p.prediction.train_sps)
+    return best, len(seen)
+
+
+def _point(p: Pick | None, st_rows: Standalone | None = None) -> dict | None:
+    if p is None:
+        return None
+    pr = p.prediction
+    return {"mode": p.mode.as_dict(), "key": p.mode.key, "batch_size": p.batch,
+            "source": "predicted", "train_samples_per_s": round(pr.train_sps, 3),
+            "latency_p50_ms": round(pr.p50_ms, 3), "latency_p99_ms": round(pr.p99_ms, 3),
+            "over_budget": round(pr.over_budget, 5), "power_w": round(pr.power_w, 3),
+            "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
+
+
+def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+             budget_w: float, strategy: str = "walk") -> dict:
+    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
+    InfeasibleError carries the closest option's point in .closest_point."""
+    if not (rate > 0 and latency_ms > 0 and budget_w > 0):
+        raise InputError("--rate, --latency-ms and --budget-w must be positive numbers")
+    if strategy not in ("walk", "exhaustive"):
+        raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
+    infer = get_inference(infer_name).name
+    goal = {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
+            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+    try:
+        if strategy == "exhaustive":
+            pick, _st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+        else:
+            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w)
+    except InfeasibleError as e:
+        e.closest_point = _closest(device, train, infer, rate, latency_ms)  # type: ignore[attr-defined]
+        raise
+    return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
+            "profiled_modes": profiled, "train_workload": train.name,
+            "train_batch_size": train.batch_size, "infer_workload": infer,
+            "pick": _point(pick), "baselines": _baselines(device, train, infer, rate, latency_ms,
+                                                           budget_w)}
+
+
+def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
+    """MAXN with the largest feasible inference batch, the best NVIDIA preset, training alone."""
+    st = standalone(device, train, infer, [device.maxn])
+    maxn = None
+    for b in reversed(INFER_BATCHES):
+        pr = predict(st, 0, rate, latency_ms, b)
+        if pr.over_budget <= 0.01:
+            maxn = _point(Pick(0, device.maxn, b, pr))
+            if maxn is not None:
+                maxn["within_power_budget"] = pr.power_w <= budget_w
+            break
+    presets = [p.mode for p in device.presets]
+    sp = standalone(device, train, infer, presets)
+    try:
+        bp = decide(sp, rate, latency_ms, budget_w)
+        best_preset = {**(_point(bp) or {}), "preset": device.preset_for(bp.mode).name
+                       if device.preset_for(bp.mode) else None}
+    except InfeasibleError:
+        best_preset = None
+    ok = st.train_w <= budget_w
+    alone = {"mode": device.maxn.as_dict(), "key": device.maxn.key,
+             "train_samples_per_s": round(float(train.batch_size / st.train_ms[0] * 1000.0), 3),
+             "power_w": round(float(st.train_w[0]), 3), "within_power_budget": bool(ok[0]),
+             "note": "training alone at MAXN, no inference served"}
+    return {"maxn_largest_feasible_batch": maxn, "best_preset": best_preset, "training_alone": alone}
+
+
+def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> dict | None:
+    """The closest option to budgets nothing meets: the lowest-power grid (mode, b) whose latency
+    holds, else the (mode, b) with the lowest predicted p99."""
+    st = standalone(device, train, infer, list(device.pt_grid()))
+    try:
+        p = decide(st, rate, latency_ms, 1e9)
+    except InfeasibleError:
+        best = None
+        for b in INFER_BATCHES:
+            pr = predict(st, int(np.argmin(st.train_ms)), rate, latency_ms, b)
+            if best is None or pr.p99_ms < best.prediction.p99_ms:
+                i = int(np.argmin(st.train_ms))
+                best = Pick(i, st.modes[i], b, pr)
+        return _point(best)
+    # the lowest mean power among latency-feasible rows of the grid
+    from ..decision.concurrent import candidates
+    tab, ok = candidates(st, rate, latency_ms)
+    if not ok.any():
+        return _point(p)
+    k = int(np.flatnonzero(ok)[np.argmin(tab.power_w[ok])])
+    r, b = k % len(st.modes), int(tab.batches[k])
+    return _point(Pick(r, st.modes[r], b, predict(st, r, rate, latency_ms, b)))
