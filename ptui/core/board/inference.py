@@ -19,8 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..catalogue.devices import Device, get_device
-from ..catalogue.inference import (INFERENCE, MAXN_CLOCKS, POWER_GLITCHES, InferenceWorkload,
-                                   sweep_rows)
+from ..catalogue.inference import INFERENCE, MAXN_CLOCKS, POWER_GLITCHES, InferenceWorkload, sweep_rows
 from .physics import DEVICE_PHYSICS, WorkloadPhysics, _smax, steady_state
 
 ROOF_P = 3.0            # roofline overlap, as the training models of conv nets use

@@ -107,6 +107,7 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
     # theta + R, R the residual (uniform over t_T or t_I(b), weighted by the GPU's shares), which
     # itself depends on u; two rounds settle it
     u = np.zeros(len(rows))
+    ek = pI = np.zeros(len(rows))
     for _ in range(3):
         ek = np.zeros(len(rows))
         for f in (0.125, 0.375, 0.625, 0.875):

@@ -46,8 +46,9 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     GPU again into the power freed.  The inference batch is searched whole at each profiled mode
     (profiling a mode measures every batch size)."""
     grid = device.pt_grid()
-    knobs = [sorted({m.cores for m in grid}), sorted({m.cpu_mhz for m in grid}),
-             sorted({m.gpu_mhz for m in grid}), sorted({m.mem_mhz for m in grid})]
+    knobs: list[list[float]] = [sorted({float(m.cores) for m in grid}),
+                                sorted({m.cpu_mhz for m in grid}),
+                                sorted({m.gpu_mhz for m in grid}), sorted({m.mem_mhz for m in grid})]
     seen: dict[tuple, tuple[Pick | None, float]] = {}
 
     def value(ix) -> float:
@@ -156,8 +157,8 @@ def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, bu
     sp = standalone(device, train, infer, presets)
     try:
         bp = decide(sp, rate, latency_ms, budget_w)
-        best_preset = {**(_point(bp) or {}), "preset": device.preset_for(bp.mode).name
-                       if device.preset_for(bp.mode) else None}
+        pre = device.preset_for(bp.mode)
+        best_preset = {**(_point(bp) or {}), "preset": None if pre is None else pre.name}
     except InfeasibleError:
         best_preset = None
     ok = st.train_w <= budget_w
