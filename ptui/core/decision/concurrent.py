@@ -22,7 +22,8 @@ the GPU, training the rest:  throughput = (1 - u) B_T / t_T,  mean power = u P_I
 A request's wait before its batch is triggered is min(S_b, theta) - S_j, whose survival factorises
 (S_b - S_j and S_j are independent):  P(wait > x) = P(Erlang(b-j) > x) P(S_j < theta - x);
 then the running minibatch's residual (uniform over t_T with probability 1 - u, over t_I(b) with
-probability u) and the batch's own t_I(E[k]) are added.  The latency distribution is that
+probability u), a wait behind other inference batches (Kingman's mean, exponential tail) and the
+batch's own t_I(E[k]) are added.  The latency distribution is that
 mixture over j, computed on a grid; p50, p99 and the share over budget read from it.
 """
 from __future__ import annotations
@@ -129,7 +130,12 @@ def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> P
     if u >= 1.0:
         return Prediction(math.inf, math.inf, 1.0, 0.0, pw, u, ek)
     th = max(theta, 0.0)
-    hi = th + max(tT, tIb) + tIk + 1e-9
+    # batches queue behind each other when inference is busy: Kingman's G/G/1 mean wait with
+    # Erlang(E[k]) batch inter-arrivals (ca^2 = 1/E[k]) and fixed service t_I, less the residual of
+    # the batch in service already counted below; a request waits with probability u, the wait
+    # taken exponential (the heavy-traffic form)
+    wq = max(0.0, u / (1.0 - u) * (1.0 / ek) / 2.0 * tIk - u * tIb / 2.0)
+    hi = th + max(tT, tIb) + tIk + 8.0 * wq / max(u, 1e-9) + 1e-9
     x = np.linspace(0.0, hi, 4001)
     dx = x[1] - x[0]
     # pre-trigger wait of a random request: survival, a mixture over its position j
@@ -149,7 +155,11 @@ def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> P
     res += (1.0 - u) * (x < tT) / max(tT, dx)
     res += u * (x < tIb) / max(tIb, dx)
     pdf_pre = np.diff(np.concatenate([[0.0], cdf_pre]))
-    cdf = np.cumsum(np.convolve(pdf_pre, res * dx)[: len(x)])
+    pdf = np.convolve(pdf_pre, res * dx)[: len(x)]
+    if wq > 0:
+        d_cdf = 1.0 - u * np.exp(-x * u / wq)
+        pdf = np.convolve(pdf, np.diff(np.concatenate([[0.0], d_cdf])))[: len(x)]
+    cdf = np.cumsum(pdf)
     cdf = np.clip(cdf / max(cdf[-1], 1e-12), 0.0, 1.0)
     lat = x + tIk
 

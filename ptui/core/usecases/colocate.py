@@ -38,71 +38,90 @@ def exhaustive(device: Device, train: Workload, infer: str, rate, latency_ms, bu
     return decide(st, rate, latency_ms, budget_w), st, len(st.modes)
 
 
+TRIM = 0.99            # a CPU knob is lowered while training alone keeps this share of its speed
+
+
 def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
-    """A coordinate walk over the knobs (GPU, memory, CPU clocks, cores) that profiles at most
-    WALK_BUDGET modes: start at MAXN; per knob, binary-search the highest setting whose best
-    (mode, b) is feasible with the other knobs held, keeping the best feasible point; then, with
-    the clocks found, lower the CPU clock and cores while training throughput holds and raise the
-    GPU again into the power freed.  The inference batch is searched whole at each profiled mode
-    (profiling a mode measures every batch size)."""
+    """A coordinate walk over the knobs that profiles at most WALK_BUDGET modes.  Power and
+    throughput both rise with every knob, so the best point sits on the power budget's edge, at
+    the highest GPU (and memory) clock the budget affords once the knobs that buy little speed
+    draw as little as they can:
+
+    1. MAXN; feasible, it is the answer (nothing is faster);
+    2. trim the CPU at full GPU and memory clocks: bisect the cores, then the CPU clock, down to
+       the lowest setting at which training alone keeps TRIM of its speed (it then draws less,
+       and keeps that share at any lower GPU clock, where the host matters less still);
+    3. bisect the GPU clock for the highest feasible one at full memory clock;
+    4. one memory step down, and the GPU clock bisected up from there (a memory-light pair may
+       afford a faster GPU);
+    5. spare profiles: one more CPU step down and the GPU up again.
+
+    Profiling a mode measures every inference batch size, so the batch is chosen whole at each
+    profiled mode.  The best feasible profiled point is the pick."""
     grid = device.pt_grid()
     knobs: list[list[float]] = [sorted({float(m.cores) for m in grid}),
                                 sorted({m.cpu_mhz for m in grid}),
                                 sorted({m.gpu_mhz for m in grid}), sorted({m.mem_mhz for m in grid})]
-    seen: dict[tuple, tuple[Pick | None, float]] = {}
+    top = [len(k) - 1 for k in knobs]
+    seen: dict[tuple, tuple[Pick | None, float, float]] = {}
+    CORES, CPU, GPU, MEM = 0, 1, 2, 3
 
-    def value(ix) -> float:
-        key = tuple(ix)
+    def prof(ix) -> tuple[float, float]:
+        """(feasible training samples/s or -1, training-alone samples/s); -1, -1 past the budget."""
+        key = tuple(int(v) for v in ix)
         if key not in seen:
             if len(seen) >= WALK_BUDGET:
-                return -1.0
-            m = device.mode(*(knobs[k][ix[k]] for k in range(4)))
+                return -1.0, -1.0
+            m = device.mode(*(knobs[k][key[k]] for k in range(4)))
             st = standalone(device, train, infer, [m])
+            alone = float(st.train_batch / st.train_ms[0] * 1000.0)
             try:
                 p = decide(st, rate, latency_ms, budget_w)
-                seen[key] = (p, p.prediction.train_sps)
+                seen[key] = (p, p.prediction.train_sps, alone)
             except InfeasibleError:
-                seen[key] = (None, -1.0)
-        return seen[key][1]
+                seen[key] = (None, -1.0, alone)
+        return seen[key][1], seen[key][2]
 
-    cur = [len(k) - 1 for k in knobs]
-    value(cur)
+    def with_(ix, k, v) -> list[int]:
+        out = list(ix)
+        out[k] = v
+        return out
 
-    def search(k: int, lo: int, hi: int) -> None:
-        """Highest index of knob k in [lo, hi] that is feasible, by bisection (feasibility falls as
-        a clock rises: power grows)."""
-        best = None
+    cur = list(top)
+    if prof(cur)[0] > 0:
+        return seen[tuple(cur)][0], len(seen)
+    ref = prof(cur)[1]
+    for k in (CORES, CPU):                      # 2: the lowest setting that keeps TRIM of the speed
+        lo, hi = 0, cur[k]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if prof(with_(cur, k, mid))[1] >= TRIM * ref:
+                hi = mid
+            else:
+                lo = mid + 1
+        cur[k] = hi
+
+    def gpu_up(base: list[int], lo: int) -> list[int]:
+        """The highest feasible GPU index >= lo at `base`'s other knobs, bisected; base if none."""
+        best, hi = None, top[GPU]
         while lo <= hi and len(seen) < WALK_BUDGET:
             mid = (lo + hi + 1) // 2
-            ix = list(cur)
-            ix[k] = mid
-            if value(ix) > 0:
+            if prof(with_(base, GPU, mid))[0] > 0:
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1
-        if best is not None:
-            cur[k] = best
+        return base if best is None else with_(base, GPU, best)
 
-    if value(cur) <= 0:
-        for k in (2, 3, 1, 0):              # the GPU clock draws the most, cores the least
-            search(k, 0, cur[k])
-            if value(cur) > 0:
-                break
-    for k in (1, 0):                        # lower CPU clock / cores while throughput holds
-        here = value(cur)
-        while cur[k] > 0 and len(seen) < WALK_BUDGET:
-            ix = list(cur)
-            ix[k] = max(0, cur[k] - max(1, len(knobs[k]) // 4))
-            if value(ix) >= 0.99 * here > 0:
-                cur[k] = ix[k]
-            else:
-                break
-        search(2, cur[2], len(knobs[2]) - 1)  # the power freed goes to the GPU
-    found = [p for p, v in seen.values() if p is not None and v > 0]
+    cur = gpu_up(with_(cur, GPU, 0), 0)                                     # 3
+    if cur[MEM] > 0:                                                        # 4
+        gpu_up(with_(cur, MEM, cur[MEM] - 1), cur[GPU])
+    for k in (CPU, CORES):                                                  # 5
+        if cur[k] > 0 and len(seen) < WALK_BUDGET - 1:
+            gpu_up(with_(cur, k, cur[k] - 1), cur[GPU])
+    found = [p for p, v, _ in seen.values() if p is not None and v > 0]
     if not found:
         raise InfeasibleError(f"no profiled mode meets the budgets ({len(seen)} profiled)")
-    best = max(found, key=lambda p: p.prediction.train_sps)
-    return best, len(seen)
+    return max(found, key=lambda p: p.prediction.train_sps), len(seen)
 
 
 def _point(p: Pick | None, st_rows: Standalone | None = None) -> dict | None:
