@@ -36,8 +36,10 @@ import numpy as np
 from ..catalogue.modes import Mode
 from .pareto import InfeasibleError, Table, choose
 
-U_MAX = 0.9            # inference may take at most this share of the GPU (a backlog builds above)
-MISS_MAX = 0.01        # the latency budget holds when at most 1 % of requests are over it (p99)
+U_MAX = 0.8            # inference may take at most this share of the GPU (a backlog builds above)
+# the latency budget holds when at most 1 % of requests are over it (p99); the decision asks the
+# prediction for half that, a margin for the queueing approximation's error
+MISS_MAX = 0.005
 
 
 @dataclass(frozen=True)
