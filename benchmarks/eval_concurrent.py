@@ -22,7 +22,7 @@ from ptui.core.board.inference import calibrate
 from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.inference import INFERENCE
 from ptui.core.catalogue.workloads import WORKLOADS, get_workload
-from ptui.core.decision.concurrent import poisson_arrivals, simulate
+from ptui.core.decision.concurrent import decide, poisson_arrivals, simulate
 from ptui.core.decision.pareto import InfeasibleError
 from ptui.core.usecases.colocate import exhaustive, standalone, walk
 
@@ -45,7 +45,7 @@ def main() -> None:
     if a.limit:
         cases = random.Random(a.seed).sample(cases, a.limit)
     met = feas = infeasible_both = walk_miss = 0
-    ratios, profiled = [], []
+    ratios, profiled, preset_r, maxn_ok = [], [], [], 0
     t0 = time.time()
     for tw, iw, rate, lat, pw in cases:
         train = get_workload(tw)
@@ -62,6 +62,15 @@ def main() -> None:
             infeasible_both += pick is None
             continue
         feas += 1
+        sp = standalone(dev, train, iw, [p.mode for p in dev.presets])
+        try:
+            preset_r.append(decide(sp, rate, lat, pw).prediction.train_sps / opt.prediction.train_sps)
+        except InfeasibleError:
+            preset_r.append(0.0)
+        try:
+            maxn_ok += decide(standalone(dev, train, iw, [dev.maxn]), rate, lat, pw) is not None
+        except InfeasibleError:
+            pass
         if pick is None:
             walk_miss += 1
             ratios.append(0.0)
@@ -77,6 +86,12 @@ def main() -> None:
     print(f"picks meeting both budgets (event sim) {met}/{picks} = {100.0 * met / max(picks, 1):.1f}%")
     print(f"throughput vs optimum: mean {100 * r.mean():.2f}%  worst {100 * r.min():.2f}%  "
           f"(loss mean {100 * (1 - r.mean()):.2f}%)")
+    pr_ = np.array(preset_r)
+    print(f"baseline best NVIDIA preset: mean {100 * pr_.mean():.2f}% of the optimum, "
+          f"none feasible in {int((pr_ == 0).sum())}/{feas}; MAXN (any batch) meets both budgets in "
+          f"{maxn_ok}/{feas}")
+    print(f"walk ratio quartiles: {np.percentile(r, [25, 50, 75]).round(4).tolist()}, "
+          f"cases within 3 %: {int((r >= 0.97).sum())}/{feas}")
     print(f"modes profiled per decision: mean {np.mean(profiled):.1f}  max {max(profiled)}")
     print(f"wall {time.time() - t0:.0f} s")
 

@@ -51,7 +51,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     2. trim the CPU at full GPU and memory clocks: bisect the cores, then the CPU clock, down to
        the lowest setting at which training alone keeps TRIM of its speed (it then draws less,
        and keeps that share at any lower GPU clock, where the host matters less still);
-    3. bisect the GPU clock for the highest feasible one at full memory clock;
+    3. bisect the GPU clock for the highest feasible one at full memory clock (none: at the next
+       memory clock down, and so on);
     4. one memory step down, and the GPU clock bisected up from there (a memory-light pair may
        afford a faster GPU);
     5. spare profiles: one more CPU step down and the GPU up again.
@@ -112,8 +113,12 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
                 hi = mid - 1
         return base if best is None else with_(base, GPU, best)
 
-    cur = gpu_up(with_(cur, GPU, 0), 0)                                     # 3
-    if cur[MEM] > 0:                                                        # 4
+    for m in range(top[MEM], -1, -1):                                       # 3
+        got = gpu_up(with_(cur, MEM, m), 0)
+        if prof(got)[0] > 0:
+            cur = got
+            break
+    if cur[MEM] > 0 and prof(cur)[0] > 0:                                   # 4
         gpu_up(with_(cur, MEM, cur[MEM] - 1), cur[GPU])
     for k in (CPU, CORES):                                                  # 5
         if cur[k] > 0 and len(seen) < WALK_BUDGET - 1:
