@@ -1,6 +1,8 @@
 """ptui colocate: the concurrent decision from the command line (simulated board)."""
 import json
 
+import pytest
+
 from tests.support.cli import run_cli
 
 BASE = ["colocate", "--device", "orin-agx", "--train-workload", "resnet18",
@@ -16,6 +18,7 @@ def test_json_pick_is_the_decision_shape_and_within_both_budgets():
     p = doc["pick"]
     assert p["power_w"] <= 35 and p["latency_p99_ms"] <= 250 and p["over_budget"] <= 0.01
     assert p["batch_size"] in (1, 2, 4, 8, 16, 32, 64) and p["key"].count("/") == 3
+    assert p["time_ms"] == pytest.approx(16 / p["train_samples_per_s"] * 1000.0, rel=1e-3)
     assert doc["profiled_modes"] <= 15
     assert set(doc["baselines"]) == {"maxn_largest_feasible_batch", "best_preset", "training_alone"}
     assert doc["baselines"]["training_alone"]["train_samples_per_s"] > p["train_samples_per_s"]

@@ -129,12 +129,17 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     return max(found, key=lambda p: p.prediction.train_sps), len(seen)
 
 
-def _point(p: Pick | None, st_rows: Standalone | None = None) -> dict | None:
+def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
+    """A pick as the contract's decision point: mode, key, batch_size (the inference batch),
+    source, time_ms (the training minibatch's effective time under the interleaving) and power_w
+    (mean), plus the interleaving's figures."""
     if p is None:
         return None
     pr = p.prediction
+    t_ms = (train_batch / pr.train_sps * 1000.0 if train_batch and pr.train_sps > 0 else None)
     return {"mode": p.mode.as_dict(), "key": p.mode.key, "batch_size": p.batch,
-            "source": "predicted", "train_samples_per_s": round(pr.train_sps, 3),
+            "source": "predicted", "time_ms": None if t_ms is None else round(t_ms, 4),
+            "train_samples_per_s": round(pr.train_sps, 3),
             "latency_p50_ms": round(pr.p50_ms, 3), "latency_p99_ms": round(pr.p99_ms, 3),
             "over_budget": round(pr.over_budget, 5), "power_w": round(pr.power_w, 3),
             "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
@@ -162,8 +167,8 @@ def colocate(device: Device, train: Workload, infer_name: str, rate: float, late
     return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
-            "pick": _point(pick), "baselines": _baselines(device, train, infer, rate, latency_ms,
-                                                           budget_w)}
+            "pick": _point(pick, train.batch_size),
+            "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
 
 
 def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
@@ -173,7 +178,7 @@ def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, bu
     for b in reversed(INFER_BATCHES):
         pr = predict(st, 0, rate, latency_ms, b)
         if pr.over_budget <= 0.01:
-            maxn = _point(Pick(0, device.maxn, b, pr))
+            maxn = _point(Pick(0, device.maxn, b, pr), train.batch_size)
             if maxn is not None:
                 maxn["within_power_budget"] = pr.power_w <= budget_w
             break
@@ -182,7 +187,7 @@ def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, bu
     try:
         bp = decide(sp, rate, latency_ms, budget_w)
         pre = device.preset_for(bp.mode)
-        best_preset = {**(_point(bp) or {}), "preset": None if pre is None else pre.name}
+        best_preset = {**(_point(bp, train.batch_size) or {}), "preset": None if pre is None else pre.name}
     except InfeasibleError:
         best_preset = None
     ok = st.train_w <= budget_w
@@ -206,12 +211,12 @@ def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> d
             if best is None or pr.p99_ms < best.prediction.p99_ms:
                 i = int(np.argmin(st.train_ms))
                 best = Pick(i, st.modes[i], b, pr)
-        return _point(best)
+        return _point(best, train.batch_size)
     # the lowest mean power among latency-feasible rows of the grid
     from ..decision.concurrent import candidates
     tab, ok = candidates(st, rate, latency_ms)
     if not ok.any():
-        return _point(p)
+        return _point(p, train.batch_size)
     k = int(np.flatnonzero(ok)[np.argmin(tab.power_w[ok])])
     r, b = k % len(st.modes), int(tab.batches[k])
-    return _point(Pick(r, st.modes[r], b, predict(st, r, rate, latency_ms, b)))
+    return _point(Pick(r, st.modes[r], b, predict(st, r, rate, latency_ms, b)), train.batch_size)
