@@ -39,6 +39,7 @@ def exhaustive(device: Device, train: Workload, infer: str, rate, latency_ms, bu
 
 
 TRIM = 0.99            # a CPU knob is lowered while training alone keeps this share of its speed
+TRIM_STEPS = 2         # bisection steps per CPU knob (cores, CPU clock)
 
 
 def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
@@ -48,9 +49,10 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     draw as little as they can:
 
     1. MAXN; feasible, it is the answer (nothing is faster);
-    2. trim the CPU at full GPU and memory clocks: bisect the cores, then the CPU clock, down to
-       the lowest setting at which training alone keeps TRIM of its speed (it then draws less,
-       and keeps that share at any lower GPU clock, where the host matters less still);
+    2. trim the CPU at full GPU and memory clocks: bisect the cores, then the CPU clock (two
+       steps each), down towards the lowest setting at which training alone keeps TRIM of its
+       speed (it then draws less, and keeps that share at any lower GPU clock, where the host
+       matters less still);
     3. bisect the GPU clock for the highest feasible one at full memory clock (none: at the next
        memory clock down, and so on);
     4. one memory step down, and the GPU clock bisected up from there (a memory-light pair may
@@ -94,7 +96,9 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     ref = prof(cur)[1]
     for k in (CORES, CPU):                      # 2: the lowest setting that keeps TRIM of the speed
         lo, hi = 0, cur[k]
-        while lo < hi:
+        for _ in range(TRIM_STEPS):             # a coarse bisection: profiles go to the GPU's edge
+            if lo >= hi:
+                break
             mid = (lo + hi) // 2
             if prof(with_(cur, k, mid))[1] >= TRIM * ref:
                 hi = mid
