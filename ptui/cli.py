@@ -860,6 +860,42 @@ def _applied(message: str, backend) -> str:
     return message + (_board_words(backend) if backend.simulated else "; undo with: ptui restore")
 
 
+def cmd_colocate(a) -> int:
+    """Training beside inference: the power mode and inference batch of highest training
+    throughput within a latency and a power budget (SIMULATED board)."""
+    from .core import InfeasibleError, colocate, document, get_device, get_workload, infeasible
+    dev = get_device(a.device)
+    train = get_workload(a.train_workload, a.batch_size)
+    try:
+        body = colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w, a.strategy)
+    except InfeasibleError as e:
+        if a.json:
+            print(document("colocate", {**infeasible(
+                f"most training throughput, p99 latency <= {a.latency_ms:g} ms at {a.rate:g} req/s, "
+                f"mean power <= {a.budget_w:g} W", str(e), getattr(e, "closest_point", None)),
+                "simulated": True}))
+        raise
+    if a.json:
+        print(document("colocate", body))
+        return EXIT_OK
+    p = body["pick"]
+    print(f"SIMULATED {dev.name}: train {train.name} (batch {train.batch_size}) beside "
+          f"{body['infer_workload']} inference at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
+          f"mean power <= {a.budget_w:g} W ({body['strategy']}, {body['profiled_modes']} modes profiled)")
+    print(f"pick: {p['key']}  inference batch {p['batch_size']}: {p['train_samples_per_s']:.1f} "
+          f"training samples/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
+          f"ms, {100 * p['over_budget']:.2f}% over budget, {p['power_w']:.1f} W")
+    for name, b in body["baselines"].items():
+        if b is None:
+            print(f"  {name}: none meets the budgets")
+            continue
+        extra = f", inference batch {b['batch_size']}" if "batch_size" in b else ""
+        over = "" if b.get("within_power_budget", True) else " (over the power budget)"
+        print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} samples/s, "
+              f"{b['power_w']:.1f} W{over}")
+    return EXIT_OK
+
+
 def cmd_apply(a) -> int:
     from . import core
     from .core import open_backend
@@ -1481,6 +1517,20 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--interval", type=float, default=0.2, metavar="S",
                     help="seconds between sensor updates (default 0.2)")
     em.set_defaults(fn=cmd_emulate)
+    co = sub.add_parser("colocate", help="training beside inference: the power mode and inference "
+                        "batch for a latency and a power budget (simulated board)")
+    co.add_argument("--device", required=True)
+    co.add_argument("--train-workload", required=True, help="a built-in training workload")
+    co.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
+    co.add_argument("--infer-workload", required=True,
+                    help="resnet50, mobilenetv3-l, yolov8n-det, bert-large or lstm-lm")
+    co.add_argument("--rate", type=float, required=True, help="inference requests per second (Poisson)")
+    co.add_argument("--latency-ms", type=float, required=True, help="latency budget (p99), ms")
+    co.add_argument("--budget-w", type=float, required=True, help="mean power budget, W")
+    co.add_argument("--strategy", choices=("walk", "exhaustive"), default="walk",
+                    help="walk: profiles at most 15 modes (default); exhaustive: the whole grid")
+    co.add_argument("--json", action="store_true")
+    co.set_defaults(fn=cmd_colocate)
     _share_global_options(p)
     _validate_numbers(p)
     return p

@@ -19,6 +19,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                               "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
+    "usecases.colocate": ("colocate",),
     "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "workload_spec",),
@@ -55,6 +56,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "board.telemetry": ("Sampler",),
     # the catalogue
     "catalogue.devices": ("DeviceError", "get_device",),
+    "catalogue.inference": ("INFERENCE",),
     "catalogue.modes": ("cpu_ghz", "Mode", "whole_mhz",),
     "catalogue.workloads": ("get_workload", "WORKLOADS",),
     # the rest
@@ -84,6 +86,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .board.signals import Terminated, exit_code_for, install
     from .board.telemetry import Sampler
     from .catalogue.devices import DeviceError, get_device
+    from .catalogue.inference import INFERENCE
     from .catalogue.modes import Mode, cpu_ghz, whole_mhz
     from .catalogue.workloads import WORKLOADS, get_workload
     from .clock import RealClock, hms
@@ -129,6 +132,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         restore,
         rollback,
     )
+    from .usecases.colocate import colocate
     from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
     from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, workload_spec

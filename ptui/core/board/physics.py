@@ -73,6 +73,7 @@ class WorkloadPhysics:
     gpu_act: float             # switching activity of the GPU when busy (power)
     first_batch_x: float       # first minibatch of a run is this many times slower (autotuning)
     act_gb: float = 0.10       # activations (+ their gradients) kept per sample, GB (memory footprint)
+    batch_half: float | None = None  # measured half-utilisation batch (None: batch_half's rule)
 
 
 DEVICE_PHYSICS: dict[str, DevicePhysics] = {
@@ -139,6 +140,9 @@ def batch_half(device: Device, workload: Workload | None = None) -> float:
     2 on Xavier AGX's 512, for a ResNet-18-sized sample of 5.4 GFLOP), and a sample with more work
     (more threads per kernel) fills them sooner: x sqrt(5.4 GFLOP / the workload's GFLOP)."""
     h = 8.0 * DEVICE_PHYSICS[device.name].flops_per_cycle / 4096.0
+    fitted = None if workload is None else workload_physics(workload).batch_half
+    if fitted is not None:      # fitted on one board (Orin AGX); a narrower GPU fills sooner
+        return fitted * DEVICE_PHYSICS[device.name].flops_per_cycle / 4096.0
     if workload is not None:
         h *= (5.4 / workload_physics(workload).gflop) ** 0.5
     return h

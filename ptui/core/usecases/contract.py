@@ -23,6 +23,14 @@ alone (no measurement).  Version 2 renamed the baseline
 field.  A goal that no mode meets prints ``{"feasible": false, "goal":
 ..., "reason": ..., "closest": point or null}`` and the command exits 3.
 
+``colocate`` (training beside inference) has the decision's ``feasible``, ``goal``, pick (``pick``:
+``mode``, ``key``, ``batch_size`` the inference batch, ``source``, ``time_ms`` the training
+minibatch's effective time, ``power_w`` the mean power, and ``train_samples_per_s``,
+``latency_p50_ms``/``latency_p99_ms``, ``over_budget``, ``inference_share``) and ``baselines``
+(``maxn_largest_feasible_batch``, ``best_preset``, ``training_alone``), ``simulated``, the
+``strategy`` and ``profiled_modes``; an infeasible budget prints ``feasible: false`` with the
+closest option and exits 3.
+
 Modes are given twice: ``mode`` (the four knobs as numbers) and ``key`` (the compact exact form
 ``6c/1497.6/522.75/2133``, which ``Mode.from_key`` reads back).
 

@@ -1,0 +1,100 @@
+"""Sweep of the concurrent decision (training beside inference) on the SIMULATED Orin AGX.
+
+For each training workload x inference workload x rate x latency budget x power budget: the walk's
+pick (<= 15 profiled modes) and the exhaustive optimum over PowerTrain's grid x inference batches;
+the walk's pick is checked by the event-driven schedule (decision.concurrent.simulate, 300 s of
+Poisson arrivals): it meets both budgets when <= 1 % of requests are late and the mean power is
+within the budget.  Prints: feasible cases, share of picks meeting both budgets, throughput vs
+the optimum (mean, worst), modes profiled per decision.
+
+Run: python benchmarks/eval_concurrent.py [--limit N] [--seed S]   (N: a random subset of cases)
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import time
+
+import numpy as np
+
+from ptui.core.board.inference import calibrate
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.inference import INFERENCE
+from ptui.core.catalogue.workloads import WORKLOADS, get_workload
+from ptui.core.decision.concurrent import decide, poisson_arrivals, simulate
+from ptui.core.decision.pareto import InfeasibleError
+from ptui.core.usecases.colocate import exhaustive, standalone, walk
+
+RATES = (5.0, 20.0, 50.0)
+LATENCY = (100.0, 250.0, 1000.0)
+POWER = (25.0, 35.0, 50.0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    dev = get_device("orin-agx")
+    for n in INFERENCE:
+        c = calibrate(n)
+        print(f"calibration {n:14s} time MAPE {c.time_mape:4.1f}% (max {c.time_max_err:4.1f}%)  "
+              f"power MAPE {c.power_mape:4.1f}% (max {c.power_max_err:4.1f}%)")
+    cases = list(itertools.product(WORKLOADS, INFERENCE, RATES, LATENCY, POWER))
+    if a.limit:
+        cases = random.Random(a.seed).sample(cases, a.limit)
+    met = feas = infeasible_both = walk_miss = 0
+    ratios, profiled, preset_r, maxn_ok = [], [], [], 0
+    t0 = time.time()
+    for tw, iw, rate, lat, pw in cases:
+        train = get_workload(tw)
+        try:
+            opt, _st, _ = exhaustive(dev, train, iw, rate, lat, pw)
+        except InfeasibleError:
+            opt = None
+        try:
+            pick, n = walk(dev, train, iw, rate, lat, pw)
+        except InfeasibleError:
+            pick, n = None, 15
+        profiled.append(n)
+        if opt is None:
+            infeasible_both += pick is None
+            continue
+        feas += 1
+        sp = standalone(dev, train, iw, [p.mode for p in dev.presets])
+        try:
+            preset_r.append(decide(sp, rate, lat, pw).prediction.train_sps / opt.prediction.train_sps)
+        except InfeasibleError:
+            preset_r.append(0.0)
+        try:
+            maxn_ok += decide(standalone(dev, train, iw, [dev.maxn]), rate, lat, pw) is not None
+        except InfeasibleError:
+            pass
+        if pick is None:
+            walk_miss += 1
+            ratios.append(0.0)
+            continue
+        st = standalone(dev, train, iw, [pick.mode])
+        sim = simulate(st, 0, poisson_arrivals(rate, 300.0, seed=len(ratios)), lat, pick.batch)
+        met += (sim.over_budget <= 0.01) and (sim.power_w <= pw * 1.005)
+        ratios.append(pick.prediction.train_sps / opt.prediction.train_sps)
+    r = np.array(ratios)
+    picks = feas - walk_miss
+    print(f"cases {len(cases)}  feasible (exhaustive) {feas}  infeasible both {infeasible_both}  "
+          f"walk found none where feasible {walk_miss}")
+    print(f"picks meeting both budgets (event sim) {met}/{picks} = {100.0 * met / max(picks, 1):.1f}%")
+    print(f"throughput vs optimum: mean {100 * r.mean():.2f}%  worst {100 * r.min():.2f}%  "
+          f"(loss mean {100 * (1 - r.mean()):.2f}%)")
+    pr_ = np.array(preset_r)
+    print(f"baseline best NVIDIA preset: mean {100 * pr_.mean():.2f}% of the optimum, "
+          f"none feasible in {int((pr_ == 0).sum())}/{feas}; MAXN (any batch) meets both budgets in "
+          f"{maxn_ok}/{feas}")
+    print(f"walk ratio quartiles: {np.percentile(r, [25, 50, 75]).round(4).tolist()}, "
+          f"cases within 3 %: {int((r >= 0.97).sum())}/{feas}")
+    print(f"modes profiled per decision: mean {np.mean(profiled):.1f}  max {max(profiled)}")
+    print(f"wall {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

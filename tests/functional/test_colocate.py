@@ -1,0 +1,49 @@
+"""ptui colocate: the concurrent decision from the command line (simulated board)."""
+import json
+
+import pytest
+
+from tests.support.cli import run_cli
+
+BASE = ["colocate", "--device", "orin-agx", "--train-workload", "resnet18",
+        "--infer-workload", "resnet50", "--rate", "20", "--latency-ms", "250"]
+
+
+def test_json_pick_is_the_decision_shape_and_within_both_budgets():
+    rc, out, err = run_cli(*BASE, "--budget-w", "35", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["schema_version"] == 2 and doc["command"] == "colocate"
+    assert doc["feasible"] is True and doc["simulated"] is True
+    p = doc["pick"]
+    assert p["power_w"] <= 35 and p["latency_p99_ms"] <= 250 and p["over_budget"] <= 0.01
+    assert p["batch_size"] in (1, 2, 4, 8, 16, 32, 64) and p["key"].count("/") == 3
+    assert p["time_ms"] == pytest.approx(16 / p["train_samples_per_s"] * 1000.0, rel=1e-3)
+    assert doc["profiled_modes"] <= 15
+    assert set(doc["baselines"]) == {"maxn_largest_feasible_batch", "best_preset", "training_alone"}
+    assert doc["baselines"]["training_alone"]["train_samples_per_s"] > p["train_samples_per_s"]
+
+
+def test_text_output_says_simulated_and_names_the_baselines():
+    rc, out, _ = run_cli(*BASE, "--budget-w", "35")
+    assert rc == 0
+    assert out.startswith("SIMULATED")
+    assert "pick:" in out and "best_preset" in out and "training_alone" in out
+
+
+def test_infeasible_budget_is_a_document_with_the_closest_option_and_exit_3():
+    rc, out, err = run_cli(*BASE, "--budget-w", "4", "--json")
+    assert rc == 3
+    doc = json.loads(out)
+    assert doc["feasible"] is False and doc["closest"] is not None
+    assert doc["closest"]["power_w"] > 4
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_input_is_one_line_exit_2():
+    for args in (["--budget-w", "-1"], ["--budget-w", "30", "--strategy", "x"]):
+        rc, out, err = run_cli(*BASE, *args)
+        assert rc == 2 and out == ""
+        assert len(err.strip().splitlines()) == 1
+    rc, _, err = run_cli(*[a if a != "resnet50" else "nope" for a in BASE], "--budget-w", "30")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "inference workload" in err
