@@ -17,8 +17,8 @@ are text: `escape` leaves it (`ctrl+q` quits from anywhere).
 2. **Profile** ~50 modes of your workload (batch `8,16,32`: (mode, batch size) pairs):
    `s` start, `space` pause, `x` abort (the original mode comes back); or resume one.
 3. **Fine-tune** (`t`) predictors of time and power on that profile.
-4. **Pareto**: a goal picks a mode (several batch sizes: time to target, `b`
-   cycles them); arrows move on the front; `enter` takes the pick to Apply.
+4. **Pareto**: a goal picks a mode (batch sizes: time to target, `b` cycles
+   them); arrows move on the front; `enter` takes it to Apply.
 5. **Apply**: the exact plan, `y` applies and reads back, `r` rolls back.
 
 **CV MAPE**: mean absolute percentage error of predictions for modes held out of
