@@ -27,7 +27,9 @@ def _targets(mods: dict[str, Path], mod: str, node) -> list[str]:
         target = ".".join(base + ([node.module] if node.module else []))
     else:
         target = node.module or ""
-    return [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+    # `from pkg import submodule` runs pkg's __init__ too (a façade there ties the two): both count
+    return [t for a in node.names
+            for t in ((f"{target}.{a.name}", target) if f"{target}.{a.name}" in mods else (target,))]
 
 
 def graph() -> dict[str, set[str]]:

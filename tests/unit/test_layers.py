@@ -94,5 +94,22 @@ def test_function_level_and_type_checking_imports_count(tmp_path, monkeypatch):
     (pkg / "core" / "c.py").write_text("")
     monkeypatch.setattr(imports, "PKG", pkg)
     g = imports.graph()
-    assert g["ptui.core.a"] == {"ptui.core.b"} and g["ptui.core.b"] == {"ptui.core.a", "ptui.core.c"}
+    # `from . import c` imports c and runs the package's __init__: both are edges
+    assert g["ptui.core.a"] == {"ptui.core.b"} and g["ptui.core.b"] == {"ptui.core.a", "ptui.core.c", "ptui.core"}
     assert imports.cycles(g) == [["ptui.core.a", "ptui.core.b"]]
+
+
+def test_a_module_importing_a_sibling_through_a_facade_package_is_in_its_cycle(tmp_path, monkeypatch):
+    """`from .. import paths` in a use case runs ptui/core/__init__.py, the façade that imports the
+    use cases: a cycle {core, the use case} the checker missed while it counted only ptui.core.paths."""
+    from tests.support import imports
+    pkg = tmp_path / "ptui"
+    (pkg / "core" / "usecases").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("from typing import TYPE_CHECKING\n"
+                                              "if TYPE_CHECKING:\n    from .usecases.fit import fit\n")
+    (pkg / "core" / "paths.py").write_text("")
+    (pkg / "core" / "usecases" / "__init__.py").write_text("")
+    (pkg / "core" / "usecases" / "fit.py").write_text("from .. import paths\n")
+    monkeypatch.setattr(imports, "PKG", pkg)
+    assert ["ptui.core", "ptui.core.usecases.fit"] in imports.cycles(imports.graph())

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import paths
 from ..board.files import WriteError, write_error
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
 from ..decision.batch import BatchError
 from ..errors import PtuiError
+from ..paths import profile_csv
 from ..profiling.profiler import Control, SessionError
 from ..profiling.store import SessionInfo, Store, check_session_name
 from .profile import ProfileOutcome, ProfileRequest, ProfileRun
@@ -265,7 +265,7 @@ class BatchProfileRun:
         wl = self.workload_name or "script"
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+        self.out = req.out if req.out is not None else profile_csv(self.name)
         from ..board.locks import lock_session
         lock_session(self.name)                 # held by this run until close()
         self._locked = True
@@ -517,7 +517,7 @@ class BatchProfileRun:
             raise SessionError(f"session {self.req.session!r} was profiled on {first.device}, "
                                f"not {device}")
         self.name = self.req.session
-        self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
+        self.out = self.req.out if self.req.out is not None else profile_csv(self.name)
         self.simulated = first.backend == "sim"
         try:
             from ..board.locks import lock_session

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import paths
 from ..decision.pareto import DEFAULT_RISK, Decision, Table
 from ..errors import InputError
+from ..paths import models_dir, profiles_dir
 from ..progress import stage
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
 def saved_sources(device: str) -> list[tuple[str, Path]]:
     """What the Pareto screen can open, newest first: ('model'|'profile', path) for the models ptui
     saved (any board's: another board's is a what-if there) and this board's complete profiles."""
-    models = [p for p in paths.models_dir().glob("*") if (p / "meta.json").exists()]
-    profiles = [p for p in paths.profiles_dir().glob(f"{device}-*.csv") if _complete_profile(p)]
+    models = [p for p in models_dir().glob("*") if (p / "meta.json").exists()]
+    profiles = [p for p in profiles_dir().glob(f"{device}-*.csv") if _complete_profile(p)]
     got = [("model", p) for p in models] + [("profile", p) for p in profiles]
 
     def mtime(kp):

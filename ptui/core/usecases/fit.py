@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import paths
 from ..errors import InputError
+from ..paths import model_dir
 from ..progress import SAVING, SAVING_STEP, Step
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     from ..profiling.profiler import keep_timed
     keep_timed(model, profile, basis)               # what one time_ms is: pareto says it
     step(SAVING_STEP)
-    out = Path(out) if out is not None else paths.model_dir(Path(profile).stem)
+    out = Path(out) if out is not None else model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
 

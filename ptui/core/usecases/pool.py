@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths
 from ..errors import InputError
+from ..paths import model_dir
 from ..profiling.pool import Pool, PoolRow, board_id, open_pool, pool_url  # noqa: F401 (façade)
 from .fit import FitOutcome
 
@@ -181,7 +181,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     keep_timed(model, profile, "step")
     if progress:
         progress("saving")
-    dest = Path(out) if out is not None else paths.model_dir(Path(profile).stem + "-pooled")
+    dest = Path(out) if out is not None else model_dir(Path(profile).stem + "-pooled")
     model.save(dest)
     return FitOutcome(model, dest, len(own) + len(fleet), time.perf_counter() - t0, [b], wl)
 

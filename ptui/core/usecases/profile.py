@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import paths
 from ..board.backends.base import Backend
 from ..board.files import WriteError, write_error
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload, get_workload
 from ..errors import Interrupted, PtuiError
+from ..paths import latest_outputs as latest_paths
+from ..paths import profile_csv, script_log
 from ..profiling.profiler import (
     Control,
     ProfileAborted,
@@ -324,7 +325,7 @@ class ProfileRun:
         bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl.name}{bs_part}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = req.out if req.out is not None else paths.profile_csv(self.name)
+        self.out = req.out if req.out is not None else profile_csv(self.name)
         plan_fn, plan_params = self._plan(dev)
         params = {"out": str(self.out), **plan_params, **req.params}
         if self.user_script:
@@ -348,7 +349,7 @@ class ProfileRun:
                           f"{todo} to go")
         if self.script:
             from ..profiling.userscript import WHATIF_LABEL, ScriptSource, steps_note
-            self.log = paths.script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
+            self.log = script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
                                         else self.name)
             cfg0 = ProfileConfig()
             name = self.name
@@ -487,7 +488,7 @@ class ProfileRun:
         ex = self.existing
         assert ex is not None                 # finished: a session resumed by name
         self.name = ex.name
-        self.out = self.req.out if self.req.out is not None else paths.profile_csv(self.name)
+        self.out = self.req.out if self.req.out is not None else profile_csv(self.name)
         try:
             if device is not None and device != ex.device:
                 raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
@@ -572,7 +573,7 @@ def check_recorded(modes: list[Mode], recorded, corpus: str, what: str = "--mode
 def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
     """The newest complete profile and the newest model the app made for this device: an aborted
     or failed profile is never offered as the one to fine-tune on."""
-    profile, model = paths.latest_outputs(device, complete=_complete_profile)
+    profile, model = latest_paths(device, complete=_complete_profile)
     return profile, model
 
 
