@@ -23,6 +23,21 @@ async def wait_workers(app, pilot):
     await pilot.pause(0.1)
 
 
+async def type_path_on_pareto(app, pilot, path):
+    """Open Pareto, type `path` in its path field and press Enter there; the screen, loaded."""
+    await pilot.press("4")
+    await wait_workers(app, pilot)
+    scr = app.screen
+    field = scr.query_one("#path")
+    field.value = ""
+    field.focus()
+    await pilot.press(*str(path))
+    await pilot.press("enter")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.2)
+    return scr
+
+
 async def test_dashboard_shows_live_telemetry():
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
@@ -251,16 +266,7 @@ async def test_enter_in_the_path_field_loads(tmp_path):
     assert rc == 0, err
     app, _ = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        scr = app.screen
-        field = scr.query_one("#path")
-        field.value = ""
-        field.focus()
-        await pilot.press(*str(tmp_path / "p.csv"))
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
+        scr = await type_path_on_pareto(app, pilot, tmp_path / "p.csv")
         assert scr.table is not None and len(scr.table) == 20
 
 

@@ -3,7 +3,7 @@ beside its figures, that no mode was profiled (issue 25)."""
 import json
 
 from ptui.core.catalogue.devices import get_device
-from tests.functional.test_app import make_app, wait_workers
+from tests.functional.test_app import make_app, type_path_on_pareto
 
 AGX = get_device("orin-agx")
 
@@ -16,15 +16,6 @@ async def test_the_apps_pareto_screen_reads_a_prior_model_and_says_what_it_is(cl
     assert rc == 0, err
     app, _ = make_app()
     async with app.run_test(size=(110, 36)) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        scr = app.screen
-        field = scr.query_one("#path")
-        field.value = ""
-        field.focus()
-        await pilot.press(*str(tmp_path / "m"))
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
+        scr = await type_path_on_pareto(app, pilot, tmp_path / "m")
         assert scr.table is not None and len(scr.table) == len(AGX.full_space())
         assert "roofline prior alone: no mode profiled" in str(scr.query_one("#details").render())
