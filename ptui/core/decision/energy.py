@@ -64,11 +64,12 @@ class Energy:
     def _amount(self, p: EnergyPoint) -> str:
         return f"{p.energy:.3g} {SHORT[self.unit]}"
 
-    def _vs(self, p: EnergyPoint | None) -> str | None:
+    def _vs(self, p: EnergyPoint | None) -> tuple[str, str]:
+        """(how much, which way) of `p` against the least: ('44%', 'more'), ('', 'as much')."""
         x = self.more_pct(p)
-        if x is None:
-            return None
-        return "as much" if abs(x) < 0.5 else f"{abs(x):.0f}% {'more' if x > 0 else 'less'}"
+        if x is None or abs(x) < 0.5:
+            return "", "as much"
+        return f"{abs(x):.0f}%", "more" if x > 0 else "less"
 
     def sentences(self) -> tuple[str, str]:
         """The two plain sentences the CLI and the app say: where the least energy is, and how much
@@ -76,18 +77,27 @@ class Energy:
         compare)."""
         lst = self.least
         at = f" at batch {lst.batch_size}:" if self.unit == TO_TARGET and lst.batch_size else " at"
-        first = (f"Least energy: {lst.mode.key}{at} {self._amount(lst)} ({self.source}: "
-                 f"{lst.time_ms:.3g} ms, {lst.power_w:.1f} W).")
-        parts: list[tuple[str, str]] = []          # (who, how much)
+        first = f"Least energy: {lst.mode.key}{at} {self._amount(lst)}"
+        full = f"{first} ({self.source}: {lst.time_ms:.3g} ms, {lst.power_w:.1f} W)."
+        first = full if len(full) <= 80 else f"{first} ({self.source})."      # one line where it can
+        parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
         if self.maxn is not None:
-            parts.append(("MAXN", str(self._vs(self.maxn))))
+            parts.append(("MAXN", self.maxn))
         if self.best_preset is not None:
-            parts.append((f"the best preset ({self.best_preset.tag})", str(self._vs(self.best_preset))))
+            parts.append((f"the best preset ({self.best_preset.tag})", self.best_preset))
         pick_is_least = self.pick is not None and self.pick.row is not None and self.pick.row == lst.row
         if self.pick is not None and not pick_is_least:
-            parts.append(("the pick", str(self._vs(self.pick))))
-        said = [f"{who} uses {how}" + (" energy" if how != "as much" else " energy as it")
-                if k == 0 else f"{who} {how}" for k, (who, how) in enumerate(parts)]
+            parts.append(("the pick", self.pick))
+        said, way0 = [], ""
+        for k, (who, p) in enumerate(parts):
+            n, way = self._vs(p)
+            if k == 0:
+                way0 = way
+                said.append(f"{who} uses as much energy" if way == "as much"
+                            else f"{who} uses {n} {way} energy")
+            else:           # '55%' after '60% more energy'; the way said where it differs
+                said.append(f"{who} " + ("as much" if way == "as much" else
+                                         n if way == way0 else f"{n} {way}"))
         if pick_is_least:
             said.append("the pick is the least-energy one")
         if not said:
@@ -98,6 +108,29 @@ class Energy:
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns."""
         return [line for s in self.sentences() if s for line in textwrap.wrap(s, width)]
+
+    def panel_lines(self, width: int) -> list[str]:
+        """The same figures in the app's narrow details panel: the least-energy mode (and batch
+        size), then its energy and how much more MAXN, the best preset and the pick take, signed
+        per cent ('+44%': 44 % more), each line at most `width` columns (the pick left out where it
+        does not fit; the panel says predicted or measured beside its figures)."""
+        lst = self.least
+        first = f"least energy: {lst.mode.key}" + (
+            f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else "")
+        parts = [f"{tag} {x:+.0f}%" for tag, x in
+                 (("MAXN", self.more_pct(self.maxn)),
+                  (self.best_preset.tag if self.best_preset else "", self.more_pct(self.best_preset)))
+                 if x is not None]
+        # to target: the panel says 'to target ... Wh' just above
+        amount = self._amount(lst) if self.unit == PER_STEP else f"{lst.energy:.3g} Wh"
+        second = amount + ("; " + ", ".join(parts) if parts else "")
+        if self.pick is not None and not (self.pick.row is not None and self.pick.row == lst.row):
+            x = self.more_pct(self.pick)
+            with_pick = f"{second}{', ' if parts else '; '}pick {x:+.0f}%"
+            second = with_pick if len(with_pick) <= width else second
+        elif self.pick is not None:
+            second += f"{', ' if parts else '; '}the pick"
+        return [line for s in (first, second) for line in textwrap.wrap(s, width)]
 
     def as_dict(self) -> dict:
         """The `energy` object of a decision's --json document."""
