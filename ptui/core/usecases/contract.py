@@ -14,7 +14,10 @@ power with their spreads, ``epoch_s``/``energy_wh`` where the epoch is known, ``
 ``energy_to_target_wh`` where the decision is per target), ``timed`` (what one time_ms is), ``front``
 (the Pareto front of the candidates, each point shaped like the pick), ``baselines`` (always the
 four names ``best_preset``, ``maxn``, ``best_mode_at_default_batch`` and
-``largest_batch_fastest_mode``; null where none applies), ``default_batch``, and what a decision
+``largest_batch_fastest_mode``; null where none applies), ``energy`` (decision.energy.Energy.as_dict:
+the least-energy candidate that fits in memory, goal-free, beside the pick, MAXN and the best preset,
+in ``unit`` J per step for one batch size or Wh to target for several, each point with its
+``energy`` and ``more_than_least_pct``; added in version 2), ``default_batch``, and what a decision
 over several batch sizes is made of (``samples_to_target``, ``throughput_only``, ``target_samples``,
 ``target_samples_note``, ``memory``; null for one batch size), and ``profiled``: the profiled
 modes (or (mode, batch size) pairs) the model rests on, 0 for a decision from the roofline prior
