@@ -113,3 +113,15 @@ def test_the_least_energy_pair_to_target_is_the_brute_force_minimum_among_pairs_
     assert got.as_dict()["unit"] == "Wh to target"
     text = " ".join(got.lines(80))
     assert f"at batch {batch[brute]}:" in text and "Wh to target (predicted" in text
+
+
+def test_where_no_preset_meets_the_goal_the_line_says_so():
+    tab = _table(seed=5)
+    tab.fits[:] = True
+    d = choose(tab, objective="energy", risk=None)
+    presets = presets_table(ORIN, table=tab)
+    assert best_preset(presets, budget_w=1.0, risk=None) is None
+    got = energy.per_step(tab, d, presets, None)
+    assert got.maxn is not None and got.best_preset is None
+    assert got.sentences()[1].endswith("(no preset meets the goal).")
+    assert "MAXN +" in got.panel_lines(40)[1]

@@ -103,6 +103,8 @@ class Energy:
         if not said:
             return first, ""
         second = ", ".join(said)
+        if self.maxn is not None and self.best_preset is None:      # presets, none meets the goal
+            second += " (no preset meets the goal)"
         return first, second[0].upper() + second[1:] + "."
 
     def lines(self, width: int = 80) -> list[str]:
