@@ -135,8 +135,9 @@ class View:
     dropped: tuple = ()                   # batch sizes that do not fit in memory
     relation: SamplesToTarget | None = None   # several batch sizes: the samples each needs
     batch_size: int | None = None         # one batch size: the source's, where known
-    # the least-energy candidate beside the pick, MAXN and the best preset (decision.energy; None:
-    # no decision, or no candidate fits); energy().lines(width) is what the screen says of it
+    # the least-energy candidate beside the pick, MAXN and the best preset within the budget on
+    # screen (decision.energy; None: no decision, or no candidate fits); the screen says its
+    # panel_lines(width)
     energy: Energy | None = None
 
     def pos(self, i: int) -> int:
