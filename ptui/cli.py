@@ -268,6 +268,8 @@ def cmd_tune(a) -> int:
     if bm is not None:
         print(f"best measured mode for the goal: {bm['key']} ({bm['time_ms']:.1f} ms, "
               f"{bm['power_w']:.2f} W): {bm['why']}")
+    _print_energy(core.decision_energy(td.table, d, td.model, goal,
+                                       batch_size=td.model.about.batch_size))
     if a.apply:
         print(res["apply_message"])
     else:
@@ -392,7 +394,7 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(document("tune", d))
         return EXIT_OK
-    _print_batch_decision(r)
+    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)))
     if best is not None:
         print(f"best measured (mode, batch size) for the goal: "
               f"{best['key']} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
@@ -734,6 +736,8 @@ def cmd_pareto(a) -> int:
         print(f"epoch: {res['epoch_s'] / 60:.2f} min" + (
             f"; {a.epochs} epochs: {res['epoch_s'] * a.epochs / 3600:.2f} h, {res['energy_wh']:.1f} Wh"
             if a.epochs else ""))
+    from .core import decision_energy
+    _print_energy(decision_energy(tab, d, model, goal, batch_size=bs))
     print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
           f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
     print(f"Pareto front: {len(res['front'])} of {len(tab)} modes")
@@ -823,15 +827,24 @@ def _pareto_batches(a) -> int:
         from .core import batch_decision_body, document
         print(document("pareto", batch_decision_body(r, model, _joint_goal(a), timed=_timed(model))))
         return EXIT_OK
-    _print_batch_decision(r)
+    from .core import batch_decision_energy
+    _print_batch_decision(r, batch_decision_energy(r, model, _joint_goal(a)))
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "
           f"--gpu-mhz {r.pick.mode.gpu_mhz:g} --mem-mhz {r.pick.mode.mem_mhz:g}  and train at batch "
           f"size {r.pick.batch_size}")
     return EXIT_OK
 
 
-def _print_batch_decision(r) -> None:
-    """A joint (mode, batch size) decision and its two baselines (pareto and tune)."""
+def _print_energy(energy) -> None:
+    """The least-energy mode beside MAXN, the best preset and the pick (core: Energy.lines), in
+    lines of 80 columns at most."""
+    if energy is not None:
+        for line in energy.lines(80):
+            print(line)
+
+
+def _print_batch_decision(r, energy=None) -> None:
+    """A joint (mode, batch size) decision, its two baselines (pareto and tune) and its energy."""
     p = r.pick
 
     def line(tag, q):
@@ -853,6 +866,7 @@ def _print_batch_decision(r) -> None:
     lb = r.memory.largest()
     print(f"memory: {r.memory.capacity_gb:.1f} GB for training; largest batch that fits: "
           f"{lb if lb is not None else 'unknown'} ({r.memory.how})")
+    _print_energy(energy)
 
 
 def _applied(message: str, backend) -> str:

@@ -20,7 +20,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
     "usecases.colocate": ("colocate",),
-    "usecases.contract": ("batch_decision_body", "decision_body", "document", "infeasible", "point",),
+    "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
+                          "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "workload_spec",),
     "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
@@ -29,6 +30,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     # decisions
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
                        "predict_table",),
+    "decision.energy": ("Energy", "EnergyPoint",),
     "decision.goals": ("Goal",),
     "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",),
     # prediction
@@ -91,6 +93,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .catalogue.workloads import WORKLOADS, get_workload
     from .clock import RealClock, hms
     from .decision.batch import MAX_BATCH, BatchError, decide, joint_goal, parse_batch_sizes, predict_table
+    from .decision.energy import Energy, EnergyPoint
     from .decision.goals import Goal
     from .decision.pareto import DEFAULT_RISK, RISK_MEAN, InfeasibleError, Table, choose, parse_risk
     from .errors import (
@@ -133,7 +136,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         rollback,
     )
     from .usecases.colocate import colocate
-    from .usecases.contract import batch_decision_body, decision_body, document, infeasible, point
+    from .usecases.contract import (
+        batch_decision_body,
+        batch_decision_energy,
+        decision_body,
+        decision_energy,
+        document,
+        infeasible,
+        point,
+    )
     from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
     from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, workload_spec
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile

@@ -495,15 +495,21 @@ class ParetoScreen(Screen):
             else:
                 lines.append(f"vs {q.tag} ({q.time_ms:.0f} ms, {q.power_w:.1f} W):")
                 lines.append(f"time {pct(t, q.time_ms)}, energy {pct(wh, q.energy_wh)}")
+        if v.energy is not None:
+            lines += v.energy.panel_lines(self.query_one("#details", Static).content_size.width or 40)
         if v.per_target:
             if v.dropped:
                 lines.append(f"bs {','.join(map(str, v.dropped))}: does not fit in memory")
             rel = v.relation
             lines.append(f"{self.basis()} " + ("throughput only" if rel.throughput_only
                                                else f"noise scale {rel.noise_scale:g}"))
-        lines.append("[dim]what-if only: not for this board[/dim]" if self.foreign
-                     else f"[dim]enter: apply, train at batch {v.batch_of(i)}[/dim]" if v.per_target
-                     else "[dim]enter: apply this mode[/dim]")
+        # the footer says enter applies: the line stays where it adds something (the batch size)
+        # or where the energy lines have not taken its row at 80x24
+        hint = ("[dim]what-if only: not for this board[/dim]" if self.foreign
+                else f"[dim]enter: apply, train at batch {v.batch_of(i)}[/dim]" if v.per_target
+                else None if v.energy is not None else "[dim]enter: apply this mode[/dim]")
+        if hint:
+            lines.append(hint)
         self.query_one("#details", Static).update("\n".join(lines))
 
     def draw(self) -> None:

@@ -543,6 +543,34 @@ async def test_pareto_details_fit_their_panel_at_80x24():
         assert not too_long, (width, too_long)
 
 
+async def test_pareto_details_say_the_least_energy_mode_beside_maxn_and_the_preset_at_80x24():
+    """Issue 25: the panel says the view's least-energy mode and how much more MAXN and the best
+    preset take, within the panel at 80x24, and the front keeps a row on screen."""
+    from rich.text import Text
+
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        en = scr.view.energy
+        assert en is not None and en.maxn is not None and en.best_preset is not None
+        details = scr.query_one("#details")
+        lines = str(details.render()).splitlines()
+        k = lines.index(f"least energy: {en.least.mode.key}")
+        assert lines[k + 1].startswith(f"{en.least.energy:.3g} J/step; MAXN {en.more_pct(en.maxn):+.0f}%, "
+                                       f"{en.best_preset.tag} {en.more_pct(en.best_preset):+.0f}%")
+        assert "(what-if" in " ".join(lines)             # the figures are said to be predicted
+        assert all(Text.from_markup(ln).cell_len <= details.content_size.width for ln in lines)
+        front = scr.query_one("#front")
+        assert front.region.y + 2 <= app.size.height - 1    # its header and a row above the footer
+        # the pick the panel compares is the view's decision
+        from ptui.core.decision import energy
+        assert en.unit == energy.PER_STEP and en.pick.row == scr.view.decision.index
+
+
 async def test_switching_screens_clears_toasts():
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:

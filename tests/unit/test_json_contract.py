@@ -164,6 +164,40 @@ def test_a_decision_has_one_shape_for_one_batch_size_or_several(models, cli):
 
 
 @pytest.mark.parametrize("which", ["one", "two"])
+def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset_take(models, cli, which):
+    """Issue 25: the least-energy candidate beside MAXN, the best preset and the pick, in the JSON
+    (per step for one batch size, to target for several) and in two lines of the text."""
+    extra = ["--batch-sizes", "8,32"] if which == "two" else []
+    rc, out, err = cli("pareto", "--model", models[which], *extra, "--budget-w", "25", "--json")
+    d = _doc(out, "pareto")
+    assert rc == 0, err
+    e = d["energy"]
+    assert e["unit"] == ("Wh to target" if which == "two" else "J per step") and e["source"] == "predicted"
+    least, pick, maxn, bp = e["least"], e["pick"], e["maxn"], e["best_preset"]
+    assert least["more_than_least_pct"] == 0.0 and least["energy"] > 0
+    assert pick["key"] == d["key"] and pick["energy"] >= least["energy"]
+    assert maxn["preset"] == "MAXN" and maxn["key"] == d["baselines"]["maxn"]["key"]
+    assert bp["preset"] == d["baselines"]["best_preset"]["preset"]
+    for p in (pick, maxn, bp):
+        assert p["more_than_least_pct"] == pytest.approx(100 * (p["energy"] / least["energy"] - 1), abs=0.01)
+    if which == "one":          # J per step: time per step x power
+        assert least["energy"] == pytest.approx(least["time_ms"] * least["power_w"] / 1000, rel=1e-3)
+        assert least["energy"] <= min(p["time_ms"] * p["power_w"] / 1000 for p in d["front"]) + 1e-3
+    else:                       # Wh to target, as the baselines count it
+        assert maxn["energy"] == pytest.approx(d["baselines"]["maxn"]["energy_to_target_wh"], abs=1e-3)
+        assert least["energy"] <= min(p["energy_to_target_wh"] for p in d["front"]) + 1e-3
+    rc, out, err = cli("pareto", "--model", models[which], *extra, "--budget-w", "25")
+    assert rc == 0, err
+    lines = out.splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("Least energy: "))
+    said = " ".join(lines[k:k + 2])
+    assert least["key"] in said and "(predicted" in said
+    assert f"MAXN uses {maxn['more_than_least_pct']:.0f}% more energy" in said
+    assert f"the best preset ({bp['preset']})" in said
+    assert all(len(line) <= 80 for line in lines[k:k + 2])
+
+
+@pytest.mark.parametrize("which", ["one", "two"])
 def test_an_infeasible_goal_prints_a_document_and_exits_3(models, cli, which):
     extra = ["--batch-sizes", "8,32"] if which == "two" else []
     rc, out, err = cli("pareto", "--model", models[which], *extra, "--budget-w", "2", "--json")
@@ -191,6 +225,7 @@ def test_tune_json_has_the_decision_shape(cli):
     # tune's own fields, named as tune over batch sizes names them (test_batch_active)
     assert d["predicted"]["time_ms"] > 0 and "(risk 0.05)" in d["goal"]
     assert d["best_measured"] is None or d["best_measured"]["batch_size"] == 16
+    assert d["energy"]["least"]["energy"] <= d["energy"]["pick"]["energy"] and d["energy"]["maxn"]
 
 
 def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):

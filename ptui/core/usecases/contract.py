@@ -14,7 +14,10 @@ power with their spreads, ``epoch_s``/``energy_wh`` where the epoch is known, ``
 ``energy_to_target_wh`` where the decision is per target), ``timed`` (what one time_ms is), ``front``
 (the Pareto front of the candidates, each point shaped like the pick), ``baselines`` (always the
 four names ``best_preset``, ``maxn``, ``best_mode_at_default_batch`` and
-``largest_batch_fastest_mode``; null where none applies), ``default_batch``, and what a decision
+``largest_batch_fastest_mode``; null where none applies), ``energy`` (decision.energy.Energy.as_dict:
+the least-energy candidate that fits in memory, goal-free, beside the pick, MAXN and the best preset,
+in ``unit`` J per step for one batch size or Wh to target for several, each point with its
+``energy`` and ``more_than_least_pct``; added in version 2), ``default_batch``, and what a decision
 over several batch sizes is made of (``samples_to_target``, ``throughput_only``, ``target_samples``,
 ``target_samples_note``, ``memory``; null for one batch size), and ``profiled``: the profiled
 modes (or (mode, batch size) pairs) the model rests on, 0 for a decision from the roofline prior
@@ -94,13 +97,22 @@ def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = 
             "energy_to_target_wh": None if target is None else round(target[1], 4)}
 
 
-def _preset_baselines(model, goal: dict, pt) -> dict:
-    """The NVIDIA preset a user would pick for the same goal, and MAXN, each predicted by `model`
-    (at its default batch size) and shaped by `pt(table, row)`."""
+def _presets(model, goal: dict) -> tuple:
+    """(pareto.presets_table's presets, pareto.best_preset's pick among them for `goal`), each
+    predicted by `model`; (None, None) without a model."""
     from ..decision.pareto import best_preset, presets_table
-    out: dict[str, dict | None] = {"best_preset": None, "maxn": None}
+    if model is None:
+        return None, None
     presets = presets_table(model.device, model)
-    bp = best_preset(presets, **goal)
+    return presets, best_preset(presets, **goal)
+
+
+def _preset_baselines(presets, bp, pt) -> dict:
+    """The NVIDIA preset a user would pick for the same goal (`bp`), and MAXN, each predicted by
+    the model (at its default batch size: `presets`, `_presets`) and shaped by `pt(table, row)`."""
+    out: dict[str, dict | None] = {"best_preset": None, "maxn": None}
+    if presets is None:
+        return out
     if bp is not None:
         b, pre = bp
         out["best_preset"] = dict(pt(presets[0], b.index), preset=pre.name, goal=b.goal)
@@ -119,7 +131,7 @@ def profiled_modes(model) -> int | None:
 
 
 def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_batch,
-          per_target: dict | None = None, profiled: int | None = None) -> dict:
+          per_target: dict | None = None, profiled: int | None = None, energy=None) -> dict:
     """The one decision shape, for one batch size or several: what is per target (the relation
     of samples to batch size, the target, memory) is null for one batch size.  profiled: the
     profiled modes the model rests on (0: a decision from the roofline prior alone)."""
@@ -129,42 +141,67 @@ def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_ba
             "front": front,
             "baselines": {"best_preset": None, "maxn": None, "best_mode_at_default_batch": None,
                           "largest_batch_fastest_mode": None, **baselines},
+            "energy": None if energy is None else energy.as_dict(),
             "default_batch": default_batch,
             **{k: per_target.get(k) for k in ("samples_to_target", "throughput_only",
                                                "target_samples", "target_samples_note", "memory")}}
+
+
+def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None):
+    """The energy side of a decision of one batch size (decision.energy.Energy, per step): the
+    least-energy mode of `tab` beside the pick, MAXN and the best preset for `goal` (predicted by
+    `model`); None where no mode is eligible.  The faces print its lines()."""
+    from ..decision import energy
+    presets, bp = _presets(model, goal)
+    return energy.per_step(tab, d, presets, bp, batch_size)
+
+
+def batch_decision_energy(r, model, goal: dict):
+    """decision_energy for a decision over batch sizes (batch.BatchDecision `r`): to target."""
+    from ..decision import energy
+    presets, bp = _presets(model, goal)
+    return energy.to_target(r, presets, bp)
 
 
 def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
              mb_per_epoch: int | None = None, epochs: int | None = None) -> dict:
     """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
     point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
-    a user would pick for the same goal, and MAXN, each predicted by `model`)."""
+    a user would pick for the same goal, and MAXN, each predicted by `model`), and `energy`
+    (decision.energy.per_step: the least-energy mode beside them)."""
+    from ..decision import energy
     from ..decision.pareto import front_indices
 
     def pt(t, i: int) -> dict:
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
+    presets, bp = _presets(model, goal)
     return _body(pt(tab, d.index), d, timed=timed,
                  front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
-                 baselines=_preset_baselines(model, goal, pt), default_batch=batch_size,
-                 profiled=profiled_modes(model))
+                 baselines=_preset_baselines(presets, bp, pt), default_batch=batch_size,
+                 profiled=profiled_modes(model),
+                 energy=energy.per_step(tab, d, presets, bp, batch_size))
 
 
 def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
     """The body of a decision over several batch sizes (batch.BatchDecision `r`, per target), in
     the same shape as `decision`: the front is over time to target and power, and the baselines
-    add the best mode at the default batch size and the paper's (largest batch, fastest mode)."""
+    add the best mode at the default batch size and the paper's (largest batch, fastest mode);
+    `energy` is to target (decision.energy.to_target)."""
+    from ..decision import energy
     tab = r.space.table
 
     def pt(t, i: int) -> dict:
         b = t.batch_of(i) or r.default_batch
         return point(t, i, batch_size=b, target=r.target_at(float(t.time_ms[i]), float(t.power_w[i]), b))
-    base = _preset_baselines(model, goal, pt) if model is not None else {}
+    presets, bp = _presets(model, goal)
+    base = _preset_baselines(presets, bp, pt)
     base["best_mode_at_default_batch"] = pt(tab, r.default.index) if r.default else None
     base["largest_batch_fastest_mode"] = pt(tab, r.paper.index) if r.paper else None
     m = r.memory
     return _body(pt(tab, r.pick.index), r.pick, timed=timed,
                  front=[pt(tab, i) for i, _, _ in r.front()], baselines=base,
                  default_batch=r.default_batch, profiled=profiled_modes(model),
+                 energy=energy.to_target(r, presets, bp),
                  per_target={"samples_to_target": r.rel.source,
                              "throughput_only": r.rel.throughput_only,
                              "target_samples": r.samples, "target_samples_note": r.samples_note,

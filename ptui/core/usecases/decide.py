@@ -16,6 +16,7 @@ from ..progress import stage
 
 if TYPE_CHECKING:
     from ..decision.batch import JointSpace, SamplesToTarget
+    from ..decision.energy import Energy
     from ..prediction.predictor import Model
 
 
@@ -134,6 +135,10 @@ class View:
     dropped: tuple = ()                   # batch sizes that do not fit in memory
     relation: SamplesToTarget | None = None   # several batch sizes: the samples each needs
     batch_size: int | None = None         # one batch size: the source's, where known
+    # the least-energy candidate beside the pick, MAXN and the best preset within the budget on
+    # screen (decision.energy; None: no decision, or no candidate fits); the screen says its
+    # panel_lines(width)
+    energy: Energy | None = None
 
     def pos(self, i: int) -> int:
         """Where row i sits among the candidates."""
@@ -166,6 +171,7 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     goal None: the candidates and their front alone (no decision, one batch size).  risk 'auto':
     the default risk for a model's predictions; a profile's measured figures are decided on as
     measured (their spread is the measurement's, not a prediction's)."""
+    from ..decision import energy
     from ..decision.goals import Goal
     if risk == "auto":
         risk = DEFAULT_RISK if pred.model is not None else None
@@ -177,16 +183,23 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     if goal == "budget" and budget_w is None:
         raise InputError("set a power budget in W")
     space = pred.space
+    # the NVIDIA presets, predicted by the model (none for a profile's measurements), and the one
+    # the CLI's best_preset baseline picks at the budget on screen
+    presets = bp = None
+    if pred.model is not None and goal is not None:
+        presets = presets_table(pred.model.device, pred.model)
+        bp = best_preset(presets, budget_w=budget_w, risk=DEFAULT_RISK)
     if space is not None and goal is not None:
         return _view_per_target(space, goal=goal, budget_w=budget_w, sizes=sizes,
-                                noise_scale=noise_scale, epochs=epochs, risk=risk)
+                                noise_scale=noise_scale, epochs=epochs, risk=risk,
+                                presets=(presets, bp))
     if goal == "deadline" and deadline_s is None:
         raise InputError("set a deadline in seconds per epoch")
     tab = pred.table
     rows = np.arange(len(tab))
     x_s = tab.time_ms * mb_per_epoch / 1000.0
     job_s = x_s * epochs
-    energy = tab.power_w * job_s / 3600.0
+    job_wh = tab.power_w * job_s / 3600.0
     front = front_indices(tab.time_ms, tab.power_w)
     d = error = None
     try:
@@ -195,22 +208,21 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     except InfeasibleError as e:
         error = str(e)
     base: tuple = ()
-    if pred.model is not None and goal is not None:
-        # the rule the CLI's best_preset baseline uses, at the budget on screen
-        bp = best_preset(presets_table(pred.model.device, pred.model), budget_w=budget_w,
-                         risk=DEFAULT_RISK)
+    if presets is not None:
         if bp is None:
             base = (Baseline("", missing="no NVIDIA preset fits this budget"),)
         else:
             b, pre = bp
             js = b.time_ms * mb_per_epoch / 1000.0 * epochs
             base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
-    return View(tab, False, rows, x_s, job_s, energy, front, d, error, base, batch_size=pred.batch_size)
+    en = None if d is None else energy.per_step(tab, d, presets, bp, pred.batch_size)
+    return View(tab, False, rows, x_s, job_s, job_wh, front, d, error, base, batch_size=pred.batch_size,
+                energy=en)
 
 
 def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: int,
-                     risk) -> View:
-    from ..decision import batch
+                     risk, presets: tuple = (None, None)) -> View:
+    from ..decision import batch, energy
     from ..decision.pareto import InfeasibleError, front_indices
     if goal == "deadline":
         raise InputError("a deadline per minibatch is different work at each batch size: "
@@ -221,7 +233,7 @@ def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: 
     front = (tg.rows[front_indices(tg.target_s, tg.power_w)] if len(tg.rows)
              else np.zeros(0, int))
     tab = space.table
-    d = error = None
+    d = error = en = None
     base: list[Baseline] = []
     dropped: tuple = ()
     try:
@@ -232,12 +244,13 @@ def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: 
         error = str(e)
     else:
         d, dropped = r.pick, tuple(r.dropped)
+        en = energy.to_target(r, presets[0], presets[1])
         for tag, q in ((f"bs{r.default_batch} best mode", r.default),
                        (f"paper bs{r.paper.batch_size if r.paper else ''} fastest", r.paper)):
             base.append(Baseline(tag, missing="none fits") if q is None else
                         Baseline(tag, q.index, q.time_ms, q.power_w, *q.to_target()))
     return View(tab, True, tg.rows, tg.target_s, tg.target_s, tg.energy_wh, front, d, error,
-                tuple(base), dropped, rel)
+                tuple(base), dropped, rel, energy=en)
 
 
 # -- tune: active profile + fit + decision -------------------------------------------------------------

@@ -1,0 +1,225 @@
+"""How much energy a decision's candidates take (issue 25): the least-energy candidate beside MAXN,
+the best NVIDIA preset for the goal and the pick, and how much more each takes than the least.
+
+Energy is counted in the unit the decision counts it in: per step (time per step x power, in J)
+for a decision of one batch size, to the target (Wh) for a decision per target over batch sizes.
+The least-energy candidate is the goal-free minimum over every candidate that fits in memory (a
+row that does not fit is never eligible); MAXN and the best preset are predicted apart, as the
+decision's baselines are.  Every figure is the model's prediction (a profiled mode's measurement
+where the table holds one): the point's `source` says which.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..catalogue.modes import Mode
+from .pareto import Decision, Table
+
+PER_STEP = "J per step"
+TO_TARGET = "Wh to target"
+SHORT = {PER_STEP: "J/step", TO_TARGET: "Wh to target"}
+
+
+@dataclass(frozen=True)
+class EnergyPoint:
+    """One candidate's energy: its mode (and batch size), time per step, power and energy in the
+    report's unit; `row` its row of the decision's table (None: a preset predicted apart)."""
+    tag: str                              # 'least energy', 'pick', 'MAXN' or a preset's name
+    mode: Mode
+    batch_size: int | None
+    time_ms: float
+    power_w: float
+    energy: float
+    source: str                           # measured | predicted
+    row: int | None = None
+
+
+@dataclass(frozen=True)
+class Energy:
+    """The least-energy candidate of a decision and, against it, the pick, MAXN and the best preset
+    for the goal (None where there is none: a source without a model has no presets)."""
+    unit: str                             # PER_STEP or TO_TARGET
+    least: EnergyPoint
+    pick: EnergyPoint | None = None
+    maxn: EnergyPoint | None = None
+    best_preset: EnergyPoint | None = None
+
+    def more_pct(self, p: EnergyPoint | None) -> float | None:
+        """How much more energy `p` takes than the least-energy candidate, in per cent (negative:
+        less, for a preset outside the candidates)."""
+        if p is None or not self.least.energy > 0 or not math.isfinite(p.energy):
+            return None
+        return 100.0 * (p.energy / self.least.energy - 1.0)
+
+    @property
+    def source(self) -> str:
+        """'measured' where every figure compared is a measurement, else 'predicted'."""
+        pts = [p for p in (self.least, self.pick, self.maxn, self.best_preset) if p is not None]
+        return "measured" if all(p.source == "measured" for p in pts) else "predicted"
+
+    def _amount(self, p: EnergyPoint) -> str:
+        return f"{p.energy:.3g} {SHORT[self.unit]}"
+
+    def _vs(self, p: EnergyPoint | None) -> tuple[str, str]:
+        """(how much, which way) of `p` against the least: ('44%', 'more'), ('', 'as much')."""
+        x = self.more_pct(p)
+        if x is None or abs(x) < 0.5:
+            return "", "as much"
+        return f"{abs(x):.0f}%", "more" if x > 0 else "less"
+
+    def sentences(self) -> tuple[str, str]:
+        """The two plain sentences the CLI and the app say: where the least energy is, and how much
+        more MAXN, the best preset and the pick take ('' for the second where there is nothing to
+        compare)."""
+        lst = self.least
+        at = f" at batch {lst.batch_size}:" if self.unit == TO_TARGET and lst.batch_size else " at"
+        first = f"Least energy: {lst.mode.key}{at} {self._amount(lst)}"
+        full = f"{first} ({self.source}: {lst.time_ms:.3g} ms, {lst.power_w:.1f} W)."
+        first = full if len(full) <= 80 else f"{first} ({self.source})."      # one line where it can
+        parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
+        if self.maxn is not None:
+            parts.append(("MAXN", self.maxn))
+        if self.best_preset is not None:
+            parts.append((f"the best preset ({self.best_preset.tag})", self.best_preset))
+        pick_is_least = self.pick is not None and self.pick.row is not None and self.pick.row == lst.row
+        if self.pick is not None and not pick_is_least:
+            parts.append(("the pick", self.pick))
+        said, way0 = [], ""
+        for k, (who, p) in enumerate(parts):
+            n, way = self._vs(p)
+            if k == 0:
+                way0 = way
+                said.append(f"{who} uses as much energy" if way == "as much"
+                            else f"{who} uses {n} {way} energy")
+            else:           # '55%' after '60% more energy'; the way said where it differs
+                said.append(f"{who} " + ("as much" if way == "as much" else
+                                         n if way == way0 else f"{n} {way}"))
+        if pick_is_least:
+            said.append("the pick is the least-energy one")
+        if not said:
+            return first, ""
+        second = ", ".join(said)
+        if self.maxn is not None and self.best_preset is None:      # presets, none meets the goal
+            second += " (no preset meets the goal)"
+        return first, second[0].upper() + second[1:] + "."
+
+    def lines(self, width: int = 80) -> list[str]:
+        """The sentences wrapped to `width` columns."""
+        return [line for s in self.sentences() if s for line in textwrap.wrap(s, width)]
+
+    def panel_lines(self, width: int) -> list[str]:
+        """The same figures in the app's narrow details panel: the least-energy mode (and batch
+        size), then its energy and how much more MAXN, the best preset and the pick take, signed
+        per cent ('+44%': 44 % more), each line at most `width` columns (the pick left out where it
+        does not fit; the panel says predicted or measured beside its figures)."""
+        lst = self.least
+        first = f"least energy: {lst.mode.key}" + (
+            f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else "")
+        parts = [f"{tag} {x:+.0f}%" for tag, x in
+                 (("MAXN", self.more_pct(self.maxn)),
+                  (self.best_preset.tag if self.best_preset else "", self.more_pct(self.best_preset)))
+                 if x is not None]
+        # to target: the panel says 'to target ... Wh' just above
+        amount = self._amount(lst) if self.unit == PER_STEP else f"{lst.energy:.3g} Wh"
+        second = amount + ("; " + ", ".join(parts) if parts else "")
+        if self.pick is not None and not (self.pick.row is not None and self.pick.row == lst.row):
+            x = self.more_pct(self.pick)
+            with_pick = f"{second}{', ' if parts else '; '}pick {x:+.0f}%"
+            second = with_pick if len(with_pick) <= width else second
+        elif self.pick is not None:
+            second += f"{', ' if parts else '; '}the pick"
+        return [line for s in (first, second) for line in textwrap.wrap(s, width)]
+
+    def as_dict(self) -> dict:
+        """The `energy` object of a decision's --json document."""
+        def pt(p: EnergyPoint | None, **extra) -> dict | None:
+            if p is None:
+                return None
+            x = self.more_pct(p)
+            return {"mode": p.mode.as_dict(), "key": p.mode.key, "batch_size": p.batch_size,
+                    "source": p.source, "time_ms": round(p.time_ms, 4), "power_w": round(p.power_w, 4),
+                    "energy": round(p.energy, 6), "more_than_least_pct": None if x is None else round(x, 2),
+                    **extra}
+        return {"unit": self.unit, "source": self.source,
+                "least": pt(self.least), "pick": pt(self.pick),
+                "maxn": pt(self.maxn, preset="MAXN"),
+                "best_preset": pt(self.best_preset, preset=None if self.best_preset is None
+                                  else self.best_preset.tag)}
+
+
+def _least_row(energy: np.ndarray, eligible: np.ndarray) -> int | None:
+    ok = eligible & np.isfinite(energy) & (energy > 0)
+    if not ok.any():
+        return None
+    idx = np.flatnonzero(ok)
+    return int(idx[np.argmin(energy[idx])])
+
+
+def _maxn_row(presets) -> int | None:
+    if presets is None:
+        return None
+    _, ps = presets
+    return next((j for j, p in enumerate(ps) if p.name == "MAXN"), None)
+
+
+def per_step(table: Table, pick: Decision | None, presets=None,
+             best: tuple | None = None, batch_size: int | None = None) -> Energy | None:
+    """The energy per step (J: time per step x power) of a decision of one batch size: the
+    least-energy row of `table` among those that fit in memory, the pick (a row of it), MAXN
+    (from `presets`, pareto.presets_table's (Table, presets)) and the best preset (`best`,
+    pareto.best_preset's (Decision, Preset)).  None when no row is eligible."""
+    e = table.time_ms * table.power_w / 1000.0
+    i = _least_row(e, table.fits)
+    if i is None:
+        return None
+
+    def row(tag: str, t: Table, k: int, r: int | None) -> EnergyPoint:
+        b = t.batch_of(k)
+        return EnergyPoint(tag, t.modes[k], batch_size if b is None else b, float(t.time_ms[k]),
+                           float(t.power_w[k]), float(t.time_ms[k] * t.power_w[k] / 1000.0),
+                           t.source(k), r)
+    maxn = bp = None
+    k = _maxn_row(presets)
+    if k is not None:
+        maxn = row("MAXN", presets[0], k, None)
+    if best is not None and presets is not None:
+        d, pre = best
+        bp = row(pre.name, presets[0], d.index, None)
+    return Energy(PER_STEP, row("least energy", table, i, i),
+                  None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp)
+
+
+def to_target(r, presets=None, best: tuple | None = None) -> Energy | None:
+    """The energy to target (Wh) of a decision over batch sizes (batch.BatchDecision `r`): the
+    least-energy (mode, batch size) among its candidate pairs (those of the sizes asked for that
+    fit in memory: r.targets), the pick, and MAXN and the best preset at the default batch size
+    (as the --json baselines count them: r.target_at).  None when no pair is eligible."""
+    tg, tab = r.targets, r.space.table
+    if not len(tg.rows):
+        return None
+    k = _least_row(np.asarray(tg.energy_wh, float), tab.fits[tg.rows])
+    if k is None:
+        return None
+    i = int(tg.rows[k])
+    least = EnergyPoint("least energy", tab.modes[i], int(tg.batch[k]), float(tab.time_ms[i]),
+                        float(tab.power_w[i]), float(tg.energy_wh[k]), tab.source(i), i)
+    p = r.pick
+    pick = EnergyPoint("pick", p.mode, p.batch_size, p.time_ms, p.power_w,
+                       float(p.to_target()[1]), p.source or tab.source(p.index), p.index)
+
+    def preset(tag: str, t: Table, j: int) -> EnergyPoint:
+        tm, pw = float(t.time_ms[j]), float(t.power_w[j])
+        return EnergyPoint(tag, t.modes[j], r.default_batch, tm, pw,
+                           r.target_at(tm, pw, r.default_batch)[1], t.source(j))
+    maxn = bp = None
+    j = _maxn_row(presets)
+    if j is not None:
+        maxn = preset("MAXN", presets[0], j)
+    if best is not None and presets is not None:
+        d, pre = best
+        bp = preset(pre.name, presets[0], d.index)
+    return Energy(TO_TARGET, least, pick, maxn, bp)

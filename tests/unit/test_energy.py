@@ -1,0 +1,127 @@
+"""The least-energy mode beside MAXN, the best preset and the pick (issue 25): checked against brute
+force over the decision's table, per step (one batch size) and to target (several)."""
+import numpy as np
+import pytest
+
+from ptui.core.catalogue.devices import get_device
+from ptui.core.decision import energy
+from ptui.core.decision.pareto import Table, best_preset, choose, presets_table
+
+ORIN = get_device("orin-agx")
+
+
+def _table(n=300, seed=0, with_presets=True):
+    """Random modes (the device's presets among them) with random time and power; every fifth row
+    does not fit in memory and is given the least energy, so a rule that forgot memory would pick it."""
+    rng = np.random.default_rng(seed)
+    presets = [p.mode for p in ORIN.presets] if with_presets else []
+    others = [m for m in ORIN.full_space() if m not in set(presets)]
+    modes = presets + [others[k] for k in rng.choice(len(others), n - len(presets), replace=False)]
+    p = rng.uniform(10, 55, n)
+    t = 3000 / p * rng.uniform(0.8, 1.6, n)
+    fits = np.ones(n, bool)
+    fits[len(presets)::5] = False
+    t[~fits] *= 0.3
+    z = np.zeros(n)
+    return Table(modes, t, p, z, z, np.zeros(n, bool), None, fits)
+
+
+def test_the_least_energy_mode_per_step_is_the_brute_force_minimum_among_modes_that_fit():
+    tab = _table()
+    e = tab.time_ms * tab.power_w / 1000.0
+    brute = min((i for i in range(len(tab)) if tab.fits[i]), key=lambda i: e[i])
+    assert e[int(np.argmin(e))] < e[brute]              # a mode that does not fit would be less
+    d = choose(tab, budget_w=30.0, risk=None)
+    presets = presets_table(ORIN, table=tab)
+    bp = best_preset(presets, budget_w=30.0, risk=None)
+    got = energy.per_step(tab, d, presets, bp, batch_size=16)
+    assert got.unit == energy.PER_STEP and got.least.row == brute
+    assert got.least.mode == tab.modes[brute] and got.least.energy == pytest.approx(e[brute])
+    assert got.least.batch_size == 16 and got.least.source == "predicted"
+    # the pick, MAXN and the best preset, each against the least
+    assert got.pick.energy == pytest.approx(e[d.index])
+    assert got.pick.energy >= got.least.energy or not tab.fits[d.index]
+    k = next(i for i, m in enumerate(tab.modes) if m == ORIN.maxn)
+    assert got.maxn.mode == ORIN.maxn and got.maxn.energy == pytest.approx(e[k])
+    assert got.more_pct(got.maxn) == pytest.approx(100 * (e[k] / e[brute] - 1))
+    assert got.best_preset.tag == bp[1].name and got.best_preset.energy == pytest.approx(bp[0].time_ms
+                                                                                          * bp[0].power_w / 1000)
+    doc = got.as_dict()
+    assert doc["unit"] == "J per step" and doc["least"]["key"] == tab.modes[brute].key
+    assert doc["maxn"]["preset"] == "MAXN" and doc["best_preset"]["preset"] == bp[1].name
+    assert doc["maxn"]["more_than_least_pct"] == pytest.approx(got.more_pct(got.maxn), abs=0.01)
+    assert doc["least"]["more_than_least_pct"] == 0.0
+
+
+def test_the_energy_lines_say_predicted_and_how_much_more_maxn_and_the_preset_take():
+    tab = _table(seed=3)
+    d = choose(tab, budget_w=55.0, risk=None)
+    presets = presets_table(ORIN, table=tab)
+    got = energy.per_step(tab, d, presets, best_preset(presets, budget_w=55.0, risk=None))
+    lines = got.lines(80)
+    text = " ".join(lines)
+    assert all(len(line) <= 80 for line in lines) and 2 <= len(lines) <= 3
+    assert text.startswith(f"Least energy: {got.least.mode.key} at ") and "J/step (predicted" in text
+    assert f"MAXN uses {got.more_pct(got.maxn):.0f}% more energy" in text
+    assert f"the best preset ({got.best_preset.tag})" in text
+    assert all(len(line) <= 32 for line in got.lines(32))      # the app's details panel
+
+
+def test_a_pick_that_is_the_least_energy_mode_says_so_and_no_model_means_no_presets():
+    tab = _table(with_presets=False)
+    tab.fits[:] = True
+    d = choose(tab, objective="energy", risk=None)
+    got = energy.per_step(tab, d)
+    assert got.pick.row == got.least.row and got.maxn is None and got.best_preset is None
+    assert got.sentences()[1] == "The pick is the least-energy one."
+    assert got.as_dict()["maxn"] is None
+    nothing = Table(tab.modes[:2], tab.time_ms[:2], tab.power_w[:2], np.zeros(2), np.zeros(2),
+                    fits=np.zeros(2, bool))
+    assert energy.per_step(nothing, None) is None             # no mode fits: no least-energy mode
+
+
+def test_the_least_energy_pair_to_target_is_the_brute_force_minimum_among_pairs_that_fit():
+    from ptui.core.decision.batch import JointSpace, Memory, SamplesToTarget, decide_in
+    rng = np.random.default_rng(1)
+    sizes = (8, 16, 32, 64)
+    modes = [p.mode for p in ORIN.presets] + [ORIN.full_space()[k] for k in rng.choice(5000, 40, replace=False)]
+    n = len(modes)
+    batch = np.repeat(sizes, n)
+    allm = modes * len(sizes)
+    p = rng.uniform(10, 55, len(allm))
+    t = batch * 4.0 * 30 / p * rng.uniform(0.8, 1.6, len(allm))
+    t[batch == 64] *= 0.2                                 # 64 would take the least energy, but does not fit
+    memory = Memory(10.0, {8: 1.0, 64: 20.0}, "modelled")
+    z = np.zeros(len(allm))
+    tab = Table(allm, t, p, z, z, np.zeros(len(allm), bool), batch, np.asarray(memory.fits(batch), bool))
+    assert not tab.fits[batch == 64].any() and tab.fits[batch <= 32].all()
+    space = JointSpace(tab, memory, 16, sizes, 10000.0)
+    rel = SamplesToTarget.throughput()
+    r = decide_in(space, sizes, rel, budget_w=30.0, risk=None)
+    presets = presets_table(ORIN, table=tab.subset(batch == 16))
+    bp = best_preset(presets, budget_w=30.0, risk=None)
+    got = energy.to_target(r, presets, bp)
+    # throughput only, a fixed number of samples: energy to target is time per sample x power
+    e = t / 1000.0 / batch * 10000.0 * p / 3600.0
+    brute = min((i for i in range(len(allm)) if tab.fits[i]), key=lambda i: e[i])
+    assert got.unit == energy.TO_TARGET and got.least.row == brute
+    assert got.least.batch_size == batch[brute] and got.least.energy == pytest.approx(e[brute])
+    assert got.pick.energy == pytest.approx(e[r.pick.index]) and got.pick.energy >= got.least.energy
+    k = next(i for i in range(n) if allm[i] == ORIN.maxn)            # MAXN at the default batch, 16
+    assert got.maxn.batch_size == 16 and got.maxn.energy == pytest.approx(e[n + k])
+    assert got.best_preset.tag == bp[1].name
+    assert got.as_dict()["unit"] == "Wh to target"
+    text = " ".join(got.lines(80))
+    assert f"at batch {batch[brute]}:" in text and "Wh to target (predicted" in text
+
+
+def test_where_no_preset_meets_the_goal_the_line_says_so():
+    tab = _table(seed=5)
+    tab.fits[:] = True
+    d = choose(tab, objective="energy", risk=None)
+    presets = presets_table(ORIN, table=tab)
+    assert best_preset(presets, budget_w=1.0, risk=None) is None
+    got = energy.per_step(tab, d, presets, None)
+    assert got.maxn is not None and got.best_preset is None
+    assert got.sentences()[1].endswith("(no preset meets the goal).")
+    assert "MAXN +" in got.panel_lines(40)[1]
