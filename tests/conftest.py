@@ -9,7 +9,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import pytest  # noqa: E402
 
-from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401 (re-exported)
+from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401, E402 (re-exported)
 
 
 def pytest_collection_modifyitems(items):

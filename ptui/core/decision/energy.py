@@ -76,10 +76,12 @@ class Energy:
         more MAXN, the best preset and the pick take ('' for the second where there is nothing to
         compare)."""
         lst = self.least
-        at = f" at batch {lst.batch_size}:" if self.unit == TO_TARGET and lst.batch_size else " at"
-        first = f"Least energy: {lst.mode.key}{at} {self._amount(lst)}"
-        full = f"{first} ({self.source}: {lst.time_ms:.3g} ms, {lst.power_w:.1f} W)."
-        first = full if len(full) <= 80 else f"{first} ({self.source})."      # one line where it can
+        at = f" at batch {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else ""
+        where = f"Least energy: {lst.mode.describe()}{at}"
+        amount = f"{self._amount(lst)} ({self.source}: {lst.time_ms:.3g} ms, {lst.power_w:.1f} W)."
+        first = f"{where}, {amount}"         # one line where it fits, else the figures on their own
+        if len(first) > 80:
+            first = f"{where}.\n{amount[0].upper()}{amount[1:]}"
         parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
         if self.maxn is not None:
             parts.append(("MAXN", self.maxn))
@@ -109,7 +111,8 @@ class Energy:
 
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns."""
-        return [line for s in self.sentences() if s for line in textwrap.wrap(s, width)]
+        return [line for s in self.sentences() if s for part in s.split("\n")
+                for line in textwrap.wrap(part, width)]
 
     def panel_lines(self, width: int) -> list[str]:
         """The same figures in the app's narrow details panel: the least-energy mode (and batch
