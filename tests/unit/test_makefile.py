@@ -62,7 +62,7 @@ def _up_to_date_venv(tmp_path):
 def test_up_to_date_venv_goes_straight_to_work(tmp_path):
     venv, later = _up_to_date_venv(tmp_path)
     assert plan(tmp_path, "run", jetson=False, venv=venv).split() == [f"{venv}/bin/ptui"]
-    pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "0", "--dist", "loadgroup"]
+    pytest_cmd = [f"{venv}/bin/python", "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
     assert shlex.split(plan(tmp_path, "test", jetson=False, venv=venv)) == pytest_cmd
     # the inner loop: the same suite less the slow, realtime, third-party and end-to-end tests
     assert shlex.split(plan(tmp_path, "test-quick", jetson=False, venv=venv)) == \
