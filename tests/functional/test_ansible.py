@@ -1,0 +1,156 @@
+"""The Ansible role deploy/ansible/roles/ptui_mode against a fleet of three emulated boards.
+
+Three local-connection hosts, each its own `ptui emulate` board (driven with --backend sysfs
+--sysfs-root) and its own PTUI_DATA_DIR, run the example playbook deploy/ansible/site.yml: the first
+run decides (ptui tune --json on the simulator) and applies the decided mode to each board, read
+back from the emulated sysfs and from `ptui status --json`; a second run reports changed=0 and
+profiles nothing; `--check` on a board put in another mode reports the change and writes nothing;
+a run after it changes that board only.  Needs ansible-playbook (the `ansible` extra: ansible-core
+2.19.14); skipped, saying so, without it.  No wall-clock limits: the times are printed only."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ptui.core.board import emulator
+from ptui.core.catalogue.devices import get_device
+from tests.support.cli import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+SITE = ROOT / "deploy" / "ansible" / "site.yml"
+# device, goal: every goal kind the role passes to ptui tune
+BOARDS = {"board1": ("orin-agx", {"ptui_budget_w": 20}),
+          "board2": ("xavier-agx", {"ptui_budget_w": 20}),
+          "board3": ("orin-nano", {"ptui_objective": "energy"})}
+
+
+def ansible_playbook() -> str | None:
+    """$PTUI_ANSIBLE_PLAYBOOK, else ansible-playbook beside this Python, else on PATH."""
+    env = os.environ.get("PTUI_ANSIBLE_PLAYBOOK")
+    if env:
+        return env
+    here = Path(sys.executable).parent / "ansible-playbook"
+    return str(here) if here.is_file() else shutil.which("ansible-playbook")
+
+
+PLAYBOOK = ansible_playbook()
+if PLAYBOOK is None:
+    pytestmark.append(pytest.mark.skip(
+        reason="ansible-playbook not found (pip install -e '.[ansible]' installs ansible-core 2.19.14, "
+               "or set PTUI_ANSIBLE_PLAYBOOK)"))
+
+
+def recap(out: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP's counts per host: {"board1": {"ok": 16, "changed": 4, ...}}."""
+    tail = out[out.rindex("PLAY RECAP"):]
+    return {m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+            for m in re.finditer(r"^(\S+)\s*:\s*(ok=.*)$", tail, re.M)}
+
+
+def play(tmp_path, inventory, *extra) -> tuple[dict[str, dict[str, int]], str, float]:
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(ROOT), ANSIBLE_HOME=str(tmp_path / "ansible-home"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_PIPELINING="1")
+    t0 = time.monotonic()
+    r = subprocess.run([PLAYBOOK, "-i", str(inventory), str(SITE), *extra], capture_output=True,
+                       text=True, env=env, cwd=SITE.parent)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, f"ansible-playbook {' '.join(extra)} failed (rc {r.returncode}):\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
+    return recap(r.stdout), r.stdout, took
+
+
+def ptui_json(data_dir, *args) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PTUI_DATA_DIR=str(data_dir))
+    r = subprocess.run([sys.executable, "-m", "ptui", *map(str, args)], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def tree(*dirs) -> dict[str, tuple[int, int]]:
+    """Every file under `dirs`: (size, mtime in ns), to prove nothing was written."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+            for d in dirs if Path(d).exists() for p in sorted(Path(d).rglob("*")) if p.is_file()}
+
+
+def knob_files(plan: dict) -> dict[str, str]:
+    """The files an apply writes (its plan's `echo V > PATH` steps) and what they read now."""
+    paths = [m.group(1) for s in plan["steps"] for m in [re.match(r"echo \S+ > (\S+)", s)] if m]
+    assert paths, plan["steps"]
+    return {p: Path(p).read_text() for p in paths}
+
+
+def test_role_decides_once_applies_where_needed_and_checks_without_writing(tmp_path, emulate):
+    boards = {}
+    for host, (device, _) in BOARDS.items():
+        root = tmp_path / host / "board"
+        emulate(root, device, "--interval", "1")           # a slow sensor tick: 2 shared cores
+        boards[host] = root
+    sysfs = {h: ("--backend", "sysfs", "--sysfs-root", boards[h], "--device", BOARDS[h][0]) for h in BOARDS}
+    data = {h: tmp_path / h / "data" for h in BOARDS}
+    hosts = {h: {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                 "ptui_device": BOARDS[h][0], "ptui_sysfs_root": str(boards[h]), "ptui_data_dir": str(data[h]),
+                 **BOARDS[h][1]} for h in BOARDS}
+    inventory = tmp_path / "inventory.yml"                 # JSON is YAML
+    inventory.write_text(json.dumps({"jetsons": {"hosts": hosts, "vars": {
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sysfs",
+        "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "8", "--seed", "1"]}}}))
+    before = {h: ptui_json(data[h], "status", "--json", *sysfs[h]) for h in BOARDS}
+
+    # first run: each board decided and put in its decided mode
+    counts, out, fresh_s = play(tmp_path, inventory)
+    decisions = {}
+    for h, (device, _) in BOARDS.items():
+        assert counts[h]["failed"] == 0 and counts[h]["changed"] >= 1, (h, counts)
+        files = list((data[h] / "ansible-decisions").glob("*.json"))
+        assert len(files) == 1 and files[0].name.startswith(f"resnet18-{device}-"), files
+        d = decisions[h] = json.loads(files[0].read_text())
+        assert d["schema_version"] == 2 and d["command"] == "tune" and d["feasible"] and d["simulated"]
+        mode = get_device(device).mode(d["mode"]["cores"], d["mode"]["cpu_mhz"], d["mode"]["gpu_mhz"],
+                                       d["mode"]["mem_mhz"])
+        assert emulator.read_mode(boards[h]) == mode, h          # the emulated sysfs holds it
+        st = ptui_json(data[h], "status", "--json", *sysfs[h])
+        assert st["key"] == d["key"] == mode.key and st["emulated"], (h, st)
+        assert before[h]["key"] != d["key"], f"{h} was already in its decided mode: the run proved nothing"
+        assert len(list((data[h] / "tune").glob("*.csv"))) == 1         # one tune per host
+    assert "would apply" not in out
+
+    # second run: nothing changes, nothing is profiled again
+    counts, out, converged_s = play(tmp_path, inventory)
+    assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts.values()), counts
+    for h in BOARDS:
+        assert len(list((data[h] / "tune").glob("*.csv"))) == 1, h
+        assert emulator.read_mode(boards[h]).key == decisions[h]["key"]
+
+    # board1 put in another mode by hand; --check says it would change, and writes nothing
+    ptui_json(data["board1"], "apply", "--preset", "MODE_15W", "--yes", "--json", *sysfs["board1"])
+    moved = ptui_json(data["board1"], "status", "--json", *sysfs["board1"])
+    assert moved["key"] != decisions["board1"]["key"] and moved["preset"] == "MODE_15W"
+    plan = ptui_json(data["board1"], "apply", "--dry-run", "--json", *sysfs["board1"],
+                     *[f"--{k.replace('_', '-')}={v}" for k, v in decisions["board1"]["mode"].items()])
+    assert plan["changed"]
+    knobs, files = knob_files(plan), tree(*data.values(), os.environ["PTUI_STATE_DIR"])
+    counts, out, check_s = play(tmp_path, inventory, "--check")
+    assert counts["board1"]["changed"] == 1 and counts["board1"]["failed"] == 0, counts
+    assert counts["board2"]["changed"] == 0 and counts["board3"]["changed"] == 0, counts
+    assert f"would apply {decisions['board1']['key']} (the board is in {moved['key']})" in out
+    assert knob_files(plan) == knobs                      # not one knob written
+    assert tree(*data.values(), os.environ["PTUI_STATE_DIR"]) == files      # nor a decision, nor undo state
+    assert ptui_json(data["board1"], "status", "--json", *sysfs["board1"])["key"] == moved["key"]
+
+    # a real run changes board1 only, back to its decision (not decided again)
+    counts, out, _ = play(tmp_path, inventory)
+    assert counts["board1"]["changed"] == 1, counts
+    assert counts["board2"]["changed"] == 0 and counts["board3"]["changed"] == 0, counts
+    assert emulator.read_mode(boards["board1"]).key == decisions["board1"]["key"]
+    assert len(list((data["board1"] / "tune").glob("*.csv"))) == 1
+    print(f"\nfleet of 3 (local connection): fresh run {fresh_s:.1f} s, converged run {converged_s:.1f} s, "
+          f"--check {check_s:.1f} s")
