@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 SITE = ROOT / "deploy" / "ansible" / "site.yml"
 # device, goal: every goal kind the role passes to ptui tune
 BOARDS = {"board1": ("orin-agx", {"ptui_budget_w": 20}),
-          "board2": ("xavier-agx", {"ptui_budget_w": 20}),
+          # kept across reboots (a custom nvpmodel mode), and the status as an executable local fact
+          "board2": ("xavier-agx", {"ptui_budget_w": 20, "ptui_persist": True}),
           "board3": ("orin-nano", {"ptui_objective": "energy"})}
 
 
@@ -99,6 +100,7 @@ def test_role_decides_once_applies_where_needed_and_checks_without_writing(tmp_p
     hosts = {h: {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                  "ptui_device": BOARDS[h][0], "ptui_sysfs_root": str(boards[h]), "ptui_data_dir": str(data[h]),
                  **BOARDS[h][1]} for h in BOARDS}
+    hosts["board2"]["ptui_facts_d"] = str(tmp_path / "facts.d")
     inventory = tmp_path / "inventory.yml"                 # JSON is YAML
     inventory.write_text(json.dumps({"jetsons": {"hosts": hosts, "vars": {
         "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sysfs",
@@ -122,6 +124,11 @@ def test_role_decides_once_applies_where_needed_and_checks_without_writing(tmp_p
         assert before[h]["key"] != d["key"], f"{h} was already in its decided mode: the run proved nothing"
         assert len(list((data[h] / "tune").glob("*.csv"))) == 1         # one tune per host
     assert "would apply" not in out
+    nvp = (boards["board2"] / "var/lib/nvpmodel/status").read_text()
+    assert nvp.startswith("pmode:0099") and "NAME=PTUI" in (boards["board2"] / "etc/nvpmodel.conf").read_text()
+    fact = subprocess.run([tmp_path / "facts.d" / "ptui.fact"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert fact.returncode == 0 and json.loads(fact.stdout)["key"] == decisions["board2"]["key"], fact
 
     # second run: nothing changes, nothing is profiled again
     counts, out, converged_s = play(tmp_path, inventory)
