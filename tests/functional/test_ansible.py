@@ -55,7 +55,7 @@ def recap(out: str) -> dict[str, dict[str, int]]:
             for m in re.finditer(r"^(\S+)\s*:\s*(ok=.*)$", tail, re.M)}
 
 
-def play(tmp_path, inventory, *extra) -> tuple[dict[str, dict[str, int]], str, float]:
+def play(tmp_path, inventory, *extra, rc=0) -> tuple[dict[str, dict[str, int]], str, float]:
     env = dict(os.environ)
     env.update(PYTHONPATH=str(ROOT), ANSIBLE_HOME=str(tmp_path / "ansible-home"),
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1",
@@ -64,7 +64,7 @@ def play(tmp_path, inventory, *extra) -> tuple[dict[str, dict[str, int]], str, f
     r = subprocess.run([PLAYBOOK, "-i", str(inventory), str(SITE), *extra], capture_output=True,
                        text=True, env=env, cwd=SITE.parent)
     took = time.monotonic() - t0
-    assert r.returncode == 0, f"ansible-playbook {' '.join(extra)} failed (rc {r.returncode}):\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
+    assert r.returncode == rc, f"ansible-playbook {' '.join(extra)} failed (rc {r.returncode}):\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}"
     return recap(r.stdout), r.stdout, took
 
 
@@ -161,3 +161,25 @@ def test_role_decides_once_applies_where_needed_and_checks_without_writing(tmp_p
     assert len(list((data["board1"] / "tune").glob("*.csv"))) == 1
     print(f"\nfleet of 3 (local connection): fresh run {fresh_s:.1f} s, converged run {converged_s:.1f} s, "
           f"--check {check_s:.1f} s")
+
+
+def test_role_stops_a_host_whose_goal_no_mode_meets_and_keeps_no_decision(tmp_path, emulate):
+    root, data = tmp_path / "board", tmp_path / "data"
+    emulate(root, "orin-nano", "--interval", "1")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"jetsons": {"hosts": {"nano": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sysfs", "ptui_sysfs_root": str(root),
+        "ptui_data_dir": str(data), "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "6"],
+        "ptui_budget_w": 2}}}}))
+    before = emulator.read_mode(root)
+    # two goals: refused before anything runs
+    counts, out, _ = play(tmp_path, inventory, "-e", "ptui_objective=energy", rc=2)
+    assert counts["nano"]["failed"] == 1 and "give exactly one goal" in out, out
+    assert not (data / "tune").exists()
+    # 2 W on an Orin Nano: ptui tune exits 3; the host fails with ptui's reason, no decision kept
+    counts, out, _ = play(tmp_path, inventory, rc=2)
+    assert counts["nano"]["failed"] == 1, counts
+    assert "ptui tune exited 3: no mode stays within 2 W" in out, out
+    assert list((data / "ansible-decisions").glob("*")) == []
+    assert emulator.read_mode(root) == before
