@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,96 @@ def test_role_stops_a_host_whose_goal_no_mode_meets_and_keeps_no_decision(tmp_pa
     assert "ptui tune exited 3: no mode stays within 2 W" in out, out
     assert list((data / "ansible-decisions").glob("*")) == []
     assert emulator.read_mode(root) == before
+
+
+SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).is_file()), None)
+
+
+def netns_hosts(tmp_path, stack: ExitStack, n: int) -> list[str]:
+    """`n` network namespaces, each joined to this one by a veth pair and running its own sshd
+    that lets this user in with a fresh key: their addresses (or pytest.skip, saying why)."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (ip netns)")
+    if SSHD is None or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        pytest.skip("sshd or ssh not installed (apt-get install openssh-server openssh-client)")
+    ip = shutil.which("ip") or pytest.skip("ip (iproute2) not installed")
+    tag = f"pt{os.getpid() % 100000}"
+    probe = subprocess.run([ip, "netns", "add", f"{tag}x"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"ip netns add failed: {probe.stderr.strip()}")
+    subprocess.run([ip, "netns", "del", f"{tag}x"], capture_output=True)
+    Path("/run/sshd").mkdir(exist_ok=True)                 # sshd's privilege separation directory
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    auth = tmp_path / "authorized_keys"
+    auth.write_text(Path(f"{key}.pub").read_text())
+    addrs = []
+    for i in range(n):
+        ns, host_if, ns_if = f"{tag}n{i}", f"{tag}h{i}", f"{tag}v{i}"
+        net = f"10.{200 + i}.{os.getpid() % 250}"
+        for cmd in ([ip, "netns", "add", ns], [ip, "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+                    [ip, "link", "set", ns_if, "netns", ns], [ip, "addr", "add", f"{net}.1/24", "dev", host_if],
+                    [ip, "link", "set", host_if, "up"],
+                    [ip, "netns", "exec", ns, "ip", "addr", "add", f"{net}.2/24", "dev", ns_if],
+                    [ip, "netns", "exec", ns, "ip", "link", "set", ns_if, "up"],
+                    [ip, "netns", "exec", ns, "ip", "link", "set", "lo", "up"]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            assert r.returncode == 0, (cmd, r.stderr)
+            if cmd[1:3] == ["netns", "add"]:
+                stack.callback(subprocess.run, [ip, "netns", "del", ns], capture_output=True)
+            elif cmd[1:3] == ["link", "add"]:
+                stack.callback(subprocess.run, [ip, "link", "del", host_if], capture_output=True)
+        hostkey = tmp_path / f"hostkey{i}"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostkey], check=True)
+        sshd = subprocess.Popen([ip, "netns", "exec", ns, SSHD, "-D", "-e", "-f", "/dev/null", "-h", hostkey,
+                                 "-o", f"ListenAddress={net}.2", "-o", "Port=22",
+                                 "-o", f"AuthorizedKeysFile={auth}", "-o", "StrictModes=no",
+                                 "-o", "PermitRootLogin=yes", "-o", "UsePAM=no",
+                                 "-o", f"PidFile={tmp_path}/sshd{i}.pid"],
+                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"sshd{i}.log", "w"))
+        stack.callback(lambda p=sshd: (p.terminate(), p.wait(10)))
+        addrs.append(f"{net}.2")
+    for i, a in enumerate(addrs):                          # each sshd answers before the play
+        for _ in range(100):
+            r = subprocess.run(["ssh", "-i", key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                                "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5",
+                                f"root@{a}", "true"], capture_output=True, text=True)
+            if r.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert r.returncode == 0, (r.stderr, (tmp_path / f"sshd{i}.log").read_text()[-2000:])
+    return addrs
+
+
+def test_role_over_ssh_into_network_namespaces(tmp_path, emulate):
+    """The same role over SSH: three hosts, each an sshd in its own network namespace (the same
+    file system), the first run puts each emulated board in its decided mode, the second changes
+    nothing."""
+    with ExitStack() as stack:
+        addrs = netns_hosts(tmp_path, stack, len(BOARDS))
+        boards, data, hosts = {}, {}, {}
+        for (h, (device, goal)), addr in zip(BOARDS.items(), addrs):
+            boards[h], data[h] = tmp_path / h / "board", tmp_path / h / "data"
+            emulate(boards[h], device, "--interval", "1")
+            hosts[h] = {"ansible_host": addr, "ansible_user": "root",
+                        "ansible_ssh_private_key_file": str(tmp_path / "id_ed25519"),
+                        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        "ptui_device": device, "ptui_sysfs_root": str(boards[h]), "ptui_data_dir": str(data[h]),
+                        **goal}
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(json.dumps({"jetsons": {"hosts": hosts, "vars": {
+            "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sysfs",
+            "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "8", "--seed", "1"],
+            # an SSH session starts with sshd's environment, not this process's
+            "ptui_environment": {"PYTHONPATH": str(ROOT), "PTUI_STATE_DIR": os.environ["PTUI_STATE_DIR"],
+                                 "PTUI_LOCK_DIR": os.environ["PTUI_LOCK_DIR"]}}}}))
+        counts, out, fresh_s = play(tmp_path, inventory)
+        for h in BOARDS:
+            assert counts[h]["changed"] >= 1 and counts[h]["failed"] == 0, (h, counts)
+            d = json.loads(next((data[h] / "ansible-decisions").glob("*.json")).read_text())
+            assert emulator.read_mode(boards[h]).key == d["key"], h
+        counts, out, converged_s = play(tmp_path, inventory)
+        assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts.values()), counts
+        print(f"\nfleet of 3 over SSH (network namespaces): fresh run {fresh_s:.1f} s, "
+              f"converged run {converged_s:.1f} s")
