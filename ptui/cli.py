@@ -961,9 +961,9 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
     """apply --json: one document saying whether anything would change (--dry-run) or did; the
     apply itself as without --json (--yes needed, under the board's lock, verified, rolled back on
     a mismatch).  holds(): the board is in the target and held there (a custom --persist always
-    writes nvpmodel's configuration: a change)."""
+    writes nvpmodel's configuration: a change, unless nvpmodel already keeps this very mode)."""
     from .core import LockError, board_lock, document
-    persists = bool(a.persist) and preset is None
+    persists = bool(a.persist) and preset is None and not backend.persisted(target)
     body = {"device": backend.device.name, "backend": backend.kind, "simulated": backend.not_live,
             "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
             "from_key": current.key, "to": target.as_dict(), "to_key": target.key,
@@ -987,7 +987,10 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
             if a.persist:
                 from . import core
                 body["persist"] = (core.persist(backend, target) if persists else
-                                   f"--persist: nvpmodel keeps the selected preset {preset} across reboots")
+                                   f"--persist: nvpmodel keeps the selected preset {preset} across reboots"
+                                   if preset is not None else
+                                   f"--persist: nvpmodel already keeps {target.key} across reboots "
+                                   f"(nvpmodel {backend.nvpmodel_id()})")
     except LockError as e:
         raise CLIError(f"not applied: {e}", EXIT_ERR) from None
     body.update(readback=got.as_dict(), readback_key=got.key)

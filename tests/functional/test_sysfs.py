@@ -188,3 +188,39 @@ def test_preset_through_nvpmodel_and_restore(tree, tmp_path, cli):
     be.restore(snap)
     assert be.read().nvpmodel == "MODE_30W"
     assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+
+
+def test_apply_persist_json_changes_nothing_once_nvpmodel_keeps_that_mode(emulated_board, cli):
+    """A playbook runs `apply --persist --dry-run --json` on every run: once nvpmodel already keeps
+    the mode (its status file names ptui's custom mode, and nvpmodel.conf holds this very mode) and
+    the board is held in it, nothing would change; a custom --persist counted as a change always,
+    so a fleet never converged."""
+    import json
+    root, _ = emulated_board
+    args = ["apply", "--backend", "sysfs", "--sysfs-root", root, "--cores", "4", "--cpu-mhz", "729.6",
+            "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--persist", "--json"]
+
+    def run(*more):
+        rc, out, err = cli(*args, *more)
+        assert rc == 0, err
+        return json.loads(out)
+    assert run("--dry-run")["changed"]
+    first = run("--yes")
+    assert first["changed"] and first["applied"] and "saved as nvpmodel 99" in first["persist"]
+    conf = root / "etc/nvpmodel.conf"
+    kept = conf.stat().st_mtime_ns
+    assert run("--dry-run")["changed"] is False
+    again = run("--yes")
+    assert again["changed"] is False and again["applied"] is False and "already keeps" in again["persist"]
+    assert conf.stat().st_mtime_ns == kept                            # not rewritten
+    # nvpmodel keeps another mode under ptui's id: a change again
+    conf.write_text(conf.read_text().replace("GPU MAX_FREQ 318750000", "GPU MAX_FREQ 420750000"))
+    assert run("--dry-run")["changed"]
+    # the mode itself, persisted, but the board read in another one: a change (the apply)
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", root, "--cores", "4", "--cpu-mhz",
+                     "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--persist", "--yes")
+    assert rc == 0, err
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", root, "--cores", "4", "--cpu-mhz",
+                     "729.6", "--gpu-mhz", "420.75", "--mem-mhz", "665.6", "--yes")
+    assert rc == 0, err
+    assert run("--dry-run")["changed"]

@@ -47,7 +47,8 @@ The board's documents:
   ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running) and
   ``restore_problem`` (a saved state restore would refuse, in one line);
 * ``apply``: ``dry_run``, ``preset``, ``from``/``from_key``, ``to``/``to_key``, ``changed`` (the
-  board was not held in the target: an apply writes; a custom ``--persist`` always counts),
+  board was not held in the target: an apply writes; a custom ``--persist`` counts unless nvpmodel
+  already keeps that very mode: its status file names ptui's mode and nvpmodel.conf holds it),
   ``steps``, ``applied``, ``readback``/``readback_key``, ``message``, and ``persist`` when asked;
 * ``restore``: ``restored``, ``mode``/``key`` (what the board reads back), ``message``.
 """

@@ -112,6 +112,10 @@ class Backend(ABC):
         raise BackendError(f"keeping a mode across reboots needs a real Jetson (nvpmodel); "
                            f"the {self.kind} backend cannot")
 
+    def persisted(self, mode: Mode) -> bool:
+        """nvpmodel already keeps `mode` across reboots: a persist would write nothing new."""
+        return False
+
     def apply_preset(self, key) -> Mode:
         raise BackendError(f"the {self.kind} backend cannot select nvpmodel presets")
 

@@ -260,6 +260,9 @@ class JtopBackend(Backend):
     def persist(self, mode: Mode) -> str:
         return self._sysfs.persist(mode)
 
+    def persisted(self, mode: Mode) -> bool:
+        return self._sysfs.persisted(mode)
+
     def close(self) -> None:
         try:
             self._j.close()

@@ -456,6 +456,18 @@ class SysfsBackend(Backend):
         return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
                 f"{backup}; it survives a reboot")
 
+    def persisted(self, mode: Mode, mode_id: int = 99, name: str = "PTUI") -> bool:
+        """nvpmodel already keeps `mode`: its status file names `mode_id` and nvpmodel.conf holds
+        the very block persist would write (so a playbook's --persist converges)."""
+        if self.nvpmodel_id() != mode_id:
+            return False
+        try:
+            text = self.nvpmodel_conf.read_text("utf-8", "surrogateescape")
+        except OSError:
+            return False
+        want = nvpmodel_block(self.device, mode, mode_id, name).splitlines()
+        return _power_model_lines(text, mode_id) == want
+
     def close(self) -> None:
         for fd in self._fds.values():
             try:
@@ -479,6 +491,22 @@ def nvpmodel_block(device: Device, mode: Mode, mode_id: int, name: str) -> str:
     lines += [f"GPU MIN_FREQ {hz}", f"GPU MAX_FREQ {hz}",
               f"EMC MAX_FREQ {0 if mode.mem_mhz == device.mem_mhz[-1] else int(round(mode.mem_mhz * 1e6))}"]
     return "\n".join(lines) + "\n"
+
+
+def _power_model_lines(text: str, mode_id: int) -> list[str]:
+    """The POWER_MODEL block `mode_id` of an nvpmodel.conf: its header and lines, stripped, blank
+    lines left out (none where the conf has no such block)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("<"):
+            if out:
+                break
+            if s.startswith("< POWER_MODEL") and f"ID={mode_id} " in s + " ":
+                out.append(s)
+        elif out and s:
+            out.append(s)
+    return out
 
 
 def _replace_power_model(text: str, mode_id: int, block: str) -> str:
