@@ -180,6 +180,11 @@ def cmd_tune(a) -> int:
     if a.session is not None:                   # it names the profile and the model too
         from .core import check_session_name
         check_session_name(a.session)
+    if a.count == 0 and not a.resume:
+        if getattr(a, "batch_sizes", None) is not None:
+            raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
+                           "sizes is not there yet); drop --batch-sizes")
+        return _tune_prior(a)
     if not a.command_line and not a.workload and not a.resume and not a.corpus:
         raise CLIError("--workload is required (or your own training command after --; on the "
                        "replay device --corpus F.csv is the workload)")
@@ -275,6 +280,84 @@ def cmd_tune(a) -> int:
     else:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
+    return EXIT_OK
+
+
+def _tune_prior(a) -> int:
+    """tune --count 0: no mode profiled.  The spec comes from the probe counting one iteration of
+    the user's command (on the board it runs on; the mode is left alone), or --workload-spec, or a
+    catalog --workload's published counts; the decision is the roofline prior's, with its spreads
+    at the goal's risk, and says so."""
+    from . import core
+    if a.corpus:
+        raise CLIError("--count 0 decides from the workload's counts; a replayed corpus is "
+                       "measurements: drop --count 0 to tune on them")
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
+    _info(note)
+    dev = backend.device
+    name = a.workload or "script"
+    session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    timed, t0, simulated = "", time.monotonic(), backend.not_live
+    try:
+        if a.command_line and not a.workload_spec:
+            log = core.script_log(session)
+            _info(f"counting one iteration of {core.command_text(a.command_line)!r} under the probe "
+                  f"(no mode is profiled; its output goes to {log})")
+            info, timed = core.count_script(backend, a.command_line, log,
+                                            startup_timeout=a.startup_timeout, notify=_info)
+    finally:
+        backend.close()
+    if a.workload_spec:
+        spec = core.workload_spec(a.workload_spec)
+    elif a.command_line:
+        spec = core.probe_spec(info, a.batch_size)
+        of = f" of {spec.batch_size} samples" if info.get("samples") or a.batch_size else ""
+        _info(f"counted in {time.monotonic() - t0:.1f} s: {spec.gflop_per_step:.3g} GFLOP and "
+              f"{spec.gbytes_per_step:.3g} GB per iteration{of}")
+    else:
+        spec = core.workload_spec(None, a.workload, a.batch_size)
+    if spec is None:
+        raise CLIError("--count 0 needs the workload's counts: your training command after --, "
+                       "--workload-spec SPEC.json, or a catalog --workload")
+    goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
+    try:
+        td = core.tune_prior(dev, spec, **goal, workload=a.workload or name,
+                             model_dir=core.data_dir() / "models" / session,
+                             timed=(f"{timed} (of the user's script)" if timed else ""))
+    except core.InfeasibleError as e:
+        if a.json:
+            _infeasible_document("tune", e, goal, spec.batch_size)
+        raise
+    d, model = td.decision, td.model
+    res = core.decision_body(td.table, d, model, goal, timed=td.timed or _timed(model),
+                             batch_size=spec.batch_size, mb_per_epoch=model.about.batches_per_epoch)
+    res.update(simulated=simulated, predicted={k: round(v, 4) for k, v in td.predicted.items()},
+               profiled=0, profile=None, model=str(td.model_dir), best_measured=None,
+               prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
+                      "gbytes_per_step": spec.gbytes_per_step, "batch_size": spec.batch_size},
+               notes=list(d.notes), applied=False)
+    _warn(_prior_only_note(model))
+    for n in d.notes:
+        _warn(n)
+    if a.apply:
+        res["applied"] = True
+        res["apply_message"] = _tune_apply(a, dev, d.mode)
+    if a.json:
+        print(core.document("tune", res))
+        return EXIT_OK
+    print(f"goal: {d.goal}")
+    print(f"mode: {d.mode}")
+    print(f"predicted (roofline prior, no mode profiled): {d.time_ms:.1f} ms per "
+          f"{core.time_unit(td.timed or _timed(model))} (+-{d.time_ms_std:.1f}), "
+          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+    _print_energy(core.decision_energy(td.table, d, model, goal, batch_size=spec.batch_size))
+    if a.apply:
+        print(res["apply_message"])
+    else:
+        print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
+              f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
+    print(f"model: {td.model_dir} (refine it: profile a few modes, then ptui fit --profile ... "
+          f"--workload-spec ...)")
     return EXIT_OK
 
 
@@ -1154,7 +1237,9 @@ def _profile_args(pr, *, tune: bool) -> None:
         pr.add_argument("--count", type=int, default=None,
                         help="most modes to profile (default 20, at least 6; stops earlier when "
                              "confident); with --batch-sizes, (mode, batch size) pairs (default 40, "
-                             "at least 10)")
+                             "at least 10); 0: profile nothing, decide from the roofline prior of "
+                             "the workload's counts (a script's: the probe counts one iteration; "
+                             "--workload-spec; a catalog --workload's published counts)")
     else:
         g = pr.add_mutually_exclusive_group()
         g.add_argument("--count", type=int, default=None,
@@ -1218,6 +1303,7 @@ NUMERIC = {
     "seed": dict(integer=True, ge=0, le=2**32 - 1),
     "batch_size": dict(integer=True, ge=1, le=MAX_BATCH),
     "count": dict(integer=True, ge=1),
+    "tune.count": dict(integer=True, ge=0),      # tune --count 0: the roofline prior alone
     "sample_interval": dict(ge=0.01, le=60),
     "startup_timeout": dict(gt=0, le=7 * 24 * 3600),
     "budget_w": dict(gt=0),
@@ -1282,11 +1368,13 @@ def _device_name(text: str) -> str:
 
 
 def _validate_numbers(p: argparse.ArgumentParser) -> None:
-    """Give every int/float option a validating type: its NUMERIC rule, else at least a finite number."""
+    """Give every int/float option a validating type: its NUMERIC rule ('command.dest' before
+    'dest'), else at least a finite number."""
     for parser in (p, *_subparsers(p)):
+        command = parser.prog.split()[-1]
         for act in parser._actions:
             if act.type in (int, float) and act.option_strings:
-                rule = dict(NUMERIC.get(act.dest, {}))
+                rule = dict(NUMERIC.get(f"{command}.{act.dest}", NUMERIC.get(act.dest, {})))
                 integer = rule.pop("integer", act.type is int)
                 act.type = _numeric_type(integer, **rule)
 

@@ -22,8 +22,9 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.colocate": ("colocate",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
-    "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches", "view",),
-    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "workload_spec",),
+    "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches",
+                        "tune_prior", "view",),
+    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "probe_spec", "workload_spec",),
     "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
     "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
                          "ProfileRun", "resumable_sessions",),
@@ -42,7 +43,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
     "profiling.profiler": ("Control", "RestoreFailed", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
-    "profiling.userscript": ("command_text",),
+    "profiling.userscript": ("command_text", "compiled_step_bytes", "count_script",),
     # the board
     "board.apply": ("ApplyResult",),
     "board.backends": ("open_backend",),
@@ -65,7 +66,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "clock": ("hms", "RealClock",),
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
                "known_errors", "number", "PtuiError",),
-    "paths": ("data_dir",),
+    "paths": ("data_dir", "script_log",),
     "progress": ("SAVING", "STAGE", "Step",),
 }
 # modules the faces use whole
@@ -107,7 +108,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         known_errors,
         number,
     )
-    from .paths import data_dir
+    from .paths import data_dir, script_log
     from .prediction import train
     from .prediction.fit import outlier_note, subset_note
     from .prediction.modeldir import check_out_dir
@@ -116,7 +117,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
     from .profiling.profiler import Control, RestoreFailed, Timed, time_unit
     from .profiling.store import Store, check_session_name
-    from .profiling.userscript import command_text
+    from .profiling.userscript import command_text, compiled_step_bytes, count_script
     from .progress import SAVING, STAGE, Step
     from .usecases.batchprofile import (
         ACTIVE_MIN,
@@ -145,8 +146,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         infeasible,
         point,
     )
-    from .usecases.decide import load_predictions, saved_sources, tune_decide, tune_decide_batches, view
-    from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, workload_spec
+    from .usecases.decide import (
+        load_predictions,
+        saved_sources,
+        tune_decide,
+        tune_decide_batches,
+        tune_prior,
+        view,
+    )
+    from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, probe_spec, workload_spec
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,

@@ -83,9 +83,11 @@ class Energy:
         if len(first) > 80:
             first = f"{where}.\n{amount[0].upper()}{amount[1:]}"
         parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
+        maxn_is_best = (self.maxn is not None and self.best_preset is not None
+                        and self.best_preset.tag == self.maxn.tag)
         if self.maxn is not None:
-            parts.append(("MAXN", self.maxn))
-        if self.best_preset is not None:
+            parts.append(("MAXN (the best preset for the goal)" if maxn_is_best else "MAXN", self.maxn))
+        if self.best_preset is not None and not maxn_is_best:
             parts.append((f"the best preset ({self.best_preset.tag})", self.best_preset))
         pick_is_least = self.pick is not None and self.pick.row is not None and self.pick.row == lst.row
         if self.pick is not None and not pick_is_least:
@@ -122,9 +124,9 @@ class Energy:
         lst = self.least
         first = f"least energy: {lst.mode.key}" + (
             f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else "")
+        bp = self.best_preset if self.best_preset is None or self.best_preset.tag != "MAXN" else None
         parts = [f"{tag} {x:+.0f}%" for tag, x in
-                 (("MAXN", self.more_pct(self.maxn)),
-                  (self.best_preset.tag if self.best_preset else "", self.more_pct(self.best_preset)))
+                 (("MAXN", self.more_pct(self.maxn)), (bp.tag if bp else "", self.more_pct(bp)))
                  if x is not None]
         # to target: the panel says 'to target ... Wh' just above
         amount = self._amount(lst) if self.unit == PER_STEP else f"{lst.energy:.3g} Wh"

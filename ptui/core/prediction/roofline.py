@@ -52,6 +52,13 @@ REF_INPUT_MB = 3 * 224 * 224 * 4 / 1e6   # one ImageNet sample as the fp32 tenso
 ASSUMED_SD = 0.25
 
 
+# a counted iteration's main-thread work: cycles per launched operator and per iteration (the
+# simulator's what-if uses the same figures, profiling.userscript.whatif_workload)
+HOST_FIXED_MCYCLES = 5.0
+HOST_MCYCLES_PER_OP = 0.06
+HOST_REF_MHZ = 2201.6
+
+
 class SpecError(InputError):
     """A workload spec that cannot be read (exit code 2)."""
 
@@ -176,9 +183,21 @@ class WorkloadSpec:
         samples = int(info.get("samples") or 0) or int(info.get("batch_size") or 0) or 1
         workers = info.get("workers")
         inputs = float(info.get("input_bytes") or 0)
+        # the probe sees every DataLoader batch: none in the counted iteration means the script
+        # makes its inputs in the loop (their operators are counted), so no loading work, rather
+        # than the reference's per sample
+        no_loader = info.get("batches") == 0
+        # the main thread's work per iteration from its operator count: launching each operator
+        # costs tens of microseconds of eager Python and driver on an Arm core, plus a fixed part
+        # (the loop, zero_grad, the optimizer's bookkeeping); in CPU cycles, stated at a 2.2 GHz
+        # clock, which the prior rescales to the mode's CPU clock
+        ops = int(info.get("ops") or 0)
+        host_ms = (HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops) / HOST_REF_MHZ * 1000.0 if ops else None
         return cls(flops / 1e9, nbytes / 1e9, samples,
                    workers=None if workers is None else int(workers),
-                   input_mb=inputs / 1e6 if inputs > 0 else None, source="probe")
+                   input_mb=inputs / 1e6 if inputs > 0 else (0.0 if no_loader else None),
+                   host_ms=host_ms, cpu_mhz=HOST_REF_MHZ if host_ms is not None else None,
+                   source="the probe's count of one iteration")
 
     @classmethod
     def from_workload(cls, workload: Workload) -> "WorkloadSpec":

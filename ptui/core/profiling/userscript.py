@@ -40,6 +40,7 @@ import ptui
 
 from ..board.backends.base import Backend, MinibatchEvent
 from ..catalogue.workloads import Workload
+from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP
 from .profiler import ProfileError, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
@@ -123,7 +124,8 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     in_b = float(info.get("input_bytes") or 0) / B
     wp = WorkloadPhysics(
         gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
-        roof_p=3.0, host_mcycles=5.0 + 0.06 * ops, host_misses_k=5.0 + 0.06 * ops,
+        roof_p=3.0, host_mcycles=HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops,
+        host_misses_k=5.0 + 0.06 * ops,
         data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
         data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0)
     params_m = float(info.get("params") or 0) / 1e6
@@ -645,3 +647,34 @@ def script_workload(bs: int, argv) -> Workload:
     from ..catalogue.workloads import get_workload
     return replace(get_workload("resnet18", bs), name="script", model=command_text(argv)[:60],
                    task="user script")
+
+
+def count_script(backend: Backend, argv, log_path: Path, *, startup_timeout: float | None = None,
+                 notify: Callable[[str], None] | None = None) -> tuple[dict, str]:
+    """Run the training command under the probe only until it has counted one whole iteration
+    (training FLOPs, bytes its operators touched, parameters, samples: the probe's W line), then
+    stop it; no mode is set or timed.  Returns (the counts, what one iteration is).  On a real
+    board the script runs there as it is (its own Python, its own GPU), so the counts are the
+    board's; the board's mode is left alone."""
+    src = ScriptSource(backend, list(argv), log_path, first_step_timeout=startup_timeout,
+                       notify=notify, whatif=True)
+    src.start()
+    t_first = None
+    try:
+        for kind, val in src._measure_lines():
+            if kind == "S":
+                t_first = t_first or time.monotonic()
+                src.it.step(*val)
+            elif kind == "W":
+                src.model_info = val
+                break
+            if t_first is not None and time.monotonic() - t_first > src.first_step_timeout:
+                raise ProfileError(
+                    f"the script took {_plural(src.it.steps, 'optimizer step')} in "
+                    f"{src.first_step_timeout:.0f} s without completing the iteration ptui counts; "
+                    f"raise --startup-timeout for slow steps")
+    finally:
+        src.stop()
+    if src.model_info is None:
+        raise ProfileError("the script stopped before ptui could count one iteration of it")
+    return src.model_info, src.it.timed()

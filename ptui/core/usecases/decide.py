@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decision.pareto import DEFAULT_RISK, Decision, Table
+from ..decision.pareto import DEFAULT_RISK, Decision, Table, choose
 from ..errors import InputError
 from ..paths import models_dir, profiles_dir
 from ..progress import stage
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..prediction.predictor import Model
 
 
-from .fit import fit, profile_time_choice
+from .fit import fit, fit_prior, profile_time_choice
 from .profile import _complete_profile
 
 
@@ -321,6 +321,27 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
                         out, res.n_modes, tab, model.about.timed, model)
+
+
+def tune_prior(device, spec, *, budget_w: float | None = None, deadline_ms: float | None = None,
+               objective: str | None = None, risk: float | None = DEFAULT_RISK,
+               workload: str | None = None, model_dir: Path, timed: str = "") -> TuneDecision:
+    """`ptui tune --count 0`: no mode profiled; the roofline prior of `spec` (the probe's counts of
+    one iteration of the user's script, a --workload-spec, or a catalog workload's published
+    counts) is the model (saved to model_dir, as `ptui fit --workload-spec` saves it), and the
+    decision is made on its predictions with their spreads at the goal's risk."""
+    res = fit_prior(device, spec, out=model_dir, workload=workload)
+    model = res.model
+    if timed:
+        model.tell(timed=timed)
+        model.save(Path(model_dir))
+    space, _ = model.decision_space()
+    tab = Table.from_prediction(space, model.predict(space))
+    d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk)
+    pred = model.predict([d.mode])
+    return TuneDecision(d, "predicted", {"time_ms": float(pred["time_ms"][0]),
+                                         "power_w": float(pred["power_w"][0])},
+                        res.out, 0, tab, model.about.timed, model)
 
 
 def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: float | None = None,

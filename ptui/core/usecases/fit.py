@@ -68,6 +68,18 @@ def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
     return WorkloadSpec.from_workload(w)
 
 
+def probe_spec(info: dict, batch_size: int | None = None):
+    """The roofline spec of one iteration the probe counted (profiling.userscript.count_script):
+    its FLOPs and bytes (plus what a compiled optimizer step touches unseen) over its samples.
+    A count with no FLOPs or bytes (a compiled or non-torch model) is a SpecError line."""
+    from ..prediction.roofline import WorkloadSpec
+    from ..profiling.userscript import compiled_step_bytes
+    info = dict(info)
+    if batch_size and not info.get("samples"):
+        info["batch_size"] = int(batch_size)
+    return WorkloadSpec.from_probe(info, extra_bytes=compiled_step_bytes(info))
+
+
 def roofline_of(device, spec):
     """The roofline prior of `spec` on `device`, or None without a spec."""
     from ..prediction.roofline import RooflinePrior

@@ -1,0 +1,102 @@
+"""tune --count 0 (issue 25): no mode profiled; the probe counts one iteration of the user's script
+(or a --workload-spec, or a catalog workload's counts) and the roofline prior decides, saying so."""
+import json
+import textwrap
+
+import pytest
+
+from ptui.core.prediction.roofline import WorkloadSpec
+from tests.support import fakesys
+from tests.support.cli import PY
+
+MLP = textwrap.dedent("""
+    import torch
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for i in range(10 ** 6):
+        x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+""")
+
+
+@pytest.fixture
+def script(tmp_path):
+    p = tmp_path / "train.py"
+    p.write_text(MLP)
+    return p
+
+
+def test_count_0_counts_one_iteration_and_decides_from_the_prior(script, cli):
+    rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--json", "--", PY, script)
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["profiled"] == 0 and d["source"] == "predicted" and d["profile"] is None
+    assert d["simulated"] is True and d["best_measured"] is None and d["feasible"] is True
+    assert "probe" in d["prior"]["source"] and d["prior"]["gflop_per_step"] > 0
+    assert d["power_w"] <= 30 and "optimizer step" in d["timed"]
+    assert "counting one iteration" in err and "rests on no measurement" in err
+    # the model is saved like any other: pareto reads it and decides the same
+    rc, out2, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--json")
+    assert rc == 0, err
+    assert json.loads(out2)["key"] == d["key"]
+
+
+def test_count_0_from_a_catalog_workload_or_a_spec_profiles_nothing(tmp_path, cli):
+    rc, out, err = cli("tune", "--count", "0", "--workload", "resnet18", "--budget-w", "30", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["profiled"] == 0 and d["prior"]["source"].startswith("catalog")
+    assert d["epoch_s"] and d["epoch_s"] > 0               # a catalog workload knows its epoch
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 40.0, "gbytes_per_step": 9.0, "batch_size": 16}))
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--objective", "energy")
+    assert rc == 0, err
+    assert "roofline prior, no mode profiled" in out and "Least energy:" in out
+    rc, _, err = cli("sessions")
+    assert "tune-" not in err                              # no profiling session was opened
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--count", "0", "--workload", "resnet18", "--batch-sizes", "8,16", "--budget-w", "30"],
+     "--count 0 decides for one batch size"),
+    (["--count", "-1", "--workload", "resnet18", "--budget-w", "30"], "at least 0"),
+    (["--count", "0", "--budget-w", "30"], "--count 0 needs the workload's counts"),
+])
+def test_count_0_bad_input_is_one_line(args, says, cli):
+    rc, out, err = cli("tune", *args)
+    assert rc == 2, (out, err)
+    assert says in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_count_0_on_an_emulated_board_counts_there_and_leaves_its_mode(tmp_path, script, cli):
+    root = fakesys.build(tmp_path / "root")
+    before = fakesys.read_mode(root)
+    rc, out, err = cli("tune", "--backend", "sysfs", "--sysfs-root", root, "--count", "0",
+                       "--deadline-ms", "50", "--json", "--", PY, script)
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["profiled"] == 0 and d["simulated"] is True     # an emulated board is not a live one
+    assert fakesys.read_mode(root) == before                 # counted, nothing set
+
+
+def test_a_script_that_cannot_be_counted_is_one_line(tmp_path, cli):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise SystemExit('no torch here')\n")
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", PY, bad)
+    assert rc != 0 and "Traceback" not in err
+    assert "before its first optimizer step" in err
+
+
+def test_probe_counts_without_a_dataloader_load_nothing_and_host_work_follows_the_operators():
+    info = {"flops": 2e9, "bytes": 1e9, "samples": 0, "batches": 0, "ops": 100, "workers": 0}
+    s = WorkloadSpec.from_probe(info)
+    assert s.input_mb == 0.0                   # no DataLoader seen: no loading work
+    assert s.host_ms is not None and s.cpu_mhz
+    more = WorkloadSpec.from_probe({**info, "ops": 1000})
+    assert more.host_ms > 5 * s.host_ms        # ten times the operators: the launches dominate
+    seen = WorkloadSpec.from_probe({**info, "batches": 2, "input_bytes": 4e6})
+    assert seen.input_mb == pytest.approx(4.0)
+    unknown = WorkloadSpec.from_probe({k: v for k, v in info.items() if k != "batches"})
+    assert unknown.input_mb is None            # an older probe line: the reference's loading
