@@ -72,8 +72,8 @@ class _SameSize:
 
 class BatchProfileRun:
     """Same surface as session.ProfileRun for the CLI: open_backend, prepare, notes, run,
-    resume_hint, close, finished and export; planner is the JointPlanner of an active profile,
-    else None."""
+    resume_hint, close, finished and export; planner is the ActivePlanner (over a joint Space) of
+    an active profile, else None."""
     planner = None
     finished = False
     _locked = False
@@ -303,8 +303,7 @@ class BatchProfileRun:
         the session's first plan, later pairs are chosen one at a time as the profile runs."""
         from ..decision.batch import relation
         from ..prediction.predictor import load_bundled
-        from ..profiling.active import Goal
-        from ..profiling.batchactive import JointPlanner
+        from ..profiling.active import ActivePlanner, Goal, Space
         req = self.req
         if len(sizes) < 2:                      # say why, before the planner's general refusal
             if len(self.batch_sizes) < 2:
@@ -330,8 +329,8 @@ class BatchProfileRun:
                                    f"got {self.count}")
         rel = relation(rel_spec.get("samples_to_target"), rel_spec.get("noise_scale"))
         self.goal, self.rel_spec = goal, rel_spec
-        self.planner = JointPlanner(dev, dev.pt_grid(), sizes, goal, rel, count=int(self.count),
-                                    reference=load_bundled(), seed=self.seed)
+        self.planner = ActivePlanner(dev, Space.joint(dev.pt_grid(), sizes, rel), goal,
+                                     count=int(self.count), reference=load_bundled(), seed=self.seed)
         self._name(dev)
         start = self.planner.initial()
         self._plan(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
