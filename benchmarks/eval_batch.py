@@ -150,7 +150,7 @@ def run_active(truth: Truth, sizes, rels: dict, budgets, count: int, seed: int) 
     each measured pair), then the decision it leads to (measured pairs count); penalty against
     the true optimum over PowerTrain's grid x the sizes (its candidates).  Returns
     {rel name: [{"budget", "active": (penalty, over), "n": pairs profiled}]}."""
-    from ptui.core.profiling.batchactive import joint_active_offline
+    from ptui.core.profiling.active import joint_active_offline
     dev = truth.device
     sizes = [b for b in sizes if truth.fits(b)]
     grid = dev.pt_grid()

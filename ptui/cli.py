@@ -68,7 +68,7 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core import BatchProfileRun, ProfileRequest, ProfileRun, is_batch_profile
+    from .core import ProfileRequest, profile_run
     req = ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
@@ -86,10 +86,7 @@ def cmd_profile(a) -> int:
         from .core import check_memory, get_device, get_workload
         w = get_workload(a.workload, a.batch_size or 16)
         check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
-    if sizes is not None or (a.resume and is_batch_profile(a.session)):
-        run = BatchProfileRun(req, sizes, notify=_info)
-    else:
-        run = ProfileRun(req, notify=_info)
+    run = profile_run(req, sizes, notify=_info)
     if getattr(run, "finished", False):           # nothing left to profile: the CSV, no device
         res = run.export(a.device)
         if res.error is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
     "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "estimate_pairs_device_s", "is_batch_profile",
-                              "random_pairs",),
+                              "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
     "usecases.colocate": ("colocate",),
@@ -124,6 +124,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         BatchProfileRun,
         estimate_pairs_device_s,
         is_batch_profile,
+        profile_run,
         random_pairs,
     )
     from .usecases.board import (

@@ -29,6 +29,7 @@ from ..core import (
     estimate_device_s,
     get_workload,
     hms,
+    profile_run,
     resumable_sessions,
 )
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
@@ -103,8 +104,6 @@ class ProfileScreen(Screen):
         """What the goal field's number is for: budget or deadline."""
         self.kept: tuple[str, str] = ("budget", "")
         """(kind, number) of the goal field while it is unused."""
-        self.batch_profiles: set[str] = set()
-        """The resumable sessions that profile several batch sizes."""
 
     @property
     def running(self) -> bool:
@@ -323,7 +322,6 @@ class ProfileScreen(Screen):
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
             return
-        self.batch_profiles = {s.name for s in found if s.batch_sizes is not None}
         opts = [(session_label(s), s.name) for s in found]
         self.query_one("#resume", Select).set_options(opts)
 
@@ -334,8 +332,7 @@ class ProfileScreen(Screen):
         elif event.button.id == "resume-btn":
             name = self.query_one("#resume", Select).value
             if isinstance(name, str):
-                self.start_run(ProfileRequest(session=name, resume=True, params={"app": True}), None,
-                               batch=name in self.batch_profiles)
+                self.start_run(ProfileRequest(session=name, resume=True, params={"app": True}), None)
 
     def action_start(self) -> None:
         try:
@@ -355,9 +352,9 @@ class ProfileScreen(Screen):
         self.start_run(ProfileRequest(workload=wl.name, batch_size=wl.batch_size, count=n, seed=seed,
                                       strategy=strategy, params={"app": True}, **goal), n)
 
-    def start_run(self, req: ProfileRequest, total: int | None, batch: bool = False,
+    def start_run(self, req: ProfileRequest, total: int | None,
                   sizes: tuple[int, ...] | None = None) -> None:
-        """batch: resume a profile over several batch sizes; sizes: start one."""
+        """sizes: start a profile over several batch sizes (a resumed one is known by its session)."""
         if self.running:
             self.app.notify("a profile is already running", severity="warning")
             return
@@ -369,21 +366,18 @@ class ProfileScreen(Screen):
         bar.display = True
         bar.update(total=total, progress=0)
         self.query_one("#status", Static).update("starting…")
-        self.run_profile(req, self.control, batch or sizes is not None, sizes)
+        self.run_profile(req, self.control, sizes)
 
     @work(thread=True, exclusive=True, group="profile", exit_on_error=False)
-    def run_profile(self, req: ProfileRequest, control: Control, batch: bool = False,
+    def run_profile(self, req: ProfileRequest, control: Control,
                     sizes: tuple[int, ...] | None = None) -> None:
-        """The same use case as `ptui profile` (with --batch-sizes when `batch`): on a real board
+        """The same use case as `ptui profile` (with --batch-sizes when `sizes`, or resuming a
+        profile over several batch sizes: core.profile_run chooses): on a real board
         it runs ptui's torch loop for the workload under the probe; every finished mode is
         committed; the mode is restored after."""
         run = None
         try:
-            if batch:
-                from ..core import BatchProfileRun
-                run = BatchProfileRun(req, sizes, control=control)
-            else:
-                run = ProfileRun(req, control=control)
+            run = profile_run(req, sizes, control=control)
             info = run.prepare(self.app.state.backend)
             self.post_message(ProfileStarted(run, run.name, len(info.plan), run.done_results(),
                                              list(run.notes)))

@@ -12,8 +12,7 @@ from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.workloads import get_workload
 from ptui.core.decision.batch import BatchError, SamplesToTarget
 from ptui.core.prediction.predictor import load_bundled
-from ptui.core.profiling.active import Goal
-from ptui.core.profiling.batchactive import JointPlanner, joint_active_offline
+from ptui.core.profiling.active import ActivePlanner, Goal, Space, joint_active_offline
 from tests.functional.test_profiler import _rows
 from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
 
@@ -68,15 +67,16 @@ def test_the_objective_is_time_to_target_not_time_per_step():
     """The planner ranks pairs by time per step x relative samples / batch: with the noise-scale
     model the shift grows with the relation; with throughput only it is -log(batch)."""
     goal = Goal(budget_w=30.0)
-    thr = JointPlanner(ORIN, ORIN.pt_grid()[:10], SIZES, goal, SamplesToTarget.throughput(), count=20)
-    ns = JointPlanner(ORIN, ORIN.pt_grid()[:10], SIZES, goal, SamplesToTarget.from_noise_scale(8.0),
-                      count=20)
+    thr = ActivePlanner(ORIN, Space.joint(ORIN.pt_grid()[:10], SIZES, SamplesToTarget.throughput()), goal,
+                        count=20)
+    ns = ActivePlanner(ORIN, Space.joint(ORIN.pt_grid()[:10], SIZES, SamplesToTarget.from_noise_scale(8.0)),
+                       goal, count=20)
     b = thr.A[:, 4]
     assert np.allclose(thr.shift, -np.log(b))
     assert np.allclose(ns.shift, np.log((1 + b / 8.0) / (1 + 64 / 8.0) / b))
     with pytest.raises(BatchError, match="deadline"):
-        JointPlanner(ORIN, ORIN.pt_grid(), SIZES, Goal(deadline_ms=100.0),
-                     SamplesToTarget.throughput(), count=20)
+        ActivePlanner(ORIN, Space.joint(ORIN.pt_grid(), SIZES, SamplesToTarget.throughput()),
+                      Goal(deadline_ms=100.0), count=20)
 
 
 @pytest.mark.parametrize("rel", [SamplesToTarget.throughput(), SamplesToTarget.from_noise_scale(64)])
@@ -84,8 +84,8 @@ def test_start_design_spans_the_batch_axis(rel):
     """The reference knows one batch size; the start's plausibility filter must not rule a size
     out for it (it used to take a step as the same at every size, which left batch 8 and 16 out
     of the start and the GP extrapolating along the batch axis)."""
-    pl = JointPlanner(ORIN, ORIN.pt_grid(), SIZES, Goal(budget_w=30), rel, count=40,
-                      reference=load_bundled())
+    pl = ActivePlanner(ORIN, Space.joint(ORIN.pt_grid(), SIZES, rel), Goal(budget_w=30), count=40,
+                       reference=load_bundled())
     sizes = {b for _, b in pl.initial()}
     assert min(SIZES) in sizes and max(SIZES) in sizes, sizes
 

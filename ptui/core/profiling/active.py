@@ -10,6 +10,13 @@ distribution (log-normal).  It stops at ``count`` modes, or earlier once no unpr
 expected to improve the decision by more than ``STOP_EI`` (relative), the best measured mode
 meets the goal with confidence, and at least ``STOP_MIN_SHARE`` of ``count`` modes have been profiled.
 
+The same planner searches (mode, batch size) pairs (`ptui profile --batch-sizes 8,16,32,64
+--strategy active (--budget-w W | --objective energy) [--noise-scale B | --samples-to-target F]`):
+its `Space` holds the modes, the sizes and the samples-to-target relation; the start is
+space-filling over the five knobs, the GPs learn time per sample with the batch size a fifth input,
+and the objective is the one `ptui pareto --batch-sizes` decides on: time per sample x relative
+samples to target.  With one size the space is the classic one (modes; time per step).
+
 Goals (the same meaning as ``ptui pareto``): fastest under a power budget; lowest power meeting a
 minibatch deadline; least energy per minibatch (optionally under a budget).
 """
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalogue.devices import Device
+from ..decision.batch import BatchError, SamplesToTarget
 from ..decision.goals import Goal
 from ..errors import PtuiInputError
 from ..prediction.gp import WITH_REFERENCE, raw_modes, spacefill, target_inputs
@@ -130,75 +138,165 @@ def acquire(goal: Goal, mu_t, sd_t, mu_p, sd_p, measured: np.ndarray, meas_t, me
 ACTIVE_MIN_COUNT = 3
 """The fewest modes an active search profiles."""
 
+REF_BATCH = 16      # the bundled reference's batch size (ResNet-18 at 16)
+
+
+@dataclass(frozen=True)
+class Space:
+    """What an active search chooses among: (mode, batch size) points, batch by batch (as
+    batch.joint_table orders its rows).
+
+    One batch size (`Space.one`, the classic search at the workload's own size): the candidates a
+    caller sees are the modes, a measured row needs no batch_size, the GPs see the four mode knobs
+    and learn the time per step, and the objective is the goal's own (time per step, power or
+    energy per step).  Several (`Space.joint`, `ptui profile --batch-sizes --strategy active`): the
+    candidates are the (mode, batch) pairs, a row carries its batch_size, the batch size is the GPs'
+    fifth input, time is learnt per sample, and the objective is the one `ptui pareto
+    --batch-sizes` decides on: time per sample x relative samples to target (rel).  With one size
+    that objective is time per step up to a constant factor, which changes no choice: the one-size
+    space keeps time per step, so a deadline keeps its per-minibatch meaning."""
+    modes: tuple
+    sizes: tuple = (None,)               # one size: (the workload's size, or None when not known)
+    rel: SamplesToTarget | None = None   # several sizes: relative samples to target
+
+    @classmethod
+    def one(cls, modes, batch: int | None = None) -> Space:
+        return cls(tuple(modes), (batch,))
+
+    @classmethod
+    def joint(cls, modes, sizes, rel: SamplesToTarget) -> Space:
+        sizes = tuple(sorted(int(b) for b in sizes))
+        if len(sizes) < 2:
+            raise BatchError("active profiling over batch sizes needs at least two sizes that fit")
+        rel.check_covers(sizes)
+        return cls(tuple(modes), sizes, rel)
+
+    @property
+    def several(self) -> bool:
+        return len(self.sizes) > 1
+
+    @property
+    def points(self) -> list[tuple]:
+        return [(m, b) for b in self.sizes for m in self.modes]
+
+    @property
+    def candidates(self) -> list:
+        """What the planner proposes: modes (one size) or (mode, batch) pairs."""
+        return self.points if self.several else list(self.modes)
+
+    @property
+    def unit(self) -> str:
+        return "(mode, batch size) pair" if self.several else "mode"
+
+    def inputs(self) -> np.ndarray:
+        """The GPs' inputs of every candidate: the mode knobs, and the batch size when several."""
+        A = raw_modes(list(self.modes))
+        if not self.several:
+            return A
+        return np.vstack([np.hstack([A, np.full((len(A), 1), float(b))]) for b in self.sizes])
+
+    def key(self, c) -> tuple:
+        return c[0].as_tuple() + (int(c[1]),) if self.several else c.as_tuple()
+
+    def row_key(self, r: dict) -> tuple:
+        k = (r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
+        return k + (int(r["batch_size"]),) if self.several else k
+
+    def rows_inputs(self, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """Model inputs of measured rows and the time target the GP learns (log taken later):
+        time per step, or per sample over several sizes."""
+        cols = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz") + (("batch_size",) if self.several else ())
+        A = np.array([[r[k] for k in cols] for r in rows], float).reshape(-1, len(cols))
+        t = np.array([r["time_ms"] for r in rows], float)
+        return A, (t / A[:, 4] if self.several else t)
+
+    def shift(self, A: np.ndarray) -> np.ndarray:
+        """Log factor from the learnt time to the objective's: relative samples / batch (time per
+        sample x relative samples to target), 0 for one size (time per step)."""
+        if not self.several:
+            return np.zeros(len(A))
+        assert self.rel is not None
+        b = A[:, 4]
+        return np.log(self.rel.relative(b, float(max(self.sizes))) / b)
+
+    def point(self, c) -> tuple:
+        """A candidate as a (mode, batch) point."""
+        return c if self.several else (c, self.sizes[0])
+
+    def row(self, c, time_ms: float, power_w: float) -> dict:
+        """The measured row of a candidate."""
+        m, b = self.point(c)
+        cc, f, g, e = m.as_tuple()
+        r = {"cores": cc, "cpu_mhz": f, "gpu_mhz": g, "mem_mhz": e}
+        if self.several:
+            r["batch_size"] = b
+        return {**r, "time_ms": time_ms, "power_w": power_w}
+
 
 class ActivePlanner:
-    """Chooses the next mode to profile from the modes measured so far (stateless between calls
-    apart from caches, so a resumed session continues exactly as an uninterrupted one)."""
+    """Chooses the next candidate of a Space to profile from the rows measured so far (stateless
+    between calls apart from caches, so a resumed session continues exactly as an uninterrupted
+    one).  `space`: a Space, or the modes (the one-size space)."""
 
-    def __init__(self, device: Device, candidates: list, goal: Goal, *, count: int,
+    def __init__(self, device: Device, space, goal: Goal, *, count: int,
                  reference=None, seed: int = 0, n_initial: int | None = None,
                  prior=None) -> None:
         if count < ACTIVE_MIN_COUNT:
             raise PtuiInputError(f"active profiling needs --count of at least {ACTIVE_MIN_COUNT}, "
                                  f"got {count}")
+        space = space if isinstance(space, Space) else Space.one(space)
+        if space.several and goal.deadline_ms is not None:
+            raise BatchError("active profiling over batch sizes needs --budget-w W or --objective "
+                             "energy (a per-minibatch deadline means different work at each size)")
         self.device, self.goal, self.count, self.seed = device, goal, count, seed
-        self.candidates = list(candidates)
-        self.A = self._inputs(self.candidates)
-        self.index = {self._key(c): i for i, c in enumerate(self.candidates)}
-        self.shift = np.zeros(len(self.A))   # log factor from a step's time to the objective's
+        self.space = space
+        self.candidates = space.candidates
+        self.A = space.inputs()
+        self.index = {space.key(c): i for i, c in enumerate(self.candidates)}
+        self.shift = space.shift(self.A)  # log factor from the learnt time to the objective's
         # the reference model's networks are its GPs' prior (fit, _choice); a roofline prior has
         # none, so one passed as the reference only filters the initial design
         if getattr(reference, "kind", "") == "roofline":
             reference, prior = None, prior or reference
         self.reference = reference
         self.prior = prior               # the workload's roofline.RooflinePrior, or None
-        self.n_initial = min(count, n_initial or max(4, min(8, count // 3)))
+        default = max(6, min(12, count // 4)) if space.several else max(4, min(8, count // 3))
+        self.n_initial = min(count, n_initial or default)
+        self.unit = space.unit
+        # when the model may call itself confident (the module's constants say what each means).
+        # Measured on the independent generator (16 budget goals, <= 20 modes): with 0.3 % and no
+        # minimum share, 11 of 16 runs stopped at 11-18 modes, median penalty 2.0 %, worst 6.9 %;
+        # with these (and power's linear GP inputs), 0.8 % and 3.3 % (docs/accuracy.md).  Over
+        # batch sizes 0.3 % and no minimum share (docs/accuracy-batch.md: median 0.0-0.2 %).
+        self.stop_ei = 0.003 if space.several else STOP_EI
+        self.stop_min_share = 0.0 if space.several else STOP_MIN_SHARE
         self.stop_reason = ""
         self.state: dict = {}            # (target, rows) -> the GP candidate chosen by CV
         self.last: Acquisition | None = None
         self.verifying = None           # the predicted pick measured before stopping
 
-    unit = "mode"                        # what a candidate is, in words
-    # when the model may call itself confident (the module's constants say what each means).
-    # Measured on the independent generator (16 budget goals, <= 20 modes): with 0.3 % and no
-    # minimum share, 11 of 16 runs stopped at 11-18 modes, median penalty 2.0 %, worst 6.9 %;
-    # with these (and power's linear GP inputs), 0.8 % and 3.3 % (docs/accuracy.md).  The joint
-    # planner (batchactive) keeps 0.3 % and no minimum share.
-    stop_ei = STOP_EI
-    stop_min_share = STOP_MIN_SHARE
-
-    # what a candidate and a measured row are (batchactive.JointPlanner: (mode, batch) pairs) --
-    @staticmethod
-    def _inputs(candidates) -> np.ndarray:
-        return raw_modes(candidates)
-
-    @staticmethod
-    def _key(c) -> tuple:
-        return c.as_tuple()
-
-    @staticmethod
-    def _row_key(r: dict) -> tuple:
-        return (r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
-
-    def _rows_inputs(self, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-        """Model inputs of measured rows and the time target the GP learns (log taken later)."""
-        A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
-        return A, np.array([r["time_ms"] for r in rows], float)
-
     # the initial design ---------------------------------------------------------------------
     def initial(self) -> list:
-        """The initial design: space-filling among the modes the prior does not rule out for the
-        goal.  With the workload's roofline prior it starts at the mode the prior picks (its best
-        objective among those it predicts to meet the goal), so the first measurement already
+        """The initial design: space-filling among the candidates the prior does not rule out for
+        the goal.  With the workload's roofline prior it starts at the mode the prior picks (its
+        best objective among those it predicts to meet the goal), so the first measurement already
         tests a candidate answer."""
         ok = np.ones(len(self.A), bool)
         pr = None
         if self.prior is not None:
             pr = self.prior.predict(self.A[:, :4])
         elif self.reference is not None:
-            pr = self.reference.predict(self.A)
+            pr = self.reference.predict(self.A[:, :4])
         if pr is not None:
-            ok = plausible(self.goal, pr["time_ms"], pr["power_w"])
+            t = pr["time_ms"]
+            if self.space.several:
+                # the reference knows a step at its own batch (16) only: as a loose filter, take a
+                # step's work as proportional to the batch, so time per sample is the reference's
+                # step / 16 at every size (step / 16 x relative samples to target).  Taking the
+                # step as the same at every size made a batch of 8 look 8x slower per sample than
+                # one of 64, and the start left out the small sizes.
+                t = t / REF_BATCH * np.exp(self.shift) * self.A[:, 4]
+            ok = plausible(self.goal, t, pr["power_w"])
             if ok.sum() < 3 * self.n_initial:
                 ok[:] = True
         idx = np.flatnonzero(ok)
@@ -207,7 +305,6 @@ class ActivePlanner:
             start = int(np.argmin(self._prior_objective(pr)[idx]))
         pick = spacefill(self.A[idx], self.n_initial, self.seed, start)
         return [self.candidates[idx[i]] for i in pick]
-
     def _prior_objective(self, pr: dict) -> np.ndarray:
         """The goal's objective by the prior, infinite where the prior says the goal is missed
         (all finite when it says no mode meets it)."""
@@ -252,7 +349,7 @@ class ActivePlanner:
         measured mode)."""
         from ..prediction.fit import GP_PRIOR, fit_rows, gp_fit
         from ..prediction.predictor import features
-        A, yt = self._rows_inputs(rows)
+        A, yt = self.space.rows_inputs(rows)
         keep: np.ndarray | slice | None = fit_rows(A, self.seed)
         keep = slice(None) if keep is None else keep
         out = {}
@@ -278,14 +375,14 @@ class ActivePlanner:
         mt = np.full(len(self.A), np.nan)
         mp = np.full(len(self.A), np.nan)
         for r in rows:
-            i = self.index.get(self._row_key(r))
+            i = self.index.get(self.space.row_key(r))
             if i is not None:
                 measured[i] = True
                 mt[i], mp[i] = r["time_ms"], r["power_w"]
         if n < 3:
             # not enough for a model: finish the initial design
             for m in self.initial():
-                if not measured[self.index[self._key(m)]]:
+                if not measured[self.index[self.space.key(m)]]:
                     return m
         models = self.fit(rows)
         mu_t, sd_t = models["time"].predict_log(self.device, self.A)
@@ -316,18 +413,31 @@ class ActivePlanner:
 
     def decide(self, rows: list[dict]) -> int | None:
         """The candidate the decision picks now: calibrated GPs (cross-validated, as `ptui fit
-        --method gp`), measured modes with their measurements, cautious ranking."""
+        --method gp`), measured candidates with their measurements; over one size the cautious
+        ranking of `ptui tune`, over several the pair `ptui pareto --batch-sizes` picks (the
+        default risk)."""
+        from ..decision.batch import joint_table
         from ..decision.pareto import DEFAULT_RISK, InfeasibleError, Table, choose
         from ..prediction.fit import distrust_outliers, fit_model
+        sp = self.space
         if len(rows) < 6:
             return None
-        A = np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows], float)
-        t = np.array([r["time_ms"] for r in rows])
-        p = np.array([r["power_w"] for r in rows])
-        model = fit_model(self.reference, self.device, A, t, p, method="gp", seed=self.seed)
-        tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
-            distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
+        A, _ = sp.rows_inputs(rows)
+        t, p = [r["time_ms"] for r in rows], [r["power_w"] for r in rows]
         try:
+            if sp.several:
+                B = A[:, 4].astype(int)
+                if len(set(B.tolist())) < 2:
+                    return None
+                model = fit_model(self.reference, self.device, A[:, :4], t, p, method="gp",
+                                  seed=self.seed, measured=dict(measured_from_rows(rows), batch_size=B),
+                                  batch_sizes=B)
+                return choose(joint_table(model, list(sp.modes), sp.sizes), budget_w=self.goal.budget_w,
+                              objective=self.goal.objective, risk=DEFAULT_RISK, relation=sp.rel).index
+            model = fit_model(self.reference, self.device, A, np.array(t), np.array(p), method="gp",
+                              seed=self.seed)
+            tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
+                distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
             return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
         except InfeasibleError:
             return None
@@ -350,34 +460,45 @@ def measured_from_rows(rows: list[dict]) -> dict:
             **measured_uncertainty(rows)}
 
 
-def active_profile_offline(device: Device, modes: list, measure_fn, *, goal: dict | Goal,
-                           count: int = 20, reference=None, seed: int = 0, prior=None):
-    """Active profiling against a table (evaluation, replay): measure_fn(i) -> (time_ms, power_w)
-    for candidate i.  Returns (indices profiled in order, stop reason, planner)."""
-    g = goal if isinstance(goal, Goal) else Goal(**goal)
-    pl = ActivePlanner(device, modes, g, count=count, reference=reference, seed=seed, prior=prior)
-    pos = {m.as_tuple(): i for i, m in enumerate(modes)}
-    rows, order = [], []
+def profile_offline(pl: ActivePlanner, measure_fn) -> list:
+    """Run a planner against a table (evaluation, replay): its start, then its choices until it
+    stops; measure_fn(candidate) -> (time_ms, power_w).  Returns the candidates profiled in order
+    (pl.stop_reason says why it stopped)."""
+    rows: list[dict] = []
+    order: list = []
 
-    def take(m):
-        i = pos[m.as_tuple()]
-        t, p = measure_fn(i)
-        c, f, gg, mm = m.as_tuple()
-        rows.append({"cores": c, "cpu_mhz": f, "gpu_mhz": gg, "mem_mhz": mm, "time_ms": t, "power_w": p})
-        order.append(i)
+    def take(c):
+        rows.append(pl.space.row(c, *measure_fn(c)))
+        order.append(c)
 
-    drive_offline(pl, take, count, rows)
-    return order, pl.stop_reason, pl
-
-
-def drive_offline(pl: ActivePlanner, take, count: int, rows: list) -> None:
-    """Run a planner against a table: its start, then its choices until it stops; take(c)
-    measures candidate c and appends its row to `rows`."""
     for c in pl.initial():
-        if len(rows) < count:
+        if len(rows) < pl.count:
             take(c)
     while (c := pl.next_mode(rows)) is not None:
         take(c)
+    return order
+
+
+def active_profile_offline(device: Device, modes: list, measure_fn, *, goal: dict | Goal,
+                           count: int = 20, reference=None, seed: int = 0, prior=None):
+    """Active profiling over modes against a table: measure_fn(i) -> (time_ms, power_w) for
+    mode i.  Returns (indices profiled in order, stop reason, planner)."""
+    g = goal if isinstance(goal, Goal) else Goal(**goal)
+    pl = ActivePlanner(device, Space.one(modes), g, count=count, reference=reference, seed=seed,
+                       prior=prior)
+    pos = {m.as_tuple(): i for i, m in enumerate(modes)}
+    order = profile_offline(pl, lambda m: measure_fn(pos[m.as_tuple()]))
+    return [pos[m.as_tuple()] for m in order], pl.stop_reason, pl
+
+
+def joint_active_offline(device: Device, modes: list, sizes, measure_fn, *, goal: dict | Goal,
+                         rel: SamplesToTarget, count: int = 40, reference=None, seed: int = 0):
+    """Active profiling over (mode, batch) pairs against a table: measure_fn(mode, batch) ->
+    (time_ms, power_w).  Returns (pairs profiled in order, stop reason, planner)."""
+    g = goal if isinstance(goal, Goal) else Goal(**goal)
+    pl = ActivePlanner(device, Space.joint(modes, sizes, rel), g, count=count, reference=reference,
+                       seed=seed)
+    return profile_offline(pl, lambda c: measure_fn(*c)), pl.stop_reason, pl
 
 
 def plan_candidates(device: Device, strategy: str, candidates=None) -> list:

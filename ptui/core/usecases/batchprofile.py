@@ -17,15 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..board.files import WriteError, write_error
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
 from ..decision.batch import BatchError
 from ..errors import PtuiError
-from ..paths import profile_csv
 from ..profiling.profiler import Control, SessionError
-from ..profiling.store import SessionInfo, Store, check_session_name
-from .profile import ProfileOutcome, ProfileRequest, ProfileRun
+from ..profiling.store import Store
+from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
@@ -42,6 +40,17 @@ def is_batch_profile(name: str | None) -> bool:
         return s is not None and s.batch_sizes is not None
     finally:
         store.close()
+
+
+def profile_run(req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None, *,
+                notify: Callable[[str], None] | None = None,
+                control: Control | None = None) -> ProfileRun | BatchProfileRun:
+    """The run of a profile request, the one entry of the CLI and the app: over several batch
+    sizes (`batch_sizes`, or a resumed session that profiles several) a BatchProfileRun, else a
+    ProfileRun; both have the same surface (profile.RunBase)."""
+    if batch_sizes is not None or (req.resume and is_batch_profile(req.session)):
+        return BatchProfileRun(req, batch_sizes, notify=notify, control=control)
+    return ProfileRun(req, notify=notify, control=control)
 
 
 @dataclass
@@ -70,26 +79,19 @@ class _SameSize:
         return None
 
 
-class BatchProfileRun:
-    """Same surface as session.ProfileRun for the CLI: open_backend, prepare, notes, run,
-    resume_hint, close, finished and export; planner is the JointPlanner of an active profile,
-    else None."""
+class BatchProfileRun(RunBase):
+    """Same surface as session.ProfileRun (their shared part: profile.RunBase): open_backend,
+    prepare, notes, run, resume_hint, close, finished, export, pause/resume/cancel; planner is the
+    ActivePlanner (over a joint Space) of an active profile, else None.  What is its own: the
+    sizes (memory per size), the pairs drawn over them, one session whose parts are one training
+    run per size, and the CSV over every size."""
     planner = None
     finished = False
     _locked = False
-    _own_backend = False               # opened here (the CLI), not lent by the app
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
                  notify: Callable[[str], None] | None = None, control: Control | None = None) -> None:
-        self.req = req
-        self.control = control or Control()
-        self.notify = notify or (lambda text: None)
-        if req.out is not None:
-            from ..board.csvio import check_out_file
-            check_out_file(req.out)
-        self.store = Store()
-        self.notes: list[str] = [self.store.notice] if self.store.notice else []
-        self.backend = None
+        self._start(req, None, control, notify)
         self.current: ProfileRun | None = None
         self._base = 0                      # pairs finished at other sizes than the running one
         try:
@@ -122,17 +124,10 @@ class BatchProfileRun:
         if req.script and not any(PLACEHOLDER in a for a in req.script):
             raise BatchError("--batch-sizes runs your command once per batch size: put {bs} where "
                              "the batch size goes, e.g. -- python train.py --batch-size {bs}")
-        if req.session is not None:
-            check_session_name(req.session)
-        self.existing: SessionInfo | None = (self.store.get_session(req.session) if req.session
-                                             else None)
+        self.existing = self._session()
         if req.resume:
-            if not req.session:
-                raise SessionError("--resume needs --session NAME")
             first = self.existing
-            if first is None:
-                raise SessionError(f"no session named {req.session!r} to resume "
-                                   f"(list them with: ptui sessions)")
+            assert first is not None            # _session: a resume names one that exists
             recorded = first.batch_sizes
             if recorded is None:
                 raise BatchError(f"session {req.session!r} profiles one batch size "
@@ -166,13 +161,8 @@ class BatchProfileRun:
 
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind, device, root="/", corpus=None) -> str:
-        from ..board.backends import open_backend
-        dev = device or (self.existing.device if self.existing else None)
-        self.backend, note = open_backend(kind, dev, seed=self.seed,
-                                          sample_interval=self.req.sample_interval, root=root,
-                                          corpus=corpus)
-        self._own_backend = True
-        return note
+        return self._open_backend(kind, device or (self.existing.device if self.existing else None),
+                                  root, corpus)
 
     def _memory(self, dev) -> list[int]:
         """The sizes that fit; notes the largest batch that fits and what does not."""
@@ -265,7 +255,7 @@ class BatchProfileRun:
         wl = self.workload_name or "script"
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = req.out if req.out is not None else profile_csv(self.name)
+        self.out = self._csv(self.name)
         from ..board.locks import lock_session
         lock_session(self.name)                 # held by this run until close()
         self._locked = True
@@ -303,8 +293,7 @@ class BatchProfileRun:
         the session's first plan, later pairs are chosen one at a time as the profile runs."""
         from ..decision.batch import relation
         from ..prediction.predictor import load_bundled
-        from ..profiling.active import Goal
-        from ..profiling.batchactive import JointPlanner
+        from ..profiling.active import ActivePlanner, Goal, Space
         req = self.req
         if len(sizes) < 2:                      # say why, before the planner's general refusal
             if len(self.batch_sizes) < 2:
@@ -330,8 +319,8 @@ class BatchProfileRun:
                                    f"got {self.count}")
         rel = relation(rel_spec.get("samples_to_target"), rel_spec.get("noise_scale"))
         self.goal, self.rel_spec = goal, rel_spec
-        self.planner = JointPlanner(dev, dev.pt_grid(), sizes, goal, rel, count=int(self.count),
-                                    reference=load_bundled(), seed=self.seed)
+        self.planner = ActivePlanner(dev, Space.joint(dev.pt_grid(), sizes, rel), goal,
+                                     count=int(self.count), reference=load_bundled(), seed=self.seed)
         self._name(dev)
         start = self.planner.initial()
         self._plan(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
@@ -512,21 +501,8 @@ class BatchProfileRun:
         """A finished profile resumed: its CSV from the store; no device, nothing profiled.
         `device`: the board the user named, which must be the profile's."""
         first = self.existing
-        if device is not None and device != first.device:
-            self.close()
-            raise SessionError(f"session {self.req.session!r} was profiled on {first.device}, "
-                               f"not {device}")
-        self.name = self.req.session
-        self.out = self.req.out if self.req.out is not None else profile_csv(self.name)
         self.simulated = first.backend == "sim"
-        try:
-            from ..board.locks import lock_session
-            lock_session(self.name)
-            self._locked = True
-            dev_s = self._device_s()
-            n_rows, saved, unsaved = self._save()
-        finally:
-            self.close()
+        dev_s, n_rows, saved, unsaved = self._export(device, lambda: (self._device_s(), *self._save()))
         return ProfileOutcome("done", self.name, self.out if n_rows and not unsaved else None,
                               n_rows, dev_s, self.simulated, 0.0, unsaved, saved=saved)
 
@@ -539,11 +515,9 @@ class BatchProfileRun:
             n = self.store.get_session(self.name).n_done
             if not n:
                 raise
-            msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
             hint = self.resume_hint().replace(f"--out {shlex.quote(str(self.out))}",
                                               "--out elsewhere.csv")
-            err = WriteError(f"{msg}; the {n} finished (mode, batch size) pairs are safe in session "
-                             f"{self.name}: write them elsewhere with: {hint}")
+            err = self._write_failed(e, n, "(mode, batch size) pairs", hint)
             return n, str(err), err
 
     def close(self) -> None:
@@ -551,18 +525,7 @@ class BatchProfileRun:
             from ..board.locks import unlock_session
             unlock_session(self.name)
             self._locked = False
-        if self.backend is not None and self._own_backend:
-            self.backend.close()
-            self._own_backend = False
-        self.store.close()
-
-    def pause(self) -> None:
-        if self.current is not None:
-            self.current.pause()
-
-    def resume(self) -> None:
-        if self.current is not None:
-            self.current.resume()
+        super().close()
 
 
 def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:

@@ -99,19 +99,115 @@ class ProfileOutcome:
     time_note: str = ""                   # a large share of the wall time outside the timed steps
 
 
-class ProfileRun:
+class RunBase:
+    """What a profile at one batch size (ProfileRun) and one over several (batchprofile.
+    BatchProfileRun) share: the request's checks and the store, the session looked up for a
+    resume, the backend the CLI opens, the CSV's place, the export of a finished session, the
+    failure to write a CSV, pause/resume/cancel through the control, and closing."""
+    backend: Backend | None = None
+    _own_backend = False                  # opened here (the CLI), not lent by the app
+    _own_store = False
+    name: str | None = None
+    out: Path | str | None = None
+    existing: SessionInfo | None = None   # the session --session names
+    seed: int = 0
+
+    def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
+               notify: Callable[[str], None] | None) -> None:
+        """Check the --out file and open the store (this run's own unless one is lent)."""
+        self.req = req
+        self.control = control or Control()
+        self.notify = notify or (lambda text: None)
+        if req.out is not None:
+            from ..board.csvio import check_out_file
+            check_out_file(req.out)
+        self.store = store or Store()
+        self._own_store = store is None
+        self.notes: list[str] = [self.store.notice] if self.store.notice else []
+
+    def _session(self) -> SessionInfo | None:
+        """The session --session names (None: none by that name, or no --session); a resume
+        needs one that exists."""
+        req = self.req
+        if req.session is not None:
+            check_session_name(req.session)
+        if req.resume and not req.session:
+            raise SessionError("--resume needs --session NAME")
+        ex = self.store.get_session(req.session) if req.session else None
+        if req.resume and ex is None:
+            raise SessionError(f"no session named {req.session!r} to resume "
+                               f"(list them with: ptui sessions)")
+        return ex
+
+    def _open_backend(self, kind: str | None, device: str | None, root: str | None,
+                      corpus: str | None) -> str:
+        from ..board.backends import open_backend
+        self.backend, note = open_backend(kind, device, seed=self.seed,
+                                          sample_interval=self.req.sample_interval, root=root,
+                                          corpus=corpus)
+        self._own_backend = True
+        return note
+
+    def _csv(self, name: str) -> Path | str:
+        """The CSV a session goes to: --out, else the app's profiles directory."""
+        return self.req.out if self.req.out is not None else profile_csv(name)
+
+    def _export(self, device: str | None, save: Callable[[], tuple]) -> tuple:
+        """A finished session resumed: save() (its CSV from the store) under the session's lock,
+        then close.  `device`: the board the user named, which must be the session's."""
+        from ..board.locks import lock_session, unlock_session
+        ex = self.existing
+        assert ex is not None                 # finished: a session resumed by name
+        self.name = ex.name
+        self.out = self._csv(ex.name)
+        try:
+            if device is not None and device != ex.device:
+                raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
+            lock_session(ex.name)
+            try:
+                return save()
+            finally:
+                unlock_session(ex.name)
+        finally:
+            self.close()
+
+    def _write_failed(self, e: Exception, n: int, what: str, hint: str) -> WriteError:
+        """The CSV could not be written: the failure, saying the n finished `what` are safe in the
+        session and how to write them elsewhere (hint)."""
+        msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
+        return WriteError(f"{msg}; the {n} finished {what} are safe in session {self.name}: "
+                          f"write them elsewhere with: {hint}")
+
+    def close(self) -> None:
+        """Close the CLI's backend and this run's own store connection."""
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self._own_backend = False
+        if self._own_store:
+            self.store.close()
+            self._own_store = False
+
+    def pause(self) -> None:
+        self.control.pause()
+
+    def resume(self) -> None:
+        self.control.resume()
+
+    def cancel(self) -> None:
+        self.control.abort()
+
+
+class ProfileRun(RunBase):
     """One profiling run, from a request to a CSV.
 
     resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
     pause(), resume() and cancel() may be called from any thread while run() is under way.
     notify(text) receives notes while the run goes (a script still starting, ...)."""
     workload: Workload | None             # None only for a finished script session, which export() writes
+    device_name: str | None               # the resumed session's board
 
     def __init__(self, req: ProfileRequest, store: Store | None = None,
                  control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
-        self.req = req
-        self.control = control or Control()
-        self.notify = notify or (lambda text: None)
         import math
         if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
                                                     and req.startup_timeout > 0):
@@ -120,23 +216,13 @@ class ProfileRun:
         from ..board.csvio import TIME_BASES
         if req.time_basis not in TIME_BASES:
             raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
-        if req.out is not None:
-            from ..board.csvio import check_out_file
-            check_out_file(req.out)
-        self.store = store or Store()
-        self._own_store = store is None
-        self.notes: list[str] = []
-        if self.store.notice:
-            self.notes.append(self.store.notice)
+        self._start(req, store, control, notify)
         try:
             self._resolve()
         except BaseException:
             if self._own_store:
                 self.store.close()
             raise
-        self.backend: Backend | None = None
-        self._own_backend = False
-        self.name: str | None = None
         self.info: SessionInfo | None = None
         self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
@@ -144,7 +230,6 @@ class ProfileRun:
         self.source: ScriptSource | None = None
         self.log: Path | None = None
         self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
-        self.out: Path | str | None = None
 
     def _resolve(self) -> None:
         req = self.req
@@ -152,14 +237,7 @@ class ProfileRun:
         if not self.script and not req.workload and not req.resume and not req.corpus:
             raise SessionError("--workload is required (or --resume an existing --session; on the "
                                "replay device --corpus F.csv is the workload)")
-        if req.session is not None:
-            check_session_name(req.session)
-        if req.resume and not req.session:
-            raise SessionError("--resume needs --session NAME")
-        self.existing: SessionInfo | None = self.store.get_session(req.session) if req.session else None
-        if req.resume and self.existing is None:
-            raise SessionError(f"no session named {req.session!r} to resume "
-                               f"(list them with: ptui sessions)")
+        self.existing = self._session()
         ex = self.existing
         if req.resume and ex is not None and ex.batch_sizes is not None and not req.batch_part:
             # one training run holds one batch size: a profile over several runs size by size
@@ -225,17 +303,12 @@ class ProfileRun:
     def open_backend(self, kind: str | None, device: str | None, root: str | None = "/",
                      corpus: str | None = None) -> str:
         """Open the backend this run needs; returns the note saying which and why."""
-        from ..board.backends import open_backend
-        corpus = corpus or self.req.corpus
         # refused before anything opens
-        if (device or self.device_name) and self.memory_checked and self.workload is not None:
+        board = device or self.device_name
+        if board and self.memory_checked and self.workload is not None:
             from ..catalogue.devices import get_device
-            check_memory(get_device(device or self.device_name), self.workload, self.batch_size)
-        self.backend, note = open_backend(kind, device or self.device_name, seed=self.seed,
-                                          sample_interval=self.req.sample_interval, root=root,
-                                          corpus=corpus)
-        self._own_backend = True
-        return note
+            check_memory(get_device(board), self.workload, self.batch_size)
+        return self._open_backend(kind, board, root, corpus or self.req.corpus)
 
     def _spec(self, sp: dict):
         """The workload's spec for its roofline prior: the one a resumed session recorded (its plan
@@ -325,7 +398,7 @@ class ProfileRun:
         bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl.name}{bs_part}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = req.out if req.out is not None else profile_csv(self.name)
+        self.out = self._csv(self.name)
         plan_fn, plan_params = self._plan(dev)
         params = {"out": str(self.out), **plan_params, **req.params}
         if self.user_script:
@@ -484,22 +557,10 @@ class ProfileRun:
         """A finished session resumed (`finished`): write its CSV from the store, holding the
         session's lock.  No device is opened and nothing is profiled; a script session needs no
         command.  `device`: the board the user named, which must be the session's."""
-        from ..board.locks import lock_session, unlock_session
         ex = self.existing
         assert ex is not None                 # finished: a session resumed by name
-        self.name = ex.name
-        self.out = self.req.out if self.req.out is not None else profile_csv(self.name)
-        try:
-            if device is not None and device != ex.device:
-                raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
-            lock_session(self.name)
-            try:
-                n_rows, saved, unsaved = self._save("done")
-            finally:
-                unlock_session(self.name)
-        finally:
-            self.close()
-        return ProfileOutcome("done", self.name, self.out if n_rows and unsaved is None else None,
+        n_rows, saved, unsaved = self._export(device, lambda: self._save("done"))
+        return ProfileOutcome("done", ex.name, self.out if n_rows and unsaved is None else None,
                               n_rows, ex.device_time_s, ex.backend == "sim", 0.0, unsaved,
                               saved=saved, label={"sim": "simulated", "replay": "replayed from "
                                                   "recorded data"}.get(ex.backend, ""))
@@ -520,12 +581,10 @@ class ProfileRun:
         except StoreError:
             raise
         except (PtuiError, OSError) as e:
-            msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
             from ..profiling.userscript import resume_hint
             script = self.script if self.user_script and status != "done" else None
-            err = WriteError(f"{msg}; the {n_rows} finished modes are safe in session {self.name}: "
-                             f"write them elsewhere with: "
-                             f"{resume_hint(self.name, 'elsewhere.csv', script or None)}")
+            err = self._write_failed(e, n_rows, "modes",
+                                     resume_hint(self.name, "elsewhere.csv", script or None))
             return n_rows, str(err), err
 
     def close(self) -> None:
@@ -536,24 +595,10 @@ class ProfileRun:
             from ..board.locks import release, session_key
             release(session_key(self.name))
             self._let_go = True
-        if self._own_backend and self.backend is not None:
-            self.backend.close()
-            self._own_backend = False
-        if self._own_store:
-            self.store.close()
-            self._own_store = False
+        super().close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-
-    def pause(self) -> None:
-        self.control.pause()
-
-    def resume(self) -> None:
-        self.control.resume()
-
-    def cancel(self) -> None:
-        self.control.abort()
 
 
 def check_recorded(modes: list[Mode], recorded, corpus: str, what: str = "--modes") -> None:

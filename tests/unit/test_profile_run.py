@@ -1,0 +1,71 @@
+"""One entry for a profile run (core.profile_run) and the surface a profile over batch sizes
+shares with a one-size profile (profile.RunBase): cancel, and a pause that holds between sizes."""
+import threading
+import time
+
+import pytest
+
+from ptui.core.usecases.batchprofile import BatchProfileRun, profile_run
+from ptui.core.usecases.profile import ProfileRequest, ProfileRun
+
+
+@pytest.fixture
+def data(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path
+
+
+def _batch(data, name="b", count=2, control=None):
+    req = ProfileRequest(workload="resnet18", count=count, session=name, out=data / f"{name}.csv")
+    run = BatchProfileRun(req, (8, 16), control=control)
+    run.open_backend("sim", "orin-agx")
+    run.prepare()
+    return run
+
+
+def test_profile_run_chooses_by_the_sizes_or_the_resumed_session(data):
+    one = profile_run(ProfileRequest(workload="resnet18", session="one", out=data / "one.csv"))
+    assert type(one) is ProfileRun
+    one.close()
+    several = profile_run(ProfileRequest(workload="resnet18", session="b", out=data / "b.csv"),
+                          (8, 16))
+    assert type(several) is BatchProfileRun
+    several.close()
+    run = _batch(data)
+    assert run.run().status == "done"
+    again = profile_run(ProfileRequest(session="b", resume=True, out=data / "b.csv"))
+    assert type(again) is BatchProfileRun and again.finished      # resumed by its session alone
+    assert again.export().n_rows == 2
+
+
+def test_cancel_a_profile_over_batch_sizes(data):
+    """BatchProfileRun had no cancel() (ProfileRun has): the app's surface was not the same."""
+    run = _batch(data, count=4)
+    run.cancel()
+    res = run.run()
+    assert res.status == "aborted" and res.n_rows == 0
+
+
+def test_a_pause_before_a_size_starts_holds_it(data):
+    """A pause while no size's run was under way (between sizes, or before the first) was dropped:
+    BatchProfileRun.pause() paused only the running size.  It holds the next size until resumed."""
+    from ptui.core.profiling.profiler import Control
+    from ptui.core.profiling.store import Store
+    control, out, runs = Control(), [], []
+
+    def work():                            # as the app: made, prepared and run in one thread
+        runs.append(_batch(data, count=2, control=control))
+        runs[0].pause()
+        out.append(runs[0].run())
+    t = threading.Thread(target=work)
+    t.start()
+    time.sleep(4.0)
+    assert t.is_alive() and not out
+    store = Store()
+    try:
+        assert not store.results("b")
+    finally:
+        store.close()
+    control.resume()
+    t.join(60)
+    assert out and out[0].status == "done" and out[0].n_rows == 2
