@@ -5,8 +5,13 @@ from typing import Any
 
 from ...catalogue.devices import Device, get_device
 from ...errors import InputError
+from ...paths import board_lock_dir, board_state_dir
 from ..detect import detect
 from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
+from .jtop import JtopBackend, jtop_available
+from .replay import ReplayJetson
+from .sim import SimJetson
+from .sysfs import SysfsBackend
 
 __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
 
@@ -21,7 +26,6 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     if kind == "replay" or (corpus and kind in (None, "auto")):
         if not corpus:
             raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
-        from .replay import ReplayJetson
         # the interval only where one is given (the backends have their own default)
         kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
         b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
@@ -33,7 +37,6 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
             kind = "sim"
             note = f"SIMULATED device: {det.reason}"
         else:
-            from .jtop import jtop_available
             kind = "jtop" if jtop_available() else "sysfs"
             note = f"{det.reason}; using {kind}"
     else:
@@ -41,7 +44,6 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         if det.emulated and kind != "sim":
             note += f"; {det.reason}"
     if kind == "sim":
-        from .sim import SimJetson
         dev: Device = get_device(device or "orin-agx")
         kw = {"sample_interval": sample_interval} if sample_interval else {}
         unit = sim_unit()
@@ -54,13 +56,10 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     else:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
     if kind in ("sysfs", "jtop"):
-        from ...paths import board_lock_dir, board_state_dir
         note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
     if kind == "sysfs":
-        from .sysfs import SysfsBackend
         return SysfsBackend(dev, root=root), note
     if kind == "jtop":
-        from .jtop import JtopBackend
         return JtopBackend(dev, root=root), note
     raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs, jtop or replay")
 
