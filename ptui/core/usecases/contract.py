@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 
 from ..catalogue.modes import Mode
+from ..decision.pareto import best_preset, front_indices, presets_table
 from ..prediction.modeldir import finite_json
 
 SCHEMA_VERSION = 2
@@ -97,7 +98,6 @@ def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = 
 def _preset_baselines(model, goal: dict, pt) -> dict:
     """The NVIDIA preset a user would pick for the same goal, and MAXN, each predicted by `model`
     (at its default batch size) and shaped by `pt(table, row)`."""
-    from ..decision.pareto import best_preset, presets_table
     out: dict[str, dict | None] = {"best_preset": None, "maxn": None}
     presets = presets_table(model.device, model)
     bp = best_preset(presets, **goal)
@@ -139,7 +139,6 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
     """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
     point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
     a user would pick for the same goal, and MAXN, each predicted by `model`)."""
-    from ..decision.pareto import front_indices
 
     def pt(t, i: int) -> dict:
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
