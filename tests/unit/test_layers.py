@@ -121,6 +121,9 @@ LAZY = {
     ("ptui.core.prediction.fit", "ptui.core.prediction.train"): "train imports torch at its top",
     ("ptui.core.usecases.fit", "ptui.core.prediction.train"): "train imports torch at its top",
     ("ptui.cli", "ptui.app"): "the app imports textual: a command starts without it",
+    # backends/__init__ runs with backends.base, on the app's first screen: each backend loads when opened
+    **{("ptui.core.board.backends", f"ptui.core.board.backends.{b}"): "the app starts without the backends"
+       for b in ("jtop", "replay", "sim", "sysfs")},
 }
 # being rewritten (issue 24): their imports move to the top with the rewrite; remove them here then
 LAZY_MODULES = {"ptui.core.profiling.active", "ptui.core.profiling.batchactive",
