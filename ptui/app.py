@@ -10,6 +10,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.widgets import Input
 
+from . import core
 from .screens.apply import ApplyScreen
 from .screens.dashboard import DashboardScreen
 from .screens.finetune import FinetuneScreen
@@ -237,20 +238,18 @@ class PtuiApp(App):
 
 
 def run_app(args) -> int:
-    from .core import exit_code, known_errors
     try:
         state = make_state(args.backend, args.device, args.speed,
                            corpus=getattr(args, "corpus", None), root=getattr(args, "sysfs_root", "/"))
-    except known_errors() as e:
+    except core.known_errors() as e:
         import sys
         print(f"ptui: error: {e}", file=sys.stderr)
-        return exit_code(e)
+        return core.exit_code(e)
     app = PtuiApp(state)
     app.run()
     if app.stopped_by:
         import sys
 
-        from .core import exit_code_for
         what = ("" if not app.aborted_profile else
                 f"; the board is NOT back in its original mode: {app.board_left}" if app.board_left else
                 "; the running profile was aborted and the board restored to its original mode")
@@ -258,5 +257,5 @@ def run_app(args) -> int:
             print(f"ptui: stopped by {app.stopped_by}{what}", file=sys.stderr, flush=True)
         except OSError:
             pass
-        return exit_code_for(app.stopped_by)
+        return core.exit_code_for(app.stopped_by)
     return 0

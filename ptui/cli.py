@@ -9,6 +9,8 @@ import argparse
 import sys
 import time
 
+from . import __version__, core
+from .cliprogress import Steps
 from .core import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUNTIME, LOG, PtuiError, hms
 
 EXIT_ERR, EXIT_INT = EXIT_RUNTIME, EXIT_INTERRUPTED
@@ -43,24 +45,22 @@ def _say(line: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_modes(a) -> int:
-    from .core import check_out_file, get_device, mode_cells, write_csv
-    check_out_file(a.out)
-    dev = get_device(a.device)
+    core.check_out_file(a.out)
+    dev = core.get_device(a.device)
     if a.json:
-        from .core import document
         ps = dev.presets if a.grid == "presets" else None
         modes = [p.mode for p in ps] if ps else dev.full_space() if a.grid == "full" else dev.pt_grid()
         rows = [{"mode": m.as_dict(), "key": m.key} for m in modes]
         for r, p in zip(rows, ps or ()):
             r.update(id=p.id, name=p.name, tpc=p.tpc)
-        print(document("modes", {"device": dev.name, "grid": a.grid, "count": len(rows), "modes": rows}))
+        print(core.document("modes", {"device": dev.name, "grid": a.grid, "count": len(rows), "modes": rows}))
         return EXIT_OK
     if a.grid == "presets":
-        rows = [mode_cells(p.mode) + [str(p.id), p.name, str(p.tpc)] for p in dev.presets]
-        write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "id", "name", "tpc"), rows)
+        rows = [core.mode_cells(p.mode) + [str(p.id), p.name, str(p.tpc)] for p in dev.presets]
+        core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "id", "name", "tpc"), rows)
     else:
         modes = dev.full_space() if a.grid == "full" else dev.pt_grid()
-        write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), (mode_cells(m) for m in modes))
+        core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), (core.mode_cells(m) for m in modes))
     if a.out not in (None, "-"):
         n = len(dev.presets) if a.grid == "presets" else len(modes)
         _info(f"wrote {n} {a.grid} modes of {dev.name} to {a.out}")
@@ -68,8 +68,7 @@ def cmd_modes(a) -> int:
 
 
 def cmd_profile(a) -> int:
-    from .core import ProfileRequest, profile_run
-    req = ProfileRequest(
+    req = core.ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
         seed=a.seed, session=a.session, resume=a.resume, sample_interval=a.sample_interval,
         script=list(a.command_line), out=a.out, strategy=a.strategy, budget_w=a.budget_w,
@@ -83,10 +82,9 @@ def cmd_profile(a) -> int:
                        "profile over batch sizes)")
     if a.device and a.workload and sizes is None and not a.command_line and not a.resume \
             and not a.corpus:                   # a replayed corpus: the replay run decides
-        from .core import check_memory, get_device, get_workload
-        w = get_workload(a.workload, a.batch_size or 16)
-        check_memory(get_device(a.device), w, w.batch_size)   # before the session store opens
-    run = profile_run(req, sizes, notify=_info)
+        w = core.get_workload(a.workload, a.batch_size or 16)
+        core.check_memory(core.get_device(a.device), w, w.batch_size)   # before the session store opens
+    run = core.profile_run(req, sizes, notify=_info)
     if getattr(run, "finished", False):           # nothing left to profile: the CSV, no device
         res = run.export(a.device)
         if res.error is not None:
@@ -102,7 +100,6 @@ def cmd_profile(a) -> int:
     for note in run.notes:
         _info(note)
     every = max(1, len(info.plan) // 100) if len(info.plan) > 200 else 1
-    from .cliprogress import Steps
     total = max(len(info.plan), run.planner.count) if run.planner is not None else len(info.plan)
     bar = Steps("profiling", total, _info, done=info.n_done)
 
@@ -121,19 +118,16 @@ def cmd_profile(a) -> int:
     a.profiled = res                              # tune reads what the profile was
     hint = getattr(a, "tune_hint", None) or run.resume_hint()
     if res.status == "aborted":
-        from .core import exit_code_for
         by = res.stopped_by if res.stopped_by.startswith("SIG") else ""
         _info(f"{'stopped by ' + by if by else 'interrupted'}: device restored to its original mode; "
               f"{res.saved}; resume with: {hint}")
-        return exit_code_for(by) if by else EXIT_INT
-    from .core import WriteError
-    if isinstance(res.error, WriteError):        # profiled, but the CSV could not be written
+        return core.exit_code_for(by) if by else EXIT_INT
+    if isinstance(res.error, core.WriteError):        # profiled, but the CSV could not be written
         raise res.error
     if res.error is not None:
-        from .core import RestoreFailed
         _info(res.saved)
         where = ("the board is NOT back in its original mode (see the error below)"
-                 if isinstance(res.error, RestoreFailed) else
+                 if isinstance(res.error, core.RestoreFailed) else
                  "the device was restored to its original mode")
         _info(f"{where}; finished modes are kept in session {res.session} "
               f"(resume with: {hint})")
@@ -151,13 +145,12 @@ def cmd_profile(a) -> int:
     if res.time_note:
         _info(res.time_note)
     if getattr(a, "json", False) and not getattr(a, "tune_hint", None):    # tune prints its own
-        from .core import document
         best = None
         if res.best:
             what, prob = res.best
             m, b = what if isinstance(what, tuple) else (what, None)
             best = {"mode": m.as_dict(), "key": m.key, "batch_size": b, "p_meets_goal": prob}
-        print(document("profile", {
+        print(core.document("profile", {
             "session": res.session, "out": None if res.out is None else str(res.out),
             "status": res.status, "rows": res.n_rows, "simulated": res.simulated,
             "label": res.label, "device_time_s": round(res.device_time_s, 3),
@@ -170,13 +163,10 @@ def cmd_tune(a) -> int:
     """Active profile + fit + decision (+ verified apply): one command for one goal."""
     from pathlib import Path
 
-    from . import core
-    from .core import Store, data_dir, get_device
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     if a.session is not None:                   # it names the profile and the model too
-        from .core import check_session_name
-        check_session_name(a.session)
+        core.check_session_name(a.session)
     if a.count == 0 and not a.resume:
         if getattr(a, "batch_sizes", None) is not None:
             raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
@@ -206,7 +196,7 @@ def cmd_tune(a) -> int:
     if a.session is None:
         name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
         a.session = f"tune-{a.device or 'auto'}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    out = Path(a.out) if a.out else data_dir() / "tune" / f"{a.session}.csv"
+    out = Path(a.out) if a.out else core.data_dir() / "tune" / f"{a.session}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
     a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
@@ -214,10 +204,10 @@ def cmd_tune(a) -> int:
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
-    store = Store()
+    store = core.Store()
     try:
         first = store.get_session(a.session)
-        dev = get_device(first.device)
+        dev = core.get_device(first.device)
         recorded = first.batch_sizes
     finally:
         store.close()
@@ -227,23 +217,21 @@ def cmd_tune(a) -> int:
         a.samples_to_target = stored["relation"].get("samples_to_target")
     if sizes is not None or recorded:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload, first.backend)
-    from .core import InfeasibleError
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     try:
         td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
                                  workload=workload, corpus=a.corpus,
-                                 model_dir=data_dir() / "models" / a.session, progress=_info,
+                                 model_dir=core.data_dir() / "models" / a.session, progress=_info,
                                  time_basis=a.time,
                                  spec=core.workload_spec(a.workload_spec) if a.workload_spec else None)
-    except InfeasibleError as e:
+    except core.InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, goal, first.batch_size)
         raise
     d = td.decision
-    from .core import decision_body
-    res = decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
-                   batch_size=td.model.about.batch_size,
-                   mb_per_epoch=td.model.about.batches_per_epoch)
+    res = core.decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
+                             batch_size=td.model.about.batch_size,
+                             mb_per_epoch=td.model.about.batches_per_epoch)
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
@@ -254,13 +242,11 @@ def cmd_tune(a) -> int:
         res["applied"] = True
         res["apply_message"] = _tune_apply(a, dev, d.mode)
     if a.json:
-        from .core import document
-        print(document("tune", res))
+        print(core.document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    from .core import time_unit
-    print(f"{td.source}: {d.time_ms:.1f} ms per {time_unit(td.timed)} "
+    print(f"{td.source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed)} "
           f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
@@ -285,7 +271,6 @@ def _tune_prior(a) -> int:
     the user's command (on the board it runs on; the mode is left alone), or --workload-spec, or a
     catalog --workload's published counts; the decision is the roofline prior's, with its spreads
     at the goal's risk, and says so."""
-    from . import core
     if a.corpus:
         raise CLIError("--count 0 decides from the workload's counts; a replayed corpus is "
                        "measurements: drop --count 0 to tune on them")
@@ -368,15 +353,12 @@ def _profiled_simulated(a, kind: str) -> bool:
 
 
 def _corpus_name(corpus: str) -> str:
-    from .core import corpus_workload
-    return corpus_workload(corpus).name
+    return core.corpus_workload(corpus).name
 
 
 def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
-    from . import core
-    from .core import open_backend
-    backend, note = open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
+    backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     r = core.apply(backend, mode)
     if not r.ok:
@@ -388,18 +370,17 @@ def _tune_hint(a) -> str:
     """The command that resumes an interrupted `ptui tune` (profile, fit and decision)."""
     import shlex
 
-    from .core import command_text
     goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
         (["--deadline-ms", f"{a.deadline_ms:g}"] if a.deadline_ms is not None else []) + \
         (["--objective", a.objective] if a.objective else [])
-    from .core import DEFAULT_RISK, RISK_MEAN
-    risk = [] if a.risk == DEFAULT_RISK else ["--risk", RISK_MEAN if a.risk is None else f"{a.risk:g}"]
+    risk = [] if a.risk == core.DEFAULT_RISK else \
+        ["--risk", core.RISK_MEAN if a.risk is None else f"{a.risk:g}"]
     extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
         (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
     replay = ["--backend", "replay", "--corpus", a.corpus] if a.corpus else []
     cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra, *replay,
                       "--out", a.out])
-    return cmd + (f" -- {command_text(a.command_line)}" if a.command_line else "")
+    return cmd + (f" -- {core.command_text(a.command_line)}" if a.command_line else "")
 
 
 def _resumed_tune(a) -> dict | None:
@@ -409,8 +390,7 @@ def _resumed_tune(a) -> dict | None:
     profiling.  None when there is no such session (the profile then says so)."""
     from pathlib import Path
 
-    from .core import Goal, Store
-    store = Store()
+    store = core.Store()
     try:
         first = store.get_session(a.session)
     finally:
@@ -418,9 +398,9 @@ def _resumed_tune(a) -> dict | None:
     if first is None:
         return None
     p = first.params or {}
-    mine = Goal(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective)
-    if p.get("goal") and Goal(**p["goal"]) != mine:
-        raise CLIError(f"session {a.session} was profiled for '{Goal(**p['goal']).describe()}', not "
+    mine = core.Goal(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective)
+    if p.get("goal") and core.Goal(**p["goal"]) != mine:
+        raise CLIError(f"session {a.session} was profiled for '{core.Goal(**p['goal']).describe()}', not "
                        f"'{mine.describe()}'; resume it with its own goal, or start a new session")
     rel = p.get("relation") or {}
     ns, stt = rel.get("noise_scale"), rel.get("samples_to_target")
@@ -436,16 +416,14 @@ def _resumed_tune(a) -> dict | None:
 
 def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
-    from . import core
-    from .core import InfeasibleError, data_dir
     try:
         r, model_dir, n, model = core.tune_decide_batches(
             out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
             risk=a.risk, samples_file=a.samples_to_target,
             noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
-            workload=workload, model_dir=data_dir() / "models" / a.session, progress=_info,
+            workload=workload, model_dir=core.data_dir() / "models" / a.session, progress=_info,
             time_basis=a.time)
-    except InfeasibleError as e:
+    except core.InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, {}, words=_joint_goal_words(a.budget_w, a.objective, a.risk))
         raise
@@ -464,15 +442,14 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
                 "why": p.why}
     applied = _tune_apply(a, dev, p.mode) if a.apply else None
     if a.json:
-        from .core import batch_decision_body, document
         pred = model.predict([p.mode], batch_size=p.batch_size)
-        d = dict(batch_decision_body(r, model, _joint_goal(a), timed=_timed(model)),
+        d = dict(core.batch_decision_body(r, model, _joint_goal(a), timed=_timed(model)),
                  simulated=_profiled_simulated(a, kind), profiled=n, profile=str(out),
                  predicted={"time_ms": round(float(pred["time_ms"][0]), 4),
                             "power_w": round(float(pred["power_w"][0]), 4)},
                  model=str(model_dir), best_measured=best, notes=p.notes,
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
-        print(document("tune", d))
+        print(core.document("tune", d))
         return EXIT_OK
     _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)))
     if best is not None:
@@ -490,14 +467,12 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
 
 
 def cmd_sessions(a) -> int:
-    from .core import Store
-    store = Store()
+    store = core.Store()
     if store.notice:
         _info(store.notice)
     rows = store.list_sessions()
     if a.json:
-        from .core import document
-        print(document("sessions", {"store": str(store.path), "sessions": [
+        print(core.document("sessions", {"store": str(store.path), "sessions": [
             {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
              "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
              "done": s.n_done, "planned": len(s.plan), "up_to": s.up_to,
@@ -528,21 +503,17 @@ def _session_sizes(s) -> list[int]:
 
 def _refuse_overwrite_into(path) -> None:
     """Before training: refuse an --out that ptui may not replace (see core.modeldir)."""
-    from .core import check_out_dir
-    check_out_dir(path)
+    core.check_out_dir(path)
 
 
 def cmd_reference_build(a) -> int:
-    from .core import get_device, read_profile
-    dev = get_device(a.device)
-    modes, t, p = read_profile(a.profile, dev, min_modes=100)
+    dev = core.get_device(a.device)
+    modes, t, p = core.read_profile(a.profile, dev, min_modes=100)
     _refuse_overwrite_into(a.out)
-    from .core import train
     t0 = time.perf_counter()
-    from .cliprogress import Steps
     with Steps("training", 2, _info) as bar:          # two networks: time, power
-        model = train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
-                                      f"profile {a.profile}", seed=a.seed, progress=bar.stage)
+        model = core.train.build_reference(dev, modes, t, p, workload=a.workload, source=a.source or
+                                           f"profile {a.profile}", seed=a.seed, progress=bar.stage)
     model.save(a.out)
     m = model.about.metrics
     _info(f"reference for {dev.name}/{a.workload} from {len(modes)} modes -> {a.out} "
@@ -552,33 +523,28 @@ def cmd_reference_build(a) -> int:
 
 
 def cmd_fit(a) -> int:
-    from . import core
-    from .core import SAVING, STAGE, Step, get_device
-    dev = get_device(a.device)
+    dev = core.get_device(a.device)
     _refuse_overwrite_into(a.out)
     spec = core.workload_spec(a.workload_spec) if a.workload_spec else None
     if a.profile is None:
         return _fit_prior(a, dev, spec)
     if getattr(a, "pool", False) or getattr(a, "pool_url", None):
         return _fit_pooled(a, dev)
-    from .cliprogress import Steps
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
         def progress(msg: str) -> None:
-            st = Step.of(msg)
-            if st.kind == STAGE:
+            st = core.Step.of(msg)
+            if st.kind == core.STAGE:
                 bar.stage(st)
-            elif st.kind != SAVING:
+            elif st.kind != core.SAVING:
                 bar.update(bar.done, st, st)
         res = core.fit(dev, a.profile, workload=a.workload, out=a.out, reference=a.reference,
                           progress=progress, method=a.method, time_basis=a.time, scratch=a.scratch,
                           seed=a.seed, loss=a.loss, note=_info, spec=spec)
     m = res.model.about.metrics
-    from .core import outlier_note, subset_note
     if a.json:
-        from .core import document
         keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale", "note")
-        print(document("fit", {
+        print(core.document("fit", {
             "device": dev.name, "model": str(res.out), "profile": str(a.profile),
             "method": "scratch" if a.scratch else a.method, "workload": res.workload,
             "batch_sizes": res.sizes, "profiled": res.n_modes, "fitted_on": res.fitted_on,
@@ -586,13 +552,13 @@ def cmd_fit(a) -> int:
             "time_basis": res.model.about.time_basis,
             "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
                             for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
-            "notes": [n for n in [subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1
-                                              else "modes")]
-                      + [outlier_note(t, m[t]) for t in ("time", "power")] if n]}))
+            "notes": [n for n in [core.subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1
+                                                   else "modes")]
+                      + [core.outlier_note(t, m[t]) for t in ("time", "power")] if n]}))
         return EXIT_OK
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     print(f"model for {dev.name} ({how}), {res.fitted_on} -> {a.out} ({res.seconds:.1f} s)")
-    sub = subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1 else "modes")
+    sub = core.subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1 else "modes")
     if sub:
         print(f"  {sub}")
     for name in ("time", "power"):
@@ -604,7 +570,7 @@ def cmd_fit(a) -> int:
         mape = (f"cross-validated MAPE {mm['cv_mape']:.1f} %" if "cv_mape" in mm
                 else "not cross-validated")
         print(f"  {name:<5}: {mm.get('choice', '?'):<18} {mape}{cov}")
-        for line in (mm.get("note"), outlier_note(name, mm)):
+        for line in (mm.get("note"), core.outlier_note(name, mm)):
             if line:
                 print(f"         {line}")
     return EXIT_OK
@@ -613,7 +579,6 @@ def cmd_fit(a) -> int:
 def _fit_prior(a, dev, spec) -> int:
     """fit without --profile: the roofline prior of --workload-spec (or of a catalog --workload)
     alone, saved as a model that predict and pareto read like any other."""
-    from . import core
     if spec is None:
         spec = core.workload_spec(None, a.workload)
     if spec is None:
@@ -625,8 +590,7 @@ def _fit_prior(a, dev, spec) -> int:
     res = core.fit_prior(dev, spec, out=a.out, workload=a.workload)
     m = res.model.about.metrics
     if a.json:
-        from .core import document
-        print(document("fit", {
+        print(core.document("fit", {
             "device": dev.name, "model": str(res.out), "profile": None, "method": "roofline",
             "workload": res.workload, "batch_sizes": res.sizes, "profiled": 0,
             "fitted_on": res.fitted_on, "seconds": round(res.seconds, 3), "timed": _timed(res.model),
@@ -643,25 +607,22 @@ def _fit_prior(a, dev, spec) -> int:
 
 def _prior_only_note(model) -> str | None:
     """The line a decision from a model with no profiled mode says (stderr), else None."""
-    from .core import PRIOR_KIND
-    if model.about.kind != PRIOR_KIND:
+    if model.about.kind != core.PRIOR_KIND:
         return None
     return (f"this decision rests on no measurement: the roofline prior of "
             f"{model.about.trained_on.get('source') or 'a workload spec'} alone, with its spreads; "
             f"profile a few modes to refine it")
 def _fit_pooled(a, dev) -> int:
     """`ptui fit --pool`: this board's profile with the fleet's rows (README: Fleets)."""
-    from .core import fit_with_pool, pooled_note
     if a.scratch:
         raise CLIError("--scratch trains a network on the profile alone; it does not pool")
-    res = fit_with_pool(dev, a.profile, url=a.pool_url, board=a.board, workload=a.workload, out=a.out,
-                        reference=a.reference, method=a.method, seed=a.seed, loss=a.loss,
-                        progress=None)
+    res = core.fit_with_pool(dev, a.profile, url=a.pool_url, board=a.board, workload=a.workload, out=a.out,
+                             reference=a.reference, method=a.method, seed=a.seed, loss=a.loss,
+                             progress=None)
     m, p = res.model.about.metrics, res.model.about.trained_on["pooled"]
     if a.json:
-        from .core import document
         keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale")
-        print(document("fit", {
+        print(core.document("fit", {
             "device": dev.name, "model": str(res.out), "profile": str(a.profile), "method": a.method,
             "workload": res.workload, "batch_sizes": res.sizes, "profiled": p["own_rows"],
             "fitted_on": f"{res.n_modes} rows, {p['own_rows']} of this board, pooled",
@@ -669,11 +630,11 @@ def _fit_pooled(a, dev) -> int:
             "time_basis": res.model.about.time_basis, "pooled": p,
             "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
                             for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
-            "notes": [pooled_note(res.model)]}))
+            "notes": [core.pooled_note(res.model)]}))
         return EXIT_OK
     print(f"model for {dev.name} (method {a.method}), pooled: {res.n_modes} rows -> {a.out} "
           f"({res.seconds:.1f} s)")
-    print(f"  {pooled_note(res.model)}")
+    print(f"  {core.pooled_note(res.model)}")
     for name in ("time", "power"):
         mm = m[name]
         print(f"  {name:<5}: {mm.get('choice', '?'):<18} cross-validated MAPE {mm['cv_mape']:.1f} % "
@@ -683,12 +644,10 @@ def _fit_pooled(a, dev) -> int:
 
 def cmd_pool(a) -> int:
     """`ptui pool list | pull | push`: the fleet's shared rows (README: Fleets)."""
-    from .core import board_id, get_device, pool_summary, pull_rows, push_profile
     if a.poolcmd == "list":
-        got, where = pool_summary(a.pool_url)
+        got, where = core.pool_summary(a.pool_url)
         if a.json:
-            from .core import document
-            print(document("pool", {"pool": where, "groups": got}))
+            print(core.document("pool", {"pool": where, "groups": got}))
             return EXIT_OK
         if not got:
             _info(f"the pool {where} holds no rows yet")
@@ -702,17 +661,16 @@ def cmd_pool(a) -> int:
                   f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(g['newest']))} UTC")
         return EXIT_OK
     if a.poolcmd == "push":
-        dev = get_device(a.device)
-        me = a.board or board_id()
-        added, had, where = push_profile(a.profile, dev, url=a.pool_url, board=me, workload=a.workload,
-                                         batch_size=a.batch_size)
+        dev = core.get_device(a.device)
+        me = a.board or core.board_id()
+        added, had, where = core.push_profile(a.profile, dev, url=a.pool_url, board=me, workload=a.workload,
+                                              batch_size=a.batch_size)
         print(f"{added} rows of {a.profile} added to the pool {where} as board {me!r}"
               + (f" ({had} were there already)" if had else ""))
         return EXIT_OK
-    from .core import check_out_file, fmt_value, write_csv
-    check_out_file(a.out)
-    dev = get_device(a.device)
-    rows, where = pull_rows(dev, a.workload, a.batch_size, url=a.pool_url, board=a.board)
+    core.check_out_file(a.out)
+    dev = core.get_device(a.device)
+    rows, where = core.pull_rows(dev, a.workload, a.batch_size, url=a.pool_url, board=a.board)
     if not rows:
         raise CLIError(f"the pool {where} holds no rows for {dev.name}"
                        + (f", {a.workload}" if a.workload else "")
@@ -721,8 +679,8 @@ def cmd_pool(a) -> int:
     cols = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25", "time_ms_p75",
             "power_w_std", "n_minibatches", "n_power", "workload", "batch_size", "board", "simulated",
             "source", "measured_at")
-    write_csv(a.out, cols, [[fmt_value(getattr(r, c)) if c not in ("workload", "board", "source")
-                             else getattr(r, c) for c in cols] for r in rows])
+    core.write_csv(a.out, cols, [[core.fmt_value(getattr(r, c)) if c not in ("workload", "board", "source")
+                                  else getattr(r, c) for c in cols] for r in rows])
     boards = len({r.board for r in rows})
     sim = sum(r.simulated for r in rows)
     print(f"{len(rows)} rows of {boards} board{'s' * (boards != 1)} from the pool {where} -> {a.out}"
@@ -731,29 +689,26 @@ def cmd_pool(a) -> int:
 
 
 def _predict_table(a):
-    from .core import Table, get_device, load_model, read_modes
-    model = load_model(a.model)
-    if getattr(a, "device", None) and get_device(a.device) != model.device:
-        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    model = core.load_model(a.model)
+    if getattr(a, "device", None) and core.get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {core.get_device(a.device).name}")
     if a.modes:
-        modes = read_modes(a.modes, model.device)
+        modes = core.read_modes(a.modes, model.device)
     else:
         modes, note = model.decision_space(extrapolate=getattr(a, "extrapolate", False))
         if note:
             _info(note + " (--extrapolate to include them)")
-    from .core import check_predictions
     pred = model.predict(modes)
-    check_predictions(pred, str(a.model))
-    return model, Table.from_prediction(modes, pred).with_measurements(model.measured_at())
+    core.check_predictions(pred, str(a.model))
+    return model, core.Table.from_prediction(modes, pred).with_measurements(model.measured_at())
 
 
 def cmd_predict(a) -> int:
-    from .core import check_out_file, fmt_value, get_device, load_model, mode_cells, predict_table, write_csv
-    check_out_file(a.out)
-    model = load_model(a.model)
-    if getattr(a, "device", None) and get_device(a.device) != model.device:
-        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
-    tab, batch = predict_table(model, a.modes)
+    core.check_out_file(a.out)
+    model = core.load_model(a.model)
+    if getattr(a, "device", None) and core.get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {core.get_device(a.device).name}")
+    tab, batch = core.predict_table(model, a.modes)
     have = model.batch_sizes
     if batch is not None and have:
         out = sorted({int(b) for b in batch if not min(have) <= b <= max(have)})
@@ -762,12 +717,12 @@ def cmd_predict(a) -> int:
             _warn(f"batch size{'s' if many else ''} {','.join(map(str, out))} lie{'' if many else 's'} "
                   f"outside the profiled {','.join(map(str, have))}: those rows are extrapolations")
     bcol = () if batch is None else ("batch_size",)
-    rows = ([*mode_cells(m), *([str(batch[i])] if bcol else []), fmt_value(float(tab.time_ms[i])),
-             fmt_value(float(tab.power_w[i])), fmt_value(float(tab.time_ms_std[i])),
-             fmt_value(float(tab.power_w_std[i]))]
+    rows = ([*core.mode_cells(m), *([str(batch[i])] if bcol else []), core.fmt_value(float(tab.time_ms[i])),
+             core.fmt_value(float(tab.power_w[i])), core.fmt_value(float(tab.time_ms_std[i])),
+             core.fmt_value(float(tab.power_w_std[i]))]
             for i, m in enumerate(tab.modes))
-    write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", *bcol, "time_ms", "power_w",
-                      "time_ms_std", "power_w_std"), rows)
+    core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", *bcol, "time_ms", "power_w",
+                           "time_ms_std", "power_w_std"), rows)
     if a.out not in (None, "-"):
         _info(f"predicted {len(tab)} modes of {model.device.name} -> {a.out}")
     return EXIT_OK
@@ -784,30 +739,26 @@ def cmd_pareto(a) -> int:
     _check_time_basis(a, model)
     wl_mb = a.batches_per_epoch or model.about.batches_per_epoch
     if wl_mb is None:
-        from .core import WORKLOADS
-        w = WORKLOADS.get(str(model.about.workload))
+        w = core.WORKLOADS.get(str(model.about.workload))
         wl_mb = w.minibatches_per_epoch if w else None
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
                 tolerance_w=a.tolerance_w)
     bs = model.about.batch_size
     d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
-    from .core import decision_body
-    res = decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
-                   epochs=a.epochs)
+    res = core.decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
+                             epochs=a.epochs)
     prior_note = _prior_only_note(model)
     if prior_note:
         _warn(prior_note)
     if a.json:
-        from .core import document
-        print(document("pareto", res))
+        print(core.document("pareto", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
     if model.batch_sizes:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    from .core import time_unit
-    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {time_unit(res.get('timed'))} "
+    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {core.time_unit(res.get('timed'))} "
           f"(+-{d.time_ms_std:.1f}), "
           f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if tab.measured.any():
@@ -816,8 +767,7 @@ def cmd_pareto(a) -> int:
         print(f"epoch: {res['epoch_s'] / 60:.2f} min" + (
             f"; {a.epochs} epochs: {res['epoch_s'] * a.epochs / 3600:.2f} h, {res['energy_wh']:.1f} Wh"
             if a.epochs else ""))
-    from .core import decision_energy
-    _print_energy(decision_energy(tab, d, model, goal, batch_size=bs))
+    _print_energy(core.decision_energy(tab, d, model, goal, batch_size=bs))
     print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
           f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
     print(f"Pareto front: {len(res['front'])} of {len(tab)} modes")
@@ -833,10 +783,9 @@ def _timed(model) -> str:
 def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **per_epoch):
     """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
     closest option) before the one-line error (exit 3)."""
-    from .core import InfeasibleError, choose
     try:
-        return choose(tab, **goal)
-    except InfeasibleError as e:
+        return core.choose(tab, **goal)
+    except core.InfeasibleError as e:
         if getattr(a, "json", False):
             _infeasible_document(command, e, goal, batch_size, **per_epoch)
         raise
@@ -846,12 +795,11 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
                          **per_epoch) -> None:
     """The document of a goal no mode meets: its words (a decision over batch sizes says its own),
     the reason and the closest option where the decision names one row."""
-    from .core import Goal, document, infeasible, point
-    closest = (point(e.table, e.closest, batch_size=batch_size, **per_epoch)
+    closest = (core.point(e.table, e.closest, batch_size=batch_size, **per_epoch)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
-    words = words or Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
+    words = words or core.Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
         goal.get("risk"), goal.get("tolerance_w") or 0.0)
-    print(document(command, infeasible(words, str(e), closest)))
+    print(core.document(command, core.infeasible(words, str(e), closest)))
 
 
 def _joint_goal(a) -> dict:
@@ -862,8 +810,7 @@ def _joint_goal(a) -> dict:
 
 def _joint_goal_words(budget_w, objective, risk=None) -> str:
     """A decision over (mode, batch size) says its goal per target, as batch.decide_in does."""
-    from .core import joint_goal
-    return joint_goal(budget_w, objective, risk)
+    return core.joint_goal(budget_w, objective, risk)
 
 
 def _check_time_basis(a, model) -> None:
@@ -877,25 +824,23 @@ def _check_time_basis(a, model) -> None:
 
 def _pareto_batches(a) -> int:
     """pareto --batch-sizes: the (mode, batch size) with the least time (or energy) to target."""
-    from .core import decide, get_device, load_model, read_modes
     if a.deadline_ms is not None:
         raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
                        "size; with --batch-sizes use --budget-w W or --objective energy")
-    model = load_model(a.model)
-    if getattr(a, "device", None) and get_device(a.device) != model.device:
-        raise CLIError(f"model {a.model} is for {model.device.name}, not {get_device(a.device).name}")
+    model = core.load_model(a.model)
+    if getattr(a, "device", None) and core.get_device(a.device) != model.device:
+        raise CLIError(f"model {a.model} is for {model.device.name}, not {core.get_device(a.device).name}")
     _check_time_basis(a, model)
-    modes = read_modes(a.modes, model.device) if a.modes else None
+    modes = core.read_modes(a.modes, model.device) if a.modes else None
     note = ""
     if modes is None:
         modes, note = model.decision_space(extrapolate=a.extrapolate)
-    from .core import InfeasibleError
     try:
-        r = decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
-                   noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
-                   risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
-                   batches_per_epoch=a.batches_per_epoch, extrapolate=a.extrapolate)
-    except InfeasibleError as e:
+        r = core.decide(model, a.batch_sizes, modes=modes, samples_file=a.samples_to_target,
+                        noise_scale=a.noise_scale, budget_w=a.budget_w, objective=a.objective,
+                        risk=a.risk, tolerance_w=a.tolerance_w, epochs=a.epochs,
+                        batches_per_epoch=a.batches_per_epoch, extrapolate=a.extrapolate)
+    except core.InfeasibleError as e:
         if a.json:
             _infeasible_document("pareto", e, {}, words=_joint_goal_words(a.budget_w, a.objective, a.risk))
         raise
@@ -904,11 +849,10 @@ def _pareto_batches(a) -> int:
     for note in r.notes:
         _info(note)
     if a.json:
-        from .core import batch_decision_body, document
-        print(document("pareto", batch_decision_body(r, model, _joint_goal(a), timed=_timed(model))))
+        print(core.document("pareto", core.batch_decision_body(r, model, _joint_goal(a),
+                                                               timed=_timed(model))))
         return EXIT_OK
-    from .core import batch_decision_energy
-    _print_batch_decision(r, batch_decision_energy(r, model, _joint_goal(a)))
+    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)))
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "
           f"--gpu-mhz {r.pick.mode.gpu_mhz:g} --mem-mhz {r.pick.mode.mem_mhz:g}  and train at batch "
           f"size {r.pick.batch_size}")
@@ -957,20 +901,19 @@ def _applied(message: str, backend) -> str:
 def cmd_colocate(a) -> int:
     """Training beside inference: the power mode and inference batch of highest training
     throughput within a latency and a power budget (SIMULATED board)."""
-    from .core import InfeasibleError, colocate, document, get_device, get_workload, infeasible
-    dev = get_device(a.device)
-    train = get_workload(a.train_workload, a.batch_size)
+    dev = core.get_device(a.device)
+    train = core.get_workload(a.train_workload, a.batch_size)
     try:
-        body = colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w, a.strategy)
-    except InfeasibleError as e:
+        body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w, a.strategy)
+    except core.InfeasibleError as e:
         if a.json:
-            print(document("colocate", {**infeasible(
+            print(core.document("colocate", {**core.infeasible(
                 f"most training throughput, p99 latency <= {a.latency_ms:g} ms at {a.rate:g} req/s, "
                 f"mean power <= {a.budget_w:g} W", str(e), getattr(e, "closest_point", None)),
                 "simulated": True}))
         raise
     if a.json:
-        print(document("colocate", body))
+        print(core.document("colocate", body))
         return EXIT_OK
     p = body["pick"]
     print(f"SIMULATED {dev.name}: train {train.name} (batch {train.batch_size}) beside "
@@ -991,14 +934,12 @@ def cmd_colocate(a) -> int:
 
 
 def cmd_apply(a) -> int:
-    from . import core
-    from .core import open_backend
     given = [f for f, v in (("--cores", a.cores), ("--cpu-mhz", a.cpu_mhz), ("--gpu-mhz", a.gpu_mhz),
                             ("--mem-mhz", a.mem_mhz)) if v is not None]
     if a.preset is not None and given:
         raise CLIError(f"--preset selects a whole NVIDIA mode: give it alone, or {', '.join(given)} "
                        f"and the other clocks without --preset")
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     dev = backend.device
     if a.persist:
@@ -1042,7 +983,6 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
     apply itself as without --json (--yes needed, under the board's lock, verified, rolled back on
     a mismatch).  holds(): the board is in the target and held there (a custom --persist always
     writes nvpmodel's configuration: a change, unless nvpmodel already keeps this very mode)."""
-    from .core import LockError, board_lock, document
     persists = bool(a.persist) and preset is None and not backend.persisted(target)
     body = {"device": backend.device.name, "backend": backend.kind, "simulated": backend.not_live,
             "dry_run": bool(a.dry_run), "preset": preset, "from": current.as_dict(),
@@ -1051,12 +991,12 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
             "readback": None, "readback_key": None,
             "message": "dry run: nothing written" if a.dry_run else ""}
     if a.dry_run:
-        print(document("apply", body))
+        print(core.document("apply", body))
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to apply with --json (or --dry-run to only plan)")
     try:
-        with board_lock(backend):         # nothing is said or written while another ptui drives it
+        with core.board_lock(backend):         # nothing is said or written while another ptui drives it
             if not holds():
                 got, msg = do()
                 body.update(changed=True, applied=True, message=msg)
@@ -1065,16 +1005,15 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
                 body.update(changed=persists, message="nothing to change: the board is already "
                                                       "held in this mode")
             if a.persist:
-                from . import core
                 body["persist"] = (core.persist(backend, target) if persists else
                                    f"--persist: nvpmodel keeps the selected preset {preset} across reboots"
                                    if preset is not None else
                                    f"--persist: nvpmodel already keeps {target.key} across reboots "
                                    f"(nvpmodel {backend.nvpmodel_id()})")
-    except LockError as e:
+    except core.LockError as e:
         raise CLIError(f"not applied: {e}", EXIT_ERR) from None
     body.update(readback=got.as_dict(), readback_key=got.key)
-    print(document("apply", body))
+    print(core.document("apply", body))
     return EXIT_OK
 
 
@@ -1086,7 +1025,6 @@ def _board_words(backend) -> str:
 
 
 def _apply_preset(a, backend) -> int:
-    from . import core
     dev = backend.device
     p = dev.preset(a.preset)
     how = {"jtop": "through the jtop service (nvpmodel)", "sysfs": "with nvpmodel -m",
@@ -1121,17 +1059,14 @@ def _apply_preset(a, backend) -> int:
 
 
 def cmd_restore(a) -> int:
-    from . import core
-    from .core import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     said = core.restore(backend)
     if a.json:
-        from .core import document
         now = backend.current_mode()
-        print(document("restore", {"device": backend.device.name, "backend": backend.kind,
-                                   "simulated": backend.not_live, "restored": True,
-                                   "mode": now.as_dict(), "key": now.key, "message": said}))
+        print(core.document("restore", {"device": backend.device.name, "backend": backend.kind,
+                                        "simulated": backend.not_live, "restored": True,
+                                        "mode": now.as_dict(), "key": now.key, "message": said}))
         return EXIT_OK
     print(said)
     return EXIT_OK
@@ -1139,15 +1074,12 @@ def cmd_restore(a) -> int:
 
 def cmd_status(a) -> int:
     """The board, its mode, who drives it and what restore would undo (reads only)."""
-    from . import core
-    from .core import open_backend
-    backend, note = open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
     st = core.board_status(backend)
     r = st.restore
     if a.json:
-        from .core import document
-        print(document("status", {
+        print(core.document("status", {
             "device": st.device, "backend": st.backend, "simulated": st.simulated,
             "emulated": st.emulated, "board": st.board, "mode": st.mode.as_dict(), "key": st.mode.key,
             "words": st.mode.describe(), "preset": st.preset, "nvpmodel_id": st.nvpmodel_id,
@@ -1184,9 +1116,8 @@ def cmd_emulate(a) -> int:
     import signal
     import threading
 
-    from .core import Emulator, check_memory
-    emu = Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
-    check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
+    emu = core.Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
+    core.check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
     stop, got = threading.Event(), []
 
     def on_signal(signum, frame):
@@ -1318,49 +1249,44 @@ NUMERIC = {
 
 
 def _numeric_type(integer: bool, **bounds):
-    from .core import InputError, number
 
     def parse(text: str):
         try:
-            return number(text, "the value", integer=integer, **bounds)
-        except InputError as e:
+            return core.number(text, "the value", integer=integer, **bounds)
+        except core.InputError as e:
             raise argparse.ArgumentTypeError(str(e).removeprefix("the value ")) from None
     parse.__name__ = "whole number" if integer else "number"
     return parse
 
 
 def _risk(text: str) -> float | None:
-    from .core import InputError, parse_risk
     try:
-        return parse_risk(text)
-    except InputError as e:
+        return core.parse_risk(text)
+    except core.InputError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--risk ")) from None
 
 
 def _add_risk(p: argparse.ArgumentParser) -> None:
     """--risk, as pareto and tune take it (one parse, one default)."""
-    from .core import DEFAULT_RISK, RISK_MEAN
-    p.add_argument("--risk", type=_risk, default=DEFAULT_RISK, metavar=f"P|{RISK_MEAN}",
+    p.add_argument("--risk", type=_risk, default=core.DEFAULT_RISK, metavar=f"P|{core.RISK_MEAN}",
                    help=f"the allowed probability of exceeding the budget (or deadline) under the "
                         f"prediction's uncertainty, strictly between 0 and 1 (default "
-                        f"{DEFAULT_RISK:g}: a mode qualifies when P(power > budget) <= P); "
-                        f"'{RISK_MEAN}' decides on the predicted value alone, the least cautious "
+                        f"{core.DEFAULT_RISK:g}: a mode qualifies when P(power > budget) <= P); "
+                        f"'{core.RISK_MEAN}' decides on the predicted value alone, the least cautious "
                         f"choice")
 
 
 def _batch_sizes(text: str) -> tuple[int, ...]:
-    from .core import BatchError, parse_batch_sizes
     try:
-        return parse_batch_sizes(text)
-    except BatchError as e:
+        return core.parse_batch_sizes(text)
+    except core.BatchError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--batch-sizes: ")) from None
 
 
 def _device_name(text: str) -> str:
-    from .core import DeviceError, get_device
     try:
-        return get_device(text).name
-    except DeviceError as e:
+        return core.get_device(text).name
+    except core.DeviceError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
@@ -1651,35 +1577,31 @@ def main(argv: list[str] | None = None) -> int:
         _err(f"{prog} needs {' and '.join(missing)} (before or after the command)")
         return EXIT_INPUT
     if a.version:
-        from . import __version__
         print(f"ptui {__version__}")
         return EXIT_OK
-    from .core import logs
     if a.cmd is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             _err("the app needs a terminal (stdin and stdout); headless, run a command instead, "
                  "e.g. ptui modes --device orin-agx (list them with: ptui --help)")
             return EXIT_INPUT
-        from .core import data_dir
-        logs.for_app(data_dir(), a.verbose)
-        from .app import run_app
+        core.logs.for_app(core.data_dir(), a.verbose)
+        from .app import run_app  # lazy: textual loads only for the app, not for a command
         return run_app(a)
     if a.speed != 1.0:                  # only the app runs a clock it can speed up
         _err(f"--speed applies to the app (ptui without a command), not to ptui {a.cmd}")
         return EXIT_INPUT
-    from .core import Terminated, exit_code, install, known_errors
-    logs.for_cli(a.verbose, a.quiet)
-    install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does
+    core.logs.for_cli(a.verbose, a.quiet)
+    core.install()                       # SIGTERM and SIGHUP stop a command as Ctrl-C does
     try:
         return a.fn(a)
-    except Terminated as e:
+    except core.Terminated as e:
         _err(f"stopped by {e.name}")
         return e.exit_code
     except KeyboardInterrupt:
         _err("interrupted")
         return EXIT_INTERRUPTED
-    except known_errors() as e:
+    except core.known_errors() as e:
         _err(str(e))
-        return exit_code(e)
+        return core.exit_code(e)
     except BrokenPipeError:
         return EXIT_OK

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import core
 from .core import Backend, Mode, Sampler
 
 
@@ -38,10 +39,8 @@ class AppState:
 
 def make_state(backend_kind: str | None = None, device: str | None = None, speed: float = 1.0,
                clock=None, corpus: str | None = None, root: str | None = "/") -> AppState:
-    from .core import RealClock, open_backend
-    backend, note = open_backend(backend_kind, device, clock=clock or RealClock(speed), corpus=corpus,
-                                 root=root)
+    backend, note = core.open_backend(backend_kind, device, clock=clock or core.RealClock(speed),
+                                      corpus=corpus, root=root)
     st = AppState(backend, note, Sampler(backend, interval=0.5))
-    from .core import latest_outputs
-    st.profile_csv, st.model_dir = latest_outputs(backend.device.name)
+    st.profile_csv, st.model_dir = core.latest_outputs(backend.device.name)
     return st

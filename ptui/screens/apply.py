@@ -125,16 +125,14 @@ class ApplyScreen(Screen):
         try:
             res = core.apply(be, mode)
         except Exception as e:  # noqa: BLE001 - apply_mode reports failures; this is a bug guard
-            from ..core import ApplyResult
-            res = ApplyResult(False, mode, None, None, f"apply failed: {e}")
+            res = core.ApplyResult(False, mode, None, None, f"apply failed: {e}")
         started = None
         if res.ok and stand_in is not None:
             # a real board runs the user's training job; the simulated board trains the profiled
             # workload in its place, so measured power can be compared with the prediction
-            from ..core import WORKLOADS, get_workload
-            started = stand_in if stand_in in WORKLOADS else "resnet18"
+            started = stand_in if stand_in in core.WORKLOADS else "resnet18"
             # at the batch size the pick was made for (its prediction is at that size)
-            be.start_training(get_workload(started, self.app.state.selected_batch or 16))
+            be.start_training(core.get_workload(started, self.app.state.selected_batch or 16))
         self.post_message(ApplyFinished(res, started))
 
     @on(ApplyFinished)

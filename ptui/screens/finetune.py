@@ -121,19 +121,18 @@ def result_lines(metrics: dict, fitted_on: str, seconds: float, out) -> list[str
     """What the Fine-tune screen says about a fit: per target its cross-validated MAPE, interval
     coverage and method, then PowerTrain's from-scratch baseline (its network trained on the
     profile alone, no reference), cross-validated on the same folds, and any outliers."""
-    from ..core import outlier_note, subset_note
     # the next step right under the headline: below the notes it scrolled out of a 30-row
     # terminal when the model's path took two lines and a mode was left out (tmux journey, CI)
     lines = [f"[b]Fitted on {escape(fitted_on)} in {seconds:.1f} s[/b] → {escape(str(out))}",
              "Next: 4 Pareto to pick a mode.", "",
              f"{'':7}{'CV MAPE':>9}{'90 % interval covered':>23}   method (by cross-validation)"]
-    notes, scratch, why = [escape(n) for n in [subset_note(metrics)] if n], [], ""
+    notes, scratch, why = [escape(n) for n in [core.subset_note(metrics)] if n], [], ""
     for tgt in ("time", "power"):
         m = metrics[tgt]
         cov = m.get("cv_coverage90")
         lines.append(f"{tgt:<7}{m.get('cv_mape', float('nan')):>8.1f}%"
                      f"{(f'{cov:.0f}%' if cov is not None else 'n/a'):>23}   {m.get('choice')}")
-        notes += [escape(n) for n in [outlier_note(tgt, m)] if n]
+        notes += [escape(n) for n in [core.outlier_note(tgt, m)] if n]
         base = m.get("candidates_cv_mape", {}).get("scratch")
         if base is None:
             why = why or m.get("note", "")

@@ -30,6 +30,7 @@ from .. import core
 from ..core import WORKLOADS, InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
 from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
+from .profile import short_name
 
 # short labels (the goal is spelled out in the details panel), so the form fits 80 columns
 OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy", "energy")]
@@ -133,8 +134,6 @@ class ParetoScreen(Screen):
 
     def refresh_sources(self) -> None:
         """The models and profiles ptui saved, newest first, then the bundled reference."""
-        from ..core import bundled_reference
-        from .profile import short_name
         dev = self.app.state.backend.device.name
         opts = []
         try:
@@ -145,7 +144,7 @@ class ParetoScreen(Screen):
                 opts.append((label, str(p)))
         except Exception as e:  # noqa: BLE001 - an unreadable store: say so, keep the typed path
             self.app.notify_error(f"cannot list saved models and profiles: {e}")
-        ref = bundled_reference(dev)
+        ref = core.bundled_reference(dev)
         if (ref / "meta.json").exists():
             opts.append(("bundled ResNet-18 reference (what-if)", str(ref)))
         self.query_one("#source", Select).set_options(opts)
@@ -166,8 +165,7 @@ class ParetoScreen(Screen):
             inp.value = str(src)
             self.action_load()
         elif self.table is None and not inp.value:
-            from ..core import bundled_reference
-            ref = bundled_reference(st.backend.device.name)
+            ref = core.bundled_reference(st.backend.device.name)
             if (ref / "meta.json").exists():
                 # nothing of the user's yet: open on the bundled reference, labelled as a what-if
                 inp.value = str(ref)
@@ -221,11 +219,10 @@ class ParetoScreen(Screen):
 
     @on(PredictionsLoaded)
     def predictions_loaded(self, msg: PredictionsLoaded) -> None:
-        from ..core import bundled_reference
         p = msg.predictions
         m = p.model
         self.what_if = m is not None and (
-            Path(msg.path).resolve() == bundled_reference(m.device.name).resolve())
+            Path(msg.path).resolve() == core.bundled_reference(m.device.name).resolve())
         self.foreign = m is not None and m.device.name != self.app.state.backend.device.name
         self.timed = p.timed or ""
         self.left_out = p.note
@@ -278,8 +275,7 @@ class ParetoScreen(Screen):
             return f"(predicted for {self.model.device.name}: what-if only)"
         if self.what_if:
             return "(what-if: bundled ResNet-18 reference)"
-        from ..core import PRIOR_KIND
-        if self.model.about.kind == PRIOR_KIND:
+        if self.model.about.kind == core.PRIOR_KIND:
             return "(roofline prior alone: no mode profiled, no measurement)"
         # knob values no profiled mode had are not candidates (extrapolations): said, not hidden
         return "(predicted: profiled knobs only)" if getattr(self, "left_out", "") else "(predicted)"

@@ -21,6 +21,7 @@ from textual.widgets import (
     Static,
 )
 
+from .. import core
 from ..core import (
     WORKLOADS,
     Control,
@@ -29,7 +30,6 @@ from ..core import (
     estimate_device_s,
     get_workload,
     hms,
-    profile_run,
     resumable_sessions,
 )
 from ..messages import ModeProfiled, ProfileFinished, ProfileStarted
@@ -156,16 +156,15 @@ class ProfileScreen(Screen):
     def _params(self, strategy: str):
         """(workload at its batch size, modes, seed) from the fields; InputError naming the field
         that is wrong (as its label says it, never a CLI flag)."""
-        from ..core import ACTIVE_MIN_COUNT, MAX_BATCH, check_memory, number, plan_candidates
         be = self.app.state.backend
 
         def field(wid: str, what: str, **bounds):
-            return number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
-        bs = field("#batch", "batch size", ge=1, le=MAX_BATCH)
+            return core.number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
+        bs = field("#batch", "batch size", ge=1, le=core.MAX_BATCH)
         wl = get_workload(str(self.query_one("#workload", Select).value), bs)
-        check_memory(be.device, wl, bs)
-        cands = plan_candidates(be.device, strategy, be.candidates() if be.kind == "replay" else None)
-        n = field("#count", "modes", ge=ACTIVE_MIN_COUNT if strategy == "active" else 1, le=len(cands))
+        core.check_memory(be.device, wl, bs)
+        cands = core.plan_candidates(be.device, strategy, be.candidates() if be.kind == "replay" else None)
+        n = field("#count", "modes", ge=core.ACTIVE_MIN_COUNT if strategy == "active" else 1, le=len(cands))
         seed = field("#seed", "seed", ge=0, le=2**32 - 1)
         return wl, n, seed
 
@@ -175,27 +174,25 @@ class ProfileScreen(Screen):
         text = self.query_one("#batch", Input).value.strip()
         if "," not in text:
             return None
-        from ..core import parse_batch_sizes
-        return parse_batch_sizes(text, "batch sizes")
+        return core.parse_batch_sizes(text, "batch sizes")
 
     def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
         """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
         would refuse it, by the field's name."""
-        from ..core import ACTIVE_MIN, BatchError, number
         if strategy == "space-filling":
-            raise BatchError("with batch sizes the pairs are drawn at random or chosen by an "
-                             "active search; space-filling is not supported")
+            raise core.BatchError("with batch sizes the pairs are drawn at random or chosen by an "
+                                  "active search; space-filling is not supported")
         if "deadline_ms" in goal:
-            raise BatchError("a deadline is per minibatch, which means different work at each "
-                             "batch size: over batch sizes choose a power budget or least energy")
+            raise core.BatchError("a deadline is per minibatch, which means different work at each "
+                                  "batch size: over batch sizes choose a power budget or least energy")
         if self.app.state.backend.kind == "replay":
-            raise BatchError("the replay device replays one batch size; profiling batch sizes "
-                             "needs the simulator or a board")
+            raise core.BatchError("the replay device replays one batch size; profiling batch sizes "
+                                  "needs the simulator or a board")
 
         def field(wid: str, what: str, **bounds):
-            return number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
+            return core.number(self.query_one(wid, Input).value or "", what, integer=True, **bounds)
         space = len(sizes) * len(self.app.state.backend.device.pt_grid())
-        n = field("#count", "modes (pairs)", ge=ACTIVE_MIN if strategy == "active" else 1, le=space)
+        n = field("#count", "modes (pairs)", ge=core.ACTIVE_MIN if strategy == "active" else 1, le=space)
         seed = field("#seed", "seed", ge=0, le=2**32 - 1)
         return get_workload(str(self.query_one("#workload", Select).value)), n, seed
 
@@ -263,10 +260,9 @@ class ProfileScreen(Screen):
                 self._batch_plan(wl, n, seed, strategy, sizes)
                 return
             wl, n, seed = self._params(strategy)
-            from ..core import Goal, make_plan
             cands = be.candidates() if be.kind == "replay" else None
-            modes, planner = make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
-                                       goal=Goal(**goal) if goal else None)
+            modes, planner = core.make_plan(dev, strategy, count=n, seed=seed, candidates=cands,
+                                            goal=core.Goal(**goal) if goal else None)
         except (ValueError, RuntimeError) as e:
             self.query_one("#plan", Static).update(f"[red]{e}[/red]")
             return
@@ -287,9 +283,8 @@ class ProfileScreen(Screen):
             f"{est_txt}")
 
     def _batch_plan(self, wl, n: int, seed: int, strategy: str, sizes: tuple[int, ...]) -> None:
-        from ..core import largest_batch
         dev = self.app.state.backend.device
-        big = largest_batch(dev, wl)
+        big = core.largest_batch(dev, wl)
         fit = [b for b in sizes if b <= big]
         left = [b for b in sizes if b > big]
         how = (f"an active search for '{self._goal_text()}' over up to {n} (mode, batch size) pairs, "
@@ -301,11 +296,10 @@ class ProfileScreen(Screen):
             self.query_one("#plan", Static).update(
                 f"[red]none of the batch sizes {','.join(map(str, sizes))} fits: {fits}[/red]")
             return
-        from ..core import estimate_pairs_device_s, random_pairs
         be = self.app.state.backend
         # an active search draws its pairs as it goes: the estimate is for as many random ones
-        est = estimate_pairs_device_s(dev, wl, random_pairs(dev, fit, min(n, len(fit) * len(dev.pt_grid())),
-                                                            seed))
+        pairs = core.random_pairs(dev, fit, min(n, len(fit) * len(dev.pt_grid())), seed)
+        est = core.estimate_pairs_device_s(dev, wl, pairs)
         est_txt = (f"{'up to ' if strategy == 'active' else ''}≈ {hms(est)} of device time"
                    f"{wall_text(be.clock, est)}")
         self.query_one("#plan", Static).update(
@@ -313,8 +307,7 @@ class ProfileScreen(Screen):
             f"{how}; {est_txt}; {fits}")
 
     def _goal_text(self) -> str:
-        from ..core import Goal
-        return Goal(**self._strategy()[1]).describe_per_target()
+        return core.Goal(**self._strategy()[1]).describe_per_target()
 
     def refresh_sessions(self) -> None:
         try:
@@ -377,7 +370,7 @@ class ProfileScreen(Screen):
         committed; the mode is restored after."""
         run = None
         try:
-            run = profile_run(req, sizes, control=control)
+            run = core.profile_run(req, sizes, control=control)
             info = run.prepare(self.app.state.backend)
             self.post_message(ProfileStarted(run, run.name, len(info.plan), run.done_results(),
                                              list(run.notes)))
@@ -388,8 +381,7 @@ class ProfileScreen(Screen):
                 run.close()
             self.post_message(ProfileFinished("failed", None, 0, None, str(e)))
             return
-        from ..core import RestoreFailed
-        if isinstance(res.error, RestoreFailed):
+        if isinstance(res.error, core.RestoreFailed):
             self.app.board_left = str(res.error)        # said again when a signal ends the app
         note = f"stopped: {res.stop_reason}" if res.stop_reason else ""
         if res.best:
@@ -400,7 +392,7 @@ class ProfileScreen(Screen):
         wl = run.workload
         self.post_message(ProfileFinished(res.status, res.out, res.n_rows, wl.name if wl else None,
                                           None if res.error is None else str(res.error), note,
-                                          board_left=isinstance(res.error, RestoreFailed)))
+                                          board_left=isinstance(res.error, core.RestoreFailed)))
 
     COLUMNS = ("#", "cores", "CPU GHz", "GPU MHz", "mem MHz", "time ms", "power W", "minibatches",
                "samples", "settle s")
@@ -425,12 +417,11 @@ class ProfileScreen(Screen):
             f"for the next profile")
 
     def _add_row(self, i, r, batch: int | None = None) -> None:
-        from ..core import cpu_ghz, whole_mhz
         bs = (str(batch or ""),) if self.over_sizes else ()
         self.query_one("#results", DataTable).add_row(
-            str(i), *bs, str(r["cores"]), cpu_ghz(r["cpu_mhz"]), whole_mhz(r["gpu_mhz"]),
-            whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}", str(r["n_minibatches"]),
-            str(r["n_power"]), f"{r['settle_s']:.1f}")
+            str(i), *bs, str(r["cores"]), core.cpu_ghz(r["cpu_mhz"]), core.whole_mhz(r["gpu_mhz"]),
+            core.whole_mhz(r["mem_mhz"]), f"{r['time_ms']:.1f}", f"{r['power_w']:.2f}",
+            str(r["n_minibatches"]), str(r["n_power"]), f"{r['settle_s']:.1f}")
 
     @on(ModeProfiled)
     def mode_done(self, msg: ModeProfiled) -> None:

@@ -48,6 +48,32 @@ def graph() -> dict[str, set[str]]:
     return g
 
 
+def function_level() -> list[tuple[str, str, int]]:
+    """(module, the ptui module it imports, line) of each import of ptui's own modules written
+    inside a function (issue 24: internal imports go at the module's top)."""
+    mods = modules()
+    out = []
+    for m, f in sorted(mods.items()):
+        tree = ast.parse(f.read_text(), str(f))
+        seen: set[int] = set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in seen:
+                    seen.add(id(n))
+                    got = set()
+                    for t in _targets(mods, m, n):
+                        while t and t not in mods:
+                            t = t.rpartition(".")[0]
+                        if t and t.split(".")[0] == "ptui":
+                            got.add(t)
+                    # `from .. import core` names ptui.core, not also the package it is in
+                    out += [(m, t, n.lineno) for t in sorted(got)
+                            if not any(u.startswith(t + ".") for u in got)]
+    return out
+
+
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}

@@ -138,8 +138,8 @@ def test_back_to_back_profiles_get_distinct_names(tmp_path, cli, monkeypatch):
 
 
 def test_fit_takes_the_workload_from_the_profile_so_epochs_count(tmp_path, cli, monkeypatch):
-    from ptui.core.prediction import fit
     from ptui.core.prediction.predictor import Model, load_bundled
+    from ptui.core.usecases import fit  # the fit use case, where fit_model is looked up
     rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3", "--count", "12",
                      "--batch-size", "32", "--out", tmp_path / "p.csv")
     assert rc == 0, err

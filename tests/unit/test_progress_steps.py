@@ -48,7 +48,7 @@ def test_the_fit_progress_bar_counts_stages_by_kind_not_by_words(monkeypatch, tm
         progress(Step("fitting is what this note is about"))     # a note, though it says 'fitting'
         progress(Step("saving", SAVING))
         raise SystemExit(0)
-    monkeypatch.setattr("ptui.cliprogress.Steps", Bar)
+    monkeypatch.setattr("ptui.cli.Steps", Bar)          # where the CLI looks it up
     monkeypatch.setattr(core, "fit", fake_fit)
     with pytest.raises(SystemExit):
         cli.main(["fit", "--device", "orin-agx", "--profile", "p.csv", "--out", str(tmp_path / "m")])

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..catalogue.modes import Mode, fmt_mhz
 from .backends.base import ApplyError, Backend
+from .locks import LockError, board_lock
 from .logs import get as _logger
 from .signals import shielded
 
@@ -62,7 +63,6 @@ def plan(backend: Backend, target: Mode) -> Plan:
 def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
     process is changing this board's mode)."""
-    from .locks import LockError, board_lock
     try:
         with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
             return _apply_mode(backend, target)
@@ -119,7 +119,6 @@ def check_persist(backend: Backend) -> None:
 
 def select_preset(backend: Backend, preset):
     """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
-    from .locks import board_lock
     if not backend.can_select_presets:
         raise NotSupported(f"the {backend.kind} backend cannot select presets")
     with board_lock(backend), shielded():
@@ -130,7 +129,6 @@ def select_preset(backend: Backend, preset):
 
 def restore_snapshot(backend: Backend, snap) -> Mode:
     """Return the board to a saved state under the board's lock; the mode it is in after."""
-    from .locks import board_lock
     with board_lock(backend), shielded():
         backend.restore(snap)
         return backend.current_mode()

@@ -22,6 +22,7 @@ from ..catalogue.devices import Device
 from ..catalogue.modes import Mode, ModeError, fmt_mhz, make_mode
 from ..errors import InputError
 from .files import check_name_length, existing, read_head, write_error
+from .locks import current_umask, pid_alive
 
 MODE_COLS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
 PROFILE_COLS = MODE_COLS + ("time_ms", "power_w")
@@ -153,14 +154,8 @@ def mode_cells(m: Mode) -> list[str]:
 TMP_TAG = "ptui-tmp"
 
 
-def _umask() -> int:
-    from .locks import current_umask as um
-    return um()
-
-
 def _clean_stale_temps(path: Path) -> None:
     """Remove this target's temporaries left by ptui processes that died mid-write (kill -9)."""
-    from .locks import pid_alive as _pid_alive
     d = path.parent if str(path.parent) else Path(".")
     prefix = f".{path.name}.{TMP_TAG}-"
     try:
@@ -169,7 +164,7 @@ def _clean_stale_temps(path: Path) -> None:
         return
     for n in names:
         pid = n[len(prefix):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             try:
                 os.unlink(d / n)
             except OSError:
@@ -220,7 +215,7 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
     if _is_dir(st):
         raise CSVError(f"{path}: is a directory; give a file name for the CSV")
     _refuse_foreign(path, header, st)
-    perm = st.st_mode & 0o777 if st is not None else 0o666 & ~_umask()
+    perm = st.st_mode & 0o777 if st is not None else 0o666 & ~current_umask()
     _clean_stale_temps(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{TMP_TAG}-{os.getpid()}-", dir=d)

@@ -25,7 +25,9 @@ from pathlib import Path
 
 from ..catalogue.devices import Device, get_device
 from ..catalogue.modes import Mode
-from ..errors import InputError, RuntimeFailure
+from ..catalogue.workloads import get_workload
+from ..errors import InputError, RuntimeFailure, number
+from . import locks
 from .backends.sim import SimJetson
 from .backends.sysfs import NVPMODEL_STATUS, nvpmodel_block
 from .detect import EMULATED_MARKER, detect
@@ -512,8 +514,6 @@ class Emulator:
 
     def __init__(self, root: str | os.PathLike, device: Device | str, *, workload: str = "resnet18",
                  interval: float = 0.2, seed: int = 0) -> None:
-        from ..catalogue.workloads import get_workload
-        from ..errors import number
         self.root = Path(root).absolute()
         self.device = get_device(device) if isinstance(device, str) else device
         self.workload = get_workload(workload)
@@ -525,7 +525,6 @@ class Emulator:
     def open(self) -> str:
         """Make the tree (or reboot the one ptui made there) and start training on it; returns
         what was done, as a phrase.  Refuses a directory ptui did not make (EmulatorError)."""
-        from . import locks
         root, dev = self.root, self.device
         if root.exists() and not root.is_dir():
             raise EmulatorError(f"--root {root} is not a directory")
@@ -591,6 +590,5 @@ class Emulator:
 
     def close(self) -> None:
         if self._lock is not None:
-            from . import locks
             locks.release(self._lock)
             self._lock = None

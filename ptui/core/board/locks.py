@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from ..errors import RuntimeFailure
+from ..paths import board_lock_dir, data_dir
 from .logs import get as _logger
 
 LOG = _logger(__name__)
@@ -49,7 +50,6 @@ def current_umask() -> int:
 
 def lock_dir() -> Path:
     """Where session locks live (with the session store they guard)."""
-    from ..paths import data_dir
     return data_dir() / "locks"
 
 
@@ -63,7 +63,6 @@ _mu = threading.Lock()
 
 def lock_path(key: str) -> Path:
     if key.startswith(BOARD_PREFIX):
-        from ..paths import board_lock_dir
         return board_lock_dir().path / f"{_safe(key)}.lock"
     return lock_dir() / f"{_safe(key)}.lock"
 

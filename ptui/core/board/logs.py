@@ -12,6 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
+from .files import PathError, existing
+
 LOG = logging.getLogger("ptui")
 APP_LOG = "ptui-app.log"
 
@@ -54,7 +56,6 @@ def for_app(directory: Path, verbose: int = 0) -> Path | None:
     """The app's log file (rotating), or None when it cannot be written (the app runs without)."""
     from logging.handlers import RotatingFileHandler
 
-    from .files import PathError, existing
     _reset()
     path = Path(directory) / APP_LOG
     try:

@@ -23,10 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..board.csvio import CSVError, profile_tags, read_batch_profile, read_csv
+from ..board.physics import footprint_gb, memory_gb
+from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, PtuiInputError
 from ..prediction.nets import check_predictions, measured_at
 from .goals import Goal
-from .pareto import DEFAULT_RISK, Decision, Table
+from .pareto import DEFAULT_RISK, Decision, InfeasibleError, Table, choose, front_indices
 
 MAX_BATCH = 4096
 
@@ -193,8 +196,6 @@ class Memory:
 def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory:
     """The board's memory model for a workload: measured peaks where the profile has them, else the
     simulator's footprint model for a catalog workload, else unknown (every size assumed to fit)."""
-    from ..board.physics import footprint_gb, memory_gb
-    from ..catalogue.workloads import WORKLOADS
     cap = memory_gb(device)
     if peak:
         return Memory(cap, {int(k): float(v) for k, v in peak.items()}, "the profile's peak_mem_gb")
@@ -208,7 +209,6 @@ def memory_for(device, workload: str | None, peak: dict | None = None) -> Memory
 def joint_table(model, modes, batch_sizes, memory: Memory | None = None):
     """Predictions (measurements where profiled) for every mode at every batch size: one
     pareto.Table with the batch of each row and whether it fits in memory."""
-    from .pareto import Table
     tabs = []
     for b in batch_sizes:
         pred = model.predict(modes, batch_size=b)
@@ -224,17 +224,14 @@ def joint_table(model, modes, batch_sizes, memory: Memory | None = None):
 def paper_baseline(table, rel: SamplesToTarget, **kw):
     """The paper's baseline: the largest candidate batch that fits, at the fastest mode within the
     cap (least energy per step for the energy objective)."""
-    from .pareto import choose
     fitting = table.batch[table.fits]
     if len(fitting) == 0:
-        from .pareto import InfeasibleError
         raise InfeasibleError("no candidate batch size fits in the board's memory")
     return choose(table, relation=rel, restrict=table.batch == fitting.max(), **kw)
 
 
 def fixed_batch(table, rel: SamplesToTarget, batch: int, **kw):
     """The best mode at one fixed batch size (None when that size is not a fitting candidate)."""
-    from .pareto import choose
     sel = table.batch == batch
     if not (sel & table.fits).any():
         return None
@@ -283,11 +280,8 @@ def model_memory(model) -> Memory:
 def predict_table(model, modes_csv=None):
     """`ptui predict`: (table, batch per row or None).  A --modes CSV may carry a batch_size column
     (rows without one are at the model's batch size); without a file, every mode of the device."""
-    from ..board.csvio import read_csv
-    from .pareto import Table
     dev = model.device
     if modes_csv:
-        from ..board.csvio import CSVError
         rows = read_csv(modes_csv, dev, extras=("batch_size",))
         if not rows:
             raise CSVError(f"{modes_csv}: no modes in file")
@@ -343,7 +337,6 @@ class BatchDecision:
     def front(self) -> list[tuple[int, float, float]]:
         """The Pareto front of the candidate pairs, time to target against power (by power):
         (row of space.table, time to target, energy to target) of each point."""
-        from .pareto import front_indices
         tg = self.targets
         if not len(tg.rows):
             return []
@@ -392,9 +385,6 @@ def model_space(model, batch_sizes, modes=None) -> JointSpace:
 def profile_space(path, device, time_basis: str = "step") -> JointSpace:
     """A profile over several batch sizes as a space of measured pairs (no model: only the
     profiled pairs can be chosen).  Its default size is 16 where profiled, else the nearest."""
-    from ..board.csvio import profile_tags, read_batch_profile
-    from ..catalogue.workloads import WORKLOADS
-    from .pareto import Table
     prof = read_batch_profile(path, device, min_rows=1, time=time_basis)
     tags = profile_tags(path)
     memory = memory_for(device, tags.get("workload"), prof["peak"])
@@ -414,7 +404,6 @@ def profile_space(path, device, time_basis: str = "step") -> JointSpace:
 
 def _candidates(memory: Memory, sizes, rel: SamplesToTarget, budget_w, objective):
     """(fitting candidate sizes, sizes that do not fit); the errors `decide` gives before any work."""
-    from .pareto import InfeasibleError
     if budget_w is None and objective is None:
         raise BatchError("with --batch-sizes choose --budget-w W or --objective energy "
                          "(a per-minibatch deadline means different work at each batch size)")
@@ -446,7 +435,6 @@ def targets(space: JointSpace, sizes, rel: SamplesToTarget, *, epochs: int | Non
             batches_per_epoch: int | None = None) -> Targets:
     """Time to target of every (mode, batch) among `sizes` (those that fit), normalised as a
     decision over the same sizes is (relative samples 1.0 at the largest evaluated size)."""
-    from ..catalogue.workloads import WORKLOADS
     sizes = tuple(sorted(int(b) for b in sizes))
     fit_mask = space.memory.fits(np.array(sizes)) if sizes else np.zeros(0, bool)
     cands = tuple(b for b, ok in zip(sizes, fit_mask) if ok)
@@ -506,7 +494,6 @@ def decide_in(space: JointSpace, batch_sizes, rel: SamplesToTarget, *,
               batches_per_epoch: int | None = None, cautious: bool = False) -> BatchDecision:
     """The joint decision among `batch_sizes` in a space already computed (`decide` and the app's
     Pareto screen both come here).  Pick indices are rows of the space."""
-    from .pareto import InfeasibleError, choose
     sizes = tuple(sorted(int(b) for b in batch_sizes))
     memory = space.memory
     cands, dropped = _candidates(memory, sizes, rel, budget_w, objective)

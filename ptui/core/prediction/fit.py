@@ -24,24 +24,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..board.csvio import REPEAT_SD
+from ..board.csvio import REPEAT_SD, read_batch_profile
 from ..catalogue.devices import Device
+from ..catalogue.modes import Mode, fmt_mhz
+from ..catalogue.workloads import WORKLOADS
 from ..decision.batch import default_batch
 from ..errors import PtuiInputError
 from ..progress import stage
 from .gp import (
     TIME_LOG,
     WITH_REFERENCE,
+    GPStack,
     GPTarget,
     input_columns,
     knob_features,
     phys_fit,
     phys_log,
     raw_modes,
+    reference_grid,
     roof_log,
+    spacefill,
+    stack_moments,
+    stack_weights,
     target_inputs,
     time_log,
 )
+from .predictor import Model, Net, features
 
 METHODS = ("auto", "gp", "powertrain")
 NN_CANDIDATES = ("transfer", "transfer-nodropout", "scratch")
@@ -146,7 +154,6 @@ def _gp_stack(fulls: dict, cvs: dict, ly: np.ndarray):
     stack's CV prediction and sd are combined from theirs by the stack's own rules
     (gp.stack_moments; its weights saw those predictions, so its CV error is slightly
     optimistic).  Returns (GPStack, _CV)."""
-    from .gp import GPStack, stack_moments, stack_weights
     names = list(fulls)
     w = stack_weights(np.stack([cvs[nm].log_pred for nm in names], axis=1), ly)
     stack = GPStack([fulls[nm] for nm in names], w)
@@ -289,7 +296,7 @@ NN_SCREEN_MARGIN = 1.25
 def _nn_cv(X, jobs, fold, fold_ids, seed, loss):
     """CV predictions of network recipes on the given folds, all jobs in one stacked training.
     jobs: list of (key, recipe, y, ref_net); returns {key: (held-out mask, predictions)}."""
-    from . import train
+    from . import train  # torch: lazy (train imports it at its top)
     members, spec = [], []
     for key, nm, y, ref_net in jobs:
         c = train.CANDIDATES[nm]
@@ -334,7 +341,6 @@ def _pack_jobs(jobs, fold, fold_ids, seed, loss, X) -> dict:
 
 
 def _unpack_jobs(z) -> list:
-    from .predictor import Net
     jobs = []
     for j in range(int(z["n_jobs"])):
         pre = f"j{j}_ref_"
@@ -448,7 +454,7 @@ def _nn_worker_main() -> None:
     import sys
     from pathlib import Path
 
-    from . import train
+    from . import train  # torch: lazy (train imports it at its top)
     train._pick_threads = lambda: 1              # the parent fits GPs on the other core
     for line in sys.stdin:
         f = Path(line.strip())
@@ -537,7 +543,7 @@ def _scored(cvs: dict, n: int) -> np.ndarray:
 def _nn_final(X, jobs, seed, loss):
     """Train the chosen recipes on the kept modes (one stack); jobs: {target: (recipe, y, ref_net,
     resid_sd, training rows)}."""
-    from . import train
+    from . import train  # torch: lazy (train imports it at its top)
     members = []
     for nm, y, ref_net, _, rows in jobs.values():
         c = train.CANDIDATES[nm]
@@ -612,7 +618,6 @@ def _outlier_record(row: int, a: np.ndarray, y: float, log_pred: float, target: 
     """What the metrics keep of a row left out: its row, mode (and batch size), its measurement
     and what the other rows' cross-validated fit expected (time per step: a batch-aware fit's time
     target is per sample, fit_model)."""
-    from ..catalogue.modes import fmt_mhz
     per = float(a[4]) if len(a) == 5 and target == "time" else 1.0
     key = f"{int(a[0])}c/{fmt_mhz(a[1])}/{fmt_mhz(a[2])}/{fmt_mhz(a[3])}"
     return {"row": int(row), "mode": key + (f" at batch {int(a[4])}" if len(a) == 5 else ""),
@@ -643,7 +648,6 @@ NOTE_NAMES = 5           # the rows a note names; the model's metadata lists eve
 def _mode_words(recorded: str) -> str:
     """An outlier's mode as the metrics keep it ('12c/883.2/522.75/3199', maybe ' at batch 32'),
     in plain words; a text that is not a mode key is shown as it is."""
-    from ..catalogue.modes import Mode
     key, sep, rest = recorded.partition(" at batch ")
     try:
         return Mode.from_key(key).describe() + (f", batch {rest}" if sep else "")
@@ -734,7 +738,6 @@ def fit_rows(A: np.ndarray, seed: int) -> np.ndarray | None:
     for time; the extremes of every knob come first), seeded."""
     if len(A) <= FIT_MAX_ROWS:
         return None
-    from .gp import spacefill
     return np.sort(np.asarray(spacefill(A, FIT_MAX_ROWS, seed), np.int64))
 
 
@@ -833,7 +836,6 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     targets, time first: the power stack's TIME_INPUT candidates take the time GPs' prediction.
     per_sample: the time target is per sample (fit_model, several batch sizes).  roofline: the
     workload's roofline prior (gp-roofmean among the GP candidates)."""
-    from .predictor import features
     n = len(A)
     X = features(device, A[:, :4])
     batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
@@ -928,7 +930,6 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
             src = getattr(pred, "time_source", None)
             for g in getattr(pred, "members", [pred]) + getattr(src, "members", [src] if src else []):
                 if g.ref is not None and g.ref_grid is None:   # every mode's, looked up later
-                    from .gp import reference_grid
                     if id(g.ref) not in grids:
                         grids[id(g.ref)] = reference_grid(device, g.ref)
                     g.ref_grid = grids[id(g.ref)]
@@ -980,7 +981,6 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     reference still predicts the mode, so a new batch size needs no new reference); a single size
     fits exactly as without it.  roofline: the workload's roofline.RooflinePrior for this device,
     whose prediction is one GP candidate's prior mean (gp-roofmean; one batch size only)."""
-    from .predictor import Model
     if method not in METHODS:
         raise PtuiInputError(f"unknown method {method!r}; choose auto, gp or powertrain")
     A = raw_modes(modes)
@@ -1074,7 +1074,6 @@ def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: in
                       time_basis: str = "step"):
     """Fit time and power over (mode, batch size) on a profile with several batch sizes (time:
     the median step or the whole cycle, csvio.with_time)."""
-    from ..board.csvio import read_batch_profile
     prof = read_batch_profile(path, device, time=time_basis)
     sizes = sorted(set(int(b) for b in prof["batch"]))
     model = fit_model(reference, device, prof["modes"], prof["time_ms"], prof["power_w"],
@@ -1085,7 +1084,6 @@ def fit_batch_profile(path, device, reference, *, method: str = "auto", seed: in
     model.tell(batch_size=b0)
     if prof["peak"]:
         model.tell(peak_mem_gb=prof["peak"])
-    from ..catalogue.workloads import WORKLOADS
     w = WORKLOADS.get(workload)
     if w is not None:
         model.tell(samples_per_epoch=w.samples, batches_per_epoch=w.with_batch(b0).minibatches_per_epoch)

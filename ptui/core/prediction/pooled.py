@@ -28,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalogue.devices import Device
+from ..catalogue.modes import Mode
 from ..errors import InputError
+from .fit import MIN_MODES, fit_model
 
 OWN = "\x00own"               # the label of the board's own rows among the fleet's
 TARGETS = ("time", "power")
@@ -77,7 +79,6 @@ def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int) -> np.
     there are rows enough (at least 4 rows a coefficient)."""
     cols = [np.ones(len(A))]
     if reference is not None and reference.device == device:
-        from ..catalogue.modes import Mode
         modes = [Mode(int(a[0]), float(a[1]), float(a[2]), float(a[3])) for a in A]
         cols.append(np.log(np.asarray(reference.predict(modes)["time_ms" if tgt == "time" else "power_w"])))
     lg = [np.log(A[:, k]) for k in range(4)]
@@ -135,7 +136,6 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
                fleet_source: str = "", simulated_rows: int = 0, progress=None):
     """This board's model (predictor.Model) from its own rows and the fleet's (other boards of
     its device type, same workload and batch size)."""
-    from .fit import MIN_MODES, fit_model
     if len(own) < 1:
         raise InputError("a pooled fit needs at least one profiled mode of this board (its power "
                          "and time factor against the fleet are estimated from them)")
@@ -161,7 +161,6 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
         se_b = np.array([c.resid_sd / np.sqrt(n_b[b]) for b in rows.boards])
         extra = np.where(fleet_row, np.hypot(c.log_se, se_b), 0.0)
         sds[tgt] = np.hypot(y_sd * np.exp(shift), to_own[tgt] * extra)
-    from ..catalogue.modes import Mode
     modes = [Mode(int(a[0]), float(a[1]), float(a[2]), float(a[3])) for a in rows.A]
     measured = {"modes": rows.A.copy(), "time_ms": to_own["time"], "power_w": to_own["power"],
                 "time_ms_std": sds["time"], "power_w_std": sds["power"]}

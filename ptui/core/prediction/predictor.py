@@ -26,6 +26,9 @@ from typing import Any
 import numpy as np
 
 from ..catalogue.devices import Device, get_device
+from ..catalogue.modes import ModeList
+from .gp import TIME_LOG, GPStack, GPTarget, raw_modes
+from .modeldir import verify_model_dir, write_model_dir
 from .nets import (  # noqa: F401 (the names a model's users import from here)
     MEASURED_KEYS,
     TARGETS,
@@ -36,6 +39,7 @@ from .nets import (  # noqa: F401 (the names a model's users import from here)
     features,
     measured_at,
 )
+from .roofline import RooflineTarget
 
 # written; per-target kind in meta["predictors"].  3 (2026-11-24): GP stacks may carry a "spread"
 # rule and a power stack a time predictor (time input), which a reader of format 2 would ignore
@@ -139,8 +143,6 @@ class Model:
         budget picks (batch 16) and 17.5-20 % of (mode, batch size) picks more than 1 W over the
         budget; see docs/accuracy.md.  A model without measurements (the bundled reference) and
         extrapolate=True keep every mode."""
-        from ..catalogue.modes import ModeList
-        from .gp import raw_modes
         modes = self.device.full_space() if modes is None else ModeList(modes, getattr(modes, "raw", None))
         got = None if self.measured is None else np.asarray(self.measured.get("modes"), np.float64)
         if extrapolate or got is None or got.ndim != 2 or not len(got) or not modes:
@@ -162,7 +164,6 @@ class Model:
     def predict(self, modes, batch_size=None) -> dict[str, np.ndarray]:
         """Predictions for modes; batch_size (a number or one per mode) only for a model fitted on
         several batch sizes, or equal to the model's own batch size."""
-        from .gp import raw_modes
         A = raw_modes(modes)
         if self.batch_sizes:
             b = (self.about.batch_size or self.batch_sizes[0]) if batch_size is None else batch_size
@@ -182,7 +183,6 @@ class Model:
         t, ts = self.time.predict_modes(self.device, A, **_cache_kw(self.time, shared))
         # a power GP whose input is the step time takes the time predicted above when that is the
         # very predictor its stack was fitted with; otherwise the stack computes its own
-        from .gp import TIME_LOG
         if getattr(self.power, "time_source", None) is self.time:
             shared[TIME_LOG] = np.log(t)
         else:
@@ -193,7 +193,6 @@ class Model:
     def save(self, directory: str | Path) -> None:
         """Write atomically (temporary sibling directory swapped in); see modeldir for what may be
         replaced and the checksums recorded in meta.json."""
-        from .modeldir import write_model_dir
 
         # numpy's stub lets a **dict of arrays fill savez's allow_pickle (a bool): the keys here
         # are array names, never that one
@@ -225,7 +224,6 @@ def load_model(directory: str | Path) -> Model:
             raise ModelError(f"{d}: written by a newer ptui (model format {fmt}; this one reads "
                              f"up to {FORMAT}); upgrade ptui or fit the profile again")
         raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
-    from .modeldir import verify_model_dir
     verify_model_dir(d, meta)
     try:
         device = get_device(meta.get("device", ""))
@@ -240,15 +238,12 @@ def load_model(directory: str | Path) -> Model:
             with np.load(f, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
             if cfg.get("kind") == "gp":
-                from .gp import GPTarget
                 if cfg.get("time_input"):
                     raise ValueError("a GP with the step time as an input is saved in a stack")
                 nets[name] = GPTarget.from_arrays(cfg, arrays)
             elif cfg.get("kind") == "gp-stack":
-                from .gp import GPStack
                 nets[name] = GPStack.from_arrays(cfg, arrays)
             elif cfg.get("kind") == "roofline":
-                from .roofline import RooflineTarget
                 nets[name] = RooflineTarget.from_config(cfg)
             elif cfg.get("kind") == "nn":
                 nets[name] = Net.from_arrays(arrays)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..catalogue.devices import Device, get_device
+from ..catalogue.devices import DEVICES, Device, get_device
 from ..catalogue.modes import ModeList
 from ..catalogue.workloads import WORKLOADS, Workload
 from ..errors import InputError
@@ -699,7 +699,6 @@ def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     """Every board's constants: the reference board's from the bundled reference's predictions
     over PowerTrain's grid (predict: modes -> {"time_ms", "power_w", ...}) and its published
     bandwidth and idle figures; the other boards transferred from it."""
-    from ..catalogue.devices import DEVICES
     grid = device.pt_grid()
     pred = predict(grid)
     roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..progress import stage
-from .predictor import Net
+from .predictor import Model, Net, features
 
 try:
     import torch
@@ -280,7 +280,6 @@ def timed(fn, *a, **kw):
 
 
 def _rows_xy(device, modes, times, powers):
-    from .predictor import features
     X = features(device, modes)
     return X, np.asarray(times, np.float64), np.asarray(powers, np.float64)
 
@@ -288,7 +287,6 @@ def _rows_xy(device, modes, times, powers):
 def build_reference(device, modes, times, powers, *, workload: str, source: str, seed: int = 0,
                     epochs: int = 100, progress=None):
     """Train the reference time and power networks on a large corpus."""
-    from .predictor import Model
     X, t, p = _rows_xy(device, modes, times, powers)
     nets, metrics = {}, {}
     for name, y in (("time", t), ("power", p)):
@@ -318,7 +316,6 @@ def transfer(reference, device, modes, times, powers, *, workload: str, source: 
     training recipe chosen per target by cross-validation (see fit_target).
     transfer_only=True is the paper's method alone; scratch=True trains the same network from
     random weights (the NN baseline)."""
-    from .predictor import Model
     X, t, p = _rows_xy(device, modes, times, powers)
     nets, metrics = {}, {}
     for name, y in (("time", t), ("power", p)):

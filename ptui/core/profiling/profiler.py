@@ -16,7 +16,10 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from ..board import undo
 from ..board.backends.base import ApplyError, Backend, BackendError, MinibatchEvent
+from ..board.csvio import choose_time, fmt_value, keep_aside, mode_cells, profile_tags, with_time, write_csv
+from ..board.locks import board_lock, lock_session, unlock_session
 from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.devices import Device
@@ -272,7 +275,6 @@ class Profiler:
         if self.planner is None:
             return []
         self.progress.phase = "choosing the next mode"
-        from ..board.csvio import choose_time, with_time
         rows = [r for _, r in self.store.results(self.session)]
         rows = with_time(rows, choose_time(rows, self.time_basis).basis)
         nxt = self.planner.next_mode(rows)
@@ -288,7 +290,6 @@ class Profiler:
             ) -> list[ModeResult]:
         """Profile the session's remaining modes, holding the board's lock (one process changes a
         board's mode at a time); the session's lock (taken by open_session) is released at the end."""
-        from ..board.locks import board_lock, unlock_session
         try:
             with board_lock(self.backend):
                 return self._run(info, on_progress)
@@ -304,7 +305,6 @@ class Profiler:
         still in a mode nobody chose: this run ends in the state before that profile instead, and
         says so.  The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state
         back after a kill -9.  Called with the board's lock held."""
-        from ..board import undo
         be = self.backend
         stale = undo.load(be, undo.PROFILE)
         if info.original_state is not None:
@@ -325,7 +325,6 @@ class Profiler:
     def _put_back(self, snap) -> None:
         """Restore the start state, read it back, then drop the profile record (kept when the board
         is not back, so that `ptui restore` can try again)."""
-        from ..board import undo
         be = self.backend
         with shielded():
             be.restore(snap)
@@ -496,7 +495,6 @@ def cycle_timed(timed: str | None) -> str:
 def keep_timed(model, profile, basis: str = "step") -> None:
     """Record in a model's meta what one time_ms of its profile is (the CSV's `timed` column) and
     which time it was fitted on (time_basis: the median step, or the whole cycle)."""
-    from ..board.csvio import profile_tags
     timed = profile_tags(profile).get("timed")
     if basis == "cycle":
         timed = cycle_timed(timed)
@@ -509,7 +507,6 @@ def profile_rows(store: Store, session: str) -> list[list[str]]:
     """The session's finished modes as CSV cells, in plan order; `timed` says what one time_ms is
     (a script: an optimizer step, a GAN's whole iteration, a what-if ...) and host_step_ms is a
     SIMULATED what-if's step time measured on this machine (empty otherwise)."""
-    from ..board.csvio import fmt_value, mode_cells
     info = store.get_session(session)
     tags = [info.workload, batch_tag(info), session] if info else ["", "", session]
     timed = timed_unit(info)
@@ -530,7 +527,6 @@ def save_profile(path, store: Store, session: str) -> str:
     """Write the session's finished modes to the profile CSV `path`; say what happened, as a
     phrase.  Writes nothing while no mode has finished; a file at `path` that is not this
     session's profile is kept, renamed to `path.~N~`."""
-    from ..board.csvio import keep_aside, write_csv
     rows = profile_rows(store, session)
     if not rows:
         return f"no mode finished yet, {path} not written"
@@ -545,7 +541,6 @@ def open_session(store: Store, name: str, *, resume: bool, device: Device, workl
                  original_mode: Mode | None, params: dict) -> SessionInfo:
     """Create a new session with the plan from plan_fn, or reopen one to resume it.  Takes the
     session's lock (LockError when another process runs it); Profiler.run releases it."""
-    from ..board.locks import lock_session, unlock_session
     lock_session(name)
     try:
         return _open_session(store, name, resume=resume, device=device, workload=workload,

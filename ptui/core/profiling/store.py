@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..board.files import PathError, cause, existing
+from ..board.locks import holder, session_key
 from ..catalogue.modes import Mode
 from ..errors import InputError, RuntimeFailure
 from ..paths import data_dir, sessions_db  # noqa: F401 (data_dir re-exported)
@@ -344,7 +345,6 @@ class Store:
         orig = Mode(*json.loads(row[7])) if row[7] else None
         status = row[6]
         if status == "running":
-            from ..board.locks import holder, session_key
             if holder(session_key(name)) is None:
                 status = "interrupted"      # its process is gone (killed): nobody holds its lock
         entries = json.loads(row[8])

@@ -39,7 +39,9 @@ from pathlib import Path
 import ptui
 
 from ..board.backends.base import Backend, MinibatchEvent
-from ..catalogue.workloads import Workload
+from ..board.csvio import OUTSIDE_WARN, outside_note
+from ..board.physics import WorkloadPhysics
+from ..catalogue.workloads import Workload, get_workload
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP
 from .profiler import ProfileError, SessionError
 
@@ -100,7 +102,6 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     sample.  Kernel efficiency grows with the average work per operator (small kernels leave the
     GPU idle); host work scales with the operator count (launches, Python); the data pipeline with
     the bytes each sample brings in."""
-    from ..board.physics import WorkloadPhysics
     if info.get("error"):
         raise ProfileError(f"could not measure the script's model: {info['error']}; no what-if for "
                            f"the simulated board (on a Jetson ptui times its steps directly)")
@@ -593,7 +594,6 @@ class ScriptSource:
         """The host's whole cycle beside its median step, and what the what-if does with it."""
         if not self.host_cycle_ms or not self.host_step_ms:
             return
-        from ..board.csvio import OUTSIDE_WARN, outside_note
         share = max(0.0, 1.0 - self.host_step_ms / self.host_cycle_ms)
         clock = (f"scaled by CPU clock from this machine's {self.host_mhz:.0f} MHz" if self.host_mhz
                  else "unscaled (this machine's CPU clock is unknown)")
@@ -644,7 +644,6 @@ def host_cpu_mhz() -> float | None:
 
 def script_workload(bs: int, argv) -> Workload:
     """The placeholder workload a script session is stored under (name 'script')."""
-    from ..catalogue.workloads import get_workload
     return replace(get_workload("resnet18", bs), name="script", model=command_text(argv)[:60],
                    task="user script")
 

@@ -6,8 +6,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..board.apply import ApplyResult, Plan, apply_mode, plan
-from ..board.backends.base import Backend, BackendError
+from ..board import undo
+from ..board.apply import ApplyResult, Plan, apply_mode, plan, restore_snapshot, select_preset
+from ..board.apply import check_persist as _check_persist
+from ..board.backends.base import Backend, BackendError, DamagedSnapshot
+from ..board.backends.replay import ReplayJetson
+from ..board.locks import LockError, board_key, board_lock, holder, pid_alive
 from ..catalogue.modes import Mode
 
 if TYPE_CHECKING:
@@ -26,7 +30,6 @@ class CapabilityError(BackendError):
 def plan_apply(backend: Backend, mode: Mode) -> Plan:
     """The steps of an apply; on the replay device a mode it never recorded is refused here,
     before a dry run shows a plan it could not carry out."""
-    from ..board.backends.replay import ReplayJetson
     if isinstance(backend, ReplayJetson):
         check_recorded([mode], backend.table, backend.corpus_path.name, "mode")
     return plan(backend, mode)
@@ -38,8 +41,6 @@ def _applying(backend: Backend, change):
     a way back) and names the state to undo to: the board's own, or, when a killed profile left the
     board in a mode nobody chose, the state before that profile (whose record this consumes).  A
     change that failed and left the board where it was puts the previous record back."""
-    from ..board import undo
-    from ..board.locks import board_lock
     with board_lock(backend):
         stale = undo.load(backend, undo.PROFILE)
         before = undo.load(backend, undo.APPLY)
@@ -63,7 +64,6 @@ def _applying(backend: Backend, change):
 
 def apply(backend: Backend, mode: Mode) -> ApplyResult:
     """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
-    from ..board.locks import LockError
     try:
         res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode)))
     except _NotApplied as e:
@@ -88,7 +88,6 @@ def _ok_or_raise(res: ApplyResult) -> ApplyResult:
 def apply_preset(backend: Backend, key) -> Mode:
     """Select an nvpmodel preset (verified, rolled back on a mismatch, under the board's lock);
     remembered for restore."""
-    from ..board.apply import select_preset
     preset = backend.device.preset(key)
     _applying(backend, lambda: select_preset(backend, preset))
     return backend.current_mode()
@@ -96,8 +95,6 @@ def apply_preset(backend: Backend, key) -> Mode:
 
 def rollback(backend: Backend, snapshot) -> Mode:
     """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
-    from ..board import undo
-    from ..board.apply import restore_snapshot
     now = restore_snapshot(backend, snapshot)
     rec = undo.load(backend, undo.APPLY)
     if rec is not None and backend.snapshot_json(rec.state) == backend.snapshot_json(snapshot):
@@ -107,8 +104,7 @@ def rollback(backend: Backend, snapshot) -> Mode:
 
 def check_persist(backend: Backend) -> None:
     """Up front, before anything is applied: keeping a mode across reboots needs nvpmodel."""
-    from ..board.apply import check_persist as check
-    check(backend)
+    _check_persist(backend)
 
 
 def persist(backend: Backend, mode: Mode) -> str:
@@ -127,9 +123,6 @@ def restore(backend: Backend) -> str:
     checked against the board before anything is written, and what is reported is what the board
     reads back.  With nothing saved the board stays where it is, on every backend (selecting a
     default mode could move it away from where the user started)."""
-    from ..board import undo
-    from ..board.apply import restore_snapshot
-    from ..board.locks import board_lock
     dev = backend.device
     if not undo.keeps_records(backend):
         raise NothingToRestore(f"nothing to restore: a {backend.kind} board starts afresh in "
@@ -187,9 +180,6 @@ def board_status(backend: Backend) -> BoardStatus:
     """What the board is doing, read without writing anything or taking its lock: its mode, the
     preset that mode is, the process driving the board, and what `ptui restore` would undo (the
     same record restore reads first: an interrupted profile, else the last apply)."""
-    from ..board import undo
-    from ..board.backends.base import DamagedSnapshot
-    from ..board.locks import board_key, holder
     mode = backend.current_mode()
     nvp = backend.nvpmodel_id()
     same = [p for p in backend.device.presets if p.mode == mode]
@@ -201,7 +191,6 @@ def board_status(backend: Backend) -> BoardStatus:
     except DamagedSnapshot as e:
         rec, problem = None, str(e)
     if rec is not None:
-        from ..board.locks import pid_alive
         pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid,
                                  rec.kind == undo.PROFILE and rec.pid != os.getpid()
                                  and pid_alive(rec.pid))

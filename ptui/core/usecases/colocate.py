@@ -12,7 +12,7 @@ from ..catalogue.devices import Device
 from ..catalogue.inference import INFER_BATCHES, get_inference
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload
-from ..decision.concurrent import Pick, Standalone, decide, predict
+from ..decision.concurrent import Pick, Standalone, candidates, decide, predict
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
 
@@ -217,7 +217,6 @@ def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> d
                 best = Pick(i, st.modes[i], b, pr)
         return _point(best, train.batch_size)
     # the lowest mean power among latency-feasible rows of the grid
-    from ..decision.concurrent import candidates
     tab, ok = candidates(st, rate, latency_ms)
     if not ok.any():
         return _point(p, train.batch_size)

@@ -57,6 +57,8 @@ from __future__ import annotations
 import json
 
 from ..catalogue.modes import Mode
+from ..decision import energy
+from ..decision.pareto import best_preset, front_indices, presets_table
 from ..prediction.modeldir import finite_json
 
 SCHEMA_VERSION = 2
@@ -101,7 +103,6 @@ def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = 
 def _presets(model, goal: dict) -> tuple:
     """(pareto.presets_table's presets, pareto.best_preset's pick among them for `goal`), each
     predicted by `model`; (None, None) without a model."""
-    from ..decision.pareto import best_preset, presets_table
     if model is None:
         return None, None
     presets = presets_table(model.device, model)
@@ -152,14 +153,12 @@ def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None)
     """The energy side of a decision of one batch size (decision.energy.Energy, per step): the
     least-energy mode of `tab` beside the pick, MAXN and the best preset for `goal` (predicted by
     `model`); None where no mode is eligible.  The faces print its lines()."""
-    from ..decision import energy
     presets, bp = _presets(model, goal)
     return energy.per_step(tab, d, presets, bp, batch_size)
 
 
 def batch_decision_energy(r, model, goal: dict):
     """decision_energy for a decision over batch sizes (batch.BatchDecision `r`): to target."""
-    from ..decision import energy
     presets, bp = _presets(model, goal)
     return energy.to_target(r, presets, bp)
 
@@ -170,8 +169,6 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
     point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
     a user would pick for the same goal, and MAXN, each predicted by `model`), and `energy`
     (decision.energy.per_step: the least-energy mode beside them)."""
-    from ..decision import energy
-    from ..decision.pareto import front_indices
 
     def pt(t, i: int) -> dict:
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
@@ -188,7 +185,6 @@ def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
     the same shape as `decision`: the front is over time to target and power, and the baselines
     add the best mode at the default batch size and the paper's (largest batch, fastest mode);
     `energy` is to target (decision.energy.to_target)."""
-    from ..decision import energy
     tab = r.space.table
 
     def pt(t, i: int) -> dict:

@@ -9,9 +9,27 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decision.pareto import DEFAULT_RISK, Decision, Table, choose
+from ..board.backends.replay import load_corpus
+from ..board.csvio import count_rows, profile_batch_sizes, profile_tags, read_profile_measured
+from ..catalogue.workloads import WORKLOADS
+from ..decision import batch, energy
+from ..decision.batch import model_space, profile_space
+from ..decision.goals import Goal
+from ..decision.pareto import (
+    DEFAULT_RISK,
+    Decision,
+    InfeasibleError,
+    Table,
+    best_preset,
+    choose,
+    front_indices,
+    presets_table,
+)
 from ..errors import InputError
 from ..paths import models_dir, profiles_dir
+from ..prediction.fit import outlier_note, subset_note
+from ..prediction.predictor import load_model
+from ..profiling.profiler import cycle_timed
 from ..progress import stage
 
 if TYPE_CHECKING:
@@ -40,11 +58,8 @@ class Predictions:
 def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
     time_ms the median step or the whole cycle: csvio.profile_time)."""
-    from ..catalogue.workloads import WORKLOADS
-    from ..decision.pareto import Table
     path = Path(path)
     if path.is_dir():
-        from ..prediction.predictor import load_model
         model = load_model(path)
         modes, note = model.decision_space()
         wl = model.about.workload
@@ -53,16 +68,12 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
         table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
         space = None
         if len(model.batch_sizes) > 1:
-            from ..decision.batch import model_space
             space = model_space(model, model.batch_sizes, modes)
         return Predictions(table, model, mb, wl, model.about.timed, note=note, space=space,
                            batch_size=model.about.batch_size)
-    from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
-    from ..profiling.profiler import cycle_timed
     basis = profile_time_choice(path, time_basis)
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
-        from ..decision.batch import profile_space
         space = profile_space(path, device, time_basis=basis)
         tags = profile_tags(path)
         if basis == "cycle":
@@ -171,13 +182,10 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     goal None: the candidates and their front alone (no decision, one batch size).  risk 'auto':
     the default risk for a model's predictions; a profile's measured figures are decided on as
     measured (their spread is the measurement's, not a prediction's)."""
-    from ..decision import energy
-    from ..decision.goals import Goal
     if risk == "auto":
         risk = DEFAULT_RISK if pred.model is not None else None
     if isinstance(risk, str):
         raise InputError(f"risk must be a probability, None or 'auto', got {risk!r}")
-    from ..decision.pareto import InfeasibleError, best_preset, choose, front_indices, presets_table
     if goal is not None and goal not in GOALS:
         raise InputError(f"unknown goal {goal!r}; choose {', '.join(GOALS)}")
     if goal == "budget" and budget_w is None:
@@ -222,8 +230,6 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
 
 def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: int,
                      risk, presets: tuple = (None, None)) -> View:
-    from ..decision import batch, energy
-    from ..decision.pareto import InfeasibleError, front_indices
     if goal == "deadline":
         raise InputError("a deadline per minibatch is different work at each batch size: "
                          "choose fastest or least energy")
@@ -280,7 +286,6 @@ class TuneDecision:
 
 def _rows_of(profile, what: str) -> str:
     """'12 profiled modes of PROFILE' for a progress line (the file alone where it cannot be read)."""
-    from ..board.csvio import count_rows
     n = count_rows(profile)
     return f"{profile}" if n is None else f"{n} {what} of {profile}"
 
@@ -297,19 +302,16 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     from the best measured mode, and warns about an uncertain predicted pick).  On the replay
     device only recorded modes are candidates.  spec: the workload's roofline.WorkloadSpec
     (--workload-spec), a GP candidate's prior mean (usecases.fit)."""
-    from ..decision.pareto import Table, choose
     if progress:
         progress(stage(f"fitting time and power ({method}) on {_rows_of(profile, 'profiled modes')}"))
     res = fit(device, profile, workload=workload, out=model_dir, method=method, seed=seed,
               time_basis=time_basis, note=progress, min_modes=6, spec=spec)
     model, out = res.model, res.out
-    from ..prediction.fit import outlier_note, subset_note
     for note in [subset_note(model.about.metrics)] + [outlier_note(tgt, model.about.metrics[tgt])
                                                         for tgt in ("time", "power")]:
         if note and progress:
             progress(note)
     if corpus:
-        from ..board.backends.replay import load_corpus
         space = list(load_corpus(corpus, device))
     else:
         space, _ = model.decision_space()          # no extrapolation beyond what was profiled
@@ -355,7 +357,6 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
     and decide as `ptui pareto --batch-sizes` does, with tune's cautious ranking (as
     `tune_decide`: a pair the model knows little about never beats a measured one on its median
     alone).  Returns (batch.BatchDecision, model dir, pairs profiled, the fitted model)."""
-    from ..decision.batch import decide
     if progress:
         progress(stage(f"fitting time and power ({method}) over (mode, batch size) on "
                        f"{_rows_of(profile, 'profiled pairs')}"))
@@ -363,6 +364,6 @@ def tune_decide_batches(profile: Path | str, device, batch_sizes, *, budget_w: f
               time_basis=time_basis, note=progress)
     model, out = res.model, res.out
     modes, _ = model.decision_space()            # no extrapolation beyond what was profiled
-    r = decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
+    r = batch.decide(model, batch_sizes, modes=modes, samples_file=samples_file, noise_scale=noise_scale,
                budget_w=budget_w, objective=objective, risk=risk, cautious=True)
     return r, out, int(model.about.trained_on["modes"]), model

@@ -11,8 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from ..board.csvio import profile_batch_sizes, profile_tags, profile_time, read_profile_measured
+from ..catalogue.devices import get_device
+from ..catalogue.workloads import WORKLOADS
+from ..errors import InputError, RuntimeFailure
 from ..paths import model_dir
+from ..prediction.fit import MIN_MODES_PRIOR, check_model_rest, fit_batch_profile, fit_model, fit_rows
+from ..prediction.gp import raw_modes
+from ..prediction.predictor import Model, bundled_reference, load_model
+from ..prediction.roofline import RooflinePrior, RooflineTarget, WorkloadSpec
+from ..profiling.profiler import keep_timed
+from ..profiling.userscript import compiled_step_bytes
 from ..progress import SAVING, SAVING_STEP, Step
 
 if TYPE_CHECKING:
@@ -56,8 +65,6 @@ def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
     SpecError line), else a catalog workload's published counts (at `batch_size` when given),
     else None (the fit then has no roofline candidate).  A script's probe counts come as a spec
     from the probe (roofline.WorkloadSpec.from_probe)."""
-    from ..catalogue.workloads import WORKLOADS
-    from ..prediction.roofline import WorkloadSpec
     if spec_path is not None:
         return WorkloadSpec.from_json(spec_path)
     w = WORKLOADS.get(str(workload)) if workload else None
@@ -72,8 +79,6 @@ def probe_spec(info: dict, batch_size: int | None = None):
     """The roofline spec of one iteration the probe counted (profiling.userscript.count_script):
     its FLOPs and bytes (plus what a compiled optimizer step touches unseen) over its samples.
     A count with no FLOPs or bytes (a compiled or non-torch model) is a SpecError line."""
-    from ..prediction.roofline import WorkloadSpec
-    from ..profiling.userscript import compiled_step_bytes
     info = dict(info)
     if batch_size and not info.get("samples"):
         info["batch_size"] = int(batch_size)
@@ -82,7 +87,6 @@ def probe_spec(info: dict, batch_size: int | None = None):
 
 def roofline_of(device, spec):
     """The roofline prior of `spec` on `device`, or None without a spec."""
-    from ..prediction.roofline import RooflinePrior
     return None if spec is None else RooflinePrior(device, spec)
 
 
@@ -90,9 +94,6 @@ def prior_model(device, spec, *, workload: str | None = None) -> Model:
     """A model that is the roofline prior alone: no mode profiled, its spreads the prior's (the
     board calibration's residual, widened for each assumption the spec leaves to the reference).
     Its About says so: kind PRIOR_KIND, trained_on modes 0."""
-    from ..catalogue.workloads import WORKLOADS
-    from ..prediction.predictor import Model
-    from ..prediction.roofline import RooflinePrior, RooflineTarget
     prior = RooflinePrior(device, spec)
     note = ("the roofline prior alone: no mode profiled; the spread is the prior's on the "
             "board's calibration data" + (f" (assumed: {'; '.join(prior.assumed)})"
@@ -127,7 +128,6 @@ def profile_time_choice(profile, time_basis: str,
     """The time a decision on `profile` takes (csvio.profile_time: --time, the profile's own
     time_basis, or the whole cycle when the wall time goes largely outside the steps); its note
     goes to progress.  Returns 'step' or 'cycle'."""
-    from ..board.csvio import profile_time
     c = profile_time(profile, time_basis)
     if c.note and progress:
         progress(c.note)
@@ -152,8 +152,6 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     (gp-roofmean), on a profile of one batch size; without one the fit is as it was (the prior
     is asked for: on profiles of 10 modes it won decisions' median but lost more picks over the
     budget, docs/accuracy.md)."""
-    from ..board.csvio import profile_batch_sizes, profile_tags, read_profile_measured
-    from ..prediction.predictor import bundled_reference, load_model
 
     def step(msg: str) -> None:
         if cancel is not None and cancel.is_set():
@@ -170,21 +168,17 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     ref = load_model(reference or bundled_reference())
     t0 = time.perf_counter()
     if len(sizes) > 1:
-        from ..prediction.fit import fit_batch_profile
         model = fit_batch_profile(profile, device, ref, method=method, seed=seed, loss=loss,
                                   workload=workload, progress=step, time_basis=basis)
         n = len(model.measured["modes"])
     else:
         if spec is not None and not scratch:      # a few modes refine the prior (fit.prior_fit)
-            from ..prediction.fit import MIN_MODES_PRIOR
             min_modes = MIN_MODES_PRIOR
         modes, t, p, measured = read_profile_measured(
             profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
         n = len(modes)
         if scratch:
-            from ..prediction import train
-            from ..prediction.fit import check_model_rest, fit_rows
-            from ..prediction.gp import raw_modes
+            from ..prediction import train  # torch: lazy (train imports it at its top)
             A = raw_modes(modes)
             rows = fit_rows(A, seed)               # a large profile: the rows fit_model takes
             sel = slice(None) if rows is None else rows
@@ -195,12 +189,10 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
             if rows is not None:
                 check_model_rest(model, A, t, p, rows, measured, seed)
         else:
-            from ..prediction.fit import fit_model
             model = fit_model(ref, device, modes, t, p, method=method, workload=workload,
                               source=f"profile {profile}", measured=measured, progress=step,
                               seed=seed, loss=loss, roofline=roofline_of(device, spec))
         remember_epoch_size(model, workload, sizes[0] if sizes else tags.get("batch_size"))
-    from ..profiling.profiler import keep_timed
     keep_timed(model, profile, basis)               # what one time_ms is: pareto says it
     step(SAVING_STEP)
     out = Path(out) if out is not None else model_dir(Path(profile).stem)
@@ -211,7 +203,6 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
 def remember_epoch_size(model, workload: str, batch_size) -> None:
     """Record the profiled batch size and its minibatches per epoch (a catalogued workload) so a
     decision turns time per minibatch into time per epoch at the batch size that was profiled."""
-    from ..catalogue.workloads import WORKLOADS
     w = WORKLOADS.get(workload)
     if w is not None and str(batch_size or "").isdigit() and int(batch_size) > 0:
         w = w.with_batch(int(batch_size))
@@ -231,7 +222,6 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
     import signal
     import subprocess
 
-    from ..errors import InputError, RuntimeFailure
     root = str(Path(__file__).resolve().parents[3])            # the directory holding ptui/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
@@ -288,7 +278,6 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
         if error is not None:
             raise (InputError if error[0] == "I" else RuntimeFailure)(error[1])
         raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
-    from ..prediction.predictor import load_model
     model = load_model(result["out"])
     return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0,
                       [int(b) for b in result.get("sizes", [])], str(result.get("workload", "custom")))
@@ -300,8 +289,6 @@ def _fit_child() -> None:
     away (stdin closes)."""
     import json
 
-    from ..catalogue.devices import get_device
-    from ..errors import InputError
     a = json.loads(sys.argv[1])
     saving = threading.Event()
 

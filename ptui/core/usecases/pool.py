@@ -8,10 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..board.csvio import SPREAD_COLS, _distinct_rows, measured_uncertainty, profile_batch_sizes, profile_tags
+from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError
 from ..paths import model_dir
+from ..prediction.pooled import Rows, fit_pooled
+from ..prediction.predictor import bundled_reference, load_model
 from ..profiling.pool import Pool, PoolRow, board_id, open_pool, pool_url  # noqa: F401 (façade)
-from .fit import FitOutcome
+from ..profiling.profiler import keep_timed
+from .fit import FitOutcome, remember_epoch_size
 
 ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
             "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
@@ -19,7 +24,6 @@ ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "tim
 
 def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
     """A one-batch-size profile CSV's rows (dicts, in file order) and its tags."""
-    from ..board.csvio import SPREAD_COLS, _distinct_rows, profile_batch_sizes, profile_tags
     sizes = profile_batch_sizes(profile)
     if len(sizes) > 1:
         raise InputError(f"{profile} holds batch sizes {','.join(map(str, sizes))}; the pool takes a "
@@ -37,7 +41,6 @@ def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
 
 
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
-    from ..catalogue.workloads import WORKLOADS
     wl = workload or tags.get("workload")
     if not wl:
         raise InputError(f"{profile} does not say its workload: give --workload")
@@ -53,7 +56,6 @@ def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> 
 def _simulated(profile) -> bool:
     """A profile measured by ptui's simulator, an emulated board or a what-if (its `timed` or
     label says so); a real board's otherwise."""
-    from ..board.csvio import profile_tags
     timed = profile_tags(profile).get("timed", "")
     if any(w in timed.upper() for w in ("SIMULATED", "REPLAYED", "WHAT-IF")):
         return True
@@ -118,8 +120,6 @@ def _int(v) -> int | None:
 
 def rows_of(pool_rows: list[PoolRow]):
     """prediction.pooled.Rows of pool rows (measurement sds as a profile's: csvio)."""
-    from ..board.csvio import measured_uncertainty
-    from ..prediction.pooled import Rows
     dicts = [{k: getattr(r, k) for k in ROW_KEYS} for r in pool_rows]
     u = measured_uncertainty(dicts) if dicts else {"time_ms_std": np.zeros(0), "power_w_std": np.zeros(0)}
     return Rows(np.array([[r.cores, r.cpu_mhz, r.gpu_mhz, r.mem_mhz] for r in pool_rows],
@@ -142,8 +142,6 @@ def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workloa
                     source: str = "", fleet_source: str = "", progress=None):
     """The pooled model of a board from its own rows and the fleet's (both as pool rows): what
     `ptui fit --pool` and the benchmark run."""
-    from ..prediction.pooled import fit_pooled
-    from ..prediction.predictor import bundled_reference, load_model
     ref = reference if reference is not None else load_model(bundled_reference())
     model = fit_pooled(ref, device, rows_of(own), rows_of(fleet), method=method, seed=seed, loss=loss,
                        workload=workload, source=source, fleet_source=fleet_source,
@@ -159,7 +157,6 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     """`ptui fit --pool`: this board's profile (a few modes) and the fleet's rows for its device
     type, workload and batch size, with this board's power and time factors estimated from its
     own rows; the model says it was pooled (trained_on.pooled)."""
-    from ..prediction.predictor import load_model
     t0 = time.perf_counter()
     me = board or board_id()
     rows, tags = _profile_rows(profile, device)
@@ -177,18 +174,12 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     model = fit_pooled_rows(device, own, fleet, workload=wl, batch_size=b, reference=ref, method=method,
                             seed=seed, loss=loss, source=f"profile {profile} + pool {where}",
                             fleet_source=where, progress=progress)
-    from ..profiling.profiler import keep_timed
     keep_timed(model, profile, "step")
     if progress:
         progress("saving")
     dest = Path(out) if out is not None else model_dir(Path(profile).stem + "-pooled")
     model.save(dest)
     return FitOutcome(model, dest, len(own) + len(fleet), time.perf_counter() - t0, [b], wl)
-
-
-def remember_epoch_size(model, workload: str, batch_size) -> None:
-    from .fit import remember_epoch_size as remember
-    remember(model, workload, batch_size)
 
 
 def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str | None = None,

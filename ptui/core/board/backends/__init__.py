@@ -1,10 +1,16 @@
-"""Device backends.  open_backend() picks one: explicit choice, else a detected Jetson, else sim."""
+"""Device backends.  open_backend() picks one: explicit choice, else a detected Jetson, else sim.
+
+Each backend's module is imported where open_backend picks it: this package runs whenever
+backends.base is imported (the app's first screen), and the four modules (with csvio, physics and
+the simulator's tables) would add 10-15 ms to the app's start (-X importtime) for backends it may
+never open."""
 from __future__ import annotations
 
 from typing import Any
 
 from ...catalogue.devices import Device, get_device
 from ...errors import InputError
+from ...paths import board_lock_dir, board_state_dir
 from ..detect import detect
 from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 
@@ -21,7 +27,7 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     if kind == "replay" or (corpus and kind in (None, "auto")):
         if not corpus:
             raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
-        from .replay import ReplayJetson
+        from .replay import ReplayJetson  # lazy: the app starts without the backends (above)
         # the interval only where one is given (the backends have their own default)
         kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
         b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
@@ -33,7 +39,7 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
             kind = "sim"
             note = f"SIMULATED device: {det.reason}"
         else:
-            from .jtop import jtop_available
+            from .jtop import jtop_available  # lazy: the app starts without the backends (above)
             kind = "jtop" if jtop_available() else "sysfs"
             note = f"{det.reason}; using {kind}"
     else:
@@ -41,7 +47,7 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         if det.emulated and kind != "sim":
             note += f"; {det.reason}"
     if kind == "sim":
-        from .sim import SimJetson
+        from .sim import SimJetson  # lazy: the app starts without the backends (above)
         dev: Device = get_device(device or "orin-agx")
         kw = {"sample_interval": sample_interval} if sample_interval else {}
         unit = sim_unit()
@@ -54,13 +60,12 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     else:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
     if kind in ("sysfs", "jtop"):
-        from ...paths import board_lock_dir, board_state_dir
         note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
     if kind == "sysfs":
-        from .sysfs import SysfsBackend
+        from .sysfs import SysfsBackend  # lazy: the app starts without the backends (above)
         return SysfsBackend(dev, root=root), note
     if kind == "jtop":
-        from .jtop import JtopBackend
+        from .jtop import JtopBackend  # lazy: the app starts without the backends (above)
         return JtopBackend(dev, root=root), note
     raise BackendError(f"unknown backend {kind!r}; choose sim, sysfs, jtop or replay")
 

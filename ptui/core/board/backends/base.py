@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...catalogue.devices import Device
-from ...catalogue.modes import Mode
+from ...catalogue.modes import Mode, ModeError, make_mode
+from ...clock import RealClock
 from ...errors import RuntimeFailure
 
 if TYPE_CHECKING:
@@ -149,7 +150,6 @@ class Backend(ABC):
 
     @property
     def clock(self) -> Clock:
-        from ...clock import RealClock
         c: Clock | None = getattr(self, "_clock", None)
         if c is None:
             c = self._clock = RealClock()
@@ -158,7 +158,6 @@ class Backend(ABC):
 
 def _json_mode(device: Device, obj, what: str) -> Mode:
     """A Mode from its JSON list, on this device's tables, else DamagedSnapshot."""
-    from ...catalogue.modes import ModeError, make_mode
     if not (isinstance(obj, (list, tuple)) and len(obj) == 4
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in obj)):
         raise DamagedSnapshot(f"{what} is not a (cores, CPU, GPU, EMC) mode: {str(obj)[:80]}")

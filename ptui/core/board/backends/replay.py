@@ -17,6 +17,7 @@ from pathlib import Path
 from ...catalogue.devices import Device
 from ...catalogue.modes import Mode, make_mode
 from ...catalogue.workloads import WORKLOADS, Workload
+from ..csvio import PROFILE_COLS, CSVError, profile_tags, read_csv
 from .base import ApplyError
 from .sim import SimJetson, _Point
 
@@ -27,7 +28,6 @@ def load_corpus(path: str | Path, device: Device) -> dict[Mode, dict]:
     """The recorded modes of a corpus CSV and their figures.  A file that cannot be a recording
     (a figure no Jetson can record, a negative spread: csvio.LIMITS) is refused here, before
     anything opens: bad input, exit 2."""
-    from ..csvio import PROFILE_COLS, CSVError, read_csv
     try:
         rows = read_csv(path, device, need=PROFILE_COLS, extras=SPREAD_COLS)
     except CSVError as e:
@@ -53,7 +53,6 @@ def replay_workload(name: str, batch_size: int = 16, corpus: str = "") -> Worklo
 def corpus_workload(path: str | Path, batch_size: int | None = None) -> Workload:
     """The corpus is the workload: named by its own workload column, else by its file name, at
     its batch size (else `batch_size`, else 16)."""
-    from ..csvio import profile_tags
     tags = profile_tags(path)
     name = re.sub(r"[^A-Za-z0-9._+-]+", "-", tags.get("workload") or Path(path).stem).strip("-.")
     bs = tags.get("batch_size", "")

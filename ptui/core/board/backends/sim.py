@@ -29,7 +29,7 @@ from ...catalogue.devices import Device
 from ...catalogue.modes import Mode, make_mode
 from ...catalogue.workloads import Workload
 from ...clock import Clock, VirtualClock
-from ..physics import steady_state
+from ..physics import fits, footprint_gb, memory_gb, steady_state, workload_physics
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, MinibatchEvent, Telemetry, _json_mode
 
 POWER_TAU_S = 0.6
@@ -228,7 +228,6 @@ class SimJetson(Backend):
         return self._workload
 
     def _check_memory(self, workload: Workload) -> None:
-        from ..physics import fits, footprint_gb, memory_gb
         if not fits(self.device, workload, workload.batch_size):   # a real run dies of OOM
             raise BackendError(f"{workload.name} at batch size {workload.batch_size} needs "
                                f"{float(footprint_gb(workload)):.1f} GB, more than the "
@@ -314,5 +313,4 @@ class SimJetson(Backend):
 
 
 def _first_batch_factor(workload: Workload) -> float:
-    from ..physics import workload_physics
     return workload_physics(workload).first_batch_x
