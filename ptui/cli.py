@@ -236,6 +236,13 @@ def cmd_tune(a) -> int:
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
                best_measured=td.best_measured, notes=d.notes, applied=False)
+    return _tune_report(a, dev, td, goal, res, batch_size=td.model.about.batch_size)
+
+
+def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool = False) -> int:
+    """What tune says once it has decided (from profiled modes, or the prior alone): the
+    decision's notes, the verified apply with --apply, then the JSON document or the lines."""
+    d = td.decision
     for note in d.notes:
         _warn(note)
     if a.apply:
@@ -246,9 +253,9 @@ def cmd_tune(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     print(f"mode: {d.mode}")
-    print(f"{td.source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed)} "
-          f"(+-{d.time_ms_std:.1f}), "
-          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+    source = "predicted (roofline prior, no mode profiled)" if prior else td.source
+    print(f"{source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed or _timed(td.model))} "
+          f"(+-{d.time_ms_std:.1f}), {d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
@@ -256,13 +263,15 @@ def cmd_tune(a) -> int:
     if bm is not None:
         print(f"best measured mode for the goal: {bm['key']} ({bm['time_ms']:.1f} ms, "
               f"{bm['power_w']:.2f} W): {bm['why']}")
-    _print_energy(core.decision_energy(td.table, d, td.model, goal,
-                                       batch_size=td.model.about.batch_size))
+    _print_energy(core.decision_energy(td.table, d, td.model, goal, batch_size=batch_size))
     if a.apply:
         print(res["apply_message"])
     else:
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
+    if prior:
+        print(f"model: {td.model_dir} (refine it: profile a few modes, then ptui fit --profile ... "
+              f"--workload-spec ...)")
     return EXIT_OK
 
 
@@ -319,28 +328,7 @@ def _tune_prior(a) -> int:
                       "gbytes_per_step": spec.gbytes_per_step, "batch_size": spec.batch_size},
                notes=list(d.notes), applied=False)
     _warn(_prior_only_note(model))
-    for n in d.notes:
-        _warn(n)
-    if a.apply:
-        res["applied"] = True
-        res["apply_message"] = _tune_apply(a, dev, d.mode)
-    if a.json:
-        print(core.document("tune", res))
-        return EXIT_OK
-    print(f"goal: {d.goal}")
-    print(f"mode: {d.mode}")
-    print(f"predicted (roofline prior, no mode profiled): {d.time_ms:.1f} ms per "
-          f"{core.time_unit(td.timed or _timed(model))} (+-{d.time_ms_std:.1f}), "
-          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
-    _print_energy(core.decision_energy(td.table, d, model, goal, batch_size=spec.batch_size))
-    if a.apply:
-        print(res["apply_message"])
-    else:
-        print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
-              f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
-    print(f"model: {td.model_dir} (refine it: profile a few modes, then ptui fit --profile ... "
-          f"--workload-spec ...)")
-    return EXIT_OK
+    return _tune_report(a, dev, td, goal, res, batch_size=spec.batch_size, prior=True)
 
 
 def _profiled_simulated(a, kind: str) -> bool:
