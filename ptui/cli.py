@@ -172,24 +172,8 @@ def cmd_tune(a) -> int:
             raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
                            "sizes is not there yet); drop --batch-sizes")
         return _tune_prior(a)
-    if not a.command_line and not a.workload and not a.resume and not a.corpus:
-        raise CLIError("--workload is required (or your own training command after --; on the "
-                       "replay device --corpus F.csv is the workload)")
-    if a.workload_spec:                         # a bad spec: one line before any mode is profiled
-        core.workload_spec(a.workload_spec)
     sizes = getattr(a, "batch_sizes", None)
-    stored = _resumed_tune(a) if a.resume and a.session else None
-    group = sizes is not None or bool(stored and stored["batch_sizes"])
-    if group and a.deadline_ms is not None:
-        raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
-                       "size; with --batch-sizes use --budget-w W or --objective energy")
-    if not group and (a.noise_scale is not None or a.samples_to_target):
-        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes")
-    if a.count is not None and not a.resume:
-        floor = 10 if group else 6
-        if a.count < floor:
-            raise CLIError(f"--count {a.count} is too few for tune: the fit after profiling needs at "
-                           f"least {floor} {'(mode, batch size) pairs' if group else 'modes'}")
+    stored = _check_tune(a, sizes)
     a.strategy = "active"
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
@@ -237,6 +221,28 @@ def cmd_tune(a) -> int:
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
                best_measured=td.best_measured, notes=d.notes, applied=False)
     return _tune_report(a, dev, td, goal, res, batch_size=td.model.about.batch_size)
+
+
+def _check_tune(a, sizes) -> dict | None:
+    """tune's inputs that need no board, each one line before anything is profiled; returns what
+    a resumed tune's session was profiled for (None for a new one)."""
+    if not a.command_line and not a.workload and not a.resume and not a.corpus:
+        raise CLIError("--workload is required (or your own training command after --; on the "
+                       "replay device --corpus F.csv is the workload)")
+    if a.workload_spec:                         # a bad spec: one line before any mode is profiled
+        core.workload_spec(a.workload_spec)
+    stored = _resumed_tune(a) if a.resume and a.session else None
+    group = sizes is not None or bool(stored and stored["batch_sizes"])
+    if group and a.deadline_ms is not None:
+        raise CLIError("--deadline-ms is per minibatch, which means different work at each batch "
+                       "size; with --batch-sizes use --budget-w W or --objective energy")
+    if not group and (a.noise_scale is not None or a.samples_to_target):
+        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes")
+    floor = 10 if group else 6
+    if a.count is not None and not a.resume and a.count < floor:
+        raise CLIError(f"--count {a.count} is too few for tune: the fit after profiling needs at "
+                       f"least {floor} {'(mode, batch size) pairs' if group else 'modes'}")
+    return stored
 
 
 def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool = False) -> int:
