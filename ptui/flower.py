@@ -42,7 +42,7 @@ STEPS_KEY = "ptui-steps"          # minibatches the round trains (round config o
 RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, backend, goal, model, notes
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
-           "ptui-feasible", "ptui-applied")
+           "ptui-feasible", "ptui-applied", "ptui-host-s")
 FIT_MODES = 12                    # modes profiled for a node's first model of a workload
 FRONT_POINTS = 24                 # points of the node's predicted front sent back to the server
 
@@ -292,7 +292,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
             applied = True                  # already in it
     mode = be.current_mode()
     try:
-        timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval)
+        timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval, steps)
     finally:
         # the board back where it started, whatever training did (raised, interrupted)
         if touched or be.current_mode() != start:
@@ -312,7 +312,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     figures = {"ptui-s": timed.s, "ptui-w": watts, "ptui-j": watts * timed.s,
                "ptui-simulated": 1.0 if node.simulated else 0.0, "ptui-predicted-w": pred_w,
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
-               "ptui-applied": 1.0 if applied else 0.0}
+               "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s}
     metrics = list(reply.content.metric_records.values())
     target = metrics[0] if metrics else None
     if target is None:
@@ -325,26 +325,32 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
         "start-mode": start.key, "simulated": bool(node.simulated),
         "watts-from": ("SIMULATED board telemetry" if node.simulated else "board telemetry"),
+        "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
+                         if be.clock.virtual else "the round's wall time on this host"),
         "front-w": fw, "front-s": [t * steps / 1000.0 for t in fms], "notes": "; ".join(notes)})
     return reply
 
 
 @dataclass
 class _Timed:
-    s: float
+    s: float                              # the round's seconds on the board (simulated: its clock)
+    host_s: float                         # the host's wall seconds for the ClientApp's round
     reply: Message
 
 
-def _measure(be, node: Node, run: Callable[[], Message], interval: float) -> tuple[_Timed, float]:
-    """Run the round; (its wall seconds and reply, the board's mean watts over it).  A board on a
-    virtual clock (the simulator) is stepped over the round's seconds afterwards, training the
-    node's workload; a live (or emulated) board is sampled by core.Sampler while the round runs."""
+def _measure(be, node: Node, run: Callable[[], Message], interval: float,
+             steps: int) -> tuple[_Timed, float]:
+    """Run the round; (its seconds, the host's wall seconds and the reply; the board's mean watts).
+    A live (or emulated) board is sampled by core.Sampler while the round runs: seconds are the
+    round's wall time.  A board on a virtual clock (the simulator) then trains the node's workload
+    for the round's `steps` minibatches on that clock, in the mode the round ran in: seconds and
+    watts are the SIMULATED Jetson's, whatever the host's own training took."""
     if be.clock.virtual:
         t0 = time.perf_counter()
         reply = run()
-        s = time.perf_counter() - t0
-        w = _replay_virtual(be, node, s, interval)
-        return _Timed(s, reply), w
+        host = time.perf_counter() - t0
+        s, w = _simulated_round(be, node, steps, interval)
+        return _Timed(s, host, reply), w
     sampler = core.Sampler(be, interval=min(interval, 0.5))
     first = sampler.sample_once()
     sampler.start()
@@ -352,32 +358,37 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float) -> tup
     try:
         reply = run()
     finally:
-        s = time.perf_counter() - t0
+        host = time.perf_counter() - t0
         sampler.stop()
     last = sampler.sample_once()
     ws = [p for _, p in sampler.history() if p is not None]
     if not ws:
         ws = [t.power_w for t in (first, last) if t is not None and t.power_w is not None]
-    return _Timed(s, reply), (sum(ws) / len(ws) if ws else math.nan)
+    return _Timed(host, host, reply), (sum(ws) / len(ws) if ws else math.nan)
 
 
-def _replay_virtual(be, node: Node, s: float, interval: float) -> float:
-    trains = be.trains_builtin and be.workload is None
-    if trains:
+def _simulated_round(be, node: Node, steps: int, interval: float) -> tuple[float, float]:
+    """(seconds, mean W) of `steps` minibatches of the node's workload on the simulated board."""
+    own = be.trains_builtin and be.workload is None
+    if own:
         be.start_training(core.get_workload(node.spec.workload, node.spec.batch_size))
     try:
-        n = max(1, min(200, math.ceil(s / interval)))
-        dt = s / n
         t0 = be.clock.now()
-        ws = []
-        for k in range(1, n + 1):
-            be.clock.sleep_until(t0 + k * dt)
-            p = be.read().power_w
-            if p is not None:
+        n, ws = 0, []
+        for ev in be.events(interval):
+            p = getattr(ev, "power_w", ...)
+            if p is ...:                  # a minibatch finished
+                n += 1
+                if n >= steps:
+                    break
+            elif p is not None:
                 ws.append(p)
-        return sum(ws) / len(ws) if ws else math.nan
+        if not ws:
+            p = be.read().power_w
+            ws = [p] if p is not None else []
+        return be.clock.now() - t0, (sum(ws) / len(ws) if ws else math.nan)
     finally:
-        if trains:
+        if own:
             be.stop_training()
 
 

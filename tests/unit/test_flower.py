@@ -92,7 +92,12 @@ def test_the_mod_trains_in_the_mode_for_the_budget_and_puts_the_board_back(node_
     assert met["num-examples"] == 10 and met["loss"] == 0.5
     assert met["ptui-s"] > 0 and met["ptui-w"] > 0 and math.isclose(met["ptui-j"], met["ptui-w"] * met["ptui-s"])
     assert met["ptui-simulated"] == 1.0 and info["simulated"] is True
-    assert "SIMULATED" in info["watts-from"]
+    assert "SIMULATED" in info["watts-from"] and "SIMULATED" in info["seconds-from"]
+    # on the simulator the round's seconds and watts are the board's, for one epoch of minibatches
+    # in the picked mode: as the model predicts them, within the simulator's noise
+    assert info["steps"] == 3125 and met["ptui-host-s"] < met["ptui-s"]
+    assert met["ptui-s"] == pytest.approx(met["ptui-predicted-s"], rel=0.1)
+    assert met["ptui-w"] == pytest.approx(met["ptui-predicted-w"], rel=0.1)
     assert all(isinstance(met[k], float) for k in flower.METRICS)
 
 
@@ -254,4 +259,5 @@ def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     assert seen == [info["mode"]] != [info["start-mode"]]
     assert be.current_mode().key == info["start-mode"]
     assert met["ptui-predicted-w"] <= 25.0 and met["ptui-w"] > 0 and met["ptui-simulated"] == 1.0
-    assert met["ptui-s"] >= 0.6
+    assert met["ptui-s"] >= 0.6 and met["ptui-s"] == met["ptui-host-s"]       # wall time on a live clock
+    assert info["seconds-from"] == "the round's wall time on this host"
