@@ -166,34 +166,55 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
                    model: str | None = None, steps: int | None = None,
                    devices: list[str] | None = None, risk: float | None = core.DEFAULT_RISK,
                    fit_modes: int = FIT_MODES, sample_interval: float = 0.5,
-                   say: Callable[[str], None] | None = None):
+                   say: Callable[[str], None] | None = None) -> PowerMod:
     """A Flower client mod (``ClientApp(mods=[ptui_power_mod(...)])``).  The arguments are every
     node's defaults; a node's own config (NodeSpec) wins.  `devices`: in a simulation, where a node
     config holds only partition-id, the device of partition k is devices[k % len(devices)]."""
-    defaults = NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps)
-    nodes: dict[tuple, Node] = {}
-    say = say or core.LOG.info
-    opening = threading.Lock()
+    return PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps),
+                    devices, risk, fit_modes, sample_interval, say)
 
-    def node_for(ctx: Context) -> Node:
-        spec = NodeSpec.of(ctx.node_config, defaults)
-        if devices and "device" not in ctx.node_config and "partition-id" in ctx.node_config:
-            spec.device = devices[int(ctx.node_config["partition-id"]) % len(devices)]
-        with opening:
-            node = nodes.get(spec.key)
+
+class PowerMod:
+    """The mod: a callable (msg, ctx, call_next) -> reply holding each node's open board.  It
+    pickles without them (Flower's simulation ships the ClientApp to its worker processes): a
+    worker opens its nodes' boards on their first round."""
+
+    def __init__(self, defaults: NodeSpec, devices, risk, fit_modes: int, sample_interval: float,
+                 say: Callable[[str], None] | None) -> None:
+        self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
+        self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
+        self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
+        self._opening = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        st = dict(self.__dict__)
+        st["nodes"], st["_opening"] = {}, None
+        return st
+
+    def __setstate__(self, st: dict) -> None:
+        self.__dict__.update(st)
+        self._opening = threading.Lock()
+
+    def _say(self, text: str) -> None:
+        (self.say or core.LOG.info)(text)
+
+    def node_for(self, ctx: Context) -> Node:
+        spec = NodeSpec.of(ctx.node_config, self.defaults)
+        if self.devices and "device" not in ctx.node_config and "partition-id" in ctx.node_config:
+            spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
+        key = (ctx.node_id, *spec.key)        # each node its own board (a simulated one is per node)
+        with self._opening:
+            node = self.nodes.get(key)
             if node is None:
-                node = nodes[spec.key] = _open_node(spec, fit_modes, say)
+                node = self.nodes[key] = _open_node(spec, self.fit_modes, self._say)
         return node
 
-    def mod(msg: Message, ctx: Context, call_next) -> Message:
+    def __call__(self, msg: Message, ctx: Context, call_next) -> Message:
         if msg.metadata.message_type != MessageType.TRAIN or msg.has_error():
             return call_next(msg, ctx)
-        node = node_for(ctx)
+        node = self.node_for(ctx)
         with node.lock:
-            return _train_round(node, msg, ctx, call_next, risk, sample_interval, say)
-
-    mod.nodes = nodes            # type: ignore[attr-defined]  # the open boards, for tests and tools
-    return mod
+            return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say)
 
 
 def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
@@ -204,22 +225,37 @@ def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
             out, where = Path(spec.model), f"the model {spec.model} (node config)"
         else:
             out = model_dir_for(spec, be.kind)
-            if (out / "meta.json").exists():
-                where = f"the model the mod fitted before, {out}"
-            else:
-                sim = " (SIMULATED board)" if be.not_live else ""
-                say(f"ptui: no model for {spec.workload} bs{spec.batch_size} on this {spec.device}: "
-                    f"profiling {fit_modes} modes on the node's board{sim} and fitting one into {out}")
-                t0 = time.perf_counter()
-                fit_node_model(be, spec, out, fit_modes, say)
-                where = (f"a model fitted now from {fit_modes} modes profiled on the node's board{sim} "
-                         f"in {time.perf_counter() - t0:.1f} s, cached in {out}")
+            with _fit_lock(out):              # nodes sharing a data directory fit it once
+                if (out / "meta.json").exists():
+                    where = f"the model the mod fitted before, {out}"
+                else:
+                    sim = " (SIMULATED board)" if be.not_live else ""
+                    say(f"ptui: no model for {spec.workload} bs{spec.batch_size} on this {spec.device}: "
+                        f"profiling {fit_modes} modes on the node's board{sim} and fitting one into {out}")
+                    t0 = time.perf_counter()
+                    fit_node_model(be, spec, out, fit_modes, say)
+                    where = (f"a model fitted now from {fit_modes} modes profiled on the node's "
+                             f"board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}")
         pred = core.load_predictions(out, be.device)
         if pred.model is not None and pred.model.about.batch_size not in (None, spec.batch_size):
             raise core.InputError(f"the model {out} is for batch size {pred.model.about.batch_size}, "
                                   f"not {spec.batch_size}")
         say(f"ptui: {spec.device} decides with {where}")
         return Node(spec, be, pred, out, where)
+
+
+@contextlib.contextmanager
+def _fit_lock(out: Path):
+    """An exclusive lock beside the model directory (processes of one host: Flower's simulation
+    runs nodes in several), held while the model is looked for and, if missing, fitted."""
+    import fcntl
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _pick(node: Node, goal: dict, steps: int, risk):
@@ -515,6 +551,12 @@ class PtuiFleet(Strategy):
             if self.steps is not None:
                 conf[STEPS_KEY] = int(self.steps)
             out.append(Message(content=content, metadata=copy.copy(m.metadata)))
+        unknown = [n for n in nodes if n not in self.curves and n not in self.node_device
+                   and not (callable(self.devices) or (self.devices is not None and n in self.devices))]
+        if budgets and unknown:
+            self.log(f"ptui fleet round {server_round}: {len(unknown)} node(s) not heard from yet and "
+                     f"not in `devices`: split as {self.default_device} by its roofline prior until "
+                     f"they report their own device and front")
         if budgets:
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
                      + ", ".join(f"node {n} ({self.device_of(n)}) {w:.1f} W" for n, w in budgets.items()))

@@ -157,6 +157,17 @@ def test_replies_keep_fedavg_invariants_whatever_the_goal(node_data):
     assert arrays is not None and "ptui-w" in metrics
 
 
+def test_the_mod_pickles_without_its_boards_as_flowers_simulation_ships_it(node_data):
+    import pickle
+    mod = flower.ptui_power_mod(data_dir=node_data, devices=["xavier-agx"])
+    mod(instruction({"power-budget-w": 15.0}), context(7, **{"partition-id": 0}), trainer([]))
+    assert next(iter(mod.nodes.values())).spec.device == "xavier-agx"      # partition 0's device
+    copy = pickle.loads(pickle.dumps(mod))
+    assert copy.nodes == {} and len(mod.nodes) == 1
+    r = copy(instruction({"power-budget-w": 15.0}), context(7, **{"partition-id": 0}), trainer([]))
+    assert r.content["ptui"]["device"] == "xavier-agx"
+
+
 def test_other_messages_pass_through_untouched(node_data):
     mod = flower.ptui_power_mod(data_dir=node_data)
     r = mod(instruction({"power-budget-w": 15.0}, mtype=MessageType.EVALUATE), context(7, device="xavier-agx"),
@@ -261,3 +272,27 @@ def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     assert met["ptui-predicted-w"] <= 25.0 and met["ptui-w"] > 0 and met["ptui-simulated"] == 1.0
     assert met["ptui-s"] >= 0.6 and met["ptui-s"] == met["ptui-host-s"]       # wall time on a live clock
     assert info["seconds-from"] == "the round's wall time on this host"
+
+
+@pytest.mark.slow
+def test_ten_virtual_jetsons_in_flowers_simulation(tmp_path):
+    """deploy/flower/fleet_sim.py: run_simulation with 10 heterogeneous simulated boards under a
+    150 W cap, 2 rounds; every node reports, the fleet's predicted total stays within the cap."""
+    pytest.importorskip("ray", reason="Flower's simulation engine needs ray: pip install 'flwr[simulation]==1.42.0'")
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT, subprocess_env
+    out = tmp_path / "fleet.json"
+    r = subprocess.run([sys.executable, str(ROOT / "deploy/flower/fleet_sim.py"), "--cap-w", "150",
+                        "--rounds", "2", "--data-dir", str(tmp_path / "nodes"), "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, env=subprocess_env(tmp_path), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert [x["round"] for x in doc["rounds"]] == [1, 2]
+    for rnd in doc["rounds"]:
+        rows = rnd["nodes"]
+        assert len(rows) == 10 and not [x for x in rows if "error" in x]
+        assert {x["device"] for x in rows} == {"orin-agx", "xavier-agx", "orin-nano"}
+        assert rnd["fleet"]["predicted_w"] <= 150.0 and all(x["simulated"] for x in rows)
