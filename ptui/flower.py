@@ -315,22 +315,23 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     notes: list[str] = []
     with _data_dir(node.spec.data_dir):
         snap = be.snapshot()
-        start = be.snapshot_mode(snap)
-        touched = applied = False
+    start = be.snapshot_mode(snap)
+    touched = applied = False
+    try:
         if d is not None and d.mode != start:
             touched = True
-            r = core.apply(be, d.mode)
+            with _data_dir(node.spec.data_dir):
+                r = core.apply(be, d.mode)
             applied = bool(r.ok)
             if not r.ok:
                 notes.append(f"not applied, trained in {be.current_mode().key}: {r.message}")
                 say(f"ptui: {node.spec.device}: {r.message}")
         elif d is not None:
             applied = True                  # already in it
-    mode = be.current_mode()
-    try:
+        mode = be.current_mode()
         timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval, steps)
     finally:
-        # the board back where it started, whatever training did (raised, interrupted)
+        # the board back where it started, whatever happened (an apply or training that raised)
         if touched or be.current_mode() != start:
             with _data_dir(node.spec.data_dir):
                 back = core.rollback(be, snap)

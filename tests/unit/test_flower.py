@@ -132,6 +132,19 @@ def test_the_board_goes_back_when_training_raises(node_data):
     assert be.current_mode() == start
 
 
+def test_an_apply_that_fails_trains_in_the_start_mode_and_says_so(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    ctx = context(7, device="xavier-agx")
+    mod(instruction({}), ctx, trainer([]))                  # opens the node's board
+    be = board_of(mod)()
+    be.fail_next_apply = "clock did not lock"
+    seen: list = []
+    r = mod(instruction({"power-budget-w": 15.0}), ctx, trainer(seen, board_of(mod)))
+    info, met = r.content["ptui"], r.content["metrics"]
+    assert met["ptui-applied"] == 0.0 and "clock did not lock" in info["notes"]
+    assert seen == [info["start-mode"]] == [info["mode"]] == [be.current_mode().key]
+
+
 def test_a_deadline_and_the_energy_objective_are_goals_too(node_data):
     mod = flower.ptui_power_mod(data_dir=node_data)
     r = mod(instruction({"deadline-s": 2000.0}), context(7, device="xavier-agx"), trainer([]))
