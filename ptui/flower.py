@@ -43,8 +43,10 @@ RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, back
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
            "ptui-feasible", "ptui-applied", "ptui-host-s")
-FIT_MODES = 12                    # modes profiled for a node's first model of a workload
-FRONT_POINTS = 24                 # points of the node's predicted front sent back to the server
+FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
+                                  # default count; 12 left the split's round times 20 % off)
+FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
+                                  # fitted model: 25-46 on the simulated boards)
 
 _ENV_LOCK = threading.RLock()     # PTUI_DATA_DIR is per process: one node's ptui work at a time
 
@@ -286,16 +288,24 @@ class _Closest:
     power_w: float
 
 
-def front_of(table) -> tuple[list[float], list[float]]:
-    """The predicted Pareto front (power W ascending, time ms descending), at most FRONT_POINTS."""
-    order = sorted(range(len(table)), key=lambda i: (float(table.power_w[i]), float(table.time_ms[i])))
+def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]]:
+    """The predicted Pareto front (power W ascending, time ms descending), at most FRONT_POINTS.
+    With a risk, each mode's power is its upper bound at that risk (median x exp(z x log-sd), the
+    bound core.choose holds a budget to): a node given that much as its budget can pick the mode."""
+    pw_all = [float(p) for p in table.power_w]
+    if risk is not None:
+        from statistics import NormalDist
+        z = NormalDist().inv_cdf(1.0 - risk)
+        pw_all = [p * math.exp(z * math.sqrt(math.log1p((float(sd) / p) ** 2))) * (1 + 1e-9)
+                  if p > 0 else p for p, sd in zip(pw_all, table.power_w_std)]
+    order = sorted(range(len(table)), key=lambda i: (pw_all[i], float(table.time_ms[i])))
     pw, ms = [], []
     best = math.inf
     for i in order:
         t = float(table.time_ms[i])
         if t < best:
             best = t
-            pw.append(float(table.power_w[i]))
+            pw.append(pw_all[i])
             ms.append(t)
     if len(pw) > FRONT_POINTS:
         k = [round(j * (len(pw) - 1) / (FRONT_POINTS - 1)) for j in range(FRONT_POINTS)]
@@ -356,7 +366,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         target = reply.content["metrics"] = MetricRecord()
     for k, v in figures.items():
         target[k] = float(v)
-    fw, fms = front_of(node.predictions.table)
+    fw, fms = front_of(node.predictions.table, risk)
     reply.content[RECORD] = ConfigRecord({
         "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
@@ -364,6 +374,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "watts-from": ("SIMULATED board telemetry" if node.simulated else "board telemetry"),
         "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
                          if be.clock.virtual else "the round's wall time on this host"),
+        # the front the server splits a cap by: W at the risk's upper bound, round seconds
         "front-w": fw, "front-s": [t * steps / 1000.0 for t in fms], "notes": "; ".join(notes)})
     return reply
 
@@ -433,15 +444,16 @@ def _simulated_round(be, node: Node, steps: int, interval: float) -> tuple[float
 def split_cap(curves: Mapping[int, tuple[list[float], list[float]]], cap_w: float) -> tuple[dict, bool]:
     """Each node's power budget from a fleet cap: the least round time T that every node can meet
     within the cap (a synchronous round waits for its slowest node), each node at the least power
-    that meets T on its predicted front, the cap's slack shared out by those powers.  curves: node ->
-    (front W ascending, round seconds descending).  Returns ({node: W}, feasible); when even every
-    node's least power exceeds the cap, each gets its least power and feasible is False."""
+    that meets T on its predicted front.  What is left of the cap stays unspent: more power could
+    not shorten the round (T is the least the fronts allow), only make the other nodes wait
+    faster.  curves: node -> (front W ascending, round seconds descending).  Returns ({node: W},
+    feasible); when even every node's least power exceeds the cap, each gets its least power and
+    feasible is False."""
     if not curves:
         return {}, True
     least = {n: w[0] for n, (w, _) in curves.items()}
     if sum(least.values()) > cap_w:
         return dict(least), False
-    best: dict | None = None
     for T in sorted({t for _, ts in curves.values() for t in ts}):
         need = {}
         for n, (ws, ts) in curves.items():
@@ -451,13 +463,8 @@ def split_cap(curves: Mapping[int, tuple[list[float], list[float]]], cap_w: floa
             need[n] = min(ok)
         else:
             if sum(need.values()) <= cap_w:
-                best = need
-                break
-    if best is None:
-        best = dict(least)
-    slack = cap_w - sum(best.values())
-    total = sum(best.values())
-    return {n: w + slack * w / total for n, w in best.items()}, True
+                return need, True
+    return dict(least), True
 
 
 class PtuiFleet(Strategy):
@@ -472,7 +479,8 @@ class PtuiFleet(Strategy):
                  objective: str | None = None,
                  devices: Mapping[int, str] | Callable[[int], str] | None = None,
                  default_device: str = "orin-agx", workload: str = "resnet18", batch_size: int = 16,
-                 steps: int | None = None, log: Callable[[str], None] | None = None) -> None:
+                 steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
+                 log: Callable[[str], None] | None = None) -> None:
         if cap_w is None and deadline_s is None and objective is None:
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
         if cap_w is not None and deadline_s is not None:
@@ -482,6 +490,7 @@ class PtuiFleet(Strategy):
         self.devices = devices
         self.default_device = default_device
         self.workload, self.batch_size, self.steps = workload, batch_size, steps
+        self.risk = risk                       # the nodes' risk: the prior's front at its power bound
         self.log = log or core.LOG.info
         self.curves: dict[int, tuple[list[float], list[float]]] = {}   # node -> reported front
         self.node_device: dict[int, str] = {}                           # node -> reported device
@@ -512,7 +521,7 @@ class PtuiFleet(Strategy):
                 res = core.fit_prior(dev, spec, out=Path(tmp) / "prior", workload=self.workload)
                 pred = core.load_predictions(res.out, dev)
             steps = self.steps or pred.batches_per_epoch or 1
-            pw, ms = front_of(pred.table)
+            pw, ms = front_of(pred.table, self.risk)
             c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])
         return c
 
@@ -560,7 +569,9 @@ class PtuiFleet(Strategy):
                      f"they report their own device and front")
         if budgets:
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
-                     + ", ".join(f"node {n} ({self.device_of(n)}) {w:.1f} W" for n, w in budgets.items()))
+                     + ", ".join(f"node {n} ({self.device_of(n)}) {w:.1f} W" for n, w in budgets.items())
+                     + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
+                       f"shorten the round)")
         return out
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
@@ -583,12 +594,15 @@ class PtuiFleet(Strategy):
             rows.append({"node": n, "device": info.get("device"), "mode": info.get("mode"),
                          "w": float(met["ptui-w"]), "s": float(met["ptui-s"]), "j": float(met["ptui-j"]),
                          "predicted_w": float(met["ptui-predicted-w"]),
+                         "predicted_s": float(met["ptui-predicted-s"]),
                          "budget_w": self.last_budgets.get(n), "simulated": bool(met["ptui-simulated"]),
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),
                   "s": max((x["s"] for x in ok), default=0.0),
                   "predicted_w": sum(x["predicted_w"] for x in ok if not math.isnan(x["predicted_w"])),
+                  "predicted_s": max((x["predicted_s"] for x in ok if not math.isnan(x["predicted_s"])),
+                                     default=0.0),
                   "cap_w": self.cap_w, "simulated": any(x["simulated"] for x in ok)}
         self.history.append({"round": server_round, "nodes": rows, "fleet": totals})
         for x in rows:

@@ -23,7 +23,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
-from ptui.flower import PtuiFleet, ptui_power_mod
+from ptui.flower import FIT_MODES, PtuiFleet, ptui_power_mod
 
 # partition k runs on DEVICES[k]: four Orin AGX, three AGX Xavier, three Orin Nano
 DEVICES = ["orin-agx", "xavier-agx", "orin-nano", "orin-agx", "xavier-agx", "orin-nano", "orin-agx",
@@ -37,6 +37,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--data-dir", default=os.environ.get("PTUI_FLEET_DATA", "/tmp/ptui-flower-fleet"),
                    help="the nodes' ptui data directory (their fitted models are cached there)")
+    p.add_argument("--fit-modes", type=int, default=FIT_MODES,
+                   help=f"modes each device kind profiles for its first model (default {FIT_MODES})")
     p.add_argument("--json", help="write each round's per-node figures to this file")
     return p.parse_args()
 
@@ -50,8 +52,8 @@ def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
     return x, x @ TRUE_W + 0.1 * rng.normal(size=n)
 
 
-client = ClientApp(mods=[ptui_power_mod(devices=DEVICES,
-                                        data_dir=ARGS.data_dir if ARGS else None)])
+client = ClientApp(mods=[ptui_power_mod(devices=DEVICES, data_dir=ARGS.data_dir if ARGS else None,
+                                        fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)])
 
 
 @client.train()
@@ -92,13 +94,15 @@ if __name__ == "__main__":
     for r in hist:
         f = r["fleet"]
         print(f"round {r['round']}: fleet {f['w']:.1f} W measured (predicted {f['predicted_w']:.1f} W, "
-              f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s")
+              f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
+              f"(predicted {f['predicted_s']:.0f} s)")
         for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
             if "error" in x:
                 print(f"  node {x['node']}: {x['error']}")
                 continue
             print(f"  {x['device']:<10} {x['mode']:<24} budget {x['budget_w']:5.1f} W  "
-                  f"{x['w']:5.1f} W  {x['s']:6.0f} s  {x['j'] / 1000:6.1f} kJ")
+                  f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
+                  f"{x['j'] / 1000:6.1f} kJ")
     if ARGS.json:
         with open(ARGS.json, "w") as fh:
             json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "rounds": hist}, fh, indent=1, default=str)
