@@ -399,7 +399,8 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
         host = time.perf_counter() - t0
         s, w = _simulated_round(be, node, steps, interval)
         return _Timed(s, host, reply), w
-    sampler = core.Sampler(be, interval=min(interval, 0.5))
+    # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
+    sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
     first = sampler.sample_once()
     sampler.start()
     t0 = time.perf_counter()
