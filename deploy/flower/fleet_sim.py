@@ -1,0 +1,108 @@
+"""Ten virtual Jetsons federated with Flower's simulation engine (flwr 1.42, Ray), each training in
+the power mode for its share of a fleet power cap.  Everything is SIMULATED: the boards are ptui's
+simulator (a virtual clock: a round's seconds and watts are the simulated board's for one epoch of
+ResNet-18 minibatches in the picked mode), the model is a toy linear regression in numpy.
+
+    pip install -e ".[flower]" "flwr[simulation]==1.42.0"
+    python deploy/flower/fleet_sim.py --cap-w 150 --rounds 3
+
+The first run fits one model per device kind into --data-dir (a few seconds each, said in the log);
+later runs reuse them.  README: Fleets (Flower).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg
+from flwr.simulation import run_simulation
+
+from ptui.flower import FIT_MODES, PtuiFleet, ptui_power_mod
+
+# partition k runs on DEVICES[k]: four Orin AGX, three AGX Xavier, three Orin Nano
+DEVICES = ["orin-agx", "xavier-agx", "orin-nano", "orin-agx", "xavier-agx", "orin-nano", "orin-agx",
+           "xavier-agx", "orin-nano", "orin-agx"]
+TRUE_W = np.array([1.0, -2.0, 0.5, 3.0, -1.0])
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cap-w", type=float, default=150.0, help="the fleet's power cap (W)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--data-dir", default=os.environ.get("PTUI_FLEET_DATA", "/tmp/ptui-flower-fleet"),
+                   help="the nodes' ptui data directory (their fitted models are cached there)")
+    p.add_argument("--fit-modes", type=int, default=FIT_MODES,
+                   help=f"modes each device kind profiles for its first model (default {FIT_MODES})")
+    p.add_argument("--json", help="write each round's per-node figures to this file")
+    return p.parse_args()
+
+
+ARGS = parse() if __name__ == "__main__" else None
+
+
+def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(pid)
+    x = rng.normal(size=(n, len(TRUE_W)))
+    return x, x @ TRUE_W + 0.1 * rng.normal(size=n)
+
+
+client = ClientApp(mods=[ptui_power_mod(devices=DEVICES, data_dir=ARGS.data_dir if ARGS else None,
+                                        fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)])
+
+
+@client.train()
+def train(msg: Message, ctx: Context) -> Message:
+    w = msg.content["arrays"].to_numpy_ndarrays()[0]
+    x, y = local_data(int(ctx.node_config["partition-id"]))
+    for _ in range(20):
+        w = w - 0.05 * 2 * x.T @ (x @ w - y) / len(y)
+    loss = float(np.mean((x @ w - y) ** 2))
+    return Message(RecordDict({"arrays": ArrayRecord([w]),
+                               "metrics": MetricRecord({"num-examples": len(y), "loss": loss})}),
+                   reply_to=msg)
+
+
+server = ServerApp()
+FLEET: list[PtuiFleet] = []
+
+
+@server.main()
+def main(grid: Grid, ctx: Context) -> None:
+    n = len(DEVICES)
+    fleet = PtuiFleet(FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
+                             min_available_nodes=n), cap_w=ARGS.cap_w, log=print)
+    FLEET.append(fleet)
+    fleet.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(len(TRUE_W))]), num_rounds=ARGS.rounds)
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    run_simulation(server_app=server, client_app=client, num_supernodes=len(DEVICES),
+                   backend_config={"client_resources": {"num_cpus": 1},
+                                   "init_args": {"num_cpus": 2, "_node_ip_address": "127.0.0.1",
+                                                 "include_dashboard": False}})
+    wall = time.perf_counter() - t0
+    hist = FLEET[0].history if FLEET else []
+    print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
+          f"wall {wall:.1f} s")
+    for r in hist:
+        f = r["fleet"]
+        print(f"round {r['round']}: fleet {f['w']:.1f} W measured (predicted {f['predicted_w']:.1f} W, "
+              f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
+              f"(predicted {f['predicted_s']:.0f} s)")
+        for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
+            if "error" in x:
+                print(f"  node {x['node']}: {x['error']}")
+                continue
+            print(f"  {x['device']:<10} {x['mode']:<24} budget {x['budget_w']:5.1f} W  "
+                  f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
+                  f"{x['j'] / 1000:6.1f} kJ")
+    if ARGS.json:
+        with open(ARGS.json, "w") as fh:
+            json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "rounds": hist}, fh, indent=1, default=str)

@@ -1,0 +1,633 @@
+"""Flower (flwr 1.42): a client mod that trains each round in the power mode for the round's goal,
+and a server strategy wrapper that gives each node its own goal (README: Fleets).
+
+A face like the CLI: it uses ptui.core through its façade only, and it is the one module that
+imports flwr (install with ``pip install 'ptui[flower]'``).
+
+Client side, ``ClientApp(mods=[ptui_power_mod()])``: for a train message the mod reads the goal from
+the round's ConfigRecord (``power-budget-w`` W, ``deadline-s`` seconds for the round's local
+training, ``objective`` 'energy'), picks the mode for it from the node's model of its workload
+(profiling a few modes on the node's board and fitting one, once, when the node has none), applies
+it verified as ``ptui apply`` does, runs the ClientApp, puts the board back in the mode it started
+in (also when training raises), and merges into the reply's MetricRecord the round's seconds, mean
+watts and joules from the board's telemetry, plus a ``ptui`` ConfigRecord naming the mode.  The
+same keys on every node and every round, whatever happens, so FedAvg's checks hold.
+
+Server side, ``PtuiFleet(FedAvg(...), cap_w=...)``: each node gets its share of a fleet power cap
+(split by the nodes' predicted power curves so that the slowest node is as fast as the cap allows),
+or a round deadline, in its own RecordDict; the per-node W, s, J and mode are logged each round,
+not averaged, and the model aggregation is the wrapped strategy's.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from . import core
+
+# -- the round's goal and the reply's figures ------------------------------------------------------------
+BUDGET_KEY, DEADLINE_KEY, OBJECTIVE_KEY = "power-budget-w", "deadline-s", "objective"
+STEPS_KEY = "ptui-steps"          # minibatches the round trains (round config or node config 'steps')
+RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, backend, goal, model, notes
+# the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
+METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
+           "ptui-feasible", "ptui-applied", "ptui-host-s")
+FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
+                                  # default count; 12 left the split's round times 20 % off)
+FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
+                                  # fitted model: 25-46 on the simulated boards)
+
+_ENV_LOCK = threading.RLock()     # PTUI_DATA_DIR is per process: one node's ptui work at a time
+
+
+@contextlib.contextmanager
+def _data_dir(path: str | None):
+    """ptui's data directory is $PTUI_DATA_DIR: the node's own while its ptui work runs."""
+    with _ENV_LOCK:
+        if not path:
+            yield
+            return
+        old = os.environ.get("PTUI_DATA_DIR")
+        os.environ["PTUI_DATA_DIR"] = str(path)
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("PTUI_DATA_DIR", None)
+            else:
+                os.environ["PTUI_DATA_DIR"] = old
+
+
+def round_goal(config: Mapping) -> dict:
+    """The goal in a round's config as ptui.core.choose takes it ({} when it sets none); deadline-s
+    stays in seconds (the mod turns it into ms per minibatch with the round's steps)."""
+    goal: dict = {}
+    if config.get(BUDGET_KEY) is not None:
+        goal["budget_w"] = core.number(config[BUDGET_KEY], BUDGET_KEY, gt=0)
+    if config.get(DEADLINE_KEY) is not None:
+        goal["deadline_s"] = core.number(config[DEADLINE_KEY], DEADLINE_KEY, gt=0)
+    if config.get(OBJECTIVE_KEY) is not None:
+        obj = str(config[OBJECTIVE_KEY])
+        if obj != "energy":
+            raise core.InputError(f"{OBJECTIVE_KEY} must be 'energy', got {obj!r}")
+        goal["objective"] = obj
+    return goal
+
+
+# -- one node: its board, its model ------------------------------------------------------------------
+@dataclass
+class NodeSpec:
+    """What a node runs on, from its node config (``flower-supernode --node-config``) over the mod's
+    defaults: ``device``, ``backend`` (sim | sysfs | jtop), ``sysfs-root``, ``data-dir``,
+    ``workload``, ``batch-size``, ``model`` (a model directory to use instead of fitting one),
+    ``steps`` (minibatches a round trains)."""
+    device: str = "orin-agx"
+    backend: str = "sim"
+    sysfs_root: str | None = None
+    data_dir: str | None = None
+    workload: str = "resnet18"
+    batch_size: int = 16
+    model: str | None = None
+    steps: int | None = None
+
+    @classmethod
+    def of(cls, node_config: Mapping, defaults: NodeSpec) -> NodeSpec:
+        def get(key: str, default):
+            v = node_config.get(key)
+            return default if v is None or v == "" else v
+        steps = get("steps", defaults.steps)
+        return cls(str(get("device", defaults.device)), str(get("backend", defaults.backend)),
+                   get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
+                   str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
+                   get("model", defaults.model), None if steps is None else int(steps))
+
+    @property
+    def key(self) -> tuple:
+        return (self.device, self.backend, self.sysfs_root, self.data_dir, self.workload,
+                self.batch_size, self.model)
+
+
+@dataclass
+class Node:
+    spec: NodeSpec
+    backend: object
+    predictions: object                   # core.load_predictions' Predictions
+    model_dir: Path
+    model_note: str                       # where the model came from, in words
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.backend.not_live)
+
+    def steps(self, config: Mapping) -> int:
+        s = config.get(STEPS_KEY) or self.spec.steps or self.predictions.batches_per_epoch or 1
+        return max(1, int(s))
+
+
+def model_dir_for(spec: NodeSpec, backend_kind: str) -> Path:
+    """Where a node keeps the model the mod fitted for its workload (in its data directory); a
+    simulated board's model is kept apart from a live board's."""
+    live = "sim" if backend_kind == "sim" else "board"
+    return core.data_dir() / "models" / f"flower-{spec.device}-{live}-{spec.workload}-bs{spec.batch_size}"
+
+
+def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
+                   say: Callable[[str], None] = core.LOG.info) -> None:
+    """No model for this workload on this node: profile `count` modes (space-filling, for every
+    goal to come) on the node's board, as `ptui profile` does, and fit one into `out`."""
+    session = f"flower-{spec.device}-{spec.workload}-bs{spec.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}"
+    csv = out.parent.parent / "profiles" / f"{session}.csv"
+    csv.parent.mkdir(parents=True, exist_ok=True)
+    req = core.ProfileRequest(workload=spec.workload, batch_size=spec.batch_size, count=count,
+                              strategy="space-filling", session=session, out=csv)
+    run = core.ProfileRun(req, notify=say)
+    run.prepare(backend)
+    res = run.run()
+    if res.error is not None:
+        raise res.error
+    if res.status != "done":
+        raise core.PtuiError(f"profiling for the node's model stopped: {res.status}")
+    core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say)
+
+
+# -- the client mod ------------------------------------------------------------------------------------
+def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root: str | None = None,
+                   data_dir: str | None = None, workload: str = "resnet18", batch_size: int = 16,
+                   model: str | None = None, steps: int | None = None,
+                   devices: list[str] | None = None, risk: float | None = core.DEFAULT_RISK,
+                   fit_modes: int = FIT_MODES, sample_interval: float = 0.5,
+                   say: Callable[[str], None] | None = None) -> PowerMod:
+    """A Flower client mod (``ClientApp(mods=[ptui_power_mod(...)])``).  The arguments are every
+    node's defaults; a node's own config (NodeSpec) wins.  `devices`: in a simulation, where a node
+    config holds only partition-id, the device of partition k is devices[k % len(devices)]."""
+    return PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps),
+                    devices, risk, fit_modes, sample_interval, say)
+
+
+class PowerMod:
+    """The mod: a callable (msg, ctx, call_next) -> reply holding each node's open board.  It
+    pickles without them (Flower's simulation ships the ClientApp to its worker processes): a
+    worker opens its nodes' boards on their first round."""
+
+    def __init__(self, defaults: NodeSpec, devices, risk, fit_modes: int, sample_interval: float,
+                 say: Callable[[str], None] | None) -> None:
+        self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
+        self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
+        self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
+        self._opening = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        st = dict(self.__dict__)
+        st["nodes"], st["_opening"] = {}, None
+        return st
+
+    def __setstate__(self, st: dict) -> None:
+        self.__dict__.update(st)
+        self._opening = threading.Lock()
+
+    def _say(self, text: str) -> None:
+        (self.say or core.LOG.info)(text)
+
+    def node_for(self, ctx: Context) -> Node:
+        spec = NodeSpec.of(ctx.node_config, self.defaults)
+        if self.devices and "device" not in ctx.node_config and "partition-id" in ctx.node_config:
+            spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
+        key = (ctx.node_id, *spec.key)        # each node its own board (a simulated one is per node)
+        with self._opening:
+            node = self.nodes.get(key)
+            if node is None:
+                node = self.nodes[key] = _open_node(spec, self.fit_modes, self._say)
+        return node
+
+    def __call__(self, msg: Message, ctx: Context, call_next) -> Message:
+        if msg.metadata.message_type != MessageType.TRAIN or msg.has_error():
+            return call_next(msg, ctx)
+        node = self.node_for(ctx)
+        with node.lock:
+            return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say)
+
+
+def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
+    with _data_dir(spec.data_dir):
+        be, note = core.open_backend(spec.backend, spec.device, root=spec.sysfs_root or "/")
+        say(f"ptui: node board {spec.device} ({be.kind}): {note}")
+        if spec.model:
+            out, where = Path(spec.model), f"the model {spec.model} (node config)"
+        else:
+            out = model_dir_for(spec, be.kind)
+            with _fit_lock(out):              # nodes sharing a data directory fit it once
+                if (out / "meta.json").exists():
+                    where = f"the model the mod fitted before, {out}"
+                else:
+                    sim = " (SIMULATED board)" if be.not_live else ""
+                    say(f"ptui: no model for {spec.workload} bs{spec.batch_size} on this {spec.device}: "
+                        f"profiling {fit_modes} modes on the node's board{sim} and fitting one into {out}")
+                    t0 = time.perf_counter()
+                    fit_node_model(be, spec, out, fit_modes, say)
+                    where = (f"a model fitted now from {fit_modes} modes profiled on the node's "
+                             f"board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}")
+        pred = core.load_predictions(out, be.device)
+        if pred.model is not None and pred.model.about.batch_size not in (None, spec.batch_size):
+            raise core.InputError(f"the model {out} is for batch size {pred.model.about.batch_size}, "
+                                  f"not {spec.batch_size}")
+        say(f"ptui: {spec.device} decides with {where}")
+        return Node(spec, be, pred, out, where)
+
+
+@contextlib.contextmanager
+def _fit_lock(out: Path):
+    """An exclusive lock beside the model directory (processes of one host: Flower's simulation
+    runs nodes in several), held while the model is looked for and, if missing, fitted."""
+    import fcntl
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _pick(node: Node, goal: dict, steps: int, risk):
+    """(decision or None, feasible, goal in words): the mode for the goal; a goal nothing meets
+    takes the closest mode (feasible False); no goal keeps the board's mode (decision None)."""
+    if not goal:
+        return None, True, "none (the board's mode kept)"
+    kw = dict(goal)
+    if "deadline_s" in kw:
+        kw["deadline_ms"] = kw.pop("deadline_s") * 1000.0 / steps
+    tab = node.predictions.table
+    try:
+        d = core.choose(tab, risk=risk, **kw)
+        return d, True, d.goal
+    except core.InfeasibleError as e:
+        if e.closest is None:
+            return None, False, f"infeasible: {e}"
+        i = int(e.closest)
+        return _Closest(i, tab.modes[i], float(tab.time_ms[i]), float(tab.power_w[i])), False, \
+            f"infeasible, closest mode: {e}"
+
+
+@dataclass
+class _Closest:
+    index: int
+    mode: object
+    time_ms: float
+    power_w: float
+
+
+def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]]:
+    """The predicted Pareto front (power W ascending, time ms descending), at most FRONT_POINTS.
+    With a risk, each mode's power is its upper bound at that risk (median x exp(z x log-sd), the
+    bound core.choose holds a budget to): a node given that much as its budget can pick the mode."""
+    pw_all = [float(p) for p in table.power_w]
+    if risk is not None:
+        from statistics import NormalDist
+        z = NormalDist().inv_cdf(1.0 - risk)
+        pw_all = [p * math.exp(z * math.sqrt(math.log1p((float(sd) / p) ** 2))) * (1 + 1e-9)
+                  if p > 0 else p for p, sd in zip(pw_all, table.power_w_std)]
+    order = sorted(range(len(table)), key=lambda i: (pw_all[i], float(table.time_ms[i])))
+    pw, ms = [], []
+    best = math.inf
+    for i in order:
+        t = float(table.time_ms[i])
+        if t < best:
+            best = t
+            pw.append(pw_all[i])
+            ms.append(t)
+    if len(pw) > FRONT_POINTS:
+        k = [round(j * (len(pw) - 1) / (FRONT_POINTS - 1)) for j in range(FRONT_POINTS)]
+        pw, ms = [pw[j] for j in k], [ms[j] for j in k]
+    return pw, ms
+
+
+def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interval: float,
+                 say) -> Message:
+    config: dict = {}
+    for rec in msg.content.config_records.values():
+        config.update(rec)
+    goal = round_goal(config)
+    steps = node.steps(config)
+    be = node.backend
+    d, feasible, goal_words = _pick(node, goal, steps, risk)
+    notes: list[str] = []
+    with _data_dir(node.spec.data_dir):
+        snap = be.snapshot()
+    start = be.snapshot_mode(snap)
+    touched = applied = False
+    try:
+        if d is not None and d.mode != start:
+            touched = True
+            with _data_dir(node.spec.data_dir):
+                r = core.apply(be, d.mode)
+            applied = bool(r.ok)
+            if not r.ok:
+                notes.append(f"not applied, trained in {be.current_mode().key}: {r.message}")
+                say(f"ptui: {node.spec.device}: {r.message}")
+        elif d is not None:
+            applied = True                  # already in it
+        mode = be.current_mode()
+        timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval, steps)
+    finally:
+        # the board back where it started, whatever happened (an apply or training that raised)
+        if touched or be.current_mode() != start:
+            with _data_dir(node.spec.data_dir):
+                back = core.rollback(be, snap)
+            if back != start:
+                raise core.PtuiError(f"the board did not go back to {start.key}: it reads {back.key}")
+    reply = timed.reply
+    if reply.has_error():
+        return reply
+    pred_w = float(d.power_w) if d is not None else math.nan
+    pred_s = float(d.time_ms) * steps / 1000.0 if d is not None else math.nan
+    if d is None:                            # no goal: the model's figures for the board's mode
+        p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
+        if p is not None:
+            pred_w, pred_s = float(p["power_w"][0]), float(p["time_ms"][0]) * steps / 1000.0
+    figures = {"ptui-s": timed.s, "ptui-w": watts, "ptui-j": watts * timed.s,
+               "ptui-simulated": 1.0 if node.simulated else 0.0, "ptui-predicted-w": pred_w,
+               "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
+               "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s}
+    metrics = list(reply.content.metric_records.values())
+    target = metrics[0] if metrics else None
+    if target is None:
+        target = reply.content["metrics"] = MetricRecord()
+    for k, v in figures.items():
+        target[k] = float(v)
+    fw, fms = front_of(node.predictions.table, risk)
+    reply.content[RECORD] = ConfigRecord({
+        "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
+        "workload": node.spec.workload, "model": node.model_note, "steps": steps,
+        "start-mode": start.key, "simulated": bool(node.simulated),
+        "watts-from": ("SIMULATED board telemetry" if node.simulated else "board telemetry"),
+        "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
+                         if be.clock.virtual else "the round's wall time on this host"),
+        # the front the server splits a cap by: W at the risk's upper bound, round seconds
+        "front-w": fw, "front-s": [t * steps / 1000.0 for t in fms], "notes": "; ".join(notes)})
+    return reply
+
+
+@dataclass
+class _Timed:
+    s: float                              # the round's seconds on the board (simulated: its clock)
+    host_s: float                         # the host's wall seconds for the ClientApp's round
+    reply: Message
+
+
+def _measure(be, node: Node, run: Callable[[], Message], interval: float,
+             steps: int) -> tuple[_Timed, float]:
+    """Run the round; (its seconds, the host's wall seconds and the reply; the board's mean watts).
+    A live (or emulated) board is sampled by core.Sampler while the round runs: seconds are the
+    round's wall time.  A board on a virtual clock (the simulator) then trains the node's workload
+    for the round's `steps` minibatches on that clock, in the mode the round ran in: seconds and
+    watts are the SIMULATED Jetson's, whatever the host's own training took."""
+    if be.clock.virtual:
+        t0 = time.perf_counter()
+        reply = run()
+        host = time.perf_counter() - t0
+        s, w = _simulated_round(be, node, steps, interval)
+        return _Timed(s, host, reply), w
+    # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
+    sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
+    first = sampler.sample_once()
+    sampler.start()
+    t0 = time.perf_counter()
+    try:
+        reply = run()
+    finally:
+        host = time.perf_counter() - t0
+        sampler.stop()
+    last = sampler.sample_once()
+    ws = [p for _, p in sampler.history() if p is not None]
+    if not ws:
+        ws = [t.power_w for t in (first, last) if t is not None and t.power_w is not None]
+    return _Timed(host, host, reply), (sum(ws) / len(ws) if ws else math.nan)
+
+
+def _simulated_round(be, node: Node, steps: int, interval: float) -> tuple[float, float]:
+    """(seconds, mean W) of `steps` minibatches of the node's workload on the simulated board."""
+    own = be.trains_builtin and be.workload is None
+    if own:
+        be.start_training(core.get_workload(node.spec.workload, node.spec.batch_size))
+    try:
+        t0 = be.clock.now()
+        n, ws = 0, []
+        for ev in be.events(interval):
+            p = getattr(ev, "power_w", ...)
+            if p is ...:                  # a minibatch finished
+                n += 1
+                if n >= steps:
+                    break
+            elif p is not None:
+                ws.append(p)
+        if not ws:
+            p = be.read().power_w
+            ws = [p] if p is not None else []
+        return be.clock.now() - t0, (sum(ws) / len(ws) if ws else math.nan)
+    finally:
+        if own:
+            be.stop_training()
+
+
+# -- the server strategy ----------------------------------------------------------------------------
+def split_cap(curves: Mapping[int, tuple[list[float], list[float]]], cap_w: float) -> tuple[dict, bool]:
+    """Each node's power budget from a fleet cap: the least round time T that every node can meet
+    within the cap (a synchronous round waits for its slowest node), each node at the least power
+    that meets T on its predicted front.  What is left of the cap stays unspent: more power could
+    not shorten the round (T is the least the fronts allow), only make the other nodes wait
+    faster.  curves: node -> (front W ascending, round seconds descending).  Returns ({node: W},
+    feasible); when even every node's least power exceeds the cap, each gets its least power and
+    feasible is False."""
+    if not curves:
+        return {}, True
+    least = {n: w[0] for n, (w, _) in curves.items()}
+    if sum(least.values()) > cap_w:
+        return dict(least), False
+    for T in sorted({t for _, ts in curves.values() for t in ts}):
+        need = {}
+        for n, (ws, ts) in curves.items():
+            ok = [w for w, t in zip(ws, ts) if t <= T]
+            if not ok:
+                break
+            need[n] = min(ok)
+        else:
+            if sum(need.values()) <= cap_w:
+                return need, True
+    return dict(least), True
+
+
+class PtuiFleet(Strategy):
+    """Wraps a Flower strategy (FedAvg, ...): each round every sampled node gets its own goal in
+    its own RecordDict, the per-node figures are logged (not averaged) and the model aggregation
+    is the wrapped strategy's.  Goals: `cap_w` (a fleet power cap split by the nodes' predicted
+    power curves: the curves the nodes sent back with their last reply, before that the roofline
+    prior of their device from `devices`, node id -> device, or `default_device`), `deadline_s`
+    (every node's round deadline), `objective` ('energy', within the cap's share when both)."""
+
+    def __init__(self, strategy: Strategy, *, cap_w: float | None = None, deadline_s: float | None = None,
+                 objective: str | None = None,
+                 devices: Mapping[int, str] | Callable[[int], str] | None = None,
+                 default_device: str = "orin-agx", workload: str = "resnet18", batch_size: int = 16,
+                 steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
+                 log: Callable[[str], None] | None = None) -> None:
+        if cap_w is None and deadline_s is None and objective is None:
+            raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
+        if cap_w is not None and deadline_s is not None:
+            raise core.InputError("give a fleet power cap or a round deadline, not both")
+        self.strategy = strategy
+        self.cap_w, self.deadline_s, self.objective = cap_w, deadline_s, objective
+        self.devices = devices
+        self.default_device = default_device
+        self.workload, self.batch_size, self.steps = workload, batch_size, steps
+        self.risk = risk                       # the nodes' risk: the prior's front at its power bound
+        self.log = log or core.LOG.info
+        self.curves: dict[int, tuple[list[float], list[float]]] = {}   # node -> reported front
+        self.node_device: dict[int, str] = {}                           # node -> reported device
+        self._priors: dict[str, tuple[list[float], list[float]]] = {}
+        self.history: list[dict] = []          # one entry per round: per-node figures and totals
+        self.last_budgets: dict[int, float] = {}
+        self.last_predicted_w: float | None = None
+
+    # -- what the fleet knows of its nodes ---------------------------------------------------------
+    def device_of(self, node_id: int) -> str:
+        if node_id in self.node_device:
+            return self.node_device[node_id]
+        d = self.devices
+        if callable(d):
+            return d(node_id)
+        if d is not None and node_id in d:
+            return d[node_id]
+        return self.default_device
+
+    def prior_curve(self, device: str) -> tuple[list[float], list[float]]:
+        """The roofline prior's predicted front for a device kind (no mode profiled)."""
+        c = self._priors.get(device)
+        if c is None:
+            import tempfile
+            dev = core.get_device(device)
+            with tempfile.TemporaryDirectory() as tmp:
+                spec = core.workload_spec(workload=self.workload, batch_size=self.batch_size)
+                res = core.fit_prior(dev, spec, out=Path(tmp) / "prior", workload=self.workload)
+                pred = core.load_predictions(res.out, dev)
+            steps = self.steps or pred.batches_per_epoch or 1
+            pw, ms = front_of(pred.table, self.risk)
+            c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])
+        return c
+
+    def curve(self, node_id: int) -> tuple[list[float], list[float]]:
+        return self.curves.get(node_id) or self.prior_curve(self.device_of(node_id))
+
+    # -- the rounds --------------------------------------------------------------------------------
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        msgs = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        nodes = [m.metadata.dst_node_id for m in msgs]
+        budgets: dict[int, float] = {}
+        if self.cap_w is not None:
+            budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
+            pred = sum(budgets.values())
+            self.last_predicted_w = pred
+            if not ok:
+                self.log(f"ptui fleet round {server_round}: the cap {self.cap_w:g} W is below the "
+                         f"fleet's least predicted power {pred:.1f} W; each node gets its least")
+        self.last_budgets = budgets
+        out = []
+        for m in msgs:
+            n = m.metadata.dst_node_id
+            content = RecordDict()
+            for key, rec in m.content.items():
+                # one RecordDict per node: the arrays shared (read only), each config its own copy
+                content[key] = ConfigRecord(dict(rec)) if isinstance(rec, ConfigRecord) else rec
+            conf = next((r for r in content.config_records.values()), None)
+            if conf is None:
+                conf = content["config"] = ConfigRecord()
+            if n in budgets:
+                conf[BUDGET_KEY] = float(budgets[n])
+            if self.deadline_s is not None:
+                conf[DEADLINE_KEY] = float(self.deadline_s)
+            if self.objective is not None:
+                conf[OBJECTIVE_KEY] = self.objective
+            if self.steps is not None:
+                conf[STEPS_KEY] = int(self.steps)
+            out.append(Message(content=content, metadata=copy.copy(m.metadata)))
+        unknown = [n for n in nodes if n not in self.curves and n not in self.node_device
+                   and not (callable(self.devices) or (self.devices is not None and n in self.devices))]
+        if budgets and unknown:
+            self.log(f"ptui fleet round {server_round}: {len(unknown)} node(s) not heard from yet and "
+                     f"not in `devices`: split as {self.default_device} by its roofline prior until "
+                     f"they report their own device and front")
+        if budgets:
+            self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
+                     + ", ".join(f"node {n} ({self.device_of(n)}) {w:.1f} W" for n, w in budgets.items())
+                     + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
+                       f"shorten the round)")
+        return out
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]):
+        replies = list(replies)
+        rows = []
+        for r in replies:
+            n = r.metadata.src_node_id
+            if r.has_error():
+                rows.append({"node": n, "error": r.error.reason})
+                continue
+            met = next(iter(r.content.metric_records.values()), None)
+            info = r.content.config_records.get(RECORD)
+            if met is None or info is None or "ptui-w" not in met:
+                rows.append({"node": n, "error": "no ptui figures (is ptui_power_mod on this node?)"})
+                continue
+            if info.get("device"):
+                self.node_device[n] = str(info["device"])
+            if info.get("front-w") and info.get("front-s"):
+                self.curves[n] = (list(info["front-w"]), list(info["front-s"]))
+            rows.append({"node": n, "device": info.get("device"), "mode": info.get("mode"),
+                         "w": float(met["ptui-w"]), "s": float(met["ptui-s"]), "j": float(met["ptui-j"]),
+                         "predicted_w": float(met["ptui-predicted-w"]),
+                         "predicted_s": float(met["ptui-predicted-s"]),
+                         "budget_w": self.last_budgets.get(n), "simulated": bool(met["ptui-simulated"]),
+                         "feasible": bool(met["ptui-feasible"])})
+        ok = [x for x in rows if "error" not in x]
+        totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),
+                  "s": max((x["s"] for x in ok), default=0.0),
+                  "predicted_w": sum(x["predicted_w"] for x in ok if not math.isnan(x["predicted_w"])),
+                  "predicted_s": max((x["predicted_s"] for x in ok if not math.isnan(x["predicted_s"])),
+                                     default=0.0),
+                  "cap_w": self.cap_w, "simulated": any(x["simulated"] for x in ok)}
+        self.history.append({"round": server_round, "nodes": rows, "fleet": totals})
+        for x in rows:
+            if "error" in x:
+                self.log(f"ptui fleet round {server_round}: node {x['node']}: {x['error']}")
+            else:
+                sim = " SIMULATED" if x["simulated"] else ""
+                self.log(f"ptui fleet round {server_round}: node {x['node']} {x['device']} {x['mode']}: "
+                         f"{x['w']:.2f} W{sim}, {x['s']:.2f} s, {x['j']:.1f} J")
+        cap = f" (cap {self.cap_w:g} W)" if self.cap_w is not None else ""
+        self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
+                 f"{totals['j']:.1f} J, round {totals['s']:.2f} s")
+        return self.strategy.aggregate_train(server_round, replies)
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]):
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    def summary(self) -> None:
+        goal = (f"fleet cap {self.cap_w:g} W" if self.cap_w is not None
+                else f"round deadline {self.deadline_s:g} s" if self.deadline_s is not None else "")
+        self.log(f"PtuiFleet: {goal}{', least energy' if self.objective else ''}, wrapping "
+                 f"{type(self.strategy).__name__}")
+        self.strategy.summary()

@@ -1,0 +1,318 @@
+"""ptui.flower: the client mod and the fleet strategy with real flwr 1.42 Message/Context objects on
+simulated boards (and one emulated board through the sysfs backend)."""
+import math
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="flwr is not installed: pip install 'ptui[flower]' (or the test extra)")
+
+from flwr.app import (  # noqa: E402
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    Metadata,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flwr.serverapp.strategy.strategy_utils import validate_message_reply_consistency  # noqa: E402
+
+from ptui import core, flower  # noqa: E402
+
+DEVICES = {1: "orin-agx", 2: "xavier-agx", 3: "orin-nano"}
+
+
+@pytest.fixture(scope="module")
+def node_data(tmp_path_factory):
+    """The nodes' data directory, shared by the module's tests: each device's model is fitted once
+    (20 simulated modes, 3-8 s) and then read from the cache, as on a node across runs."""
+    return str(tmp_path_factory.mktemp("nodes"))
+
+
+@pytest.fixture
+def task_identity(monkeypatch):
+    """FedAvg builds its messages with the ServerApp process's identity: set it as flwr's run does."""
+    from flwr.supercore.task_identity import TaskIdentity
+    for attr, v in (("_run_id", 1), ("_node_id", 0), ("_task_id", 0)):
+        monkeypatch.setattr(TaskIdentity, attr, v)
+
+
+def instruction(config: dict, node_id: int = 7, mtype: str = MessageType.TRAIN) -> Message:
+    md = Metadata(run_id=1, message_id=f"m{node_id}", src_node_id=0, dst_node_id=node_id,
+                  reply_to_message_id="", group_id="1", created_at=time.time(), ttl=3600.0,
+                  message_type=mtype)
+    content = RecordDict({"arrays": ArrayRecord([np.zeros(3)]), "config": ConfigRecord(config)})
+    return Message(content=content, metadata=md)
+
+
+def context(node_id: int, **node_config) -> Context:
+    return Context(run_id=1, node_id=node_id, node_config=node_config, state=RecordDict(), run_config={})
+
+
+def trainer(seen: list, board=None, fail: bool = False):
+    """A ClientApp's train function: records the board's mode while it trains; replies as a
+    ClientApp does for FedAvg (one ArrayRecord, one MetricRecord with num-examples)."""
+    def train(msg: Message, ctx: Context) -> Message:
+        if board is not None:
+            seen.append(board().current_mode().key)
+        if fail:
+            raise RuntimeError("training blew up")
+        arrays = ArrayRecord([np.ones(3) * ctx.node_id])
+        return Message(RecordDict({"arrays": arrays,
+                                   "metrics": MetricRecord({"num-examples": 10, "loss": 0.5})}),
+                       reply_to=msg)
+    return train
+
+
+def board_of(mod):
+    return lambda: next(iter(mod.nodes.values())).backend
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+def test_the_mod_trains_in_the_mode_for_the_budget_and_puts_the_board_back(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    ctx = context(7, device="xavier-agx")
+    seen: list = []
+    reply = mod(instruction({"server-round": 1, "power-budget-w": 15.0}), ctx, trainer(seen, board_of(mod)))
+    node = next(iter(mod.nodes.values()))
+    info, met = reply.content["ptui"], reply.content["metrics"]
+    assert "model" in info["model"] and node.backend.kind == "sim"
+    # trained in the picked mode, predicted within the budget by the node's model
+    assert seen == [info["mode"]] and info["mode"] != info["start-mode"]
+    pred = node.predictions.model.predict([node.backend.device.mode(*_tuple(info["mode"]))])
+    assert float(pred["power_w"][0]) <= 15.0 and met["ptui-predicted-w"] <= 15.0
+    assert met["ptui-feasible"] == 1.0 and met["ptui-applied"] == 1.0
+    # the board is back where it started
+    assert node.backend.current_mode().key == info["start-mode"]
+    # figures: numbers in the MetricRecord beside the ClientApp's own, SIMULATED said so
+    assert met["num-examples"] == 10 and met["loss"] == 0.5
+    assert met["ptui-s"] > 0 and met["ptui-w"] > 0 and math.isclose(met["ptui-j"], met["ptui-w"] * met["ptui-s"])
+    assert met["ptui-simulated"] == 1.0 and info["simulated"] is True
+    assert "SIMULATED" in info["watts-from"] and "SIMULATED" in info["seconds-from"]
+    # on the simulator the round's seconds and watts are the board's, for one epoch of minibatches
+    # in the picked mode: as the model predicts them, within the simulator's noise
+    assert info["steps"] == 3125 and met["ptui-host-s"] < met["ptui-s"]
+    assert met["ptui-s"] == pytest.approx(met["ptui-predicted-s"], rel=0.1)
+    assert met["ptui-w"] == pytest.approx(met["ptui-predicted-w"], rel=0.1)
+    assert all(isinstance(met[k], float) for k in flower.METRICS)
+
+
+def _tuple(key: str):
+    c, cpu, gpu, mem = key.split("/")
+    return int(c.rstrip("c")), float(cpu), float(gpu), float(mem)
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+def test_the_first_round_without_a_model_says_so_and_fits_one_then_the_cache_is_used(tmp_path):
+    said: list[str] = []
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), fit_modes=6, say=said.append)
+    mod(instruction({"power-budget-w": 9.0}), context(3, device="orin-nano"), trainer([]))
+    assert any("no model for resnet18 bs16 on this orin-nano" in s and "SIMULATED" in s for s in said)
+    node = next(iter(mod.nodes.values()))
+    assert (node.model_dir / "meta.json").exists() and str(tmp_path / "n") in str(node.model_dir)
+    said.clear()
+    again = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), say=said.append)
+    again(instruction({"power-budget-w": 9.0}), context(3, device="orin-nano"), trainer([]))
+    assert not any("no model" in s for s in said) and any("fitted before" in s for s in said)
+
+
+def test_the_board_goes_back_when_training_raises(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    seen: list = []
+    with pytest.raises(RuntimeError, match="blew up"):
+        mod(instruction({"power-budget-w": 12.0}), context(7, device="xavier-agx"),
+            trainer(seen, board_of(mod), fail=True))
+    be = board_of(mod)()
+    start = be.device.preset(be.device.default_preset).mode
+    assert seen and seen[0] != start.key          # it was in another mode while training
+    assert be.current_mode() == start
+
+
+def test_an_apply_that_fails_trains_in_the_start_mode_and_says_so(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    ctx = context(7, device="xavier-agx")
+    mod(instruction({}), ctx, trainer([]))                  # opens the node's board
+    be = board_of(mod)()
+    be.fail_next_apply = "clock did not lock"
+    seen: list = []
+    r = mod(instruction({"power-budget-w": 15.0}), ctx, trainer(seen, board_of(mod)))
+    info, met = r.content["ptui"], r.content["metrics"]
+    assert met["ptui-applied"] == 0.0 and "clock did not lock" in info["notes"]
+    assert seen == [info["start-mode"]] == [info["mode"]] == [be.current_mode().key]
+
+
+def test_a_deadline_and_the_energy_objective_are_goals_too(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    r = mod(instruction({"deadline-s": 2000.0}), context(7, device="xavier-agx"), trainer([]))
+    m = r.content["metrics"]
+    # the round's steps (one epoch by default) at the picked mode's predicted time meet the deadline
+    assert m["ptui-predicted-s"] <= 2000.0 and r.content["ptui"]["goal"].startswith("lowest power")
+    r = mod(instruction({"objective": "energy", "ptui-steps": 10}), context(7, device="xavier-agx"), trainer([]))
+    assert r.content["ptui"]["steps"] == 10 and "energy" in r.content["ptui"]["goal"]
+
+
+def test_replies_keep_fedavg_invariants_whatever_the_goal(node_data):
+    """Nodes with a goal, without one, and with one nothing meets reply with the same MetricRecord
+    keys and one ArrayRecord each: FedAvg validates and aggregates them."""
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    replies = [mod(instruction(cfg, n), context(n, device=dev), trainer([]))
+               for n, dev, cfg in ((1, "xavier-agx", {"power-budget-w": 15.0}),
+                                   (2, "xavier-agx", {}),
+                                   (3, "xavier-agx", {"power-budget-w": 1.0}))]
+    validate_message_reply_consistency([r.content for r in replies], "num-examples", True)
+    assert replies[1].content["ptui"]["mode"] == replies[1].content["ptui"]["start-mode"]
+    assert replies[2].content["metrics"]["ptui-feasible"] == 0.0
+    arrays, metrics = FedAvg().aggregate_train(1, replies)
+    assert arrays is not None and "ptui-w" in metrics
+
+
+def test_the_mod_pickles_without_its_boards_as_flowers_simulation_ships_it(node_data):
+    import pickle
+    mod = flower.ptui_power_mod(data_dir=node_data, devices=["xavier-agx"])
+    mod(instruction({"power-budget-w": 15.0}), context(7, **{"partition-id": 0}), trainer([]))
+    assert next(iter(mod.nodes.values())).spec.device == "xavier-agx"      # partition 0's device
+    copy = pickle.loads(pickle.dumps(mod))
+    assert copy.nodes == {} and len(mod.nodes) == 1
+    r = copy(instruction({"power-budget-w": 15.0}), context(7, **{"partition-id": 0}), trainer([]))
+    assert r.content["ptui"]["device"] == "xavier-agx"
+
+
+def test_other_messages_pass_through_untouched(node_data):
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    r = mod(instruction({"power-budget-w": 15.0}, mtype=MessageType.EVALUATE), context(7, device="xavier-agx"),
+            trainer([]))
+    assert "ptui" not in r.content and "ptui-w" not in r.content["metrics"] and not mod.nodes
+
+
+class FakeGrid:
+    def get_node_ids(self):
+        return list(DEVICES)
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+def test_the_fleet_splits_a_cap_across_three_heterogeneous_nodes(node_data, task_identity):
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=40.0, devices=DEVICES,
+                             log=logs.append)
+    arrays = ArrayRecord([np.zeros(3)])
+    msgs = list(fleet.configure_train(1, arrays, ConfigRecord({"lr": 0.1}), FakeGrid()))
+    assert sorted(m.metadata.dst_node_id for m in msgs) == [1, 2, 3]
+    # one RecordDict (and config) per node, the wrapped strategy's config kept
+    assert len({id(m.content) for m in msgs}) == 3 and len({id(m.content["config"]) for m in msgs}) == 3
+    budgets = {m.metadata.dst_node_id: m.content["config"]["power-budget-w"] for m in msgs}
+    assert all(m.content["config"]["lr"] == 0.1 and m.content["config"]["server-round"] == 1 for m in msgs)
+    assert sum(budgets.values()) <= 40.0 + 1e-9 and len(set(budgets.values())) == 3
+    assert budgets[3] < budgets[1]                # the Orin Nano draws least
+    # each node's least predicted power fits in its share
+    for n, w in budgets.items():
+        assert fleet.prior_curve(DEVICES[n])[0][0] <= w
+
+    # the nodes train (each its own simulated board and fitted model) and the fleet reports each
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    replies = [mod(m, context(m.metadata.dst_node_id, device=DEVICES[m.metadata.dst_node_id]), trainer([]))
+               for m in msgs]
+    assert sum(r.content["metrics"]["ptui-predicted-w"] for r in replies) <= 40.0
+    arrays_out, metrics = fleet.aggregate_train(1, replies)
+    assert arrays_out is not None and metrics is not None
+    rnd = fleet.history[-1]
+    assert rnd["round"] == 1 and len(rnd["nodes"]) == 3
+    for row in rnd["nodes"]:
+        assert row["device"] == DEVICES[row["node"]] and row["w"] > 0 and row["s"] > 0 and row["j"] > 0
+        assert row["predicted_w"] <= row["budget_w"] and row["simulated"]
+    assert math.isclose(rnd["fleet"]["w"], sum(r["w"] for r in rnd["nodes"]))
+    assert math.isclose(rnd["fleet"]["j"], sum(r["j"] for r in rnd["nodes"]))
+    assert any("node 3 orin-nano" in s and "SIMULATED" in s for s in logs)
+    # round 2 splits by the fronts the nodes sent back, not the prior
+    assert set(fleet.curves) == {1, 2, 3}
+    msgs2 = list(fleet.configure_train(2, arrays, ConfigRecord(), FakeGrid()))
+    assert sum(m.content["config"]["power-budget-w"] for m in msgs2) <= 40.0 + 1e-9
+
+
+def test_a_cap_below_the_fleets_least_power_gives_each_node_its_least(task_identity):
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=5.0, devices=DEVICES,
+                             log=logs.append)
+    msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+    for m in msgs:
+        n = m.metadata.dst_node_id
+        assert m.content["config"]["power-budget-w"] == fleet.prior_curve(DEVICES[n])[0][0]
+    assert any("below the fleet's least predicted power" in s for s in logs)
+
+
+def test_a_round_deadline_goes_to_every_node(task_identity):
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), deadline_s=600.0, steps=100)
+    msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+    assert all(m.content["config"]["deadline-s"] == 600.0 and m.content["config"]["ptui-steps"] == 100
+               and "power-budget-w" not in m.content["config"] for m in msgs)
+    with pytest.raises(core.InputError):
+        flower.PtuiFleet(FedAvg(), cap_w=10.0, deadline_s=5.0)
+
+
+def test_split_cap_finds_the_least_round_time_within_the_cap():
+    curves = {1: ([5.0, 10.0, 20.0], [30.0, 20.0, 10.0]), 2: ([2.0, 4.0], [40.0, 15.0])}
+    b, ok = flower.split_cap(curves, 30.0)
+    # T = 15 s is the least both meet within 30 W: node 1 at 20 W (10 s), node 2 at 4 W (15 s);
+    # the 6 W left could not make node 2 faster, so they stay unspent
+    assert ok and b == {1: 20.0, 2: 4.0}
+    b, ok = flower.split_cap(curves, 20.0)         # T = 20 s: node 1 at 10 W, node 2 at 4 W
+    assert ok and b == {1: 10.0, 2: 4.0}
+    assert flower.split_cap(curves, 6.0) == ({1: 5.0, 2: 2.0}, False)
+
+
+def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
+    """`ptui emulate`'s tree through the sysfs backend: the mode is written to the tree while the
+    round trains, read back from it, put back after; watts from the tree's rails (SIMULATED)."""
+    root, _ = emulated_board
+    dev = core.get_device("orin-agx")
+    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    mod = flower.ptui_power_mod(sample_interval=0.1)
+    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root),
+                                                             "data-dir": str(tmp_path / "d"),
+                                                             "model": str(prior.out)})
+    seen: list = []
+
+    def train(msg, c):
+        time.sleep(0.6)                           # a few samples of the tree's rails
+        return trainer(seen, board_of(mod))(msg, c)
+    r = mod(instruction({"power-budget-w": 25.0}), ctx, train)
+    info, met = r.content["ptui"], r.content["metrics"]
+    be = board_of(mod)()
+    assert be.kind == "sysfs" and info["backend"] == "sysfs"
+    assert seen == [info["mode"]] != [info["start-mode"]]
+    assert be.current_mode().key == info["start-mode"]
+    assert met["ptui-predicted-w"] <= 25.0 and met["ptui-w"] > 0 and met["ptui-simulated"] == 1.0
+    assert met["ptui-s"] >= 0.6 and met["ptui-s"] == met["ptui-host-s"]       # wall time on a live clock
+    assert info["seconds-from"] == "the round's wall time on this host"
+
+
+@pytest.mark.slow
+def test_ten_virtual_jetsons_in_flowers_simulation(tmp_path):
+    """deploy/flower/fleet_sim.py: run_simulation with 10 heterogeneous simulated boards under a
+    150 W cap, 2 rounds; every node reports, the fleet's predicted total stays within the cap."""
+    pytest.importorskip("ray", reason="Flower's simulation engine needs ray: pip install 'flwr[simulation]==1.42.0'")
+    import json
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT, subprocess_env
+    out = tmp_path / "fleet.json"
+    r = subprocess.run([sys.executable, str(ROOT / "deploy/flower/fleet_sim.py"), "--cap-w", "150",
+                        "--rounds", "2", "--data-dir", str(tmp_path / "nodes"), "--json", str(out)],
+                       capture_output=True, text=True, timeout=300, env=subprocess_env(tmp_path), cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert [x["round"] for x in doc["rounds"]] == [1, 2]
+    for rnd in doc["rounds"]:
+        rows = rnd["nodes"]
+        assert len(rows) == 10 and not [x for x in rows if "error" in x]
+        assert {x["device"] for x in rows} == {"orin-agx", "xavier-agx", "orin-nano"}
+        assert rnd["fleet"]["predicted_w"] <= 150.0 and all(x["simulated"] for x in rows)
+    # round 1 is split by one prior for all (the server has not heard from the nodes), round 2 by
+    # the fronts they sent: round 1's picks are a feasible split of round 2's, so it is no slower
+    first, second = (rnd["fleet"]["predicted_s"] for rnd in doc["rounds"])
+    assert second <= first
