@@ -17,7 +17,8 @@ Arms, the same profiled modes for both:
               counts); 3 modes: nothing (ptui fits from 6 modes, and 3 cannot be cross-validated);
               5 modes: fit_model(method="gp") with its 6-mode minimum lifted for this row only
               (ptui itself refuses it); 10: fit_model(method="gp") as today.
-Metrics: time and power MAPE over the held-out grid modes (those not profiled); budget decisions
+Metrics: time and power MAPE over the held-out grid modes (those not profiled); the share of them
+whose truth falls in the prediction's 90 % interval (median over runs); budget decisions
 (17-50 W, 1 W steps, Orin AGX) over the whole grid with predictions only (risk 0.05, as pareto):
 the pick's true time over the true fastest mode within the budget - 1 (median, worst over
 budgets and runs), and picks whose true power exceeds the budget by more than 1 W.
@@ -66,6 +67,17 @@ def truths(quick: bool):
         job = indep_corpus.JOBS[name]
         t, p, _ = indep_corpus.truth(dev, job, A)
         yield "indep", name, modes, t, p, lambda kind, j=job: eval_roofline.indep_spec(dev, j, kind)
+
+
+def cover90(pred: dict, t: np.ndarray, p: np.ndarray, held: np.ndarray) -> tuple[float, float]:
+    """% of the held-out modes whose true time and power fall in the prediction's 90 % interval
+    (log-normal: median x exp(+-1.645 log-sd))."""
+    out = []
+    for k, y in (("time_ms", t), ("power_w", p)):
+        mu, sd = pred[k][held], pred[k + "_std"][held]
+        lsd = np.sqrt(np.log1p((sd / mu) ** 2))
+        out.append(float(np.mean(np.abs(np.log(y / mu)) <= 1.6448536269514722 * lsd)) * 100)
+    return out[0], out[1]
 
 
 def predict_arm(arm: str, k: int, dev, modes, idx, tm, pm, prior, ref):
@@ -118,6 +130,7 @@ def main(argv=None) -> int:
                         continue
                     r = {"time": float(np.mean(np.abs(pred["time_ms"][held] / t[held] - 1)) * 100),
                          "power": float(np.mean(np.abs(pred["power_w"][held] / p[held] - 1)) * 100),
+                         "cov": cover90(pred, t[held], p[held], held),
                          **eval_roofline.decisions(DEVICE, modes, pred, t, p)}
                     res.setdefault((truth, arm, k), []).append(r)
                     print(f"  {truth:5} {name:12} seed {seed} k={k:2d} {arm:8}: time {r['time']:6.1f} % "
@@ -126,8 +139,9 @@ def main(argv=None) -> int:
     print(f"roofline prior in the fit, {DEVICE}, PowerTrain grid; spec: {eval_roofline.SPECS[a.spec]}; "
           f"{seeds} draw(s) of profiled modes per workload")
     print("| truth | modes | prior | time MAPE % (median, worst) | power MAPE % (median, worst) | "
-          "budget penalty median % | worst % | over budget +1 W |")
-    print("|---|---:|---|---|---|---:|---:|---:|")
+          "90 % interval coverage % (time, power) | budget penalty median % | worst % | "
+          "over budget +1 W |")
+    print("|---|---:|---|---|---|---|---:|---:|---:|")
     for truth in ("sim", "indep"):
         for k in SIZES:
             for arm in ("prior", "no prior"):
@@ -135,11 +149,12 @@ def main(argv=None) -> int:
                 if not rs:
                     what = ("n/a (ptui fits from 6 modes; 3 cannot be cross-validated)"
                             if arm == "no prior" else "n/a")
-                    print(f"| {truth} | {k} | {'with' if arm == 'prior' else 'without'} | {what} | | | | |")
+                    print(f"| {truth} | {k} | {'with' if arm == 'prior' else 'without'} | {what} | | | | | |")
                     continue
                 tt, pp = [r["time"] for r in rs], [r["power"] for r in rs]
                 print(f"| {truth} | {k} | {'with' if arm == 'prior' else 'without'} | "
                       f"{np.median(tt):.1f}, {max(tt):.1f} | {np.median(pp):.1f}, {max(pp):.1f} | "
+                      f"{np.median([r['cov'][0] for r in rs]):.0f}, {np.median([r['cov'][1] for r in rs]):.0f} | "
                       f"{np.median([r['median'] for r in rs]):.1f} | {max(r['worst'] for r in rs):.1f} | "
                       f"{sum(r['over'] for r in rs)}/{sum(r['n'] for r in rs)} |")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
