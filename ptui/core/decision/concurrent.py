@@ -94,8 +94,25 @@ def _pois_cdf(m: int, mu: np.ndarray) -> np.ndarray:
 def mean_batch(rate_per_ms, theta, b: int) -> np.ndarray:
     """E[k] = sum_j P(S_j <= theta), j = 1..b (vectorised over theta)."""
     mu = rate_per_ms * np.maximum(np.asarray(theta, float), 0.0)  # also called at theta + R
-    # P(S_j <= theta) = P(Poisson(mu) >= j - 1)
-    return sum((1.0 - _pois_cdf(j - 2, mu) for j in range(1, b + 1)), np.zeros_like(mu))
+    # P(S_j <= theta) = P(Poisson(mu) >= j - 1); the Poisson CDF accumulated once over j (O(b))
+    with np.errstate(divide="ignore"):
+        logmu = np.log(np.maximum(mu, 1e-300))
+    out = np.ones_like(mu)                          # j = 1
+    cdf = np.zeros_like(mu)
+    for j in range(2, b + 1):
+        cdf = cdf + np.exp((j - 2) * logmu - mu - math.lgamma(j - 1))
+        out += 1.0 - np.clip(np.where(mu <= 0, 1.0, cdf), 0.0, 1.0)
+    return out
+
+
+def interp_rows(k, xs, ys) -> np.ndarray:
+    """np.interp(k[r], xs, ys[r]) for every row r at once (clamped at the ends like np.interp)."""
+    xa = np.asarray(xs, float)
+    k = np.clip(np.asarray(k, float), xa[0], xa[-1])
+    j = np.clip(np.searchsorted(xa, k, side="right") - 1, 0, len(xa) - 2)
+    w = (k - xa[j]) / (xa[j + 1] - xa[j])
+    r = np.arange(len(k))
+    return ys[r, j] * (1.0 - w) + ys[r, j + 1] * w
 
 
 def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, rows=None):
@@ -116,8 +133,8 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
         for f in (0.125, 0.375, 0.625, 0.875):
             r = (1.0 - u) * f * tT + u * f * tIb
             ek += np.clip(mean_batch(lam, theta + r, b), 1.0, b) / 4.0
-        tI = np.array([np.interp(k, st.batches, st.infer_ms[r]) for r, k in zip(rows, ek)])
-        pI = np.array([np.interp(k, st.batches, st.infer_w[r]) for r, k in zip(rows, ek)])
+        tI = interp_rows(ek, st.batches, st.infer_ms[rows])
+        pI = interp_rows(ek, st.batches, st.infer_w[rows])
         u = np.minimum(lam * tI / ek, 1.0)
     sps = np.where(u < 1.0, (1.0 - u) * st.train_batch / tT * 1000.0, 0.0)
     pw = np.minimum(u, 1.0) * pI + (1.0 - np.minimum(u, 1.0)) * pT
