@@ -40,6 +40,7 @@ U_MAX = 0.8            # inference may take at most this share of the GPU (a bac
 # the latency budget holds when at most 1 % of requests are over it (p99); the decision asks the
 # prediction for half that, a margin for the queueing approximation's error
 MISS_MAX = 0.005
+TAIL_K = 3.0           # tail_margin's scale (inference minibatches per request)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,19 @@ class Prediction:
     power_w: float              # mean board power
     infer_share: float          # share of GPU time spent on inference
     mean_batch: float           # requests per inference minibatch
+    over_margin: float = 0.0    # share of requests over the budget less tail_margin (decide's test)
+
+
+def tail_margin(u: float, mean_k: float, t_inf_ms: float, latency_ms: float) -> float:
+    """The share of the latency budget the decision holds back when it reads the predicted tail:
+    TAIL_K u t_I(b) / (E[k] L), TAIL_K inference minibatches' worth of time per request, weighted
+    by the inference share.  The queueing term under-predicts the tail where inference batches
+    queue behind each other: a busy GPU (share u) serving long (t_I(b)) small (E[k]) batches.
+    Elsewhere the margin is a few per cent of L or less (the dispatch rule keeps requests within L
+    without a backlog; a margin in units of L would refuse those rows for the mass the rule puts
+    just under L).  Calibrated against simulate() on rows of other rates and budgets than the
+    sweep's (docs/concurrent.md, section 3)."""
+    return TAIL_K * u * t_inf_ms / (max(mean_k, 1.0) * latency_ms)
 
 
 def slack(t_train, t_inf_b, latency_ms):
@@ -143,11 +157,18 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
 
 def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> Prediction:
     """The analytic prediction for mode row i and inference batch b (module docstring)."""
+    return latency_cdf(st, i, rate, latency_ms, b)[0]
+
+
+def latency_cdf(st: Standalone, i: int, rate: float, latency_ms: float,
+                b: int) -> tuple[Prediction, np.ndarray, np.ndarray]:
+    """predict()'s figures and the predicted latency distribution (latencies ms, their CDF)."""
     sps, pw, u, ek, theta = (float(x[0]) for x in throughput_power(st, rate, latency_ms, b, [i]))
     lam = rate / 1000.0
     tT, tIb, tIk = float(st.train_ms[i]), float(st.t_inf(i, b)), float(st.t_inf(i, ek))
     if u >= 1.0:
-        return Prediction(math.inf, math.inf, 1.0, 0.0, pw, u, ek)
+        inf = np.array([math.inf])
+        return Prediction(math.inf, math.inf, 1.0, 0.0, pw, u, ek, 1.0), inf, np.array([1.0])
     th = max(theta, 0.0)
     # batches queue behind each other when inference is busy: Kingman's G/G/1 mean wait with
     # Erlang(E[k]) batch inter-arrivals (ca^2 = 1/E[k]) and fixed service t_I, less the residual of
@@ -185,7 +206,10 @@ def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> P
     def q_at(p: float) -> float:
         return float(np.interp(p, cdf, lat))
     over = float(1.0 - np.interp(latency_ms, lat, cdf, left=0.0, right=1.0))
-    return Prediction(q_at(0.5), q_at(0.99), max(over, 0.0), sps, pw, u, ek)
+    read = latency_ms * (1.0 - tail_margin(u, ek, tIb, latency_ms))
+    over_m = float(1.0 - np.interp(read, lat, cdf, left=0.0, right=1.0))
+    return (Prediction(q_at(0.5), q_at(0.99), max(over, 0.0), sps, pw, u, ek, max(over_m, 0.0)),
+            lat, cdf)
 
 
 # -- the event-driven check -----------------------------------------------------------------------
@@ -285,7 +309,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
         r = int(rows[k % len(rows)])
         b = int(tab.batches[k])
         pr = predict(st, r, rate, latency_ms, b)
-        if pr.over_budget <= MISS_MAX:
+        if pr.over_margin <= MISS_MAX:
             return Pick(r, st.modes[r], b, pr)
         ok[k] = False
     raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.0%} of requests within "

@@ -127,6 +127,37 @@ def _spread(u: np.ndarray, have: list[int], n: int) -> list[int]:
     return out
 
 
+OPTIMISM = (0.0, 0.02, 0.05)   # with nothing predicted better, modes this much over are tried
+
+
+def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, floor: float) -> int | None:
+    """The unprofiled grid row whose predicted best (mode, b) promises the most training
+    throughput above `floor` within budget_w, its latency checked on the predicted distribution
+    (the 20 best predicted modes are tried); None when no row promises more."""
+    tb = pst.train_batch
+    nb = len(pst.batches)
+    # rows that could beat the floor: training alone faster, the cheaper activity within budget
+    alone = tb / pst.train_ms * 1000.0
+    cheap = np.minimum(pst.train_w, pst.infer_w.min(1))
+    live = np.setdiff1d(np.flatnonzero((alone > floor) & (cheap <= budget_w)), rows)
+    if not len(live):
+        return None
+    tab, ok = candidates(pst, rate, latency_ms, live)
+    ok &= (tab.power_w <= budget_w) & (tab.time_ms < (tb / floor * 1000.0 if floor else np.inf))
+    order = np.flatnonzero(ok)[np.argsort(tab.time_ms[ok], kind="stable")]
+    tried: set[int] = set()
+    for k in order:
+        r = int(live[k % len(live)])
+        if r in tried:
+            continue
+        tried.add(r)
+        if predict(pst, r, rate, latency_ms, int(tab.batches[k])).over_margin <= MISS_MAX:
+            return r
+        if len(tried) >= 20 or len(tried) >= nb * len(live):
+            break
+    return None
+
+
 def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
     and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
@@ -166,52 +197,26 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     for i in _spread(u, [top], SEED_MODES - 1):
         prof(i)
     nb = len(INFER_BATCHES)
+    tb = int(train.batch_size)
     while len(meas) < WALK_BUDGET:
         rows = list(meas)
         y = np.array([np.concatenate([[meas[i].train_ms[0], meas[i].train_w[0]],
                                       meas[i].infer_ms[0], meas[i].infer_w[0]]) for i in rows])
         pred = _fit_predict(rows, y, u)
         pred[rows] = y
-        tb = int(train.batch_size)
-        have = best()
-        floor = 0.0 if have is None else have.prediction.train_sps
-        # rows that could beat the best pick: training alone faster, the cheaper activity in budget
-        alone = tb / pred[:, 0] * 1000.0
-        cheap = np.minimum(pred[:, 1], pred[:, 2 + nb:].min(1))
-        live = np.flatnonzero((alone > floor) & (cheap <= budget_w))
-        live = np.setdiff1d(live, rows)
-        if not len(live):
-            if have is not None:
-                break
-            prof(_spread(u, rows, 1)[0])            # nothing predicted feasible yet: explore
-            continue
         pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], INFER_BATCHES,
                          pred[:, 2:2 + nb], pred[:, 2 + nb:])
-        tab, ok = candidates(pst, rate, latency_ms, live)
-        ok &= (tab.power_w <= budget_w) & (tab.time_ms < (tb / floor * 1000.0 if floor else np.inf))
-        if not ok.any():
-            if have is not None:
-                break
-            prof(_spread(u, rows, 1)[0])
-            continue
-        # the predicted best rows in order, each checked on the predicted latency distribution
-        order = np.flatnonzero(ok)[np.argsort(tab.time_ms[ok], kind="stable")]
+        have = best()
+        floor = 0.0 if have is None else have.prediction.train_sps
         nxt = None
-        tried: set[int] = set()
-        for k in order:
-            r = int(live[k % len(live)])
-            if r in tried:
-                continue
-            tried.add(r)
-            if predict(pst, r, rate, latency_ms, int(tab.batches[k])).over_budget <= MISS_MAX:
-                nxt = r
-                break
-            if len(tried) >= 20:
+        for tol in OPTIMISM:
+            nxt = _next_mode(pst, rows, rate, latency_ms, budget_w * (1.0 + tol), floor * (1.0 - tol))
+            if nxt is not None:
                 break
         if nxt is None:
             if have is not None:
                 break
-            nxt = _spread(u, rows, 1)[0]
+            nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
         prof(nxt)
     pick = best()
     if pick is None:
