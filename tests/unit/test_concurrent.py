@@ -114,7 +114,7 @@ def test_decision_matches_brute_force_and_never_picks_an_infeasible_point(budget
         if C.slack(st.train_ms[i], st.t_inf(i, b), lat) < 0:
             continue
         pr = C.predict(st, i, rate, lat, b)
-        if pr.infer_share <= C.U_MAX and pr.over_margin <= C.MISS_MAX and pr.power_w <= budget_w:
+        if pr.infer_share <= C.U_MAX and C.admitted(pr) and pr.power_w <= budget_w:
             if best is None or pr.train_sps > best:
                 best = pr.train_sps
     if best is None:
@@ -122,7 +122,7 @@ def test_decision_matches_brute_force_and_never_picks_an_infeasible_point(budget
             C.decide(st, rate, lat, budget_w)
         return
     p = C.decide(st, rate, lat, budget_w)
-    assert p.prediction.power_w <= budget_w and p.prediction.over_margin <= C.MISS_MAX
+    assert p.prediction.power_w <= budget_w and C.admitted(p.prediction)
     assert p.prediction.train_sps == pytest.approx(best, rel=1e-9)
 
 
@@ -173,7 +173,7 @@ def test_walk_picks_a_profiled_mode_on_its_measured_figures(tw, iw, rate, lat, p
     assert pick.mode in seen
     own = C.decide(real(DEV, train, iw, [pick.mode]), rate, lat, pw)
     assert (own.batch, own.prediction.train_sps) == (pick.batch, pick.prediction.train_sps)
-    assert pick.prediction.power_w <= pw and pick.prediction.over_margin <= C.MISS_MAX
+    assert pick.prediction.power_w <= pw and C.admitted(pick.prediction)
 
 
 def test_tail_margin_grows_with_the_inference_share_and_time_and_shrinks_with_the_batch():
@@ -183,7 +183,7 @@ def test_tail_margin_grows_with_the_inference_share_and_time_and_shrinks_with_th
     assert C.tail_margin(0.3, 1.0, 100.0, 250.0) > m > C.tail_margin(0.3, 1.0, 50.0, 1000.0)
     # a light inference share with batching holds back little: the dispatch rule keeps such rows
     # within L without a backlog
-    assert C.tail_margin(0.15, 2.6, 40.0, 250.0) < 0.03
+    assert C.tail_margin(0.15, 2.6, 40.0, 250.0) < 0.05
 
 
 def test_the_margin_turns_down_a_row_whose_tail_the_queueing_term_under_predicts():
@@ -196,7 +196,7 @@ def test_the_margin_turns_down_a_row_whose_tail_the_queueing_term_under_predicts
             for s in range(3)]
     pr = C.predict(st, 0, 8.0, 400.0, 2)
     assert min(sims) > 0.01 and pr.over_budget <= C.MISS_MAX
-    assert pr.over_margin > C.MISS_MAX
+    assert not C.admitted(pr)
 
 
 def test_mean_batch_accumulates_the_poisson_cdf_once():

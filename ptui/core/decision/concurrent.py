@@ -40,7 +40,8 @@ U_MAX = 0.8            # inference may take at most this share of the GPU (a bac
 # the latency budget holds when at most 1 % of requests are over it (p99); the decision asks the
 # prediction for half that, a margin for the queueing approximation's error
 MISS_MAX = 0.005
-TAIL_K = 3.0           # tail_margin's scale (inference minibatches per request)
+TAIL_K = 5.0           # tail_margin's scale (inference minibatches per request)
+MISS_MARGIN = 0.02     # ... and at most this share over the budget less tail_margin
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,13 @@ class Pick:
     prediction: Prediction
 
 
+def admitted(pr: Prediction) -> bool:
+    """The decision's latency test on a predicted distribution: at most MISS_MAX of requests over
+    the budget L, and at most MISS_MARGIN over L less tail_margin (where inference batches queue,
+    the analytic tail is short)."""
+    return pr.over_budget <= MISS_MAX and pr.over_margin <= MISS_MARGIN
+
+
 def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows=None) -> Pick:
     """The (mode, b) of highest training throughput whose latency budget holds and whose mean power
     stays within budget_w (pareto.choose over the candidates); InfeasibleError names the closest."""
@@ -309,7 +317,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
         r = int(rows[k % len(rows)])
         b = int(tab.batches[k])
         pr = predict(st, r, rate, latency_ms, b)
-        if pr.over_margin <= MISS_MAX:
+        if admitted(pr):
             return Pick(r, st.modes[r], b, pr)
         ok[k] = False
     raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.0%} of requests within "

@@ -12,7 +12,7 @@ from ..catalogue.devices import Device
 from ..catalogue.inference import INFER_BATCHES, get_inference
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload
-from ..decision.concurrent import MISS_MAX, Pick, Standalone, candidates, decide, predict
+from ..decision.concurrent import Pick, Standalone, admitted, candidates, decide, predict
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
 
@@ -151,7 +151,7 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
         if r in tried:
             continue
         tried.add(r)
-        if predict(pst, r, rate, latency_ms, int(tab.batches[k])).over_margin <= MISS_MAX:
+        if admitted(predict(pst, r, rate, latency_ms, int(tab.batches[k]))):
             return r
         if len(tried) >= 20 or len(tried) >= nb * len(live):
             break
