@@ -42,6 +42,7 @@ U_MAX = 0.8            # inference may take at most this share of the GPU (a bac
 MISS_MAX = 0.005
 TAIL_K = 5.0           # tail_margin's scale (inference minibatches per request)
 MISS_MARGIN = 0.02     # ... and at most this share over the budget less tail_margin
+PREDICT_MAX = 2000     # rows decide checks on the latency distribution before it gives up (~6 ms each)
 
 
 @dataclass(frozen=True)
@@ -303,7 +304,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
     # the screen (theta, U_MAX) is necessary, not sufficient: a backlog of inference batches can
     # still push requests over; the pick is checked on the full latency distribution and the next
     # best taken while more than MISS_MAX of requests would be late
-    for _ in range(200):
+    for _ in range(PREDICT_MAX):
         if not ok.any():
             break
         sub = tab.subset(ok)
