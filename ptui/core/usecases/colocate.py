@@ -127,15 +127,15 @@ def _spread(u: np.ndarray, have: list[int], n: int) -> list[int]:
     return out
 
 
-OPTIMISM = (0.0, 0.02, 0.05)   # with nothing predicted better, modes this much over are tried
+OPTIMISM = (0.0, 0.02, 0.05, 0.1, 0.2)   # with nothing predicted better, modes this much over
+CHECKS = 40            # predicted (mode, b) rows whose latency distribution a step computes at most
 
 
 def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, floor: float) -> int | None:
     """The unprofiled grid row whose predicted best (mode, b) promises the most training
     throughput above `floor` within budget_w, its latency checked on the predicted distribution
-    (the 20 best predicted modes are tried); None when no row promises more."""
+    (the CHECKS best predicted rows are tried); None when no row promises more."""
     tb = pst.train_batch
-    nb = len(pst.batches)
     # rows that could beat the floor: training alone faster, the cheaper activity within budget
     alone = tb / pst.train_ms * 1000.0
     cheap = np.minimum(pst.train_w, pst.infer_w.min(1))
@@ -145,16 +145,10 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     tab, ok = candidates(pst, rate, latency_ms, live)
     ok &= (tab.power_w <= budget_w) & (tab.time_ms < (tb / floor * 1000.0 if floor else np.inf))
     order = np.flatnonzero(ok)[np.argsort(tab.time_ms[ok], kind="stable")]
-    tried: set[int] = set()
-    for k in order:
+    for k in order[:CHECKS]:
         r = int(live[k % len(live)])
-        if r in tried:
-            continue
-        tried.add(r)
         if admitted(predict(pst, r, rate, latency_ms, int(tab.batches[k]))):
             return r
-        if len(tried) >= 20 or len(tried) >= nb * len(live):
-            break
     return None
 
 
