@@ -158,13 +158,16 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
     misses it), so the feasible region is a band, and bisections miss it or land low.  Instead:
 
-    1. MAXN; feasible, it is the answer (nothing is faster);
+    1. MAXN (feasible, it is not necessarily the answer: a slower mode may afford a larger
+       inference batch within the power budget, and train faster beside it);
     2. SEED_MODES - 1 more modes spread over the grid (maximin over the clocks scaled to [0, 1]);
     3. fit every standalone quantity (training time and power alone, inference time and power at
        each batch size) over the profiled modes (_fit_predict), predict them at every grid mode,
-       and run the decision (candidates, then decide's latency check) on the predicted grid;
+       and run the decision (candidates, then decide's latency test) on the predicted grid;
     4. profile the best predicted (mode, b) not yet profiled that promises more than the best
-       profiled pick, refit, and again, until nothing promises more or the budget is spent.
+       profiled pick, refit, and again; with nothing promising more, modes predicted up to
+       OPTIMISM over the budget (or under the pick); stop when none is left or the budget is
+       spent (before any feasible point, a further spread-out mode).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
     is never picked.  Returns (pick, modes profiled)."""
