@@ -40,6 +40,9 @@ U_MAX = 0.8            # inference may take at most this share of the GPU (a bac
 # the latency budget holds when at most 1 % of requests are over it (p99); the decision asks the
 # prediction for half that, a margin for the queueing approximation's error
 MISS_MAX = 0.005
+TAIL_K = 5.0           # tail_margin's scale (inference minibatches per request)
+MISS_MARGIN = 0.02     # ... and at most this share over the budget less tail_margin
+PREDICT_MAX = 2000     # rows decide checks on the latency distribution before it gives up (~6 ms each)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,19 @@ class Prediction:
     power_w: float              # mean board power
     infer_share: float          # share of GPU time spent on inference
     mean_batch: float           # requests per inference minibatch
+    over_margin: float = 0.0    # share of requests over the budget less tail_margin (decide's test)
+
+
+def tail_margin(u: float, mean_k: float, t_inf_ms: float, latency_ms: float) -> float:
+    """The share of the latency budget the decision holds back when it reads the predicted tail:
+    TAIL_K u t_I(b) / (E[k] L), TAIL_K inference minibatches' worth of time per request, weighted
+    by the inference share.  The queueing term under-predicts the tail where inference batches
+    queue behind each other: a busy GPU (share u) serving long (t_I(b)) small (E[k]) batches.
+    Elsewhere the margin is a few per cent of L or less (the dispatch rule keeps requests within L
+    without a backlog; a margin in units of L would refuse those rows for the mass the rule puts
+    just under L).  Calibrated against simulate() on rows of other rates and budgets than the
+    sweep's (docs/concurrent.md, section 3)."""
+    return TAIL_K * u * t_inf_ms / (max(mean_k, 1.0) * latency_ms)
 
 
 def slack(t_train, t_inf_b, latency_ms):
@@ -94,8 +110,25 @@ def _pois_cdf(m: int, mu: np.ndarray) -> np.ndarray:
 def mean_batch(rate_per_ms, theta, b: int) -> np.ndarray:
     """E[k] = sum_j P(S_j <= theta), j = 1..b (vectorised over theta)."""
     mu = rate_per_ms * np.maximum(np.asarray(theta, float), 0.0)  # also called at theta + R
-    # P(S_j <= theta) = P(Poisson(mu) >= j - 1)
-    return sum((1.0 - _pois_cdf(j - 2, mu) for j in range(1, b + 1)), np.zeros_like(mu))
+    # P(S_j <= theta) = P(Poisson(mu) >= j - 1); the Poisson CDF accumulated once over j (O(b))
+    with np.errstate(divide="ignore"):
+        logmu = np.log(np.maximum(mu, 1e-300))
+    out = np.ones_like(mu)                          # j = 1
+    cdf = np.zeros_like(mu)
+    for j in range(2, b + 1):
+        cdf = cdf + np.exp((j - 2) * logmu - mu - math.lgamma(j - 1))
+        out += 1.0 - np.clip(np.where(mu <= 0, 1.0, cdf), 0.0, 1.0)
+    return out
+
+
+def interp_rows(k, xs, ys) -> np.ndarray:
+    """np.interp(k[r], xs, ys[r]) for every row r at once (clamped at the ends like np.interp)."""
+    xa = np.asarray(xs, float)
+    k = np.clip(np.asarray(k, float), xa[0], xa[-1])
+    j = np.clip(np.searchsorted(xa, k, side="right") - 1, 0, len(xa) - 2)
+    w = (k - xa[j]) / (xa[j + 1] - xa[j])
+    r = np.arange(len(k))
+    return ys[r, j] * (1.0 - w) + ys[r, j + 1] * w
 
 
 def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, rows=None):
@@ -116,8 +149,8 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
         for f in (0.125, 0.375, 0.625, 0.875):
             r = (1.0 - u) * f * tT + u * f * tIb
             ek += np.clip(mean_batch(lam, theta + r, b), 1.0, b) / 4.0
-        tI = np.array([np.interp(k, st.batches, st.infer_ms[r]) for r, k in zip(rows, ek)])
-        pI = np.array([np.interp(k, st.batches, st.infer_w[r]) for r, k in zip(rows, ek)])
+        tI = interp_rows(ek, st.batches, st.infer_ms[rows])
+        pI = interp_rows(ek, st.batches, st.infer_w[rows])
         u = np.minimum(lam * tI / ek, 1.0)
     sps = np.where(u < 1.0, (1.0 - u) * st.train_batch / tT * 1000.0, 0.0)
     pw = np.minimum(u, 1.0) * pI + (1.0 - np.minimum(u, 1.0)) * pT
@@ -126,11 +159,18 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
 
 def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> Prediction:
     """The analytic prediction for mode row i and inference batch b (module docstring)."""
+    return latency_cdf(st, i, rate, latency_ms, b)[0]
+
+
+def latency_cdf(st: Standalone, i: int, rate: float, latency_ms: float,
+                b: int) -> tuple[Prediction, np.ndarray, np.ndarray]:
+    """predict()'s figures and the predicted latency distribution (latencies ms, their CDF)."""
     sps, pw, u, ek, theta = (float(x[0]) for x in throughput_power(st, rate, latency_ms, b, [i]))
     lam = rate / 1000.0
     tT, tIb, tIk = float(st.train_ms[i]), float(st.t_inf(i, b)), float(st.t_inf(i, ek))
     if u >= 1.0:
-        return Prediction(math.inf, math.inf, 1.0, 0.0, pw, u, ek)
+        inf = np.array([math.inf])
+        return Prediction(math.inf, math.inf, 1.0, 0.0, pw, u, ek, 1.0), inf, np.array([1.0])
     th = max(theta, 0.0)
     # batches queue behind each other when inference is busy: Kingman's G/G/1 mean wait with
     # Erlang(E[k]) batch inter-arrivals (ca^2 = 1/E[k]) and fixed service t_I, less the residual of
@@ -168,7 +208,10 @@ def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> P
     def q_at(p: float) -> float:
         return float(np.interp(p, cdf, lat))
     over = float(1.0 - np.interp(latency_ms, lat, cdf, left=0.0, right=1.0))
-    return Prediction(q_at(0.5), q_at(0.99), max(over, 0.0), sps, pw, u, ek)
+    read = latency_ms * (1.0 - tail_margin(u, ek, tIb, latency_ms))
+    over_m = float(1.0 - np.interp(read, lat, cdf, left=0.0, right=1.0))
+    return (Prediction(q_at(0.5), q_at(0.99), max(over, 0.0), sps, pw, u, ek, max(over_m, 0.0)),
+            lat, cdf)
 
 
 # -- the event-driven check -----------------------------------------------------------------------
@@ -242,6 +285,13 @@ class Pick:
     prediction: Prediction
 
 
+def admitted(pr: Prediction) -> bool:
+    """The decision's latency test on a predicted distribution: at most MISS_MAX of requests over
+    the budget L, and at most MISS_MARGIN over L less tail_margin (where inference batches queue,
+    the analytic tail is short)."""
+    return pr.over_budget <= MISS_MAX and pr.over_margin <= MISS_MARGIN
+
+
 def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows=None) -> Pick:
     """The (mode, b) of highest training throughput whose latency budget holds and whose mean power
     stays within budget_w (pareto.choose over the candidates); InfeasibleError names the closest."""
@@ -254,7 +304,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
     # the screen (theta, U_MAX) is necessary, not sufficient: a backlog of inference batches can
     # still push requests over; the pick is checked on the full latency distribution and the next
     # best taken while more than MISS_MAX of requests would be late
-    for _ in range(200):
+    for _ in range(PREDICT_MAX):
         if not ok.any():
             break
         sub = tab.subset(ok)
@@ -268,7 +318,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
         r = int(rows[k % len(rows)])
         b = int(tab.batches[k])
         pr = predict(st, r, rate, latency_ms, b)
-        if pr.over_budget <= MISS_MAX:
+        if admitted(pr):
             return Pick(r, st.modes[r], b, pr)
         ok[k] = False
     raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.0%} of requests within "

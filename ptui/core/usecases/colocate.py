@@ -12,7 +12,7 @@ from ..catalogue.devices import Device
 from ..catalogue.inference import INFER_BATCHES, get_inference
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload
-from ..decision.concurrent import Pick, Standalone, candidates, decide, predict
+from ..decision.concurrent import Pick, Standalone, admitted, candidates, decide, predict
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
 
@@ -38,99 +38,187 @@ def exhaustive(device: Device, train: Workload, infer: str, rate, latency_ms, bu
     return decide(st, rate, latency_ms, budget_w), st, len(st.modes)
 
 
-TRIM = 0.99            # a CPU knob is lowered while training alone keeps this share of its speed
-TRIM_STEPS = 2         # bisection steps per CPU knob (cores, CPU clock)
+SEED_MODES = 5         # modes profiled before the first fit (MAXN among them)
+RBF_LENGTH = 0.15      # the residual interpolation's length scale, in clocks scaled to [0, 1]
+NORM_P = (1.5, 2.0, 3.0, 4.0)   # the smooth maximum's exponents a time fit chooses among
+
+
+def _time_terms(u: np.ndarray, p: float) -> np.ndarray:
+    """(t / t_MAXN)^p's terms for clocks u scaled to [0, 1] (cores, CPU, GPU, memory): work on the
+    GPU (1/f_GPU), on the memory (1/f_EMC), on the host (1/f_CPU), the data pipeline spread over
+    the cores (1/(n f_CPU)), DRAM stalls of the host (1/sqrt(f_CPU f_EMC)) and of the GPU; their
+    sum is the p-norm smooth maximum of overlapping activities (board/physics.py's shape)."""
+    g, c, m, n = 1.0 / u[:, 2], 1.0 / u[:, 1], 1.0 / u[:, 3], 1.0 / u[:, 0]
+    return np.column_stack([np.ones(len(u)), g ** p, m ** p, c ** p, (c * n) ** p,
+                            (c * m) ** (p / 2), (g * m) ** (p / 2)])
+
+
+_GPU_TERMS = (1, 2, 6)
+
+
+def _fit_time(u_fit: np.ndarray, y: np.ndarray, u_all: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A time (ms) at every mode and the GPU's share of it: t^p a non-negative sum of _time_terms
+    (non-negative least squares), p the exponent of NORM_P that fits the profiled modes best."""
+    from scipy.optimize import nnls
+    s = float(y.max())
+    best: tuple[float, float, np.ndarray] | None = None
+    for p in NORM_P:
+        f = _time_terms(u_fit, p)
+        c, _ = nnls(f, (y / s) ** p)
+        err = float(np.mean(np.log(np.maximum(f @ c, 1e-12) ** (1.0 / p) * s / y) ** 2))
+        if best is None or err < best[0]:
+            best = (err, p, c)
+    assert best is not None
+    _, p, c = best
+    f = _time_terms(u_all, p)
+    tot = np.maximum(f @ c, 1e-12)
+    gpu = f[:, _GPU_TERMS] @ c[list(_GPU_TERMS)]
+    return tot ** (1.0 / p) * s, np.clip(gpu / tot, 0.0, 1.0) ** (1.0 / p)
+
+
+def _power_terms(u: np.ndarray, t: np.ndarray, util: np.ndarray) -> np.ndarray:
+    """Mean power's terms: static and clock-tree power (polynomials of the clocks: voltage rises
+    with frequency), energy per minibatch spread over its time (terms x t_min / t) and the GPU's
+    switching while busy (x its share of the time)."""
+    g, c, m, n = u[:, 2], u[:, 1], u[:, 3], u[:, 0]
+    r = float(t.min()) / t
+    return np.column_stack([np.ones(len(u)), m, n, c * n, c ** 3, g, g ** 3, r, g * r, g ** 2 * r,
+                            g ** 3 * r, c * r, c ** 2 * r, m * r, g * util, g ** 3 * util])
+
+
+def _fit_predict(rows: list[int], y_fit: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Every profiled quantity predicted at every grid mode (u: the grid's clocks scaled to [0, 1];
+    rows: the profiled modes' rows; y_fit's columns: training time, training power, inference time
+    at each batch size, inference power at each): each time by _fit_time, each power by
+    non-negative least squares on _power_terms with its time's prediction, then a Gaussian
+    radial-basis interpolation of the log residuals over u, so a profiled mode is predicted as
+    measured and its neighbours lean towards it."""
+    from scipy.optimize import nnls
+    nb = (y_fit.shape[1] - 2) // 2
+    pairs = [(0, 1)] + [(2 + j, 2 + nb + j) for j in range(nb)]
+    out = np.empty((len(u), y_fit.shape[1]))
+    for qt, qp in pairs:
+        t, util = _fit_time(u[rows], y_fit[:, qt], u)
+        f = _power_terms(u, t, util)
+        c, _ = nnls(f[rows], y_fit[:, qp])
+        out[:, qt], out[:, qp] = t, np.maximum(f @ c, 1e-3)
+    res = np.log(y_fit / out[rows])
+    d2 = ((u[rows][:, None, :] - u[rows][None, :, :]) ** 2).sum(-1)
+    k = np.exp(-d2 / (2.0 * RBF_LENGTH ** 2)) + 1e-6 * np.eye(len(rows))
+    alpha = np.linalg.solve(k, res)
+    d2a = ((u[:, None, :] - u[rows][None, :, :]) ** 2).sum(-1)
+    return out * np.exp(np.exp(-d2a / (2.0 * RBF_LENGTH ** 2)) @ alpha)
+
+
+SEED_FLOOR = 0.3       # seeds and exploration keep every clock at or above this share of its top
+
+
+def _spread(u: np.ndarray, have: list[int], n: int) -> list[int]:
+    """n more grid rows, each the farthest (scaled clocks) from those chosen so far (maximin),
+    among the modes whose clocks are all at least SEED_FLOOR of their top (the slowest modes meet
+    no latency budget of interest and teach the fit little about the modes that do)."""
+    d = np.min(((u[:, None, :] - u[None, have, :]) ** 2).sum(-1), axis=1)
+    d[(u[:, 1:] < SEED_FLOOR).any(1)] = -1.0
+    out: list[int] = []
+    for _ in range(n):
+        j = int(np.argmax(d))
+        out.append(j)
+        d = np.minimum(d, ((u - u[j]) ** 2).sum(-1))
+    return out
+
+
+OPTIMISM = (0.0, 0.02, 0.05, 0.1, 0.2)   # with nothing predicted better, modes this much over
+CHECKS = 40            # predicted (mode, b) rows whose latency distribution a step computes at most
+
+
+def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, floor: float) -> int | None:
+    """The unprofiled grid row whose predicted best (mode, b) promises the most training
+    throughput above `floor` within budget_w, its latency checked on the predicted distribution
+    (the CHECKS best predicted rows are tried); None when no row promises more."""
+    tb = pst.train_batch
+    # rows that could beat the floor: training alone faster, the cheaper activity within budget
+    alone = tb / pst.train_ms * 1000.0
+    cheap = np.minimum(pst.train_w, pst.infer_w.min(1))
+    live = np.setdiff1d(np.flatnonzero((alone > floor) & (cheap <= budget_w)), rows)
+    if not len(live):
+        return None
+    tab, ok = candidates(pst, rate, latency_ms, live)
+    ok &= (tab.power_w <= budget_w) & (tab.time_ms < (tb / floor * 1000.0 if floor else np.inf))
+    order = np.flatnonzero(ok)[np.argsort(tab.time_ms[ok], kind="stable")]
+    for k in order[:CHECKS]:
+        r = int(live[k % len(live)])
+        if admitted(predict(pst, r, rate, latency_ms, int(tab.batches[k]))):
+            return r
+    return None
 
 
 def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
-    """A coordinate walk over the knobs that profiles at most WALK_BUDGET modes.  Power and
-    throughput both rise with every knob, so the best point sits on the power budget's edge, at
-    the highest GPU (and memory) clock the budget affords once the knobs that buy little speed
-    draw as little as they can:
+    """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
+    and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
+    falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
+    misses it), so the feasible region is a band, and bisections miss it or land low.  Instead:
 
-    1. MAXN; feasible, it is the answer (nothing is faster);
-    2. trim the CPU at full GPU and memory clocks: bisect the cores, then the CPU clock (two
-       steps each), down towards the lowest setting at which training alone keeps TRIM of its
-       speed (it then draws less, and keeps that share at any lower GPU clock, where the host
-       matters less still);
-    3. bisect the GPU clock for the highest feasible one at full memory clock (none: at the next
-       memory clock down, and so on);
-    4. one memory step down, and the GPU clock bisected up from there (a memory-light pair may
-       afford a faster GPU);
-    5. spare profiles: one more CPU step down and the GPU up again.
+    1. MAXN (feasible, it is not necessarily the answer: a slower mode may afford a larger
+       inference batch within the power budget, and train faster beside it);
+    2. SEED_MODES - 1 more modes spread over the grid (maximin over the clocks scaled to [0, 1]);
+    3. fit every standalone quantity (training time and power alone, inference time and power at
+       each batch size) over the profiled modes (_fit_predict), predict them at every grid mode,
+       and run the decision (candidates, then decide's latency test) on the predicted grid;
+    4. profile the best predicted (mode, b) not yet profiled that promises more than the best
+       profiled pick, refit, and again; with nothing promising more, modes predicted up to
+       OPTIMISM over the budget (or under the pick); stop when none is left or the budget is
+       spent (before any feasible point, a further spread-out mode).
 
-    Profiling a mode measures every inference batch size, so the batch is chosen whole at each
-    profiled mode.  The best feasible profiled point is the pick."""
-    grid = device.pt_grid()
-    knobs: list[list[float]] = [sorted({float(m.cores) for m in grid}),
-                                sorted({m.cpu_mhz for m in grid}),
-                                sorted({m.gpu_mhz for m in grid}), sorted({m.mem_mhz for m in grid})]
-    top = [len(k) - 1 for k in knobs]
-    seen: dict[tuple, tuple[Pick | None, float, float]] = {}
-    CORES, CPU, GPU, MEM = 0, 1, 2, 3
+    The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
+    is never picked.  Returns (pick, modes profiled)."""
+    grid = list(device.pt_grid())
+    xs = np.array([m.as_tuple() for m in grid], float)
+    u = xs / xs.max(0)
+    meas: dict[int, Standalone] = {}
+    picks: dict[int, Pick | None] = {}
 
-    def prof(ix) -> tuple[float, float]:
-        """(feasible training samples/s or -1, training-alone samples/s); -1, -1 past the budget."""
-        key = tuple(int(v) for v in ix)
-        if key not in seen:
-            if len(seen) >= WALK_BUDGET:
-                return -1.0, -1.0
-            m = device.mode(*(knobs[k][key[k]] for k in range(4)))
-            st = standalone(device, train, infer, [m])
-            alone = float(st.train_batch / st.train_ms[0] * 1000.0)
-            try:
-                p = decide(st, rate, latency_ms, budget_w)
-                seen[key] = (p, p.prediction.train_sps, alone)
-            except InfeasibleError:
-                seen[key] = (None, -1.0, alone)
-        return seen[key][1], seen[key][2]
+    def prof(i: int) -> None:
+        st = standalone(device, train, infer, [grid[i]])
+        meas[i] = st
+        try:
+            picks[i] = decide(st, rate, latency_ms, budget_w)
+        except InfeasibleError:
+            picks[i] = None
 
-    def with_(ix, k, v) -> list[int]:
-        out = list(ix)
-        out[k] = v
-        return out
+    def best() -> Pick | None:
+        found = [p for p in picks.values() if p is not None]
+        return max(found, key=lambda p: p.prediction.train_sps) if found else None
 
-    cur = list(top)
-    if prof(cur)[0] > 0:
-        return seen[tuple(cur)][0], len(seen)
-    ref = prof(cur)[1]
-    for k in (CORES, CPU):                      # 2: the lowest setting that keeps TRIM of the speed
-        lo, hi = 0, cur[k]
-        for _ in range(TRIM_STEPS):             # a coarse bisection: profiles go to the GPU's edge
-            if lo >= hi:
+    top = grid.index(device.maxn)
+    prof(top)
+    for i in _spread(u, [top], SEED_MODES - 1):
+        prof(i)
+    nb = len(INFER_BATCHES)
+    tb = int(train.batch_size)
+    while len(meas) < WALK_BUDGET:
+        rows = list(meas)
+        y = np.array([np.concatenate([[meas[i].train_ms[0], meas[i].train_w[0]],
+                                      meas[i].infer_ms[0], meas[i].infer_w[0]]) for i in rows])
+        pred = _fit_predict(rows, y, u)
+        pred[rows] = y
+        pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], INFER_BATCHES,
+                         pred[:, 2:2 + nb], pred[:, 2 + nb:])
+        have = best()
+        floor = 0.0 if have is None else have.prediction.train_sps
+        nxt = None
+        for tol in OPTIMISM:
+            nxt = _next_mode(pst, rows, rate, latency_ms, budget_w * (1.0 + tol), floor * (1.0 - tol))
+            if nxt is not None:
                 break
-            mid = (lo + hi) // 2
-            if prof(with_(cur, k, mid))[1] >= TRIM * ref:
-                hi = mid
-            else:
-                lo = mid + 1
-        cur[k] = hi
-
-    def gpu_up(base: list[int], lo: int) -> list[int]:
-        """The highest feasible GPU index >= lo at `base`'s other knobs, bisected; base if none."""
-        best, hi = None, top[GPU]
-        while lo <= hi and len(seen) < WALK_BUDGET:
-            mid = (lo + hi + 1) // 2
-            if prof(with_(base, GPU, mid))[0] > 0:
-                best, lo = mid, mid + 1
-            else:
-                hi = mid - 1
-        return base if best is None else with_(base, GPU, best)
-
-    for m in range(top[MEM], -1, -1):                                       # 3
-        got = gpu_up(with_(cur, MEM, m), 0)
-        if prof(got)[0] > 0:
-            cur = got
-            break
-    if cur[MEM] > 0 and prof(cur)[0] > 0:                                   # 4
-        gpu_up(with_(cur, MEM, cur[MEM] - 1), cur[GPU])
-    for k in (CPU, CORES):                                                  # 5
-        if cur[k] > 0 and len(seen) < WALK_BUDGET - 1:
-            gpu_up(with_(cur, k, cur[k] - 1), cur[GPU])
-    found = [p for p, v, _ in seen.values() if p is not None and v > 0]
-    if not found:
-        raise InfeasibleError(f"no profiled mode meets the budgets ({len(seen)} profiled)")
-    return max(found, key=lambda p: p.prediction.train_sps), len(seen)
+        if nxt is None:
+            if have is not None:
+                break
+            nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
+        prof(nxt)
+    pick = best()
+    if pick is None:
+        raise InfeasibleError(f"no profiled mode meets the budgets ({len(meas)} profiled)")
+    return pick, len(meas)
 
 
 def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
