@@ -310,3 +310,26 @@ def test_a_bad_risk_is_one_line_naming_the_flag():
     with pytest.raises(InputError, match=r"^--risk must lie strictly between 0 and 1 .*got '2'"):
         parse_risk("2")
     assert parse_risk("mean") is None and parse_risk("0.1") == 0.1
+
+
+def test_the_risk_is_strictly_between_0_and_1_and_its_default_is_the_documented_one():
+    """The README and --help say the default risk; 0 and 1 are no probabilities of exceeding a
+    budget that a decision can use (1: anything goes; 0: nothing does)."""
+    from pathlib import Path
+
+    from ptui.core.decision.pareto import DEFAULT_RISK, parse_risk
+    from ptui.core.errors import InputError
+    for bad in ("0", "1", "1.0", "-0.1"):
+        with pytest.raises(InputError, match="strictly between 0 and 1"):
+            parse_risk(bad)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"`--risk`, default {DEFAULT_RISK:g})" in readme
+
+
+def test_the_best_measured_mode_for_a_deadline_meets_the_deadline():
+    """A measured mode that misses the deadline is not the best measured one, however little it
+    draws: the least-power measured mode within 100 ms is."""
+    tab = _caution_table([(130.0, 0.5, 10.0, 0.1, True), (95.0, 0.5, 20.0, 0.1, True),
+                          (80.0, 0.5, 30.0, 0.1, True)])
+    d = choose(tab, deadline_ms=100, risk=0.05, cautious=True)
+    assert d.best_measured == 1 and d.index == 1

@@ -120,6 +120,21 @@ def test_an_old_store_is_upgraded_in_place(tmp_path):
     s.close()
 
 
+def test_an_old_profile_whose_sizes_all_finished_is_one_finished_session(tmp_path):
+    """Every size done (and the active pairs' run said so): the merged session is done, not left
+    resumable."""
+    path = tmp_path / "sessions.sqlite"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(OLD_SCHEMA)
+    old_session(db, "h@bs8", 8, GRID[:2], [0, 1], params=group_params("h", [8, 16]))
+    old_session(db, "h@bs16", 16, GRID[2:4], [0, 1], created=2.0, params=group_params("h", [8, 16]))
+    db.close()
+    s = Store(path)
+    h = s.get_session("h")
+    assert h.status == "done" and h.n_done == 4 and h.batch_sizes == (8, 16)
+    s.close()
+
+
 def test_upgrading_twice_changes_nothing(tmp_path):
     path = old_store(tmp_path / "sessions.sqlite")
     Store(path).close()
