@@ -258,9 +258,10 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         print(core.document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
+    if prior:
+        print("no mode profiled: predicted by the roofline prior of the workload's counts")
     print(f"mode: {d.mode}")
-    source = "predicted (roofline prior, no mode profiled)" if prior else td.source
-    print(f"{source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed or _timed(td.model))} "
+    print(f"{td.source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed or _timed(td.model))} "
           f"(+-{d.time_ms_std:.1f}), {d.power_w:.2f} W (+-{d.power_w_std:.2f})")
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
@@ -276,8 +277,8 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         print(f"apply with: ptui apply --cores {d.mode.cores} --cpu-mhz {d.mode.cpu_mhz:g} "
               f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}  (or ptui tune ... --apply)")
     if prior:
-        print(f"model: {td.model_dir} (refine it: profile a few modes, then ptui fit --profile ... "
-              f"--workload-spec ...)")
+        print(f"model: {td.model_dir}")
+        print("profiled modes refine it: ptui tune without --count 0 (or ptui fit --profile)")
     return EXIT_OK
 
 

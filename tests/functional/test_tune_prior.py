@@ -53,7 +53,7 @@ def test_count_0_from_a_catalog_workload_or_a_spec_profiles_nothing(tmp_path, cl
     spec.write_text(json.dumps({"gflop_per_step": 40.0, "gbytes_per_step": 9.0, "batch_size": 16}))
     rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--objective", "energy")
     assert rc == 0, err
-    assert "roofline prior, no mode profiled" in out and "Least energy:" in out
+    assert "no mode profiled: predicted by the roofline prior" in out and "Least energy:" in out
     rc, _, err = cli("sessions")
     assert "tune-" not in err                              # no profiling session was opened
 
