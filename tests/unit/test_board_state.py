@@ -349,3 +349,14 @@ def test_a_record_overwritten_by_something_else_is_not_ours_to_clear(tree):
         assert undo._same(rec.path, rec) is False
         undo.clear(be, undo.APPLY, rec)
         assert rec.path.read_text() == other
+
+
+def test_a_records_time_is_when_it_was_written_not_now():
+    """`ptui status` says when the state it would restore was saved."""
+    import time as _time
+    from pathlib import Path
+
+    from ptui.core.board.undo import PROFILE, Record
+    t = _time.mktime((2026, 1, 2, 3, 4, 5, 0, 0, -1))
+    r = Record(PROFILE, Path("/x"), None, "4c/1/2/3", "s", 1, t)
+    assert r.when() == "2026-01-02 03:04:05"
