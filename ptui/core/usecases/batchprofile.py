@@ -17,13 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..board.csvio import PEAK_COL, choose_time, fmt_value, keep_aside, read_modes, with_time, write_csv
+from ..board.locks import lock_session, unlock_session
+from ..board.physics import footprint_gb, largest_batch, memory_gb
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
-from ..decision.batch import BatchError
+from ..decision.batch import BatchError, relation
 from ..errors import PtuiError
-from ..profiling.profiler import Control, SessionError
+from ..prediction.predictor import load_bundled
+from ..profiling.active import ActivePlanner, Goal, Space
+from ..profiling.profiler import PROFILE_HEADER, Control, SessionError, choose_modes, profile_rows
 from ..profiling.store import Store
-from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase
+from ..profiling.userscript import check_resume_command, command_text
+from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase, estimate_device_s
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
@@ -146,7 +152,6 @@ class BatchProfileRun(RunBase):
             if wl == "script" and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
             if wl == "script" and req.script and not self.finished:
-                from ..profiling.userscript import check_resume_command
                 check_resume_command(first.params, req.script)     # the command with its {bs}
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
@@ -166,7 +171,6 @@ class BatchProfileRun(RunBase):
 
     def _memory(self, dev) -> list[int]:
         """The sizes that fit; notes the largest batch that fits and what does not."""
-        from ..board.physics import footprint_gb, largest_batch, memory_gb
         if self.workload_name is None:          # a script: known only once it runs
             if self.backend.simulated:
                 self.notes.append("memory: a script's footprint is measured when it runs; a size that "
@@ -197,7 +201,6 @@ class BatchProfileRun(RunBase):
         """Random pairs over the joint space, or every --modes mode at every size."""
         req = self.req
         if req.modes_csv:
-            from ..board.csvio import read_modes
             modes = read_modes(req.modes_csv, dev)
             return {b: list(modes) for b in sizes}
         space = len(sizes) * len(dev.pt_grid())
@@ -256,7 +259,6 @@ class BatchProfileRun(RunBase):
         self.name = req.session or self.store.free_name(
             f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.out = self._csv(self.name)
-        from ..board.locks import lock_session
         lock_session(self.name)                 # held by this run until close()
         self._locked = True
 
@@ -264,7 +266,6 @@ class BatchProfileRun(RunBase):
         """Store the plan: every size's pairs (in the order a training run at that size profiles
         them), in a new session, or, resumed, for a size that has none stored yet (the sizes a
         store of ptui before version 1 had not reached when its run stopped)."""
-        from ..profiling.profiler import choose_modes
         ex = self.store.get_session(self.name) if self.req.resume else None
         todo = [(b, choose_modes(dev, modes=fresh[b])) for b in sizes
                 if fresh.get(b) and (ex is None or b not in ex.plan_sizes)]
@@ -291,9 +292,6 @@ class BatchProfileRun(RunBase):
         """Active over the joint space: the goal, the samples-to-target relation and the count are
         the session's (a resume takes them from the store); the planner's space-filling start is
         the session's first plan, later pairs are chosen one at a time as the profile runs."""
-        from ..decision.batch import relation
-        from ..prediction.predictor import load_bundled
-        from ..profiling.active import ActivePlanner, Goal, Space
         req = self.req
         if len(sizes) < 2:                      # say why, before the planner's general refusal
             if len(self.batch_sizes) < 2:
@@ -348,7 +346,6 @@ class BatchProfileRun(RunBase):
                        out=None, params={}, batch_part=True)
 
     def resume_hint(self) -> str:
-        from ..profiling.userscript import command_text
         cmd = (f"ptui profile --session {shlex.quote(self.name)} --resume --batch-sizes "
                f"{','.join(map(str, self.batch_sizes))} --out {shlex.quote(str(self.out))}")
         return cmd + (f" -- {command_text(self.req.script)}" if self.req.script else "")
@@ -442,7 +439,6 @@ class BatchProfileRun(RunBase):
         """Every measured pair of the profile, with its batch size (in a fixed order: by size,
         then as profiled), for the active planner; time_ms is the median step or the whole cycle,
         as --time decides (csvio.choose_time)."""
-        from ..board.csvio import choose_time, with_time
         rows = [r for _, r in sorted(self.store.results(self.name),
                                      key=lambda x: (x[1]["batch_size"], x[0]))]
         return with_time(rows, choose_time(rows, self.req.time_basis).basis)
@@ -475,9 +471,6 @@ class BatchProfileRun(RunBase):
     def save(self) -> tuple[int, str]:
         """Write every finished pair to the CSV, size by size (batch_size column; peak_mem_gb from
         the simulator's memory model)."""
-        from ..board.csvio import PEAK_COL, fmt_value, keep_aside, write_csv
-        from ..board.physics import footprint_gb
-        from ..profiling.profiler import PROFILE_HEADER, profile_rows
         rows = []
         info = self.store.get_session(self.name)
         for b in sorted(set(info.plan_sizes)):
@@ -522,7 +515,6 @@ class BatchProfileRun(RunBase):
 
     def close(self) -> None:
         if self._locked:
-            from ..board.locks import unlock_session
             unlock_session(self.name)
             self._locked = False
         super().close()
@@ -538,5 +530,4 @@ def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:
 
 def estimate_pairs_device_s(dev, workload, pairs: dict[int, list[Mode]]) -> float:
     """Rough device time of profiling these pairs (profile.estimate_device_s at each size)."""
-    from .profile import estimate_device_s
     return sum(estimate_device_s(dev, workload.with_batch(b), ms) for b, ms in pairs.items() if ms)
