@@ -11,7 +11,6 @@ A user script is run at each size through a `{bs}` placeholder in its command.
 from __future__ import annotations
 
 import random
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ from ..prediction.predictor import load_bundled
 from ..profiling.active import ActivePlanner, Goal, Space
 from ..profiling.profiler import PROFILE_HEADER, Control, SessionError, choose_modes, profile_rows
 from ..profiling.store import Store
-from ..profiling.userscript import check_resume_command, command_text
+from ..profiling.userscript import check_resume_command
 from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase, estimate_device_s
 
 PLACEHOLDER = "{bs}"
@@ -345,10 +344,8 @@ class BatchProfileRun(RunBase):
                        modes=[m for m, bb in zip(info.plan, info.plan_sizes) if bb == b],
                        out=None, params={}, batch_part=True)
 
-    def resume_hint(self) -> str:
-        cmd = (f"ptui profile --session {shlex.quote(self.name)} --resume --batch-sizes "
-               f"{','.join(map(str, self.batch_sizes))} --out {shlex.quote(str(self.out))}")
-        return cmd + (f" -- {command_text(self.req.script)}" if self.req.script else "")
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        return ["--batch-sizes", ",".join(map(str, self.batch_sizes))], self.req.script or None
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, on_progress=None) -> ProfileOutcome:
@@ -392,10 +389,6 @@ class BatchProfileRun(RunBase):
             return None
         return replace(p, done=self._base + p.done, total=len(self.info.plan),
                        batch_size=cur.batch_size)
-
-    def done_results(self) -> list[tuple[int, dict]]:
-        """The pairs this profile finished before this run (a resumed profile)."""
-        return self.store.results(self.name)
 
     def _sizes_left(self) -> list[int]:
         """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
@@ -508,9 +501,7 @@ class BatchProfileRun(RunBase):
             n = self.store.get_session(self.name).n_done
             if not n:
                 raise
-            hint = self.resume_hint().replace(f"--out {shlex.quote(str(self.out))}",
-                                              "--out elsewhere.csv")
-            err = self._write_failed(e, n, "(mode, batch size) pairs", hint)
+            err = self._write_failed(e, n, "(mode, batch size) pairs", self.resume_hint("elsewhere.csv"))
             return n, str(err), err
 
     def close(self) -> None:

@@ -129,7 +129,14 @@ class RunBase:
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
-        """Check the --out file and open the store (this run's own unless one is lent)."""
+        """Check the request and the --out file, and open the store (this run's own unless one is
+        lent): refused before any session exists, at one batch size or several."""
+        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
+                                                    and req.startup_timeout > 0):
+            raise SessionError(f"--startup-timeout must be a positive number of seconds, "
+                               f"got {req.startup_timeout:g}")
+        if req.time_basis not in TIME_BASES:
+            raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
         self.req = req
         self.control = control or Control()
         self.notify = notify or (lambda text: None)
@@ -190,6 +197,19 @@ class RunBase:
         return WriteError(f"{msg}; the {n} finished {what} are safe in session {self.name}: "
                           f"write them elsewhere with: {hint}")
 
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        raise NotImplementedError
+
+    def resume_hint(self, out: Path | str | None = None) -> str:
+        """The command that resumes this session (writing its CSV to `out`, default --out's)."""
+        assert self.name is not None          # prepare() or export() named the session
+        extra, script = self._resume_args()
+        return resume_command(self.name, self.out if out is None else out, script, extra)
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """The points this session finished before this run (a resumed session)."""
+        return self.store.results(self.name) if self.name else []
+
     def close(self) -> None:
         """Close the CLI's backend and this run's own store connection."""
         if self._own_backend and self.backend is not None:
@@ -220,12 +240,6 @@ class ProfileRun(RunBase):
 
     def __init__(self, req: ProfileRequest, store: Store | None = None,
                  control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
-        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
-                                                    and req.startup_timeout > 0):
-            raise SessionError(f"--startup-timeout must be a positive number of seconds, "
-                               f"got {req.startup_timeout:g}")
-        if req.time_basis not in TIME_BASES:
-            raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
         self._start(req, store, control, notify)
         try:
             self._resolve()
@@ -465,22 +479,18 @@ class ProfileRun(RunBase):
         self.notes.append(f"each finished row also goes to the pool {pool.where} as board "
                           f"{store.board!r}")
 
-    def resume_hint(self) -> str:
-        assert self.name is not None          # prepare() or export() named the session
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        """What a resume adds to --session NAME --resume: options before --out (the replay device's),
+        and the user's command after -- (None: no script)."""
         be = self.backend
         replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
             if isinstance(be, ReplayJetson) else []
-        return resume_command(self.name, self.out, (self.script if self.user_script else None) or None,
-                           replay)
+        return replay, (self.script if self.user_script else None) or None
 
     # -- running ------------------------------------------------------------------------------------
     @property
     def progress(self) -> Progress | None:
         return self.profiler.progress if self.profiler else None
-
-    def done_results(self) -> list[tuple[int, dict]]:
-        """Modes this session finished before this run (a resumed session)."""
-        return self.store.results(self.name) if self.name else []
 
     def _label(self) -> str:
         be = self.backend
