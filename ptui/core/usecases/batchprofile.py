@@ -483,14 +483,8 @@ class BatchProfileRun(RunBase):
         kept = f" (the file that was there is kept as {moved})" if moved else ""
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
 
-    def export(self, device: str | None = None) -> ProfileOutcome:
-        """A finished profile resumed: its CSV from the store; no device, nothing profiled.
-        `device`: the board the user named, which must be the profile's."""
-        first = self.existing
-        self.simulated = first.backend == "sim"
-        dev_s, n_rows, saved, unsaved = self._export(device, lambda: (self._device_s(), *self._save()))
-        return ProfileOutcome("done", self.name, self.out if n_rows and not unsaved else None,
-                              n_rows, dev_s, self.simulated, 0.0, unsaved, saved=saved)
+    def _save_finished(self):
+        return self._save()
 
     def _save(self):
         """save(), and when the CSV cannot be written the failure, saying how to get the pairs (safe

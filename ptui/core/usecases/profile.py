@@ -126,6 +126,7 @@ class RunBase:
     out: Path | str | None = None
     existing: SessionInfo | None = None   # the session --session names
     seed: int = 0
+    simulated = False                     # the session's figures are the simulator's
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -172,23 +173,34 @@ class RunBase:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    def _export(self, device: str | None, save: Callable[[], tuple]) -> tuple:
-        """A finished session resumed: save() (its CSV from the store) under the session's lock,
-        then close.  `device`: the board the user named, which must be the session's."""
+    def _save_finished(self) -> tuple[int, str, WriteError | None]:
+        """The session's CSV written from the store: (rows, what happened in words, the failure
+        to write it or None)."""
+        raise NotImplementedError
+
+    def export(self, device: str | None = None) -> ProfileOutcome:
+        """A finished session resumed (`finished`): write its CSV from the store, holding the
+        session's lock, then close.  No device is opened and nothing is profiled; a script session
+        needs no command.  `device`: the board the user named, which must be the session's."""
         ex = self.existing
         assert ex is not None                 # finished: a session resumed by name
         self.name = ex.name
         self.out = self._csv(ex.name)
+        self.simulated = ex.backend == "sim"
         try:
             if device is not None and device != ex.device:
                 raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
             lock_session(ex.name)
             try:
-                return save()
+                n_rows, saved, unsaved = self._save_finished()
             finally:
                 unlock_session(ex.name)
         finally:
             self.close()
+        return ProfileOutcome("done", ex.name, self.out if n_rows and unsaved is None else None,
+                              n_rows, ex.device_time_s, self.simulated, 0.0, unsaved, saved=saved,
+                              label={"sim": "simulated", "replay": "replayed from recorded data"}
+                              .get(ex.backend, ""))
 
     def _write_failed(self, e: Exception, n: int, what: str, hint: str) -> WriteError:
         """The CSV could not be written: the failure, saying the n finished `what` are safe in the
@@ -553,17 +565,8 @@ class ProfileRun(RunBase):
         rows = [r for _, r in self.store.results(self.name)] if self.name else []
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
-    def export(self, device: str | None = None) -> ProfileOutcome:
-        """A finished session resumed (`finished`): write its CSV from the store, holding the
-        session's lock.  No device is opened and nothing is profiled; a script session needs no
-        command.  `device`: the board the user named, which must be the session's."""
-        ex = self.existing
-        assert ex is not None                 # finished: a session resumed by name
-        n_rows, saved, unsaved = self._export(device, lambda: self._save("done"))
-        return ProfileOutcome("done", ex.name, self.out if n_rows and unsaved is None else None,
-                              n_rows, ex.device_time_s, ex.backend == "sim", 0.0, unsaved,
-                              saved=saved, label={"sim": "simulated", "replay": "replayed from "
-                                                  "recorded data"}.get(ex.backend, ""))
+    def _save_finished(self) -> tuple[int, str, WriteError | None]:
+        return self._save("done")
 
     def _save(self, status: str) -> tuple[int, str, WriteError | None]:
         """Write the session's finished modes to the CSV: (rows, what happened in words, None), or
