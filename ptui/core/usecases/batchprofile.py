@@ -253,11 +253,8 @@ class BatchProfileRun(RunBase):
         return self.info
 
     def _name(self, dev) -> None:
-        req = self.req
         wl = self.workload_name or "script"
-        self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = self._csv(self.name)
+        self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
         lock_session(self.name)                 # held by this run until close()
         self._locked = True
 

@@ -169,6 +169,11 @@ class RunBase:
         self._own_backend = True
         return note
 
+    def _name_session(self, stem: str) -> None:
+        """The session's name (--session, else a free one: the stem and the time) and its CSV."""
+        self.name = self.req.session or self.store.free_name(f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = self._csv(self.name)
+
     def _csv(self, name: str) -> Path | str:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
@@ -421,9 +426,8 @@ class ProfileRun(RunBase):
         # a script's batch is what its own code feeds, unknown until measured: named only if stated
         self.bs_stated = not self.user_script or bool(req.batch_size)
         bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
-        self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl.name}{bs_part}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = self._csv(self.name)
+        self._name_session(f"{dev.name}-{wl.name}{bs_part}")
+        assert self.name is not None
         plan_fn, plan_params = self._plan(dev)
         params = {"out": str(self.out), **plan_params, **req.params}
         if self.user_script:
