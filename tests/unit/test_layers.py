@@ -125,15 +125,12 @@ LAZY = {
     **{("ptui.core.board.backends", f"ptui.core.board.backends.{b}"): "the app starts without the backends"
        for b in ("jtop", "replay", "sim", "sysfs")},
 }
-# being rewritten (issue 24): their imports move to the top with the rewrite; remove them here then
-LAZY_MODULES = {"ptui.core.profiling.active", "ptui.core.profiling.batchactive",
-                "ptui.core.usecases.profile", "ptui.core.usecases.batchprofile"}
 
 
 def test_internal_imports_are_at_the_module_top():
     found = function_level()
     bad = [f"{m}:{line} imports {t} inside a function" for m, t, line in found
-           if (m, t) not in LAZY and m not in LAZY_MODULES]
+           if (m, t) not in LAZY]
     assert not bad, "\n".join(bad)
     stale = sorted(set(LAZY) - {(m, t) for m, t, _ in found})
     assert not stale, f"listed in LAZY but imported at the top now: {stale}"

@@ -69,3 +69,35 @@ def test_a_pause_before_a_size_starts_holds_it(data):
     control.resume()
     t.join(60)
     assert out and out[0].status == "done" and out[0].n_rows == 2
+
+
+@pytest.mark.parametrize("bad, words", [({"startup_timeout": -1.0}, "--startup-timeout must be"),
+                                        ({"time_basis": "wall"}, "--time must be one of")])
+def test_a_bad_request_is_refused_up_front_at_one_size_or_several(data, bad, words):
+    """ProfileRun checked --startup-timeout and --time when made; a profile over batch sizes
+    checked them only in each size's run, after its session was created (RunBase checks both)."""
+    from ptui.core.profiling.profiler import SessionError
+    from ptui.core.profiling.store import Store
+    for sizes in (None, (8, 16)):
+        req = ProfileRequest(workload="resnet18", count=2, session="s", out=data / "s.csv", **bad)
+        with pytest.raises(SessionError, match=words):
+            run = profile_run(req, sizes)
+            run.open_backend("sim", "orin-agx")
+            run.prepare()
+        store = Store()
+        try:
+            assert store.get_session("s") is None
+        finally:
+            store.close()
+
+
+def test_the_resume_hint_at_one_size_and_several(data):
+    run = _batch(data)
+    assert run.resume_hint() == (f"ptui profile --session b --resume --batch-sizes 8,16 "
+                                 f"--out {data / 'b.csv'}")
+    run.close()
+    one = profile_run(ProfileRequest(workload="resnet18", count=2, session="one", out=data / "o.csv"))
+    one.open_backend("sim", "orin-agx")
+    one.prepare()
+    assert one.resume_hint() == f"ptui profile --session one --resume --out {data / 'o.csv'}"
+    one.close()

@@ -23,15 +23,22 @@ minibatch deadline; least energy per minibatch (optionally under a budget).
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..board.csvio import measured_uncertainty
 from ..catalogue.devices import Device
-from ..decision.batch import BatchError, SamplesToTarget
+from ..catalogue.modes import transition_order
+from ..decision.batch import BatchError, SamplesToTarget, joint_table
 from ..decision.goals import Goal
+from ..decision.pareto import DEFAULT_RISK, InfeasibleError, Table, choose
+from ..decision.pareto import _ncdf as _pareto_ncdf
 from ..errors import PtuiInputError
+from ..prediction import fit as fitting  # its names looked up when called (tests patch them)
 from ..prediction.gp import WITH_REFERENCE, raw_modes, spacefill, target_inputs
+from ..prediction.predictor import features
 
 STRATEGIES = ("random", "space-filling", "active")
 STOP_EI = 0.001            # stop when no mode promises more than 0.1 % improvement ...
@@ -47,8 +54,7 @@ PLANNER_GPS = ("gp", "gp-refmean", "gp-refinput")
 
 
 def _ncdf(z):
-    from ..decision.pareto import _ncdf as n
-    return n(np.asarray(z, np.float64))
+    return _pareto_ncdf(np.asarray(z, np.float64))
 
 
 def _npdf(z):
@@ -324,19 +330,17 @@ class ActivePlanner:
         stands), so it depends only on the rows, never on when the session was interrupted and
         resumed.  ref_log: the reference's log prediction of every row (None without a
         reference)."""
-        from ..prediction.fit import FIT_MAX_ROWS
-        n5 = (min(len(y), FIT_MAX_ROWS) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
+        n5 = (min(len(y), fitting.FIT_MAX_ROWS) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
         if n5 < 10:
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
         if key not in self.state:
-            from ..prediction.fit import GP_PRIOR, _gp_candidate, folds
             ly = np.log(y[:n5])
-            fold = folds(n5, self.seed)
+            fold = fitting.folds(n5, self.seed)
             cv: dict[str, float] = {}
             for nm in PLANNER_GPS:
-                if ref is not None or GP_PRIOR[nm] not in WITH_REFERENCE:
-                    _, c = _gp_candidate(nm, self.device, A[:n5], ly,
+                if ref is not None or fitting.GP_PRIOR[nm] not in WITH_REFERENCE:
+                    _, c = fitting._gp_candidate(nm, self.device, A[:n5], ly,
                                          None if ref_log is None else ref_log[:n5], ref, fold,
                                          self.seed, target_inputs(name), name)
                     cv[nm] = c.score(ly)["cv_mape"]
@@ -347,17 +351,15 @@ class ActivePlanner:
         """GP time and power models on the measured rows (in plan order); beyond fit.FIT_MAX_ROWS
         rows, on fit_rows' subset of them, as `ptui fit` (the acquisition still knows every
         measured mode)."""
-        from ..prediction.fit import GP_PRIOR, fit_rows, gp_fit
-        from ..prediction.predictor import features
         A, yt = self.space.rows_inputs(rows)
-        keep: np.ndarray | slice | None = fit_rows(A, self.seed)
+        keep: np.ndarray | slice | None = fitting.fit_rows(A, self.seed)
         keep = slice(None) if keep is None else keep
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
             ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
-            prior = GP_PRIOR[self._choice(name, A, y, ref, ref_log)]
-            out[name], _ = gp_fit(prior, A[keep], np.log(y[keep]),
+            prior = fitting.GP_PRIOR[self._choice(name, A, y, ref, ref_log)]
+            out[name], _ = fitting.gp_fit(prior, A[keep], np.log(y[keep]),
                                   None if ref_log is None else ref_log[keep],
                                   ref if prior in WITH_REFERENCE else None,
                                   seed=self.seed, inputs=target_inputs(name), basis=name)
@@ -416,9 +418,6 @@ class ActivePlanner:
         --method gp`), measured candidates with their measurements; over one size the cautious
         ranking of `ptui tune`, over several the pair `ptui pareto --batch-sizes` picks (the
         default risk)."""
-        from ..decision.batch import joint_table
-        from ..decision.pareto import DEFAULT_RISK, InfeasibleError, Table, choose
-        from ..prediction.fit import distrust_outliers, fit_model
         sp = self.space
         if len(rows) < 6:
             return None
@@ -429,15 +428,15 @@ class ActivePlanner:
                 B = A[:, 4].astype(int)
                 if len(set(B.tolist())) < 2:
                     return None
-                model = fit_model(self.reference, self.device, A[:, :4], t, p, method="gp",
+                model = fitting.fit_model(self.reference, self.device, A[:, :4], t, p, method="gp",
                                   seed=self.seed, measured=dict(measured_from_rows(rows), batch_size=B),
                                   batch_sizes=B)
                 return choose(joint_table(model, list(sp.modes), sp.sizes), budget_w=self.goal.budget_w,
                               objective=self.goal.objective, risk=DEFAULT_RISK, relation=sp.rel).index
-            model = fit_model(self.reference, self.device, A, np.array(t), np.array(p), method="gp",
+            model = fitting.fit_model(self.reference, self.device, A, np.array(t), np.array(p), method="gp",
                               seed=self.seed)
             tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
-                distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
+                fitting.distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
             return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
         except InfeasibleError:
             return None
@@ -452,7 +451,6 @@ class ActivePlanner:
 def measured_from_rows(rows: list[dict]) -> dict:
     """Profile rows (store or CSV dicts) as the measurements a decision table takes (sds: the
     uncertainty of each figure, csvio.measured_uncertainty)."""
-    from ..board.csvio import measured_uncertainty
     return {"modes": np.array([[r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"]] for r in rows],
                               float).reshape(-1, 4),
             "time_ms": np.array([float(r["time_ms"]) for r in rows]),
@@ -517,9 +515,6 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
     candidates: the modes a strategy may choose (default: the device's PowerTrain grid; on the
     replay device, the recorded modes).  prior: the workload's roofline prior (the active
     planner's initial design)."""
-    import random as _random
-
-    from ..catalogue.modes import transition_order
     cands = plan_candidates(device, strategy, candidates)
     n = 50 if count is None else count
     if not 1 <= n <= len(cands):
@@ -532,4 +527,4 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
         return pl.initial(), pl
     if strategy == "space-filling":
         return transition_order([cands[i] for i in spacefill(raw_modes(cands), n, seed)]), None
-    return transition_order(_random.Random(seed).sample(cands, n)), None
+    return transition_order(random.Random(seed).sample(cands, n)), None

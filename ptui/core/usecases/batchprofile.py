@@ -11,19 +11,24 @@ A user script is run at each size through a `{bs}` placeholder in its command.
 from __future__ import annotations
 
 import random
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..board.csvio import PEAK_COL, choose_time, fmt_value, keep_aside, read_modes, with_time, write_csv
+from ..board.locks import lock_session, unlock_session
+from ..board.physics import footprint_gb, largest_batch, memory_gb
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
-from ..decision.batch import BatchError
+from ..decision.batch import BatchError, relation
 from ..errors import PtuiError
-from ..profiling.profiler import Control, SessionError
+from ..prediction.predictor import load_bundled
+from ..profiling.active import ActivePlanner, Goal, Space
+from ..profiling.profiler import PROFILE_HEADER, Control, SessionError, choose_modes, profile_rows
 from ..profiling.store import Store
-from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase
+from ..profiling.userscript import check_resume_command
+from .profile import ProfileOutcome, ProfileRequest, ProfileRun, RunBase, estimate_device_s
 
 PLACEHOLDER = "{bs}"
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
@@ -146,7 +151,6 @@ class BatchProfileRun(RunBase):
             if wl == "script" and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
             if wl == "script" and req.script and not self.finished:
-                from ..profiling.userscript import check_resume_command
                 check_resume_command(first.params, req.script)     # the command with its {bs}
             self.workload_name = req.workload or (None if wl == "script" else wl)
         else:
@@ -166,7 +170,6 @@ class BatchProfileRun(RunBase):
 
     def _memory(self, dev) -> list[int]:
         """The sizes that fit; notes the largest batch that fits and what does not."""
-        from ..board.physics import footprint_gb, largest_batch, memory_gb
         if self.workload_name is None:          # a script: known only once it runs
             if self.backend.simulated:
                 self.notes.append("memory: a script's footprint is measured when it runs; a size that "
@@ -197,7 +200,6 @@ class BatchProfileRun(RunBase):
         """Random pairs over the joint space, or every --modes mode at every size."""
         req = self.req
         if req.modes_csv:
-            from ..board.csvio import read_modes
             modes = read_modes(req.modes_csv, dev)
             return {b: list(modes) for b in sizes}
         space = len(sizes) * len(dev.pt_grid())
@@ -251,12 +253,8 @@ class BatchProfileRun(RunBase):
         return self.info
 
     def _name(self, dev) -> None:
-        req = self.req
         wl = self.workload_name or "script"
-        self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = self._csv(self.name)
-        from ..board.locks import lock_session
+        self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
         lock_session(self.name)                 # held by this run until close()
         self._locked = True
 
@@ -264,7 +262,6 @@ class BatchProfileRun(RunBase):
         """Store the plan: every size's pairs (in the order a training run at that size profiles
         them), in a new session, or, resumed, for a size that has none stored yet (the sizes a
         store of ptui before version 1 had not reached when its run stopped)."""
-        from ..profiling.profiler import choose_modes
         ex = self.store.get_session(self.name) if self.req.resume else None
         todo = [(b, choose_modes(dev, modes=fresh[b])) for b in sizes
                 if fresh.get(b) and (ex is None or b not in ex.plan_sizes)]
@@ -291,9 +288,6 @@ class BatchProfileRun(RunBase):
         """Active over the joint space: the goal, the samples-to-target relation and the count are
         the session's (a resume takes them from the store); the planner's space-filling start is
         the session's first plan, later pairs are chosen one at a time as the profile runs."""
-        from ..decision.batch import relation
-        from ..prediction.predictor import load_bundled
-        from ..profiling.active import ActivePlanner, Goal, Space
         req = self.req
         if len(sizes) < 2:                      # say why, before the planner's general refusal
             if len(self.batch_sizes) < 2:
@@ -347,11 +341,8 @@ class BatchProfileRun(RunBase):
                        modes=[m for m, bb in zip(info.plan, info.plan_sizes) if bb == b],
                        out=None, params={}, batch_part=True)
 
-    def resume_hint(self) -> str:
-        from ..profiling.userscript import command_text
-        cmd = (f"ptui profile --session {shlex.quote(self.name)} --resume --batch-sizes "
-               f"{','.join(map(str, self.batch_sizes))} --out {shlex.quote(str(self.out))}")
-        return cmd + (f" -- {command_text(self.req.script)}" if self.req.script else "")
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        return ["--batch-sizes", ",".join(map(str, self.batch_sizes))], self.req.script or None
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, on_progress=None) -> ProfileOutcome:
@@ -396,10 +387,6 @@ class BatchProfileRun(RunBase):
         return replace(p, done=self._base + p.done, total=len(self.info.plan),
                        batch_size=cur.batch_size)
 
-    def done_results(self) -> list[tuple[int, dict]]:
-        """The pairs this profile finished before this run (a resumed profile)."""
-        return self.store.results(self.name)
-
     def _sizes_left(self) -> list[int]:
         """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
         info = self.store.get_session(self.name)
@@ -442,7 +429,6 @@ class BatchProfileRun(RunBase):
         """Every measured pair of the profile, with its batch size (in a fixed order: by size,
         then as profiled), for the active planner; time_ms is the median step or the whole cycle,
         as --time decides (csvio.choose_time)."""
-        from ..board.csvio import choose_time, with_time
         rows = [r for _, r in sorted(self.store.results(self.name),
                                      key=lambda x: (x[1]["batch_size"], x[0]))]
         return with_time(rows, choose_time(rows, self.req.time_basis).basis)
@@ -475,9 +461,6 @@ class BatchProfileRun(RunBase):
     def save(self) -> tuple[int, str]:
         """Write every finished pair to the CSV, size by size (batch_size column; peak_mem_gb from
         the simulator's memory model)."""
-        from ..board.csvio import PEAK_COL, fmt_value, keep_aside, write_csv
-        from ..board.physics import footprint_gb
-        from ..profiling.profiler import PROFILE_HEADER, profile_rows
         rows = []
         info = self.store.get_session(self.name)
         for b in sorted(set(info.plan_sizes)):
@@ -497,14 +480,8 @@ class BatchProfileRun(RunBase):
         kept = f" (the file that was there is kept as {moved})" if moved else ""
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
 
-    def export(self, device: str | None = None) -> ProfileOutcome:
-        """A finished profile resumed: its CSV from the store; no device, nothing profiled.
-        `device`: the board the user named, which must be the profile's."""
-        first = self.existing
-        self.simulated = first.backend == "sim"
-        dev_s, n_rows, saved, unsaved = self._export(device, lambda: (self._device_s(), *self._save()))
-        return ProfileOutcome("done", self.name, self.out if n_rows and not unsaved else None,
-                              n_rows, dev_s, self.simulated, 0.0, unsaved, saved=saved)
+    def _save_finished(self):
+        return self._save()
 
     def _save(self):
         """save(), and when the CSV cannot be written the failure, saying how to get the pairs (safe
@@ -515,14 +492,11 @@ class BatchProfileRun(RunBase):
             n = self.store.get_session(self.name).n_done
             if not n:
                 raise
-            hint = self.resume_hint().replace(f"--out {shlex.quote(str(self.out))}",
-                                              "--out elsewhere.csv")
-            err = self._write_failed(e, n, "(mode, batch size) pairs", hint)
+            err = self._write_failed(e, n, "(mode, batch size) pairs", self.resume_hint("elsewhere.csv"))
             return n, str(err), err
 
     def close(self) -> None:
         if self._locked:
-            from ..board.locks import unlock_session
             unlock_session(self.name)
             self._locked = False
         super().close()
@@ -538,5 +512,4 @@ def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:
 
 def estimate_pairs_device_s(dev, workload, pairs: dict[int, list[Mode]]) -> float:
     """Rough device time of profiling these pairs (profile.estimate_device_s at each size)."""
-    from .profile import estimate_device_s
     return sum(estimate_device_s(dev, workload.with_batch(b), ms) for b, ms in pairs.items() if ms)

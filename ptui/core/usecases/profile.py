@@ -2,22 +2,33 @@
 batchprofile, several), resumable, and the board goes back to its mode whatever happens."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...probe.names import BUILTIN
+from ..board import backends  # open_backend looked up when called (tests patch it)
 from ..board.backends.base import Backend
+from ..board.backends.replay import ReplayJetson, corpus_workload, replay_workload
+from ..board.csvio import TIME_BASES, check_out_file, outside_warning, profile_tags, read_modes
 from ..board.files import WriteError, write_error
+from ..board.locks import lock_session, release, session_key, unlock_session
+from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
+from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
-from ..catalogue.workloads import Workload, get_workload
+from ..catalogue.workloads import WORKLOADS, Workload, get_workload
 from ..errors import Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
 from ..paths import profile_csv, script_log
+from ..prediction.predictor import load_bundled
+from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
+from ..profiling.active import ActivePlanner, Goal, make_plan
+from ..profiling.pool import Pool, PoolError, pooling_store
 from ..profiling.profiler import (
     Control,
     ProfileAborted,
@@ -28,15 +39,19 @@ from ..profiling.profiler import (
     choose_modes,
     open_session,
     profile_rows,
+    save_profile,
+    time_unit,
 )
 from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
-
-if TYPE_CHECKING:
-    from ..profiling.active import ActivePlanner
-    from ..profiling.pool import Pool
-    from ..profiling.userscript import ScriptSource
-
-
+from ..profiling.userscript import (
+    WHATIF_LABEL,
+    ScriptSource,
+    check_resume_command,
+    command_text,
+    script_workload,
+    steps_note,
+)
+from ..profiling.userscript import resume_hint as resume_command
 
 
 class Cancelled(Interrupted):
@@ -111,15 +126,22 @@ class RunBase:
     out: Path | str | None = None
     existing: SessionInfo | None = None   # the session --session names
     seed: int = 0
+    simulated = False                     # the session's figures are the simulator's
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
-        """Check the --out file and open the store (this run's own unless one is lent)."""
+        """Check the request and the --out file, and open the store (this run's own unless one is
+        lent): refused before any session exists, at one batch size or several."""
+        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
+                                                    and req.startup_timeout > 0):
+            raise SessionError(f"--startup-timeout must be a positive number of seconds, "
+                               f"got {req.startup_timeout:g}")
+        if req.time_basis not in TIME_BASES:
+            raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
         self.req = req
         self.control = control or Control()
         self.notify = notify or (lambda text: None)
         if req.out is not None:
-            from ..board.csvio import check_out_file
             check_out_file(req.out)
         self.store = store or Store()
         self._own_store = store is None
@@ -141,35 +163,49 @@ class RunBase:
 
     def _open_backend(self, kind: str | None, device: str | None, root: str | None,
                       corpus: str | None) -> str:
-        from ..board.backends import open_backend
-        self.backend, note = open_backend(kind, device, seed=self.seed,
+        self.backend, note = backends.open_backend(kind, device, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
                                           corpus=corpus)
         self._own_backend = True
         return note
 
+    def _name_session(self, stem: str) -> None:
+        """The session's name (--session, else a free one: the stem and the time) and its CSV."""
+        self.name = self.req.session or self.store.free_name(f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = self._csv(self.name)
+
     def _csv(self, name: str) -> Path | str:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    def _export(self, device: str | None, save: Callable[[], tuple]) -> tuple:
-        """A finished session resumed: save() (its CSV from the store) under the session's lock,
-        then close.  `device`: the board the user named, which must be the session's."""
-        from ..board.locks import lock_session, unlock_session
+    def _save_finished(self) -> tuple[int, str, WriteError | None]:
+        """The session's CSV written from the store: (rows, what happened in words, the failure
+        to write it or None)."""
+        raise NotImplementedError
+
+    def export(self, device: str | None = None) -> ProfileOutcome:
+        """A finished session resumed (`finished`): write its CSV from the store, holding the
+        session's lock, then close.  No device is opened and nothing is profiled; a script session
+        needs no command.  `device`: the board the user named, which must be the session's."""
         ex = self.existing
         assert ex is not None                 # finished: a session resumed by name
         self.name = ex.name
         self.out = self._csv(ex.name)
+        self.simulated = ex.backend == "sim"
         try:
             if device is not None and device != ex.device:
                 raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
             lock_session(ex.name)
             try:
-                return save()
+                n_rows, saved, unsaved = self._save_finished()
             finally:
                 unlock_session(ex.name)
         finally:
             self.close()
+        return ProfileOutcome("done", ex.name, self.out if n_rows and unsaved is None else None,
+                              n_rows, ex.device_time_s, self.simulated, 0.0, unsaved, saved=saved,
+                              label={"sim": "simulated", "replay": "replayed from recorded data"}
+                              .get(ex.backend, ""))
 
     def _write_failed(self, e: Exception, n: int, what: str, hint: str) -> WriteError:
         """The CSV could not be written: the failure, saying the n finished `what` are safe in the
@@ -177,6 +213,19 @@ class RunBase:
         msg = str(write_error(self.out, e) if isinstance(e, OSError) else e)
         return WriteError(f"{msg}; the {n} finished {what} are safe in session {self.name}: "
                           f"write them elsewhere with: {hint}")
+
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        raise NotImplementedError
+
+    def resume_hint(self, out: Path | str | None = None) -> str:
+        """The command that resumes this session (writing its CSV to `out`, default --out's)."""
+        assert self.name is not None          # prepare() or export() named the session
+        extra, script = self._resume_args()
+        return resume_command(self.name, self.out if out is None else out, script, extra)
+
+    def done_results(self) -> list[tuple[int, dict]]:
+        """The points this session finished before this run (a resumed session)."""
+        return self.store.results(self.name) if self.name else []
 
     def close(self) -> None:
         """Close the CLI's backend and this run's own store connection."""
@@ -208,14 +257,6 @@ class ProfileRun(RunBase):
 
     def __init__(self, req: ProfileRequest, store: Store | None = None,
                  control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
-        import math
-        if req.startup_timeout is not None and not (math.isfinite(req.startup_timeout)
-                                                    and req.startup_timeout > 0):
-            raise SessionError(f"--startup-timeout must be a positive number of seconds, "
-                               f"got {req.startup_timeout:g}")
-        from ..board.csvio import TIME_BASES
-        if req.time_basis not in TIME_BASES:
-            raise SessionError(f"--time must be one of {', '.join(TIME_BASES)}, got {req.time_basis!r}")
         self._start(req, store, control, notify)
         try:
             self._resolve()
@@ -256,7 +297,6 @@ class ProfileRun(RunBase):
                                f"{ex.batch_size}, not {req.workload or ex.workload} at "
                                f"{req.batch_size or ex.batch_size}")
         if self.is_script:
-            from ..profiling.userscript import check_resume_command, command_text, script_workload
             if not self.script:
                 assert ex is not None                 # a script session without a command: resumed
                 if self.finished:                     # export() needs no command
@@ -279,8 +319,6 @@ class ProfileRun(RunBase):
         """A built-in workload, or on the replay device the recorded one: the corpus is the
         workload (named by its workload column or file name, at its batch size; a name of the
         user's own is kept), and a replay session resumes under the name it was profiled as."""
-        from ..board.backends.replay import corpus_workload, replay_workload
-        from ..catalogue.workloads import WORKLOADS
         req, ex = self.req, self.existing
         replayed = bool(req.corpus) or (ex is not None and ex.backend == "replay")
         self.recorded = replayed and (name is None or name.strip().lower() not in WORKLOADS)
@@ -306,7 +344,6 @@ class ProfileRun(RunBase):
         # refused before anything opens
         board = device or self.device_name
         if board and self.memory_checked and self.workload is not None:
-            from ..catalogue.devices import get_device
             check_memory(get_device(board), self.workload, self.batch_size)
         return self._open_backend(kind, board, root, corpus or self.req.corpus)
 
@@ -314,7 +351,6 @@ class ProfileRun(RunBase):
         """The workload's spec for its roofline prior: the one a resumed session recorded (its plan
         continues as it started), else --workload-spec; None without one (the planner then starts
         from the bundled reference, as before the prior existed: the prior is asked for)."""
-        from ..prediction.roofline import WorkloadSpec
         if isinstance(sp.get("workload_spec"), dict):
             return WorkloadSpec.from_dict(sp["workload_spec"], "the session's workload spec")
         if self.req.workload_spec:
@@ -323,8 +359,6 @@ class ProfileRun(RunBase):
 
     def _plan(self, dev):
         """The plan function for open_session and, for active profiling, the planner."""
-        from ..board.backends.replay import ReplayJetson
-        from ..profiling.active import Goal, make_plan
         req, be = self.req, self.backend
         replay = be if isinstance(be, ReplayJetson) else None
         sp = self.existing.params if self.existing and req.resume else {}
@@ -337,10 +371,8 @@ class ProfileRun(RunBase):
         first = None
         spec = self._spec(sp)
         if not (req.modes_csv or req.grid or req.modes is not None):
-            from ..prediction.predictor import load_bundled
             prior = None
             if strategy == "active" and spec is not None:
-                from ..prediction.roofline import BOARDS, RooflinePrior
                 prior = RooflinePrior(dev, spec) if dev.name in BOARDS else None
             first, self.planner = make_plan(dev, strategy, count=count, seed=self.seed,
                                             candidates=cands, goal=goal,
@@ -353,7 +385,6 @@ class ProfileRun(RunBase):
             if req.modes is not None:
                 return choose_modes(dev, modes=req.modes)
             if req.modes_csv:
-                from ..board.csvio import read_modes
                 modes = read_modes(req.modes_csv, dev)
                 if replay is not None:          # before any mode is profiled, not in the middle
                     check_recorded(modes, cands, replay.corpus_path.name)
@@ -386,7 +417,6 @@ class ProfileRun(RunBase):
         if self.memory_checked:
             check_memory(dev, wl, self.batch_size)
         if not self.is_script and not be.trains_builtin:
-            from ...probe.names import BUILTIN
             if wl.name not in BUILTIN:
                 raise SessionError(
                     f"no built-in training loop for {wl.name} on a real board (built in: "
@@ -396,18 +426,14 @@ class ProfileRun(RunBase):
         # a script's batch is what its own code feeds, unknown until measured: named only if stated
         self.bs_stated = not self.user_script or bool(req.batch_size)
         bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
-        self.name = req.session or self.store.free_name(
-            f"{dev.name}-{wl.name}{bs_part}-{time.strftime('%Y%m%d-%H%M%S')}")
-        self.out = self._csv(self.name)
+        self._name_session(f"{dev.name}-{wl.name}{bs_part}")
+        assert self.name is not None
         plan_fn, plan_params = self._plan(dev)
         params = {"out": str(self.out), **plan_params, **req.params}
         if self.user_script:
             params["command"] = self.script
             params.setdefault("batch_size_stated", self.bs_stated)
-        from ..board.backends.replay import ReplayJetson
         if isinstance(be, ReplayJetson):      # the profile says its figures are replayed
-            from ..board.csvio import profile_tags
-            from ..profiling.profiler import time_unit
             params.setdefault("timed", f"{time_unit(profile_tags(be.corpus_path).get('timed'))} "
                                        f"(REPLAYED from {be.corpus_path.name})")
         if req.time_basis != "auto":
@@ -421,7 +447,6 @@ class ProfileRun(RunBase):
                           f"({be.kind}); {len(self.info.plan)} modes, {self.info.n_done} done, "
                           f"{todo} to go")
         if self.script:
-            from ..profiling.userscript import WHATIF_LABEL, ScriptSource, steps_note
             self.log = script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
                                         else self.name)
             cfg0 = ProfileConfig()
@@ -453,7 +478,6 @@ class ProfileRun(RunBase):
         """With a fleet's pool configured ($PTUI_POOL), every finished row also goes there, right
         after the session store committed it (and the rows a killed run finished before it could
         send them); a pool that cannot be reached is said, and the profile goes on without it."""
-        from ..profiling.pool import PoolError, pooling_store
         assert self.profiler is not None and self.info is not None and self.name is not None
         try:
             store, pool = pooling_store(self.profiler.store, device=be.device, workload=self.info.workload,
@@ -471,30 +495,23 @@ class ProfileRun(RunBase):
         self.notes.append(f"each finished row also goes to the pool {pool.where} as board "
                           f"{store.board!r}")
 
-    def resume_hint(self) -> str:
-        from ..board.backends.replay import ReplayJetson
-        from ..profiling.userscript import resume_hint
-        assert self.name is not None          # prepare() or export() named the session
+    def _resume_args(self) -> tuple[list[str], list[str] | None]:
+        """What a resume adds to --session NAME --resume: options before --out (the replay device's),
+        and the user's command after -- (None: no script)."""
         be = self.backend
         replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
             if isinstance(be, ReplayJetson) else []
-        return resume_hint(self.name, self.out, (self.script if self.user_script else None) or None,
-                           replay)
+        return replay, (self.script if self.user_script else None) or None
 
     # -- running ------------------------------------------------------------------------------------
     @property
     def progress(self) -> Progress | None:
         return self.profiler.progress if self.profiler else None
 
-    def done_results(self) -> list[tuple[int, dict]]:
-        """Modes this session finished before this run (a resumed session)."""
-        return self.store.results(self.name) if self.name else []
-
     def _label(self) -> str:
         be = self.backend
         assert be is not None                 # run() asks only with a backend
         if self.source is not None and getattr(self.source, "workload", None) is not None:
-            from ..profiling.userscript import WHATIF_LABEL
             host = (f"{self.source.host_step_ms:.1f} ms" if self.source.host_step_ms else "not timed")
             return f"{WHATIF_LABEL}; host step time on this machine {host}"
         if be.kind == "replay":
@@ -549,27 +566,16 @@ class ProfileRun(RunBase):
 
     def time_note(self) -> str:
         """The warning for a profile whose wall time goes largely outside the timed steps."""
-        from ..board.csvio import outside_warning
         rows = [r for _, r in self.store.results(self.name)] if self.name else []
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
-    def export(self, device: str | None = None) -> ProfileOutcome:
-        """A finished session resumed (`finished`): write its CSV from the store, holding the
-        session's lock.  No device is opened and nothing is profiled; a script session needs no
-        command.  `device`: the board the user named, which must be the session's."""
-        ex = self.existing
-        assert ex is not None                 # finished: a session resumed by name
-        n_rows, saved, unsaved = self._export(device, lambda: self._save("done"))
-        return ProfileOutcome("done", ex.name, self.out if n_rows and unsaved is None else None,
-                              n_rows, ex.device_time_s, ex.backend == "sim", 0.0, unsaved,
-                              saved=saved, label={"sim": "simulated", "replay": "replayed from "
-                                                  "recorded data"}.get(ex.backend, ""))
+    def _save_finished(self) -> tuple[int, str, WriteError | None]:
+        return self._save("done")
 
     def _save(self, status: str) -> tuple[int, str, WriteError | None]:
         """Write the session's finished modes to the CSV: (rows, what happened in words, None), or
         when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
         that says how to get the rows, safe in the store, out to another file."""
-        from ..profiling.profiler import save_profile
         assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
         if self.req.batch_part:
@@ -581,10 +587,9 @@ class ProfileRun(RunBase):
         except StoreError:
             raise
         except (PtuiError, OSError) as e:
-            from ..profiling.userscript import resume_hint
             script = self.script if self.user_script and status != "done" else None
             err = self._write_failed(e, n_rows, "modes",
-                                     resume_hint(self.name, "elsewhere.csv", script or None))
+                                     resume_command(self.name, "elsewhere.csv", script or None))
             return n_rows, str(err), err
 
     def close(self) -> None:
@@ -592,7 +597,6 @@ class ProfileRun(RunBase):
         its session (prepare() took the session's lock; a run that never started, or failed
         before it did, must not keep it from a later --resume)."""
         if self.info is not None and self.name is not None and not self._let_go:
-            from ..board.locks import release, session_key
             release(session_key(self.name))
             self._let_go = True
         super().close()
@@ -651,7 +655,6 @@ def check_memory(device, workload: Workload, batch_size: int) -> None:
     """Refuse up front a catalog workload whose batch does not fit the board's memory (the
     simulator's footprint model, physics.fits; on a real board an estimate), before any session
     is opened or mode changed."""
-    from ..board.physics import fits, footprint_gb, largest_batch, memory_gb
     if bool(fits(device, workload, batch_size)):
         return
     big = largest_batch(device, workload)
@@ -667,7 +670,6 @@ def estimate_device_s(device, workload, modes, sample_interval: float = 0.5) -> 
     ~42 minibatches (at least 5 power samples), each as long as ptui's model of the workload at
     its batch size says (core.physics: the simulator's, so exact there; a board's own times
     differ, and so does the estimate)."""
-    from ..board.physics import steady_state
     a = np.array([m.as_tuple() for m in modes], dtype=float).reshape(-1, 4)
     t = steady_state(device, workload, a[:, 0], a[:, 1], a[:, 2], a[:, 3]).time_ms / 1000.0
     return float(np.sum(3.8 + np.maximum(42 * t, 5 * sample_interval)))
