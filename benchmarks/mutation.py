@@ -210,7 +210,7 @@ def copy_tree(src_root: Path, dst: Path) -> None:
                                  ".pytest_cache", "*.egg-info", "snapshot_report.html")
     for name in ("ptui", "tests"):
         shutil.copytree(src_root / name, dst / name, ignore=ign, symlinks=True)
-    for name in ("pyproject.toml", "conftest.py", "pytest.ini", "setup.cfg"):
+    for name in ("pyproject.toml", "conftest.py", "pytest.ini", "setup.cfg", "README.md"):
         if (src_root / name).exists():
             shutil.copy2(src_root / name, dst / name)
 

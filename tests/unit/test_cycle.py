@@ -144,3 +144,12 @@ def test_what_one_time_is_says_whole_cycle():
     assert time_unit(cycle_timed("minibatch (SIMULATED built-in workload)")).startswith(
         "minibatch over the whole cycle")
     assert "step" not in cycle_timed("")                          # the app's unit stays a minibatch
+
+
+def test_a_scripts_optimizer_step_is_a_step_not_a_minibatch():
+    from ptui.core.profiling.profiler import Timed
+    for text in ("one optimizer step", "optimizer step over 4 micro-batches (gradient accumulation)",
+                 "what-if from the model's measured size (SIMULATED): one optimizer step",
+                 "iteration of 2 optimizers (2 optimizer steps, 2 backward passes)"):
+        assert Timed.of(text).per_step, text
+    assert not Timed.of("minibatch").per_step and not Timed.of("").per_step

@@ -54,12 +54,3 @@ def test_the_fit_progress_bar_counts_stages_by_kind_not_by_words(monkeypatch, tm
         cli.main(["fit", "--device", "orin-agx", "--profile", "p.csv", "--out", str(tmp_path / "m")])
     assert stages == ["choosing the training recipe"]
     assert shown == ["fitting is what this note is about"]
-
-
-def test_a_scripts_optimizer_step_is_a_step_not_a_minibatch():
-    from ptui.core.profiling.profiler import Timed
-    for text in ("one optimizer step", "optimizer step over 4 micro-batches (gradient accumulation)",
-                 "what-if from the model's measured size (SIMULATED): one optimizer step",
-                 "iteration of 2 optimizers (2 optimizer steps, 2 backward passes)"):
-        assert Timed.of(text).per_step, text
-    assert not Timed.of("minibatch").per_step and not Timed.of("").per_step
