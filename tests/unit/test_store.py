@@ -819,3 +819,16 @@ def test_a_batch_size_that_has_not_run_yet_has_no_session_part(tmp_path):
     s.update_params("s", lambda p: p["per_size"].setdefault("16", {"count": 1}))
     got = s.part("s", 16).get_session("s")
     assert got is not None and got.batch_size == 16 and got.plan == PLAN[2:]
+
+
+def test_one_size_finished_leaves_the_profile_over_sizes_running(tmp_path):
+    """A part's run ends with 'done' for its size; the session is done only when the whole run
+    says so, and an interruption is the session's."""
+    s = Store(tmp_path / "s.db")
+    make(s, params={"batch_sizes": [8, 16], "per_size": {"8": {}, "16": {}}}, plan_sizes=[8, 8, 16])
+    s.part("s", 8).set_status("s", "done")
+    st = s.get_session("s")
+    assert st.status != "done" and st.resumable          # running (interrupted once unlocked)
+    s.part("s", 16).set_status("s", "aborted")
+    assert s.get_session("s").status == "aborted"
+    s.close()
