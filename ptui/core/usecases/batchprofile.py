@@ -22,7 +22,6 @@ from ..board.physics import footprint_gb, largest_batch, memory_gb
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
 from ..decision.batch import BatchError, relation
-from ..errors import PtuiError
 from ..prediction.predictor import load_bundled
 from ..profiling.active import ActivePlanner, Goal, Space
 from ..profiling.profiler import PROFILE_HEADER, Control, SessionError, choose_modes, profile_rows
@@ -92,6 +91,7 @@ class BatchProfileRun(RunBase):
     run per size, and the CSV over every size."""
     planner = None
     finished = False
+    what = "(mode, batch size) pairs"
     _locked = False
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
@@ -362,7 +362,7 @@ class BatchProfileRun(RunBase):
             try:
                 self.store.set_status(self.name, status)    # done: a later --resume only exports
                 dev_s = self._device_s()
-                n_rows, saved, unsaved = self._save()
+                n_rows, saved, unsaved = self._save(status)
             finally:
                 self.close()
         pl = self.planner
@@ -480,20 +480,8 @@ class BatchProfileRun(RunBase):
         kept = f" (the file that was there is kept as {moved})" if moved else ""
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
 
-    def _save_finished(self):
-        return self._save()
-
-    def _save(self):
-        """save(), and when the CSV cannot be written the failure, saying how to get the pairs (safe
-        in the store) out: (rows, what happened in words, WriteError or None)."""
-        try:
-            return (*self.save(), None)
-        except (PtuiError, OSError) as e:
-            n = self.store.get_session(self.name).n_done
-            if not n:
-                raise
-            err = self._write_failed(e, n, "(mode, batch size) pairs", self.resume_hint("elsewhere.csv"))
-            return n, str(err), err
+    def _elsewhere(self, status: str) -> str:
+        return self.resume_hint("elsewhere.csv")
 
     def close(self) -> None:
         if self._locked:

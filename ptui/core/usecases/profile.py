@@ -178,10 +178,32 @@ class RunBase:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    def _save_finished(self) -> tuple[int, str, WriteError | None]:
-        """The session's CSV written from the store: (rows, what happened in words, the failure
-        to write it or None)."""
+    what = "modes"                        # the CSV's rows, in words
+
+    def save(self) -> tuple[int, str]:
+        """Write the session's finished rows to the CSV: (rows, what happened in words)."""
         raise NotImplementedError
+
+    def _elsewhere(self, status: str) -> str:
+        """The command that writes the finished rows, safe in the store, to another file."""
+        raise NotImplementedError
+
+    def _save(self, status: str) -> tuple[int, str, WriteError | None]:
+        """save(): (rows, what happened in words, None), or when the file cannot be written (disk
+        full, read-only, ...) the failure as a WriteError that says how to get the rows, safe in
+        the store, out to another file (at one batch size or several)."""
+        assert self.name is not None          # prepare() or export() named the session
+        try:
+            return (*self.save(), None)
+        except StoreError:
+            raise
+        except (PtuiError, OSError) as e:
+            info = self.store.get_session(self.name)
+            n = info.n_done if info else 0
+            if not n:
+                raise
+            err = self._write_failed(e, n, self.what, self._elsewhere(status))
+            return n, str(err), err
 
     def export(self, device: str | None = None) -> ProfileOutcome:
         """A finished session resumed (`finished`): write its CSV from the store, holding the
@@ -197,7 +219,7 @@ class RunBase:
                 raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
             lock_session(ex.name)
             try:
-                n_rows, saved, unsaved = self._save_finished()
+                n_rows, saved, unsaved = self._save("done")
             finally:
                 unlock_session(ex.name)
         finally:
@@ -569,28 +591,21 @@ class ProfileRun(RunBase):
         rows = [r for _, r in self.store.results(self.name)] if self.name else []
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
-    def _save_finished(self) -> tuple[int, str, WriteError | None]:
-        return self._save("done")
-
-    def _save(self, status: str) -> tuple[int, str, WriteError | None]:
-        """Write the session's finished modes to the CSV: (rows, what happened in words, None), or
-        when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
-        that says how to get the rows, safe in the store, out to another file."""
+    def save(self) -> tuple[int, str]:
+        """Write the session's finished modes to the CSV (a batch size's part writes none: the
+        profile over several sizes writes its own)."""
         assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
         if self.req.batch_part:
-            return n_rows, "", None
-        try:
-            if n_rows and isinstance(self.out, Path):
-                self.out.parent.mkdir(parents=True, exist_ok=True)
-            return n_rows, save_profile(self.out, self.store, self.name), None
-        except StoreError:
-            raise
-        except (PtuiError, OSError) as e:
-            script = self.script if self.user_script and status != "done" else None
-            err = self._write_failed(e, n_rows, "modes",
-                                     resume_command(self.name, "elsewhere.csv", script or None))
-            return n_rows, str(err), err
+            return n_rows, ""
+        if n_rows and isinstance(self.out, Path):
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+        return n_rows, save_profile(self.out, self.store, self.name)
+
+    def _elsewhere(self, status: str) -> str:
+        assert self.name is not None
+        script = self.script if self.user_script and status != "done" else None
+        return resume_command(self.name, "elsewhere.csv", script or None)
 
     def close(self) -> None:
         """Close what this run opened (the CLI's backend, its own store connection) and let go of
