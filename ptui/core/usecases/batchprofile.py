@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..board.csvio import PEAK_COL, choose_time, fmt_value, keep_aside, read_modes, with_time, write_csv
-from ..board.locks import lock_session, unlock_session
+from ..board.locks import lock_session
 from ..board.physics import footprint_gb, largest_batch, memory_gb
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
@@ -92,7 +92,6 @@ class BatchProfileRun(RunBase):
     planner = None
     finished = False
     what = "(mode, batch size) pairs"
-    _locked = False
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
                  notify: Callable[[str], None] | None = None, control: Control | None = None) -> None:
@@ -482,12 +481,6 @@ class BatchProfileRun(RunBase):
 
     def _elsewhere(self, status: str) -> str:
         return self.resume_hint("elsewhere.csv")
-
-    def close(self) -> None:
-        if self._locked:
-            unlock_session(self.name)
-            self._locked = False
-        super().close()
 
 
 def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:

@@ -17,7 +17,7 @@ from ..board.backends.base import Backend
 from ..board.backends.replay import ReplayJetson, corpus_workload, replay_workload
 from ..board.csvio import TIME_BASES, check_out_file, outside_warning, profile_tags, read_modes
 from ..board.files import WriteError, write_error
-from ..board.locks import lock_session, release, session_key, unlock_session
+from ..board.locks import lock_session, unlock_session
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
@@ -127,6 +127,7 @@ class RunBase:
     existing: SessionInfo | None = None   # the session --session names
     seed: int = 0
     simulated = False                     # the session's figures are the simulator's
+    _locked = False                       # this run holds the session's lock until close()
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -250,7 +251,12 @@ class RunBase:
         return self.store.results(self.name) if self.name else []
 
     def close(self) -> None:
-        """Close the CLI's backend and this run's own store connection."""
+        """Let go of the session's lock this run holds, and close the CLI's backend and this run's
+        own store connection."""
+        if self._locked:
+            assert self.name is not None
+            unlock_session(self.name)
+            self._locked = False
         if self._own_backend and self.backend is not None:
             self.backend.close()
             self._own_backend = False
@@ -287,7 +293,6 @@ class ProfileRun(RunBase):
                 self.store.close()
             raise
         self.info: SessionInfo | None = None
-        self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
         self.planner: ActivePlanner | None = None
         self.source: ScriptSource | None = None
@@ -463,6 +468,7 @@ class ProfileRun(RunBase):
         self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
                                  seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
                                  original_mode=be.current_mode(), params=params)
+        self._locked = True                   # open_session took the session's lock
         todo = len(self.info.plan) - self.info.n_done
         bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
         self.notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
@@ -556,7 +562,7 @@ class ProfileRun(RunBase):
         saved, written, n_rows, final = "", None, 0, None
         try:
             try:
-                self._let_go = True            # Profiler.run lets the session go when it ends
+                self._locked = False           # Profiler.run lets the session go when it ends
                 self.profiler.run(self.info, on_progress)
                 status = "done"
             except ProfileAborted:
@@ -611,9 +617,6 @@ class ProfileRun(RunBase):
         """Close what this run opened (the CLI's backend, its own store connection) and let go of
         its session (prepare() took the session's lock; a run that never started, or failed
         before it did, must not keep it from a later --resume)."""
-        if self.info is not None and self.name is not None and not self._let_go:
-            release(session_key(self.name))
-            self._let_go = True
         super().close()
         if self._pool is not None:
             self._pool.close()
