@@ -89,7 +89,6 @@ class BatchProfileRun(RunBase):
     ActivePlanner (over a joint Space) of an active profile, else None.  What is its own: the
     sizes (memory per size), the pairs drawn over them, one session whose parts are one training
     run per size, and the CSV over every size."""
-    planner = None
     finished = False
     what = "(mode, batch size) pairs"
 
@@ -364,12 +363,9 @@ class BatchProfileRun(RunBase):
                 n_rows, saved, unsaved = self._save(status)
             finally:
                 self.close()
-        pl = self.planner
-        return ProfileOutcome(status, self.name, self.out if n_rows and not unsaved else None,
-                              n_rows, dev_s, self.simulated, time.perf_counter() - wall0,
-                              error or unsaved, interrupted, self._stopped_by, saved, label,
-                              pl.stop_reason if pl is not None and status == "done" else "",
-                              pl.best() if pl is not None and status == "done" else None)
+        return self._outcome(status, wall0, n_rows, unsaved, dev_s, self.simulated, error,
+                             interrupted, self._stopped_by, saved, label,
+                             planner_said=status == "done")
 
     @property
     def workload(self):
@@ -419,10 +415,6 @@ class BatchProfileRun(RunBase):
                 self._stopped_by = res.stopped_by
                 break
         return status, error, interrupted, label
-
-    def _device_s(self) -> float:
-        info = self.store.get_session(self.name)
-        return info.device_time_s if info else 0.0
 
     def _rows(self) -> list[dict]:
         """Every measured pair of the profile, with its batch size (in a fixed order: by size,

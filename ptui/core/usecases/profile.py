@@ -128,6 +128,7 @@ class RunBase:
     seed: int = 0
     simulated = False                     # the session's figures are the simulator's
     _locked = False                       # this run holds the session's lock until close()
+    planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -239,6 +240,25 @@ class RunBase:
 
     def _resume_args(self) -> tuple[list[str], list[str] | None]:
         raise NotImplementedError
+
+    def _device_s(self) -> float:
+        """The device time the session has taken, over all its runs."""
+        info = self.store.get_session(self.name) if self.name else None
+        return info.device_time_s if info else 0.0
+
+    def _outcome(self, status: str, wall0: float, n_rows: int, unsaved: WriteError | None,
+                 dev_s: float, simulated: bool, error: BaseException | None, interrupted: bool,
+                 stopped_by: str, saved: str, label: str, note: str = "", *,
+                 planner_said: bool = True) -> ProfileOutcome:
+        """What run() ends with: the CSV only when rows went to it; active profiling's stop and
+        best mode, when planner_said."""
+        assert self.name is not None
+        pl = self.planner if planner_said else None
+        return ProfileOutcome(status, self.name, self.out if n_rows and unsaved is None else None,
+                              n_rows, dev_s, simulated, time.perf_counter() - wall0,
+                              error or unsaved, interrupted, stopped_by, saved, label,
+                              pl.stop_reason if pl is not None else "",
+                              pl.best() if pl is not None else None, note)
 
     def resume_hint(self, out: Path | str | None = None) -> str:
         """The command that resumes this session (writing its CSV to `out`, default --out's)."""
@@ -559,7 +579,7 @@ class ProfileRun(RunBase):
         assert self.backend is not None
         wall0 = time.perf_counter()
         status, error, interrupted, stopped_by = "failed", None, False, ""
-        saved, written, n_rows, final = "", None, 0, None
+        saved, n_rows, unsaved, dev_s = "", 0, None, 0.0
         try:
             try:
                 self._locked = False           # Profiler.run lets the session go when it ends
@@ -574,23 +594,16 @@ class ProfileRun(RunBase):
                 error = e
             finally:
                 n_rows, saved, unsaved = self._save(status)
-                written = self.out if n_rows and unsaved is None else None
-                error = error or unsaved
-                final = self.store.get_session(self.name)
+                dev_s = self._device_s()
             note = self.time_note()
         finally:
             label = self._label() if self.backend is not None else ""
             self.close()
-        pl = self.planner
         be = self.backend                  # figures a live board did not give: said so
         simulated = be.not_live or (self.source is not None
                                     and getattr(self.source, "workload", None) is not None)
-        return ProfileOutcome(status, self.name, written, n_rows,
-                              final.device_time_s if final else 0.0, simulated,
-                              time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
-                              label,
-                              pl.stop_reason if pl is not None else "",
-                              pl.best() if pl is not None else None, note)
+        return self._outcome(status, wall0, n_rows, unsaved, dev_s, simulated, error, interrupted,
+                             stopped_by, saved, label, note)
 
     def time_note(self) -> str:
         """The warning for a profile whose wall time goes largely outside the timed steps."""
