@@ -117,8 +117,9 @@ class ProfileOutcome:
 class RunBase:
     """What a profile at one batch size (ProfileRun) and one over several (batchprofile.
     BatchProfileRun) share: the request's checks and the store, the session looked up for a
-    resume, the backend the CLI opens, the CSV's place, the export of a finished session, the
-    failure to write a CSV, pause/resume/cancel through the control, and closing."""
+    resume, the backend the CLI opens, the CSV's place, the session's lock until close(), the
+    export of a finished session, writing the CSV (each class's save()) and the failure to, the
+    outcome of run(), pause/resume/cancel through the control, and closing."""
     backend: Backend | None = None
     _own_backend = False                  # opened here (the CLI), not lent by the app
     _own_store = False
