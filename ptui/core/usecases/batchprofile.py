@@ -17,12 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..board.csvio import PEAK_COL, choose_time, fmt_value, keep_aside, read_modes, with_time, write_csv
-from ..board.locks import lock_session, unlock_session
+from ..board.locks import lock_session
 from ..board.physics import footprint_gb, largest_batch, memory_gb
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
 from ..decision.batch import BatchError, relation
-from ..errors import PtuiError
 from ..prediction.predictor import load_bundled
 from ..profiling.active import ActivePlanner, Goal, Space
 from ..profiling.profiler import PROFILE_HEADER, Control, SessionError, choose_modes, profile_rows
@@ -90,9 +89,8 @@ class BatchProfileRun(RunBase):
     ActivePlanner (over a joint Space) of an active profile, else None.  What is its own: the
     sizes (memory per size), the pairs drawn over them, one session whose parts are one training
     run per size, and the CSV over every size."""
-    planner = None
     finished = False
-    _locked = False
+    what = "(mode, batch size) pairs"
 
     def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None,
                  notify: Callable[[str], None] | None = None, control: Control | None = None) -> None:
@@ -362,15 +360,12 @@ class BatchProfileRun(RunBase):
             try:
                 self.store.set_status(self.name, status)    # done: a later --resume only exports
                 dev_s = self._device_s()
-                n_rows, saved, unsaved = self._save()
+                n_rows, saved, unsaved = self._save(status)
             finally:
                 self.close()
-        pl = self.planner
-        return ProfileOutcome(status, self.name, self.out if n_rows and not unsaved else None,
-                              n_rows, dev_s, self.simulated, time.perf_counter() - wall0,
-                              error or unsaved, interrupted, self._stopped_by, saved, label,
-                              pl.stop_reason if pl is not None and status == "done" else "",
-                              pl.best() if pl is not None and status == "done" else None)
+        return self._outcome(status, wall0, n_rows, unsaved, dev_s, self.simulated, error,
+                             interrupted, self._stopped_by, saved, label,
+                             planner_said=status == "done")
 
     @property
     def workload(self):
@@ -420,10 +415,6 @@ class BatchProfileRun(RunBase):
                 self._stopped_by = res.stopped_by
                 break
         return status, error, interrupted, label
-
-    def _device_s(self) -> float:
-        info = self.store.get_session(self.name)
-        return info.device_time_s if info else 0.0
 
     def _rows(self) -> list[dict]:
         """Every measured pair of the profile, with its batch size (in a fixed order: by size,
@@ -480,26 +471,8 @@ class BatchProfileRun(RunBase):
         kept = f" (the file that was there is kept as {moved})" if moved else ""
         return len(rows), f"{len(rows)} finished (mode, batch size) pairs saved to {self.out}{kept}"
 
-    def _save_finished(self):
-        return self._save()
-
-    def _save(self):
-        """save(), and when the CSV cannot be written the failure, saying how to get the pairs (safe
-        in the store) out: (rows, what happened in words, WriteError or None)."""
-        try:
-            return (*self.save(), None)
-        except (PtuiError, OSError) as e:
-            n = self.store.get_session(self.name).n_done
-            if not n:
-                raise
-            err = self._write_failed(e, n, "(mode, batch size) pairs", self.resume_hint("elsewhere.csv"))
-            return n, str(err), err
-
-    def close(self) -> None:
-        if self._locked:
-            unlock_session(self.name)
-            self._locked = False
-        super().close()
+    def _elsewhere(self, status: str) -> str:
+        return self.resume_hint("elsewhere.csv")
 
 
 def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:

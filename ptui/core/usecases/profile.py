@@ -17,7 +17,7 @@ from ..board.backends.base import Backend
 from ..board.backends.replay import ReplayJetson, corpus_workload, replay_workload
 from ..board.csvio import TIME_BASES, check_out_file, outside_warning, profile_tags, read_modes
 from ..board.files import WriteError, write_error
-from ..board.locks import lock_session, release, session_key, unlock_session
+from ..board.locks import lock_session, unlock_session
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
@@ -117,8 +117,9 @@ class ProfileOutcome:
 class RunBase:
     """What a profile at one batch size (ProfileRun) and one over several (batchprofile.
     BatchProfileRun) share: the request's checks and the store, the session looked up for a
-    resume, the backend the CLI opens, the CSV's place, the export of a finished session, the
-    failure to write a CSV, pause/resume/cancel through the control, and closing."""
+    resume, the backend the CLI opens, the CSV's place, the session's lock until close(), the
+    export of a finished session, writing the CSV (each class's save()) and the failure to, the
+    outcome of run(), pause/resume/cancel through the control, and closing."""
     backend: Backend | None = None
     _own_backend = False                  # opened here (the CLI), not lent by the app
     _own_store = False
@@ -127,6 +128,8 @@ class RunBase:
     existing: SessionInfo | None = None   # the session --session names
     seed: int = 0
     simulated = False                     # the session's figures are the simulator's
+    _locked = False                       # this run holds the session's lock until close()
+    planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -178,10 +181,32 @@ class RunBase:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    def _save_finished(self) -> tuple[int, str, WriteError | None]:
-        """The session's CSV written from the store: (rows, what happened in words, the failure
-        to write it or None)."""
+    what = "modes"                        # the CSV's rows, in words
+
+    def save(self) -> tuple[int, str]:
+        """Write the session's finished rows to the CSV: (rows, what happened in words)."""
         raise NotImplementedError
+
+    def _elsewhere(self, status: str) -> str:
+        """The command that writes the finished rows, safe in the store, to another file."""
+        raise NotImplementedError
+
+    def _save(self, status: str) -> tuple[int, str, WriteError | None]:
+        """save(): (rows, what happened in words, None), or when the file cannot be written (disk
+        full, read-only, ...) the failure as a WriteError that says how to get the rows, safe in
+        the store, out to another file (at one batch size or several)."""
+        assert self.name is not None          # prepare() or export() named the session
+        try:
+            return (*self.save(), None)
+        except StoreError:
+            raise
+        except (PtuiError, OSError) as e:
+            info = self.store.get_session(self.name)
+            n = info.n_done if info else 0
+            if not n:
+                raise
+            err = self._write_failed(e, n, self.what, self._elsewhere(status))
+            return n, str(err), err
 
     def export(self, device: str | None = None) -> ProfileOutcome:
         """A finished session resumed (`finished`): write its CSV from the store, holding the
@@ -197,7 +222,7 @@ class RunBase:
                 raise SessionError(f"session {ex.name!r} was profiled on {ex.device}, not {device}")
             lock_session(ex.name)
             try:
-                n_rows, saved, unsaved = self._save_finished()
+                n_rows, saved, unsaved = self._save("done")
             finally:
                 unlock_session(ex.name)
         finally:
@@ -217,6 +242,25 @@ class RunBase:
     def _resume_args(self) -> tuple[list[str], list[str] | None]:
         raise NotImplementedError
 
+    def _device_s(self) -> float:
+        """The device time the session has taken, over all its runs."""
+        info = self.store.get_session(self.name) if self.name else None
+        return info.device_time_s if info else 0.0
+
+    def _outcome(self, status: str, wall0: float, n_rows: int, unsaved: WriteError | None,
+                 dev_s: float, simulated: bool, error: BaseException | None, interrupted: bool,
+                 stopped_by: str, saved: str, label: str, note: str = "", *,
+                 planner_said: bool = True) -> ProfileOutcome:
+        """What run() ends with: the CSV only when rows went to it; active profiling's stop and
+        best mode, when planner_said."""
+        assert self.name is not None
+        pl = self.planner if planner_said else None
+        return ProfileOutcome(status, self.name, self.out if n_rows and unsaved is None else None,
+                              n_rows, dev_s, simulated, time.perf_counter() - wall0,
+                              error or unsaved, interrupted, stopped_by, saved, label,
+                              pl.stop_reason if pl is not None else "",
+                              pl.best() if pl is not None else None, note)
+
     def resume_hint(self, out: Path | str | None = None) -> str:
         """The command that resumes this session (writing its CSV to `out`, default --out's)."""
         assert self.name is not None          # prepare() or export() named the session
@@ -228,7 +272,12 @@ class RunBase:
         return self.store.results(self.name) if self.name else []
 
     def close(self) -> None:
-        """Close the CLI's backend and this run's own store connection."""
+        """Let go of the session's lock this run holds, and close the CLI's backend and this run's
+        own store connection."""
+        if self._locked:
+            assert self.name is not None
+            unlock_session(self.name)
+            self._locked = False
         if self._own_backend and self.backend is not None:
             self.backend.close()
             self._own_backend = False
@@ -265,7 +314,6 @@ class ProfileRun(RunBase):
                 self.store.close()
             raise
         self.info: SessionInfo | None = None
-        self._let_go = False              # close() released the session's lock
         self.profiler: Profiler | None = None
         self.planner: ActivePlanner | None = None
         self.source: ScriptSource | None = None
@@ -441,6 +489,7 @@ class ProfileRun(RunBase):
         self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
                                  seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
                                  original_mode=be.current_mode(), params=params)
+        self._locked = True                   # open_session took the session's lock
         todo = len(self.info.plan) - self.info.n_done
         bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
         self.notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
@@ -531,10 +580,10 @@ class ProfileRun(RunBase):
         assert self.backend is not None
         wall0 = time.perf_counter()
         status, error, interrupted, stopped_by = "failed", None, False, ""
-        saved, written, n_rows, final = "", None, 0, None
+        saved, n_rows, unsaved, dev_s = "", 0, None, 0.0
         try:
             try:
-                self._let_go = True            # Profiler.run lets the session go when it ends
+                self._locked = False           # Profiler.run lets the session go when it ends
                 self.profiler.run(self.info, on_progress)
                 status = "done"
             except ProfileAborted:
@@ -546,59 +595,42 @@ class ProfileRun(RunBase):
                 error = e
             finally:
                 n_rows, saved, unsaved = self._save(status)
-                written = self.out if n_rows and unsaved is None else None
-                error = error or unsaved
-                final = self.store.get_session(self.name)
+                dev_s = self._device_s()
             note = self.time_note()
         finally:
             label = self._label() if self.backend is not None else ""
             self.close()
-        pl = self.planner
         be = self.backend                  # figures a live board did not give: said so
         simulated = be.not_live or (self.source is not None
                                     and getattr(self.source, "workload", None) is not None)
-        return ProfileOutcome(status, self.name, written, n_rows,
-                              final.device_time_s if final else 0.0, simulated,
-                              time.perf_counter() - wall0, error, interrupted, stopped_by, saved,
-                              label,
-                              pl.stop_reason if pl is not None else "",
-                              pl.best() if pl is not None else None, note)
+        return self._outcome(status, wall0, n_rows, unsaved, dev_s, simulated, error, interrupted,
+                             stopped_by, saved, label, note)
 
     def time_note(self) -> str:
         """The warning for a profile whose wall time goes largely outside the timed steps."""
         rows = [r for _, r in self.store.results(self.name)] if self.name else []
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
-    def _save_finished(self) -> tuple[int, str, WriteError | None]:
-        return self._save("done")
-
-    def _save(self, status: str) -> tuple[int, str, WriteError | None]:
-        """Write the session's finished modes to the CSV: (rows, what happened in words, None), or
-        when the file cannot be written (disk full, read-only, ...) the failure as a WriteError
-        that says how to get the rows, safe in the store, out to another file."""
+    def save(self) -> tuple[int, str]:
+        """Write the session's finished modes to the CSV (a batch size's part writes none: the
+        profile over several sizes writes its own)."""
         assert self.name is not None          # prepare() or export() named the session
         n_rows = len(profile_rows(self.store, self.name))
         if self.req.batch_part:
-            return n_rows, "", None
-        try:
-            if n_rows and isinstance(self.out, Path):
-                self.out.parent.mkdir(parents=True, exist_ok=True)
-            return n_rows, save_profile(self.out, self.store, self.name), None
-        except StoreError:
-            raise
-        except (PtuiError, OSError) as e:
-            script = self.script if self.user_script and status != "done" else None
-            err = self._write_failed(e, n_rows, "modes",
-                                     resume_command(self.name, "elsewhere.csv", script or None))
-            return n_rows, str(err), err
+            return n_rows, ""
+        if n_rows and isinstance(self.out, Path):
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+        return n_rows, save_profile(self.out, self.store, self.name)
+
+    def _elsewhere(self, status: str) -> str:
+        assert self.name is not None
+        script = self.script if self.user_script and status != "done" else None
+        return resume_command(self.name, "elsewhere.csv", script or None)
 
     def close(self) -> None:
         """Close what this run opened (the CLI's backend, its own store connection) and let go of
         its session (prepare() took the session's lock; a run that never started, or failed
         before it did, must not keep it from a later --resume)."""
-        if self.info is not None and self.name is not None and not self._let_go:
-            release(session_key(self.name))
-            self._let_go = True
         super().close()
         if self._pool is not None:
             self._pool.close()
