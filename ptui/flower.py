@@ -515,12 +515,9 @@ class PtuiFleet(Strategy):
         """The roofline prior's predicted front for a device kind (no mode profiled)."""
         c = self._priors.get(device)
         if c is None:
-            import tempfile
-            dev = core.get_device(device)
-            with tempfile.TemporaryDirectory() as tmp:
-                spec = core.workload_spec(workload=self.workload, batch_size=self.batch_size)
-                res = core.fit_prior(dev, spec, out=Path(tmp) / "prior", workload=self.workload)
-                pred = core.load_predictions(res.out, dev)
+            spec = core.workload_spec(workload=self.workload, batch_size=self.batch_size)
+            pred = core.model_predictions(core.prior_model(core.get_device(device), spec,
+                                                           workload=self.workload))
             steps = self.steps or pred.batches_per_epoch or 1
             pw, ms = front_of(pred.table, self.risk)
             c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])

@@ -22,9 +22,10 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.colocate": ("colocate",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
-    "usecases.decide": ("load_predictions", "saved_sources", "tune_decide", "tune_decide_batches",
-                        "tune_prior", "view",),
-    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "probe_spec", "workload_spec",),
+    "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
+                        "tune_decide_batches", "tune_prior", "view",),
+    "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "prior_model", "probe_spec",
+                     "workload_spec",),
     "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
     "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
                          "ProfileRun", "resumable_sessions",),
@@ -149,13 +150,22 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     )
     from .usecases.decide import (
         load_predictions,
+        model_predictions,
         saved_sources,
         tune_decide,
         tune_decide_batches,
         tune_prior,
         view,
     )
-    from .usecases.fit import PRIOR_KIND, fit, fit_cancellable, fit_prior, probe_spec, workload_spec
+    from .usecases.fit import (
+        PRIOR_KIND,
+        fit,
+        fit_cancellable,
+        fit_prior,
+        prior_model,
+        probe_spec,
+        workload_spec,
+    )
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,

@@ -55,22 +55,27 @@ class Predictions:
     batch_size: int | None = None         # the source's one batch size, where known
 
 
+def model_predictions(model: Model) -> Predictions:
+    """Every mode of a model's decision space predicted (its profiled modes with their
+    measurements), whether the model was loaded from a directory or is in memory."""
+    modes, note = model.decision_space()
+    wl = model.about.workload
+    w = WORKLOADS.get(str(wl))
+    mb = model.about.batches_per_epoch or (w.minibatches_per_epoch if w else None)
+    table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
+    space = None
+    if len(model.batch_sizes) > 1:
+        space = model_space(model, model.batch_sizes, modes)
+    return Predictions(table, model, mb, wl, model.about.timed, note=note, space=space,
+                       batch_size=model.about.batch_size)
+
+
 def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
     time_ms the median step or the whole cycle: csvio.profile_time)."""
     path = Path(path)
     if path.is_dir():
-        model = load_model(path)
-        modes, note = model.decision_space()
-        wl = model.about.workload
-        w = WORKLOADS.get(str(wl))
-        mb = model.about.batches_per_epoch or (w.minibatches_per_epoch if w else None)
-        table = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured_at())
-        space = None
-        if len(model.batch_sizes) > 1:
-            space = model_space(model, model.batch_sizes, modes)
-        return Predictions(table, model, mb, wl, model.about.timed, note=note, space=space,
-                           batch_size=model.about.batch_size)
+        return model_predictions(load_model(path))
     basis = profile_time_choice(path, time_basis)
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
@@ -332,11 +337,8 @@ def tune_prior(device, spec, *, budget_w: float | None = None, deadline_ms: floa
     one iteration of the user's script, a --workload-spec, or a catalog workload's published
     counts) is the model (saved to model_dir, as `ptui fit --workload-spec` saves it), and the
     decision is made on its predictions with their spreads at the goal's risk."""
-    res = fit_prior(device, spec, out=model_dir, workload=workload)
+    res = fit_prior(device, spec, out=model_dir, workload=workload, timed=timed)
     model = res.model
-    if timed:
-        model.tell(timed=timed)
-        model.save(Path(model_dir))
     space, _ = model.decision_space()
     tab = Table.from_prediction(space, model.predict(space))
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk)

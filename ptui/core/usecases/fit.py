@@ -90,7 +90,7 @@ def roofline_of(device, spec):
     return None if spec is None else RooflinePrior(device, spec)
 
 
-def prior_model(device, spec, *, workload: str | None = None) -> Model:
+def prior_model(device, spec, *, workload: str | None = None, timed: str = "") -> Model:
     """A model that is the roofline prior alone: no mode profiled, its spreads the prior's (the
     board calibration's residual, widened for each assumption the spec leaves to the reference).
     Its About says so: kind PRIOR_KIND, trained_on modes 0."""
@@ -107,6 +107,8 @@ def prior_model(device, spec, *, workload: str | None = None) -> Model:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, RooflineTarget(prior, "time"), RooflineTarget(prior, "power"), meta)
     model.tell(batch_size=spec.batch_size)
+    if timed:                                 # what one time is, where the counts said (a script's step)
+        model.tell(timed=timed)
     w = WORKLOADS.get(str(workload)) if workload else None
     if w is not None:
         w = w.with_batch(spec.batch_size)
@@ -114,10 +116,11 @@ def prior_model(device, spec, *, workload: str | None = None) -> Model:
     return model
 
 
-def fit_prior(device, spec, *, out: Path | str, workload: str | None = None) -> FitOutcome:
+def fit_prior(device, spec, *, out: Path | str, workload: str | None = None,
+              timed: str = "") -> FitOutcome:
     """`ptui fit` without a profile: the roofline prior alone (prior_model), saved to `out`."""
     t0 = time.perf_counter()
-    model = prior_model(device, spec, workload=workload)
+    model = prior_model(device, spec, workload=workload, timed=timed)
     model.save(Path(out))
     return FitOutcome(model, Path(out), 0, time.perf_counter() - t0, [spec.batch_size],
                       workload or "spec")
