@@ -549,36 +549,15 @@ class ScriptSource:
     def _whatif_events(self, interval: float | None):
         """The simulated board: measure the model, time a few host iterations, stop the script,
         then stream the simulator running the measured model (time and power follow the mode)."""
-        host: list[float] = []
-        t_first = None
-        for kind, val in self._measure_lines():
-            if kind == "S":
-                t_first = t_first or time.monotonic()
-                dur = self.it.step(*val)
-                if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
-                    host.append(dur)
-            elif kind == "W":
-                self.model_info = val
-            if self.model_info is not None and _host_window_done(host):
-                break
-            if (self.model_info is None and t_first is not None
-                    and time.monotonic() - t_first > self.first_step_timeout):
-                self._kill()
-                raise ProfileError(
-                    f"the script took {_plural(self.it.steps, 'optimizer step')} in "
-                    f"{self.first_step_timeout:.0f} s but ptui needs 3 whole iterations to measure "
-                    f"its model; raise --startup-timeout for slow steps")
-        self._kill()
-        if self.model_info is None:
-            raise ProfileError("the script stopped before ptui could measure its model")
+        info, host = self._measure_model(_host_window_done, "3 whole iterations")
         self.host_step_ms = statistics.median(host) * 1000.0 if host else None
         self.host_cycle_ms = statistics.fmean(host) * 1000.0 if host else None
         self.host_mhz = host_cpu_mhz()
-        self.workload = whatif_workload(self.model_info, command=command_text(self.argv))
+        self.workload = whatif_workload(info, command=command_text(self.argv))
         self._say_timed()
         host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
                     f"median of {len(host)})" if self.host_step_ms else "not timed")
-        self.notify(f"{WHATIF_LABEL}: {describe_model(self.model_info)}; host step time {host_txt}; "
+        self.notify(f"{WHATIF_LABEL}: {describe_model(info)}; host step time {host_txt}; "
                     f"the times and powers below are simulated for this model on the board")
         self._say_host_cycle(host)
         self.on_info({"whatif": {"label": WHATIF_LABEL, "model": self.model_info,
@@ -589,6 +568,35 @@ class ScriptSource:
         self.mode_timeout_s = 0.0                     # the simulator: the Profiler's own limit
         self.backend.start_training(self.workload)
         yield from self.backend.events(interval)
+
+    def _measure_model(self, enough: Callable[[list[float]], bool], need: str) -> tuple[dict, list[float]]:
+        """Read the probe until it has measured the script's model (its W line) and `enough` of
+        the host's iteration times (s, the first left out: it warms up), then stop the script;
+        returns (the measurement, those times).  Raises when the script stops first, or when it steps for
+        --startup-timeout without the measurement (`need`: what it takes, in words)."""
+        host: list[float] = []
+        t_first = None
+        for kind, val in self._measure_lines():
+            if kind == "S":
+                t_first = t_first or time.monotonic()
+                dur = self.it.step(*val)
+                if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
+                    host.append(dur)
+            elif kind == "W":
+                self.model_info = val
+            if self.model_info is not None and enough(host):
+                break
+            if (self.model_info is None and t_first is not None
+                    and time.monotonic() - t_first > self.first_step_timeout):
+                self._kill()
+                raise ProfileError(
+                    f"the script took {_plural(self.it.steps, 'optimizer step')} in "
+                    f"{self.first_step_timeout:.0f} s but ptui needs {need} to measure "
+                    f"its model; raise --startup-timeout for slow steps")
+        self._kill()
+        if self.model_info is None:
+            raise ProfileError("the script stopped before ptui could measure its model")
+        return self.model_info, host
 
     def _say_host_cycle(self, host: list[float]) -> None:
         """The host's whole cycle beside its median step, and what the what-if does with it."""
@@ -658,22 +666,8 @@ def count_script(backend: Backend, argv, log_path: Path, *, startup_timeout: flo
     src = ScriptSource(backend, list(argv), log_path, first_step_timeout=startup_timeout,
                        notify=notify, whatif=True)
     src.start()
-    t_first = None
     try:
-        for kind, val in src._measure_lines():
-            if kind == "S":
-                t_first = t_first or time.monotonic()
-                src.it.step(*val)
-            elif kind == "W":
-                src.model_info = val
-                break
-            if t_first is not None and time.monotonic() - t_first > src.first_step_timeout:
-                raise ProfileError(
-                    f"the script took {_plural(src.it.steps, 'optimizer step')} in "
-                    f"{src.first_step_timeout:.0f} s without completing the iteration ptui counts; "
-                    f"raise --startup-timeout for slow steps")
+        info, _ = src._measure_model(lambda host: True, "one whole iteration")
     finally:
         src.stop()
-    if src.model_info is None:
-        raise ProfileError("the script stopped before ptui could count one iteration of it")
-    return src.model_info, src.it.timed()
+    return info, src.it.timed()
