@@ -61,6 +61,12 @@ class Energy:
         pts = [p for p in (self.least, self.pick, self.maxn, self.best_preset) if p is not None]
         return "measured" if all(p.source == "measured" for p in pts) else "predicted"
 
+    @property
+    def _other_preset(self) -> EnergyPoint | None:
+        """The best preset for the goal where it is not MAXN (MAXN is said once), else None."""
+        bp = self.best_preset
+        return None if bp is None or (self.maxn is not None and bp.tag == self.maxn.tag) else bp
+
     def _amount(self, p: EnergyPoint) -> str:
         return f"{p.energy:.3g} {SHORT[self.unit]}"
 
@@ -83,12 +89,12 @@ class Energy:
         if len(first) > 80:
             first = f"{where}.\n{amount[0].upper()}{amount[1:]}"
         parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
-        maxn_is_best = (self.maxn is not None and self.best_preset is not None
-                        and self.best_preset.tag == self.maxn.tag)
+        other = self._other_preset
         if self.maxn is not None:
+            maxn_is_best = self.best_preset is not None and other is None
             parts.append(("MAXN (the best preset for the goal)" if maxn_is_best else "MAXN", self.maxn))
-        if self.best_preset is not None and not maxn_is_best:
-            parts.append((f"the best preset ({self.best_preset.tag})", self.best_preset))
+        if other is not None:
+            parts.append((f"the best preset ({other.tag})", other))
         pick_is_least = self.pick is not None and self.pick.row is not None and self.pick.row == lst.row
         if self.pick is not None and not pick_is_least:
             parts.append(("the pick", self.pick))
@@ -124,7 +130,7 @@ class Energy:
         lst = self.least
         first = f"least energy: {lst.mode.key}" + (
             f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else "")
-        bp = self.best_preset if self.best_preset is None or self.best_preset.tag != "MAXN" else None
+        bp = self._other_preset
         parts = [f"{tag} {x:+.0f}%" for tag, x in
                  (("MAXN", self.more_pct(self.maxn)), (bp.tag if bp else "", self.more_pct(bp)))
                  if x is not None]
