@@ -1107,28 +1107,23 @@ def cmd_status(a) -> int:
 
 
 def cmd_emulate(a) -> int:
-    """Make (or reboot) an emulated board under --root and drive it until SIGTERM, SIGINT or SIGHUP."""
-    import signal
-    import threading
-
+    """Make (or reboot) an emulated board under --root and drive it until SIGTERM, SIGINT or SIGHUP
+    (main() routes them: each raises here, between two steps of the board)."""
     emu = core.Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
     core.check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
-    stop, got = threading.Event(), []
-
-    def on_signal(signum, frame):
-        got.append(signal.Signals(signum).name)
-        stop.set()
-    sigs = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    old = {s: signal.signal(s, on_signal) for s in sigs}
+    got = "done"
     try:
-        done = emu.open()
+        with core.shielded():             # the tree is made whole, or a signal waits until it is
+            done = emu.open()
         print(emu.usage(done), flush=True)
-        emu.run(stop)
+        emu.run()
+    except core.Terminated as e:
+        got = e.name
+    except KeyboardInterrupt:
+        got = "SIGINT"
     finally:
         emu.close()
-        for s, h in old.items():
-            signal.signal(s, h)
-    _info(f"ptui emulate: stopped ({got[0] if got else 'done'}); the emulated {emu.device.name} stays in "
+    _info(f"ptui emulate: stopped ({got}); the emulated {emu.device.name} stays in "
           f"{emu.root}: the same command starts it again (a reboot)")
     return EXIT_OK
 

@@ -56,7 +56,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "board.locks": ("board_lock", "LockError",),
     "board.logs": ("LOG",),
     "board.physics": ("largest_batch", "steady_state",),
-    "board.signals": ("exit_code_for", "install", "Terminated",),
+    "board.signals": ("exit_code_for", "install", "shielded", "Terminated",),
     "board.telemetry": ("Sampler",),
     # the catalogue
     "catalogue.devices": ("DeviceError", "get_device",),
@@ -87,7 +87,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .board.locks import LockError, board_lock
     from .board.logs import LOG
     from .board.physics import largest_batch, steady_state
-    from .board.signals import Terminated, exit_code_for, install
+    from .board.signals import Terminated, exit_code_for, install, shielded
     from .board.telemetry import Sampler
     from .catalogue.devices import DeviceError, get_device
     from .catalogue.inference import INFERENCE

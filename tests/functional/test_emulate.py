@@ -200,3 +200,49 @@ def test_bad_options_are_one_line(tmp_path, cli):
     assert rc == 2 and "--device" in err
     rc, _, err = cli("emulate", "--device", "orin-nano", "--root", tmp_path / "b", "--workload", "bert-base")
     assert rc == 2 and "does not fit orin-nano" in err and not (tmp_path / "b").exists()
+
+
+HELD_LOCK_SIGNAL = """
+import os, signal, sys, threading, time
+from ptui.cli import main
+from ptui.core.board.emulator import Emulator
+armed = []
+plain_wait, plain_sleep, plain_usage = threading.Event.wait, time.sleep, Emulator.usage
+
+def usage(self, done):                 # the board is up: the next wait of the loop gets the signal
+    armed.append(1)
+    return plain_usage(self, done)
+
+def wait(self, timeout=None):
+    # SIGTERM lands while this thread holds the Event's own lock (in wait's first lines, as it can
+    # on a busy machine): a handler that calls set() there waits for that lock forever
+    if armed and threading.current_thread() is threading.main_thread():
+        armed.clear()
+        with self._cond:
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))
+    return plain_wait(self, timeout)
+
+def sleep(s):
+    if armed and threading.current_thread() is threading.main_thread():
+        armed.clear()
+        os.kill(os.getpid(), signal.SIGTERM)
+    return plain_sleep(s)
+
+threading.Event.wait, time.sleep, Emulator.usage = wait, sleep, usage
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_stop_signal_at_any_instant_of_the_loop_stops_it(tmp_path):
+    """CI once saw `ptui emulate` ignore SIGTERM for 30 s: its handler set a threading.Event the main
+    thread was waiting on, which deadlocks when the signal lands while that thread holds the Event's
+    lock.  Here the signal is made to land exactly there; the emulator must still stop, rc 0."""
+    from tests.support.cli import subprocess_env
+    root = tmp_path / "root"
+    p = subprocess.run([sys.executable, "-c", HELD_LOCK_SIGNAL, "emulate", "--device", "orin-agx",
+                        "--root", str(root), "--interval", "0.05"],
+                       capture_output=True, text=True, timeout=30, env=subprocess_env(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "stopped (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
+    assert emulator.marker(root)["state"] == "ready"

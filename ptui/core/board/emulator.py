@@ -27,7 +27,7 @@ from ..catalogue.devices import Device, get_device
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import get_workload
 from ..errors import InputError, RuntimeFailure, number
-from . import locks
+from . import locks, signals
 from .backends.sim import SimJetson
 from .backends.sysfs import NVPMODEL_STATUS, nvpmodel_block
 from .detect import EMULATED_MARKER, detect
@@ -577,15 +577,25 @@ class Emulator:
                 f"a board: ptui --backend sysfs --sysfs-root {r} ... (it runs {r}/bin/nvpmodel itself; "
                 f"for other tools PATH={r}/bin:$PATH); stop with Ctrl-C or SIGTERM")
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event | None = None) -> None:
         """Drive the board every `interval` seconds (the simulator follows the wall clock) until
-        `stop` is set."""
+        `stop` is set, or, without one (`ptui emulate`, main thread), until a stop signal raises
+        (board.signals: Terminated, KeyboardInterrupt).  A step is shielded: a signal that arrives
+        during one is held until its files are written.  A signal handler must not set an
+        Event the main thread waits on: if it arrives while that thread holds the Event's lock,
+        set() waits for that lock forever (`ptui emulate` once hung so on SIGTERM)."""
         if self.driver is None:
             raise RuntimeFailure("the emulated board is not open")
         last = time.monotonic()
-        while not stop.wait(max(0.0, last + self.interval - time.monotonic())):
+        while True:
+            delay = max(0.0, last + self.interval - time.monotonic())
+            if stop is None:
+                time.sleep(delay)
+            elif stop.wait(delay):
+                return
             now = time.monotonic()
-            self.driver.step(min(now - last, 5.0))     # after a pause the board does not race ahead
+            with signals.shielded():
+                self.driver.step(min(now - last, 5.0))     # after a pause the board does not race ahead
             last = now
 
     def close(self) -> None:
