@@ -40,6 +40,32 @@ def test_infeasible_budget_is_a_document_with_the_closest_option_and_exit_3():
     assert len(err.strip().splitlines()) == 1
 
 
+def test_infeasible_text_names_the_binding_budget_and_a_closest_option_that_meets_the_other():
+    """The closest option was the lowest-power row of the latency screen alone, whose latency failed
+    (p99 435 ms against 250): the line then named a mode that meets neither budget.  Now it is the
+    lowest-power (mode, b) whose latency holds on its distribution, as decide checks a pick."""
+    rc, out, err = run_cli(*BASE, "--budget-w", "4")
+    assert rc == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert "no mode within 4 W keeps p99 latency within 250 ms" in err and "SIMULATED" in err
+    rc, out, _ = run_cli(*BASE, "--budget-w", "4", "--json")
+    c = json.loads(out)["closest"]
+    assert c["meets_latency"] is True and c["latency_p99_ms"] <= 250 and c["over_budget"] <= 0.005
+    assert f"{c['power_w']:.1f} W, {c['key']} with inference batch {c['batch_size']}" in err
+
+
+def test_infeasible_by_latency_says_so_whatever_the_power_budget():
+    """ResNet-50 served at 30 requests/s within 100 ms beside ResNet-18 training: no (mode, b) passes
+    the latency test (with its tail margin) at any power; the walk said 'no profiled mode meets the
+    budgets (15 profiled)' and pareto's 'no mode stays within 60 W' could follow."""
+    args = [a if a not in ("20", "250") else {"20": "30", "250": "100"}[a] for a in BASE]
+    rc, out, err = run_cli(*args, "--budget-w", "60")
+    assert rc == 3 and len(err.strip().splitlines()) == 1
+    assert "keeps p99 latency within 100 ms at 30 requests/s with ptui's tail margin" in err
+    assert "profiled mode" not in err and "within 60 W" not in err
+    rc, out, _ = run_cli(*args, "--budget-w", "60", "--json")
+    assert json.loads(out)["closest"]["meets_latency"] is False
+
+
 def test_bad_input_is_one_line_exit_2():
     for args in (["--budget-w", "-1"], ["--budget-w", "30", "--strategy", "x"]):
         rc, out, err = run_cli(*BASE, *args)

@@ -321,5 +321,5 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
         if admitted(pr):
             return Pick(r, st.modes[r], b, pr)
         ok[k] = False
-    raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.0%} of requests within "
+    raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.1%} of requests within "
                           f"{latency_ms:g} ms at {rate:g} requests/s", tab, int(np.argmin(tab.time_ms)))

@@ -12,7 +12,16 @@ from ..catalogue.devices import Device
 from ..catalogue.inference import INFER_BATCHES, get_inference
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload
-from ..decision.concurrent import Pick, Standalone, admitted, candidates, decide, predict
+from ..decision.concurrent import (
+    MISS_MARGIN,
+    PREDICT_MAX,
+    Pick,
+    Standalone,
+    admitted,
+    candidates,
+    decide,
+    predict,
+)
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
 
@@ -254,13 +263,32 @@ def colocate(device: Device, train: Workload, infer_name: str, rate: float, late
         else:
             pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w)
     except InfeasibleError as e:
-        e.closest_point = _closest(device, train, infer, rate, latency_ms)  # type: ignore[attr-defined]
-        raise
+        closest = _closest(device, train, infer, rate, latency_ms)
+        why = _why_infeasible(closest, rate, latency_ms, budget_w, str(e))
+        err = InfeasibleError(why, e.table, e.closest)
+        err.closest_point = closest  # type: ignore[attr-defined]
+        raise err from e
     return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
             "pick": _point(pick, train.batch_size),
             "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
+
+
+def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str) -> str:
+    """One line for a decision nothing meets: which budget binds, and the closest option (on the
+    simulator's whole grid) with the figure that misses."""
+    if closest is None:
+        return found
+    near = f"{closest['key']} with inference batch {closest['batch_size']}"
+    if not closest["meets_latency"]:
+        return (f"no mode and inference batch keeps p99 latency within {latency_ms:g} ms at {rate:g} "
+                f"requests/s with ptui's tail margin; closest: {near}: p99 {closest['latency_p99_ms']:.1f} "
+                f"ms, {100 * closest['over_budget']:.1f} % late, {100 * closest['within_margin']:.1f} % "
+                f"inside the margin (at most {100 * MISS_MARGIN:g} %) (SIMULATED)")
+    return (f"no mode within {budget_w:g} W keeps p99 latency within {latency_ms:g} ms at "
+            f"{rate:g} requests/s; the least power that does: {closest['power_w']:.1f} W, {near}, "
+            f"{closest['train_samples_per_s']:.1f} training samples/s (SIMULATED)")
 
 
 def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
@@ -291,23 +319,19 @@ def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, bu
 
 
 def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> dict | None:
-    """The closest option to budgets nothing meets: the lowest-power grid (mode, b) whose latency
-    holds, else the (mode, b) with the lowest predicted p99."""
+    """The closest option to budgets nothing meets, on the simulator's grid: the lowest-power
+    (mode, b) whose latency holds (decide's test: the screen, then the latency distribution),
+    else the fastest-training mode's b of lowest p99; `meets_latency` says which."""
     st = standalone(device, train, infer, list(device.pt_grid()))
-    try:
-        p = decide(st, rate, latency_ms, 1e9)
-    except InfeasibleError:
-        best = None
-        for b in INFER_BATCHES:
-            pr = predict(st, int(np.argmin(st.train_ms)), rate, latency_ms, b)
-            if best is None or pr.p99_ms < best.prediction.p99_ms:
-                i = int(np.argmin(st.train_ms))
-                best = Pick(i, st.modes[i], b, pr)
-        return _point(best, train.batch_size)
-    # the lowest mean power among latency-feasible rows of the grid
     tab, ok = candidates(st, rate, latency_ms)
-    if not ok.any():
-        return _point(p, train.batch_size)
-    k = int(np.flatnonzero(ok)[np.argmin(tab.power_w[ok])])
-    r, b = k % len(st.modes), int(tab.batches[k])
-    return _point(Pick(r, st.modes[r], b, predict(st, r, rate, latency_ms, b)), train.batch_size)
+    where = np.flatnonzero(ok)
+    for k in where[np.argsort(tab.power_w[where], kind="stable")][:PREDICT_MAX]:
+        r, b = int(k) % len(st.modes), int(tab.batches[k])
+        pr = predict(st, r, rate, latency_ms, b)
+        if admitted(pr):
+            return {**(_point(Pick(r, st.modes[r], b, pr), train.batch_size) or {}), "meets_latency": True}
+    i = int(np.argmin(st.train_ms))
+    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in INFER_BATCHES),
+               key=lambda p: p.prediction.p99_ms)
+    return {**(_point(best, train.batch_size) or {}), "meets_latency": False,
+            "within_margin": round(best.prediction.over_margin, 5)}
