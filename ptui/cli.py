@@ -903,8 +903,7 @@ def cmd_colocate(a) -> int:
     except core.InfeasibleError as e:
         if a.json:
             print(core.document("colocate", {**core.infeasible(
-                f"most training throughput, p99 latency <= {a.latency_ms:g} ms at {a.rate:g} req/s, "
-                f"mean power <= {a.budget_w:g} W", str(e), getattr(e, "closest_point", None)),
+                core.goal_text(a.rate, a.latency_ms, a.budget_w), str(e), getattr(e, "closest_point", None)),
                 "simulated": True}))
         raise
     if a.json:

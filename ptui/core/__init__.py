@@ -19,7 +19,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                               "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
-    "usecases.colocate": ("colocate",),
+    "usecases.colocate": ("colocate", "colocate_view", "ColocateView", "goal_text",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
@@ -138,7 +138,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         restore,
         rollback,
     )
-    from .usecases.colocate import colocate
+    from .usecases.colocate import ColocateView, colocate, colocate_view, goal_text
     from .usecases.contract import (
         batch_decision_body,
         batch_decision_energy,

@@ -4,6 +4,8 @@ or a coordinate walk that profiles at most WALK_BUDGET modes, the baselines, the
 Every figure here is SIMULATED (the simulator's physics; inference calibrated on a measured sweep)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..board.inference import inference_operating
@@ -24,6 +26,7 @@ from ..decision.concurrent import (
 )
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
+from .contract import infeasible
 
 WALK_BUDGET = 15
 
@@ -335,3 +338,56 @@ def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> d
                key=lambda p: p.prediction.p99_ms)
     return {**(_point(best, train.batch_size) or {}), "meets_latency": False,
             "within_margin": round(best.prediction.over_margin, 5)}
+
+
+def goal_text(rate: float, latency_ms: float, budget_w: float) -> str:
+    """The goal of a concurrent decision in words (the document's `goal` when nothing meets it)."""
+    return (f"most training throughput, p99 latency <= {latency_ms:g} ms at {rate:g} req/s, "
+            f"mean power <= {budget_w:g} W")
+
+
+@dataclass(frozen=True)
+class ColocateView:
+    """What the app shows of a concurrent decision: the decision document's body (feasible or not,
+    as `ptui colocate --json` prints it) and, per inference batch b, the upper edge of the region
+    whose latency holds: (mean power W, training samples/s) of the grid's (mode, b), each checked
+    on its latency distribution (SIMULATED)."""
+    body: dict
+    edges: dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+def _edge(st: Standalone, tab, k: np.ndarray, rate, latency_ms) -> tuple[np.ndarray, np.ndarray]:
+    """The staircase of rows k (one inference batch) that no other row beats on both power and
+    throughput, keeping only those whose latency holds on its distribution."""
+    sps = st.train_batch / tab.time_ms[k] * 1000.0
+    order = np.argsort(tab.power_w[k], kind="stable")
+    w, y, top = [], [], -np.inf
+    for j in order:
+        if sps[j] <= top:
+            continue
+        r, b = int(k[j]) % len(st.modes), int(tab.batches[k[j]])
+        if admitted(predict(st, r, rate, latency_ms, b)):
+            top = float(sps[j])
+            w.append(float(tab.power_w[k[j]]))
+            y.append(top)
+    return np.array(w), np.array(y)
+
+
+def colocate_view(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+                  budget_w: float, strategy: str = "walk") -> ColocateView:
+    """The decision (or, where nothing meets the budgets, its infeasible body with the closest
+    option) and the feasible region's edges over PowerTrain's grid x every inference batch."""
+    try:
+        body = colocate(device, train, infer_name, rate, latency_ms, budget_w, strategy)
+    except InfeasibleError as e:
+        closest = getattr(e, "closest_point", None)
+        body = {**infeasible(goal_text(rate, latency_ms, budget_w), str(e), closest), "simulated": True}
+    infer = get_inference(infer_name).name
+    st = standalone(device, train, infer, list(device.pt_grid()))
+    tab, ok = candidates(st, rate, latency_ms)
+    edges = {}
+    for b in INFER_BATCHES:
+        k = np.flatnonzero(ok & (tab.batches == b))
+        if len(k):
+            edges[b] = _edge(st, tab, k, rate, latency_ms)
+    return ColocateView(body, {b: e for b, e in edges.items() if len(e[0])})
