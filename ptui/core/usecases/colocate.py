@@ -152,7 +152,8 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     return None
 
 
-def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
+def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w,
+         keep: dict | None = None):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
     and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
     falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
@@ -170,7 +171,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
        spent (before any feasible point, a further spread-out mode).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
-    is never picked.  Returns (pick, modes profiled)."""
+    is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
+    (grid row -> one-row Standalone), for a later re-decision without profiling."""
     grid = list(device.pt_grid())
     xs = np.array([m.as_tuple() for m in grid], float)
     u = xs / xs.max(0)
@@ -215,6 +217,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
                 break
             nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
         prof(nxt)
+    if keep is not None:
+        keep.update(meas)
     pick = best()
     if pick is None:
         raise InfeasibleError(f"no profiled mode meets the budgets ({len(meas)} profiled)")
