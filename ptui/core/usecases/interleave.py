@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..board import undo
 from ..board.apply import restore_snapshot
 from ..board.backends.base import Backend
 from ..board.inference import inference_operating
@@ -51,6 +52,7 @@ from ..clock import Clock, RealClock
 from ..decision.concurrent import Pick, Standalone, decide, slack
 from ..errors import InputError, PtuiError
 from .board import apply, rollback
+from .colocate import walk
 
 WINDOW = 16            # minibatch times the run's own estimate of t_T and t_I(b) takes the largest of
 
@@ -140,7 +142,7 @@ class BoardMeter:
     def __init__(self, backend: Backend, interval: float = 0.1) -> None:
         self.backend, self.interval = backend, float(interval)
         self._last = -math.inf
-        self.power_from = ("the emulated board's telemetry (SIMULATED)" if backend.emulated else
+        self.power_from = ("the emulated board's telemetry, SIMULATED" if backend.emulated else
                            "SIMULATED board telemetry" if backend.not_live else "the board's telemetry")
 
     def __call__(self, kind: str, k: int) -> float | None:
@@ -161,7 +163,7 @@ class SimWork:
         self.backend, self.device = backend, backend.device
         self.train, self.infer = train, get_inference(infer_name).name
         self._cache: dict[tuple, tuple[float, float]] = {}
-        self.power_from = "the simulator's power model for each minibatch (SIMULATED)"
+        self.power_from = "the simulator's power model per minibatch, SIMULATED"
 
     def figures(self, kind: str, k: int) -> tuple[float, float]:
         """(ms, W) of one minibatch in the board's current mode."""
@@ -465,6 +467,15 @@ def profiles_of(parts: Iterable[Standalone]) -> Standalone:
                       np.concatenate([p.infer_w for p in ps]))
 
 
+def walk_profiles(device: Device, train: Workload, infer: str, rate: float, latency_ms: float,
+                  budget_w: float) -> tuple[Standalone, int]:
+    """The standalone profiles colocate's walk takes for a decision (at most 15 modes, SIMULATED:
+    the simulator's figures for catalogue workloads) and how many modes it profiled."""
+    meas: dict = {}
+    walk(device, train, get_inference(infer).name, rate, latency_ms, budget_w, keep=meas)
+    return profiles_of(meas[i] for i in sorted(meas)), len(meas)
+
+
 def save_profiles(st: Standalone, path: str | Path, **about) -> None:
     body = {"kind": "ptui-standalone-profiles", "version": 1, **about,
             "modes": [list(m.as_tuple()) for m in st.modes], "train_batch": st.train_batch,
@@ -518,6 +529,7 @@ class Managed:
     def __post_init__(self) -> None:
         self._snap: Any = None
         self._start: Mode | None = None
+        self._undo: Any = None          # the state `ptui restore` goes back to, after the first apply
 
     def __enter__(self) -> Managed:
         self._snap = self.backend.snapshot()
@@ -554,6 +566,13 @@ class Managed:
             if not res.ok:
                 raise PtuiError(res.message)
             msg = res.message
+            # `ptui restore` (after a kill -9) goes back to the state before the run, not to the
+            # mode of the previous decision: each apply's record names the run's starting state
+            rec = undo.load(self.backend, undo.APPLY)
+            if self._undo is None:
+                self._undo = rec.state if rec is not None else None
+            elif rec is not None:
+                undo.save(self.backend, undo.APPLY, self._undo)
         st = self.profiles
         self.sched.reconfigure(pick.batch, float(st.train_ms[r]), lambda k, r=r: float(st.t_inf(r, k)))
         self.rate = rate

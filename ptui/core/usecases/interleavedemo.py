@@ -21,8 +21,7 @@ from ..board.backends.base import Backend
 from ..catalogue.inference import get_inference
 from ..catalogue.workloads import get_workload
 from ..errors import InputError
-from .colocate import walk
-from .interleave import BoardMeter, Interleaver, Managed, Poisson, SimWork, profiles_of
+from .interleave import BoardMeter, Interleaver, Managed, Poisson, SimWork, walk_profiles
 
 FEATURES, CLASSES = 64, 10
 
@@ -35,25 +34,29 @@ def demo_pair(train_batch: int, seed: int = 0) -> tuple[Callable[[], Any], Calla
     except ImportError:
         raise InputError("the demo pair needs torch (pip install 'ptui[train]')") from None
     torch.manual_seed(seed)
-    torch.set_num_threads(1)
-    net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(), torch.nn.Linear(128, CLASSES))
+    # the GPU where there is one (a Jetson); else the host's CPU, one thread
+    on = "cuda" if torch.cuda.is_available() else "cpu"
+    if on == "cpu":
+        torch.set_num_threads(1)
+    net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, CLASSES)).to(on)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     served = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
-                                 torch.nn.Linear(64, CLASSES)).eval()
+                                 torch.nn.Linear(64, CLASSES)).to(on).eval()
     gen = torch.Generator().manual_seed(seed + 1)
 
     def train_step() -> float:
-        x = torch.randn(train_batch, FEATURES, generator=gen)
-        y = torch.randint(0, CLASSES, (train_batch,), generator=gen)
+        x = torch.randn(train_batch, FEATURES, generator=gen).to(on)
+        y = torch.randint(0, CLASSES, (train_batch,), generator=gen).to(on)
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
-        return float(loss.detach())
+        return float(loss.detach())          # waits for the GPU: the minibatch is over when it returns
 
     def infer(payloads: list) -> list[int]:
         x = torch.stack([torch.as_tensor(p, dtype=torch.float32) if p is not None
-                         else torch.randn(FEATURES, generator=gen) for p in payloads])
+                         else torch.randn(FEATURES, generator=gen) for p in payloads]).to(on)
         with torch.no_grad():
             return served(x).argmax(1).tolist()
 
@@ -80,9 +83,7 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
     infer_name = get_inference(infer_workload).name
     say(f"deciding: {train.name} (batch {batch_size}) beside {infer_name} inference, standalone "
         f"profiles from the simulator's {dev.name} (SIMULATED)")
-    meas: dict = {}
-    walk(dev, train, infer_name, rate, latency_ms, budget_w, keep=meas)
-    profiles = profiles_of(meas[i] for i in sorted(meas))
+    profiles, profiled = walk_profiles(dev, train, infer_name, rate, latency_ms, budget_w)
     step, infer = demo_pair(batch_size, seed)
     arrivals = Poisson(rate, seed)
     if virtual:
@@ -104,7 +105,7 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
                             meter=meter, simulated=backend.not_live)
     start = backend.current_mode()
     phases = []
-    with Managed(backend, profiles, sched, rate, budget_w, profiled=len(meas)) as m:
+    with Managed(backend, profiles, sched, rate, budget_w, profiled=profiled) as m:
         sched.start()
         assert sched.t0 is not None
         cuts = [(rate, seconds if then_rate is None else seconds / 2)]
@@ -132,6 +133,6 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
     return {"device": dev.name, "backend": backend.kind, "simulated": bool(backend.not_live),
             "virtual_clock": bool(virtual), "train_workload": train.name, "batch_size": batch_size,
             "infer_workload": infer_name, "latency_ms": latency_ms, "budget_w": budget_w,
-            "seconds": seconds, "profiled_modes": len(meas), "phases": phases,
+            "seconds": seconds, "profiled_modes": profiled, "phases": phases,
             "start_mode": start.key, "end_mode": end.key, "restored": end == start,
             "power_from": sched.power_from}
