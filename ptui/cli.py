@@ -933,11 +933,11 @@ def cmd_interleave_demo(a) -> int:
     on the board the backend drives; the board goes back to its starting state at the end."""
     core.get_workload(a.train_workload, a.batch_size)      # bad names: one line, before the board
     core.get_inference(a.infer_workload)
-    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
-    _info(note)
-    if backend.kind == "replay":
+    if a.backend == "replay" or a.corpus:
         raise CLIError("interleave-demo runs on the simulated board, an emulated tree or a Jetson "
                        "(--backend sim, sysfs or jtop), not on a replay")
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    _info(note)
     r = core.run_demo(backend, train_workload=a.train_workload, batch_size=a.batch_size,
                       infer_workload=a.infer_workload, rate=a.rate, then_rate=a.then_rate,
                       latency_ms=a.latency_ms, budget_w=a.budget_w, seconds=a.seconds, seed=a.seed,
