@@ -897,9 +897,28 @@ def cmd_colocate(a) -> int:
     """Training beside inference: the power mode and inference batch of highest training
     throughput within a latency and a power budget (SIMULATED board)."""
     dev = core.get_device(a.device)
-    train = core.get_workload(a.train_workload, a.batch_size)
+    if a.profiles and a.save_profiles:
+        raise CLIError("--profiles re-decides from a file --save-profiles wrote: give one of them")
+    if a.profiles:
+        st, about = core.load_profiles(a.profiles, dev)
+        if about.get("device") not in (None, dev.name):
+            raise CLIError(f"{a.profiles} holds profiles of {about['device']}, not {dev.name}")
+        train = None
+    else:
+        missing = [o for o, v in (("--train-workload", a.train_workload),
+                                  ("--infer-workload", a.infer_workload)) if not v]
+        if missing:
+            raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
+        train = core.get_workload(a.train_workload, a.batch_size)
+    keep: dict = {}
     try:
-        body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w, a.strategy)
+        if train is None:
+            t0 = time.perf_counter()
+            body = core.colocate_profiles(st, a.rate, a.latency_ms, a.budget_w, about)
+            body["decided_in_s"] = round(time.perf_counter() - t0, 4)
+        else:
+            body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w,
+                                 a.strategy, keep=keep)
     except core.InfeasibleError as e:
         if a.json:
             print(core.document("colocate", {**core.infeasible(
@@ -907,13 +926,22 @@ def cmd_colocate(a) -> int:
                 f"mean power <= {a.budget_w:g} W", str(e), getattr(e, "closest_point", None)),
                 "simulated": True}))
         raise
+    if a.save_profiles and "profiles" in keep:
+        core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
+                           train_workload=body["train_workload"], infer_workload=body["infer_workload"],
+                           strategy=body["strategy"])
+        body["saved_profiles"] = str(a.save_profiles)
     if a.json:
         print(core.document("colocate", body))
         return EXIT_OK
     p = body["pick"]
-    print(f"SIMULATED {dev.name}: train {train.name} (batch {train.batch_size}) beside "
-          f"{body['infer_workload']} inference at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
-          f"mean power <= {a.budget_w:g} W ({body['strategy']}, {body['profiled_modes']} modes profiled)")
+    what = (f"train {body['train_workload']} (batch {body['train_batch_size']}) beside "
+            f"{body['infer_workload']} inference")
+    how = (f"re-decided from {a.profiles}: {body['profiles_modes']} modes' saved profiles, 0 modes "
+           f"profiled, {body['decided_in_s']:.3f} s" if a.profiles else
+           f"{body['strategy']}, {body['profiled_modes']} modes profiled")
+    print(f"SIMULATED {dev.name}: {what} at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
+          f"mean power <= {a.budget_w:g} W ({how})")
     print(f"pick: {p['key']}  inference batch {p['batch_size']}: {p['train_samples_per_s']:.1f} "
           f"training samples/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
           f"ms, {100 * p['over_budget']:.2f}% over budget, {p['power_w']:.1f} W")
@@ -1597,15 +1625,20 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("colocate", help="training beside inference: the power mode and inference "
                         "batch for a latency and a power budget (simulated board)")
     co.add_argument("--device", required=True)
-    co.add_argument("--train-workload", required=True, help="a built-in training workload")
+    co.add_argument("--train-workload", help="a built-in training workload")
     co.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
-    co.add_argument("--infer-workload", required=True,
+    co.add_argument("--infer-workload",
                     help="resnet50, mobilenetv3-l, yolov8n-det, bert-large or lstm-lm")
     co.add_argument("--rate", type=float, required=True, help="inference requests per second (Poisson)")
     co.add_argument("--latency-ms", type=float, required=True, help="latency budget (p99), ms")
     co.add_argument("--budget-w", type=float, required=True, help="mean power budget, W")
     co.add_argument("--strategy", choices=("walk", "exhaustive"), default="walk",
                     help="walk: profiles at most 15 modes (default); exhaustive: the whole grid")
+    co.add_argument("--save-profiles", metavar="FILE.json",
+                    help="keep the standalone profiles the decision took (for --profiles)")
+    co.add_argument("--profiles", metavar="FILE.json",
+                    help="decide again from profiles --save-profiles kept (a new --rate, --latency-ms "
+                         "or --budget-w), profiling nothing")
     co.add_argument("--json", action="store_true")
     co.set_defaults(fn=cmd_colocate)
     il = sub.add_parser("interleave-demo", help="a torch training loop and a torch inference loop in "

@@ -19,7 +19,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                               "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
-    "usecases.colocate": ("colocate",),
+    "usecases.colocate": ("colocate", "colocate_profiles",),
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
                             "poisson", "profiles_of", "Report", "Request", "save_profiles", "SimWork",
                             "trace", "walk_profiles",),
@@ -144,7 +144,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         restore,
         rollback,
     )
-    from .usecases.colocate import colocate
+    from .usecases.colocate import colocate, colocate_profiles
     from .usecases.contract import (
         batch_decision_body,
         batch_decision_energy,

@@ -241,30 +241,58 @@ def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
             "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
 
 
-def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
-             budget_w: float, strategy: str = "walk") -> dict:
-    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
-    InfeasibleError carries the closest option's point in .closest_point."""
+def _goal(rate: float, latency_ms: float, budget_w: float) -> dict:
     if not (rate > 0 and latency_ms > 0 and budget_w > 0):
         raise InputError("--rate, --latency-ms and --budget-w must be positive numbers")
+    return {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
+            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+
+
+def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+             budget_w: float, strategy: str = "walk", keep: dict | None = None) -> dict:
+    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
+    InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
+    given, gets the standalone profiles the decision took under "profiles" (a Standalone)."""
+    goal = _goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
-    goal = {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
-            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+    meas: dict = {}
     try:
         if strategy == "exhaustive":
-            pick, _st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            pick, st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            meas = {0: st}
         else:
-            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w)
+            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w, keep=meas)
     except InfeasibleError as e:
         e.closest_point = _closest(device, train, infer, rate, latency_ms)  # type: ignore[attr-defined]
         raise
+    finally:
+        if keep is not None and meas:
+            keep["profiles"] = Standalone.stack(meas[i] for i in sorted(meas))
     return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
             "pick": _point(pick, train.batch_size),
             "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
+
+
+def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: float,
+                      about: dict | None = None) -> dict:
+    """The decision again from saved standalone profiles (a changed rate or budget): decide over
+    the modes they hold, nothing profiled; no baselines (they would need modes the file lacks)."""
+    goal = _goal(rate, latency_ms, budget_w)
+    about = about or {}
+    try:
+        pick = decide(st, rate, latency_ms, budget_w)
+    except InfeasibleError as e:
+        e.closest_point = None  # type: ignore[attr-defined]
+        raise
+    return {"feasible": True, "simulated": bool(about.get("simulated", True)), "goal": goal,
+            "strategy": "saved profiles", "profiled_modes": 0, "profiles_modes": len(st.modes),
+            "train_workload": about.get("train_workload"), "train_batch_size": st.train_batch,
+            "infer_workload": about.get("infer_workload"), "pick": _point(pick, st.train_batch),
+            "baselines": {}}
 
 
 def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:

@@ -460,11 +460,7 @@ def profiles_of(parts: Iterable[Standalone]) -> Standalone:
     ps = list(parts)
     if not ps:
         raise InputError("no standalone profiles")
-    a = ps[0]
-    return Standalone([m for p in ps for m in p.modes], a.train_batch,
-                      np.concatenate([p.train_ms for p in ps]), np.concatenate([p.train_w for p in ps]),
-                      a.batches, np.concatenate([p.infer_ms for p in ps]),
-                      np.concatenate([p.infer_w for p in ps]))
+    return Standalone.stack(ps)
 
 
 def walk_profiles(device: Device, train: Workload, infer: str, rate: float, latency_ms: float,
@@ -481,7 +477,10 @@ def save_profiles(st: Standalone, path: str | Path, **about) -> None:
             "modes": [list(m.as_tuple()) for m in st.modes], "train_batch": st.train_batch,
             "train_ms": st.train_ms.tolist(), "train_w": st.train_w.tolist(),
             "batches": list(st.batches), "infer_ms": st.infer_ms.tolist(), "infer_w": st.infer_w.tolist()}
-    Path(path).write_text(json.dumps(body, indent=1) + "\n")
+    try:
+        Path(path).write_text(json.dumps(body, indent=1) + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write standalone profiles {path}: {e.strerror or e}") from None
 
 
 def load_profiles(path: str | Path, device: Device) -> tuple[Standalone, dict]:
