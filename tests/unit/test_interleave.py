@@ -221,3 +221,8 @@ def test_the_demo_s_bad_input_is_one_line_and_exit_2(args, words):
     rc, out, err = run_cli("interleave-demo", *args)
     assert rc == 2 and out == "", err
     assert len(err.strip().splitlines()) == 1 and words in err
+
+
+def test_the_api_imports_neither_textual_nor_torch():
+    from tests.unit.test_hygiene import _loaded_after_import
+    assert _loaded_after_import("ptui.interleave")["ptui.interleave"] == []
