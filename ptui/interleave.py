@@ -47,9 +47,10 @@ open_backend = core.open_backend
 install = core.install
 VirtualClock = core.VirtualClock
 RealClock = core.RealClock
+get_workload = core.get_workload
 demo_pair = core.demo_pair
 run_demo = core.run_demo
 
 __all__ = ["BoardMeter", "Interleaver", "Managed", "Minibatch", "Poisson", "RealClock", "Report", "Request",
-           "SimWork", "Standalone", "VirtualClock", "demo_pair", "install", "load_profiles", "open_backend",
-           "poisson", "profiles_of", "run_demo", "save_profiles", "trace", "walk_profiles"]
+           "SimWork", "Standalone", "VirtualClock", "demo_pair", "get_workload", "install", "load_profiles",
+           "open_backend", "poisson", "profiles_of", "run_demo", "save_profiles", "trace", "walk_profiles"]
