@@ -73,3 +73,39 @@ def test_bad_input_is_one_line_exit_2():
         assert len(err.strip().splitlines()) == 1
     rc, _, err = run_cli(*[a if a != "resnet50" else "nope" for a in BASE], "--budget-w", "30")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "inference workload" in err
+
+
+def test_saved_profiles_re_decide_a_new_rate_with_nothing_profiled(tmp_path, monkeypatch):
+    """--save-profiles keeps the walk's standalone profiles; --profiles decides again from them for
+    a new rate (the pick changes, zero modes profiled, well under a second) and agrees with a
+    decision over the same profiles in memory."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.decision.concurrent import decide
+    from ptui.core.usecases import colocate
+    from ptui.interleave import load_profiles
+    saved = tmp_path / "p.json"
+    rc, out, err = run_cli(*BASE, "--budget-w", "35", "--save-profiles", saved, "--json")
+    assert rc == 0, err
+    first = json.loads(out)
+    assert first["saved_profiles"] == str(saved)
+    st, about = load_profiles(saved, get_device("orin-agx"))
+    assert len(st.modes) == first["profiled_modes"] and about["train_workload"] == "resnet18"
+    calls = []
+    monkeypatch.setattr(colocate, "standalone", lambda *a, **k: calls.append(a))
+    rc, out, err = run_cli("colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "40",
+                           "--latency-ms", "250", "--budget-w", "35", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert calls == [] and doc["profiled_modes"] == 0 and doc["strategy"] == "saved profiles"
+    assert doc["decided_in_s"] < 1.0
+    want = decide(st, 40.0, 250.0, 35.0)
+    assert doc["pick"]["key"] == want.mode.key and doc["pick"]["batch_size"] == want.batch
+    assert (doc["pick"]["key"], doc["pick"]["batch_size"]) != (first["pick"]["key"], first["pick"]["batch_size"])
+
+
+def test_profiles_bad_input_is_one_line_exit_2(tmp_path):
+    (tmp_path / "x.json").write_text("not json")
+    for args in (["--profiles", tmp_path / "x.json"], ["--profiles", tmp_path / "none.json"], []):
+        rc, out, err = run_cli("colocate", "--device", "orin-agx", "--rate", "40", "--latency-ms", "250",
+                               "--budget-w", "35", *args)
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err

@@ -164,7 +164,8 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     return None
 
 
-def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
+def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w,
+         keep: dict | None = None):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
     and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
     falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
@@ -182,7 +183,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
        spent (before any feasible point, a further spread-out mode).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
-    is never picked.  Returns (pick, modes profiled)."""
+    is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
+    (grid row -> one-row Standalone), for a later re-decision without profiling."""
     grid = list(device.pt_grid())
     xs = np.array([m.as_tuple() for m in grid], float)
     u = xs / xs.max(0)
@@ -227,6 +229,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
                 break
             nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
         prof(nxt)
+    if keep is not None:
+        keep.update(meas)
     pick = best()
     if pick is None:
         raise InfeasibleError(f"no profiled mode meets the budgets ({len(meas)} profiled)")
@@ -249,28 +253,38 @@ def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
             "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
 
 
-def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
-             budget_w: float, strategy: str = "walk") -> dict:
-    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
-    InfeasibleError carries the closest option's point in .closest_point."""
+def _goal(rate: float, latency_ms: float, budget_w: float) -> dict:
     if not (rate > 0 and latency_ms > 0 and budget_w > 0):
         raise InputError("--rate, --latency-ms and --budget-w must be positive numbers")
+    return {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
+            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+
+
+def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+             budget_w: float, strategy: str = "walk", keep: dict | None = None) -> dict:
+    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
+    InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
+    given, gets the standalone profiles the decision took under "profiles" (a Standalone)."""
+    goal = _goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
-    goal = {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
-            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+    meas: dict = {}
     try:
         if strategy == "exhaustive":
-            pick, _st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            pick, st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            meas = {0: st}
         else:
-            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w)
+            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w, keep=meas)
     except InfeasibleError as e:
         closest = _closest(device, train, infer, rate, latency_ms)
         why = _why_infeasible(closest, rate, latency_ms, budget_w, str(e))
         err = InfeasibleError(why, e.table, e.closest)
         err.closest_point = closest  # type: ignore[attr-defined]
         raise err from e
+    finally:
+        if keep is not None and meas:
+            keep["profiles"] = Standalone.stack(meas[i] for i in sorted(meas))
     return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
@@ -292,6 +306,24 @@ def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str
     return (f"no mode within {budget_w:g} W keeps p99 latency within {latency_ms:g} ms at "
             f"{rate:g} requests/s; the least power that does: {closest['power_w']:.1f} W, {near}, "
             f"{closest['train_samples_per_s']:.1f} training samples/s (SIMULATED)")
+
+
+def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: float,
+                      about: dict | None = None) -> dict:
+    """The decision again from saved standalone profiles (a changed rate or budget): decide over
+    the modes they hold, nothing profiled; no baselines (they would need modes the file lacks)."""
+    goal = _goal(rate, latency_ms, budget_w)
+    about = about or {}
+    try:
+        pick = decide(st, rate, latency_ms, budget_w)
+    except InfeasibleError as e:
+        e.closest_point = None  # type: ignore[attr-defined]
+        raise
+    return {"feasible": True, "simulated": bool(about.get("simulated", True)), "goal": goal,
+            "strategy": "saved profiles", "profiled_modes": 0, "profiles_modes": len(st.modes),
+            "train_workload": about.get("train_workload"), "train_batch_size": st.train_batch,
+            "infer_workload": about.get("infer_workload"), "pick": _point(pick, st.train_batch),
+            "baselines": {}}
 
 
 def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
