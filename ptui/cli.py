@@ -975,7 +975,8 @@ def cmd_interleave_demo(a) -> int:
     label = "SIMULATED " if r["simulated"] else ""
     clock = "the simulated board's clock" if r["virtual_clock"] else "wall time"
     print(f"{label}{r['device']} ({r['backend']} backend): the demo pair (torch MLP training, batch "
-          f"{r['batch_size']}, beside a torch MLP inference loop), {r['seconds']:g} s of {clock}; "
+          f"{r['batch_size']}, beside a torch MLP inference loop, on {r['torch_device']}), "
+          f"{r['seconds']:g} s of {clock}; "
           f"latency budget {r['latency_ms']:g} ms, power budget {r['budget_w']:g} W")
     if not r["virtual_clock"]:
         print("measured: the demo pair's own loops on this host (small MLPs), not the catalogue "

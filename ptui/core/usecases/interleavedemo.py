@@ -26,6 +26,12 @@ from .interleave import BoardMeter, Interleaver, Managed, Poisson, SimWork, walk
 FEATURES, CLASSES = 64, 10
 
 
+def torch_device() -> str:
+    """Where the demo pair runs: the GPU where there is one (a Jetson's), else the host's CPU."""
+    import torch  # lazy: only the demo's own loops use torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def demo_pair(train_batch: int, seed: int = 0) -> tuple[Callable[[], Any], Callable[[list], Any]]:
     """(train_step, infer): an MLP trained by SGD on random minibatches of `train_batch`, and a
     second MLP answering a list of requests (payload: a feature vector, or None for a random one)."""
@@ -34,8 +40,7 @@ def demo_pair(train_batch: int, seed: int = 0) -> tuple[Callable[[], Any], Calla
     except ImportError:
         raise InputError("the demo pair needs torch (pip install 'ptui[train]')") from None
     torch.manual_seed(seed)
-    # the GPU where there is one (a Jetson); else the host's CPU, one thread
-    on = "cuda" if torch.cuda.is_available() else "cpu"
+    on = torch_device()
     if on == "cpu":
         torch.set_num_threads(1)
     net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 128), torch.nn.ReLU(),
@@ -135,4 +140,4 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
             "infer_workload": infer_name, "latency_ms": latency_ms, "budget_w": budget_w,
             "seconds": seconds, "profiled_modes": profiled, "phases": phases,
             "start_mode": start.key, "end_mode": end.key, "restored": end == start,
-            "power_from": sched.power_from}
+            "power_from": sched.power_from, "torch_device": torch_device()}
