@@ -209,6 +209,8 @@ def test_the_demo_on_the_simulated_board_is_labelled_and_ends_where_it_started()
     assert rc == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("SIMULATED orin-agx (sim backend)")
+    import torch
+    assert f"inference loop, on {'cuda' if torch.cuda.is_available() else 'cpu'})" in lines[0]
     assert "0 modes profiled" in out and "board back in its starting mode" in out
     assert out.count("measured:") == 2 and "SIMULATED" in lines[4]
 
