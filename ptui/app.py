@@ -213,7 +213,8 @@ class PtuiApp(App):
 
     async def quit_now(self) -> None:
         """A running profile is aborted and its worker restores the original mode before the app
-        exits; a fine-tune stops at its next step; a device write under way finishes."""
+        exits; a fine-tune stops at its next step; the interleaving demo ends and restores the board; a
+        device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
         if scr is not None and scr.running:
@@ -223,6 +224,9 @@ class PtuiApp(App):
         ft = self._screen_for("finetune")
         if ft is not None:
             ft.cancel.set()
+        co = self._screen_for("colocate")
+        if co is not None and co.running:      # the demo ends and its worker restores the board
+            co.stop.set()
         try:
             await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
         except asyncio.TimeoutError:

@@ -86,6 +86,17 @@ class ColocateDecided(Message):
     error: str | None = None
 
 
+@dataclass
+class ColocateLive(Message):
+    snapshot: dict                   # core.live_snapshot of the running demo's phase
+
+
+@dataclass
+class ColocateRunEnded(Message):
+    result: dict | None              # core.run_demo's result (None: it failed)
+    error: str | None = None
+
+
 # -- apply -------------------------------------------------------------------------------------------
 @dataclass
 class PlanReady(Message):

@@ -23,7 +23,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
                             "poisson", "profiles_of", "Report", "Request", "save_profiles", "SimWork",
                             "trace", "walk_profiles",),
-    "usecases.interleavedemo": ("demo_pair", "run_demo",),
+    "usecases.interleavedemo": ("demo_pair", "live_snapshot", "run_demo",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
@@ -188,7 +188,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         trace,
         walk_profiles,
     )
-    from .usecases.interleavedemo import demo_pair, run_demo
+    from .usecases.interleavedemo import demo_pair, live_snapshot, run_demo
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,

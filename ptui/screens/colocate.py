@@ -5,8 +5,16 @@ budgets; a worker runs the concurrent decision (core.colocate_view: the walk, it
 the feasible region over PowerTrain's grid x every inference batch) and the screen draws the region
 (training samples/s against mean power, one line per inference batch) with the pick, the budget
 and the baselines.  Every figure is SIMULATED, and the screen says so.
+
+`r` runs the built-in demo pair under the managed interleaving (core.run_demo: the decision applied
+verified, the board restored at the end, on `r` again or when the app quits) and shows it live: the
+running p99 against its budget over the board's clock, throughput, power.  On a Jetson or an
+emulated board it runs there, in wall time; with the simulated board, on a simulated board of its
+own with a virtual clock (the catalogue workloads' simulated times and power, SIMULATED).
 """
 from __future__ import annotations
+
+import threading
 
 from rich.markup import escape
 from textual import on, work
@@ -18,7 +26,7 @@ from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicat
 
 from .. import core
 from ..core import INFERENCE, WORKLOADS
-from ..messages import ColocateDecided
+from ..messages import ColocateDecided, ColocateLive, ColocateRunEnded
 from ..widgets.safeplot import SafePlot
 
 FIELDS = (("#rate", "requests/s"), ("#latency", "p99 ms"), ("#budget", "budget W"))
@@ -27,9 +35,10 @@ FIELDS = (("#rate", "requests/s"), ("#latency", "p99 ms"), ("#budget", "budget W
 class ColocateScreen(Screen):
     TITLE = "ptui · 6 Colocate"
     AUTO_FOCUS = "#go"
-    BINDINGS = [Binding("d", "decide", "Decide")]
+    BINDINGS = [Binding("d", "decide", "Decide"), Binding("r", "run", "Run/stop demo")]
     COMMANDS_ = (("Decide training beside inference",
-                  "The mode and inference batch for the rate and budgets", "action_decide"),)
+                  "The mode and inference batch for the rate and budgets", "action_decide"),
+                 ("Run the interleaving demo", "The demo pair under the decision, live", "action_run"))
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,6 +47,14 @@ class ColocateScreen(Screen):
         """The latest core.ColocateView (None before the first decision)."""
         self.asked: tuple | None = None
         """The goal the view answers: (train, infer, rate, latency ms, budget W)."""
+        self.running = False
+        """The demo pair runs (a worker drives the board)."""
+        self.stop = threading.Event()
+        """Set to end the running demo (r again, or the app quits); the board is then restored."""
+        self.live: list[dict] = []
+        """The running demo's snapshots (core.live_snapshot), oldest first."""
+        self.ran: dict | None = None
+        """The last demo's result (core.run_demo)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -92,7 +109,7 @@ class ColocateScreen(Screen):
                 vals[0], vals[1], vals[2])
 
     def action_decide(self) -> None:
-        if self.busy:
+        if self.busy or self.running:
             return
         try:
             goal = self.goal()
@@ -123,13 +140,91 @@ class ColocateScreen(Screen):
         if msg.view is None:
             self.query_one("#colo-details", Static).update(f"[red]{escape(msg.error or '')}[/red]")
             return
-        self.view, self.asked = msg.view, msg.goal
+        self.view, self.asked, self.ran, self.live = msg.view, msg.goal, None, []
         self.query_one("#colo-details", Static).update("\n".join(details(msg.view.body, msg.goal)))
         self.draw()
 
+    # -- the live demo ----------------------------------------------------------------------------
+    def action_run(self) -> None:
+        if self.running:
+            self.stop.set()
+            self.query_one("#colo-details", Static).update("stopping the demo and restoring the board…")
+            return
+        if self.busy:
+            return
+        try:
+            goal = self.goal()
+        except core.InputError as e:
+            self.app.notify_error(str(e))
+            return
+        self.running, self.live, self.ran, self.asked = True, [], None, goal
+        self.stop.clear()
+        self.query_one("#colo-spinner").display = True
+        self.query_one("#colo-details", Static).update(
+            "deciding (up to 15 simulated modes), then running the demo pair under the interleaving…")
+        self.run_live(goal)
+
+    @work(thread=True, exclusive=True, group="colocate-run", exit_on_error=False)
+    def run_live(self, goal: tuple) -> None:
+        train, infer, rate, latency, budget = goal
+        be = self.app.state.backend
+        if be.kind == "sim":
+            # the app's simulated board follows the wall clock, so the demo would measure this
+            # host's small MLPs beside the simulator's idle power; a simulated board of its own, on
+            # a virtual clock, runs the catalogue workloads' times and power (as `ptui
+            # interleave-demo` does), and the dashboard's board is left alone
+            be, _ = core.open_backend("sim", be.device.name)
+        try:
+            res = core.run_demo(be, train_workload=train, infer_workload=infer,
+                                rate=rate, latency_ms=latency, budget_w=budget,
+                                progress=lambda snap: self.post_message(ColocateLive(snap)), stop=self.stop)
+        except Exception as e:  # noqa: BLE001 - shown in the app
+            self.post_message(ColocateRunEnded(None, str(e)))
+            return
+        self.post_message(ColocateRunEnded(res))
+
+    @on(ColocateLive)
+    def live_figures(self, msg: ColocateLive) -> None:
+        self.query_one("#colo-spinner").display = False
+        self.live.append(msg.snapshot)
+        self.query_one("#colo-details", Static).update("\n".join(live_lines(msg.snapshot, self.asked)))
+        self.draw_live()
+
+    @on(ColocateRunEnded)
+    def run_ended(self, msg: ColocateRunEnded) -> None:
+        self.running = False
+        self.query_one("#colo-spinner").display = False
+        if msg.result is None:
+            why = escape(msg.error or "")
+            self.query_one("#colo-details", Static).update(f"[red]the demo failed: {why}[/red]")
+            return
+        self.ran = msg.result
+        self.query_one("#colo-details", Static).update("\n".join(ran_lines(msg.result)))
+        self.draw_live()
+
+    def draw_live(self) -> None:
+        """The running p99 (each snapshot: the phase so far) against the budget, over the clock."""
+        assert self.asked is not None
+        widget = self.query_one("#colo-plot", SafePlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        latency = self.asked[3]
+        live = [s for s in self.live if s["measured"]["p99_ms"] is not None]
+        plt.title("demo: running p99 ms (SIMULATED board)" if self.app.state.backend.not_live
+                  else "demo: running p99 ms")
+        plt.xlabel("board clock s")
+        if live:
+            plt.plot([s["clock_s"] for s in live], [s["measured"]["p99_ms"] for s in live], color="cyan",
+                     label="p99")
+        plt.hline(latency, "red")
+        widget.refresh()
+
     # -- the plot -------------------------------------------------------------------------------
     def redraw(self) -> None:
-        if self.view is not None:
+        if self.running or self.ran is not None:
+            self.draw_live()
+        elif self.view is not None:
             self.draw()
         else:
             self.draw_empty()
@@ -209,3 +304,43 @@ def details(body: dict, goal: tuple) -> list[str]:
     lines.append("[dim]lines: per inference batch, the most training at each power whose latency "
                  "holds (cyan: the pick's batch)[/dim]")
     return lines
+
+
+def live_lines(snap: dict, goal: tuple | None) -> list[str]:
+    """The details panel while the demo runs: the phase's decision and its figures so far."""
+    m = snap["measured"]
+    label = "SIMULATED" if m.get("simulated") else "measured"
+    lines = [f"[b]demo running[/b] ({label}; r stops it and restores the board)",
+             f"{snap['clock_s']:.0f} s of the board's clock at {snap['rate_per_s']:g} req/s",
+             f"mode {escape(snap['key'])}, inference batch {snap['batch']}",
+             f"  requests {m['requests']}, p50 {_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])} ms"
+             + (f" (budget {goal[3]:g})" if goal else ""),
+             f"  {100 * m['over_budget']:.2f} % late, mean inference batch {m['mean_batch']:.2f}",
+             f"  training {m['train_sps']:.1f} samples/s, power {_w(m['power_w'])}"
+             + (f" (budget {goal[4]:g})" if goal else ""),
+             f"  predicted: p99 {snap['predicted_p99_ms']:.0f} ms, {snap['predicted_train_sps']:.1f}/s, "
+             f"{snap['predicted_power_w']:.1f} W"]
+    return lines
+
+
+def ran_lines(res: dict) -> list[str]:
+    """The details panel after the demo: each phase's measured figures and where the board is."""
+    label = "SIMULATED " if res["simulated"] else ""
+    how = "stopped" if res.get("stopped") else "done"
+    lines = [f"[b]demo {how}[/b]: {label}{res['device']}, torch on {res['torch_device']}"]
+    for ph in res["phases"]:
+        m = ph["measured"]
+        lines += [f"{ph['rate_per_s']:g} req/s: {escape(ph['key'])}, b{ph['batch']}",
+                  f"  p99 {_ms(m['p99_ms'])} ms, {100 * m['over_budget']:.2f} % late, "
+                  f"{m['train_sps']:.1f} samples/s, {_w(m['power_w'])}"]
+    back = ("board back in its starting mode" if res["restored"]
+            else f"[red]the board is in {escape(res['end_mode'])}, not its starting mode[/red]")
+    return lines + [back]
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _w(v) -> str:
+    return "- W" if v is None else f"{v:.1f} W"

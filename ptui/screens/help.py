@@ -14,8 +14,8 @@ HELP = """\
 are text: `escape` leaves it (`ctrl+q` quits from anywhere).
 
 1. **Dashboard**: live power per rail, clocks, temperatures.
-2. **Profile** ~50 modes of your workload (batch `8,16,32`: (mode, batch size) pairs):
-   `s` start, `space` pause, `x` abort (the original mode comes back); or resume one.
+2. **Profile** ~50 modes (batch `8,16,32`: (mode, batch) pairs): `s` start,
+   `space` pause, `x` abort (the original mode comes back); or resume one.
 3. **Fine-tune** (`t`) predictors of time and power on that profile.
 4. **Pareto**: a goal picks a mode (batch sizes: time to target, `b` cycles
    them); arrows move on the front; `enter` takes it to Apply.

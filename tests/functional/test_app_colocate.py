@@ -71,3 +71,57 @@ async def test_a_bad_field_is_one_line_and_decides_nothing():
         await wait_workers(app, pilot)
         assert scr.view is None
         assert any("budget W must be a positive number" in n.message for n in app._notifications)
+
+
+async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
+    """r runs the demo pair under the interleaving: snapshots arrive as the board's clock runs (the
+    phase's p99, throughput and power so far), r again stops it at the next training minibatch and
+    the board is back in its starting mode; the app's own simulated board is left alone."""
+    app, sim = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = sim.current_mode()
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if len(scr.live) >= 3:
+                break
+        assert len(scr.live) >= 3 and scr.running
+        snap = scr.live[-1]
+        assert snap["measured"]["simulated"] is True and snap["measured"]["requests"] > 0
+        assert [s["clock_s"] for s in scr.live] == sorted(s["clock_s"] for s in scr.live)
+        text = str(scr.query_one("#colo-details").render())
+        assert "demo running" in text and snap["key"] in text and "(budget 250)" in text
+        assert "running p99" in str(scr.query_one("#colo-plot").render())
+        await pilot.press("r")                          # stop
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if not scr.running:
+                break
+        assert not scr.running and scr.ran is not None
+        assert scr.ran["stopped"] is True and scr.ran["restored"] is True
+        assert scr.ran["phases"][0]["measured"]["span_s"] < 60       # it did not run its whole minute
+        text = str(scr.query_one("#colo-details").render())
+        assert "demo stopped" in text and "board back in its starting mode" in text
+        assert sim.current_mode() == before
+
+
+async def test_quitting_while_the_demo_runs_stops_it_first():
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if scr.live:
+                break
+        assert scr.running
+        await app.quit_now()
+        assert scr.stop.is_set() and not scr.running
+        assert scr.ran is not None and scr.ran["restored"] is True

@@ -351,11 +351,13 @@ class Interleaver:
         return _Training(self, int(samples))
 
     def run(self, train_step: Callable[[], Any], *, train_batch: int, duration_s: float | None = None,
-            steps: int | None = None) -> Report:
+            steps: int | None = None, tick: Callable[[], bool] | None = None) -> Report:
         """Train with train_step() (one minibatch each call), serving inference between, for
         `duration_s` of clock time (arrivals of the source after it are not taken) and/or `steps`
         training minibatches; requests still waiting then are served, training filling the gaps
-        (concurrent.simulate's loop) until `steps` is reached, then idling between them."""
+        (concurrent.simulate's loop) until `steps` is reached, then idling between them.
+        tick() runs after each training minibatch; False ends the run there as its duration would
+        (no arrival taken after it, the requests waiting still served)."""
         if duration_s is None and steps is None:
             raise InputError("give the run a duration or a number of training steps")
         self.start()
@@ -374,6 +376,8 @@ class Interleaver:
             with self.training(train_batch):
                 train_step()
             n += 1
+            if tick is not None and tick() is False:
+                self._horizon, steps = self.clock.now(), n
         return self.report()
 
     def pending(self) -> bool:

@@ -14,6 +14,7 @@ profiles when the rate changes (--then-rate), and the board's starting state is 
   SIMULATED)."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..board.backends.base import Backend
 from ..catalogue.inference import get_inference
 from ..catalogue.workloads import get_workload
 from ..errors import InputError
-from .interleave import BoardMeter, Interleaver, Managed, Poisson, SimWork, walk_profiles
+from .interleave import BoardMeter, Decision, Interleaver, Managed, Poisson, SimWork, walk_profiles
 
 FEATURES, CLASSES = 64, 10
 
@@ -71,9 +72,13 @@ def demo_pair(train_batch: int, seed: int = 0) -> tuple[Callable[[], Any], Calla
 def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: int = 16,
              infer_workload: str = "resnet50", rate: float = 20.0, then_rate: float | None = None,
              latency_ms: float = 250.0, budget_w: float = 35.0, seconds: float | None = None,
-             seed: int = 0, say: Callable[[str], None] = lambda _s: None) -> dict:
+             seed: int = 0, say: Callable[[str], None] = lambda _s: None,
+             progress: Callable[[dict], None] | None = None, every_s: float = 1.0,
+             stop: threading.Event | None = None) -> dict:
     """Run the demo pair; returns the decisions and the measured figures of each phase (a phase
-    per rate).  InfeasibleError when no profiled mode meets the budgets."""
+    per rate).  InfeasibleError when no profiled mode meets the budgets.  progress(snapshot) gets
+    the running phase's figures every `every_s` of the board's clock (live_snapshot); a set `stop`
+    ends the run at the next training minibatch (the board is restored as at the end)."""
     for name, v in (("--rate", rate), ("--latency-ms", latency_ms), ("--budget-w", budget_w)):
         if not v > 0:
             raise InputError(f"{name} must be a positive number")
@@ -125,7 +130,10 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
             say(f"rate {r:g}/s: {d.pick.mode.key}, inference batch {d.pick.batch} "
                 f"({'decided' if k == 0 else 're-decided from the same profiles'}): {d.applied}")
             t_phase = sched.clock.now()
-            sched.run(train_step, train_batch=batch_size, duration_s=until)
+            if stop is not None and stop.is_set():
+                break
+            tick = _ticker(sched, t_phase, r, d, progress, every_s, stop)
+            sched.run(train_step, train_batch=batch_size, duration_s=until, tick=tick)
             rep = sched.report(since=t_phase)
             phases.append({"rate_per_s": r, "mode": d.pick.mode.as_dict(), "key": d.pick.mode.key,
                            "batch": d.pick.batch, "profiled_modes": d.profiled,
@@ -140,4 +148,32 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
             "infer_workload": infer_name, "latency_ms": latency_ms, "budget_w": budget_w,
             "seconds": seconds, "profiled_modes": profiled, "phases": phases,
             "start_mode": start.key, "end_mode": end.key, "restored": end == start,
-            "power_from": sched.power_from, "torch_device": torch_device()}
+            "power_from": sched.power_from, "torch_device": torch_device(),
+            "stopped": bool(stop is not None and stop.is_set())}
+
+
+def live_snapshot(sched: Interleaver, t_phase: float, rate: float, d: Decision) -> dict:
+    """What a live view shows of a running phase: the board's clock since the run began, the
+    phase's decision and its figures so far (Report.as_dict)."""
+    assert sched.t0 is not None
+    return {"clock_s": sched.clock.now() - sched.t0, "rate_per_s": rate, "key": d.pick.mode.key,
+            "batch": d.pick.batch, "predicted_p99_ms": d.pick.prediction.p99_ms,
+            "predicted_train_sps": d.pick.prediction.train_sps,
+            "predicted_power_w": d.pick.prediction.power_w,
+            "measured": sched.report(since=t_phase).as_dict()}
+
+
+def _ticker(sched: Interleaver, t_phase: float, rate: float, d: Decision,
+            progress: Callable[[dict], None] | None, every_s: float, stop: threading.Event | None):
+    """The run's tick: a snapshot to `progress` every `every_s` of clock; False once `stop` is set."""
+    if progress is None and stop is None:
+        return None
+    last = [sched.clock.now()]
+
+    def tick() -> bool:
+        now = sched.clock.now()
+        if progress is not None and now - last[0] >= every_s:
+            last[0] = now
+            progress(live_snapshot(sched, t_phase, rate, d))
+        return not (stop is not None and stop.is_set())
+    return tick
