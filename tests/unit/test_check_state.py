@@ -84,3 +84,11 @@ def test_the_first_thing_wrong_is_the_one_named():
     st = _with(online={"3": "yes"}, gpu=["1300500000", "114750000"])
     with pytest.raises(DamagedSnapshot, match="cpu3 online"):
         check_state(ORIN, st)
+
+
+@pytest.mark.parametrize("digits", ["\u00b2", "1\u0663", "\uff11\uff12"])
+def test_a_frequency_in_non_ascii_digits_is_refused_not_a_crash(digits):
+    # str.isdigit() is true of superscripts and other scripts' digits; int() rejects some of them
+    # and reads others as a number, so a hand-edited or corrupted record must be refused outright
+    with pytest.raises(DamagedSnapshot, match="the EMC rate .* is not a whole number"):
+        check_state(ORIN, _with(emc=["0", digits]))

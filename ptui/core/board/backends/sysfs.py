@@ -565,7 +565,7 @@ def check_state(dev: Device, st) -> None:
         raise DamagedSnapshot(why)
 
     def hz(v, table_mhz, scale, what):
-        if not (isinstance(v, str) and v.isdigit()):
+        if not (isinstance(v, str) and v.isascii() and v.isdigit()):   # the kernel reads 0-9 only
             bad(f"{what} {v!r} is not a whole number")
         mhz = int(v) / scale
         lo, hi = min(table_mhz) * (1 - _SLACK), max(table_mhz) * (1 + _SLACK)
