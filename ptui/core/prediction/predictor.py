@@ -225,12 +225,16 @@ def load_model(directory: str | Path) -> Model:
                              f"up to {FORMAT}); upgrade ptui or fit the profile again")
         raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
     verify_model_dir(d, meta)
+    if not isinstance(meta.get("device", ""), str):
+        raise ModelError(f"{d}/meta.json: its device {meta['device']!r} is not a device name")
     try:
         device = get_device(meta.get("device", ""))
     except ValueError as e:
         raise ModelError(f"{d}/meta.json: {e}") from None
     nets: dict[str, Predictor] = {}
     kinds = meta.get("predictors") or {}
+    if not isinstance(kinds, dict):
+        raise ModelError(f"{d}/meta.json: 'predictors' is not a table of the targets' predictors")
     for name in TARGETS:
         f = d / f"{name}.npz"
         cfg = kinds.get(name) or {"kind": "nn"}
