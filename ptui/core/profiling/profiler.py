@@ -228,8 +228,12 @@ class Profiler:
         for ev in events:
             now = clock.now()
             if isinstance(ev, MinibatchEvent):
-                if not self._take_minibatch(r, ev):
+                if ev.t_end <= r.t_a + 1e-9:
+                    continue                       # straddled the switch
+                if not r.dropped_first:
+                    r.dropped_first = True         # the first minibatch in a new mode is slow
                     continue
+                self._take_minibatch(r, ev)
             else:
                 self._take_power(r, ev, mode)
             if r.stable_at is not None and (not record or self._enough(r)):
@@ -246,19 +250,12 @@ class Profiler:
         return summarise(mode, r.mbs, r.pw, r.stable_at - r.t_a, clock.now() - t_start, r.stable,
                          extra(mode) if extra else 0.0)
 
-    def _take_minibatch(self, r: _Readings, ev: MinibatchEvent) -> bool:
-        """Record a minibatch that started once the power was stable; False for one that does not
-        count at all (no limit or pause is checked after it)."""
-        if ev.t_end <= r.t_a + 1e-9:
-            return False                           # straddled the switch
-        if not r.dropped_first:
-            r.dropped_first = True                 # the first minibatch in a new mode is slow
-            return False
+    def _take_minibatch(self, r: _Readings, ev: MinibatchEvent) -> None:
+        """A minibatch of the new mode: shown live, recorded if it started once the power was stable."""
         if self.progress:
             self.progress.live_minibatch_ms = ev.ms
         if r.stable_at is not None and ev.t_end - ev.ms / 1000.0 >= r.stable_at - 1e-9:
             r.mbs.append(ev.ms)
-        return True
 
     def _take_power(self, r: _Readings, ev, mode: Mode) -> None:
         """A power sample: checked (a sensor, no zone too hot), then part of the settling window
