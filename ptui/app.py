@@ -9,6 +9,7 @@ from __future__ import annotations
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.widgets import Input
+from textual.worker import WorkerCancelled, WorkerFailed
 
 from . import core
 from .screens.apply import ApplyScreen
@@ -228,11 +229,21 @@ class PtuiApp(App):
         if co is not None and co.running:      # the demo ends and its worker restores the board
             co.stop.set()
         try:
-            await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
+            await asyncio.wait_for(self._workers_done(), timeout=20)
         except asyncio.TimeoutError:
             self.notify_error("a device operation did not stop within 20 s; check the device mode")
         self.state.sampler.stop()
         self.exit()
+
+    async def _workers_done(self) -> None:
+        """Wait for every worker to end.  One that a newer request replaced (an exclusive group)
+        or that failed is over too: Textual's wait_for_complete raised WorkerCancelled for it, and
+        quitting then neither waited for a running profile's restore nor exited."""
+        for w in list(self.workers):
+            try:
+                await w.wait()
+            except (WorkerCancelled, WorkerFailed):
+                pass
 
     def _screen_for(self, mode: str):
         try:

@@ -113,3 +113,31 @@ def test_a_fit_cancelled_before_it_starts_ends_at_once_with_no_model(tmp_path):
     with pytest.raises(Cancelled):
         fit_cancellable(get_device("orin-agx"), csv, out=tmp_path / "m", cancel=cancel)
     assert time.monotonic() - t0 < 5 and not (tmp_path / "m").exists()
+
+
+async def test_quitting_after_a_worker_was_replaced_waits_for_the_others_and_exits():
+    """A worker that a newer request replaced (Pareto's goal, an exclusive group) is cancelled;
+    quitting then raised WorkerCancelled out of Textual's wait_for_complete: the app neither waited
+    for the other workers (a profile restoring the board) nor exited."""
+    import asyncio
+
+    from tests.functional.test_app import make_app
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        old = app.run_worker(asyncio.sleep(30), group="goal", exclusive=True)
+        await pilot.pause(0.05)
+        done = []
+
+        async def restoring():
+            await asyncio.sleep(0.3)
+            done.append(1)
+        app.run_worker(asyncio.sleep(30), group="goal", exclusive=True)      # replaces `old`
+        app.run_worker(restoring(), group="device")
+        await pilot.pause(0.05)
+        assert old.is_cancelled
+        for w in list(app.workers):
+            if w.group == "goal" and w is not old:
+                w.cancel()
+        await app.quit_now()
+        assert done == [1]                      # it waited for the restore
+    assert app.return_code == 0
