@@ -1,0 +1,34 @@
+"""The tiny model every node trains: an MLP on synthetic regression data (CPU, torch)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+FEATURES = 8
+
+
+def net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(FEATURES, 16), nn.ReLU(), nn.Linear(16, 1))
+
+
+def local_data(seed: int, n: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+    """A node's own data: y = x . w + noise, with w the same everywhere and x from the node's seed."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, FEATURES, generator=g)
+    w = torch.linspace(-1.0, 1.0, FEATURES)
+    return x, (x @ w + 0.1 * torch.randn(n, generator=g)).unsqueeze(1)
+
+
+def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int, batch: int = 32) -> float:
+    """`steps` minibatches of SGD; the last minibatch's loss."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss = torch.tensor(0.0)
+    for i in range(steps):
+        j = (i * batch) % len(x)
+        xb, yb = x[j:j + batch], y[j:j + batch]
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(xb), yb)
+        loss.backward()
+        opt.step()
+    return float(loss)
