@@ -148,7 +148,7 @@ class LocalFleet:
     devices: tuple[str, ...] = DEVICES
     rounds: int = 2
     cap_w: float = 45.0
-    steps: int = 40
+    steps: int = 1000
     interval: float = 0.2                    # the emulated boards' sensor tick
     log: object = print
     nodes: list[Node] = field(default_factory=list)
@@ -157,6 +157,7 @@ class LocalFleet:
     bins: dict = field(default_factory=dict)
     started: list[subprocess.Popen] = field(default_factory=list)
     seen: set[int] = field(default_factory=set)   # every pid started, with the children seen
+    killed: list[str] = field(default_factory=list)  # what did not stop on SIGTERM in time
 
     def __post_init__(self) -> None:
         self.work = Path(self.work).resolve()
@@ -302,6 +303,7 @@ class LocalFleet:
                 try:
                     p.wait(max(0.1, end - time.monotonic()))
                 except subprocess.TimeoutExpired:
+                    self.killed.append(" ".join(map(str, p.args[:4])))
                     stop_group(p, signal.SIGKILL)
                 codes[" ".join(map(str, p.args[:4]))] = p.returncode
         # what is left of the children (a SuperExec in its own session stops when its parent
@@ -311,6 +313,7 @@ class LocalFleet:
             time.sleep(0.1)
         for pid in self.seen:
             if alive(pid):
+                self.killed.append(f"pid {pid} (a child)")
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         return codes
@@ -372,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the boards, one SuperNode each (orin-agx, xavier-agx, orin-nano)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--cap-w", type=float, default=45.0, help="the fleet's power cap (W)")
-    p.add_argument("--steps", type=int, default=40, help="minibatches each node trains per round")
+    p.add_argument("--steps", type=int, default=1000, help="minibatches each node trains per round")
     p.add_argument("--work", help="where the nodes' boards, data and logs go (default: a new "
                                   "temporary directory, removed at the end unless --keep)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
