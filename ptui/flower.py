@@ -325,6 +325,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     notes: list[str] = []
     with _data_dir(node.spec.data_dir):
         snap = be.snapshot()
+        way_back = core.restore_record(be)   # a `ptui apply` made before keeps its way back
     start = be.snapshot_mode(snap)
     touched = applied = restored = False
     end = start
@@ -347,6 +348,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         if touched or end != start:
             with _data_dir(node.spec.data_dir):
                 end = core.rollback(be, snap)
+                core.put_back_restore_record(be, way_back)
             if end != start:
                 raise core.PtuiError(f"the board did not go back to {start.key}: it reads {end.key}")
             restored = True

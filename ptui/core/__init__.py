@@ -18,7 +18,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "estimate_pairs_device_s", "is_batch_profile",
                               "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
-                       "restore", "rollback",),
+                       "put_back_restore_record", "restore", "restore_record", "rollback",),
     "usecases.colocate": ("colocate",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
@@ -135,7 +135,9 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         check_persist,
         persist,
         plan_apply,
+        put_back_restore_record,
         restore,
+        restore_record,
         rollback,
     )
     from .usecases.colocate import colocate

@@ -295,6 +295,33 @@ def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     assert info["seconds-from"] == "the round's wall time on this host"
 
 
+def test_a_round_keeps_the_way_back_that_a_users_ptui_apply_left(emulated_board, tmp_path):
+    """A `ptui apply` before the run leaves `ptui restore` a way back to the board's preset.  A
+    round applies its mode and rolls it back: the board ends in the user's mode, and `ptui
+    restore` still goes back to the preset (the round's apply replaced the record with the state
+    it found and its rollback removed it: restore had nothing left to undo)."""
+    root, _ = emulated_board
+    dev = core.get_device("orin-agx")
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    preset = be.current_mode()
+    user = dev.mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    made = core.board_status(be).restore.created
+    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    mod = flower.ptui_power_mod(sample_interval=0.1)
+    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root), "model": str(prior.out),
+                                                             "data-dir": str(tmp_path / "d")})
+    r = mod(instruction({"power-budget-w": 12.0}), ctx, trainer([]))
+    info = r.content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key != info["mode"] and info["restored"]
+    assert be.current_mode() == user
+    assert core.board_status(be).restore is not None, "the round took ptui restore's way back"
+    assert core.board_status(be).restore.mode == preset.key
+    assert core.board_status(be).restore.created == made              # the user's record, as it was
+    assert "restored" in core.restore(be) and be.current_mode() == preset
+
+
 @pytest.mark.slow
 def test_ten_virtual_jetsons_in_flowers_simulation(tmp_path):
     """deploy/flower/fleet_sim.py: run_simulation with 10 heterogeneous simulated boards under a
