@@ -78,8 +78,9 @@ def test_a_superlink_and_three_supernodes_each_board_ends_every_round_in_its_sta
             assert c["tree-before"] == begin == x["start_mode"], (rnd["round"], x)
             assert c["tree-during"] == x["mode"] != begin, (rnd["round"], x)
             assert c["tree-after"] == begin == x["end_mode"] and x["restored"], (rnd["round"], x)
-            # measured figures: the round's wall seconds on the host, the emulated rails' mean watts
-            assert x["s"] > 0 and x["w"] > 0 and math.isclose(x["j"], x["w"] * x["s"], rel_tol=1e-9)
+            # measured figures: the round's wall seconds on the host (the app trains >= 1.5 s), the
+            # emulated rails' mean watts
+            assert x["s"] >= 1.5 and x["w"] > 0 and math.isclose(x["j"], x["w"] * x["s"], rel_tol=1e-9)
             assert x["simulated"] and x["predicted_w"] <= x["budget_w"] + 1e-9
         assert rnd["fleet"]["predicted_w"] <= 45.0 + 1e-9
         assert math.isclose(rnd["fleet"]["j"], sum(x["j"] for x in rows))

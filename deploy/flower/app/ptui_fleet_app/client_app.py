@@ -55,7 +55,7 @@ def train(msg: Message, ctx: Context) -> Message:
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     x, y = task.local_data(int(ctx.node_config.get("seed", ctx.node_id % 2**31)))
     during = tree_mode(ctx)                 # the mode the board is in while this node trains
-    loss = task.train(model, x, y, int(ctx.run_config["local-steps"]))
+    loss = task.train(model, x, y, int(ctx.run_config["local-steps"]), float(ctx.run_config["min-train-s"]))
     return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()),
                                "metrics": MetricRecord({"num-examples": len(x), "train-loss": loss}),
                                CHECK: ConfigRecord({"tree-during": during})}), reply_to=msg)
