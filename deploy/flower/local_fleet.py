@@ -294,10 +294,9 @@ class LocalFleet:
         for group in (order[:len(self.nodes)], order[len(self.nodes):len(self.nodes) + 1],
                       order[len(self.nodes) + 1:]):
             group = [p for p in group if p is not None]
-            for p in group:
-                if p.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.pid, signal.SIGTERM)
+            for p in group:                  # the whole group, also when its leader has died
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGTERM)
             end = time.monotonic() + timeout
             for p in group:
                 try:

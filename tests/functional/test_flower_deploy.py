@@ -92,3 +92,26 @@ def test_a_superlink_and_three_supernodes_each_board_ends_every_round_in_its_sta
     assert final == start
     for n in fleet.nodes:
         assert (n.dir / "flwr" / "apps").is_dir(), n.dir
+
+
+def test_a_node_that_dies_fails_the_run_and_nothing_is_left_running(tmp_path):
+    """A SuperNode killed (kill -9) before the run: the launcher fails the run at once, saying
+    which process exited, instead of waiting for the ServerApp's node count; the fleet's other
+    processes and the dead node's own child (its SuperExec) are stopped."""
+    fleet = local_fleet.LocalFleet(tmp_path / "fleet", ("orin-nano",), rounds=1, cap_w=10.0)
+    try:
+        fleet.start()
+        node = fleet.nodes[0].supernode
+        end = time.monotonic() + 30
+        while not local_fleet.children_of({node.pid}) and time.monotonic() < end:
+            time.sleep(0.1)                                     # its SuperExec
+        fleet._watch()
+        assert local_fleet.children_of({node.pid})
+        node.kill()
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"flower-supernode .* exited with -9"):
+            fleet.run(timeout=120)
+        assert time.monotonic() - t0 < 30
+    finally:
+        fleet.stop()
+    assert not [p for p in fleet.seen if local_fleet.alive(p)] and fleet.killed == []
