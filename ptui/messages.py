@@ -78,6 +78,14 @@ class ViewReady(Message):
     error: str | None = None         # bad input: what is wrong
 
 
+# -- colocate ----------------------------------------------------------------------------------------
+@dataclass
+class ColocateDecided(Message):
+    goal: tuple                      # (train, infer, rate, latency ms, budget W) it answers
+    view: object | None              # core.ColocateView
+    error: str | None = None
+
+
 # -- apply -------------------------------------------------------------------------------------------
 @dataclass
 class PlanReady(Message):
