@@ -305,9 +305,9 @@ class LocalFleet:
                     self.killed.append(" ".join(map(str, p.args[:4])))
                     stop_group(p, signal.SIGKILL)
                 codes[" ".join(map(str, p.args[:4]))] = p.returncode
-        # what is left of the children (a SuperExec in its own session stops when its parent
-        # has: give it a moment, then kill it)
-        end = time.monotonic() + 5.0
+        # what is left of the children (a SuperExec in its own session stops when it sees its
+        # parent gone: give it a moment, 10 s on a loaded machine, then kill it)
+        end = time.monotonic() + 10.0
         while any(alive(pid) for pid in self.seen) and time.monotonic() < end:
             time.sleep(0.1)
         for pid in self.seen:
