@@ -325,8 +325,10 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     notes: list[str] = []
     with _data_dir(node.spec.data_dir):
         snap = be.snapshot()
+        way_back = core.restore_record(be)   # a `ptui apply` made before keeps its way back
     start = be.snapshot_mode(snap)
-    touched = applied = False
+    touched = applied = restored = False
+    end = start
     try:
         if d is not None and d.mode != start:
             touched = True
@@ -342,11 +344,14 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval, steps)
     finally:
         # the board back where it started, whatever happened (an apply or training that raised)
-        if touched or be.current_mode() != start:
+        end = be.current_mode()
+        if touched or end != start:
             with _data_dir(node.spec.data_dir):
-                back = core.rollback(be, snap)
-            if back != start:
-                raise core.PtuiError(f"the board did not go back to {start.key}: it reads {back.key}")
+                end = core.rollback(be, snap)
+                core.put_back_restore_record(be, way_back)
+            if end != start:
+                raise core.PtuiError(f"the board did not go back to {start.key}: it reads {end.key}")
+            restored = True
     reply = timed.reply
     if reply.has_error():
         return reply
@@ -370,7 +375,8 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     reply.content[RECORD] = ConfigRecord({
         "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
-        "start-mode": start.key, "simulated": bool(node.simulated),
+        "start-mode": start.key, "end-mode": end.key, "restored": restored,
+        "simulated": bool(node.simulated),
         "watts-from": ("SIMULATED board telemetry" if node.simulated else "board telemetry"),
         "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
                          if be.clock.virtual else "the round's wall time on this host"),
@@ -590,6 +596,8 @@ class PtuiFleet(Strategy):
             if info.get("front-w") and info.get("front-s"):
                 self.curves[n] = (list(info["front-w"]), list(info["front-s"]))
             rows.append({"node": n, "device": info.get("device"), "mode": info.get("mode"),
+                         "start_mode": info.get("start-mode"), "end_mode": info.get("end-mode"),
+                         "restored": bool(info.get("restored", False)),
                          "w": float(met["ptui-w"]), "s": float(met["ptui-s"]), "j": float(met["ptui-j"]),
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
@@ -608,8 +616,9 @@ class PtuiFleet(Strategy):
                 self.log(f"ptui fleet round {server_round}: node {x['node']}: {x['error']}")
             else:
                 sim = " SIMULATED" if x["simulated"] else ""
+                back = f"; back in {x['end_mode']}" if x["restored"] else ""
                 self.log(f"ptui fleet round {server_round}: node {x['node']} {x['device']} {x['mode']}: "
-                         f"{x['w']:.2f} W{sim}, {x['s']:.2f} s, {x['j']:.1f} J")
+                         f"{x['w']:.2f} W{sim}, {x['s']:.2f} s, {x['j']:.1f} J{back}")
         cap = f" (cap {self.cap_w:g} W)" if self.cap_w is not None else ""
         self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
                  f"{totals['j']:.1f} J, round {totals['s']:.2f} s")

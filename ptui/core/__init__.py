@@ -18,7 +18,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "estimate_pairs_device_s", "is_batch_profile",
                               "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
-                       "restore", "rollback",),
+                       "put_back_restore_record", "restore", "restore_record", "rollback",),
     "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",),
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
                             "poisson", "profiles_of", "Report", "Request", "save_profiles", "SimWork",
@@ -141,7 +141,9 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         check_persist,
         persist,
         plan_apply,
+        put_back_restore_record,
         restore,
+        restore_record,
         rollback,
     )
     from .usecases.colocate import ColocateView, colocate, colocate_profiles, colocate_view, goal_text

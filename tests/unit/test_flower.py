@@ -165,6 +165,10 @@ def test_replies_keep_fedavg_invariants_whatever_the_goal(node_data):
                                    (3, "xavier-agx", {"power-budget-w": 1.0}))]
     validate_message_reply_consistency([r.content for r in replies], "num-examples", True)
     assert replies[1].content["ptui"]["mode"] == replies[1].content["ptui"]["start-mode"]
+    # the mode read back after the round: put back by the mod where it changed it, untouched without a goal
+    for r, restored in zip(replies, (True, False, True)):
+        info = r.content["ptui"]
+        assert info["end-mode"] == info["start-mode"] and info["restored"] is restored
     assert replies[2].content["metrics"]["ptui-feasible"] == 0.0
     arrays, metrics = FedAvg().aggregate_train(1, replies)
     assert arrays is not None and "ptui-w" in metrics
@@ -223,6 +227,7 @@ def test_the_fleet_splits_a_cap_across_three_heterogeneous_nodes(node_data, task
     for row in rnd["nodes"]:
         assert row["device"] == DEVICES[row["node"]] and row["w"] > 0 and row["s"] > 0 and row["j"] > 0
         assert row["predicted_w"] <= row["budget_w"] and row["simulated"]
+        assert row["end_mode"] == row["start_mode"] != row["mode"] and row["restored"]
     assert math.isclose(rnd["fleet"]["w"], sum(r["w"] for r in rnd["nodes"]))
     assert math.isclose(rnd["fleet"]["j"], sum(r["j"] for r in rnd["nodes"]))
     assert any("node 3 orin-nano" in s and "SIMULATED" in s for s in logs)
@@ -284,10 +289,37 @@ def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     be = board_of(mod)()
     assert be.kind == "sysfs" and info["backend"] == "sysfs"
     assert seen == [info["mode"]] != [info["start-mode"]]
-    assert be.current_mode().key == info["start-mode"]
+    assert be.current_mode().key == info["start-mode"] == info["end-mode"] and info["restored"] is True
     assert met["ptui-predicted-w"] <= 25.0 and met["ptui-w"] > 0 and met["ptui-simulated"] == 1.0
     assert met["ptui-s"] >= 0.6 and met["ptui-s"] == met["ptui-host-s"]       # wall time on a live clock
     assert info["seconds-from"] == "the round's wall time on this host"
+
+
+def test_a_round_keeps_the_way_back_that_a_users_ptui_apply_left(emulated_board, tmp_path):
+    """A `ptui apply` before the run leaves `ptui restore` a way back to the board's preset.  A
+    round applies its mode and rolls it back: the board ends in the user's mode, and `ptui
+    restore` still goes back to the preset (the round's apply replaced the record with the state
+    it found and its rollback removed it: restore had nothing left to undo)."""
+    root, _ = emulated_board
+    dev = core.get_device("orin-agx")
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    preset = be.current_mode()
+    user = dev.mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    made = core.board_status(be).restore.created
+    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    mod = flower.ptui_power_mod(sample_interval=0.1)
+    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root), "model": str(prior.out),
+                                                             "data-dir": str(tmp_path / "d")})
+    r = mod(instruction({"power-budget-w": 12.0}), ctx, trainer([]))
+    info = r.content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key != info["mode"] and info["restored"]
+    assert be.current_mode() == user
+    assert core.board_status(be).restore is not None, "the round took ptui restore's way back"
+    assert core.board_status(be).restore.mode == preset.key
+    assert core.board_status(be).restore.created == made              # the user's record, as it was
+    assert "restored" in core.restore(be) and be.current_mode() == preset
 
 
 @pytest.mark.slow

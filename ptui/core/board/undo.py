@@ -54,15 +54,18 @@ def _name(backend: Backend, kind: str) -> str:
     return f"{kind}-{board_key(backend)}.json"
 
 
-def save(backend: Backend, kind: str, snap, session: str | None = None) -> Record | None:
-    """Write the record `kind` for this board (replacing the one there); None on a simulated board."""
+def save(backend: Backend, kind: str, snap, session: str | None = None, *, pid: int | None = None,
+         created: float | None = None) -> Record | None:
+    """Write the record `kind` for this board (replacing the one there); None on a simulated board.
+    `pid` and `created` (default: this process, now) put back a record as another process wrote it."""
     if not keeps_records(backend):
         return None
     place = board_state_dir()
     path = place.path / _name(backend, kind)
     body = {"format": FORMAT, "kind": kind, "device": backend.device.name, "board": board_key(backend),
             "state": backend.snapshot_json(snap), "mode": backend.snapshot_mode(snap).key,
-            "session": session, "pid": os.getpid(), "created": time.time()}
+            "session": session, "pid": os.getpid() if pid is None else pid,
+            "created": time.time() if created is None else created}
     _write_whole(path, json.dumps(body).encode())
     return Record(kind, path, snap, body["mode"], session, body["pid"], body["created"])
 

@@ -102,6 +102,29 @@ def rollback(backend: Backend, snapshot) -> Mode:
     return now
 
 
+def restore_record(backend: Backend):
+    """`ptui restore`'s way back now (the last-apply record; None when there is none or it is
+    damaged: the next apply says what is wrong with it), for put_back_restore_record after a change
+    that is made and undone (a Flower round's apply and rollback)."""
+    try:
+        return undo.load(backend, undo.APPLY)
+    except DamagedSnapshot:
+        return None
+
+
+def put_back_restore_record(backend: Backend, record) -> None:
+    """After a change made and undone since restore_record: its apply replaced the last-apply
+    record with the state it found and its rollback removed that record, so a `ptui apply` made
+    before (by the user) would have lost its way back.  When no record is left, `record` is
+    written back as it was.  A record left (a rollback that failed, a change kept) stays: it is
+    the way back from there."""
+    if record is None:
+        return
+    with board_lock(backend):
+        if undo.load(backend, undo.APPLY) is None:
+            undo.save(backend, undo.APPLY, record.state, pid=record.pid, created=record.created)
+
+
 def check_persist(backend: Backend) -> None:
     """Up front, before anything is applied: keeping a mode across reboots needs nvpmodel."""
     _check_persist(backend)

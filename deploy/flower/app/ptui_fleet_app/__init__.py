@@ -1,0 +1,1 @@
+"""ptui's Flower app for a fleet on real processes (deploy/flower/local_fleet.py)."""
