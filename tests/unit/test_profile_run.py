@@ -1,12 +1,11 @@
-"""One entry for a profile run (core.profile_run) and the surface a profile over batch sizes
-shares with a one-size profile (profile.RunBase): cancel, and a pause that holds between sizes."""
+"""One entry for a profile run (core.profile_run) and one run class (profile.ProfileRun) at one
+batch size or several: cancel, and a pause that holds between sizes."""
 import threading
 import time
 
 import pytest
 
-from ptui.core.usecases.batchprofile import BatchProfileRun, profile_run
-from ptui.core.usecases.profile import ProfileRequest, ProfileRun
+from ptui.core.usecases.profile import ProfileRequest, ProfileRun, profile_run
 
 
 @pytest.fixture
@@ -17,7 +16,7 @@ def data(tmp_path, monkeypatch):
 
 def _batch(data, name="b", count=2, control=None):
     req = ProfileRequest(workload="resnet18", count=count, session=name, out=data / f"{name}.csv")
-    run = BatchProfileRun(req, (8, 16), control=control)
+    run = ProfileRun(req, (8, 16), control=control)
     run.open_backend("sim", "orin-agx")
     run.prepare()
     return run
@@ -25,16 +24,16 @@ def _batch(data, name="b", count=2, control=None):
 
 def test_profile_run_chooses_by_the_sizes_or_the_resumed_session(data):
     one = profile_run(ProfileRequest(workload="resnet18", session="one", out=data / "one.csv"))
-    assert type(one) is ProfileRun
+    assert type(one) is ProfileRun and one.batch_sizes is None
     one.close()
     several = profile_run(ProfileRequest(workload="resnet18", session="b", out=data / "b.csv"),
                           (8, 16))
-    assert type(several) is BatchProfileRun
+    assert type(several) is ProfileRun and several.batch_sizes == (8, 16)
     several.close()
     run = _batch(data)
     assert run.run().status == "done"
     again = profile_run(ProfileRequest(session="b", resume=True, out=data / "b.csv"))
-    assert type(again) is BatchProfileRun and again.finished      # resumed by its session alone
+    assert again.batch_sizes == (8, 16) and again.finished      # resumed by its session alone
     assert again.export().n_rows == 2
 
 
