@@ -74,7 +74,7 @@ def test_a_pause_before_a_size_starts_holds_it(data):
                                         ({"time_basis": "wall"}, "--time must be one of")])
 def test_a_bad_request_is_refused_up_front_at_one_size_or_several(data, bad, words):
     """ProfileRun checked --startup-timeout and --time when made; a profile over batch sizes
-    checked them only in each size's run, after its session was created (RunBase checks both)."""
+    checked them only in each size's run, after its session was created (ProfileRun checks both, at any number of sizes)."""
     from ptui.core.profiling.profiler import SessionError
     from ptui.core.profiling.store import Store
     for sizes in (None, (8, 16)):

@@ -130,12 +130,27 @@ class ProfileOutcome:
     time_note: str = ""                   # a large share of the wall time outside the timed steps
 
 
-class RunBase:
-    """What a profile at one batch size (ProfileRun) and one over several (batchprofile.
-    BatchProfileRun) share: the request's checks and the store, the session looked up for a
-    resume, the backend the CLI opens, the CSV's place, the session's lock until close(), the
-    export of a finished session, writing the CSV (each class's save()) and the failure to, the
-    outcome of run(), pause/resume/cancel through the control, and closing."""
+class ProfileRun:
+    """One profiling run, from a request to a CSV, at one batch size or over several.
+
+    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
+    pause(), resume() and cancel() may be called from any thread while run() is under way.
+    notify(text) receives notes while the run goes (a script still starting, ...).
+
+    A profile is one session whose points each have their batch size.  A training run holds one
+    batch size, so run() profiles the session one size after the other (_run_size): the profiler,
+    the script and its log, the pool of one size at a time.  At one batch size the session is that
+    size's own (stored as it always was); over several (`batch_sizes`, `ptui profile --batch-sizes
+    8,16,32`) prepare() plans every (mode, batch size) pair up front in the session (random pairs
+    over PowerTrain's grid x the sizes that fit in memory, every --modes mode at every size, or the
+    active planner's start over the joint Space), and each size is a part of it (store.BatchPart)
+    opened when its turn comes; a user script runs at each size through a `{bs}` placeholder in its
+    command, and the CSV holds every size, with a batch_size column and, on the simulator, the
+    modelled peak memory (peak_mem_gb).  Active profiling at one size extends the plan inside the
+    profiler; over several, run() asks the planner for one pair at a time (_SameSize)."""
+    workload: Workload | None             # None only for a finished script session, which export()
+                                          # writes, or a script over several sizes
+    device_name: str | None               # the resumed session's board
     backend: Backend | None = None
     _own_backend = False                  # opened here (the CLI), not lent by the app
     _own_store = False
@@ -146,6 +161,31 @@ class RunBase:
     simulated = False                     # the session's figures are the simulator's
     _locked = False                       # this run holds the session's lock until close()
     planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
+    what = "modes"                        # the CSV's rows, in words
+
+    def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None,
+                 store: Store | None = None, control: Control | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self._start(req, store, control, notify)
+        self.batch_sizes: tuple[int, ...] | None = None   # over several sizes: those asked for
+        try:
+            if batch_sizes is not None or self._resumes_several():
+                self._resolve_sizes(batch_sizes)
+            else:
+                self._resolve()
+        except BaseException:
+            if self._own_store:
+                self.store.close()
+            raise
+        self.info: SessionInfo | _Info | None = None
+        self.profiler: Profiler | None = None  # the running size's
+        self.planner: ActivePlanner | None = None
+        self.source: ScriptSource | None = None
+        self.log: Path | None = None
+        self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
+        self._size_locked = False         # the running size's hold on the session's lock
+        self._base = 0                    # over several sizes: pairs finished at other sizes
+        self._stopped_by = ""
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -197,16 +237,6 @@ class RunBase:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    what = "modes"                        # the CSV's rows, in words
-
-    def save(self) -> tuple[int, str]:
-        """Write the session's finished rows to the CSV: (rows, what happened in words)."""
-        raise NotImplementedError
-
-    def _elsewhere(self, status: str) -> str:
-        """The command that writes the finished rows, safe in the store, to another file."""
-        raise NotImplementedError
-
     def _save(self, status: str) -> tuple[int, str, WriteError | None]:
         """save(): (rows, what happened in words, None), or when the file cannot be written (disk
         full, read-only, ...) the failure as a WriteError that says how to get the rows, safe in
@@ -255,9 +285,6 @@ class RunBase:
         return WriteError(f"{msg}; the {n} finished {what} are safe in session {self.name}: "
                           f"write them elsewhere with: {hint}")
 
-    def _resume_args(self) -> tuple[list[str], list[str] | None]:
-        raise NotImplementedError
-
     def _device_s(self) -> float:
         """The device time the session has taken, over all its runs."""
         info = self.store.get_session(self.name) if self.name else None
@@ -287,20 +314,6 @@ class RunBase:
         """The points this session finished before this run (a resumed session)."""
         return self.store.results(self.name) if self.name else []
 
-    def close(self) -> None:
-        """Let go of the session's lock this run holds, and close the CLI's backend and this run's
-        own store connection."""
-        if self._locked:
-            assert self.name is not None
-            unlock_session(self.name)
-            self._locked = False
-        if self._own_backend and self.backend is not None:
-            self.backend.close()
-            self._own_backend = False
-        if self._own_store:
-            self.store.close()
-            self._own_store = False
-
     def pause(self) -> None:
         self.control.pause()
 
@@ -310,52 +323,6 @@ class RunBase:
     def cancel(self) -> None:
         self.control.abort()
 
-
-class ProfileRun(RunBase):
-    """One profiling run, from a request to a CSV, at one batch size or over several.
-
-    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
-    pause(), resume() and cancel() may be called from any thread while run() is under way.
-    notify(text) receives notes while the run goes (a script still starting, ...).
-
-    A profile is one session whose points each have their batch size.  A training run holds one
-    batch size, so run() profiles the session one size after the other (_run_size): the profiler,
-    the script and its log, the pool of one size at a time.  At one batch size the session is that
-    size's own (stored as it always was); over several (`batch_sizes`, `ptui profile --batch-sizes
-    8,16,32`) prepare() plans every (mode, batch size) pair up front in the session (random pairs
-    over PowerTrain's grid x the sizes that fit in memory, every --modes mode at every size, or the
-    active planner's start over the joint Space), and each size is a part of it (store.BatchPart)
-    opened when its turn comes; a user script runs at each size through a `{bs}` placeholder in its
-    command, and the CSV holds every size, with a batch_size column and, on the simulator, the
-    modelled peak memory (peak_mem_gb).  Active profiling at one size extends the plan inside the
-    profiler; over several, run() asks the planner for one pair at a time (_SameSize)."""
-    workload: Workload | None             # None only for a finished script session, which export()
-                                          # writes, or a script over several sizes
-    device_name: str | None               # the resumed session's board
-
-    def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None,
-                 store: Store | None = None, control: Control | None = None,
-                 notify: Callable[[str], None] | None = None) -> None:
-        self._start(req, store, control, notify)
-        self.batch_sizes: tuple[int, ...] | None = None   # over several sizes: those asked for
-        try:
-            if batch_sizes is not None or self._resumes_several():
-                self._resolve_sizes(batch_sizes)
-            else:
-                self._resolve()
-        except BaseException:
-            if self._own_store:
-                self.store.close()
-            raise
-        self.info: SessionInfo | _Info | None = None
-        self.profiler: Profiler | None = None  # the running size's
-        self.planner: ActivePlanner | None = None
-        self.source: ScriptSource | None = None
-        self.log: Path | None = None
-        self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
-        self._size_locked = False         # the running size's hold on the session's lock
-        self._base = 0                    # over several sizes: pairs finished at other sizes
-        self._stopped_by = ""
 
     def _resumes_several(self) -> bool:
         """A resumed session that profiles several batch sizes (resumed by its name alone)."""
@@ -1101,11 +1068,20 @@ class ProfileRun(RunBase):
             self._pool = None
 
     def close(self) -> None:
-        """Close what this run opened (the CLI's backend, its own store connection) and let go of
-        its session (prepare() took the session's lock; a run that never started, or failed
-        before it did, must not keep it from a later --resume)."""
+        """Close what this run opened (the CLI's backend, its own store connection, the running
+        size's pool) and let go of its session (prepare() took the session's lock; a run that never
+        started, or failed before it did, must not keep it from a later --resume)."""
         self._close_size()
-        super().close()
+        if self._locked:
+            assert self.name is not None
+            unlock_session(self.name)
+            self._locked = False
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self._own_backend = False
+        if self._own_store:
+            self.store.close()
+            self._own_store = False
 
 
 @dataclass
