@@ -100,3 +100,14 @@ def test_the_resume_hint_at_one_size_and_several(data):
     one.prepare()
     assert one.resume_hint() == f"ptui profile --session one --resume --out {data / 'o.csv'}"
     one.close()
+
+
+def test_run_prepares_itself_at_one_size_or_several(data):
+    """run() without prepare() first prepared a one-size run, but a run over batch sizes crashed
+    (AttributeError: no info): the one surface was not the same at several sizes."""
+    for sizes, n in ((None, 2), ((8, 16), 2)):
+        run = profile_run(ProfileRequest(workload="resnet18", count=2, session=f"p{n}{sizes}",
+                                         out=data / "p.csv"), sizes)
+        run.open_backend("sim", "orin-agx")
+        res = run.run()
+        assert res.status == "done" and res.n_rows == n, res
