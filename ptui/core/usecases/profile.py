@@ -370,9 +370,8 @@ class ProfileRun:
         self.device_name = ex.device if ex else None
         self.user_script = bool(self.script)
 
-    def _resolve_sizes(self, batch_sizes) -> None:
-        """The request of a profile over several batch sizes: what it cannot be combined with, and
-        the sizes (a resume's are the session's own)."""
+    def _refuse_with_sizes(self, batch_sizes) -> None:
+        """What a profile over several batch sizes cannot be combined with, refused up front."""
         req = self.req
         if req.batch_size is not None:
             if batch_sizes is None:             # a resume: the sizes are the session's own
@@ -396,6 +395,12 @@ class ProfileRun:
         if req.script and not any(PLACEHOLDER in a for a in req.script):
             raise BatchError("--batch-sizes runs your command once per batch size: put {bs} where "
                              "the batch size goes, e.g. -- python train.py --batch-size {bs}")
+
+    def _resolve_sizes(self, batch_sizes) -> None:
+        """The request of a profile over several batch sizes (_refuse_with_sizes), the session and
+        the sizes (a resume's are the session's own)."""
+        self._refuse_with_sizes(batch_sizes)
+        req = self.req
         self.existing = first = self._session()
         if req.resume:
             assert first is not None            # _session: a resume names one that exists
