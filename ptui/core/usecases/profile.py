@@ -163,7 +163,7 @@ class ProfileRun:
     planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
     what = "modes"                        # the CSV's rows, in words
 
-    def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None,
+    def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None, *,
                  store: Store | None = None, control: Control | None = None,
                  notify: Callable[[str], None] | None = None) -> None:
         self._start(req, store, control, notify)
