@@ -111,3 +111,36 @@ def test_run_prepares_itself_at_one_size_or_several(data):
         run.open_backend("sim", "orin-agx")
         res = run.run()
         assert res.status == "done" and res.n_rows == n, res
+
+
+def test_one_size_is_stored_as_before_and_several_by_part(data):
+    """The one run class keeps the store's two layouts: a one-size session has no parts (plan
+    entries of 4, no per_size params), a session over several sizes has its size in each plan
+    entry and each size's params under per_size, as its size's run recorded them."""
+    import json
+    import sqlite3
+
+    from ptui.core.profiling.store import Store
+    one = profile_run(ProfileRequest(workload="resnet18", count=2, session="one", out=data / "o.csv"))
+    one.open_backend("sim", "orin-agx")
+    assert one.run().status == "done"
+    run = _batch(data, count=3)
+    assert run.run().status == "done"
+    store = Store()
+    path = store.path
+    store.close()
+    db = sqlite3.connect(path)
+    try:
+        rows = dict(db.execute("SELECT name, plan FROM sessions").fetchall())
+        params = {n: json.loads(p) for n, p in db.execute("SELECT name, params FROM sessions")}
+    finally:
+        db.close()
+    assert {len(e) for e in json.loads(rows["one"])} == {4}
+    assert "per_size" not in params["one"] and "batch_sizes" not in params["one"]
+    assert params["one"]["out"] == str(data / "o.csv") and params["one"]["strategy"] == "random"
+    plan = json.loads(rows["b"])
+    assert {len(e) for e in plan} == {5}
+    sizes = {str(e[4]) for e in plan}
+    assert params["b"]["batch_sizes"] == [8, 16] and set(params["b"]["per_size"]) == sizes
+    for part in params["b"]["per_size"].values():
+        assert part["strategy"] == "random" and part["count"] is None and part["goal"] is None
