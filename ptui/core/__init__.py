@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 # module (under ptui.core) -> the names the faces take from it
 _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
-    "usecases.batchprofile": ("ACTIVE_MIN", "BatchProfileRun", "estimate_pairs_device_s", "is_batch_profile",
-                              "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "put_back_restore_record", "restore", "restore_record", "rollback",),
     "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",),
@@ -31,8 +29,9 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "prior_model", "probe_spec",
                      "workload_spec",),
     "usecases.pool": ("board_id", "fit_with_pool", "pool_summary", "pull_rows", "push_profile",),
-    "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
-                         "ProfileRun", "resumable_sessions",),
+    "usecases.profile": ("ACTIVE_MIN", "check_memory", "estimate_device_s", "estimate_pairs_device_s",
+                         "latest_outputs", "profile_run", "ProfileRequest", "ProfileRun", "random_pairs",
+                         "resumable_sessions",),
     # decisions
     "decision.concurrent": ("Standalone",),
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
@@ -126,14 +125,6 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import command_text, compiled_step_bytes, count_script
     from .progress import SAVING, STAGE, Step
-    from .usecases.batchprofile import (
-        ACTIVE_MIN,
-        BatchProfileRun,
-        estimate_pairs_device_s,
-        is_batch_profile,
-        profile_run,
-        random_pairs,
-    )
     from .usecases.board import (
         apply,
         apply_preset,
@@ -193,11 +184,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .usecases.interleavedemo import demo_pair, live_snapshot, run_demo
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
+        ACTIVE_MIN,
         ProfileRequest,
         ProfileRun,
         check_memory,
         estimate_device_s,
+        estimate_pairs_device_s,
         latest_outputs,
+        profile_run,
+        random_pairs,
         resumable_sessions,
     )
 

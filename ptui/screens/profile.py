@@ -177,8 +177,8 @@ class ProfileScreen(Screen):
         return core.parse_batch_sizes(text, "batch sizes")
 
     def _batch_params(self, strategy: str, goal: dict, sizes: tuple[int, ...]):
-        """(workload, pairs, seed) of a profile over batch sizes, refused as BatchProfileRun
-        would refuse it, by the field's name."""
+        """(workload, pairs, seed) of a profile over batch sizes, refused as ProfileRun over
+        several sizes would refuse it, by the field's name."""
         if strategy == "space-filling":
             raise core.BatchError("with batch sizes the pairs are drawn at random or chosen by an "
                                   "active search; space-filling is not supported")

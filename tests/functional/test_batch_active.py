@@ -172,11 +172,10 @@ def test_ctrl_c_while_choosing_the_next_pair_saves_and_says_how_to_resume(tmp_pa
     """Ctrl-C between pairs (the planner refitting) ended the command with 'interrupted' and no
     resume hint; now it ends as during a pair: the finished pairs saved, the run aborted."""
     monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
-    from ptui.core.usecases.batchprofile import BatchProfileRun
-    from ptui.core.usecases.profile import ProfileRequest
+    from ptui.core.usecases.profile import ProfileRequest, ProfileRun
     req = ProfileRequest(workload="resnet18", count=12, session="c", out=tmp_path / "c.csv",
                          strategy="active", budget_w=30.0)
-    run = BatchProfileRun(req, (8, 16, 32, 64))
+    run = ProfileRun(req, (8, 16, 32, 64))
     run.open_backend("sim", "orin-agx")
     run.prepare()
     start = len(run.store.get_session("c").plan)           # the space-filling start
@@ -262,8 +261,8 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
     decision), not a `ptui profile` that would stop after profiling; the hint works."""
     import shlex
 
-    from ptui.core.usecases import batchprofile
-    real = batchprofile.BatchProfileRun._sub
+    from ptui.core.usecases.profile import ProfileRun
+    real = ProfileRun._size
     calls = []
 
     def interrupted(self, *args, **kw):          # Ctrl-C as the second size's session opens
@@ -271,14 +270,14 @@ def test_an_interrupted_tune_resumes_as_a_tune(cli, tmp_path, monkeypatch):
         if len(calls) == 2:
             raise KeyboardInterrupt
         return real(self, *args, **kw)
-    monkeypatch.setattr(batchprofile.BatchProfileRun, "_sub", interrupted)
+    monkeypatch.setattr(ProfileRun, "_size", interrupted)
     rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
                      "8,16,32", "--budget-w", "30", "--count", "12", "--method", "gp",
                      "--session", "tk", "--out", tmp_path / "t.csv")
     assert rc == 130, err
     hint = err.split("resume with: ")[1].strip().splitlines()[0]
     assert hint.startswith("ptui tune --session tk --resume --budget-w 30 --method gp"), hint
-    monkeypatch.setattr(batchprofile.BatchProfileRun, "_sub", real)
+    monkeypatch.setattr(ProfileRun, "_size", real)
     rc, out, err = cli(*shlex.split(hint)[1:], "--json")
     assert rc == 0, err
     assert '"batch_size"' in out

@@ -1,12 +1,11 @@
-"""One entry for a profile run (core.profile_run) and the surface a profile over batch sizes
-shares with a one-size profile (profile.RunBase): cancel, and a pause that holds between sizes."""
+"""One entry for a profile run (core.profile_run) and one run class (profile.ProfileRun) at one
+batch size or several: cancel, and a pause that holds between sizes."""
 import threading
 import time
 
 import pytest
 
-from ptui.core.usecases.batchprofile import BatchProfileRun, profile_run
-from ptui.core.usecases.profile import ProfileRequest, ProfileRun
+from ptui.core.usecases.profile import ProfileRequest, ProfileRun, profile_run
 
 
 @pytest.fixture
@@ -17,7 +16,7 @@ def data(tmp_path, monkeypatch):
 
 def _batch(data, name="b", count=2, control=None):
     req = ProfileRequest(workload="resnet18", count=count, session=name, out=data / f"{name}.csv")
-    run = BatchProfileRun(req, (8, 16), control=control)
+    run = ProfileRun(req, (8, 16), control=control)
     run.open_backend("sim", "orin-agx")
     run.prepare()
     return run
@@ -25,16 +24,16 @@ def _batch(data, name="b", count=2, control=None):
 
 def test_profile_run_chooses_by_the_sizes_or_the_resumed_session(data):
     one = profile_run(ProfileRequest(workload="resnet18", session="one", out=data / "one.csv"))
-    assert type(one) is ProfileRun
+    assert type(one) is ProfileRun and one.batch_sizes is None
     one.close()
     several = profile_run(ProfileRequest(workload="resnet18", session="b", out=data / "b.csv"),
                           (8, 16))
-    assert type(several) is BatchProfileRun
+    assert type(several) is ProfileRun and several.batch_sizes == (8, 16)
     several.close()
     run = _batch(data)
     assert run.run().status == "done"
     again = profile_run(ProfileRequest(session="b", resume=True, out=data / "b.csv"))
-    assert type(again) is BatchProfileRun and again.finished      # resumed by its session alone
+    assert again.batch_sizes == (8, 16) and again.finished      # resumed by its session alone
     assert again.export().n_rows == 2
 
 
@@ -75,7 +74,7 @@ def test_a_pause_before_a_size_starts_holds_it(data):
                                         ({"time_basis": "wall"}, "--time must be one of")])
 def test_a_bad_request_is_refused_up_front_at_one_size_or_several(data, bad, words):
     """ProfileRun checked --startup-timeout and --time when made; a profile over batch sizes
-    checked them only in each size's run, after its session was created (RunBase checks both)."""
+    checked them only in each size's run, after its session was created (ProfileRun checks both, at any number of sizes)."""
     from ptui.core.profiling.profiler import SessionError
     from ptui.core.profiling.store import Store
     for sizes in (None, (8, 16)):
@@ -101,3 +100,47 @@ def test_the_resume_hint_at_one_size_and_several(data):
     one.prepare()
     assert one.resume_hint() == f"ptui profile --session one --resume --out {data / 'o.csv'}"
     one.close()
+
+
+def test_run_prepares_itself_at_one_size_or_several(data):
+    """run() without prepare() first prepared a one-size run, but a run over batch sizes crashed
+    (AttributeError: no info): the one surface was not the same at several sizes."""
+    for sizes, n in ((None, 2), ((8, 16), 2)):
+        run = profile_run(ProfileRequest(workload="resnet18", count=2, session=f"p{n}{sizes}",
+                                         out=data / "p.csv"), sizes)
+        run.open_backend("sim", "orin-agx")
+        res = run.run()
+        assert res.status == "done" and res.n_rows == n, res
+
+
+def test_one_size_is_stored_as_before_and_several_by_part(data):
+    """The one run class keeps the store's two layouts: a one-size session has no parts (plan
+    entries of 4, no per_size params), a session over several sizes has its size in each plan
+    entry and each size's params under per_size, as its size's run recorded them."""
+    import json
+    import sqlite3
+
+    from ptui.core.profiling.store import Store
+    one = profile_run(ProfileRequest(workload="resnet18", count=2, session="one", out=data / "o.csv"))
+    one.open_backend("sim", "orin-agx")
+    assert one.run().status == "done"
+    run = _batch(data, count=3)
+    assert run.run().status == "done"
+    store = Store()
+    path = store.path
+    store.close()
+    db = sqlite3.connect(path)
+    try:
+        rows = dict(db.execute("SELECT name, plan FROM sessions").fetchall())
+        params = {n: json.loads(p) for n, p in db.execute("SELECT name, params FROM sessions")}
+    finally:
+        db.close()
+    assert {len(e) for e in json.loads(rows["one"])} == {4}
+    assert "per_size" not in params["one"] and "batch_sizes" not in params["one"]
+    assert params["one"]["out"] == str(data / "o.csv") and params["one"]["strategy"] == "random"
+    plan = json.loads(rows["b"])
+    assert {len(e) for e in plan} == {5}
+    sizes = {str(e[4]) for e in plan}
+    assert params["b"]["batch_sizes"] == [8, 16] and set(params["b"]["per_size"]) == sizes
+    for part in params["b"]["per_size"].values():
+        assert part["strategy"] == "random" and part["count"] is None and part["goal"] is None

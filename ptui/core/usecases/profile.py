@@ -1,12 +1,13 @@
-"""Profiling use case: a request becomes a profile CSV (one batch size or, with
-batchprofile, several), resumable, and the board goes back to its mode whatever happens."""
+"""Profiling use case: a request becomes a profile CSV (at one batch size or over several, one
+run class: ProfileRun), resumable, and the board goes back to its mode whatever happens."""
 from __future__ import annotations
 
 import math
+import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,21 +16,35 @@ from ...probe.names import BUILTIN
 from ..board import backends  # open_backend looked up when called (tests patch it)
 from ..board.backends.base import Backend
 from ..board.backends.replay import ReplayJetson, corpus_workload, replay_workload
-from ..board.csvio import TIME_BASES, check_out_file, outside_warning, profile_tags, read_modes
+from ..board.csvio import (
+    PEAK_COL,
+    TIME_BASES,
+    check_out_file,
+    choose_time,
+    fmt_value,
+    keep_aside,
+    outside_warning,
+    profile_tags,
+    read_modes,
+    with_time,
+    write_csv,
+)
 from ..board.files import WriteError, write_error
 from ..board.locks import lock_session, unlock_session
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import WORKLOADS, Workload, get_workload
+from ..decision.batch import BatchError, relation
 from ..errors import Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
 from ..paths import profile_csv, script_log
 from ..prediction.predictor import load_bundled
 from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
-from ..profiling.active import ActivePlanner, Goal, make_plan
+from ..profiling.active import ActivePlanner, Goal, Space, make_plan
 from ..profiling.pool import Pool, PoolError, pooling_store
 from ..profiling.profiler import (
+    PROFILE_HEADER,
     Control,
     ProfileAborted,
     ProfileConfig,
@@ -39,7 +54,6 @@ from ..profiling.profiler import (
     choose_modes,
     open_session,
     profile_rows,
-    save_profile,
     time_unit,
 )
 from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
@@ -52,6 +66,10 @@ from ..profiling.userscript import (
     steps_note,
 )
 from ..profiling.userscript import resume_hint as resume_command
+
+PLACEHOLDER = "{bs}"        # where a user script's command takes the batch size, over several sizes
+ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
+ACTIVE_MIN = 10            # fewest: `ptui fit` over (mode, batch size) needs 10 pairs
 
 
 class Cancelled(Interrupted):
@@ -90,8 +108,6 @@ class ProfileRequest:
                                           # the corpus is the workload)
     time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
                                           # recorded in the CSV's time_basis when not auto
-    batch_part: bool = False              # one batch size of a profile over several (batchprofile):
-                                          # its script log is NAME@bsB.log, the CSV is the profile's
     workload_spec: str | None = None      # SPEC.json: the step's counts (roofline prior, active start)
 
 
@@ -114,12 +130,27 @@ class ProfileOutcome:
     time_note: str = ""                   # a large share of the wall time outside the timed steps
 
 
-class RunBase:
-    """What a profile at one batch size (ProfileRun) and one over several (batchprofile.
-    BatchProfileRun) share: the request's checks and the store, the session looked up for a
-    resume, the backend the CLI opens, the CSV's place, the session's lock until close(), the
-    export of a finished session, writing the CSV (each class's save()) and the failure to, the
-    outcome of run(), pause/resume/cancel through the control, and closing."""
+class ProfileRun:
+    """One profiling run, from a request to a CSV, at one batch size or over several.
+
+    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
+    pause(), resume() and cancel() may be called from any thread while run() is under way.
+    notify(text) receives notes while the run goes (a script still starting, ...).
+
+    A profile is one session whose points each have their batch size.  A training run holds one
+    batch size, so run() profiles the session one size after the other (_run_size): the profiler,
+    the script and its log, the pool of one size at a time.  At one batch size the session is that
+    size's own (stored as it always was); over several (`batch_sizes`, `ptui profile --batch-sizes
+    8,16,32`) prepare() plans every (mode, batch size) pair up front in the session (random pairs
+    over PowerTrain's grid x the sizes that fit in memory, every --modes mode at every size, or the
+    active planner's start over the joint Space), and each size is a part of it (store.BatchPart)
+    opened when its turn comes; a user script runs at each size through a `{bs}` placeholder in its
+    command, and the CSV holds every size, with a batch_size column and, on the simulator, the
+    modelled peak memory (peak_mem_gb).  Active profiling at one size extends the plan inside the
+    profiler; over several, run() asks the planner for one pair at a time (_SameSize)."""
+    workload: Workload | None             # None only for a finished script session, which export()
+                                          # writes, or a script over several sizes
+    device_name: str | None               # the resumed session's board
     backend: Backend | None = None
     _own_backend = False                  # opened here (the CLI), not lent by the app
     _own_store = False
@@ -130,6 +161,31 @@ class RunBase:
     simulated = False                     # the session's figures are the simulator's
     _locked = False                       # this run holds the session's lock until close()
     planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
+    what = "modes"                        # the CSV's rows, in words
+
+    def __init__(self, req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None, *,
+                 store: Store | None = None, control: Control | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self._start(req, store, control, notify)
+        self.batch_sizes: tuple[int, ...] | None = None   # over several sizes: those asked for
+        try:
+            if batch_sizes is not None or self._resumes_several():
+                self._resolve_sizes(batch_sizes)
+            else:
+                self._resolve()
+        except BaseException:
+            if self._own_store:
+                self.store.close()
+            raise
+        self.info: SessionInfo | _Info | None = None
+        self.profiler: Profiler | None = None  # the running size's
+        self.planner: ActivePlanner | None = None
+        self.source: ScriptSource | None = None
+        self.log: Path | None = None
+        self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
+        self._size_locked = False         # the running size's hold on the session's lock
+        self._base = 0                    # over several sizes: pairs finished at other sizes
+        self._stopped_by = ""
 
     def _start(self, req: ProfileRequest, store: Store | None, control: Control | None,
                notify: Callable[[str], None] | None) -> None:
@@ -181,16 +237,6 @@ class RunBase:
         """The CSV a session goes to: --out, else the app's profiles directory."""
         return self.req.out if self.req.out is not None else profile_csv(name)
 
-    what = "modes"                        # the CSV's rows, in words
-
-    def save(self) -> tuple[int, str]:
-        """Write the session's finished rows to the CSV: (rows, what happened in words)."""
-        raise NotImplementedError
-
-    def _elsewhere(self, status: str) -> str:
-        """The command that writes the finished rows, safe in the store, to another file."""
-        raise NotImplementedError
-
     def _save(self, status: str) -> tuple[int, str, WriteError | None]:
         """save(): (rows, what happened in words, None), or when the file cannot be written (disk
         full, read-only, ...) the failure as a WriteError that says how to get the rows, safe in
@@ -239,9 +285,6 @@ class RunBase:
         return WriteError(f"{msg}; the {n} finished {what} are safe in session {self.name}: "
                           f"write them elsewhere with: {hint}")
 
-    def _resume_args(self) -> tuple[list[str], list[str] | None]:
-        raise NotImplementedError
-
     def _device_s(self) -> float:
         """The device time the session has taken, over all its runs."""
         info = self.store.get_session(self.name) if self.name else None
@@ -271,20 +314,6 @@ class RunBase:
         """The points this session finished before this run (a resumed session)."""
         return self.store.results(self.name) if self.name else []
 
-    def close(self) -> None:
-        """Let go of the session's lock this run holds, and close the CLI's backend and this run's
-        own store connection."""
-        if self._locked:
-            assert self.name is not None
-            unlock_session(self.name)
-            self._locked = False
-        if self._own_backend and self.backend is not None:
-            self.backend.close()
-            self._own_backend = False
-        if self._own_store:
-            self.store.close()
-            self._own_store = False
-
     def pause(self) -> None:
         self.control.pause()
 
@@ -295,30 +324,13 @@ class RunBase:
         self.control.abort()
 
 
-class ProfileRun(RunBase):
-    """One profiling run, from a request to a CSV.
-
-    resolve (constructor) -> open_backend() [CLI] or a backend the app holds -> prepare() -> run().
-    pause(), resume() and cancel() may be called from any thread while run() is under way.
-    notify(text) receives notes while the run goes (a script still starting, ...)."""
-    workload: Workload | None             # None only for a finished script session, which export() writes
-    device_name: str | None               # the resumed session's board
-
-    def __init__(self, req: ProfileRequest, store: Store | None = None,
-                 control: Control | None = None, notify: Callable[[str], None] | None = None) -> None:
-        self._start(req, store, control, notify)
-        try:
-            self._resolve()
-        except BaseException:
-            if self._own_store:
-                self.store.close()
-            raise
-        self.info: SessionInfo | None = None
-        self.profiler: Profiler | None = None
-        self.planner: ActivePlanner | None = None
-        self.source: ScriptSource | None = None
-        self.log: Path | None = None
-        self._pool: Pool | None = None    # the fleet's pool, when $PTUI_POOL names one
+    def _resumes_several(self) -> bool:
+        """A resumed session that profiles several batch sizes (resumed by its name alone)."""
+        req = self.req
+        if not (req.resume and req.session):
+            return False
+        ex = self.store.get_session(req.session)
+        return ex is not None and ex.batch_sizes is not None
 
     def _resolve(self) -> None:
         req = self.req
@@ -328,11 +340,6 @@ class ProfileRun(RunBase):
                                "replay device --corpus F.csv is the workload)")
         self.existing = self._session()
         ex = self.existing
-        if req.resume and ex is not None and ex.batch_sizes is not None and not req.batch_part:
-            # one training run holds one batch size: a profile over several runs size by size
-            raise SessionError(f"session {ex.name!r} profiles batch sizes "
-                               f"{','.join(map(str, ex.batch_sizes))}: resume it with "
-                               f"ptui profile --session {ex.name} --resume")
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
         self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
@@ -363,6 +370,93 @@ class ProfileRun(RunBase):
         self.device_name = ex.device if ex else None
         self.user_script = bool(self.script)
 
+    def _refuse_with_sizes(self, batch_sizes) -> None:
+        """What a profile over several batch sizes cannot be combined with, refused up front."""
+        req = self.req
+        if req.batch_size is not None:
+            if batch_sizes is None:             # a resume: the sizes are the session's own
+                raise BatchError(f"session {req.session} profiles several batch sizes: resume it "
+                                 f"without --batch-size")
+            raise BatchError("give --batch-size or --batch-sizes, not both")
+        if req.strategy not in (None, "random", "active"):
+            raise BatchError(f"--batch-sizes profiles random (mode, batch size) pairs, every "
+                             f"--modes mode at each size, or (--strategy active) the pairs that "
+                             f"decide a goal; --strategy {req.strategy} is not supported with it")
+        if req.strategy == "active" and req.modes_csv:
+            raise BatchError("--strategy active chooses the (mode, batch size) pairs itself; "
+                             "drop --modes (or drop --strategy active to profile those modes)")
+        if (req.noise_scale is not None or req.samples_to_target) and req.strategy != "active":
+            raise BatchError("--noise-scale and --samples-to-target steer an active profile "
+                             "(--strategy active with a goal); a random profile does not use them "
+                             "(give them to ptui pareto --batch-sizes)")
+        if req.grid:
+            raise BatchError("--batch-sizes with --grid would profile the whole grid at every size; "
+                             "use --count N (random pairs) or --modes FILE")
+        if req.script and not any(PLACEHOLDER in a for a in req.script):
+            raise BatchError("--batch-sizes runs your command once per batch size: put {bs} where "
+                             "the batch size goes, e.g. -- python train.py --batch-size {bs}")
+
+    def _resolve_sizes(self, batch_sizes) -> None:
+        """The request of a profile over several batch sizes (_refuse_with_sizes), the session and
+        the sizes (a resume's are the session's own)."""
+        self._refuse_with_sizes(batch_sizes)
+        req = self.req
+        self.existing = first = self._session()
+        if req.resume:
+            assert first is not None            # _session: a resume names one that exists
+            recorded = first.batch_sizes
+            if recorded is None:
+                raise BatchError(f"session {req.session!r} profiles one batch size "
+                                 f"({first.batch_size}), not several: resume it without "
+                                 f"--batch-sizes")
+            if batch_sizes is not None and tuple(batch_sizes) != recorded:
+                raise BatchError(f"session {req.session!r} profiles batch sizes "
+                                 f"{','.join(map(str, recorded))}, not "
+                                 f"{','.join(map(str, batch_sizes))}; resume it with the same "
+                                 f"--batch-sizes (or start a new --session)")
+            batch_sizes = recorded
+            # a profile whose run ended done: resumed, it only writes its CSV (export), no device
+            self.finished = first.status == "done"
+            self.seed = req.seed if req.seed is not None else first.seed
+            wl = first.workload
+            if wl == "script" and not req.script and not self.finished:
+                raise SessionError("resume a script session with the same command after --")
+            if wl == "script" and req.script and not self.finished:
+                check_resume_command(first.params, req.script)     # the command with its {bs}
+            self.workload_name = req.workload or (None if wl == "script" else wl)
+        else:
+            if first is not None:
+                raise SessionError(f"session {req.session!r} already exists; add --resume to "
+                                   f"continue it or pick another --session name")
+            if not req.script and not req.workload:
+                raise SessionError("--workload is required (or your own training command after --)")
+            self.finished = False
+            self.seed = req.seed or 0
+            self.workload_name = req.workload
+        self.batch_sizes = tuple(batch_sizes)
+        self.what = "(mode, batch size) pairs"
+        self.device_name = first.device if first else None
+        self.recorded = False
+        self._at_size(self.batch_sizes[0])
+        self.workload = self._whole_workload()
+
+    def _whole_workload(self) -> Workload | None:
+        """Over several sizes: the catalog workload profiled (at the first size), None for a script."""
+        assert self.batch_sizes is not None
+        return get_workload(self.workload_name, self.batch_sizes[0]) if self.workload_name else None
+
+    def _at_size(self, b: int) -> None:
+        """Over several sizes: the run's size is b, its command the user's with b for {bs}."""
+        self.batch_size = b
+        self.script = [a.replace(PLACEHOLDER, str(b)) for a in self.req.script]
+        self.is_script = self.user_script = bool(self.script)
+        self.bs_stated = True                 # named in the session's name and rows
+        if self.script:
+            self.workload = script_workload(b, self.script)
+        else:
+            assert self.workload_name is not None     # a catalog workload when no script
+            self.workload = get_workload(self.workload_name, b)
+
     def _catalog_or_replayed(self, name: str | None) -> Workload:
         """A built-in workload, or on the replay device the recorded one: the corpus is the
         workload (named by its workload column or file name, at its batch size; a name of the
@@ -382,8 +476,9 @@ class ProfileRun(RunBase):
     @property
     def memory_checked(self) -> bool:
         """Whether a batch that does not fit is refused up front: a catalog workload's modelled
-        footprint (not a script's, not a recorded model the corpus shows running)."""
-        return not self.is_script and not self.recorded
+        footprint (not a script's, not a recorded model the corpus shows running); over several
+        sizes, prepare() leaves out those that do not fit instead."""
+        return not self.is_script and not self.recorded and self.batch_sizes is None
 
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind: str | None, device: str | None, root: str | None = "/",
@@ -395,37 +490,36 @@ class ProfileRun(RunBase):
             check_memory(get_device(board), self.workload, self.batch_size)
         return self._open_backend(kind, board, root, corpus or self.req.corpus)
 
-    def _spec(self, sp: dict):
+    def _spec(self, req: ProfileRequest, sp: dict):
         """The workload's spec for its roofline prior: the one a resumed session recorded (its plan
         continues as it started), else --workload-spec; None without one (the planner then starts
         from the bundled reference, as before the prior existed: the prior is asked for)."""
         if isinstance(sp.get("workload_spec"), dict):
             return WorkloadSpec.from_dict(sp["workload_spec"], "the session's workload spec")
-        if self.req.workload_spec:
-            return WorkloadSpec.from_json(self.req.workload_spec)
+        if req.workload_spec:
+            return WorkloadSpec.from_json(req.workload_spec)
         return None
 
-    def _plan(self, dev):
-        """The plan function for open_session and, for active profiling, the planner."""
-        req, be = self.req, self.backend
-        replay = be if isinstance(be, ReplayJetson) else None
-        sp = self.existing.params if self.existing and req.resume else {}
+    def _plan(self, dev, req: ProfileRequest, sp: dict):
+        """One size's plan function for open_session, its params and, for active profiling, the
+        planner.  `sp`: the params of the session (or part) resumed, {} for a new one."""
+        replay = self.backend if isinstance(self.backend, ReplayJetson) else None
         strategy = sp.get("strategy") or req.strategy or "random"
         cands = replay.candidates() if replay is not None else None    # recorded modes only
         goal_d = sp.get("goal") or {"budget_w": req.budget_w, "deadline_ms": req.deadline_ms,
                                     "objective": req.objective}
         goal = Goal(**goal_d) if any(v is not None for v in goal_d.values()) else None
         count = sp.get("count", req.count)
-        first = None
-        spec = self._spec(sp)
+        first, planner = None, None
+        spec = self._spec(req, sp)
         if not (req.modes_csv or req.grid or req.modes is not None):
             prior = None
             if strategy == "active" and spec is not None:
                 prior = RooflinePrior(dev, spec) if dev.name in BOARDS else None
-            first, self.planner = make_plan(dev, strategy, count=count, seed=self.seed,
-                                            candidates=cands, goal=goal,
-                                            reference=load_bundled() if strategy == "active" else None,
-                                            prior=prior)
+            first, planner = make_plan(dev, strategy, count=count, seed=self.seed,
+                                       candidates=cands, goal=goal,
+                                       reference=load_bundled() if strategy == "active" else None,
+                                       prior=prior)
         params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None,
                   **({"workload_spec": spec.as_dict()} if spec is not None else {})}
 
@@ -441,17 +535,20 @@ class ProfileRun(RunBase):
                 return choose_modes(dev, modes=cands) if cands else choose_modes(dev, grid=req.grid)
             assert first is not None            # planned above: no modes were given
             return first
-        return plan_fn, params
+        return plan_fn, params, planner
 
-    def prepare(self, backend: Backend | None = None) -> SessionInfo:
-        """Choose the training loop for the backend, open (or reopen) the session with its plan,
-        and build the profiler.  A backend that cannot train a catalog workload itself (a real board)
-        runs ptui's own plain-torch loop for it under the minibatch probe."""
+    def prepare(self, backend: Backend | None = None) -> SessionInfo | _Info:
+        """Open (or reopen) the session with its plan.  At one batch size, also choose the training
+        loop for the backend and build the profiler (_open_size); over several, each size's part
+        is opened when run() comes to it.  A backend that cannot train a catalog workload itself
+        (a real board) runs ptui's own plain-torch loop for it under the minibatch probe."""
         if backend is not None:
             self.backend = backend
         be = self.backend
         if be is None:
             raise SessionError("no backend to profile on")
+        if self.batch_sizes is not None:
+            return self._prepare_sizes(be.device)
         dev = be.device
         req, wl = self.req, self.workload
         assert wl is not None, "a finished script session is exported, not profiled"
@@ -464,6 +561,25 @@ class ProfileRun(RunBase):
                                f"with --backend replay --corpus F.csv")
         if self.memory_checked:
             check_memory(dev, wl, self.batch_size)
+        # a script's batch is what its own code feeds, unknown until measured: named only if stated
+        self.bs_stated = not self.user_script or bool(req.batch_size)
+        bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
+        self._name_session(f"{dev.name}-{wl.name}{bs_part}")
+        self.info = self._open_size(req, self.store, ex.params if ex and req.resume else None,
+                                    self.notes)
+        if self.planner is not None:
+            self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
+                              f"{self.planner.count} modes, stopping early once the decision is confident")
+        return self.info
+
+    def _open_size(self, req: ProfileRequest, store, resumed: dict | None,
+                   notes: list[str]) -> SessionInfo:
+        """One size's part of prepare(): its training loop, plan and params, the session (or its
+        part at this size, `store`) opened with them (`resumed`: the params of the one resumed,
+        None: a new one), the script's source and log, the profiler and the pool."""
+        be = self.backend
+        assert be is not None and self.name is not None and self.workload is not None
+        dev, wl = be.device, self.workload
         if not self.is_script and not be.trains_builtin:
             if wl.name not in BUILTIN:
                 raise SessionError(
@@ -471,13 +587,9 @@ class ProfileRun(RunBase):
                     f"{', '.join(BUILTIN)}); profile your own script: ptui profile ... -- python train.py")
             self.script = [sys.executable, "-m", "ptui.probe.loops", wl.name,
                            "--batch-size", str(self.batch_size)]
-        # a script's batch is what its own code feeds, unknown until measured: named only if stated
-        self.bs_stated = not self.user_script or bool(req.batch_size)
-        bs_part = f"-bs{self.batch_size}" if self.bs_stated else ""
-        self._name_session(f"{dev.name}-{wl.name}{bs_part}")
-        assert self.name is not None
-        plan_fn, plan_params = self._plan(dev)
-        params = {"out": str(self.out), **plan_params, **req.params}
+        plan_fn, plan_params, planner = self._plan(dev, req, resumed or {})
+        out = req.out if req.out is not None else profile_csv(self.name)
+        params = {"out": str(out), **plan_params, **req.params}
         if self.user_script:
             params["command"] = self.script
             params.setdefault("batch_size_stated", self.bs_stated)
@@ -486,67 +598,246 @@ class ProfileRun(RunBase):
                                        f"(REPLAYED from {be.corpus_path.name})")
         if req.time_basis != "auto":
             params["time_basis"] = req.time_basis
-        self.info = open_session(self.store, self.name, resume=req.resume, device=dev, workload=wl,
-                                 seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
-                                 original_mode=be.current_mode(), params=params)
-        self._locked = True                   # open_session took the session's lock
-        todo = len(self.info.plan) - self.info.n_done
+        info = open_session(store, self.name, resume=resumed is not None, device=dev, workload=wl,
+                            seed=self.seed, backend_kind=be.kind, plan_fn=plan_fn,
+                            original_mode=be.current_mode(), params=params)
+        self._size_locked = True              # open_session took the session's lock
+        todo = len(info.plan) - info.n_done
         bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
-        self.notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
-                          f"({be.kind}); {len(self.info.plan)} modes, {self.info.n_done} done, "
-                          f"{todo} to go")
+        notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
+                     f"({be.kind}); {len(info.plan)} modes, {info.n_done} done, {todo} to go")
         if self.script:
-            self.log = script_log(f"{self.name}@bs{self.batch_size}" if req.batch_part
-                                        else self.name)
+            self.log = script_log(self.name if self.batch_sizes is None
+                                  else f"{self.name}@bs{self.batch_size}")
             cfg0 = ProfileConfig()
             name = self.name
             self.source = ScriptSource(be, self.script, self.log,
                                        first_step_timeout=req.startup_timeout, notify=self.notify,
-                                       on_info=lambda d: self.store.merge_params(name, d),
+                                       on_info=lambda d: store.merge_params(name, d),
                                        steps_per_mode=cfg0.min_minibatches + 2, modes_todo=todo)
-            self.notes.append(f"running {' '.join(self.script)!r} under the optimizer-step probe; "
-                              f"its output goes to {self.log}")
+            notes.append(f"running {' '.join(self.script)!r} under the optimizer-step probe; "
+                         f"its output goes to {self.log}")
             if be.simulated:
-                self.notes.append(f"no Jetson: the profile is a {WHATIF_LABEL}; the script runs only "
-                                  f"until its model is measured and a few steps are timed on this machine")
+                notes.append(f"no Jetson: the profile is a {WHATIF_LABEL}; the script runs only "
+                             f"until its model is measured and a few steps are timed on this machine")
             else:
-                self.notes.append(steps_note(cfg0.min_minibatches, todo))
-        self.profiler = Profiler(be, wl, self.store, self.name,
+                notes.append(steps_note(cfg0.min_minibatches, todo))
+        else:
+            self.source, self.log = None, None
+        if self.batch_sizes is None:          # over several sizes the pairs are chosen by run()
+            self.planner = planner
+        self.profiler = Profiler(be, wl, store, self.name,
                                  ProfileConfig(sample_interval=req.sample_interval),
-                                 source=self.source, planner=self.planner)
+                                 source=self.source, planner=planner)
         self.profiler.control = self.control
         self.profiler.notify = self.notify
-        self._send_to_pool(be)
-        self.profiler.time_basis = self.info.params.get("time_basis") or req.time_basis
-        if self.planner is not None:
-            self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
-                              f"{self.planner.count} modes, stopping early once the decision is confident")
-        return self.info
+        self._send_to_pool(be, info, notes)
+        self.profiler.time_basis = info.params.get("time_basis") or req.time_basis
+        return info
 
-    def _send_to_pool(self, be: Backend) -> None:
+    def _send_to_pool(self, be: Backend, info: SessionInfo, notes: list[str]) -> None:
         """With a fleet's pool configured ($PTUI_POOL), every finished row also goes there, right
         after the session store committed it (and the rows a killed run finished before it could
         send them); a pool that cannot be reached is said, and the profile goes on without it."""
-        assert self.profiler is not None and self.info is not None and self.name is not None
+        assert self.profiler is not None and self.name is not None
         try:
-            store, pool = pooling_store(self.profiler.store, device=be.device, workload=self.info.workload,
+            store, pool = pooling_store(self.profiler.store, device=be.device, workload=info.workload,
                                         batch_size=self.batch_size, simulated=bool(be.simulated),
                                         notify=self.notify)
         except PoolError as e:
-            self.notes.append(f"warning: {e}; this profile is not sent to the pool (send it later "
-                              f"with ptui pool push)")
+            notes.append(f"warning: {e}; this profile is not sent to the pool (send it later "
+                         f"with ptui pool push)")
             return
         if pool is None:
             return
         self._pool = pool
         self.profiler.store = store
         store.sync(self.name)
-        self.notes.append(f"each finished row also goes to the pool {pool.where} as board "
-                          f"{store.board!r}")
+        notes.append(f"each finished row also goes to the pool {pool.where} as board "
+                     f"{store.board!r}")
+
+    # -- set-up over several batch sizes ------------------------------------------------------------
+    def _memory(self, dev) -> list[int]:
+        """The sizes that fit; notes the largest batch that fits and what does not."""
+        assert self.backend is not None and self.batch_sizes is not None
+        if self.workload_name is None:          # a script: known only once it runs
+            if self.backend.simulated:
+                self.notes.append("memory: a script's footprint is measured when it runs; a size that "
+                                  "does not fit fails the profile at that size (out of memory)")
+            else:
+                self.notes.append("memory: your script's footprint is not known up front; a batch "
+                                  "size that runs out of memory fails the profile at that size")
+            return list(self.batch_sizes)
+        w = get_workload(self.workload_name)
+        big = largest_batch(dev, w)
+        how = "modelled" if self.backend.simulated else "modelled estimate, not measured on the board"
+        ok = [b for b in self.batch_sizes if b <= big]
+        self.notes.append(f"memory: {memory_gb(dev):.1f} GB for training on {dev.name}; largest "
+                          f"{w.name} batch that fits: {big} ({how})")
+        bad = [b for b in self.batch_sizes if b > big]
+        if bad:
+            need = float(footprint_gb(w, bad[0]))
+            if not ok:
+                raise BatchError(f"none of the batch sizes {','.join(map(str, self.batch_sizes))} fits: "
+                                 f"batch {bad[0]} needs {need:.1f} GB of {memory_gb(dev):.1f} GB; "
+                                 f"the largest that fits is {big}")
+            self.notes.append(f"not profiled: batch size{'s' if len(bad) > 1 else ''} "
+                              f"{','.join(map(str, bad))} (does not fit: batch {bad[0]} needs "
+                              f"{need:.1f} GB)")
+        return ok
+
+    def _pairs(self, dev, sizes: list[int], n: int | None = None) -> dict[int, list[Mode]]:
+        """Random pairs over the joint space, or every --modes mode at every size."""
+        req = self.req
+        if req.modes_csv:
+            modes = read_modes(req.modes_csv, dev)
+            return {b: list(modes) for b in sizes}
+        space = len(sizes) * len(dev.pt_grid())
+        n = 50 if n is None else n
+        if not 1 <= n <= space:
+            raise SessionError(f"--count must be between 1 and {space} (mode, batch size) pairs "
+                               f"for {dev.name}, got {n}")
+        return random_pairs(dev, sizes, n, self.seed)
+
+    def _prepare_sizes(self, dev) -> _Info:
+        """prepare() over several sizes: the sizes that fit, and the session with its pairs."""
+        assert self.backend is not None
+        req = self.req
+        if self.backend.kind == "replay":
+            raise BatchError("the replay device replays a profile recorded at one batch size; "
+                             "--batch-sizes needs the simulator or a board")
+        sizes = self._memory(dev)
+        if req.resume:                          # the first run's way of drawing pairs
+            first = self.existing
+            assert first is not None
+            if first.device != dev.name:
+                raise SessionError(f"session {first.name!r} was profiled on {first.device}, "
+                                   f"not {dev.name}")
+            self.how = first.params.get("pairs", "random")
+            self.count = first.params.get("pairs_count")
+        else:
+            self.how = ("modes" if req.modes_csv else
+                        "active" if req.strategy == "active" else "random")
+            self.count = req.count if req.count is not None else (ACTIVE_COUNT if self.how == "active"
+                                                                  else 50)
+        if self.how == "active":
+            return self._prepare_active(dev, sizes)
+        if self.how == "modes" and req.resume:
+            ex = self.existing
+            assert ex is not None
+            first_size = ex.plan_sizes[0] if ex.plan_sizes else None
+            fresh = {b: [m for m, bb in zip(ex.plan, ex.plan_sizes) if bb == first_size]
+                     for b in sizes}
+        elif self.how == "modes":
+            fresh = self._pairs(dev, sizes)
+        else:
+            fresh = self._pairs(dev, sizes, self.count)
+        self._name(dev)
+        self._plan_pairs(dev, sizes, fresh)
+        info = self.store.get_session(self.name)
+        total, done = len(info.plan), info.n_done
+        self.info = _Info([None] * total, done)
+        wl = self.workload_name or "script"
+        self.notes.append(f"session {self.name}: {wl} at batch sizes "
+                          f"{','.join(map(str, sizes))} on {dev.name} ({self.backend.kind}); "
+                          f"{total} (mode, batch size) pairs, {done} done, {total - done} to go")
+        return self.info
+
+    def _name(self, dev) -> None:
+        assert self.batch_sizes is not None
+        wl = self.workload_name or "script"
+        self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
+        assert self.name is not None
+        lock_session(self.name)                 # held by this run until close()
+        self._locked = True
+
+    def _plan_pairs(self, dev, sizes: list[int], fresh: dict[int, list[Mode]]) -> None:
+        """Store the plan: every size's pairs (in the order a training run at that size profiles
+        them), in a new session, or, resumed, for a size that has none stored yet (the sizes a
+        store of ptui before version 1 had not reached when its run stopped)."""
+        assert self.name is not None and self.backend is not None and self.batch_sizes is not None
+        ex = self.store.get_session(self.name) if self.req.resume else None
+        todo = [(b, choose_modes(dev, modes=fresh[b])) for b in sizes
+                if fresh.get(b) and (ex is None or b not in ex.plan_sizes)]
+        if ex is not None:
+            for b, mine in todo:
+                self.store.extend_plan(self.name, mine, b)
+            self.store.set_status(self.name, "running")
+            return
+        plan = [m for _, mine in todo for m in mine]
+        plan_sizes = [b for b, mine in todo for _ in mine]
+        params = {"batch_sizes": list(self.batch_sizes), "pairs": self.how,
+                  "pairs_count": self.count, "out": str(self.out), "per_size": {},
+                  **({"goal": self.goal.as_dict(), "relation": self.rel_spec}
+                     if self.how == "active" else {}),
+                  **({"command": list(self.req.script)} if self.req.script else {}),
+                  **self.req.params}
+        self.store.create_session(
+            self.name, device=dev.name, workload=self.workload_name or "script",
+            batch_size=plan_sizes[0] if plan_sizes else sizes[0], seed=self.seed,
+            backend=self.backend.kind, plan=plan, plan_sizes=plan_sizes, params=params,
+            original_mode=self.backend.current_mode())
+
+    def _prepare_active(self, dev, sizes: list[int]) -> _Info:
+        """Active over the joint space: the goal, the samples-to-target relation and the count are
+        the session's (a resume takes them from the store); the planner's space-filling start is
+        the session's first plan, later pairs are chosen one at a time as the profile runs."""
+        assert self.backend is not None and self.batch_sizes is not None and self.count is not None
+        req = self.req
+        if len(sizes) < 2:                      # say why, before the planner's general refusal
+            if len(self.batch_sizes) < 2:
+                raise BatchError("active profiling over batch sizes needs at least two sizes: "
+                                 "give --batch-sizes B1,B2,...")
+            dropped = [n for n in self.notes if n.startswith(("not profiled: batch", "memory:"))]
+            raise BatchError(f"active profiling over batch sizes needs at least two sizes that fit; "
+                             f"only {','.join(map(str, sizes)) or 'none'} of "
+                             f"{','.join(map(str, self.batch_sizes))} does ("
+                             + "; ".join(dropped) + ")")
+        if req.resume:
+            assert self.existing is not None
+            first = self.existing.params
+            goal, rel_spec = Goal(**first["goal"]), first.get("relation") or {}
+        else:
+            goal = Goal(budget_w=req.budget_w, deadline_ms=req.deadline_ms, objective=req.objective)
+            stt = req.samples_to_target        # stored absolute: a resume may run from elsewhere
+            rel_spec = {"noise_scale": req.noise_scale,
+                        "samples_to_target": None if stt is None else str(Path(stt).resolve())}
+            space = len(sizes) * len(dev.pt_grid())
+            if not ACTIVE_MIN <= int(self.count) <= space:
+                raise SessionError(f"--count must be between {ACTIVE_MIN} and {space} (mode, batch "
+                                   f"size) pairs here (a fit over batch sizes needs {ACTIVE_MIN}), "
+                                   f"got {self.count}")
+        rel = relation(rel_spec.get("samples_to_target"), rel_spec.get("noise_scale"))
+        self.goal, self.rel_spec = goal, rel_spec
+        self.planner = ActivePlanner(dev, Space.joint(dev.pt_grid(), sizes, rel), goal,
+                                     count=int(self.count), reference=load_bundled(), seed=self.seed)
+        self._name(dev)
+        start = self.planner.initial()
+        self._plan_pairs(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
+        done = self.store.get_session(self.name).n_done
+        self.info = _Info([None] * int(self.count), done)
+        wl = self.workload_name or "script"
+        how = ("throughput only: no --samples-to-target or --noise-scale" if rel.throughput_only
+               else f"time to target by the {rel.source}")
+        self.notes.append(f"session {self.name}: {wl} at batch sizes {','.join(map(str, sizes))} "
+                          f"on {dev.name} ({self.backend.kind}); active profiling for the goal "
+                          f"'{goal.describe_per_target()}' ({how}): up to "
+                          f"{self.count} (mode, batch size) pairs, {done} done, stopping early once "
+                          f"the decision is confident")
+        return self.info
+
+    def _size_request(self, b: int) -> ProfileRequest:
+        """Over several sizes: the request of size b's part, its planned pairs as given modes."""
+        info = self.store.get_session(self.name)
+        return replace(self.req, modes_csv=None, grid=None, count=None, strategy="random",
+                       modes=[m for m, bb in zip(info.plan, info.plan_sizes) if bb == b],
+                       out=None, params={})
 
     def _resume_args(self) -> tuple[list[str], list[str] | None]:
-        """What a resume adds to --session NAME --resume: options before --out (the replay device's),
-        and the user's command after -- (None: no script)."""
+        """What a resume adds to --session NAME --resume: options before --out (the sizes, the
+        replay device's), and the user's command after -- (None: no script)."""
+        if self.batch_sizes is not None:
+            return ["--batch-sizes", ",".join(map(str, self.batch_sizes))], self.req.script or None
         be = self.backend
         replay = ["--backend", "replay", "--corpus", str(be.corpus_path)] \
             if isinstance(be, ReplayJetson) else []
@@ -555,7 +846,14 @@ class ProfileRun(RunBase):
     # -- running ------------------------------------------------------------------------------------
     @property
     def progress(self) -> Progress | None:
-        return self.profiler.progress if self.profiler else None
+        """The running size's progress; over several sizes counted over the whole profile, with
+        its batch size (None between sizes)."""
+        p = self.profiler.progress if self.profiler else None
+        if p is None or self.batch_sizes is None:
+            return p
+        assert self.info is not None
+        return replace(p, done=self._base + p.done, total=len(self.info.plan),
+                       batch_size=self.batch_size)
 
     def _label(self) -> str:
         be = self.backend
@@ -570,41 +868,152 @@ class ProfileRun(RunBase):
         return "simulated" if be.simulated else ""
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:
-        """Profile every remaining mode; the device is back in its original mode afterwards.
-        The CSV holds every finished mode, whatever happened (never written before one finished;
-        a file there that ptui did not write for this session is kept aside)."""
-        if self.profiler is None:
+        """Profile every remaining point, size by size; the device is back in its original mode
+        afterwards.  The CSV holds every finished point, whatever happened (never written before
+        one finished; a file there that ptui did not write for this session is kept aside)."""
+        if self.info is None:
             self.prepare()
         # prepare() made them (or raised)
-        assert self.profiler is not None and self.info is not None and self.name is not None
-        assert self.backend is not None
+        assert self.info is not None and self.name is not None and self.backend is not None
+        several = self.batch_sizes is not None
         wall0 = time.perf_counter()
-        status, error, interrupted, stopped_by = "failed", None, False, ""
+        if several:
+            self.simulated = self.backend.simulated
+        status, error, interrupted, label, note = "failed", None, False, "", ""
         saved, n_rows, unsaved, dev_s = "", 0, None, 0.0
+        self._stopped_by = ""
         try:
             try:
-                self._locked = False           # Profiler.run lets the session go when it ends
-                self.profiler.run(self.info, on_progress)
-                status = "done"
-            except ProfileAborted:
-                status = "aborted"
-            except KeyboardInterrupt as e:
+                status, error, interrupted, label = self._run_sizes(on_progress)
+            except KeyboardInterrupt as e:   # Ctrl-C between pairs (choosing one, opening a
+                # size's part): the board is in its original mode (each size's run restores it)
                 status, interrupted = "aborted", True
-                stopped_by = getattr(e, "name", "Ctrl-C")
-            except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
-                error = e
+                self._stopped_by = getattr(e, "name", "Ctrl-C")
             finally:
-                n_rows, saved, unsaved = self._save(status)
+                if several:
+                    self.profiler = None
+                    self.workload = self._whole_workload()
+                    self.store.set_status(self.name, status)    # done: a later --resume only exports
                 dev_s = self._device_s()
-            note = self.time_note()
+                n_rows, saved, unsaved = self._save(status)
+            if not several:
+                note = self.time_note()
         finally:
-            label = self._label() if self.backend is not None else ""
             self.close()
-        be = self.backend                  # figures a live board did not give: said so
-        simulated = be.not_live or (self.source is not None
-                                    and getattr(self.source, "workload", None) is not None)
-        return self._outcome(status, wall0, n_rows, unsaved, dev_s, simulated, error, interrupted,
-                             stopped_by, saved, label, note)
+        return self._outcome(status, wall0, n_rows, unsaved, dev_s, self._simulated(), error,
+                             interrupted, self._stopped_by, saved, label, note,
+                             planner_said=not several or status == "done")
+
+    def _simulated(self) -> bool:
+        """The figures are not a live board's: simulated, emulated, a what-if."""
+        be = self.backend
+        assert be is not None
+        if self.batch_sizes is not None:
+            return bool(self.simulated)
+        return be.not_live or (self.source is not None
+                               and getattr(self.source, "workload", None) is not None)
+
+    def _run_sizes(self, on_progress) -> tuple[str, BaseException | None, bool, str]:
+        """Profile the session size by size: (status, error, interrupted, label).  At one size
+        the size prepare() opened; over several the sizes with pairs left (for active profiling
+        its start), then the pairs the planner chooses one at a time."""
+        if self.batch_sizes is None:
+            assert isinstance(self.info, SessionInfo)
+            return (*self._run_size(self.info, on_progress), self._label())
+        assert self.info is not None
+        total = len(self.info.plan)
+        status, error, interrupted = "done", None, False
+        assert self.backend is not None
+        label = "simulated" if self.backend.simulated and not self.req.script else ""
+        self._pending, self._stopped = None, False
+        for b in self._sizes_left():            # the drawn pairs; for active, the start
+            status, error, interrupted, lab = self._size(b, on_progress, total, quiet=False)
+            label = lab or label
+            if status != "done":
+                return status, error, interrupted, label
+        while self.how == "active" and not self._stopped:   # then one chosen pair at a time
+            assert self.planner is not None
+            nxt = self._pending or self.planner.next_mode(self._rows())
+            self._pending = None
+            if nxt is None:
+                break
+            m, b = nxt
+            self.store.extend_plan(self.name, [m], b)   # committed before it runs: a resume runs it
+            status, error, interrupted, lab = self._size(b, on_progress, total, quiet=True,
+                                                         stay=True)
+            label = lab or label
+            if status != "done":
+                break
+        return status, error, interrupted, label
+
+    def _run_size(self, info: SessionInfo, on_progress) -> tuple[str, BaseException | None, bool]:
+        """Run the profiler over one size's remaining points: (status, error, interrupted); what
+        stopped it is self._stopped_by."""
+        assert self.profiler is not None
+        self._stopped_by = ""
+        try:
+            self._size_locked = False          # Profiler.run lets the session go when it ends
+            self.profiler.run(info, on_progress)
+            return "done", None, False
+        except ProfileAborted:
+            return "aborted", None, False
+        except KeyboardInterrupt as e:
+            self._stopped_by = getattr(e, "name", "Ctrl-C")
+            return "aborted", None, True
+        except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
+            return "failed", e, False
+
+    def _sizes_left(self) -> list[int]:
+        """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
+        assert self.batch_sizes is not None
+        info = self.store.get_session(self.name)
+        done = {g for g, _ in self.store.results(self.name)}
+        left = {b for g, b in enumerate(info.plan_sizes) if g not in done}
+        order = list(self.batch_sizes) + sorted(set(info.plan_sizes) - set(self.batch_sizes))
+        return [b for b in order if b in left]
+
+    def _rows(self) -> list[dict]:
+        """Every measured pair of the profile, with its batch size (in a fixed order: by size,
+        then as profiled), for the active planner; time_ms is the median step or the whole cycle,
+        as --time decides (csvio.choose_time)."""
+        rows = [r for _, r in sorted(self.store.results(self.name),
+                                     key=lambda x: (x[1]["batch_size"], x[0]))]
+        return with_time(rows, choose_time(rows, self.req.time_basis).basis)
+
+    def _size(self, b: int, on_progress, total: int, *, quiet: bool, stay: bool = False):
+        """Profile the pairs of one batch size (its plan, or what a resume left of it), as a part
+        of the session: (status, error, interrupted, label).  stay: the active planner extends it
+        while the next pair it chooses has the same size."""
+        assert self.name is not None
+        part = self.store.part(self.name, b)
+        resumed = part.get_session(self.name)
+        self._at_size(b)
+        if not self.is_script:                  # the sizes that do not fit were left out
+            assert self.backend is not None and self.workload is not None
+            check_memory(self.backend.device, self.workload, b)
+        notes: list[str] = []
+        try:
+            info = self._open_size(self._size_request(b), part,
+                                   None if resumed is None else resumed.params, notes)
+        except BaseException:
+            self._close_size()
+            raise
+        if not quiet:                           # the whole profile's session note said it
+            for note in notes[1:]:
+                self.notify(note)
+        assert self.profiler is not None
+        if stay:
+            self.profiler.planner = _SameSize(self, b)
+        base = self._base = self.store.get_session(self.name).n_done - info.n_done
+
+        def show(p):
+            if on_progress is not None:
+                on_progress(replace(p, done=base + p.done, total=total, batch_size=b))
+        try:
+            return (*self._run_size(info, show), self._label())
+        finally:
+            self.profiler = None
+            self._close_size()
 
     def time_note(self) -> str:
         """The warning for a profile whose wall time goes largely outside the timed steps."""
@@ -612,29 +1021,123 @@ class ProfileRun(RunBase):
         return outside_warning(rows, self.profiler.time_basis if self.profiler else self.req.time_basis)
 
     def save(self) -> tuple[int, str]:
-        """Write the session's finished modes to the CSV (a batch size's part writes none: the
-        profile over several sizes writes its own)."""
+        """Write the session's finished points to the CSV: at one size its modes; over several
+        every pair, size by size (a batch_size column; peak_mem_gb from the simulator's memory
+        model)."""
         assert self.name is not None          # prepare() or export() named the session
-        n_rows = len(profile_rows(self.store, self.name))
-        if self.req.batch_part:
-            return n_rows, ""
-        if n_rows and isinstance(self.out, Path):
+        header: tuple[str, ...]
+        if self.batch_sizes is None:
+            rows, header, one = profile_rows(self.store, self.name), PROFILE_HEADER, "mode"
+        else:
+            rows, header, one = self._pair_rows(), PROFILE_HEADER + (PEAK_COL,), "pair"
+        if not rows:
+            return 0, f"no {one} finished yet, {self.out} not written"
+        if isinstance(self.out, Path):
             self.out.parent.mkdir(parents=True, exist_ok=True)
-        return n_rows, save_profile(self.out, self.store, self.name)
+        moved = keep_aside(self.out, self.name)
+        write_csv(self.out, header, rows)
+        kept = f" (the file that was there is kept as {moved})" if moved else ""
+        return len(rows), f"{len(rows)} finished {self.what} saved to {self.out}{kept}"
+
+    def _pair_rows(self) -> list[list[str]]:
+        """Every finished pair as CSV cells, size by size, with its modelled peak memory."""
+        assert self.name is not None
+        rows = []
+        info = self.store.get_session(self.name)
+        for b in sorted(set(info.plan_sizes)):
+            part = self.store.part(self.name, b)
+            if part.get_session(self.name) is None:      # not started at this size yet
+                continue
+            peak = ""
+            if self.simulated and self.workload_name:
+                peak = fmt_value(float(footprint_gb(get_workload(self.workload_name, b))))
+            # a part has the Store methods profile_rows reads (its rows, its size's params)
+            rows += [list(r) + [peak] for r in profile_rows(part, self.name)]  # type: ignore[arg-type]
+        return rows
 
     def _elsewhere(self, status: str) -> str:
         assert self.name is not None
+        if self.batch_sizes is not None:
+            return self.resume_hint("elsewhere.csv")
         script = self.script if self.user_script and status != "done" else None
         return resume_command(self.name, "elsewhere.csv", script or None)
 
-    def close(self) -> None:
-        """Close what this run opened (the CLI's backend, its own store connection) and let go of
-        its session (prepare() took the session's lock; a run that never started, or failed
-        before it did, must not keep it from a later --resume)."""
-        super().close()
+    def _close_size(self) -> None:
+        """Let go of what the running size holds: its hold on the session's lock, its pool."""
+        if self._size_locked:
+            assert self.name is not None
+            unlock_session(self.name)
+            self._size_locked = False
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    def close(self) -> None:
+        """Close what this run opened (the CLI's backend, its own store connection, the running
+        size's pool) and let go of its session (prepare() took the session's lock; a run that never
+        started, or failed before it did, must not keep it from a later --resume)."""
+        self._close_size()
+        if self._locked:
+            assert self.name is not None
+            unlock_session(self.name)
+            self._locked = False
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self._own_backend = False
+        if self._own_store:
+            self.store.close()
+            self._own_store = False
+
+
+@dataclass
+class _Info:
+    """What prepare() returns over several sizes: the whole profile's plan (its length) and done."""
+    plan: list
+    n_done: int
+
+
+class _SameSize:
+    """The planner one size's run goes on with during active profiling over batch sizes: it goes
+    on while the whole profile's planner chooses a pair of its own size, and otherwise ends that
+    run, leaving the chosen pair (or the stop) to the whole profile."""
+
+    def __init__(self, whole: ProfileRun, b: int) -> None:
+        assert whole.planner is not None
+        self.whole, self.b = whole, b
+        self.count, self.goal = whole.planner.count, whole.planner.goal
+
+    def next_mode(self, _rows):
+        assert self.whole.planner is not None
+        nxt = self.whole.planner.next_mode(self.whole._rows())
+        if nxt is None:
+            self.whole._stopped = True
+            return None
+        if int(nxt[1]) == self.b:
+            return nxt[0]
+        self.whole._pending = nxt
+        return None
+
+
+def profile_run(req: ProfileRequest, batch_sizes: tuple[int, ...] | None = None, *,
+                notify: Callable[[str], None] | None = None,
+                control: Control | None = None) -> ProfileRun:
+    """The run of a profile request, the one entry of the CLI and the app: over several batch
+    sizes (`batch_sizes`, or a resumed session that profiles several) or one."""
+    return ProfileRun(req, batch_sizes, notify=notify, control=control)
+
+
+def random_pairs(dev, sizes, n: int, seed: int) -> dict[int, list[Mode]]:
+    """n (mode, batch size) pairs drawn at random over PowerTrain's grid x the sizes (the draw a
+    profile with this seed makes), by batch size."""
+    space = [(m, b) for b in sizes for m in dev.pt_grid()]
+    pairs = random.Random(seed).sample(space, n)
+    return {b: [m for m, bb in pairs if bb == b] for b in sizes}
+
+
+def estimate_pairs_device_s(dev, workload, pairs: dict[int, list[Mode]]) -> float:
+    """Rough device time of profiling these pairs (estimate_device_s at each size)."""
+    return sum(estimate_device_s(dev, workload.with_batch(b), ms) for b, ms in pairs.items() if ms)
+
 
 
 def check_recorded(modes: list[Mode], recorded, corpus: str, what: str = "--modes") -> None:
