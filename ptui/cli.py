@@ -67,6 +67,18 @@ def cmd_modes(a) -> int:
     return EXIT_OK
 
 
+def _check_profile(a, req, sizes) -> None:
+    """What `ptui profile` refuses before its session store opens: knobs of a profile over batch
+    sizes given without --batch-sizes, and a catalogue workload that does not fit in memory (a
+    script, a resumed session or a replayed corpus is checked by its run)."""
+    if sizes is None and (req.noise_scale is not None or req.samples_to_target):
+        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
+                       "profile over batch sizes)")
+    if a.device and a.workload and sizes is None and not (a.command_line or a.resume or a.corpus):
+        w = core.get_workload(a.workload, a.batch_size or 16)
+        core.check_memory(core.get_device(a.device), w, w.batch_size)
+
+
 def cmd_profile(a) -> int:
     req = core.ProfileRequest(
         workload=a.workload, batch_size=a.batch_size, count=a.count, modes_csv=a.modes, grid=a.grid,
@@ -77,13 +89,7 @@ def cmd_profile(a) -> int:
         samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus,
         time_basis=a.time, workload_spec=getattr(a, "workload_spec", None))
     sizes = getattr(a, "batch_sizes", None)
-    if sizes is None and (req.noise_scale is not None or req.samples_to_target):
-        raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
-                       "profile over batch sizes)")
-    if a.device and a.workload and sizes is None and not a.command_line and not a.resume \
-            and not a.corpus:                   # a replayed corpus: the replay run decides
-        w = core.get_workload(a.workload, a.batch_size or 16)
-        core.check_memory(core.get_device(a.device), w, w.batch_size)   # before the session store opens
+    _check_profile(a, req, sizes)
     run = core.profile_run(req, sizes, notify=_info)
     if getattr(run, "finished", False):           # nothing left to profile: the CSV, no device
         res = run.export(a.device)
