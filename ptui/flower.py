@@ -629,6 +629,7 @@ class PtuiFleet(Strategy):
         self._priors: dict[str, tuple[list[float], list[float]]] = {}
         self.history: list[dict] = []          # one entry per round: per-node figures and totals
         self.last_budgets: dict[int, float] = {}
+        self.last_split: dict[int, tuple[str, str]] = {}
         self.last_predicted_w: float | None = None
 
     # -- what the fleet knows of its nodes ---------------------------------------------------------
@@ -727,6 +728,8 @@ class PtuiFleet(Strategy):
                 self.log(f"ptui fleet round {server_round}: the cap {self.cap_w:g} W is below the "
                          f"fleet's least predicted power {pred:.1f} W; each node gets its least")
         self.last_budgets = budgets
+        # what each node's share was split by: the device and the curve's source, for the history
+        self.last_split = {n: (self.device_of(n), self.split_by(n)) for n in budgets}
         out = []
         for m in msgs:
             n = m.metadata.dst_node_id
@@ -784,6 +787,9 @@ class PtuiFleet(Strategy):
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
                          "budget_w": self.last_budgets.get(n), "simulated": bool(met["ptui-simulated"]),
+                         "split_device": self.last_split.get(n, (None, None))[0],
+                         "split_by": self.last_split.get(n, (None, None))[1],
+                         "w_n": int(met.get("ptui-w-n", 0)), "w_settled": bool(met.get("ptui-w-settled", 0)),
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),

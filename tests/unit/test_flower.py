@@ -344,8 +344,11 @@ def test_ten_virtual_jetsons_in_flowers_simulation(tmp_path):
         assert len(rows) == 10 and not [x for x in rows if "error" in x]
         assert {x["device"] for x in rows} == {"orin-agx", "xavier-agx", "orin-nano"}
         assert rnd["fleet"]["predicted_w"] <= 150.0 and all(x["simulated"] for x in rows)
-    # round 1 is split by one prior for all (the server has not heard from the nodes), round 2 by
-    # the fronts they sent: round 1's picks are a feasible split of round 2's, so it is no slower
+    # round 1 is split by each node's device (asked before the round: a fresh data directory, no
+    # model yet, so its device's prior), round 2 by the fronts they sent: round 1's picks are a
+    # feasible split of round 2's, so it is no slower
+    for x in doc["rounds"][0]["nodes"]:
+        assert x["split_device"] == x["device"] and x["split_by"] == "its device's prior", x
     first, second = (rnd["fleet"]["predicted_s"] for rnd in doc["rounds"])
     assert second <= first
 
