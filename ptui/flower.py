@@ -40,9 +40,19 @@ from . import core
 BUDGET_KEY, DEADLINE_KEY, OBJECTIVE_KEY = "power-budget-w", "deadline-s", "objective"
 STEPS_KEY = "ptui-steps"          # minibatches the round trains (round config or node config 'steps')
 RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, backend, goal, model, notes
+QUERY = "query.ptui"              # the message type the strategy asks each node's board and model with
+QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' answers (a SuperNode of
+                                  # the Deployment Engine starts a ClientApp process per message: ~10 s)
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
-           "ptui-feasible", "ptui-applied", "ptui-host-s")
+           "ptui-feasible", "ptui-applied", "ptui-host-s", "ptui-w-n", "ptui-w-span-s", "ptui-w-settled",
+           "ptui-settle-s")
+# the round's watts are the mean of the readings taken once the board's power settled in the round's
+# mode: the last SETTLE_WINDOW_S seconds of readings within SETTLE_TOL of their mean, no sooner than
+# SETTLE_MIN_S after the mode read back (the profiler's rule, over a time window so that it does not
+# depend on the sampling interval).  A board settles over ~2-3 s (the simulator's and the
+# emulator's tau 0.6 s; a real board's DVFS and the INA3221's own averaging)
+SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
@@ -200,10 +210,14 @@ class PowerMod:
     def _say(self, text: str) -> None:
         (self.say or core.LOG.info)(text)
 
-    def node_for(self, ctx: Context) -> Node:
+    def spec_for(self, ctx: Context) -> NodeSpec:
         spec = NodeSpec.of(ctx.node_config, self.defaults)
         if self.devices and "device" not in ctx.node_config and "partition-id" in ctx.node_config:
             spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
+        return spec
+
+    def node_for(self, ctx: Context) -> Node:
+        spec = self.spec_for(ctx)
         key = (ctx.node_id, *spec.key)        # each node its own board (a simulated one is per node)
         with self._opening:
             node = self.nodes.get(key)
@@ -212,11 +226,56 @@ class PowerMod:
         return node
 
     def __call__(self, msg: Message, ctx: Context, call_next) -> Message:
+        if msg.metadata.message_type == QUERY and not msg.has_error():
+            return self.answer(msg, ctx)
         if msg.metadata.message_type != MessageType.TRAIN or msg.has_error():
             return call_next(msg, ctx)
         node = self.node_for(ctx)
         with node.lock:
             return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say)
+
+
+    def answer(self, msg: Message, ctx: Context) -> Message:
+        """The reply to the strategy's QUERY, from the node's config (no board opened, no model
+        fitted): its device, backend, workload, whether it has a model of the workload and, when
+        it has, the model's predicted front for the round's steps (the query's ptui-steps, else
+        the node's), as a train reply carries it."""
+        spec = self.spec_for(ctx)
+        info = {"device": spec.device, "backend": spec.backend, "workload": spec.workload,
+                "batch-size": spec.batch_size, "has-model": False, "model": ""}
+        config: dict = {}
+        for rec in msg.content.config_records.values():
+            config.update(rec)
+        try:
+            pred, where = self._predictions(ctx, spec)
+            if pred is not None:
+                steps = max(1, int(config.get(STEPS_KEY) or spec.steps or pred.batches_per_epoch or 1))
+                fw, fms = front_of(pred.table, self.risk)
+                info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw,
+                             "front-s": [t * steps / 1000.0 for t in fms]})
+        except (core.PtuiError, OSError, ValueError) as e:
+            info["notes"] = f"the node's model could not be read: {e}"
+        return Message(RecordDict({RECORD: ConfigRecord(info)}), reply_to=msg)
+
+    def _predictions(self, ctx: Context, spec: NodeSpec):
+        """(the node's predictions, where its model is) when it has a model, else (None, '')."""
+        key = (ctx.node_id, *spec.key)
+        node = self.nodes.get(key)
+        if node is not None:
+            return node.predictions, str(node.model_dir)
+        with _data_dir(spec.data_dir):
+            out = Path(spec.model) if spec.model else model_dir_for(spec, spec.backend)
+            if not (out / "meta.json").exists():
+                return None, ""
+            return core.load_predictions(out, core.get_device(spec.device)), str(out)
+
+    def register(self, app) -> None:
+        """Let the ClientApp `app` answer the strategy's QUERY: a ClientApp hands a message to its
+        mods only when it has a function for the message's type, so this registers one (the mod,
+        among the app's mods, answers before it is reached; it answers the same way where the mod
+        is not).  An app built on a client_fn hands every message to its mods: nothing to do."""
+        if getattr(app, "_call", None) is None and QUERY not in getattr(app, "_registered_funcs", {}):
+            app.query(QUERY.split(".", 1)[1])(self.answer)
 
 
 def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
@@ -341,7 +400,9 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         elif d is not None:
             applied = True                  # already in it
         mode = be.current_mode()
-        timed, watts = _measure(be, node, lambda: call_next(msg, ctx), interval, steps)
+        # the round's mode reads back from here: its power readings count once settled after it
+        since = be.clock.now() if be.clock.virtual else time.monotonic()
+        timed, w = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since)
     finally:
         # the board back where it started, whatever happened (an apply or training that raised)
         end = be.current_mode()
@@ -361,10 +422,15 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
         if p is not None:
             pred_w, pred_s = float(p["power_w"][0]), float(p["time_ms"][0]) * steps / 1000.0
-    figures = {"ptui-s": timed.s, "ptui-w": watts, "ptui-j": watts * timed.s,
+    if not w.settled:
+        notes.append(f"the board's power had not settled in {mode.key} during the round: its watts are "
+                     f"the mean of the round's last {w.n} readings ({w.span_s:.1f} s)")
+    figures = {"ptui-s": timed.s, "ptui-w": w.mean, "ptui-j": w.mean * timed.s,
                "ptui-simulated": 1.0 if node.simulated else 0.0, "ptui-predicted-w": pred_w,
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
-               "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s}
+               "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s,
+               "ptui-w-n": float(w.n), "ptui-w-span-s": w.span_s, "ptui-w-settled": 1.0 if w.settled else 0.0,
+               "ptui-settle-s": w.settle_s}
     metrics = list(reply.content.metric_records.values())
     target = metrics[0] if metrics else None
     if target is None:
@@ -377,7 +443,11 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
         "start-mode": start.key, "end-mode": end.key, "restored": restored,
         "simulated": bool(node.simulated),
-        "watts-from": ("SIMULATED board telemetry" if node.simulated else "board telemetry"),
+        "watts-from": (("SIMULATED board telemetry" if node.simulated else "board telemetry")
+                       + (f", the mean of {w.n} readings over {w.span_s:.1f} s once the power settled "
+                          f"{w.settle_s:.1f} s after the mode read back ({w.dropped} before left out)"
+                          if w.settled else f", the mean of the round's last {w.n} readings over "
+                          f"{w.span_s:.1f} s (the power had not settled)")),
         "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
                          if be.clock.virtual else "the round's wall time on this host"),
         # the front the server splits a cap by: W at the risk's upper bound, round seconds
@@ -392,9 +462,59 @@ class _Timed:
     reply: Message
 
 
+@dataclass
+class Watts:
+    """The round's power figure: the mean of `n` readings spanning `span_s` seconds; `settled`
+    False when the board's power never settled in the round (then the readings are the round's
+    last SETTLE_WINDOW_S seconds, the nearest to settled it had); `settle_s` the seconds from
+    the mode reading back to the first settled reading (nan when it never settled)."""
+    mean: float
+    n: int
+    span_s: float
+    settled: bool
+    settle_s: float
+    dropped: int                          # readings left out (taken before the power settled)
+
+
+def settled_power(readings: Iterable[tuple[float, float]], since: float, *,
+                  window_s: float = SETTLE_WINDOW_S, tol: float = SETTLE_TOL,
+                  min_s: float = SETTLE_MIN_S) -> Watts:
+    """The mean of the power readings (t, W) taken once the power settled after `since` (when the
+    round's mode read back; readings before it are left out): settled at the first reading, no
+    sooner than `min_s` after `since`, where the readings of the last `window_s` seconds (at least
+    3) lie within `tol` of their mean; every reading from there on counts.  None settled: the
+    readings of the round's last `window_s` seconds, said so (settled False)."""
+    rs = sorted((float(t), float(w)) for t, w in readings
+                if w is not None and not math.isnan(w) and t >= since - 1e-9)
+    if not rs:
+        return Watts(math.nan, 0, 0.0, False, math.nan, 0)
+    at = None
+    lo = 0
+    for i, (t, _) in enumerate(rs):
+        while rs[lo][0] < t - window_s - 1e-9:
+            lo += 1
+        win = [w for _, w in rs[lo:i + 1]]
+        if t - since >= min_s - 1e-9 and len(win) >= 3 and rs[i][0] - rs[lo][0] >= 0.5 * window_s:
+            m = sum(win) / len(win)
+            if max(win) - min(win) <= tol * abs(m):
+                at = i
+                break
+    if at is None:
+        end = rs[-1][0]
+        kept = [(t, w) for t, w in rs if t >= end - window_s - 1e-9]
+        settled, settle_s = False, math.nan
+    else:
+        kept = rs[at:]
+        settled, settle_s = True, rs[at][0] - since
+    ws = [w for _, w in kept]
+    return Watts(sum(ws) / len(ws), len(ws), kept[-1][0] - kept[0][0], settled, settle_s,
+                 len(rs) - len(kept))
+
+
 def _measure(be, node: Node, run: Callable[[], Message], interval: float,
-             steps: int) -> tuple[_Timed, float]:
-    """Run the round; (its seconds, the host's wall seconds and the reply; the board's mean watts).
+             steps: int, since: float) -> tuple[_Timed, Watts]:
+    """Run the round; (its seconds, the host's wall seconds and the reply; the board's watts once
+    settled in the round's mode, read back at `since`: settled_power).
     A live (or emulated) board is sampled by core.Sampler while the round runs: seconds are the
     round's wall time.  A board on a virtual clock (the simulator) then trains the node's workload
     for the round's `steps` minibatches on that clock, in the mode the round ran in: seconds and
@@ -403,11 +523,11 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
         t0 = time.perf_counter()
         reply = run()
         host = time.perf_counter() - t0
-        s, w = _simulated_round(be, node, steps, interval)
+        s, w = _simulated_round(be, node, steps, interval, since)
         return _Timed(s, host, reply), w
     # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
     sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
-    first = sampler.sample_once()
+    sampler.sample_once()
     sampler.start()
     t0 = time.perf_counter()
     try:
@@ -415,15 +535,13 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
     finally:
         host = time.perf_counter() - t0
         sampler.stop()
-    last = sampler.sample_once()
-    ws = [p for _, p in sampler.history() if p is not None]
-    if not ws:
-        ws = [t.power_w for t in (first, last) if t is not None and t.power_w is not None]
-    return _Timed(host, host, reply), (sum(ws) / len(ws) if ws else math.nan)
+    sampler.sample_once()
+    now = time.monotonic()
+    return _Timed(host, host, reply), settled_power([(now + ago, p) for ago, p in sampler.history()], since)
 
 
-def _simulated_round(be, node: Node, steps: int, interval: float) -> tuple[float, float]:
-    """(seconds, mean W) of `steps` minibatches of the node's workload on the simulated board."""
+def _simulated_round(be, node: Node, steps: int, interval: float, since: float) -> tuple[float, Watts]:
+    """(seconds, watts) of `steps` minibatches of the node's workload on the simulated board."""
     own = be.trains_builtin and be.workload is None
     if own:
         be.start_training(core.get_workload(node.spec.workload, node.spec.batch_size))
@@ -437,11 +555,11 @@ def _simulated_round(be, node: Node, steps: int, interval: float) -> tuple[float
                 if n >= steps:
                     break
             elif p is not None:
-                ws.append(p)
+                ws.append((ev.t, p))
         if not ws:
-            p = be.read().power_w
-            ws = [p] if p is not None else []
-        return be.clock.now() - t0, (sum(ws) / len(ws) if ws else math.nan)
+            t = be.read()
+            ws = [(t.t, t.power_w)] if t.power_w is not None else []
+        return be.clock.now() - t0, settled_power(ws, since)
     finally:
         if own:
             be.stop_training()
@@ -479,7 +597,10 @@ class PtuiFleet(Strategy):
     its own RecordDict, the per-node figures are logged (not averaged) and the model aggregation
     is the wrapped strategy's.  Goals: `cap_w` (a fleet power cap split by the nodes' predicted
     power curves: the curves the nodes sent back with their last reply, before that the roofline
-    prior of their device from `devices`, node id -> device, or `default_device`), `deadline_s`
+    prior of their device; before a node's first round the strategy asks it (a QUERY message the
+    mod answers from the node's config: its device, and its model's front when it has one), a
+    node that does not answer is split by the device from `devices`, node id -> device, or
+    `default_device`, said in the log), `deadline_s`
     (every node's round deadline), `objective` ('energy', within the cap's share when both)."""
 
     def __init__(self, strategy: Strategy, *, cap_w: float | None = None, deadline_s: float | None = None,
@@ -487,6 +608,7 @@ class PtuiFleet(Strategy):
                  devices: Mapping[int, str] | Callable[[int], str] | None = None,
                  default_device: str = "orin-agx", workload: str = "resnet18", batch_size: int = 16,
                  steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
+                 query: bool = True, query_timeout_s: float = QUERY_TIMEOUT_S,
                  log: Callable[[str], None] | None = None) -> None:
         if cap_w is None and deadline_s is None and objective is None:
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
@@ -501,9 +623,13 @@ class PtuiFleet(Strategy):
         self.log = log or core.LOG.info
         self.curves: dict[int, tuple[list[float], list[float]]] = {}   # node -> reported front
         self.node_device: dict[int, str] = {}                           # node -> reported device
+        self.node_model: dict[int, bool] = {}                           # node -> has a model (QUERY)
+        self.query, self.query_timeout_s = query, query_timeout_s
+        self.asked: set[int] = set()           # nodes sent a QUERY (each once)
         self._priors: dict[str, tuple[list[float], list[float]]] = {}
         self.history: list[dict] = []          # one entry per round: per-node figures and totals
         self.last_budgets: dict[int, float] = {}
+        self.last_split: dict[int, tuple[str, str]] = {}
         self.last_predicted_w: float | None = None
 
     # -- what the fleet knows of its nodes ---------------------------------------------------------
@@ -532,6 +658,60 @@ class PtuiFleet(Strategy):
     def curve(self, node_id: int) -> tuple[list[float], list[float]]:
         return self.curves.get(node_id) or self.prior_curve(self.device_of(node_id))
 
+    def split_by(self, node_id: int) -> str:
+        """What a node's share is split by, in words."""
+        if node_id in self.curves:
+            return "its model's front"
+        if node_id in self.node_device:
+            return "its device's prior"
+        return "a prior of a device it has not reported"
+
+    def ask(self, server_round: int, nodes: Iterable[int], grid: Grid) -> None:
+        """Send a QUERY to each node not heard from yet (once) and wait up to query_timeout_s for
+        the answers: each node's device, and its model's front when it has one.  A node that does
+        not answer (no reply in time, an error reply: a ClientApp without ptui_power_mod, or one
+        whose mod was not `register`ed) is split as before, from `devices` or `default_device`."""
+        todo = [n for n in nodes
+                if n not in self.asked and n not in self.node_device and n not in self.curves]
+        if not todo:
+            return
+        self.asked.update(todo)
+        conf = ConfigRecord({STEPS_KEY: int(self.steps)} if self.steps is not None else {})
+        t0 = time.perf_counter()
+        try:
+            msgs = [Message(RecordDict({"config": ConfigRecord(dict(conf))}), dst_node_id=n,
+                            message_type=QUERY, group_id=f"ptui-query-{server_round}") for n in todo]
+            replies = list(grid.send_and_receive(msgs, timeout=self.query_timeout_s))
+        except Exception as e:  # noqa: BLE001 - any failure to ask falls back to the split without
+            replies = []
+            self.log(f"ptui fleet round {server_round}: could not ask the nodes their device "
+                     f"({type(e).__name__}: {e})")
+        heard = []
+        for r in replies:
+            n = r.metadata.src_node_id
+            if r.has_error():
+                self.log(f"ptui fleet round {server_round}: node {n} did not answer ptui's query "
+                         f"({r.error.reason})")
+                continue
+            info = r.content.config_records.get(RECORD)
+            if info is None or not info.get("device"):
+                self.log(f"ptui fleet round {server_round}: node {n} answered ptui's query without a device")
+                continue
+            self.node_device[n] = str(info["device"])
+            self.node_model[n] = bool(info.get("has-model", False))
+            if info.get("front-w") and info.get("front-s"):
+                self.curves[n] = (list(info["front-w"]), list(info["front-s"]))
+            heard.append(n)
+        silent = [n for n in todo if n not in heard]
+        said = [f"node {n} {self.node_device[n]} ("
+                + ("its model's front" if n in self.curves else "no model yet: its device's prior") + ")"
+                for n in heard]
+        if silent:
+            said.append(f"{len(silent)} did not answer ({', '.join(str(n) for n in silent)}): split as "
+                        f"before, by the device in `devices` or {self.default_device}")
+        self.log(f"ptui fleet round {server_round}: asked {len(todo)} node(s) their device in "
+                 f"{time.perf_counter() - t0:.1f} s: " + "; ".join(said))
+
     # -- the rounds --------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -539,6 +719,8 @@ class PtuiFleet(Strategy):
         nodes = [m.metadata.dst_node_id for m in msgs]
         budgets: dict[int, float] = {}
         if self.cap_w is not None:
+            if self.query:
+                self.ask(server_round, nodes, grid)
             budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
             pred = sum(budgets.values())
             self.last_predicted_w = pred
@@ -546,6 +728,8 @@ class PtuiFleet(Strategy):
                 self.log(f"ptui fleet round {server_round}: the cap {self.cap_w:g} W is below the "
                          f"fleet's least predicted power {pred:.1f} W; each node gets its least")
         self.last_budgets = budgets
+        # what each node's share was split by: the device and the curve's source, for the history
+        self.last_split = {n: (self.device_of(n), self.split_by(n)) for n in budgets}
         out = []
         for m in msgs:
             n = m.metadata.dst_node_id
@@ -573,7 +757,8 @@ class PtuiFleet(Strategy):
                      f"they report their own device and front")
         if budgets:
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
-                     + ", ".join(f"node {n} ({self.device_of(n)}) {w:.1f} W" for n, w in budgets.items())
+                     + ", ".join(f"node {n} ({self.device_of(n)}, {self.split_by(n)}) {w:.1f} W"
+                                 for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
                        f"shorten the round)")
         return out
@@ -602,6 +787,9 @@ class PtuiFleet(Strategy):
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
                          "budget_w": self.last_budgets.get(n), "simulated": bool(met["ptui-simulated"]),
+                         "split_device": self.last_split.get(n, (None, None))[0],
+                         "split_by": self.last_split.get(n, (None, None))[1],
+                         "w_n": int(met.get("ptui-w-n", 0)), "w_settled": bool(met.get("ptui-w-settled", 0)),
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),

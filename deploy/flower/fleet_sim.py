@@ -52,8 +52,10 @@ def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
     return x, x @ TRUE_W + 0.1 * rng.normal(size=n)
 
 
-client = ClientApp(mods=[ptui_power_mod(devices=DEVICES, data_dir=ARGS.data_dir if ARGS else None,
-                                        fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)])
+power = ptui_power_mod(devices=DEVICES, data_dir=ARGS.data_dir if ARGS else None,
+                       fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)
+client = ClientApp(mods=[power])
+power.register(client)       # the fleet asks each node its device (and model) before its first round
 
 
 @client.train()

@@ -46,7 +46,9 @@ def board_check(msg: Message, ctx: Context, call_next) -> Message:
     return reply
 
 
-app = ClientApp(mods=[board_check, ptui_power_mod(sample_interval=0.1)])
+power = ptui_power_mod(sample_interval=0.1)
+app = ClientApp(mods=[board_check, power])
+power.register(app)          # the fleet asks each node its device and model before its first round
 
 
 @app.train()

@@ -52,7 +52,8 @@ def main(grid: Grid, ctx: Context) -> None:
     n = int(rc["num-nodes"])
     fleet = RecordedFleet(FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
                                  min_available_nodes=n),
-                          cap_w=float(rc["cap-w"]), log=print, path=str(rc.get("result-file") or ""))
+                          cap_w=float(rc["cap-w"]), steps=int(rc["local-steps"]), log=print,
+                          path=str(rc.get("result-file") or ""))
     result = fleet.start(grid=grid, initial_arrays=ArrayRecord(task.net().state_dict()),
                          train_config=ConfigRecord({"ptui-steps": int(rc["local-steps"])}),
                          num_rounds=int(rc["num-server-rounds"]))
