@@ -23,6 +23,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
+from ptui import core
 from ptui.flower import FIT_MODES, PtuiFleet, ptui_power_mod
 
 # partition k runs on DEVICES[k]: four Orin AGX, three AGX Xavier, three Orin Nano
@@ -83,6 +84,34 @@ def main(grid: Grid, ctx: Context) -> None:
     fleet.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(len(TRUE_W))]), num_rounds=ARGS.rounds)
 
 
+def baselines(cap_w: float, workload: str = "resnet18") -> dict:
+    """What the same fleet would do without ptui, for one round (an epoch of `workload` per node)
+    on the simulator's noise-free physics: every node at MAXN, and one NVIDIA preset for all (each
+    board in its highest preset whose nominal watts fit an equal share of the cap, else its
+    lowest).  Fleet watts, the slowest node's seconds, joules."""
+    w = core.get_workload(workload)
+    share = cap_w / len(DEVICES)
+
+    def run(pick) -> dict:
+        ts, ps, names = [], [], []
+        for d in DEVICES:
+            dev = core.get_device(d)
+            mode, name = pick(dev)
+            op = core.steady_state(dev, w, *[np.array([x], float) for x in mode.as_tuple()])
+            ts.append(float(op.time_ms[0]) * w.minibatches_per_epoch / 1000.0)
+            ps.append(float(op.power_w[0]))
+            names.append(name)
+        return {"w": sum(ps), "s": max(ts), "j": sum(p * t for p, t in zip(ps, ts)),
+                "within_cap": sum(ps) <= cap_w, "modes": names}
+
+    def preset(dev):
+        fit = [p for p in dev.presets if p.budget_w is not None and p.budget_w <= share]
+        p = (max(fit, key=lambda p: p.budget_w) if fit
+             else min((p for p in dev.presets if p.budget_w is not None), key=lambda p: p.budget_w))
+        return p.mode, p.name
+    return {"maxn": run(lambda dev: (dev.maxn, "MAXN")), "preset": run(preset), "share_w": share}
+
+
 if __name__ == "__main__":
     t0 = time.perf_counter()
     run_simulation(server_app=server, client_app=client, num_supernodes=len(DEVICES),
@@ -105,6 +134,14 @@ if __name__ == "__main__":
             print(f"  {x['device']:<10} {x['mode']:<24} budget {x['budget_w']:5.1f} W  "
                   f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
                   f"{x['j'] / 1000:6.1f} kJ")
+    base = baselines(ARGS.cap_w)
+    print("without ptui (SIMULATED, noise-free, one round):")
+    for key, what in (("maxn", "every node at MAXN"),
+                      ("preset", f"one NVIDIA preset for all ({base['share_w']:.0f} W share each)")):
+        b = base[key]
+        print(f"  {what}: fleet {b['w']:.1f} W ({'within' if b['within_cap'] else 'OVER'} the cap), "
+              f"slowest node {b['s']:.0f} s, {b['j'] / 1000:.1f} kJ")
     if ARGS.json:
         with open(ARGS.json, "w") as fh:
-            json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "rounds": hist}, fh, indent=1, default=str)
+            json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "rounds": hist, "baselines": base}, fh,
+                      indent=1, default=str)

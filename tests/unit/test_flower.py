@@ -339,6 +339,9 @@ def test_ten_virtual_jetsons_in_flowers_simulation(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert [x["round"] for x in doc["rounds"]] == [1, 2]
+    base = doc["baselines"]                   # the same fleet without ptui, for one round
+    assert base["maxn"]["w"] > 150 and not base["maxn"]["within_cap"]
+    assert base["preset"]["s"] > doc["rounds"][-1]["fleet"]["s"]    # ptui's split is the faster
     for rnd in doc["rounds"]:
         rows = rnd["nodes"]
         assert len(rows) == 10 and not [x for x in rows if "error" in x]
