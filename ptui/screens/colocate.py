@@ -165,7 +165,7 @@ class ColocateScreen(Screen):
         self.run_live(goal)
 
     @work(thread=True, exclusive=True, group="colocate-run", exit_on_error=False)
-    def run_live(self, goal: tuple) -> None:
+    def run_live(self, goal: tuple) -> dict | None:
         train, infer, rate, latency, budget = goal
         be = self.app.state.backend
         if be.kind == "sim":
@@ -180,8 +180,9 @@ class ColocateScreen(Screen):
                                 progress=lambda snap: self.post_message(ColocateLive(snap)), stop=self.stop)
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(ColocateRunEnded(None, str(e)))
-            return
+            return None
         self.post_message(ColocateRunEnded(res))
+        return res                     # the worker's result: what quitting waited for
 
     @on(ColocateLive)
     def live_figures(self, msg: ColocateLive) -> None:
