@@ -108,6 +108,11 @@ def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[st
             caps["rolled-back"] = t.wait_for(f"rolled back to {START}")
             t.keys("1")
             caps["dashboard-after"] = t.wait_for("MODE_30W")
+            t.keys("6")
+            t.wait_for("Decide (d)")
+            t.keys("d")
+            caps["colocate"] = t.wait_for("training alone", timeout=240)
+            assert "SIMULATED" in caps["colocate"] and "pick" in caps["colocate"], caps["colocate"]
             t.keys("?")
             caps["help"] = t.wait_for("Screens")
             t.keys("Escape", "q")
