@@ -355,3 +355,24 @@ def test_adapting_to_a_few_modes_recovers_activity_cpu_work_and_static_power():
     assert np.allclose(same["power_w"], ref["power_w"], rtol=0.01)
     with pytest.raises(ValueError):
         prior.adapted(A[idx], truth["time_ms"][idx][:2], truth["power_w"][idx])
+
+
+def test_orin_agx_dvfs_curves_follow_nvidias_stress_figures():
+    """NVIDIA's stress tests on the Orin AGX devkit (rail maxima per preset) set the DVFS curves:
+    the GPU rail's dynamic power at MAXN over that at the 50W preset's clock (816 MHz, all TPCs),
+    (40.4 - 5.0) / (18.4 - 5.0) W, and the CPU rail with 12 busy cores at 1497.6 MHz, 6.0 W, are
+    what the calibrated curves give within 5 % (the joint fit's (0.7, 0.4) curves were 9 % and 8 %
+    off).  Xavier AGX and Orin Nano, whose curves nobody published, keep the joint fit's."""
+    dev = get_device("orin-agx")
+    roof = BOARDS["orin-agx"]
+
+    def v2f(mhz, top, vk):
+        x = mhz / top
+        return float(roofline._volt(np.array([x]), vk)[0]) ** 2 * x
+    ratio = v2f(1300.5, dev.gpu_mhz[-1], roof.gv) / v2f(816.0, dev.gpu_mhz[-1], roof.gv)
+    assert ratio == pytest.approx((40.4 - 5.0) / (18.4 - 5.0), rel=0.05)
+    cpu_50w = roof.power[5] * 12 * v2f(1497.6, dev.cpu_mhz[-1], roof.cv)
+    assert cpu_50w == pytest.approx(6.0, rel=0.05)
+    assert roofline.stress_curves(dev) == (roof.gv, roof.cv)
+    for name in ("xavier-agx", "orin-nano"):
+        assert BOARDS[name].gv == BOARDS[name].cv == (0.7, 0.4)

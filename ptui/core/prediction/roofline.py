@@ -575,6 +575,46 @@ ORIN_DRAM_W_PER_GBS = 0.0644
 # the reference nor Pagoda's points tell it apart (their busy cores follow the step time or stay
 # at one), so it is fixed, not fitted
 ORIN_ACTIVE = {5: (15.2 - 1.66) / 12, 6: ORIN_DRAM_W_PER_GBS}
+# NVIDIA's stress tests on the Orin AGX devkit (forum t/323456), rail maxima per nvpmodel preset,
+# GPU and CPU stressed separately: the DVFS curves' shapes.  GPU (MHz, rail W) at the two presets
+# that keep all 8 TPCs powered (MAXN, 50W; 30W and 15W gate TPCs, whose leakage is not known);
+# CPU (online cores, MHz, rail W) at all four
+ORIN_GPU_STRESS = ((1300.5, 40.4), (816.0, 18.4))
+ORIN_CPU_STRESS = ((12, 2201.6, 15.2), (12, 1497.6, 6.0), (8, 1728.0, 5.6), (4, 1113.6, 1.6))
+ORIN_GPU_SOC_IDLE, ORIN_CPU_IDLE = 5.0, 1.66   # idle rails at MAXN clocks (IISWC'26)
+# True: the calibration takes the DVFS curves from the stress tests (stress_curves); False: it
+# fits them with the power coefficients (the joint fit's compromise chose (0.7, 0.4) for both)
+STRESS_CURVES = True
+
+
+def stress_curves(device: Device) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The GPU's and the CPU's DVFS voltage curves (among VOLT_CURVES) that best explain NVIDIA's
+    per-preset stress figures.  GPU: the ratio of the rail's dynamic power (less its idle at MAXN
+    clocks) at MAXN to that at the 50W preset's clock is V^2 f's ratio.  CPU: each preset's rail is
+    the online cores' leakage (the idle rail at MAXN clocks per core, x V) plus the busy cores'
+    dynamic power (MAXN's per core, x V^2 f), least squares in log over the three lower presets."""
+    (f1, w1), (f2, w2) = ORIN_GPU_STRESS
+    top_g, top_c = device.gpu_mhz[-1], device.cpu_mhz[-1]
+
+    def v2f(x, vk):
+        return float(_volt(np.array([x]), vk)[0]) ** 2 * x
+    want = math.log((w1 - ORIN_GPU_SOC_IDLE) / (w2 - ORIN_GPU_SOC_IDLE))
+    gv = min(VOLT_CURVES, key=lambda vk: abs(math.log(v2f(f1 / top_g, vk) / v2f(f2 / top_g, vk))
+                                             - want))
+    n0, f0, w0 = ORIN_CPU_STRESS[0]
+    leak = ORIN_CPU_IDLE / n0
+    dyn = (w0 - ORIN_CPU_IDLE) / n0
+
+    def cpu_err(vk):
+        e = 0.0
+        for n, f, w in ORIN_CPU_STRESS[1:]:
+            x = f / top_c
+            e += math.log((leak * float(_volt(np.array([x]), vk)[0]) + dyn * v2f(x, vk)) * n / w) ** 2
+        return e
+    cv = min(VOLT_CURVES, key=cpu_err)
+    return gv, cv
+
+
 # Pagoda's PyTorch inference on Orin AGX at MAXN clocks (real-data.md dataset A): model, batch,
 # analytical GFLOP and GB per minibatch, measured ms and W; ResNet-50 at batch 32 (18.4 W between
 # 53.5 and 55.4 W) is a logging glitch and left out
@@ -652,9 +692,13 @@ def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         keep &= beta > 0
 
 
+# the DVFS voltage curves the calibration chooses among: (V at low clocks / V at top, knee)
+VOLT_CURVES = ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5))
+
+
 def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
               workers: int, input_mb: float, eff_m: float, idle=(), saturated=(),
-              active=None) -> tuple[BoardRoof, WorkloadSpec]:
+              active=None, curves=None) -> tuple[BoardRoof, WorkloadSpec]:
     """A board's constants, and the reference workload's fitted spec, from the reference's time and
     power over a mode grid (its FLOPs, loader workers and input MB per step given; its DRAM bytes
     and CPU work fitted: the loading cost per MB of input is the board's), idle figures
@@ -716,8 +760,9 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
     w = np.concatenate([np.ones(len(A)), np.full(k, len(A) / max(k, 1)),
                         np.full(len(M), len(A) / max(len(M), 1))])
     best = None
-    for gv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
-        for cv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+    gvs, cvs = ((curves[0],), (curves[1],)) if curves is not None else (VOLT_CURVES, VOLT_CURVES)
+    for gv in gvs:
+        for cv in cvs:
             for kappa in (0.25, 0.5, 0.75, 1.0):
                 X = np.vstack([_power_features(roof, comp, gv, cv, kappa),
                                _power_features(roof, idle_comp, gv, cv, kappa)]
@@ -846,19 +891,26 @@ def spread_calibration(device: Device, roof: BoardRoof) -> BoardRoof:
 def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     """Every board's constants: the reference board's from the bundled reference's predictions
     over PowerTrain's grid (predict: modes -> {"time_ms", "power_w", ...}) and its published
-    bandwidth and idle figures; the other boards transferred from it; every board's spreads then
-    from the prior's errors on the simulator (spread_calibration)."""
+    bandwidth, idle, DRAM and stress figures (its DVFS curves from the stress tests: stress_curves);
+    the other boards transferred from it, with the DVFS curves the joint fit chooses (the stress
+    tests measured the Orin AGX's rails; no curve of Xavier's 12 nm GPU or Orin Nano's is
+    published, so theirs stay the prior's earlier guess); every board's spreads then from the
+    prior's errors on the simulator (spread_calibration)."""
     grid = device.pt_grid()
     pred = predict(grid)
-    roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],
-                           gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
-                           batch_size=REF_BATCH, workers=REF_WORKERS,
-                           input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
-                           saturated=pagoda_saturated(), active=ORIN_ACTIVE)
+
+    def fit(curves):
+        return calibrate(device, grid, pred["time_ms"], pred["power_w"],
+                         gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
+                         batch_size=REF_BATCH, workers=REF_WORKERS,
+                         input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
+                         saturated=pagoda_saturated(), active=ORIN_ACTIVE, curves=curves)
+    roof, spec = fit(stress_curves(device) if STRESS_CURVES else None)
+    source = fit(None)[0] if STRESS_CURVES else roof
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:
-            out[name] = transfer(roof, device, dst, OTHER_IDLE[name], spec)
+            out[name] = transfer(source, device, dst, OTHER_IDLE[name], spec)
     return {name: spread_calibration(DEVICES[name], r) for name, r in out.items()}
 
 
@@ -878,9 +930,9 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 BOARDS: dict[str, BoardRoof] = {
     "orin-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
-        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
-        cv=(0.7, 0.4), kappa=0.75, power=(9.0024, 3.3913, 0.0, 0.0, 35.835, 1.1283, 0.0644),
-        time_sd=0.16166, power_sd=0.11895, assumed_sd=(0.79576, 0.13583),
+        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.5, 0.2),
+        cv=(0.5, 0.2), kappa=0.75, power=(9.548, 3.2128, 0.0, 0.0, 35.467, 1.1283, 0.0644),
+        time_sd=0.16166, power_sd=0.13239, assumed_sd=(0.79576, 0.12437),
     ),
     "xavier-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
