@@ -335,19 +335,24 @@ def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarr
     host, serial, loader, w, fref = _cpu_work(spec, roof, device)
     k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
     t_h, t_s, t_l = host * k, serial * k, loader * k
-    if w <= 0:
-        t = _qnorm([t_g, np.maximum(t_h, 1e-9)], roof.q) + t_s + t_l
-    else:
-        par = np.minimum(w, np.maximum(n - 1.0, 1.0))
-        t = t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
-                          (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], roof.q)
-    t_h = t_h + t_s
+    t = _step(t_g, t_h, t_s, t_l, n, w, roof.q)
     u = np.clip(t_g / t, 0.0, 1.0)
     c = np.clip(t_c / t_g, 0.0, 1.0)
-    busy = np.minimum(n, (t_h + t_l) / t)
+    busy = np.minimum(n, (t_h + t_s + t_l) / t)
     gbs = spec.gbytes_per_step / (t / 1000.0)
     return {"t": t, "t_c": t_c, "t_m": t_m, "t_g": t_g, "u": u, "c": c, "busy": busy, "gbs": gbs,
-            "n": n, "xc": xc, "xg": xg, "xm": xm}
+            "n": n, "xc": xc, "xg": xg, "xm": xm, "stages": (t_h, t_s, t_l), "workers": w}
+
+
+def _step(t_g, t_h, t_s, t_l, n, w: int, q: float) -> np.ndarray:
+    """A step's time (ms) from its stages: GPU, main thread while the GPU runs and while it waits,
+    data loading (broadcast against each other: adapted() evaluates a grid of scales at once)."""
+    t_g, t_h, t_s, t_l, n = np.broadcast_arrays(t_g, t_h, t_s, t_l, n)
+    if w <= 0:
+        return _qnorm([t_g, np.maximum(t_h, 1e-9)], q) + t_s + t_l
+    par = np.minimum(w, np.maximum(n - 1.0, 1.0))
+    return t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
+                         (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], q)
 
 
 def _operating(device: Device, rows: np.ndarray, **given) -> dict:
@@ -470,7 +475,11 @@ class RooflinePrior:
                            gbytes_per_step=self.spec.gbytes_per_step * g, host_ms=host * c,
                            serial_ms=serial * c, loader_ms=loader * c, workers=workers,
                            cpu_mhz=fref, input_mb=None)
-        # a coarse grid over [1/8, 8] in both scales, then a finer one around its best point
+        # a coarse grid over [1/8, 8] in both scales, then a finer one around its best point; the
+        # GPU time scales with the GPU's work and every CPU stage with the CPU's, so one pass of
+        # the time model at scale 1 gives the step at every point of the grid
+        base = _components(self.device, self.roof, spec_of(0.0, 0.0), A)
+        t_h, t_s, t_l = base["stages"]
         best = (math.inf, 0.0, 0.0)
         lo, hi, step = math.log(1 / 8), math.log(8), math.log(64) / 48
         for fine in (False, True):
@@ -478,12 +487,15 @@ class RooflinePrior:
                   else np.linspace(lo, hi, 49))
             gc = (np.clip(best[2] + np.linspace(-step, step, 17), lo, hi) if fine
                   else np.linspace(lo, hi, 49))
-            for lc in gc:
-                for lg in gg:
-                    t = _components(self.device, self.roof, spec_of(lg, lc), A)["t"]
-                    cost = float(np.sum((np.log(t) - lt) ** 2)) + ADAPT_PULL * (lg * lg + lc * lc)
-                    if cost < best[0]:
-                        best = (cost, float(lg), float(lc))
+            G, C = np.exp(gg)[:, None, None], np.exp(gc)[None, :, None]
+            with np.errstate(over="ignore"):
+                t = _step(G * base["t_g"], C * t_h, C * t_s, C * t_l, base["n"], base["workers"],
+                          self.roof.q)
+            cost = (np.sum((np.log(t) - lt) ** 2, axis=2)
+                    + ADAPT_PULL * (gg[:, None] ** 2 + gc[None, :] ** 2))
+            i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+            if cost[i, j] < best[0]:
+                best = (float(cost[i, j]), float(gg[i]), float(gc[j]))
         spec = spec_of(best[1], best[2])
         comp = _components(self.device, self.roof, spec, A)
         a0 = np.asarray(self.roof.power)
