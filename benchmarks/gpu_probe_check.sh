@@ -2,8 +2,10 @@
 # The probe's CUDA path on a machine with an NVIDIA GPU (the device tool's machine; no Jetson):
 # a plain CUDA training loop, a compiled CUDA optimizer step and an LBFGS closure loop on CUDA,
 # each profiled through `ptui profile -- python3 SCRIPT` on the simulated board (a what-if: step
-# times measured on this GPU, power and clocks SIMULATED).  Prints the probe's device line, what was
-# timed and each CSV; exits non-zero when a profile fails.  Usage, from the repository root:
+# times measured on this GPU, power and clocks SIMULATED); then `ptui tune --count 0` on the CUDA
+# loop (the probe counts one CUDA iteration, no mode profiled) and `ptui interleave-demo` (the demo
+# pair on CUDA beside the simulated board).  Prints the probe's device line, what was timed, each
+# CSV, the zero-profile decision and the demo's figures; exits non-zero when one of them fails.  Usage, from the repository root:
 #   OUT=/tmp/out bash benchmarks/gpu_probe_check.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-probe}
@@ -62,4 +64,20 @@ for s in cuda_loop cuda_compiled_step cuda_lbfgs; do
     head -3 "$OUT/$s.csv" 2>/dev/null | cut -c1-240
     grep -h "^D \|device" "$OUT"/data/logs/"$s".log 2>/dev/null | head -3
 done
+echo "== tune --count 0 -- cuda_loop.py (counted on CUDA, nothing profiled)"
+if timeout 240 $PY -m ptui tune --backend sim --device orin-agx --count 0 --budget-w 30 --startup-timeout 180 \
+        --json -- $PY "$W/cuda_loop.py" > "$OUT/count0.json" 2> "$OUT/count0.err"; then
+    echo "tune ok"
+else
+    echo "tune FAILED"; rc=1
+fi
+head -c 1200 "$OUT/count0.json"; echo
+grep -E "GFLOP|device|error" "$OUT/count0.err" | cut -c1-300 | head -4
+echo "== interleave-demo (the demo pair on this GPU beside the simulated board)"
+if timeout 240 $PY -m ptui interleave-demo --then-rate 40 > "$OUT/demo.txt" 2> "$OUT/demo.err"; then
+    echo "demo ok"
+else
+    echo "demo FAILED"; rc=1
+fi
+cat "$OUT/demo.txt"; tail -4 "$OUT/demo.err"
 exit $rc

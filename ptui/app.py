@@ -12,6 +12,7 @@ from textual.widgets import Input
 
 from . import core
 from .screens.apply import ApplyScreen
+from .screens.colocate import ColocateScreen
 from .screens.dashboard import DashboardScreen
 from .screens.finetune import FinetuneScreen
 from .screens.help import HelpScreen
@@ -27,7 +28,7 @@ MIN_SIZE = (80, 24)
 """The smallest terminal every screen is laid out for."""
 
 AREAS = (("dashboard", "1", "Dashboard"), ("profile", "2", "Profile"), ("finetune", "3", "Fine-tune"),
-           ("pareto", "4", "Pareto"), ("apply", "5", "Apply"))
+           ("pareto", "4", "Pareto"), ("apply", "5", "Apply"), ("colocate", "6", "Colocate"))
 
 
 class _TerminalOutput:
@@ -59,14 +60,14 @@ class _TerminalOutput:
 class PtuiApp(App):
     CSS_PATH = "app.tcss"
     MODES = {"dashboard": DashboardScreen, "profile": ProfileScreen, "finetune": FinetuneScreen,
-             "pareto": ParetoScreen, "apply": ApplyScreen}
+             "pareto": ParetoScreen, "apply": ApplyScreen, "colocate": ColocateScreen}
     SCREENS = {"help": HelpScreen}
     TITLE = "ptui"
     BINDINGS = [
-        # one footer entry for the five screens, so the footer fits 80 columns; the header names
+        # one footer entry for the six screens, so the footer fits 80 columns; the header names
         # the screen you are on
         *[Binding(key, f"app.switch_mode('{name}')", "Screens" if key == "1" else label,
-                  show=key == "1", key_display="1-5" if key == "1" else None)
+                  show=key == "1", key_display="1-6" if key == "1" else None)
           for name, key, label in AREAS],
         Binding("question_mark,f1", "app.push_screen('help')", "Help"),
         Binding("q", "quit", "Quit"),
@@ -159,11 +160,11 @@ class PtuiApp(App):
 
     @property
     def typing(self) -> bool:
-        """A text field has the focus: it takes q, 1-5 and ? as text."""
+        """A text field has the focus: it takes q, 1-6 and ? as text."""
         return isinstance(self.focused, Input)
 
     def action_leave_field(self) -> None:
-        """Leave a text field so the one-key commands (q, 1-5, ?) work again: focus the screen's
+        """Leave a text field so the one-key commands (q, 1-6, ?) work again: focus the screen's
         main control."""
         target = None
         sel = getattr(self.screen, "AUTO_FOCUS", None)
@@ -212,7 +213,8 @@ class PtuiApp(App):
 
     async def quit_now(self) -> None:
         """A running profile is aborted and its worker restores the original mode before the app
-        exits; a fine-tune stops at its next step; a device write under way finishes."""
+        exits; a fine-tune stops at its next step; the interleaving demo ends and restores the board; a
+        device write under way finishes."""
         import asyncio
         scr = self._screen_for("profile")
         if scr is not None and scr.running:
@@ -222,6 +224,9 @@ class PtuiApp(App):
         ft = self._screen_for("finetune")
         if ft is not None:
             ft.cancel.set()
+        co = self._screen_for("colocate")
+        if co is not None and co.running:      # the demo ends and its worker restores the board
+            co.stop.set()
         try:
             await asyncio.wait_for(self.workers.wait_for_complete(), timeout=20)
         except asyncio.TimeoutError:

@@ -897,23 +897,50 @@ def cmd_colocate(a) -> int:
     """Training beside inference: the power mode and inference batch of highest training
     throughput within a latency and a power budget (SIMULATED board)."""
     dev = core.get_device(a.device)
-    train = core.get_workload(a.train_workload, a.batch_size)
+    if a.profiles and a.save_profiles:
+        raise CLIError("--profiles re-decides from a file --save-profiles wrote: give one of them")
+    if a.profiles:
+        st, about = core.load_profiles(a.profiles, dev)
+        if about.get("device") not in (None, dev.name):
+            raise CLIError(f"{a.profiles} holds profiles of {about['device']}, not {dev.name}")
+        train = None
+    else:
+        missing = [o for o, v in (("--train-workload", a.train_workload),
+                                  ("--infer-workload", a.infer_workload)) if not v]
+        if missing:
+            raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
+        train = core.get_workload(a.train_workload, a.batch_size)
+    keep: dict = {}
     try:
-        body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w, a.strategy)
+        if train is None:
+            t0 = time.perf_counter()
+            body = core.colocate_profiles(st, a.rate, a.latency_ms, a.budget_w, about)
+            body["decided_in_s"] = round(time.perf_counter() - t0, 4)
+        else:
+            body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w,
+                                 a.strategy, keep=keep)
     except core.InfeasibleError as e:
         if a.json:
             print(core.document("colocate", {**core.infeasible(
-                f"most training throughput, p99 latency <= {a.latency_ms:g} ms at {a.rate:g} req/s, "
-                f"mean power <= {a.budget_w:g} W", str(e), getattr(e, "closest_point", None)),
+                core.goal_text(a.rate, a.latency_ms, a.budget_w), str(e), getattr(e, "closest_point", None)),
                 "simulated": True}))
         raise
+    if a.save_profiles and "profiles" in keep:
+        core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
+                           train_workload=body["train_workload"], infer_workload=body["infer_workload"],
+                           strategy=body["strategy"])
+        body["saved_profiles"] = str(a.save_profiles)
     if a.json:
         print(core.document("colocate", body))
         return EXIT_OK
     p = body["pick"]
-    print(f"SIMULATED {dev.name}: train {train.name} (batch {train.batch_size}) beside "
-          f"{body['infer_workload']} inference at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
-          f"mean power <= {a.budget_w:g} W ({body['strategy']}, {body['profiled_modes']} modes profiled)")
+    what = (f"train {body['train_workload']} (batch {body['train_batch_size']}) beside "
+            f"{body['infer_workload']} inference")
+    how = (f"re-decided from {a.profiles}: {body['profiles_modes']} modes' saved profiles, 0 modes "
+           f"profiled, {body['decided_in_s']:.3f} s" if a.profiles else
+           f"{body['strategy']}, {body['profiled_modes']} modes profiled")
+    print(f"SIMULATED {dev.name}: {what} at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
+          f"mean power <= {a.budget_w:g} W ({how})")
     print(f"pick: {p['key']}  inference batch {p['batch_size']}: {p['train_samples_per_s']:.1f} "
           f"training samples/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
           f"ms, {100 * p['over_budget']:.2f}% over budget, {p['power_w']:.1f} W")
@@ -926,6 +953,62 @@ def cmd_colocate(a) -> int:
         print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} samples/s, "
               f"{b['power_w']:.1f} W{over}")
     return EXIT_OK
+
+
+def cmd_interleave_demo(a) -> int:
+    """The demo pair (a torch training loop, a torch inference loop) under the managed interleaving
+    on the board the backend drives; the board goes back to its starting state at the end."""
+    core.get_workload(a.train_workload, a.batch_size)      # bad names: one line, before the board
+    core.get_inference(a.infer_workload)
+    if a.backend == "replay" or a.corpus:
+        raise CLIError("interleave-demo runs on the simulated board, an emulated tree or a Jetson "
+                       "(--backend sim, sysfs or jtop), not on a replay")
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    _info(note)
+    r = core.run_demo(backend, train_workload=a.train_workload, batch_size=a.batch_size,
+                      infer_workload=a.infer_workload, rate=a.rate, then_rate=a.then_rate,
+                      latency_ms=a.latency_ms, budget_w=a.budget_w, seconds=a.seconds, seed=a.seed,
+                      say=_info)
+    if a.json:
+        print(core.document("interleave-demo", r))
+        return EXIT_OK
+    label = "SIMULATED " if r["simulated"] else ""
+    clock = "the simulated board's clock" if r["virtual_clock"] else "wall time"
+    print(f"{label}{r['device']} ({r['backend']} backend): the demo pair (torch MLP training, batch "
+          f"{r['batch_size']}, beside a torch MLP inference loop, on {r['torch_device']}), "
+          f"{r['seconds']:g} s of {clock}; "
+          f"latency budget {r['latency_ms']:g} ms, power budget {r['budget_w']:g} W")
+    if not r["virtual_clock"]:
+        print("measured: the demo pair's own loops on this host (small MLPs), not the catalogue "
+              "workloads the mode was decided for")
+    print(f"decided as {r['train_workload']} beside {r['infer_workload']} from {r['profiled_modes']} "
+          f"modes' SIMULATED standalone profiles")
+    for ph in r["phases"]:
+        m, p = ph["measured"], ph["predicted"]
+        how = (f"{ph['profiled_modes']} modes profiled" if ph["profiled_modes"]
+               else "re-decided from the same profiles, 0 modes profiled")
+        print(f"rate {ph['rate_per_s']:g}/s: {ph['key']}, inference batch {ph['batch']} ({how})")
+        print(f"  predicted: {p['train_samples_per_s']:.1f} training samples/s, p99 "
+              f"{p['latency_p99_ms']:.1f} ms, {p['power_w']:.1f} W")
+        w = "n/a" if m["power_w"] is None else f"{m['power_w']:.1f} W"
+        print(f"  measured:  {m['train_sps']:.1f} training samples/s, {m['requests']} requests, p50 "
+              f"{_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])}, {_pct(m['over_budget'])} over budget, "
+              f"mean batch {_num(m['mean_batch'])}, {w} from {m['power_from']}")
+    back = "back in its starting mode" if r["restored"] else "NOT back in its starting mode"
+    print(f"board {back}: {r['end_mode']}")
+    return EXIT_OK if r["restored"] else EXIT_ERR
+
+
+def _ms(v) -> str:
+    return "n/a" if v is None else f"{v:.1f} ms"
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{100 * v:.2f}%"
+
+
+def _num(v) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
 
 
 def cmd_apply(a) -> int:
@@ -1235,6 +1318,10 @@ NUMERIC = {
     "gpu_mhz": dict(gt=0),
     "mem_mhz": dict(gt=0),
     "interval": dict(ge=0.01, le=60),
+    "rate": dict(gt=0, le=1e6),
+    "then_rate": dict(gt=0, le=1e6),
+    "latency_ms": dict(gt=0),
+    "seconds": dict(gt=0, le=7 * 24 * 3600),
 }
 
 
@@ -1538,17 +1625,43 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("colocate", help="training beside inference: the power mode and inference "
                         "batch for a latency and a power budget (simulated board)")
     co.add_argument("--device", required=True)
-    co.add_argument("--train-workload", required=True, help="a built-in training workload")
+    co.add_argument("--train-workload", help="a built-in training workload")
     co.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
-    co.add_argument("--infer-workload", required=True,
+    co.add_argument("--infer-workload",
                     help="resnet50, mobilenetv3-l, yolov8n-det, bert-large or lstm-lm")
     co.add_argument("--rate", type=float, required=True, help="inference requests per second (Poisson)")
     co.add_argument("--latency-ms", type=float, required=True, help="latency budget (p99), ms")
     co.add_argument("--budget-w", type=float, required=True, help="mean power budget, W")
     co.add_argument("--strategy", choices=("walk", "exhaustive"), default="walk",
                     help="walk: profiles at most 15 modes (default); exhaustive: the whole grid")
+    co.add_argument("--save-profiles", metavar="FILE.json",
+                    help="keep the standalone profiles the decision took (for --profiles)")
+    co.add_argument("--profiles", metavar="FILE.json",
+                    help="decide again from profiles --save-profiles kept (a new --rate, --latency-ms "
+                         "or --budget-w), profiling nothing")
     co.add_argument("--json", action="store_true")
     co.set_defaults(fn=cmd_colocate)
+    il = sub.add_parser("interleave-demo", help="a torch training loop and a torch inference loop in "
+                        "one process under the managed interleaving (simulated board by default)")
+    il.add_argument("--device")
+    il.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
+    il.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    il.add_argument("--train-workload", default="resnet18",
+                    help="the catalogue training workload the decision is made for (default resnet18)")
+    il.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
+    il.add_argument("--infer-workload", default="resnet50",
+                    help="the catalogue inference workload the decision is made for (default resnet50)")
+    il.add_argument("--rate", type=float, default=20.0, help="requests per second, Poisson (default 20)")
+    il.add_argument("--then-rate", type=float,
+                    help="half-way, the rate changes to this: re-decided from the same profiles")
+    il.add_argument("--latency-ms", type=float, default=250.0, help="latency budget, ms (default 250)")
+    il.add_argument("--budget-w", type=float, default=35.0, help="mean power budget, W (default 35)")
+    il.add_argument("--seconds", type=float,
+                    help="how long it runs (default 60 s of the simulated board's clock, 10 s of wall "
+                         "time on a sysfs or jtop board)")
+    il.add_argument("--seed", type=int, default=0)
+    il.add_argument("--json", action="store_true", help=JSON_HELP)
+    il.set_defaults(fn=cmd_interleave_demo)
     _share_global_options(p)
     _validate_numbers(p)
     return p

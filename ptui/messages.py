@@ -78,6 +78,25 @@ class ViewReady(Message):
     error: str | None = None         # bad input: what is wrong
 
 
+# -- colocate ----------------------------------------------------------------------------------------
+@dataclass
+class ColocateDecided(Message):
+    goal: tuple                      # (train, infer, rate, latency ms, budget W) it answers
+    view: object | None              # core.ColocateView
+    error: str | None = None
+
+
+@dataclass
+class ColocateLive(Message):
+    snapshot: dict                   # core.live_snapshot of the running demo's phase
+
+
+@dataclass
+class ColocateRunEnded(Message):
+    result: dict | None              # core.run_demo's result (None: it failed)
+    error: str | None = None
+
+
 # -- apply -------------------------------------------------------------------------------------------
 @dataclass
 class PlanReady(Message):

@@ -19,7 +19,11 @@ _NAMES: dict[str, tuple[str, ...]] = {
                               "profile_run", "random_pairs",),
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "restore", "rollback",),
-    "usecases.colocate": ("colocate",),
+    "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",),
+    "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
+                            "poisson", "profiles_of", "Report", "Request", "save_profiles", "SimWork",
+                            "trace", "walk_profiles",),
+    "usecases.interleavedemo": ("demo_pair", "live_snapshot", "run_demo",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
                           "document", "infeasible", "point",),
     "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
@@ -30,6 +34,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.profile": ("check_memory", "estimate_device_s", "latest_outputs", "ProfileRequest",
                          "ProfileRun", "resumable_sessions",),
     # decisions
+    "decision.concurrent": ("Standalone",),
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
                        "predict_table",),
     "decision.energy": ("Energy", "EnergyPoint",),
@@ -60,11 +65,11 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "board.telemetry": ("Sampler",),
     # the catalogue
     "catalogue.devices": ("DeviceError", "get_device",),
-    "catalogue.inference": ("INFERENCE",),
+    "catalogue.inference": ("get_inference", "INFERENCE",),
     "catalogue.modes": ("cpu_ghz", "Mode", "whole_mhz",),
     "catalogue.workloads": ("get_workload", "WORKLOADS",),
     # the rest
-    "clock": ("hms", "RealClock",),
+    "clock": ("Clock", "hms", "RealClock", "VirtualClock",),
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
                "known_errors", "number", "PtuiError",),
     "paths": ("data_dir", "script_log",),
@@ -90,11 +95,12 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .board.signals import Terminated, exit_code_for, install, shielded
     from .board.telemetry import Sampler
     from .catalogue.devices import DeviceError, get_device
-    from .catalogue.inference import INFERENCE
+    from .catalogue.inference import INFERENCE, get_inference
     from .catalogue.modes import Mode, cpu_ghz, whole_mhz
     from .catalogue.workloads import WORKLOADS, get_workload
-    from .clock import RealClock, hms
+    from .clock import Clock, RealClock, VirtualClock, hms
     from .decision.batch import MAX_BATCH, BatchError, decide, joint_goal, parse_batch_sizes, predict_table
+    from .decision.concurrent import Standalone
     from .decision.energy import Energy, EnergyPoint
     from .decision.goals import Goal
     from .decision.pareto import DEFAULT_RISK, RISK_MEAN, InfeasibleError, Table, choose, parse_risk
@@ -138,7 +144,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         restore,
         rollback,
     )
-    from .usecases.colocate import colocate
+    from .usecases.colocate import ColocateView, colocate, colocate_profiles, colocate_view, goal_text
     from .usecases.contract import (
         batch_decision_body,
         batch_decision_energy,
@@ -166,6 +172,23 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         probe_spec,
         workload_spec,
     )
+    from .usecases.interleave import (
+        BoardMeter,
+        Interleaver,
+        Managed,
+        Minibatch,
+        Poisson,
+        Report,
+        Request,
+        SimWork,
+        load_profiles,
+        poisson,
+        profiles_of,
+        save_profiles,
+        trace,
+        walk_profiles,
+    )
+    from .usecases.interleavedemo import demo_pair, live_snapshot, run_demo
     from .usecases.pool import board_id, fit_with_pool, pool_summary, pull_rows, push_profile
     from .usecases.profile import (
         ProfileRequest,

@@ -240,7 +240,7 @@ def footer_keys(app) -> list[str]:
 
 
 async def test_escape_leaves_a_text_field_and_the_footer_says_so():
-    """In a text field q, 1-5 and ? are text; the footer offers Esc, which hands the keys back."""
+    """In a text field q, 1-6 and ? are text; the footer offers Esc, which hands the keys back."""
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("2")

@@ -76,3 +76,40 @@ async def test_a_scripts_model_says_what_was_timed_on_pareto_and_apply(tmp_path)
         await pilot.pause(0.2)
         plan = str(app.screen.query_one("#plan").render())
         assert "ms per iteration of 2 optimizers" in plan and "minibatch" not in plan, plan
+
+
+def test_the_fitting_child_fits_saves_and_reports_its_steps(tmp_path):
+    """fit_cancellable's whole way: every step the child takes arrives as a progress.Step, saving
+    last, and the outcome is the model the child saved."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.progress import SAVING
+    from ptui.core.usecases.fit import fit_cancellable
+    from tests.support.cli import run_cli
+    csv = tmp_path / "p.csv"
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "12",
+                         "--out", csv)
+    assert rc == 0, err
+    steps = []
+    res = fit_cancellable(get_device("orin-agx"), csv, workload="resnet18", out=tmp_path / "m",
+                          progress=steps.append)
+    assert res.out == tmp_path / "m" and res.n_modes == 12 and res.workload == "resnet18"
+    assert res.sizes and res.model.device.name == "orin-agx" and res.seconds > 0
+    assert steps and steps[-1].kind == SAVING and all(s.kind != SAVING for s in steps[:-1])
+
+
+def test_a_fit_cancelled_before_it_starts_ends_at_once_with_no_model(tmp_path):
+    import threading
+
+    import pytest
+
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.usecases.fit import fit_cancellable
+    from ptui.core.usecases.profile import Cancelled
+    csv = tmp_path / "p.csv"
+    csv.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
+    cancel = threading.Event()
+    cancel.set()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        fit_cancellable(get_device("orin-agx"), csv, out=tmp_path / "m", cancel=cancel)
+    assert time.monotonic() - t0 < 5 and not (tmp_path / "m").exists()

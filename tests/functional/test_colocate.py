@@ -40,6 +40,32 @@ def test_infeasible_budget_is_a_document_with_the_closest_option_and_exit_3():
     assert len(err.strip().splitlines()) == 1
 
 
+def test_infeasible_text_names_the_binding_budget_and_a_closest_option_that_meets_the_other():
+    """The closest option was the lowest-power row of the latency screen alone, whose latency failed
+    (p99 435 ms against 250): the line then named a mode that meets neither budget.  Now it is the
+    lowest-power (mode, b) whose latency holds on its distribution, as decide checks a pick."""
+    rc, out, err = run_cli(*BASE, "--budget-w", "4")
+    assert rc == 3 and out == "" and len(err.strip().splitlines()) == 1
+    assert "no mode within 4 W keeps p99 latency within 250 ms" in err and "SIMULATED" in err
+    rc, out, _ = run_cli(*BASE, "--budget-w", "4", "--json")
+    c = json.loads(out)["closest"]
+    assert c["meets_latency"] is True and c["latency_p99_ms"] <= 250 and c["over_budget"] <= 0.005
+    assert f"{c['power_w']:.1f} W, {c['key']} with inference batch {c['batch_size']}" in err
+
+
+def test_infeasible_by_latency_says_so_whatever_the_power_budget():
+    """ResNet-50 served at 30 requests/s within 100 ms beside ResNet-18 training: no (mode, b) passes
+    the latency test (with its tail margin) at any power; the walk said 'no profiled mode meets the
+    budgets (15 profiled)' and pareto's 'no mode stays within 60 W' could follow."""
+    args = [a if a not in ("20", "250") else {"20": "30", "250": "100"}[a] for a in BASE]
+    rc, out, err = run_cli(*args, "--budget-w", "60")
+    assert rc == 3 and len(err.strip().splitlines()) == 1
+    assert "keeps p99 latency within 100 ms at 30 requests/s with ptui's tail margin" in err
+    assert "profiled mode" not in err and "within 60 W" not in err
+    rc, out, _ = run_cli(*args, "--budget-w", "60", "--json")
+    assert json.loads(out)["closest"]["meets_latency"] is False
+
+
 def test_bad_input_is_one_line_exit_2():
     for args in (["--budget-w", "-1"], ["--budget-w", "30", "--strategy", "x"]):
         rc, out, err = run_cli(*BASE, *args)
@@ -47,3 +73,39 @@ def test_bad_input_is_one_line_exit_2():
         assert len(err.strip().splitlines()) == 1
     rc, _, err = run_cli(*[a if a != "resnet50" else "nope" for a in BASE], "--budget-w", "30")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "inference workload" in err
+
+
+def test_saved_profiles_re_decide_a_new_rate_with_nothing_profiled(tmp_path, monkeypatch):
+    """--save-profiles keeps the walk's standalone profiles; --profiles decides again from them for
+    a new rate (the pick changes, zero modes profiled, well under a second) and agrees with a
+    decision over the same profiles in memory."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.decision.concurrent import decide
+    from ptui.core.usecases import colocate
+    from ptui.interleave import load_profiles
+    saved = tmp_path / "p.json"
+    rc, out, err = run_cli(*BASE, "--budget-w", "35", "--save-profiles", saved, "--json")
+    assert rc == 0, err
+    first = json.loads(out)
+    assert first["saved_profiles"] == str(saved)
+    st, about = load_profiles(saved, get_device("orin-agx"))
+    assert len(st.modes) == first["profiled_modes"] and about["train_workload"] == "resnet18"
+    calls = []
+    monkeypatch.setattr(colocate, "standalone", lambda *a, **k: calls.append(a))
+    rc, out, err = run_cli("colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "40",
+                           "--latency-ms", "250", "--budget-w", "35", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert calls == [] and doc["profiled_modes"] == 0 and doc["strategy"] == "saved profiles"
+    assert doc["decided_in_s"] < 1.0
+    want = decide(st, 40.0, 250.0, 35.0)
+    assert doc["pick"]["key"] == want.mode.key and doc["pick"]["batch_size"] == want.batch
+    assert (doc["pick"]["key"], doc["pick"]["batch_size"]) != (first["pick"]["key"], first["pick"]["batch_size"])
+
+
+def test_profiles_bad_input_is_one_line_exit_2(tmp_path):
+    (tmp_path / "x.json").write_text("not json")
+    for args in (["--profiles", tmp_path / "x.json"], ["--profiles", tmp_path / "none.json"], []):
+        rc, out, err = run_cli("colocate", "--device", "orin-agx", "--rate", "40", "--latency-ms", "250",
+                               "--budget-w", "35", *args)
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err

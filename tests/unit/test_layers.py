@@ -11,7 +11,7 @@ from tests.support.imports import cycles, function_level, graph
 
 LAYERS = [
     ("faces", ("ptui.__main__", "ptui.cli", "ptui.cliprogress", "ptui.app", "ptui.screens",
-               "ptui.widgets", "ptui.state", "ptui.messages", "ptui.flower")),
+               "ptui.widgets", "ptui.state", "ptui.messages", "ptui.flower", "ptui.interleave")),
     ("use cases", ("ptui.core.usecases", "ptui.core")),      # ptui.core: the façade the faces use
     ("profiling, prediction, decision", ("ptui.core.profiling", "ptui.probe", "ptui.core.prediction",
                                          "ptui.core.decision")),

@@ -148,3 +148,14 @@ def test_a_model_of_a_newer_format_is_refused_as_such(tmp_path):
     (d / "meta.json").write_text(json.dumps({"format": "ptui-model-9", "device": "orin-agx"}))
     with pytest.raises(ModelError, match="newer ptui"):
         load_model(d)
+
+
+@pytest.mark.parametrize("edit, said", [({"device": 5}, "device 5 is not a device name"),
+                                        ({"predictors": ["gp"]}, "'predictors' is not a table")])
+def test_a_hand_edited_meta_of_the_wrong_shape_is_refused_not_a_crash(tmp_path, edit, said):
+    # a model without checksums ('files') is read as it is, so its meta.json may say anything
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"format": FORMAT, "device": "orin-agx", **edit}))
+    with pytest.raises(ModelError, match=said):
+        load_model(d)

@@ -692,3 +692,28 @@ def test_active_profiling_decides_on_the_time_basis_asked_for(tmp_path):
     store.save_result("s", 0, r, 1.0)
     assert prof._extend(list(info.plan)) == []
     assert seen == [[2.4]]
+
+
+def test_the_cycle_is_the_mean_minibatch_plus_what_the_source_timed_outside_the_steps(tmp_path):
+    """cycle_ms, wall time per step: the window's mean minibatch time, plus the work a source (a
+    what-if) measured outside the steps; nothing is added without such a source."""
+    from types import SimpleNamespace
+
+    from ptui.core.board.backends.base import MinibatchEvent, Telemetry
+    from ptui.core.clock import VirtualClock
+    be = SimJetson(ORIN, seed=1, clock=VirtualClock(10.0))
+    _store, prof, _info = session(tmp_path, be, plan=PLAN[:1])
+    prof.cfg = ProfileConfig(min_minibatches=4, min_power_samples=2, window=2, min_settle_s=0.0)
+
+    def events():
+        t = be.clock.now()
+        for k in range(40):
+            yield Telemetry(t + 0.1 * k + 0.05, 20.0)
+            yield MinibatchEvent(t + 0.1 * (k + 1), 90.0 + 20 * (k % 2), k)
+    r = prof.measure(events(), PLAN[0])
+    assert r.cycle_ms == pytest.approx(100.0) and r.n_minibatches == 4
+    seen = []
+    prof.source = SimpleNamespace(outside_ms=lambda mode: seen.append(mode) or 7.5)
+    r = prof.measure(events(), PLAN[0])
+    assert r.cycle_ms == pytest.approx(107.5) and seen == [PLAN[0]]
+    assert prof.measure(events(), PLAN[0], record=False) is None and seen == [PLAN[0]]

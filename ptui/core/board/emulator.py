@@ -168,6 +168,21 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
     preset = dev.preset(nvp_id)
     mode = mode or preset.mode
     _write_marker(root, dev, "building")            # the directory is ptui's from here on
+    _write_cpus(root, dev, mode)
+    _write_gpu(root, dev, lay, mode, preset.tpc)
+    _write_emc(root, dev, lay, mode)
+    _write_power_monitors(root, lay)
+    _write_thermal_zones(root, lay)
+    _write_identity(root, dev, lay)
+    _write_nvpmodel(root, dev, nvp_id, keep_nvpmodel)
+    write_stat(root, mode.cores, 0)
+    Driver(root, dev).step(0.0)                     # sensors at the mode's idle readings
+    _write_marker(root, dev, "ready")
+    return root
+
+
+def _write_cpus(root: Path, dev: Device, mode: Mode) -> None:
+    """The cores' online switches and one cpufreq policy per cluster, pinned at the mode's clock."""
     cpu = root / "sys/devices/system/cpu"
     for c in range(1, dev.max_cores):
         write_file(cpu / f"cpu{c}" / "online", 1 if c < mode.cores else 0)
@@ -183,6 +198,10 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
             write_file(pol / name, v)
         for c in cl:
             _link(cpu / f"cpu{c}" / "cpufreq", f"../cpufreq/policy{cl[0]}")
+
+
+def _write_gpu(root: Path, dev: Device, lay: Layout, mode: Mode, tpc: int) -> None:
+    """The GPU's devfreq node at the mode's clock, its device files (`tpc` TPCs powered) and loads."""
     gdev, gpu = root / lay.gpu_dev, root / lay.gpu_dir
     g = _hz(mode.gpu_mhz)
     for name, v in (("min_freq", g), ("max_freq", g), ("cur_freq", g), ("governor", "nvhost_podgov"),
@@ -193,11 +212,15 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
     if lay.gpu_alias:
         _link(root / "sys/devices/gpu.0", lay.gpu_alias)
     for name, v in (("of_node/name", lay.gpu_of_name), ("load", 0), ("railgate_enable", 0),
-                    ("tpc_pg_mask", tpc_mask(dev, preset.tpc)), ("enable_3d_scaling", 1),
+                    ("tpc_pg_mask", tpc_mask(dev, tpc)), ("enable_3d_scaling", 1),
                     ("power/control", "auto")):
         write_file(gdev / name, v)
     for p in lay.gpu_loads:
         write_file(root / p, 0)
+
+
+def _write_emc(root: Path, dev: Device, lay: Layout, mode: Mode) -> None:
+    """The memory clock at the mode's rate, the BPMP's table of rates (in the board's form), its cap."""
     emc = root / EMC_DIR
     for name, v in (("rate", _hz(mode.mem_mhz)), ("min_rate", _hz(dev.mem_mhz[0])),
                     ("max_rate", _hz(dev.mem_mhz[-1])), ("mrq_rate_locked", 0), ("state", 1)):
@@ -209,6 +232,10 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
     else:
         write_file(rates / "possible_rates", " ".join(str(_khz(x)) for x in dev.mem_mhz))
     write_file(root / lay.emc_cap, 0)
+
+
+def _write_power_monitors(root: Path, lay: Layout) -> None:
+    """The INA3221s on the I2C bus, each rail at RAIL_MV drawing nothing (NC channels read 0)."""
     for addr, hw, labels in lay.ina:
         d = root / "sys/bus/i2c/devices" / addr
         write_file(d / "name", "ina3221")
@@ -217,10 +244,17 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
                             (f"curr{k}_input", 0), (f"curr{k}_max", 20000), (f"curr{k}_crit", 30000)):
                 write_file(d / "hwmon" / hw / name, v)
         _link(root / "sys/bus/i2c/drivers/ina3221" / addr, f"../../devices/{addr}")
+
+
+def _write_thermal_zones(root: Path, lay: Layout) -> None:
     for i, (name, _) in enumerate(lay.zones):
         z = root / f"sys/devices/virtual/thermal/thermal_zone{i}"
         write_file(z / "type", name)
         write_file(z / "temp", OFFLINE_ZONE)
+
+
+def _write_identity(root: Path, dev: Device, lay: Layout) -> None:
+    """What tells a reader which board this is (device tree, DMI), and the rest jtop reads."""
     dt = root / "sys/firmware/devicetree/base"
     dt.mkdir(parents=True, exist_ok=True)
     (dt / "model").write_bytes(lay.model.encode() + b"\0")
@@ -234,15 +268,15 @@ def build(root: str | os.PathLike, device: Device | str = "orin-agx", mode: Mode
     for name, v in (("product_name", f"{dev.title} (emulated by ptui, SIMULATED)"), ("sys_vendor", "NVIDIA"),
                     ("board_name", lay.board_id)):
         write_file(root / "sys/devices/virtual/dmi/id" / name, v)
+
+
+def _write_nvpmodel(root: Path, dev: Device, nvp_id: int, keep: bool) -> None:
+    """nvpmodel.conf and the status file saying preset `nvp_id`; `keep` leaves either that exists."""
     conf, status = root / "etc/nvpmodel.conf", root / NVPMODEL_STATUS
-    if not (keep_nvpmodel and conf.is_file()):
+    if not (keep and conf.is_file()):
         write_file(conf, nvpmodel_conf(dev).rstrip("\n"))
-    if not (keep_nvpmodel and status.is_file()):
+    if not (keep and status.is_file()):
         write_file(status, f"pmode:{nvp_id:04d} fmode:quiet")
-    write_stat(root, mode.cores, 0)
-    Driver(root, dev).step(0.0)                     # sensors at the mode's idle readings
-    _write_marker(root, dev, "ready")
-    return root
 
 
 def nvpmodel_conf(device: Device) -> str:

@@ -64,6 +64,16 @@ class Standalone:
     def p_inf(self, i: int, k) -> np.ndarray:
         return np.interp(k, self.batches, self.infer_w[i])
 
+    @staticmethod
+    def stack(parts) -> Standalone:
+        """One Standalone of several over the same batches (e.g. the modes a walk profiled)."""
+        ps = list(parts)
+        a = ps[0]
+        return Standalone([m for p in ps for m in p.modes], a.train_batch,
+                          np.concatenate([p.train_ms for p in ps]), np.concatenate([p.train_w for p in ps]),
+                          a.batches, np.concatenate([p.infer_ms for p in ps]),
+                          np.concatenate([p.infer_w for p in ps]))
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -321,5 +331,5 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
         if admitted(pr):
             return Pick(r, st.modes[r], b, pr)
         ok[k] = False
-    raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.0%} of requests within "
+    raise InfeasibleError(f"no mode and inference batch keeps {1 - MISS_MAX:.1%} of requests within "
                           f"{latency_ms:g} ms at {rate:g} requests/s", tab, int(np.argmin(tab.time_ms)))

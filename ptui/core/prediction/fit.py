@@ -840,11 +840,6 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     X = features(device, A[:, :4])
     batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
     fold = folds(n, seed)
-    cvs: dict = {t: {} for t in targets}
-    fulls: dict = {t: {} for t in targets}
-    keep = {t: np.ones(n, bool) for t in targets}      # rows not left out as outliers
-    left_out: dict = {}                                 # target -> the outliers, as metrics say
-    skipped = None
     use_nn = method == "powertrain" or (method == "auto" and torch_available() and not batch_knob)
     names = {t: NN_CANDIDATES if targets[t][1] is not None else ("scratch",) for t in targets}
     worker = None
@@ -853,113 +848,175 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
         worker = _worker((os.cpu_count() or 1) >= 2)
         worker.submit(X, _nn_jobs(targets, names), fold, _screen_folds(n, True), seed, loss)
     try:
-        for t, (y, ref_net) in targets.items():
-            if method == "powertrain":
-                break
-            ly = np.log(y)
-            ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
-            if progress:
-                progress(stage(f"fitting {t} ({method}) on {n} "
-                               f"{'(mode, batch size) pairs' if per_sample else 'modes'}"))
-            times = None
-            if t == "power" and fulls.get("time") and n >= TIME_INPUT_MIN_MODES:
-                src = fulls["time"].get(STACK) or next(iter(fulls["time"].values()))
-                if per_sample:
-                    src.per_sample = True              # its time_log: per step, as predicted
-                inside = time_log(src, device, A)
-                # each row's time from a model that did not see it: the time GPs' cross-validated
-                # prediction (per step), or the fit's own for a row it left out as an outlier
-                held = _chosen_cv(cvs["time"]).log_pred + (np.log(A[:, 4]) if per_sample else 0.0)
-                held = np.where(np.isfinite(held), held, inside)
-                times = (src, inside, held)
-            fulls[t], cvs[t] = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, t, times, roofline)
-            gone: list = []
-            while (i := next_outlier(_chosen_cv(cvs[t]), ly)) is not None:
-                gone.append(_outlier_record(i, A[i], y[i], _chosen_cv(cvs[t]).log_pred[i], t))
-                keep[t][i] = False                 # refit every GP without it, then look again
-                if progress:
-                    progress(stage(f"fitting {t} ({method}) again without {len(gone)} outlying "
-                                   f"measurement{'s' if len(gone) > 1 else ''}"))
-                k = keep[t]
-                fulls[t], cv_kept = _gp_all(device, A[k], ly[k], None if ref_log is None else ref_log[k],
-                                            ref_net, folds(int(k.sum()), seed), seed, t,
-                                            None if times is None else
-                                            (times[0], times[1][k], times[2][k]), roofline)
-                cvs[t] = {nm: cv.expand(k) for nm, cv in cv_kept.items()}
-            if gone:
-                left_out[t] = gone
+        fulls, cvs, keep, left_out = _fit_gp_candidates(
+            device, A, X, targets, fold, method=method, seed=seed, progress=progress,
+            per_sample=per_sample, roofline=roofline)
     except BaseException:
         if worker is not None:
             worker.close()                       # no orphaned child on an error or Ctrl-C
         raise
-    stopped: dict = {t: {} for t in targets}
-    if method == "powertrain":
-        if progress:
-            progress(stage(f"fine-tuning the time and power networks on {n} modes"))
-        nn, _ = _nn_candidates(X, targets, {t: ("transfer",) for t in targets}, cvs, seed, loss,
-                               screen=False)
-    elif use_nn:
-        assert worker is not None       # method 'auto': its first stage started above
-        if progress:
-            progress("cross-validating the PowerTrain network recipes")
-        try:
-            nn, stopped = _nn_candidates(X, targets, names, cvs, seed, loss, screen=True,
-                                         worker=worker)
-        finally:
-            worker.close()
-    else:
-        nn = {t: {} for t in targets}
-        if method == "auto":
-            skipped = ("PowerTrain network recipes skipped: they take no batch-size input" if batch_knob
-                       else "PowerTrain network recipes skipped: torch is not installed")
+    nn, stopped = _network_candidates(X, targets, names, cvs, method=method, use_nn=use_nn,
+                                      worker=worker, seed=seed, loss=loss, progress=progress)
+    skipped = None
+    if method == "auto" and not use_nn:
+        skipped = ("PowerTrain network recipes skipped: they take no batch-size input" if batch_knob
+                   else "PowerTrain network recipes skipped: torch is not installed")
     preds, metrics, final_jobs = {}, {}, {}
     for t, (y, ref_net) in targets.items():
         ly = np.log(y)
         cvs[t].update(nn[t])
         scores = {nm: cv.score(ly) for nm, cv in cvs[t].items()}
-        # with a stack, the single GPs are reported but not chosen: the stack's weights already
-        # chose among them (measured: always the stack beat picking the CV-best single GP)
-        pool = [k for k in scores if not (STACK in scores and k in GP_SPECS)]
-        choice = min(pool, key=lambda k: (round(scores[k]["cv_mape"], 6), k not in GP_CANDIDATES))
+        choice = _best_candidate(scores)
         best = scores[choice]
         scale = calibrate(best["_z"])
         if choice in fulls[t]:
-            pred = fulls[t][choice]
-            pred.sd_scale = scale
-            grids: dict = {}                     # per reference network (time's, power's)
-            src = getattr(pred, "time_source", None)
-            for g in getattr(pred, "members", [pred]) + getattr(src, "members", [src] if src else []):
-                if g.ref is not None and g.ref_grid is None:   # every mode's, looked up later
-                    if id(g.ref) not in grids:
-                        grids[id(g.ref)] = reference_grid(device, g.ref)
-                    g.ref_grid = grids[id(g.ref)]
-            preds[t] = pred
+            preds[t] = _with_reference_grids(device, fulls[t][choice], scale)
         else:
             final_jobs[t] = (choice, y, ref_net, best["cv_resid_sd"] * scale, np.flatnonzero(keep[t]))
-        z_cal = best["_z"] / scale
-        m = {"method": method, "choice": choice, "cv_mape": best["cv_mape"],
-             "cv_resid_sd": best["cv_resid_sd"], "cv_coverage90": best["cv_coverage90"],
-             "cv_coverage90_calibrated": float(np.mean(z_cal <= Z90) * 100),
-             "sd_scale": scale, "cv_folds": n_folds(n),
-             "candidates_cv_mape": {k: v["cv_mape"] for k, v in scores.items()}}
-        if stopped[t]:
-            # recipes stopped by the screen: their MAPE on the screened folds' held-out rows
-            m["candidates_cv_mape"].update(stopped[t])
-            m["screened_out"] = sorted(stopped[t])
-            m["screen"] = (f"network recipes cross-validated on {len(_screen_folds(n, True))} of "
-                           f"{n_folds(n)} folds first; those above {NN_SCREEN_MARGIN:g} x the best GP's "
-                           f"MAPE on the same rows stopped there")
-        if skipped:
-            m["note"] = skipped
-        if t in left_out:
-            m["outliers"] = left_out[t]
-        metrics[t] = m
+        metrics[t] = _target_metrics(method, n, scores, choice, scale, stopped[t], skipped,
+                                     left_out.get(t))
     if final_jobs:
         if progress:
             progress("training the chosen network recipe"
                      + "".join(f" ({t}: {j[0]})" for t, j in final_jobs.items()) + f" on all {n} modes")
         preds.update(_nn_final(X, final_jobs, seed, loss))
     return preds, metrics
+
+
+def _fit_gp_candidates(device: Device, A: np.ndarray, X: np.ndarray, targets: dict, fold, *,
+                       method: str, seed: int, progress, per_sample: bool,
+                       roofline) -> tuple[dict, dict, dict, dict]:
+    """Every target's GP candidates fitted on all rows and cross-validated, outliers left out;
+    returns ({target: {name: fit}}, {target: {name: _CV}}, {target: the rows kept},
+    {target: the outliers, as metrics say}).  powertrain fits no GP: all empty."""
+    n = len(A)
+    fulls: dict = {t: {} for t in targets}
+    cvs: dict = {t: {} for t in targets}
+    keep = {t: np.ones(n, bool) for t in targets}
+    left_out: dict = {}
+    if method == "powertrain":
+        return fulls, cvs, keep, left_out
+    for t, (y, ref_net) in targets.items():
+        ref_log = ref_net.predict_log(X)[0] if ref_net is not None else None
+        if progress:
+            progress(stage(f"fitting {t} ({method}) on {n} "
+                           f"{'(mode, batch size) pairs' if per_sample else 'modes'}"))
+        times = _time_input(device, A, fulls, cvs, per_sample) if t == "power" else None
+        fulls[t], cvs[t], keep[t], gone = _fit_gps_leaving_out_outliers(
+            device, A, y, ref_log, ref_net, fold, seed, t, times, roofline,
+            progress=progress, label=f"{t} ({method})")
+        if gone:
+            left_out[t] = gone
+    return fulls, cvs, keep, left_out
+
+
+def _time_input(device: Device, A: np.ndarray, fulls: dict, cvs: dict, per_sample: bool):
+    """What the power GPs' TIME_INPUT candidates take: (the time fit, each row's time from it, each
+    row's time from a model that did not see it); None without a time fit or with too few modes."""
+    if not fulls.get("time") or len(A) < TIME_INPUT_MIN_MODES:
+        return None
+    src = fulls["time"].get(STACK) or next(iter(fulls["time"].values()))
+    if per_sample:
+        src.per_sample = True              # its time_log: per step, as predicted
+    inside = time_log(src, device, A)
+    # each row's time from a model that did not see it: the time GPs' cross-validated
+    # prediction (per step), or the fit's own for a row it left out as an outlier
+    held = _chosen_cv(cvs["time"]).log_pred + (np.log(A[:, 4]) if per_sample else 0.0)
+    held = np.where(np.isfinite(held), held, inside)
+    return src, inside, held
+
+
+def _fit_gps_leaving_out_outliers(device: Device, A: np.ndarray, y: np.ndarray, ref_log, ref_net,
+                                  fold, seed: int, target: str, times, roofline, *, progress,
+                                  label: str) -> tuple[dict, dict, np.ndarray, list]:
+    """One target's GP candidates, refitted without its worst outlier until none is left (see
+    next_outlier); returns ({name: fit}, {name: _CV over every row}, the rows kept, the outliers)."""
+    ly = np.log(y)
+    keep = np.ones(len(A), bool)
+    fulls, cvs = _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times, roofline)
+    gone: list = []
+    while (i := next_outlier(_chosen_cv(cvs), ly)) is not None:
+        gone.append(_outlier_record(i, A[i], y[i], _chosen_cv(cvs).log_pred[i], target))
+        keep[i] = False                        # refit every GP without it, then look again
+        if progress:
+            progress(stage(f"fitting {label} again without {len(gone)} outlying "
+                           f"measurement{'s' if len(gone) > 1 else ''}"))
+        fulls, cv_kept = _gp_all(device, A[keep], ly[keep], None if ref_log is None else ref_log[keep],
+                                 ref_net, folds(int(keep.sum()), seed), seed, target,
+                                 None if times is None else
+                                 (times[0], times[1][keep], times[2][keep]), roofline)
+        cvs = {nm: cv.expand(keep) for nm, cv in cv_kept.items()}
+    return fulls, cvs, keep, gone
+
+
+def _network_candidates(X: np.ndarray, targets: dict, names: dict, cvs: dict, *, method: str,
+                        use_nn: bool, worker, seed: int, loss: str, progress) -> tuple[dict, dict]:
+    """Every target's cross-validated network recipes ({target: {name: _CV}}) and those the screen
+    stopped ({target: {name: MAPE on the screened folds}}); none where use_nn is false.  Closes
+    the worker (auto's screen, started beside the GPs)."""
+    stopped: dict = {t: {} for t in targets}
+    if method == "powertrain":
+        if progress:
+            progress(stage(f"fine-tuning the time and power networks on {len(X)} modes"))
+        nn, _ = _nn_candidates(X, targets, {t: ("transfer",) for t in targets}, cvs, seed, loss,
+                               screen=False)
+        return nn, stopped
+    if not use_nn:
+        return {t: {} for t in targets}, stopped
+    assert worker is not None       # method 'auto': its first stage started beside the GPs
+    if progress:
+        progress("cross-validating the PowerTrain network recipes")
+    try:
+        return _nn_candidates(X, targets, names, cvs, seed, loss, screen=True, worker=worker)
+    finally:
+        worker.close()
+
+
+def _best_candidate(scores: dict) -> str:
+    """The candidate with the lowest cross-validated MAPE (a GP candidate on a tie)."""
+    # with a stack, the single GPs are reported but not chosen: the stack's weights already
+    # chose among them (measured: always the stack beat picking the CV-best single GP)
+    pool = [k for k in scores if not (STACK in scores and k in GP_SPECS)]
+    return min(pool, key=lambda k: (round(scores[k]["cv_mape"], 6), k not in GP_CANDIDATES))
+
+
+def _with_reference_grids(device: Device, pred, sd_scale: float):
+    """The chosen GP fit, calibrated, with every reference network's prediction of every mode
+    worked out once (each GP looks its reference up there later)."""
+    pred.sd_scale = sd_scale
+    grids: dict = {}                     # per reference network (time's, power's)
+    src = getattr(pred, "time_source", None)
+    for g in getattr(pred, "members", [pred]) + getattr(src, "members", [src] if src else []):
+        if g.ref is not None and g.ref_grid is None:
+            if id(g.ref) not in grids:
+                grids[id(g.ref)] = reference_grid(device, g.ref)
+            g.ref_grid = grids[id(g.ref)]
+    return pred
+
+
+def _target_metrics(method: str, n: int, scores: dict, choice: str, scale: float, stopped: dict,
+                    skipped: str | None, outliers: list | None) -> dict:
+    """What the model's metadata says of one target's fit: the choice, its cross-validated figures,
+    every candidate's MAPE (those the screen stopped included), and why rows or recipes are missing."""
+    best = scores[choice]
+    z_cal = best["_z"] / scale
+    m = {"method": method, "choice": choice, "cv_mape": best["cv_mape"],
+         "cv_resid_sd": best["cv_resid_sd"], "cv_coverage90": best["cv_coverage90"],
+         "cv_coverage90_calibrated": float(np.mean(z_cal <= Z90) * 100),
+         "sd_scale": scale, "cv_folds": n_folds(n),
+         "candidates_cv_mape": {k: v["cv_mape"] for k, v in scores.items()}}
+    if stopped:
+        # recipes stopped by the screen: their MAPE on the screened folds' held-out rows
+        m["candidates_cv_mape"].update(stopped)
+        m["screened_out"] = sorted(stopped)
+        m["screen"] = (f"network recipes cross-validated on {len(_screen_folds(n, True))} of "
+                       f"{n_folds(n)} folds first; those above {NN_SCREEN_MARGIN:g} x the best GP's "
+                       f"MAPE on the same rows stopped there")
+    if skipped:
+        m["note"] = skipped
+    if outliers:
+        m["outliers"] = outliers
+    return m
 
 
 def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: str = "auto",

@@ -212,6 +212,29 @@ def load_model(directory: str | Path) -> Model:
     d = Path(directory)
     if not d.is_dir():
         raise ModelError(f"{d}: no model directory here (build one with ptui fit or ptui reference build)")
+    meta = _read_meta(d)
+    verify_model_dir(d, meta)
+    if not isinstance(meta.get("device", ""), str):
+        raise ModelError(f"{d}/meta.json: its device {meta['device']!r} is not a device name")
+    try:
+        device = get_device(meta.get("device", ""))
+    except ValueError as e:
+        raise ModelError(f"{d}/meta.json: {e}") from None
+    kinds = meta.get("predictors") or {}
+    if not isinstance(kinds, dict):
+        raise ModelError(f"{d}/meta.json: 'predictors' is not a table of the targets' predictors")
+    nets: dict[str, Predictor] = {name: _load_predictor(d / f"{name}.npz", kinds.get(name) or {"kind": "nn"})
+                                  for name in TARGETS}
+    _share_time_source(nets)
+    model = Model(device, nets["time"], nets["power"], meta, _load_measured(d / "measured.npz"))
+    with np.errstate(over="ignore", invalid="ignore"):
+        probe = model.predict(_probe_modes(device))
+    check_predictions(probe, f"{d}")
+    return model
+
+
+def _read_meta(d: Path) -> dict:
+    """The model directory's meta.json, refused unless it is a ptui model of a format this ptui reads."""
     try:
         meta = json.loads((d / "meta.json").read_text())
     except FileNotFoundError:
@@ -224,55 +247,48 @@ def load_model(directory: str | Path) -> Model:
             raise ModelError(f"{d}: written by a newer ptui (model format {fmt}; this one reads "
                              f"up to {FORMAT}); upgrade ptui or fit the profile again")
         raise ModelError(f"{d}/meta.json: not a ptui model (format {FORMAT})")
-    verify_model_dir(d, meta)
+    return meta
+
+
+def _load_predictor(f: Path, cfg: dict) -> Predictor:
+    """One target's predictor: the arrays in `f` read as meta.json's `cfg` says."""
     try:
-        device = get_device(meta.get("device", ""))
-    except ValueError as e:
-        raise ModelError(f"{d}/meta.json: {e}") from None
-    nets: dict[str, Predictor] = {}
-    kinds = meta.get("predictors") or {}
-    for name in TARGETS:
-        f = d / f"{name}.npz"
-        cfg = kinds.get(name) or {"kind": "nn"}
-        try:
-            with np.load(f, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-            if cfg.get("kind") == "gp":
-                if cfg.get("time_input"):
-                    raise ValueError("a GP with the step time as an input is saved in a stack")
-                nets[name] = GPTarget.from_arrays(cfg, arrays)
-            elif cfg.get("kind") == "gp-stack":
-                nets[name] = GPStack.from_arrays(cfg, arrays)
-            elif cfg.get("kind") == "roofline":
-                nets[name] = RooflineTarget.from_config(cfg)
-            elif cfg.get("kind") == "nn":
-                nets[name] = Net.from_arrays(arrays)
-            else:
-                raise ValueError(f"unknown predictor kind {cfg.get('kind')!r}")
-        except FileNotFoundError:
-            raise ModelError(f"{f}: missing") from None
-        except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
-            why = "not an archive of plain arrays" if "pickle" in str(e) else f"{type(e).__name__}: {e}"
-            raise ModelError(f"{f}: corrupt model file ({why})") from None
-    _share_time_source(nets)
-    measured = None
-    f = d / "measured.npz"
-    if f.exists():
-        try:
-            with np.load(f, allow_pickle=False) as z:
-                measured = {k: np.asarray(z[k], np.float64) for k in MEASURED_KEYS
-                            + (("batch_size",) if "batch_size" in z.files else ())}
-            n = len(measured["time_ms"])
-            if measured["modes"].shape != (n, 4) or any(measured[k].shape != (n,)
-                                                         for k in measured if k != "modes"):
-                raise ValueError("array lengths differ")
-        except Exception as e:  # noqa: BLE001
-            raise ModelError(f"{f}: corrupt measurements ({type(e).__name__}: {e})") from None
-    model = Model(device, nets["time"], nets["power"], meta, measured)
-    with np.errstate(over="ignore", invalid="ignore"):
-        probe = model.predict(_probe_modes(device))
-    check_predictions(probe, f"{d}")
-    return model
+        with np.load(f, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        if cfg.get("kind") == "gp":
+            if cfg.get("time_input"):
+                raise ValueError("a GP with the step time as an input is saved in a stack")
+            return GPTarget.from_arrays(cfg, arrays)
+        if cfg.get("kind") == "gp-stack":
+            return GPStack.from_arrays(cfg, arrays)
+        if cfg.get("kind") == "roofline":
+            return RooflineTarget.from_config(cfg)
+        if cfg.get("kind") == "nn":
+            return Net.from_arrays(arrays)
+        raise ValueError(f"unknown predictor kind {cfg.get('kind')!r}")
+    except FileNotFoundError:
+        raise ModelError(f"{f}: missing") from None
+    except Exception as e:  # noqa: BLE001 - zip/npy errors of every kind mean corrupt
+        why = "not an archive of plain arrays" if "pickle" in str(e) else f"{type(e).__name__}: {e}"
+        raise ModelError(f"{f}: corrupt model file ({why})") from None
+
+
+def _load_measured(f: Path) -> dict | None:
+    """The measurements saved beside the model (None: there are none), refused if their arrays
+    do not line up."""
+    if not f.exists():
+        return None
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            measured = {k: np.asarray(z[k], np.float64) for k in MEASURED_KEYS
+                        + (("batch_size",) if "batch_size" in z.files else ())}
+        n = len(measured["time_ms"])
+        if measured["modes"].shape != (n, 4) or any(measured[k].shape != (n,)
+                                                     for k in measured if k != "modes"):
+            raise ValueError("array lengths differ")
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(f"{f}: corrupt measurements ({type(e).__name__}: {e})") from None
+    return measured
 
 
 def _share_time_source(nets: dict) -> None:

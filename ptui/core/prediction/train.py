@@ -70,12 +70,7 @@ def train_many(X: np.ndarray, y: np.ndarray | None, members: list[Member], *, ep
     networks of a profile then train in one stack."""
     if loss not in ("mse", "mape"):
         raise TrainError(f"unknown loss {loss!r}; use mse or mape")
-    lys = []
-    for m in members:
-        t = np.asarray(m.y if m.y is not None else y, np.float64)
-        if t.shape != (len(X),) or np.any(~np.isfinite(t)) or np.any(t <= 0):
-            raise TrainError("targets must be positive finite numbers")
-        lys.append(np.log(t))
+    lys = _log_targets(X, y, members)
     torch.set_num_threads(_pick_threads())
     M = len(members)
     widths = (4,) + HIDDEN + (1,)
@@ -86,102 +81,151 @@ def train_many(X: np.ndarray, y: np.ndarray | None, members: list[Member], *, ep
     bs = [np.empty((M, 1, b), np.float32) for b in widths[1:]]
     for k, m in enumerate(members):
         rows = np.asarray(m.rows)
-        ly = lys[k]
-        if m.init is not None:
-            xm, xsd = m.init.x_mean, m.init.x_scale         # keep the reference's input scaling
-        else:
-            xm = X[rows].mean(axis=0)
-            xsd = X[rows].std(axis=0)
-            xsd = np.where(xsd > 0, xsd, 1.0)
-        ym, ysd = float(ly[rows].mean()), float(ly[rows].std()) or 1.0
+        xm, xsd, ym, ysd = _scaling(m.init, X[rows], lys[k][rows])
         scal.append((xm, xsd, ym, ysd))
         xs.append(((X - xm) / xsd).astype(np.float32))
-        ys.append(((ly - ym) / ysd).astype(np.float32))
-        mr = np.random.default_rng(m.seed)
-        perm = rows[mr.permutation(len(rows))]
-        n_val = max(1, int(round(val_frac * len(rows)))) if len(rows) >= 10 else 0
-        va_idx.append(perm[:n_val] if n_val else perm)
-        tr_idx.append(perm[n_val:] if n_val else perm)
-        # weights: the reference's body, or PyTorch's default init; always a fresh last layer
-        for i, (a, b) in enumerate(zip(widths, widths[1:])):
-            bound = 1.0 / np.sqrt(a)
-            if m.init is not None and i < len(widths) - 2:
-                Ws[i][k], bs[i][k, 0] = m.init.layers[i]
-            else:
-                Ws[i][k] = mr.uniform(-bound, bound, (a, b))
-                bs[i][k, 0] = mr.uniform(-bound, bound, b)
+        ys.append(((lys[k] - ym) / ysd).astype(np.float32))
+        mr = np.random.default_rng(m.seed)      # the split first, then the weights: one stream
+        va, tr = _validation_split(rows, mr, val_frac)
+        va_idx.append(va)
+        tr_idx.append(tr)
+        _init_weights(k, m.init, mr, widths, Ws, bs)
     Xt = torch.from_numpy(np.stack(xs))                      # [M, n, 4]
     Yt = torch.from_numpy(np.stack(ys))                      # [M, n]
     params = [torch.nn.Parameter(torch.from_numpy(w)) for w in Ws] + \
              [torch.nn.Parameter(torch.from_numpy(b)) for b in bs]
-    W, B = params[:len(Ws)], params[len(Ws):]
     drop = torch.tensor([[list(m.dropout)] for m in members], dtype=torch.float32)  # [M,1,3]
-    opt = torch.optim.Adam(params, lr=lr, foreach=True)
     ysd_t = torch.tensor([s[3] for s in scal], dtype=torch.float32).unsqueeze(1)
+    best_params = _train_stack(Xt, Yt, params, drop, tr_idx, va_idx, rng, _criterion(loss, ysd_t),
+                               epochs=epochs, lr=lr, batch=batch)
+    return [_net_of(best_params, k, scal[k]) for k in range(M)]
 
-    def forward(xb, train):
-        h = xb
-        for i in range(len(W)):
-            h = torch.baddbmm(B[i], h, W[i])
-            if i < len(W) - 1:
-                h = torch.relu(h)
-                if train:
-                    p = drop[:, :, i:i + 1]
-                    keep = (torch.rand_like(h) >= p).float()
-                    h = h * keep / (1.0 - p)
-        return h.squeeze(-1)
 
+def _log_targets(X: np.ndarray, y: np.ndarray | None, members: list[Member]) -> list[np.ndarray]:
+    """Each member's targets (its own, or `y`), one per row of X, in log; TrainError unless all
+    are positive and finite."""
+    lys = []
+    for m in members:
+        t = np.asarray(m.y if m.y is not None else y, np.float64)
+        if t.shape != (len(X),) or np.any(~np.isfinite(t)) or np.any(t <= 0):
+            raise TrainError("targets must be positive finite numbers")
+        lys.append(np.log(t))
+    return lys
+
+
+def _scaling(init: Net | None, X_rows: np.ndarray, ly_rows: np.ndarray) -> tuple:
+    """(x mean, x sd, log-target mean, log-target sd) that standardise a member's inputs and targets:
+    the reference's input scaling when it transfers, else its training rows'."""
+    if init is not None:
+        xm, xsd = init.x_mean, init.x_scale             # keep the reference's input scaling
+    else:
+        xm = X_rows.mean(axis=0)
+        xsd = X_rows.std(axis=0)
+        xsd = np.where(xsd > 0, xsd, 1.0)
+    return xm, xsd, float(ly_rows.mean()), float(ly_rows.std()) or 1.0
+
+
+def _validation_split(rows: np.ndarray, mr: np.random.Generator, val_frac: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(validation rows, training rows), shuffled; under 10 rows none is held out and all serve
+    as both."""
+    perm = rows[mr.permutation(len(rows))]
+    n_val = max(1, int(round(val_frac * len(rows)))) if len(rows) >= 10 else 0
+    return (perm[:n_val], perm[n_val:]) if n_val else (perm, perm)
+
+
+def _init_weights(k: int, init: Net | None, mr: np.random.Generator, widths: tuple,
+                  Ws: list, bs: list) -> None:
+    """Member k's initial weights into the stacks Ws, bs: the reference's body, or PyTorch's
+    default init; always a fresh last layer."""
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        bound = 1.0 / np.sqrt(a)
+        if init is not None and i < len(widths) - 2:
+            Ws[i][k], bs[i][k, 0] = init.layers[i]
+        else:
+            Ws[i][k] = mr.uniform(-bound, bound, (a, b))
+            bs[i][k, 0] = mr.uniform(-bound, bound, b)
+
+
+def _forward(W: list, B: list, drop, xb, train: bool):
+    """The stacked networks' output for inputs xb [M, rows, 4]; dropout only while training."""
+    h = xb
+    for i in range(len(W)):
+        h = torch.baddbmm(B[i], h, W[i])
+        if i < len(W) - 1:
+            h = torch.relu(h)
+            if train:
+                p = drop[:, :, i:i + 1]
+                keep = (torch.rand_like(h) >= p).float()
+                h = h * keep / (1.0 - p)
+    return h.squeeze(-1)
+
+
+def _criterion(loss: str, ysd_t):
+    """Each member's mean loss over the rows its mask marks ([M]): MSE of the standardised log
+    target, or MAPE of the target itself (ysd_t, each member's sd, undoes the standardisation)."""
     def crit(pred, target, mask):
         if loss == "mse":
             e = (pred - target) ** 2
         else:
             e = torch.abs(torch.expm1((pred - target) * ysd_t))
-        per = (e * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
-        return per                                            # [M]
+        return (e * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    return crit
 
-    def gather(idx_lists, size):
-        """Pad each member's indices to `size`; mask marks the real ones."""
-        idx = np.zeros((M, size), dtype=np.int64)
-        mask = np.zeros((M, size), dtype=np.float32)
-        for k, r in enumerate(idx_lists):
-            idx[k, :len(r)] = r
-            mask[k, :len(r)] = 1
-        return torch.from_numpy(idx), torch.from_numpy(mask)
 
-    vidx, vmask = gather(va_idx, max(len(v) for v in va_idx))
+def _gather(idx_lists, size: int):
+    """Pad each member's indices to `size`; mask marks the real ones."""
+    idx = np.zeros((len(idx_lists), size), dtype=np.int64)
+    mask = np.zeros((len(idx_lists), size), dtype=np.float32)
+    for k, r in enumerate(idx_lists):
+        idx[k, :len(r)] = r
+        mask[k, :len(r)] = 1
+    return torch.from_numpy(idx), torch.from_numpy(mask)
+
+
+def _train_stack(Xt, Yt, params: list, drop, tr_idx: list, va_idx: list, rng: np.random.Generator,
+                 crit, *, epochs: int, lr: float, batch: int) -> list:
+    """Adam on the stacked parameters for `epochs` epochs; returns each parameter as it was at its
+    member's best validation loss."""
+    W, B = params[:len(params) // 2], params[len(params) // 2:]
+    opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    vidx, vmask = _gather(va_idx, max(len(v) for v in va_idx))
     vx = torch.gather(Xt, 1, vidx.unsqueeze(-1).expand(-1, -1, 4))
     vy = torch.gather(Yt, 1, vidx)
     n_batches = max(int(np.ceil(len(t) / batch)) for t in tr_idx)
-    best = torch.full((M,), float("inf"))
+    best = torch.full((len(tr_idx),), float("inf"))
     best_params = [p.detach().clone() for p in params]
     for _ in range(epochs):
         perms = [t[rng.permutation(len(t))] for t in tr_idx]
         for s in range(n_batches):
-            idx, mask = gather([p[s * batch:(s + 1) * batch] for p in perms], batch)
+            idx, mask = _gather([p[s * batch:(s + 1) * batch] for p in perms], batch)
             if mask.sum() == 0:
                 continue
             xb = torch.gather(Xt, 1, idx.unsqueeze(-1).expand(-1, -1, 4))
             yb = torch.gather(Yt, 1, idx)
             opt.zero_grad()
-            crit(forward(xb, True), yb, mask).sum().backward()
+            crit(_forward(W, B, drop, xb, True), yb, mask).sum().backward()
             opt.step()
         with torch.no_grad():
-            v = crit(forward(vx, False), vy, vmask)
+            v = crit(_forward(W, B, drop, vx, False), vy, vmask)
             better = v < best
             if better.any():
                 best = torch.where(better, v, best)
                 for bp, p in zip(best_params, params):
                     bp[better] = p.detach()[better]
-    nets = []
-    for k in range(M):
-        xm, xsd, ym, ysd = scal[k]
-        layers = [(best_params[i][k].numpy().copy(), best_params[len(W) + i][k, 0].numpy().copy())
-                  for i in range(len(W) - 1)]
-        hw = best_params[len(W) - 1][k].numpy().T.copy()            # [1, 64]
-        hb = best_params[-1][k, 0].numpy().copy()                  # [1]
-        nets.append(Net(np.asarray(xm, np.float64), np.asarray(xsd, np.float64), layers,
-                        hw.astype(np.float32), hb.astype(np.float32), ym, ysd))
-    return nets
+    return best_params
+
+
+def _net_of(best_params: list, k: int, scaling: tuple) -> Net:
+    """Member k of the trained stack as a numpy Net."""
+    n_layers = len(best_params) // 2
+    xm, xsd, ym, ysd = scaling
+    layers = [(best_params[i][k].numpy().copy(), best_params[n_layers + i][k, 0].numpy().copy())
+              for i in range(n_layers - 1)]
+    hw = best_params[n_layers - 1][k].numpy().T.copy()            # [1, 64]
+    hb = best_params[-1][k, 0].numpy().copy()                  # [1]
+    return Net(np.asarray(xm, np.float64), np.asarray(xsd, np.float64), layers,
+               hw.astype(np.float32), hb.astype(np.float32), ym, ysd)
 
 
 def train_net(X: np.ndarray, y: np.ndarray, *, init: Net | None = None, epochs: int = 100,

@@ -172,6 +172,18 @@ def summarise(mode: Mode, mbs: list[float], pw: list[float], settle_s: float, mo
                       settle_s, mode_s, stable, statistics.fmean(mbs) + extra_ms)
 
 
+@dataclass
+class _Readings:
+    """What measuring one mode has gathered so far."""
+    t_a: float                          # when the mode read back as applied
+    window: deque[float]                # the last power samples, while settling
+    stable_at: float | None = None      # when the power settled (or settling gave up)
+    stable: bool = True
+    dropped_first: bool = False
+    mbs: list[float] = field(default_factory=list)
+    pw: list[float] = field(default_factory=list)
+
+
 class Profiler:
     def __init__(self, backend: Backend, workload: Workload, store: Store, session: str,
                  config: ProfileConfig | None = None, source=None, planner=None) -> None:
@@ -212,63 +224,77 @@ class Profiler:
             got = be.apply_mode(mode)
         if got != mode or be.current_mode() != mode:
             raise ApplyError(f"mode {mode.key} did not read back (device reports {be.current_mode().key})")
-        t_a = clock.now()
-        window: deque[float] = deque(maxlen=cfg.window)
-        stable_at: float | None = None
-        stable = True
-        dropped_first = False
-        mbs: list[float] = []
-        pw: list[float] = []
+        r = _Readings(clock.now(), deque(maxlen=cfg.window))
         for ev in events:
             now = clock.now()
             if isinstance(ev, MinibatchEvent):
-                if ev.t_end <= t_a + 1e-9:
+                if ev.t_end <= r.t_a + 1e-9:
                     continue                       # straddled the switch
-                if not dropped_first:
-                    dropped_first = True           # the first minibatch in a new mode is slow
+                if not r.dropped_first:
+                    r.dropped_first = True         # the first minibatch in a new mode is slow
                     continue
-                if self.progress:
-                    self.progress.live_minibatch_ms = ev.ms
-                if stable_at is not None and ev.t_end - ev.ms / 1000.0 >= stable_at - 1e-9:
-                    mbs.append(ev.ms)
+                self._take_minibatch(r, ev)
             else:
-                if ev.power_w is None:
-                    raise BackendError("no power reading: the device reports no power sensor")
-                hot = [(z, c) for z, c in ev.temps.items() if c >= cfg.thermal_limit_c]
-                if hot:
-                    z, c = max(hot, key=lambda x: x[1])
-                    raise ThermalLimit(f"thermal guard: {z} reached {c:.1f} °C (limit "
-                                       f"{cfg.thermal_limit_c:.0f} °C) in mode {mode.key}; profiling "
-                                       f"stopped and the original mode restored")
-                if self.progress:
-                    self.progress.live_power_w = ev.power_w
-                if stable_at is None:
-                    window.append(ev.power_w)
-                    if len(window) == cfg.window and ev.t - t_a >= cfg.min_settle_s:
-                        lo, hi = min(window), max(window)
-                        if (hi - lo) <= cfg.stable_tol * (sum(window) / len(window)):
-                            stable_at = ev.t
-                    if stable_at is None and ev.t - t_a >= cfg.settle_timeout_s:
-                        stable_at, stable = ev.t, False
-                    if stable_at is not None and self.progress:
-                        self.progress.phase = "recording"
-                elif ev.t > stable_at:
-                    pw.append(ev.power_w)
-            if stable_at is not None and (not record or (
-                    len(mbs) >= cfg.min_minibatches and len(pw) >= cfg.min_power_samples
-                    and sum(mbs) / 1000.0 >= getattr(self.source, "cycle_window_s", 0.0))):
+                self._take_power(r, ev, mode)
+            if r.stable_at is not None and (not record or self._enough(r)):
                 break
             limit = max(cfg.mode_timeout_s, getattr(self.source, "mode_timeout_s", 0.0) or 0.0)
-            if now - t_a > limit:              # a script with slow steps extends the limit
+            if now - r.t_a > limit:            # a script with slow steps extends the limit
                 raise ProfileError(f"mode {mode.key}: no result after {limit:.0f} s "
-                                   f"({len(mbs)} minibatches) — is the workload still training?")
+                                   f"({len(r.mbs)} minibatches) — is the workload still training?")
             if self.control.aborted or self.control.paused:
                 self.control.wait()
         if not record:
             return None
         extra = getattr(self.source, "outside_ms", None)
-        return summarise(mode, mbs, pw, stable_at - t_a, clock.now() - t_start, stable,
+        return summarise(mode, r.mbs, r.pw, r.stable_at - r.t_a, clock.now() - t_start, r.stable,
                          extra(mode) if extra else 0.0)
+
+    def _take_minibatch(self, r: _Readings, ev: MinibatchEvent) -> None:
+        """A minibatch of the new mode: shown live, recorded if it started once the power was stable."""
+        if self.progress:
+            self.progress.live_minibatch_ms = ev.ms
+        if r.stable_at is not None and ev.t_end - ev.ms / 1000.0 >= r.stable_at - 1e-9:
+            r.mbs.append(ev.ms)
+
+    def _take_power(self, r: _Readings, ev, mode: Mode) -> None:
+        """A power sample: checked (a sensor, no zone too hot), then part of the settling window
+        until the power is stable, recorded after."""
+        if ev.power_w is None:
+            raise BackendError("no power reading: the device reports no power sensor")
+        hot = [(z, c) for z, c in ev.temps.items() if c >= self.cfg.thermal_limit_c]
+        if hot:
+            z, c = max(hot, key=lambda x: x[1])
+            raise ThermalLimit(f"thermal guard: {z} reached {c:.1f} °C (limit "
+                               f"{self.cfg.thermal_limit_c:.0f} °C) in mode {mode.key}; profiling "
+                               f"stopped and the original mode restored")
+        if self.progress:
+            self.progress.live_power_w = ev.power_w
+        if r.stable_at is None:
+            self._settle(r, ev)
+        elif ev.t > r.stable_at:
+            r.pw.append(ev.power_w)
+
+    def _settle(self, r: _Readings, ev) -> None:
+        """Stable once the last cfg.window samples lie within cfg.stable_tol of their mean, no sooner
+        than cfg.min_settle_s after the switch; unstable (recorded as such) after cfg.settle_timeout_s."""
+        cfg = self.cfg
+        r.window.append(ev.power_w)
+        if len(r.window) == cfg.window and ev.t - r.t_a >= cfg.min_settle_s:
+            lo, hi = min(r.window), max(r.window)
+            if (hi - lo) <= cfg.stable_tol * (sum(r.window) / len(r.window)):
+                r.stable_at = ev.t
+        if r.stable_at is None and ev.t - r.t_a >= cfg.settle_timeout_s:
+            r.stable_at, r.stable = ev.t, False
+        if r.stable_at is not None and self.progress:
+            self.progress.phase = "recording"
+
+    def _enough(self, r: _Readings) -> bool:
+        """Enough recorded: the minibatches and power samples the config asks for, covering at least
+        the source's cycle window (a what-if's whole cycle)."""
+        cfg = self.cfg
+        return (len(r.mbs) >= cfg.min_minibatches and len(r.pw) >= cfg.min_power_samples
+                and sum(r.mbs) / 1000.0 >= getattr(self.source, "cycle_window_s", 0.0))
 
     def _extend(self, plan: list[Mode]) -> list[int]:
         """Active profiling: ask the planner for the next mode and append it to the plan."""

@@ -4,6 +4,8 @@ or a coordinate walk that profiles at most WALK_BUDGET modes, the baselines, the
 Every figure here is SIMULATED (the simulator's physics; inference calibrated on a measured sweep)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..board.inference import inference_operating
@@ -12,9 +14,19 @@ from ..catalogue.devices import Device
 from ..catalogue.inference import INFER_BATCHES, get_inference
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import Workload
-from ..decision.concurrent import Pick, Standalone, admitted, candidates, decide, predict
+from ..decision.concurrent import (
+    MISS_MARGIN,
+    PREDICT_MAX,
+    Pick,
+    Standalone,
+    admitted,
+    candidates,
+    decide,
+    predict,
+)
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
+from .contract import infeasible
 
 WALK_BUDGET = 15
 
@@ -152,7 +164,8 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     return None
 
 
-def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
+def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w,
+         keep: dict | None = None):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
     and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
     falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
@@ -170,7 +183,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
        spent (before any feasible point, a further spread-out mode).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
-    is never picked.  Returns (pick, modes profiled)."""
+    is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
+    (grid row -> one-row Standalone), for a later re-decision without profiling."""
     grid = list(device.pt_grid())
     xs = np.array([m.as_tuple() for m in grid], float)
     u = xs / xs.max(0)
@@ -215,6 +229,8 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
                 break
             nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
         prof(nxt)
+    if keep is not None:
+        keep.update(meas)
     pick = best()
     if pick is None:
         raise InfeasibleError(f"no profiled mode meets the budgets ({len(meas)} profiled)")
@@ -237,30 +253,77 @@ def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
             "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
 
 
-def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
-             budget_w: float, strategy: str = "walk") -> dict:
-    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
-    InfeasibleError carries the closest option's point in .closest_point."""
+def _goal(rate: float, latency_ms: float, budget_w: float) -> dict:
     if not (rate > 0 and latency_ms > 0 and budget_w > 0):
         raise InputError("--rate, --latency-ms and --budget-w must be positive numbers")
+    return {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
+            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+
+
+def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+             budget_w: float, strategy: str = "walk", keep: dict | None = None) -> dict:
+    """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
+    InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
+    given, gets the standalone profiles the decision took under "profiles" (a Standalone)."""
+    goal = _goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
-    goal = {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
-            "objective": "training throughput", "latency_rule": "p99 within the budget"}
+    meas: dict = {}
     try:
         if strategy == "exhaustive":
-            pick, _st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            pick, st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            meas = {0: st}
         else:
-            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w)
+            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w, keep=meas)
     except InfeasibleError as e:
-        e.closest_point = _closest(device, train, infer, rate, latency_ms)  # type: ignore[attr-defined]
-        raise
+        closest = _closest(device, train, infer, rate, latency_ms)
+        why = _why_infeasible(closest, rate, latency_ms, budget_w, str(e))
+        err = InfeasibleError(why, e.table, e.closest)
+        err.closest_point = closest  # type: ignore[attr-defined]
+        raise err from e
+    finally:
+        if keep is not None and meas:
+            keep["profiles"] = Standalone.stack(meas[i] for i in sorted(meas))
     return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
             "pick": _point(pick, train.batch_size),
             "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
+
+
+def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str) -> str:
+    """One line for a decision nothing meets: which budget binds, and the closest option (on the
+    simulator's whole grid) with the figure that misses."""
+    if closest is None:
+        return found
+    near = f"{closest['key']} with inference batch {closest['batch_size']}"
+    if not closest["meets_latency"]:
+        return (f"no mode and inference batch keeps p99 latency within {latency_ms:g} ms at {rate:g} "
+                f"requests/s with ptui's tail margin; closest: {near}: p99 {closest['latency_p99_ms']:.1f} "
+                f"ms, {100 * closest['over_budget']:.1f} % late, {100 * closest['within_margin']:.1f} % "
+                f"inside the margin (at most {100 * MISS_MARGIN:g} %) (SIMULATED)")
+    return (f"no mode within {budget_w:g} W keeps p99 latency within {latency_ms:g} ms at "
+            f"{rate:g} requests/s; the least power that does: {closest['power_w']:.1f} W, {near}, "
+            f"{closest['train_samples_per_s']:.1f} training samples/s (SIMULATED)")
+
+
+def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: float,
+                      about: dict | None = None) -> dict:
+    """The decision again from saved standalone profiles (a changed rate or budget): decide over
+    the modes they hold, nothing profiled; no baselines (they would need modes the file lacks)."""
+    goal = _goal(rate, latency_ms, budget_w)
+    about = about or {}
+    try:
+        pick = decide(st, rate, latency_ms, budget_w)
+    except InfeasibleError as e:
+        e.closest_point = None  # type: ignore[attr-defined]
+        raise
+    return {"feasible": True, "simulated": bool(about.get("simulated", True)), "goal": goal,
+            "strategy": "saved profiles", "profiled_modes": 0, "profiles_modes": len(st.modes),
+            "train_workload": about.get("train_workload"), "train_batch_size": st.train_batch,
+            "infer_workload": about.get("infer_workload"), "pick": _point(pick, st.train_batch),
+            "baselines": {}}
 
 
 def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
@@ -291,23 +354,72 @@ def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, bu
 
 
 def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> dict | None:
-    """The closest option to budgets nothing meets: the lowest-power grid (mode, b) whose latency
-    holds, else the (mode, b) with the lowest predicted p99."""
+    """The closest option to budgets nothing meets, on the simulator's grid: the lowest-power
+    (mode, b) whose latency holds (decide's test: the screen, then the latency distribution),
+    else the fastest-training mode's b of lowest p99; `meets_latency` says which."""
     st = standalone(device, train, infer, list(device.pt_grid()))
-    try:
-        p = decide(st, rate, latency_ms, 1e9)
-    except InfeasibleError:
-        best = None
-        for b in INFER_BATCHES:
-            pr = predict(st, int(np.argmin(st.train_ms)), rate, latency_ms, b)
-            if best is None or pr.p99_ms < best.prediction.p99_ms:
-                i = int(np.argmin(st.train_ms))
-                best = Pick(i, st.modes[i], b, pr)
-        return _point(best, train.batch_size)
-    # the lowest mean power among latency-feasible rows of the grid
     tab, ok = candidates(st, rate, latency_ms)
-    if not ok.any():
-        return _point(p, train.batch_size)
-    k = int(np.flatnonzero(ok)[np.argmin(tab.power_w[ok])])
-    r, b = k % len(st.modes), int(tab.batches[k])
-    return _point(Pick(r, st.modes[r], b, predict(st, r, rate, latency_ms, b)), train.batch_size)
+    where = np.flatnonzero(ok)
+    for k in where[np.argsort(tab.power_w[where], kind="stable")][:PREDICT_MAX]:
+        r, b = int(k) % len(st.modes), int(tab.batches[k])
+        pr = predict(st, r, rate, latency_ms, b)
+        if admitted(pr):
+            return {**(_point(Pick(r, st.modes[r], b, pr), train.batch_size) or {}), "meets_latency": True}
+    i = int(np.argmin(st.train_ms))
+    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in INFER_BATCHES),
+               key=lambda p: p.prediction.p99_ms)
+    return {**(_point(best, train.batch_size) or {}), "meets_latency": False,
+            "within_margin": round(best.prediction.over_margin, 5)}
+
+
+def goal_text(rate: float, latency_ms: float, budget_w: float) -> str:
+    """The goal of a concurrent decision in words (the document's `goal` when nothing meets it)."""
+    return (f"most training throughput, p99 latency <= {latency_ms:g} ms at {rate:g} req/s, "
+            f"mean power <= {budget_w:g} W")
+
+
+@dataclass(frozen=True)
+class ColocateView:
+    """What the app shows of a concurrent decision: the decision document's body (feasible or not,
+    as `ptui colocate --json` prints it) and, per inference batch b, the upper edge of the region
+    whose latency holds: (mean power W, training samples/s) of the grid's (mode, b), each checked
+    on its latency distribution (SIMULATED)."""
+    body: dict
+    edges: dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+def _edge(st: Standalone, tab, k: np.ndarray, rate, latency_ms) -> tuple[np.ndarray, np.ndarray]:
+    """The staircase of rows k (one inference batch) that no other row beats on both power and
+    throughput, keeping only those whose latency holds on its distribution."""
+    sps = st.train_batch / tab.time_ms[k] * 1000.0
+    order = np.argsort(tab.power_w[k], kind="stable")
+    w, y, top = [], [], -np.inf
+    for j in order:
+        if sps[j] <= top:
+            continue
+        r, b = int(k[j]) % len(st.modes), int(tab.batches[k[j]])
+        if admitted(predict(st, r, rate, latency_ms, b)):
+            top = float(sps[j])
+            w.append(float(tab.power_w[k[j]]))
+            y.append(top)
+    return np.array(w), np.array(y)
+
+
+def colocate_view(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
+                  budget_w: float, strategy: str = "walk") -> ColocateView:
+    """The decision (or, where nothing meets the budgets, its infeasible body with the closest
+    option) and the feasible region's edges over PowerTrain's grid x every inference batch."""
+    try:
+        body = colocate(device, train, infer_name, rate, latency_ms, budget_w, strategy)
+    except InfeasibleError as e:
+        closest = getattr(e, "closest_point", None)
+        body = {**infeasible(goal_text(rate, latency_ms, budget_w), str(e), closest), "simulated": True}
+    infer = get_inference(infer_name).name
+    st = standalone(device, train, infer, list(device.pt_grid()))
+    tab, ok = candidates(st, rate, latency_ms)
+    edges = {}
+    for b in INFER_BATCHES:
+        k = np.flatnonzero(ok & (tab.batches == b))
+        if len(k):
+            edges[b] = _edge(st, tab, k, rate, latency_ms)
+    return ColocateView(body, {b: e for b, e in edges.items() if len(e[0])})

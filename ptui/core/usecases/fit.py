@@ -220,21 +220,45 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
     of a second: ``fit`` itself checks its cancel event only between stages, which take seconds.
     The child (and the network process it starts) is ended on cancel, except while it saves (that
     finishes, the model directory is written whole or not at all)."""
+    t0 = time.perf_counter()
+    proc = _start_fit_child(device, profile, workload, out)
+    got: dict = {}                          # filled as the lines arrive: a cancel may come after the result
+    try:
+        _follow_fit_child(_lines_of(proc), progress, cancel, got)
+    finally:
+        _end_fit_child(proc, got.get("result"))
+    result, error = got.get("result"), got.get("error")
+    if result is None:
+        if error is not None:
+            raise (InputError if error[0] == "I" else RuntimeFailure)(error[1])
+        raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
+    model = load_model(result["out"])
+    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0,
+                      [int(b) for b in result.get("sizes", [])], str(result.get("workload", "custom")))
+
+
+def _start_fit_child(device, profile: Path | str, workload: str | None, out: Path | None):
+    """The child process of fit_cancellable (_fit_child), in its own session so that ending it ends
+    the network process it starts too; it runs this ptui, whatever PYTHONPATH says."""
     import json
-    import queue
-    import signal
     import subprocess
 
     root = str(Path(__file__).resolve().parents[3])            # the directory holding ptui/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", "from ptui.core.usecases.fit import _fit_child; _fit_child()",
          json.dumps({"device": device.name, "profile": str(profile), "workload": workload,
                      "out": str(out) if out is not None else None})],
         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         text=True, start_new_session=True)
+
+
+def _lines_of(proc):
+    """A queue of the child's output lines, read by a thread (None once it closes its output), so
+    that waiting for the next one can time out and look at the cancel event."""
+    import queue
+
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -244,46 +268,54 @@ def fit_cancellable(device, profile: Path | str, *, workload: str | None = None,
         lines.put(None)
 
     threading.Thread(target=read, daemon=True, name="ptui-fit-child").start()
-    saving, result, error = False, None, None
-    try:
-        while True:
-            if cancel is not None and cancel.is_set() and not saving:
-                raise Cancelled("fine-tuning cancelled")
-            try:
-                line = lines.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            kind, _, text = line.partition(" ")
-            if kind == "P":
-                st = Step.from_line(text)
-                saving = st.kind == SAVING
-                if progress:
-                    progress(st)
-            elif kind == "R":
-                result = json.loads(text)
-            elif kind in ("I", "E"):
-                error = (kind, text)
-    finally:
-        if proc.poll() is None and result is None:
-            try:                                  # the child and its network process
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    return lines
+
+
+def _follow_fit_child(lines, progress: Callable[[str], None] | None, cancel: threading.Event | None,
+                      got: dict) -> None:
+    """Pass the child's steps to `progress` until its output ends, its result and its error
+    ((kind, text)) into `got`.  Cancelled on `cancel`, unless the child is saving."""
+    import json
+    import queue
+
+    saving = False
+    while True:
+        if cancel is not None and cancel.is_set() and not saving:
+            raise Cancelled("fine-tuning cancelled")
         try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
+            line = lines.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        kind, _, text = line.partition(" ")
+        if kind == "P":
+            st = Step.from_line(text)
+            saving = st.kind == SAVING
+            if progress:
+                progress(st)
+        elif kind == "R":
+            got["result"] = json.loads(text)
+        elif kind in ("I", "E"):
+            got["error"] = (kind, text)
+
+
+def _end_fit_child(proc, result: dict | None) -> None:
+    """Wait for the child; one that has not sent its result (cancelled, or the parent failed) is
+    killed first, with the network process it started."""
+    import signal
+
+    if proc.poll() is None and result is None:
+        try:                                  # the child and its network process
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-        proc.wait()
-    if result is None:
-        if error is not None:
-            raise (InputError if error[0] == "I" else RuntimeFailure)(error[1])
-        raise RuntimeFailure(f"fine-tuning failed (the fitting process ended with code {proc.returncode})")
-    model = load_model(result["out"])
-    return FitOutcome(model, Path(result["out"]), int(result["n_modes"]), time.perf_counter() - t0,
-                      [int(b) for b in result.get("sizes", [])], str(result.get("workload", "custom")))
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
+    proc.wait()
 
 
 def _fit_child() -> None:

@@ -557,63 +557,80 @@ def _key(d: dict, k: int):
 _SLACK = 0.02
 
 
+def _mhz_in_table(dev: Device, v, table_mhz, scale, what) -> float:
+    """The saved frequency `v` (a string of digits, in 1/`scale` MHz) in MHz, refused unless it
+    lies within `table_mhz` give or take _SLACK."""
+    if not (isinstance(v, str) and v.isascii() and v.isdigit()):   # the kernel reads 0-9 only
+        raise DamagedSnapshot(f"{what} {v!r} is not a whole number")
+    mhz = int(v) / scale
+    lo, hi = min(table_mhz) * (1 - _SLACK), max(table_mhz) * (1 + _SLACK)
+    if not lo <= mhz <= hi:
+        raise DamagedSnapshot(f"{what} {mhz:g} MHz is outside {dev.name}'s range "
+                              f"{min(table_mhz):g}-{max(table_mhz):g} MHz")
+    return mhz
+
+
+def _pair(v, what):
+    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+        raise DamagedSnapshot(f"{what} is not a (min, max) pair: {str(v)[:60]}")
+    return v
+
+
+def _core(dev: Device, k, what) -> int:
+    try:
+        c = int(k)
+    except (TypeError, ValueError):
+        c = -1
+    if not 0 <= c < dev.max_cores:
+        raise DamagedSnapshot(f"{what} names cpu{k}, which {dev.name} (cpu0-{dev.max_cores - 1}) "
+                              f"does not have")
+    return c
+
+
+def _check_limits(dev: Device, v, table_mhz, scale, what: str) -> None:
+    """A saved (min, max) frequency pair: both within the table, the minimum not above the maximum."""
+    mn, mx = _pair(v, f"{what} limits")
+    if _mhz_in_table(dev, mn, table_mhz, scale, f"{what} minimum") > _mhz_in_table(
+            dev, mx, table_mhz, scale, f"{what} maximum"):
+        raise DamagedSnapshot(f"{what} minimum {mn} is above its maximum {mx}")
+
+
+def _check_cpus(dev: Device, online: dict, cpufreq: dict) -> None:
+    for k, v in online.items():
+        if _core(dev, k, "the online table") == 0:
+            raise DamagedSnapshot("the online table names cpu0, which cannot go offline")
+        if v not in ("0", "1"):
+            raise DamagedSnapshot(f"cpu{k} online is {v!r}, not 0 or 1")
+    for k, v in cpufreq.items():
+        _core(dev, k, "the cpufreq table")
+        _check_limits(dev, v, dev.cpu_mhz, 1e3, f"cpu{k}'s CPU")
+
+
+def _check_emc(dev: Device, emc) -> None:
+    locked, rate = _pair(emc, "the EMC state")
+    if locked not in ("0", "1"):
+        raise DamagedSnapshot(f"the EMC lock flag is {locked!r}, not 0 or 1")
+    _mhz_in_table(dev, rate, dev.mem_mhz, 1e6, "the EMC rate")
+
+
 def check_state(dev: Device, st) -> None:
     """Refuse a saved sysfs state that does not fit this board: its structure, core numbers,
     on/off flags, and every frequency within the device's table range.  DamagedSnapshot says
     the first thing wrong."""
-    def bad(why: str):
-        raise DamagedSnapshot(why)
-
-    def hz(v, table_mhz, scale, what):
-        if not (isinstance(v, str) and v.isdigit()):
-            bad(f"{what} {v!r} is not a whole number")
-        mhz = int(v) / scale
-        lo, hi = min(table_mhz) * (1 - _SLACK), max(table_mhz) * (1 + _SLACK)
-        if not lo <= mhz <= hi:
-            bad(f"{what} {mhz:g} MHz is outside {dev.name}'s range {min(table_mhz):g}-{max(table_mhz):g} MHz")
-        return mhz
-
-    def pair(v, what):
-        if not (isinstance(v, (list, tuple)) and len(v) == 2):
-            bad(f"{what} is not a (min, max) pair: {str(v)[:60]}")
-        return v
-
-    def core(k, what):
-        try:
-            c = int(k)
-        except (TypeError, ValueError):
-            c = -1
-        if not 0 <= c < dev.max_cores:
-            bad(f"{what} names cpu{k}, which {dev.name} (cpu0-{dev.max_cores - 1}) does not have")
-        return c
-
     if not isinstance(st, dict) or not {"online", "cpufreq", "gpu", "emc"} <= set(st):
-        bad("it is not a saved sysfs state (online, cpufreq, gpu, emc)")
+        raise DamagedSnapshot("it is not a saved sysfs state (online, cpufreq, gpu, emc)")
     if not isinstance(st["online"], dict) or not isinstance(st["cpufreq"], dict):
-        bad("its online or cpufreq part is not a table")
-    for k, v in st["online"].items():
-        if core(k, "the online table") == 0:
-            bad("the online table names cpu0, which cannot go offline")
-        if v not in ("0", "1"):
-            bad(f"cpu{k} online is {v!r}, not 0 or 1")
-    for k, v in st["cpufreq"].items():
-        core(k, "the cpufreq table")
-        mn, mx = pair(v, f"cpu{k}'s CPU limits")
-        if hz(mn, dev.cpu_mhz, 1e3, f"cpu{k}'s CPU minimum") > hz(mx, dev.cpu_mhz, 1e3,
-                                                                   f"cpu{k}'s CPU maximum"):
-            bad(f"cpu{k}'s CPU minimum {mn} is above its maximum {mx}")
+        raise DamagedSnapshot("its online or cpufreq part is not a table")
+    _check_cpus(dev, st["online"], st["cpufreq"])
     if st["gpu"] is not None:
-        mn, mx = pair(st["gpu"], "the GPU limits")
-        if hz(mn, dev.gpu_mhz, 1e6, "the GPU minimum") > hz(mx, dev.gpu_mhz, 1e6, "the GPU maximum"):
-            bad(f"the GPU minimum {mn} is above its maximum {mx}")
+        _check_limits(dev, st["gpu"], dev.gpu_mhz, 1e6, "the GPU")
     if st["emc"] is not None:
-        locked, rate = pair(st["emc"], "the EMC state")
-        if locked not in ("0", "1"):
-            bad(f"the EMC lock flag is {locked!r}, not 0 or 1")
-        hz(rate, dev.mem_mhz, 1e6, "the EMC rate")
+        _check_emc(dev, st["emc"])
     nvp = st.get("nvpmodel")
     if nvp is not None and not (isinstance(nvp, int) and not isinstance(nvp, bool) and 0 <= nvp < 1000):
-        bad(f"the nvpmodel mode {nvp!r} is not a mode number")
+        raise DamagedSnapshot(f"the nvpmodel mode {nvp!r} is not a mode number")
+
+
 def own_nvpmodel(root: Path) -> str | None:
     """The tree's own nvpmodel, ROOT/bin/nvpmodel, under a root other than / (None: use PATH's)."""
     f = Path(root) / "bin/nvpmodel"

@@ -1,0 +1,346 @@
+"""Colocate: training beside inference on one board (the managed interleaving, docs/concurrent.md).
+
+The user names the training workload, the inference workload, the request rate and the two
+budgets; a worker runs the concurrent decision (core.colocate_view: the walk, its baselines and
+the feasible region over PowerTrain's grid x every inference batch) and the screen draws the region
+(training samples/s against mean power, one line per inference batch) with the pick, the budget
+and the baselines.  Every figure is SIMULATED, and the screen says so.
+
+`r` runs the built-in demo pair under the managed interleaving (core.run_demo: the decision applied
+verified, the board restored at the end, on `r` again or when the app quits) and shows it live: the
+running p99 against its budget over the board's clock, throughput, power.  On a Jetson or an
+emulated board it runs there, in wall time; with the simulated board, on a simulated board of its
+own with a virtual clock (the catalogue workloads' simulated times and power, SIMULATED).
+"""
+from __future__ import annotations
+
+import threading
+
+from rich.markup import escape
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicator, Select, Static
+
+from .. import core
+from ..core import INFERENCE, WORKLOADS
+from ..messages import ColocateDecided, ColocateLive, ColocateRunEnded
+from ..widgets.safeplot import SafePlot
+
+FIELDS = (("#rate", "requests/s"), ("#latency", "p99 ms"), ("#budget", "budget W"))
+
+
+class ColocateScreen(Screen):
+    TITLE = "ptui · 6 Colocate"
+    AUTO_FOCUS = "#go"
+    BINDINGS = [Binding("d", "decide", "Decide"), Binding("r", "run", "Run/stop demo")]
+    COMMANDS_ = (("Decide training beside inference",
+                  "The mode and inference batch for the rate and budgets", "action_decide"),
+                 ("Run the interleaving demo", "The demo pair under the decision, live", "action_run"))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.busy = False
+        self.view = None
+        """The latest core.ColocateView (None before the first decision)."""
+        self.asked: tuple | None = None
+        """The goal the view answers: (train, infer, rate, latency ms, budget W)."""
+        self.running = False
+        """The demo pair runs (a worker drives the board)."""
+        self.stop = threading.Event()
+        """Set to end the running demo (r again, or the app quits); the board is then restored."""
+        self.live: list[dict] = []
+        """The running demo's snapshots (core.live_snapshot), oldest first."""
+        self.ran: dict | None = None
+        """The last demo's result (core.run_demo)."""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(classes="form"):
+            yield Label("train")
+            yield Select([(n, n) for n in WORKLOADS], value="resnet18", allow_blank=False, id="train")
+            yield Label("serve")
+            yield Select([(n, n) for n in INFERENCE], value="resnet50", allow_blank=False, id="infer")
+            yield Button("Decide (d)", id="go", variant="primary")
+        with Horizontal(classes="form"):
+            yield Label("requests/s")
+            yield Input("20", id="rate")
+            yield Label("p99 ms")
+            yield Input("250", id="latency")
+            yield Label("budget W")
+            yield Input("35", id="budget")
+        with Horizontal():
+            yield SafePlot(id="colo-plot", redraw=self.redraw)
+            with Vertical(id="colo-side"):
+                yield Static(id="colo-details", classes="panel")
+                yield LoadingIndicator(id="colo-spinner")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#colo-spinner").display = False
+        self.query_one("#colo-details", Static).update(
+            "[b]SIMULATED[/b]: the power mode and inference batch that give training the most "
+            "samples/s while requests keep their p99 latency and the board its power budget. One "
+            "minibatch runs at a time, training or inference, never pre-empted. Press d.")
+        self.draw_empty()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.action_decide()
+
+    @on(Input.Submitted)
+    def submitted(self) -> None:
+        self.action_decide()
+
+    def goal(self) -> tuple[str, str, float, float, float]:
+        """The form as (train, infer, rate, latency ms, budget W); InputError names a bad field."""
+        vals = []
+        for wid, name in FIELDS:
+            text = self.query_one(wid, Input).value.strip()
+            try:
+                v = float(text)
+            except ValueError:
+                raise core.InputError(f"{name}: give a number, got {text!r}") from None
+            if not (v > 0 and v < float("inf")):
+                raise core.InputError(f"{name} must be a positive number, got {text!r}")
+            vals.append(v)
+        return (str(self.query_one("#train", Select).value), str(self.query_one("#infer", Select).value),
+                vals[0], vals[1], vals[2])
+
+    def action_decide(self) -> None:
+        if self.busy or self.running:
+            return
+        try:
+            goal = self.goal()
+        except core.InputError as e:
+            self.app.notify_error(str(e))
+            return
+        self.busy = True
+        self.query_one("#colo-spinner").display = True
+        self.query_one("#colo-details", Static).update(
+            "deciding: profiling up to 15 modes on the simulated board, then the feasible region…")
+        self.decide(goal)
+
+    @work(thread=True, exclusive=True, group="colocate", exit_on_error=False)
+    def decide(self, goal: tuple) -> None:
+        train, infer, rate, latency, budget = goal
+        try:
+            view = core.colocate_view(self.app.state.backend.device, core.get_workload(train), infer,
+                                      rate, latency, budget)
+        except Exception as e:  # noqa: BLE001 - shown in the app
+            self.post_message(ColocateDecided(goal, None, str(e)))
+            return
+        self.post_message(ColocateDecided(goal, view))
+
+    @on(ColocateDecided)
+    def decided(self, msg: ColocateDecided) -> None:
+        self.busy = False
+        self.query_one("#colo-spinner").display = False
+        if msg.view is None:
+            self.query_one("#colo-details", Static).update(f"[red]{escape(msg.error or '')}[/red]")
+            return
+        self.view, self.asked, self.ran, self.live = msg.view, msg.goal, None, []
+        self.query_one("#colo-details", Static).update("\n".join(details(msg.view.body, msg.goal)))
+        self.draw()
+
+    # -- the live demo ----------------------------------------------------------------------------
+    def action_run(self) -> None:
+        if self.running:
+            self.stop.set()
+            self.query_one("#colo-details", Static).update("stopping the demo and restoring the board…")
+            return
+        if self.busy:
+            return
+        try:
+            goal = self.goal()
+        except core.InputError as e:
+            self.app.notify_error(str(e))
+            return
+        self.running, self.live, self.ran, self.asked = True, [], None, goal
+        self.stop.clear()
+        self.query_one("#colo-spinner").display = True
+        self.query_one("#colo-details", Static).update(
+            "deciding (up to 15 simulated modes), then running the demo pair under the interleaving…")
+        self.run_live(goal)
+
+    @work(thread=True, exclusive=True, group="colocate-run", exit_on_error=False)
+    def run_live(self, goal: tuple) -> None:
+        train, infer, rate, latency, budget = goal
+        be = self.app.state.backend
+        if be.kind == "sim":
+            # the app's simulated board follows the wall clock, so the demo would measure this
+            # host's small MLPs beside the simulator's idle power; a simulated board of its own, on
+            # a virtual clock, runs the catalogue workloads' times and power (as `ptui
+            # interleave-demo` does), and the dashboard's board is left alone
+            be, _ = core.open_backend("sim", be.device.name)
+        try:
+            res = core.run_demo(be, train_workload=train, infer_workload=infer,
+                                rate=rate, latency_ms=latency, budget_w=budget,
+                                progress=lambda snap: self.post_message(ColocateLive(snap)), stop=self.stop)
+        except Exception as e:  # noqa: BLE001 - shown in the app
+            self.post_message(ColocateRunEnded(None, str(e)))
+            return
+        self.post_message(ColocateRunEnded(res))
+
+    @on(ColocateLive)
+    def live_figures(self, msg: ColocateLive) -> None:
+        self.query_one("#colo-spinner").display = False
+        self.live.append(msg.snapshot)
+        self.query_one("#colo-details", Static).update("\n".join(live_lines(msg.snapshot, self.asked)))
+        self.draw_live()
+
+    @on(ColocateRunEnded)
+    def run_ended(self, msg: ColocateRunEnded) -> None:
+        self.running = False
+        self.query_one("#colo-spinner").display = False
+        if msg.result is None:
+            why = escape(msg.error or "")
+            self.query_one("#colo-details", Static).update(f"[red]the demo failed: {why}[/red]")
+            return
+        self.ran = msg.result
+        self.query_one("#colo-details", Static).update("\n".join(ran_lines(msg.result)))
+        self.draw_live()
+
+    def draw_live(self) -> None:
+        """The running p99 (each snapshot: the phase so far) against the budget, over the clock."""
+        assert self.asked is not None
+        widget = self.query_one("#colo-plot", SafePlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        latency = self.asked[3]
+        live = [s for s in self.live if s["measured"]["p99_ms"] is not None]
+        plt.title("demo: running p99 ms (SIMULATED board)" if self.app.state.backend.not_live
+                  else "demo: running p99 ms")
+        plt.xlabel("board clock s")
+        if live:
+            plt.plot([s["clock_s"] for s in live], [s["measured"]["p99_ms"] for s in live], color="cyan",
+                     label="p99")
+        plt.hline(latency, "red")
+        widget.refresh()
+
+    # -- the plot -------------------------------------------------------------------------------
+    def redraw(self) -> None:
+        if self.running or self.ran is not None:
+            self.draw_live()
+        elif self.view is not None:
+            self.draw()
+        else:
+            self.draw_empty()
+
+    def draw_empty(self) -> None:
+        plt = self.query_one("#colo-plot", SafePlot).plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("SIMULATED: training samples/s vs mean power W")
+
+    def draw(self) -> None:
+        assert self.view is not None and self.asked is not None
+        widget = self.query_one("#colo-plot", SafePlot)
+        plt = widget.plt
+        plt.clear_data()
+        plt.clear_figure()
+        _, _, rate, latency, budget = self.asked
+        plt.title(f"SIMULATED: p99 <= {latency:g} ms at {rate:g}/s")
+        plt.xlabel("mean power W")
+        plt.ylabel("train samples/s")
+        body = self.view.body
+        # the pick's batch in colour and named; the other batches' edges in gray, unnamed (a
+        # legend of seven sizes covered half the plot at 80x24)
+        chosen = (body.get("pick") or body.get("closest") or {}).get("batch_size")
+        for b, (w, sps) in sorted(self.view.edges.items(), key=lambda kv: kv[0] == chosen):
+            if b == chosen:
+                plt.plot(list(w), list(sps), color="cyan", label=f"b{b} edge")
+            else:
+                plt.plot(list(w), list(sps), color="gray")
+        plt.vline(budget, "red")
+        marks = [(body.get("pick"), "red", "pick")]
+        base = body.get("baselines") or {}
+        marks += [(base.get("maxn_largest_feasible_batch"), "yellow", "MAXN"),
+                  (base.get("best_preset"), "green", "preset")]
+        if not body.get("feasible"):
+            marks = [(body.get("closest"), "red", "closest")]
+        for p, colour, label in marks:
+            if p:
+                plt.scatter([p["power_w"]], [p["train_samples_per_s"]], color=colour, marker="x",
+                            label=label)
+        widget.refresh()
+
+
+def details(body: dict, goal: tuple) -> list[str]:
+    """The details panel: the pick (or why nothing meets the budgets, and the closest option) and
+    the baselines, each with its figures against the budgets."""
+    train, infer, rate, latency, budget = goal
+    head = [f"[b]SIMULATED[/b] {escape(train)} training beside {escape(infer)} at {rate:g} req/s"]
+    if not body.get("feasible"):
+        lines = head + [f"[red]{escape(body.get('reason') or 'nothing meets the budgets')}[/red]"]
+        c = body.get("closest")
+        if c:
+            lines.append(f"closest: {escape(c['key'])} b{c['batch_size']}: p99 "
+                         f"{c['latency_p99_ms']:.0f} ms, {c['power_w']:.1f} W")
+        return lines
+    p = body["pick"]
+    late = 100 * p["over_budget"]
+    lines = head + [
+        f"[b]pick[/b] {escape(p['key'])}, inference batch {p['batch_size']}",
+        f"  training {p['train_samples_per_s']:.1f} samples/s",
+        f"  latency p50 {p['latency_p50_ms']:.0f} / p99 {p['latency_p99_ms']:.0f} ms "
+        f"(budget {latency:g}), {late:.2f} % late",
+        f"  power {p['power_w']:.1f} W (budget {budget:g}); GPU {100 * p['inference_share']:.0f} % "
+        f"on inference",
+        f"  {body['profiled_modes']} modes profiled ({body['strategy']})"]
+    names = {"maxn_largest_feasible_batch": "MAXN", "best_preset": "best preset",
+             "training_alone": "training alone"}
+    for key, name in names.items():
+        b = body["baselines"].get(key)
+        if b is None:
+            lines.append(f"{name}: none meets the budgets")
+            continue
+        over = "" if b.get("within_power_budget", True) else " [red]over budget[/red]"
+        batch = f" b{b['batch_size']}" if "batch_size" in b else ""
+        named = f" {b['preset']}" if b.get("preset") else ""
+        lines.append(f"{name}{named}{batch}: {b['train_samples_per_s']:.1f}/s, {b['power_w']:.1f} W{over}")
+    lines.append("[dim]lines: per inference batch, the most training at each power whose latency "
+                 "holds (cyan: the pick's batch)[/dim]")
+    return lines
+
+
+def live_lines(snap: dict, goal: tuple | None) -> list[str]:
+    """The details panel while the demo runs: the phase's decision and its figures so far."""
+    m = snap["measured"]
+    label = "SIMULATED" if m.get("simulated") else "measured"
+    lines = [f"[b]demo running[/b] ({label}; r stops it and restores the board)",
+             f"{snap['clock_s']:.0f} s of the board's clock at {snap['rate_per_s']:g} req/s",
+             f"mode {escape(snap['key'])}, inference batch {snap['batch']}",
+             f"  requests {m['requests']}, p50 {_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])} ms"
+             + (f" (budget {goal[3]:g})" if goal else ""),
+             f"  {100 * m['over_budget']:.2f} % late, mean inference batch {m['mean_batch']:.2f}",
+             f"  training {m['train_sps']:.1f} samples/s, power {_w(m['power_w'])}"
+             + (f" (budget {goal[4]:g})" if goal else ""),
+             f"  predicted: p99 {snap['predicted_p99_ms']:.0f} ms, {snap['predicted_train_sps']:.1f}/s, "
+             f"{snap['predicted_power_w']:.1f} W"]
+    return lines
+
+
+def ran_lines(res: dict) -> list[str]:
+    """The details panel after the demo: each phase's measured figures and where the board is."""
+    label = "SIMULATED " if res["simulated"] else ""
+    how = "stopped" if res.get("stopped") else "done"
+    lines = [f"[b]demo {how}[/b]: {label}{res['device']}, torch on {res['torch_device']}"]
+    for ph in res["phases"]:
+        m = ph["measured"]
+        lines += [f"{ph['rate_per_s']:g} req/s: {escape(ph['key'])}, b{ph['batch']}",
+                  f"  p99 {_ms(m['p99_ms'])} ms, {100 * m['over_budget']:.2f} % late, "
+                  f"{m['train_sps']:.1f} samples/s, {_w(m['power_w'])}"]
+    back = ("board back in its starting mode" if res["restored"]
+            else f"[red]the board is in {escape(res['end_mode'])}, not its starting mode[/red]")
+    return lines + [back]
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _w(v) -> str:
+    return "- W" if v is None else f"{v:.1f} W"

@@ -1,0 +1,127 @@
+"""The app's Colocate screen (issue 27): training beside inference decided on the simulated board,
+the region whose latency holds drawn with the pick and the budget, the figures against the budgets
+in the details, a budget nothing meets named with its closest option, and bad fields in one line."""
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.usecases.colocate import colocate
+from tests.functional.test_app import make_app, wait_workers
+
+AGX = get_device("orin-agx")
+
+
+async def _decide(app, pilot, rate, latency, budget):
+    await pilot.press("6")
+    await pilot.pause(0.1)
+    scr = app.screen
+    for wid, v in (("#rate", rate), ("#latency", latency), ("#budget", budget)):
+        scr.query_one(wid).value = v
+    scr.query_one("#go").focus()
+    await pilot.press("d")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.2)
+    return scr
+
+
+async def test_decides_like_the_cli_and_draws_the_region_with_the_pick():
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _decide(app, pilot, "20", "250", "35")
+        assert app.screen.TITLE == "ptui · 6 Colocate"
+        body = scr.view.body
+        cli = colocate(AGX, get_workload("resnet18"), "resnet50", 20.0, 250.0, 35.0)
+        assert body["pick"] == cli["pick"] and body["feasible"] is True   # the CLI's decision
+        text = str(scr.query_one("#colo-details").render())
+        p = body["pick"]
+        assert "SIMULATED" in text and p["key"] in text and f"inference batch {p['batch_size']}" in text
+        assert f"{p['power_w']:.1f} W (budget 35)" in text and "(budget 250)" in text
+        assert "MAXN" in text and "best preset" in text and "training alone" in text
+        # the region: per inference batch, an edge that rises with power; the pick lies on or under
+        # its batch's edge (the edge is the grid's best whose latency holds)
+        edges = scr.view.edges
+        assert p["batch_size"] in edges and len(edges) >= 3
+        for w, sps in edges.values():
+            assert (w[1:] >= w[:-1]).all() and (sps[1:] > sps[:-1]).all()
+        w, sps = edges[p["batch_size"]]
+        under = sps[w <= p["power_w"] + 1e-9]
+        assert len(under) and under.max() >= p["train_samples_per_s"] * 0.999
+        plot = str(scr.query_one("#colo-plot").render())
+        assert "SIMULATED" in plot and f"b{p['batch_size']} edge" in plot and "b1 " not in plot
+
+
+async def test_a_budget_nothing_meets_names_the_binding_budget_and_the_closest_option():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _decide(app, pilot, "20", "250", "4")
+        body = scr.view.body
+        assert body["feasible"] is False and body["closest"]["meets_latency"] is True
+        text = str(scr.query_one("#colo-details").render())
+        assert "no mode within 4 W" in text and "closest:" in text and body["closest"]["key"] in text
+
+
+async def test_a_bad_field_is_one_line_and_decides_nothing():
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _decide(app, pilot, "fast", "250", "35")
+        assert scr.view is None and not scr.busy
+        notes = [n.message for n in app._notifications]
+        assert any("requests/s: give a number, got 'fast'" in m for m in notes), notes
+        scr.query_one("#rate").value = "20"
+        scr.query_one("#budget").value = "-3"
+        await pilot.press("d")
+        await wait_workers(app, pilot)
+        assert scr.view is None
+        assert any("budget W must be a positive number" in n.message for n in app._notifications)
+
+
+async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
+    """r runs the demo pair under the interleaving: snapshots arrive as the board's clock runs (the
+    phase's p99, throughput and power so far), r again stops it at the next training minibatch and
+    the board is back in its starting mode; the app's own simulated board is left alone."""
+    app, sim = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        before = sim.current_mode()
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if len(scr.live) >= 3:
+                break
+        assert len(scr.live) >= 3 and scr.running
+        snap = scr.live[-1]
+        assert snap["measured"]["simulated"] is True and snap["measured"]["requests"] > 0
+        assert [s["clock_s"] for s in scr.live] == sorted(s["clock_s"] for s in scr.live)
+        text = str(scr.query_one("#colo-details").render())
+        assert "demo running" in text and snap["key"] in text and "(budget 250)" in text
+        assert "running p99" in str(scr.query_one("#colo-plot").render())
+        await pilot.press("r")                          # stop
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if not scr.running:
+                break
+        assert not scr.running and scr.ran is not None
+        assert scr.ran["stopped"] is True and scr.ran["restored"] is True
+        assert scr.ran["phases"][0]["measured"]["span_s"] < 60       # it did not run its whole minute
+        text = str(scr.query_one("#colo-details").render())
+        assert "demo stopped" in text and "board back in its starting mode" in text
+        assert sim.current_mode() == before
+
+
+async def test_quitting_while_the_demo_runs_stops_it_first():
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if scr.live:
+                break
+        assert scr.running
+        await app.quit_now()
+        assert scr.stop.is_set() and not scr.running
+        assert scr.ran is not None and scr.ran["restored"] is True
