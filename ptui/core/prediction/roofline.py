@@ -461,13 +461,16 @@ class RooflinePrior:
         and of the static power (board and DRAM background), at the utilisations the refitted time
         implies.  Each scale is a least-squares fit in log units with a weak pull towards 1, so one
         or two modes move it only as far as they say; a scale is kept within [1/8, 8] (time) and
-        [1/4, 4] (power).  The spread stays the unprofiled prior's (log_sd).  Deterministic."""
+        [1/4, 4] (power).  The spread stays the unprofiled prior's (log_sd).  A NaN time (a mode
+        whose time the fit distrusts) is left out of the time scales; its power still counts.
+        Deterministic."""
         A = _knobs(self.device, modes)
         lt = np.log(np.asarray(time_ms, float))
         lp = np.log(np.asarray(power_w, float))
         if len(A) == 0 or lt.shape != (len(A),) or lp.shape != (len(A),):
             raise ValueError("adapted() needs a time and a power per profiled mode")
         host, serial, loader, workers, fref = _cpu_work(self.spec, self.roof, self.device)
+        timed = np.isfinite(lt)             # a NaN time (a time outlier) refits the power only
 
         def spec_of(lg: float, lc: float) -> WorkloadSpec:
             g, c = math.exp(lg), math.exp(lc)
@@ -491,7 +494,7 @@ class RooflinePrior:
             with np.errstate(over="ignore"):
                 t = _step(G * base["t_g"], C * t_h, C * t_s, C * t_l, base["n"], base["workers"],
                           self.roof.q)
-            cost = (np.sum((np.log(t) - lt) ** 2, axis=2)
+            cost = (np.sum((np.log(t[..., timed]) - lt[timed]) ** 2, axis=2)
                     + ADAPT_PULL * (gg[:, None] ** 2 + gc[None, :] ** 2))
             i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
             if cost[i, j] < best[0]:
@@ -513,8 +516,8 @@ class RooflinePrior:
         theta = np.clip(theta, 0.25, 4.0)
         a = list(self.roof.power)
         for gi, g in enumerate(groups):
-            for i in g:
-                a[i] *= float(theta[gi])
+            for ai in g:
+                a[ai] *= float(theta[gi])
         return RooflinePrior(self.device, replace(spec, source=f"{self.spec.source} adapted to "
                                                   f"{len(A)} profiled modes".strip()),
                              replace(self.roof, power=tuple(a)), spread=self.log_sd())
