@@ -340,3 +340,21 @@ def test_a_time_outlier_does_not_refit_the_power_priors_time(monkeypatch):
     assert np.allclose(roof.log_predict(probe)["time"], want)
     bent = prior.adapted(A, t, w).log_predict(probe)["time"]
     assert np.mean(bent - want) > 0.01
+
+
+def test_a_large_profiles_unfitted_rows_do_not_refit_the_prior_that_they_check(monkeypatch):
+    """A profile larger than FIT_MAX_ROWS is fitted on a subset, the other rows checking the
+    model (rest_mape); the prior is refitted to the fitted rows only, so that check is on modes
+    the model never saw.  (FIT_MAX_ROWS lowered from 200 to 12 so the test stays small.)  With the
+    prior refitted to every row first, the checking rows had shaped it."""
+    from ptui.core.prediction import fit as fitmod
+    monkeypatch.setattr(fitmod, "FIT_MAX_ROWS", 12)
+    prior, sub, A, t, w = _board_truth(20, 5)
+    m = fitmod.fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
+    assert m.about.metrics["time"]["fitted_rows"] == 12
+    rows = fitmod.fit_rows(A, 0)
+    probe = AGX.pt_grid()[::41]
+    want = prior.adapted(A[rows], t[rows], w[rows]).log_predict(probe)
+    for tgt in ("time", "power"):
+        roof = next(g for g in getattr(m, tgt).members if g.prior == "roofmean").roofline
+        assert np.allclose(roof.log_predict(probe)[tgt], want[tgt]), tgt
