@@ -296,7 +296,8 @@ def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log
     prediction of the profiled mode, as fitted); time_held: the same from a time model that did not
     see the row, which a held-out row gets, as a mode never profiled does at prediction (with the
     in-sample value the CV error and coverage came out optimistic: 84-96 % covered in CV where
-    held-out modes saw 61-86 %)."""
+    held-out modes saw 61-86 %).  roofline: a ProfiledPrior (rows as A's), refitted to each GP's
+    own training rows (_prior_on), for gp-roofmean."""
     prior = GP_PRIOR[name]
     roof = roofline if prior == "roofmean" else None
     full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs, basis=basis,
@@ -613,8 +614,9 @@ def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None,
     """Every GP candidate of a target (and their stack, when there are several): ({name: GP},
     {name: _CV}).  times: (time predictor, its log step time for each row of A, the same from
     time models that did not see the row) for power: the candidates of TIME_INPUT take it as an
-    input and the stack keeps the predictor.  roofline: the workload's roofline prior, a candidate's
-    mean (gp-roofmean) on a profile of one batch size."""
+    input and the stack keeps the predictor.  roofline: the workload's roofline prior with the
+    rows' measurements (ProfiledPrior), a candidate's mean (gp-roofmean) on a profile of one
+    batch size."""
     fulls, cvs = {}, {}
     roofline = roofline if A.shape[1] == 4 else None
     names = gp_candidates(ref_net is not None, roofline is not None)
@@ -886,7 +888,8 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS).  With both
     targets, time first: the power stack's TIME_INPUT candidates take the time GPs' prediction.
     per_sample: the time target is per sample (fit_model, several batch sizes).  roofline: the
-    workload's roofline prior (gp-roofmean among the GP candidates)."""
+    workload's roofline prior with the rows' measurements (ProfiledPrior; gp-roofmean among the GP
+    candidates)."""
     n = len(A)
     X = features(device, A[:, :4])
     batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
