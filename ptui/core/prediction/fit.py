@@ -50,6 +50,7 @@ from .gp import (
     time_log,
 )
 from .predictor import Model, Net, features
+from .roofline import RooflinePrior
 
 METHODS = ("auto", "gp", "powertrain")
 NN_CANDIDATES = ("transfer", "transfer-nodropout", "scratch")
@@ -94,6 +95,53 @@ def n_folds(n: int) -> int:
 def folds(n: int, seed: int) -> np.ndarray:
     """Fold of each row; the same assignment as train.fit_target uses for the networks."""
     return np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
+
+
+# -- the workload's roofline prior, refitted to the rows a fit trains on --------------------------
+@dataclass(frozen=True)
+class ProfiledPrior:
+    """The workload's roofline prior and the profile's measured time and power, one per row of the
+    modes a fit is given (None: nothing to refit it to, the prior as counted).  The prior a GP gets
+    is refitted (RooflinePrior.adapted) to that GP's training rows only (_prior_on): a fold's GP to
+    the other folds, the final GP to the rows the outlier check kept.  Refitted to every row, the
+    prior would already have seen each held-out fold, and gp-roofmean's cross-validated error, which
+    chooses among the candidates and calibrates the intervals, would come out optimistic; refitted
+    before the outlier check, a disturbed mode would bend it."""
+    prior: RooflinePrior
+    time_ms: np.ndarray | None = None
+    power_w: np.ndarray | None = None
+
+    def take(self, rows) -> "ProfiledPrior":
+        """The same prior with the measurements of `rows` only (a mask or indices), for a fit given
+        those rows of the modes."""
+        if self.time_ms is None or self.power_w is None:
+            return self
+        return ProfiledPrior(self.prior, self.time_ms[rows], self.power_w[rows])
+
+    def without_times(self, rows: np.ndarray) -> "ProfiledPrior":
+        """The same with the times of `rows` (a mask) not used: the modes the time fit left out
+        as outliers still give their power, at the utilisations the refitted time implies."""
+        if self.time_ms is None or not np.any(rows):
+            return self
+        return ProfiledPrior(self.prior, np.where(rows, np.nan, self.time_ms), self.power_w)
+
+
+def _prior_on(roof: ProfiledPrior | None, A: np.ndarray, rows=None) -> RooflinePrior | None:
+    """The roofline prior refitted to `rows` (a mask or indices; None: all) of raw modes A, whose
+    measurements `roof` holds row for row; the prior as counted where it holds none, or with
+    ADAPT_PRIOR off.  A measurement that is NaN (a time the time fit left out as an outlier) is not
+    used.  The one place a fit refits the prior: per fold, for the final fit, and for prior_fit."""
+    if roof is None:
+        return None
+    if not ADAPT_PRIOR or roof.time_ms is None or roof.power_w is None:
+        return roof.prior
+    sel = slice(None) if rows is None else rows
+    return roof.prior.adapted(np.asarray(A, np.float64)[sel, :4], roof.time_ms[sel], roof.power_w[sel])
+
+
+# fit_model refits the workload's roofline prior to the profiled modes a GP trains on (_prior_on);
+# False: the prior as counted (an evaluation's "before" arm)
+ADAPT_PRIOR = True
 
 
 # -- Gaussian processes ------------------------------------------------------------------------
@@ -248,17 +296,20 @@ def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log
     prediction of the profiled mode, as fitted); time_held: the same from a time model that did not
     see the row, which a held-out row gets, as a mode never profiled does at prediction (with the
     in-sample value the CV error and coverage came out optimistic: 84-96 % covered in CV where
-    held-out modes saw 61-86 %)."""
+    held-out modes saw 61-86 %).  roofline: a ProfiledPrior (rows as A's), refitted to each GP's
+    own training rows (_prior_on), for gp-roofmean."""
     prior = GP_PRIOR[name]
+    roof = roofline if prior == "roofmean" else None
     full, kern = gp_fit(prior, A, ly, ref_log, ref_net, seed=seed, inputs=inputs, basis=basis,
-                        time_log=time_log, roofline=roofline)
+                        time_log=time_log, roofline=_prior_on(roof, A))
     mu = np.empty(len(ly))
     sd = np.empty(len(ly))
     for f in range(fold.max() + 1):
         te, tr = fold == f, fold != f
         g, _ = gp_fit(prior, A[tr], ly[tr], None if ref_log is None else ref_log[tr], ref_net,
                       seed=seed, kernel=kern, restarts=None, inputs=inputs, basis=basis,
-                      time_log=None if time_log is None else time_log[tr], roofline=roofline)
+                      time_log=None if time_log is None else time_log[tr],
+                      roofline=_prior_on(roof, A, tr))
         mu[te], sd[te] = g.predict_log(device, A[te],
                                        None if time_log is None else {TIME_LOG: time_held[te]})
     return full, _CV(mu, sd)
@@ -563,8 +614,9 @@ def _gp_all(device, A, ly, ref_log, ref_net, fold, seed, target, times=None,
     """Every GP candidate of a target (and their stack, when there are several): ({name: GP},
     {name: _CV}).  times: (time predictor, its log step time for each row of A, the same from
     time models that did not see the row) for power: the candidates of TIME_INPUT take it as an
-    input and the stack keeps the predictor.  roofline: the workload's roofline prior, a candidate's
-    mean (gp-roofmean) on a profile of one batch size."""
+    input and the stack keeps the predictor.  roofline: the workload's roofline prior with the
+    rows' measurements (ProfiledPrior), a candidate's mean (gp-roofmean) on a profile of one
+    batch size."""
     fulls, cvs = {}, {}
     roofline = roofline if A.shape[1] == 4 else None
     names = gp_candidates(ref_net is not None, roofline is not None)
@@ -820,6 +872,7 @@ def _fit_targets(device: Device, A: np.ndarray, targets: dict, *, method: str, s
         return _fit_all(device, A, targets, **kw)
     if progress:
         progress(f"choosing {len(rows)} of the {len(A)} profiled rows to fit, covering the space")
+    kw["roofline"] = None if roofline is None else roofline.take(rows)
     preds, metrics = _fit_all(device, A[rows], {t: (y[rows], ref) for t, (y, ref) in targets.items()},
                               **kw)
     for t, (y, _) in targets.items():
@@ -835,7 +888,8 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     all targets in one stacked training (screened in auto, see NN_SCREEN_FOLDS).  With both
     targets, time first: the power stack's TIME_INPUT candidates take the time GPs' prediction.
     per_sample: the time target is per sample (fit_model, several batch sizes).  roofline: the
-    workload's roofline prior (gp-roofmean among the GP candidates)."""
+    workload's roofline prior with the rows' measurements (ProfiledPrior; gp-roofmean among the GP
+    candidates)."""
     n = len(A)
     X = features(device, A[:, :4])
     batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
@@ -902,8 +956,10 @@ def _fit_gp_candidates(device: Device, A: np.ndarray, X: np.ndarray, targets: di
             progress(stage(f"fitting {t} ({method}) on {n} "
                            f"{'(mode, batch size) pairs' if per_sample else 'modes'}"))
         times = _time_input(device, A, fulls, cvs, per_sample) if t == "power" else None
+        roof = (roofline.without_times(~keep["time"]) if roofline is not None and t == "power"
+                and "time" in keep else roofline)
         fulls[t], cvs[t], keep[t], gone = _fit_gps_leaving_out_outliers(
-            device, A, y, ref_log, ref_net, fold, seed, t, times, roofline,
+            device, A, y, ref_log, ref_net, fold, seed, t, times, roof,
             progress=progress, label=f"{t} ({method})")
         if gone:
             left_out[t] = gone
@@ -944,7 +1000,8 @@ def _fit_gps_leaving_out_outliers(device: Device, A: np.ndarray, y: np.ndarray, 
         fulls, cv_kept = _gp_all(device, A[keep], ly[keep], None if ref_log is None else ref_log[keep],
                                  ref_net, folds(int(keep.sum()), seed), seed, target,
                                  None if times is None else
-                                 (times[0], times[1][keep], times[2][keep]), roofline)
+                                 (times[0], times[1][keep], times[2][keep]),
+                                 None if roofline is None else roofline.take(keep))
         cvs = {nm: cv.expand(keep) for nm, cv in cv_kept.items()}
     return fulls, cvs, keep, gone
 
@@ -1026,7 +1083,8 @@ def fit_one(device: Device, A: np.ndarray, y: np.ndarray, ref_net, *, method: st
     positive values y; returns (predictor, metrics)."""
     preds, metrics = _fit_targets(device, np.asarray(A, np.float64),
                                   {target: (np.asarray(y, np.float64), ref_net)}, method=method,
-                                  seed=seed, loss=loss, progress=progress, roofline=roofline)
+                                  seed=seed, loss=loss, progress=progress,
+                                  roofline=None if roofline is None else ProfiledPrior(roofline))
     return preds[target], metrics[target]
 
 
@@ -1071,12 +1129,17 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
     targets = {name: (y / A[:, 4] if per_sample and name == "time" else y,
                       getattr(reference, name) if reference is not None else None)
                for name, y in (("time", t), ("power", p))}
+    spec_meta = roofline.spec.as_dict() if roofline is not None else None
+    # the prior is refitted to the profiled modes (its GPU and CPU work, the GPU's activity and
+    # the static power), the board's physics kept, the GPs then correcting what is left; each GP
+    # refits it to its own training rows (ProfiledPrior)
+    profiled = ProfiledPrior(roofline, t, p) if roofline is not None else None
     if few:
-        preds, metrics = prior_fit(device, A, {"time": t, "power": p}, roofline, seed=seed,
-                                   method=method, progress=progress)
+        preds, metrics = prior_fit(device, A, {"time": t, "power": p}, _prior_on(profiled, A),
+                                   seed=seed, method=method, progress=progress)
     else:
         preds, metrics = _fit_targets(device, A, targets, method=method, seed=seed, loss=loss,
-                                      progress=progress, per_sample=per_sample, roofline=roofline)
+                                      progress=progress, per_sample=per_sample, roofline=profiled)
     if per_sample:
         preds["time"].per_sample = True
     kind = {"powertrain": "transfer"}.get(method, method)
@@ -1086,7 +1149,7 @@ def fit_model(reference, device: Device, modes, times, powers, *, method: str = 
             "trained_on": {"source": source, "modes": int(len(A)), "device": device.name,
                            **subset_meta(metrics["time"], seed)},
             **({"batch_sizes": sizes} if len(sizes) > 1 else {}),
-            **({"roofline_spec": roofline.spec.as_dict()} if roofline is not None else {}),
+            **({"roofline_spec": spec_meta} if spec_meta is not None else {}),
             "loss": loss, "metrics": metrics, "fit_s": round(time.perf_counter() - t0, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     model = Model(device, preds["time"], preds["power"], meta)

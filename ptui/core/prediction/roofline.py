@@ -335,19 +335,24 @@ def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarr
     host, serial, loader, w, fref = _cpu_work(spec, roof, device)
     k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
     t_h, t_s, t_l = host * k, serial * k, loader * k
-    if w <= 0:
-        t = _qnorm([t_g, np.maximum(t_h, 1e-9)], roof.q) + t_s + t_l
-    else:
-        par = np.minimum(w, np.maximum(n - 1.0, 1.0))
-        t = t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
-                          (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], roof.q)
-    t_h = t_h + t_s
+    t = _step(t_g, t_h, t_s, t_l, n, w, roof.q)
     u = np.clip(t_g / t, 0.0, 1.0)
     c = np.clip(t_c / t_g, 0.0, 1.0)
-    busy = np.minimum(n, (t_h + t_l) / t)
+    busy = np.minimum(n, (t_h + t_s + t_l) / t)
     gbs = spec.gbytes_per_step / (t / 1000.0)
     return {"t": t, "t_c": t_c, "t_m": t_m, "t_g": t_g, "u": u, "c": c, "busy": busy, "gbs": gbs,
-            "n": n, "xc": xc, "xg": xg, "xm": xm}
+            "n": n, "xc": xc, "xg": xg, "xm": xm, "stages": (t_h, t_s, t_l), "workers": w}
+
+
+def _step(t_g, t_h, t_s, t_l, n, w: int, q: float) -> np.ndarray:
+    """A step's time (ms) from its stages: GPU, main thread while the GPU runs and while it waits,
+    data loading (broadcast against each other: adapted() evaluates a grid of scales at once)."""
+    t_g, t_h, t_s, t_l, n = np.broadcast_arrays(t_g, t_h, t_s, t_l, n)
+    if w <= 0:
+        return _qnorm([t_g, np.maximum(t_h, 1e-9)], q) + t_s + t_l
+    par = np.minimum(w, np.maximum(n - 1.0, 1.0))
+    return t_s + _qnorm([t_g, np.maximum(t_h, 1e-9), np.maximum(t_l / par, 1e-9),
+                         (t_h + t_s + t_l) / np.minimum(n, w + 1.0)], q)
 
 
 def _operating(device: Device, rows: np.ndarray, **given) -> dict:
@@ -355,6 +360,13 @@ def _operating(device: Device, rows: np.ndarray, **given) -> dict:
     (u, c, busy, gbs) instead of the time model's."""
     return {"n": rows[:, 0], "xc": rows[:, 1] / device.cpu_mhz[-1],
             "xg": rows[:, 2] / device.gpu_mhz[-1], "xm": rows[:, 3] / device.mem_mhz[-1], **given}
+
+
+# the power coefficients by domain: static (a0, a1), the GPU's (a2, a4), the CPU's (a3, a5);
+# a6 (DRAM traffic) is the remainder.  transfer() and RooflinePrior.adapted() scale them by domain
+STATIC_IDX = (0, 1)
+GPU_IDX = (2, 4)
+CPU_IDX = (3, 5)
 
 
 def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -> np.ndarray:
@@ -368,15 +380,24 @@ def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -
                             vc ** 2 * comp["xc"] * comp["busy"], comp["gbs"]])
 
 
+# adapted(): the weak pull of each log scale towards 1 (a log-sd of about 1/sqrt(2 x 0.02) = 5 in
+# log units per mode's worth of evidence: a mode's residual outweighs it at once)
+ADAPT_PULL = 0.02
+
+
 class RooflinePrior:
     """The prior for one board and one workload spec: predict(modes) like a ptui model."""
 
     kind = "roofline"
 
-    def __init__(self, device: Device | str, spec: WorkloadSpec, roof: BoardRoof | None = None):
+    def __init__(self, device: Device | str, spec: WorkloadSpec, roof: BoardRoof | None = None,
+                 spread: tuple[float, float] | None = None):
         self.device = get_device(device) if isinstance(device, str) else device
         self.spec = spec
         self.roof = roof or BOARDS[self.device.name]
+        # (time, power) log-sd kept from the prior this one was adapted from (adapted()): a
+        # handful of modes is no calibration of the spread, so it stays the unprofiled prior's
+        self.spread = None if spread is None else (float(spread[0]), float(spread[1]))
 
     @property
     def assumed(self) -> list[str]:
@@ -400,7 +421,8 @@ class RooflinePrior:
         return {"kind": self.kind, "device": self.device.name,
                 "spec": dict(self.spec.as_dict(), bytes_estimated=self.spec.bytes_estimated),
                 "roof": {k: list(v) if isinstance(v, tuple) else v
-                         for k, v in roof_constants(self.roof, 17).items()}}
+                         for k, v in roof_constants(self.roof, 17).items()},
+                **({"spread": list(self.spread)} if self.spread is not None else {})}
 
     @classmethod
     def from_config(cls, cfg: dict) -> "RooflinePrior":
@@ -411,14 +433,17 @@ class RooflinePrior:
             spec = cfg["spec"]
             return cls(cfg["device"], replace(WorkloadSpec.from_dict(
                 {k: v for k, v in spec.items() if k != "bytes_estimated"}, "roofline prior"),
-                bytes_estimated=bool(spec.get("bytes_estimated"))), roof)
-        except (KeyError, TypeError) as e:
+                bytes_estimated=bool(spec.get("bytes_estimated"))), roof,
+                spread=tuple(cfg["spread"]) if cfg.get("spread") is not None else None)
+        except (KeyError, TypeError, ValueError) as e:
             raise SpecError(f"roofline prior: incomplete configuration ({e})") from None
 
     def log_sd(self) -> tuple[float, float]:
         """(time, power) log-sd of the prediction, the same at every mode: the board's spread for a
         spec that assumes nothing, each assumption adding its own in quadrature (an assumed CPU
         stage moves the step time and with it the GPU's busy share: both spreads)."""
+        if self.spread is not None:
+            return self.spread
         n = len(self.assumed)
         r = self.roof
         if r.assumed_sd is None:
@@ -426,6 +451,76 @@ class RooflinePrior:
             return r.time_sd * widen, r.power_sd * widen
         return (math.sqrt(r.time_sd ** 2 + n * r.assumed_sd[0] ** 2),
                 math.sqrt(r.power_sd ** 2 + n * r.assumed_sd[1] ** 2))
+
+    def adapted(self, modes, time_ms, power_w) -> "RooflinePrior":
+        """This prior refitted to profiled modes (their measured time and power), the board's
+        physics kept: time by two scales, of the GPU's work (the spec's FLOPs and bytes: the
+        kernels' efficiency) and of the CPU's (its main-thread and loading work, which a spec of
+        counts takes from the reference); then power by two, of the GPU's dynamic power (the
+        kernels' switching activity, which FLOPs and bytes do not give: 0.6-1.0 across workloads)
+        and of the static power (board and DRAM background), at the utilisations the refitted time
+        implies.  Each scale is a least-squares fit in log units with a weak pull towards 1, so one
+        or two modes move it only as far as they say; a scale is kept within [1/8, 8] (time) and
+        [1/4, 4] (power).  The spread stays the unprofiled prior's (log_sd).  A NaN time (a mode
+        whose time the fit distrusts) is left out of the time scales; its power still counts.
+        Deterministic."""
+        A = _knobs(self.device, modes)
+        lt = np.log(np.asarray(time_ms, float))
+        lp = np.log(np.asarray(power_w, float))
+        if len(A) == 0 or lt.shape != (len(A),) or lp.shape != (len(A),):
+            raise ValueError("adapted() needs a time and a power per profiled mode")
+        host, serial, loader, workers, fref = _cpu_work(self.spec, self.roof, self.device)
+        timed = np.isfinite(lt)             # a NaN time (a time outlier) refits the power only
+
+        def spec_of(lg: float, lc: float) -> WorkloadSpec:
+            g, c = math.exp(lg), math.exp(lc)
+            return replace(self.spec, gflop_per_step=self.spec.gflop_per_step * g,
+                           gbytes_per_step=self.spec.gbytes_per_step * g, host_ms=host * c,
+                           serial_ms=serial * c, loader_ms=loader * c, workers=workers,
+                           cpu_mhz=fref, input_mb=None)
+        # a coarse grid over [1/8, 8] in both scales, then a finer one around its best point; the
+        # GPU time scales with the GPU's work and every CPU stage with the CPU's, so one pass of
+        # the time model at scale 1 gives the step at every point of the grid
+        base = _components(self.device, self.roof, spec_of(0.0, 0.0), A)
+        t_h, t_s, t_l = base["stages"]
+        best = (math.inf, 0.0, 0.0)
+        lo, hi, step = math.log(1 / 8), math.log(8), math.log(64) / 48
+        for fine in (False, True):
+            gg = (np.clip(best[1] + np.linspace(-step, step, 17), lo, hi) if fine
+                  else np.linspace(lo, hi, 49))
+            gc = (np.clip(best[2] + np.linspace(-step, step, 17), lo, hi) if fine
+                  else np.linspace(lo, hi, 49))
+            G, C = np.exp(gg)[:, None, None], np.exp(gc)[None, :, None]
+            with np.errstate(over="ignore"):
+                t = _step(G * base["t_g"], C * t_h, C * t_s, C * t_l, base["n"], base["workers"],
+                          self.roof.q)
+            cost = (np.sum((np.log(t[..., timed]) - lt[timed]) ** 2, axis=2)
+                    + ADAPT_PULL * (gg[:, None] ** 2 + gc[None, :] ** 2))
+            i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+            if cost[i, j] < best[0]:
+                best = (float(cost[i, j]), float(gg[i]), float(gc[j]))
+        spec = spec_of(best[1], best[2])
+        comp = _components(self.device, self.roof, spec, A)
+        a0 = np.asarray(self.roof.power)
+        X = _power_features(self.roof, comp)[:, :len(a0)] * a0
+        pw = np.asarray(power_w, float)
+        groups = [[i for i in idx if i < X.shape[1]] for idx in (STATIC_IDX, GPU_IDX, CPU_IDX)]
+        parts = np.column_stack([X[:, g].sum(1) for g in groups])
+        rest = X.sum(1) - parts.sum(1)
+        # relative least squares for the scales (static, GPU, CPU), pulled towards 1: a ridge
+        lam = ADAPT_PULL
+        M = parts / pw[:, None]
+        rhs = 1.0 - rest / pw
+        H = M.T @ M + lam * np.eye(3)
+        theta = np.linalg.solve(H, M.T @ rhs + lam * np.ones(3))
+        theta = np.clip(theta, 0.25, 4.0)
+        a = list(self.roof.power)
+        for gi, g in enumerate(groups):
+            for ai in g:
+                a[ai] *= float(theta[gi])
+        return RooflinePrior(self.device, replace(spec, source=f"{self.spec.source} adapted to "
+                                                  f"{len(A)} profiled modes".strip()),
+                             replace(self.roof, power=tuple(a)), spread=self.log_sd())
 
     def log_predict(self, modes) -> dict[str, np.ndarray]:
         """log time and log power (a GP's prior mean in log units)."""
@@ -440,7 +535,8 @@ class RooflinePrior:
         """time_ms, power_w and their sds (log-normal spread: median x sqrt(e^(sd^2) - 1))."""
         comp = self.components(modes)
         t = comp["t"]
-        p = np.maximum(_power_features(self.roof, comp) @ np.asarray(self.roof.power), 0.5)
+        a = np.asarray(self.roof.power)
+        p = np.maximum(_power_features(self.roof, comp)[:, :len(a)] @ a, 0.5)
         ts, ps = self.log_sd()
         return {"time_ms": t, "power_w": p,
                 "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
@@ -483,11 +579,57 @@ class RooflineTarget:
 ORIN_EFF_M = 176.0 / 204.8   # STREAM triad sustained at a 6 GB footprint on Orin AGX, of peak
 ORIN_IDLE = ((12, 2201.6, 1300.5, 3199.0, 11.2),   # idle at MAXN clocks, 4-rail sum (IISWC'26)
              (12, 729.6, 114.75, 204.0, 7.0))      # near idle at low clocks (tegrastats fixture)
+# DRAM energy per byte (a6, W per GB/s): the slope of the DRAM rail (VDDQ_VDD2_1V8AO) against
+# the measured EMC bandwidth over the IISWC'26 Orin AGX sweep's 8,084 decode phases (least
+# squares: 1.68 W + 0.0644 W per GB/s at the top EMC clock; its 8,083 prefill phases give 0.085).
+# The reference grid's traffic follows its clocks and step time, so the joint fit could not tell
+# it from the EMC clock's own power (it set a6 to 0 and put it all in a1): fixed, not fitted
+ORIN_DRAM_W_PER_GBS = 0.0644
 # A busy CPU core at the top clock, from NVIDIA's CPU stress test on the Orin AGX devkit (forum
 # t/323456): the CPU rail's 15.2 W less its 1.66 W idle (IISWC'26) over 12 cores (a5).  Neither
 # the reference nor Pagoda's points tell it apart (their busy cores follow the step time or stay
 # at one), so it is fixed, not fitted
-ORIN_ACTIVE = {5: (15.2 - 1.66) / 12}
+ORIN_ACTIVE = {5: (15.2 - 1.66) / 12, 6: ORIN_DRAM_W_PER_GBS}
+# NVIDIA's stress tests on the Orin AGX devkit (forum t/323456), rail maxima per nvpmodel preset,
+# GPU and CPU stressed separately: the DVFS curves' shapes.  GPU (MHz, rail W) at the two presets
+# that keep all 8 TPCs powered (MAXN, 50W; 30W and 15W gate TPCs, whose leakage is not known);
+# CPU (online cores, MHz, rail W) at all four
+ORIN_GPU_STRESS = ((1300.5, 40.4), (816.0, 18.4))
+ORIN_CPU_STRESS = ((12, 2201.6, 15.2), (12, 1497.6, 6.0), (8, 1728.0, 5.6), (4, 1113.6, 1.6))
+ORIN_GPU_SOC_IDLE, ORIN_CPU_IDLE = 5.0, 1.66   # idle rails at MAXN clocks (IISWC'26)
+# True: the calibration takes the DVFS curves from the stress tests (stress_curves); False: it
+# fits them with the power coefficients (the joint fit's compromise chose (0.7, 0.4) for both)
+STRESS_CURVES = True
+
+
+def stress_curves(device: Device) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The GPU's and the CPU's DVFS voltage curves (among VOLT_CURVES) that best explain NVIDIA's
+    per-preset stress figures.  GPU: the ratio of the rail's dynamic power (less its idle at MAXN
+    clocks) at MAXN to that at the 50W preset's clock is V^2 f's ratio.  CPU: each preset's rail is
+    the online cores' leakage (the idle rail at MAXN clocks per core, x V) plus the busy cores'
+    dynamic power (MAXN's per core, x V^2 f), least squares in log over the three lower presets."""
+    (f1, w1), (f2, w2) = ORIN_GPU_STRESS
+    top_g, top_c = device.gpu_mhz[-1], device.cpu_mhz[-1]
+
+    def v2f(x, vk):
+        return float(_volt(np.array([x]), vk)[0]) ** 2 * x
+    want = math.log((w1 - ORIN_GPU_SOC_IDLE) / (w2 - ORIN_GPU_SOC_IDLE))
+    gv = min(VOLT_CURVES, key=lambda vk: abs(math.log(v2f(f1 / top_g, vk) / v2f(f2 / top_g, vk))
+                                             - want))
+    n0, f0, w0 = ORIN_CPU_STRESS[0]
+    leak = ORIN_CPU_IDLE / n0
+    dyn = (w0 - ORIN_CPU_IDLE) / n0
+
+    def cpu_err(vk):
+        e = 0.0
+        for n, f, w in ORIN_CPU_STRESS[1:]:
+            x = f / top_c
+            e += math.log((leak * float(_volt(np.array([x]), vk)[0]) + dyn * v2f(x, vk)) * n / w) ** 2
+        return e
+    cv = min(VOLT_CURVES, key=cpu_err)
+    return gv, cv
+
+
 # Pagoda's PyTorch inference on Orin AGX at MAXN clocks (real-data.md dataset A): model, batch,
 # analytical GFLOP and GB per minibatch, measured ms and W; ResNet-50 at batch 32 (18.4 W between
 # 53.5 and 55.4 W) is a logging glitch and left out
@@ -565,9 +707,13 @@ def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         keep &= beta > 0
 
 
+# the DVFS voltage curves the calibration chooses among: (V at low clocks / V at top, knee)
+VOLT_CURVES = ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5))
+
+
 def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float, batch_size: int,
               workers: int, input_mb: float, eff_m: float, idle=(), saturated=(),
-              active=None) -> tuple[BoardRoof, WorkloadSpec]:
+              active=None, curves=None) -> tuple[BoardRoof, WorkloadSpec]:
     """A board's constants, and the reference workload's fitted spec, from the reference's time and
     power over a mode grid (its FLOPs, loader workers and input MB per step given; its DRAM bytes
     and CPU work fitted: the loading cost per MB of input is the board's), idle figures
@@ -629,8 +775,9 @@ def calibrate(device: Device, modes, time_ms, power_w, *, gflop_per_step: float,
     w = np.concatenate([np.ones(len(A)), np.full(k, len(A) / max(k, 1)),
                         np.full(len(M), len(A) / max(len(M), 1))])
     best = None
-    for gv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
-        for cv in ((0.5, 0.2), (0.6, 0.3), (0.7, 0.4), (0.6, 0.5)):
+    gvs, cvs = ((curves[0],), (curves[1],)) if curves is not None else (VOLT_CURVES, VOLT_CURVES)
+    for gv in gvs:
+        for cv in cvs:
             for kappa in (0.25, 0.5, 0.75, 1.0):
                 X = np.vstack([_power_features(roof, comp, gv, cv, kappa),
                                _power_features(roof, idle_comp, gv, cv, kappa)]
@@ -688,13 +835,10 @@ def transfer(roof: BoardRoof, src: Device, dst: Device, idle: tuple, ref: Worklo
                                           gbs=np.array([0.4])))[0]
 
     def with_gpu(g: float) -> BoardRoof:
-        a = list(base)
-        a[2] *= g
-        a[4] *= g
-        static = X[0] * a[0] + X[1] * a[1]
+        a = [v * (g if i in GPU_IDX else 1.0) for i, v in enumerate(base)]
+        static = sum(X[i] * a[i] for i in STATIC_IDX if i < len(a))
         s = max(0.05, (watts - (X @ np.asarray(a) - static)) / static)
-        a[0] *= s
-        a[1] *= s
+        a = [v * (s if i in STATIC_IDX else 1.0) for i, v in enumerate(a)]
         return replace(moved, power=tuple(a))
     target = math.log(_preset_ratio(src, roof, ref))
     lo, hi = math.log(0.01), math.log(10.0)
@@ -746,7 +890,8 @@ def spread_calibration(device: Device, roof: BoardRoof) -> BoardRoof:
             if kind == "counts":
                 n_assumed = len(RooflinePrior(device, spec, roof).assumed)
             c = _components(device, roof, spec, A)
-            p = np.maximum(_power_features(roof, c) @ np.asarray(roof.power), 0.5)
+            a = np.asarray(roof.power)
+            p = np.maximum(_power_features(roof, c)[:, :len(a)] @ a, 0.5)
             errs[kind].append((np.log(op.time_ms / c["t"]), np.log(op.power_w / p)))
 
     def q(e) -> float:
@@ -761,19 +906,26 @@ def spread_calibration(device: Device, roof: BoardRoof) -> BoardRoof:
 def reference_calibration(device: Device, predict) -> dict[str, BoardRoof]:
     """Every board's constants: the reference board's from the bundled reference's predictions
     over PowerTrain's grid (predict: modes -> {"time_ms", "power_w", ...}) and its published
-    bandwidth and idle figures; the other boards transferred from it; every board's spreads then
-    from the prior's errors on the simulator (spread_calibration)."""
+    bandwidth, idle, DRAM and stress figures (its DVFS curves from the stress tests: stress_curves);
+    the other boards transferred from it, with the DVFS curves the joint fit chooses (the stress
+    tests measured the Orin AGX's rails; no curve of Xavier's 12 nm GPU or Orin Nano's is
+    published, so theirs stay the prior's earlier guess); every board's spreads then from the
+    prior's errors on the simulator (spread_calibration)."""
     grid = device.pt_grid()
     pred = predict(grid)
-    roof, spec = calibrate(device, grid, pred["time_ms"], pred["power_w"],
-                           gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
-                           batch_size=REF_BATCH, workers=REF_WORKERS,
-                           input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
-                           saturated=pagoda_saturated(), active=ORIN_ACTIVE)
+
+    def fit(curves):
+        return calibrate(device, grid, pred["time_ms"], pred["power_w"],
+                         gflop_per_step=TRAIN_FACTOR * REF_GFLOP_FWD * REF_BATCH,
+                         batch_size=REF_BATCH, workers=REF_WORKERS,
+                         input_mb=REF_INPUT_MB * REF_BATCH, eff_m=ORIN_EFF_M, idle=ORIN_IDLE,
+                         saturated=pagoda_saturated(), active=ORIN_ACTIVE, curves=curves)
+    roof, spec = fit(stress_curves(device) if STRESS_CURVES else None)
+    source = fit(None)[0] if STRESS_CURVES else roof
     out = {device.name: roof}
     for name, dst in DEVICES.items():
         if name != device.name:
-            out[name] = transfer(roof, device, dst, OTHER_IDLE[name], spec)
+            out[name] = transfer(source, device, dst, OTHER_IDLE[name], spec)
     return {name: spread_calibration(DEVICES[name], r) for name, r in out.items()}
 
 
@@ -793,20 +945,20 @@ def roof_constants(roof: BoardRoof, digits: int = 5) -> dict:
 BOARDS: dict[str, BoardRoof] = {
     "orin-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
-        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
-        cv=(0.7, 0.4), kappa=0.75, power=(9.052, 3.7636, 0.0, 0.0, 38.865, 1.1283, 0.0),
-        time_sd=0.16166, power_sd=0.13707, assumed_sd=(0.79576, 0.12829),
+        ref_host_ms=0.1, ref_loader_ms=16.818, ref_workers=4, ref_gb=2.6919, gv=(0.5, 0.2),
+        cv=(0.5, 0.2), kappa=0.75, power=(9.548, 3.2128, 0.0, 0.0, 35.467, 1.1283, 0.0644),
+        time_sd=0.16166, power_sd=0.13239, assumed_sd=(0.79576, 0.12437),
     ),
     "xavier-agx": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
         ref_host_ms=0.097175, ref_loader_ms=16.343, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
-        cv=(0.7, 0.4), kappa=0.75, power=(4.7541, 1.9767, 0.0, 0.0, 30.018, 1.1283, 0.0),
-        time_sd=0.57134, power_sd=0.2239, assumed_sd=(0.41753, 0.13021),
+        cv=(0.7, 0.4), kappa=0.75, power=(4.8703, 1.8347, 0.0, 0.0, 29.566, 1.1283, 0.0644),
+        time_sd=0.57134, power_sd=0.20725, assumed_sd=(0.41753, 0.1378),
     ),
     "orin-nano": BoardRoof(
         eff_c=0.53747, eff_m=0.85938, p=3.1986, q=18.976, stall=0.3079, lat=0.18315,
         ref_host_ms=0.14576, ref_loader_ms=24.514, ref_workers=4, ref_gb=2.6919, gv=(0.7, 0.4),
-        cv=(0.7, 0.4), kappa=0.75, power=(2.0948, 0.87097, 0.0, 0.0, 5.1767, 0.55014, 0.0),
-        time_sd=0.23635, power_sd=0.27002, assumed_sd=(0.74479, 0.18926),
+        cv=(0.7, 0.4), kappa=0.75, power=(2.0775, 0.7826, 0.0, 0.0, 4.1359, 0.55014, 0.0644),
+        time_sd=0.23635, power_sd=0.25096, assumed_sd=(0.74479, 0.21294),
     ),
 }
