@@ -231,7 +231,7 @@ class PowerMod:
         if msg.metadata.message_type != MessageType.TRAIN or msg.has_error():
             return call_next(msg, ctx)
         node = self.node_for(ctx)
-        with node.lock:
+        with node.lock, _board_held(node):
             return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say)
 
 
@@ -370,6 +370,19 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
         k = [round(j * (len(pw) - 1) / (FRONT_POINTS - 1)) for j in range(FRONT_POINTS)]
         pw, ms = [pw[j] for j in k], [ms[j] for j in k]
     return pw, ms
+
+
+@contextlib.contextmanager
+def _board_held(node: Node):
+    """The board is the round's from its decision until it is back: another ptui (an apply, a
+    profile) is refused meanwhile (LockError names who holds it) instead of changing the mode under
+    the training, or having it rolled back under itself; a round that finds the board held fails
+    with the board untouched.  Re-entrant: the round's own apply and rollback take it again."""
+    guard = contextlib.ExitStack()
+    with _data_dir(node.spec.data_dir):            # where the lock lives may follow the data dir
+        guard.enter_context(core.board_lock(node.backend))
+    with guard:
+        yield
 
 
 def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interval: float,

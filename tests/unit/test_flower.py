@@ -531,3 +531,37 @@ def test_on_an_emulated_board_the_watts_are_the_settled_modes(emulated_board, tm
     met, info = r.content["metrics"], r.content["ptui"]
     assert met["ptui-w-settled"] == 0.0 and math.isnan(met["ptui-settle-s"]) and met["ptui-w-n"] >= 1
     assert "had not settled" in info["notes"] and "had not settled" in info["watts-from"]
+
+
+def test_another_ptui_may_not_drive_the_board_during_a_round(emulated_board, tmp_path):
+    """One process drives a board at a time: while a round trained in its mode, another ptui's
+    apply was free to change it under the training (and the round's rollback then undid that);
+    now it is refused, naming the node's process, and the board is free once the round is over."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.cli import subprocess_env
+    root, _ = emulated_board
+    dev = core.get_device("orin-agx")
+    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    mod = flower.ptui_power_mod(sample_interval=0.1)
+    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root),
+                                                             "data-dir": str(tmp_path / "d"),
+                                                             "model": str(prior.out)})
+    other = [sys.executable, "-m", "ptui", "apply", "--backend", "sysfs", "--sysfs-root", str(root),
+             "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes"]
+    env = subprocess_env(tmp_path)
+    got: list = []
+
+    def train(msg, c):
+        got.append(subprocess.run(other, capture_output=True, text=True, env=env, timeout=120))
+        return trainer([])(msg, c)
+    r = mod(instruction({"power-budget-w": 25.0}), ctx, train)
+    info = r.content["ptui"]
+    assert got[0].returncode == 1 and "changing the power mode" in got[0].stderr, got[0].stderr
+    assert f"pid {os.getpid()}" in got[0].stderr
+    assert info["start-mode"] == info["end-mode"] and info["restored"] is True
+    after = subprocess.run(other, capture_output=True, text=True, env=env, timeout=120)
+    assert after.returncode == 0, after.stderr             # the board is free once the round is over

@@ -228,3 +228,32 @@ def test_the_demo_s_bad_input_is_one_line_and_exit_2(args, words):
 def test_the_api_imports_neither_textual_nor_torch():
     from tests.unit.test_hygiene import _loaded_after_import
     assert _loaded_after_import("ptui.interleave")["ptui.interleave"] == []
+
+
+def test_the_board_is_the_runs_until_it_is_back_another_ptui_is_refused(tmp_path):
+    """One process drives a board at a time: while a managed run holds its decision on a board,
+    another ptui's apply was free to change the mode under it (the run then rolled that back at
+    its end); now it is refused, naming the run's process, and the board is free afterwards."""
+    import os
+    import subprocess
+    import sys
+
+    from ptui.core.board.backends.sysfs import SysfsBackend
+    from tests.support import fakesys
+    from tests.support.cli import subprocess_env
+    tree = fakesys.build(tmp_path / "root")
+    be = SysfsBackend(ORIN, root=tree)
+    prof, n = il.walk_profiles(ORIN, get_workload("resnet18", 16), "resnet50", 20.0, 250.0, 35.0)
+    sched = il.Interleaver(lambda p: None, batch=1, latency_ms=250.0)
+    other = [sys.executable, "-m", "ptui", "apply", "--backend", "sysfs", "--sysfs-root", str(tree),
+             "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes"]
+    env = subprocess_env(tmp_path)
+    start = be.current_mode()
+    with il.Managed(be, prof, sched, 20.0, 35.0, profiled=n) as m:
+        r = subprocess.run(other, capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 1 and "changing the power mode" in r.stderr, r.stderr
+        assert f"pid {os.getpid()}" in r.stderr
+        assert be.current_mode() == m.decisions[0].pick.mode
+    assert be.current_mode() == start
+    r = subprocess.run(other, capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr                     # the board is free once it is back

@@ -42,6 +42,7 @@ from ..board import undo
 from ..board.apply import restore_snapshot
 from ..board.backends.base import Backend
 from ..board.inference import inference_operating
+from ..board.locks import board_lock
 from ..board.physics import steady_state
 from ..board.signals import shielded
 from ..catalogue.devices import Device
@@ -533,11 +534,18 @@ class Managed:
         self._snap: Any = None
         self._start: Mode | None = None
         self._undo: Any = None          # the state `ptui restore` goes back to, after the first apply
+        self._lock = board_lock(self.backend)
+        self._locked = False
 
     def __enter__(self) -> Managed:
-        self._snap = self.backend.snapshot()
-        self._start = self.backend.snapshot_mode(self._snap)
+        # the board is this run's from its first apply until it is back: another ptui (an apply, a
+        # profile) is refused meanwhile instead of changing the mode under the run, or having it
+        # rolled back under itself (LockError names who holds it)
+        self._lock.__enter__()
+        self._locked = True
         try:
+            self._snap = self.backend.snapshot()
+            self._start = self.backend.snapshot_mode(self._snap)
             self._decide(self.rate, self.profiled)
         except BaseException:
             self._restore()
@@ -548,17 +556,23 @@ class Managed:
         self._restore()
 
     def _restore(self) -> None:
-        if self._snap is None:
-            return
-        with shielded():               # a stop signal waits until the board is back
-            if self.backend.current_mode() != self._start or self.decisions:
-                back = rollback(self.backend, self._snap)
-                if back != self._start:
-                    back = restore_snapshot(self.backend, self._snap)
-                if back != self._start:
-                    assert self._start is not None
-                    raise PtuiError(f"the board did not go back to {self._start.key}: it reads {back.key}")
-        self._snap = None
+        try:
+            if self._snap is None:
+                return
+            with shielded():               # a stop signal waits until the board is back
+                if self.backend.current_mode() != self._start or self.decisions:
+                    back = rollback(self.backend, self._snap)
+                    if back != self._start:
+                        back = restore_snapshot(self.backend, self._snap)
+                    if back != self._start:
+                        assert self._start is not None
+                        raise PtuiError(f"the board did not go back to {self._start.key}: it reads "
+                                        f"{back.key}")
+            self._snap = None
+        finally:
+            if self._locked:
+                self._locked = False
+                self._lock.__exit__(None, None, None)
 
     def _decide(self, rate: float, profiled: int) -> Decision:
         pick = decide(self.profiles, rate, self.sched.latency_ms, self.budget_w)
