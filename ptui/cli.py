@@ -926,7 +926,7 @@ def cmd_colocate(a) -> int:
             raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
         core.get_inference(a.infer_workload)                 # a bad name: one line, before the script
         core.colocate_goal(a.rate, a.latency_ms, a.budget_w)    # bad budgets: before the script too
-    counted = None
+    counted = about.get("train_script") if a.profiles else None   # profiles of a script's model
     if script:
         log = core.script_log(f"colocate-{dev.name}-{time.strftime('%Y%m%d-%H%M%S')}")
         _info(f"counting one iteration of {core.command_text(script)!r} under the probe on this "
@@ -945,6 +945,8 @@ def cmd_colocate(a) -> int:
             t0 = time.perf_counter()
             body = core.colocate_profiles(st, a.rate, a.latency_ms, a.budget_w, about)
             body["decided_in_s"] = round(time.perf_counter() - t0, 4)
+            if counted:
+                body.update(train_batch_size=counted["batch_size"], train_script=counted)
         else:
             body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w,
                                  a.strategy, keep=keep, train_script=counted)
@@ -957,7 +959,7 @@ def cmd_colocate(a) -> int:
     if a.save_profiles and "profiles" in keep:
         core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
                            train_workload=body["train_workload"], infer_workload=body["infer_workload"],
-                           strategy=body["strategy"])
+                           strategy=body["strategy"], **({"train_script": counted} if counted else {}))
         body["saved_profiles"] = str(a.save_profiles)
     if a.json:
         print(core.document("colocate", body))

@@ -86,10 +86,18 @@ def test_the_text_says_what_was_counted_and_an_unknown_batch(tmp_path, cli):
     assert "GFLOP" in counted and "9,610 parameters" in counted and "not measured" in counted
     assert pick.startswith("pick:") and "training iterations/s" in pick
     assert "--batch-size N" in err
-    rc, out, err = cli(*GOAL, "--budget-w", "35", "--batch-size", "32", "--json", "--", PY, mlp)
+    # the profiles it took keep what was counted: a re-decision says it too, profiling nothing
+    saved = tmp_path / "p.json"
+    rc, out, err = cli(*GOAL, "--budget-w", "35", "--batch-size", "32", "--json",
+                       "--save-profiles", saved, "--", PY, mlp)
     assert rc == 0, err
     s = json.loads(out)["train_script"]
     assert s["batch_size"] == 32 and s["unit"] == "sample" and "--batch-size 32" in s["batch_size_from"]
+    rc, out, err = cli("colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "10",
+                       "--latency-ms", "250", "--budget-w", "35")
+    assert rc == 0, err
+    assert out.startswith("SIMULATED orin-agx: train the script's counted model of") and "mlp.py" in out
+    assert "0 modes profiled" in out and "batch: 32 samples per iteration" in out
 
 
 def test_a_script_and_a_catalogue_workload_or_profiles_are_one_line_exit_2(cnn, tmp_path, cli):
