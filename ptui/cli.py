@@ -899,56 +899,90 @@ def _applied(message: str, backend) -> str:
     return message + (_board_words(backend) if backend.simulated else "; undo with: ptui restore")
 
 
+COLOCATE_BATCH = 16        # colocate's training batch for a catalogue workload without --batch-size
+
+
 def cmd_colocate(a) -> int:
     """Training beside inference: the power mode and inference batch of highest training
     throughput within a latency and a power budget (SIMULATED board)."""
     dev = core.get_device(a.device)
+    script = list(a.command_line or [])
     if a.profiles and a.save_profiles:
         raise CLIError("--profiles re-decides from a file --save-profiles wrote: give one of them")
+    if script and (a.train_workload or a.profiles):
+        given = "--train-workload" if a.train_workload else "--profiles"
+        raise CLIError(f"the training workload is either {given} or your training command after --, "
+                       f"not both")
     if a.profiles:
         st, about = core.load_profiles(a.profiles, dev)
         if about.get("device") not in (None, dev.name):
             raise CLIError(f"{a.profiles} holds profiles of {about['device']}, not {dev.name}")
         train = None
     else:
-        missing = [o for o, v in (("--train-workload", a.train_workload),
+        missing = [o for o, v in (("--train-workload or your training command after --",
+                                   a.train_workload or script),
                                   ("--infer-workload", a.infer_workload)) if not v]
         if missing:
             raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
-        train = core.get_workload(a.train_workload, a.batch_size)
+        core.get_inference(a.infer_workload)                 # a bad name: one line, before the script
+        core.colocate_goal(a.rate, a.latency_ms, a.budget_w)    # bad budgets: before the script too
+    counted = about.get("train_script") if a.profiles else None   # profiles of a script's model
+    if script:
+        log = core.script_log(f"colocate-{dev.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        _info(f"counting one iteration of {core.command_text(script)!r} under the probe on this "
+              f"machine (the decision is for the SIMULATED {dev.name}; its output goes to {log})")
+        t0 = time.monotonic()
+        train, counted = core.script_train(dev.name, script, log, batch_size=a.batch_size,
+                                           startup_timeout=a.startup_timeout, notify=_info)
+        _info(f"counted in {time.monotonic() - t0:.1f} s: {counted['counted']}")
+        for n in counted["notes"]:
+            _warn(n)
+    elif a.profiles is None:
+        train = core.get_workload(a.train_workload, a.batch_size or COLOCATE_BATCH)
     keep: dict = {}
     try:
         if train is None:
             t0 = time.perf_counter()
             body = core.colocate_profiles(st, a.rate, a.latency_ms, a.budget_w, about)
             body["decided_in_s"] = round(time.perf_counter() - t0, 4)
+            if counted:
+                body.update(train_batch_size=counted["batch_size"], train_script=counted)
         else:
             body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w,
-                                 a.strategy, keep=keep)
+                                 a.strategy, keep=keep, train_script=counted)
     except core.InfeasibleError as e:
         if a.json:
             print(core.document("colocate", {**core.infeasible(
                 core.goal_text(a.rate, a.latency_ms, a.budget_w), str(e), getattr(e, "closest_point", None)),
-                "simulated": True}))
+                "simulated": True, **({"train_script": counted} if counted else {})}))
         raise
     if a.save_profiles and "profiles" in keep:
         core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
                            train_workload=body["train_workload"], infer_workload=body["infer_workload"],
-                           strategy=body["strategy"])
+                           strategy=body["strategy"], **({"train_script": counted} if counted else {}))
         body["saved_profiles"] = str(a.save_profiles)
     if a.json:
         print(core.document("colocate", body))
         return EXIT_OK
     p = body["pick"]
-    what = (f"train {body['train_workload']} (batch {body['train_batch_size']}) beside "
-            f"{body['infer_workload']} inference")
+    unit = "samples"
+    if counted:
+        unit = "samples" if counted["unit"] == "sample" else "iterations"
+        what = (f"train the script's counted model of `{counted['command']}` (batch: {counted['batch']}) "
+                f"beside {body['infer_workload']} inference")
+    else:
+        what = (f"train {body['train_workload']} (batch {body['train_batch_size']}) beside "
+                f"{body['infer_workload']} inference")
     how = (f"re-decided from {a.profiles}: {body['profiles_modes']} modes' saved profiles, 0 modes "
            f"profiled, {body['decided_in_s']:.3f} s" if a.profiles else
            f"{body['strategy']}, {body['profiled_modes']} modes profiled")
     print(f"SIMULATED {dev.name}: {what} at {a.rate:g} req/s, p99 <= {a.latency_ms:g} ms, "
           f"mean power <= {a.budget_w:g} W ({how})")
+    if counted:
+        print(f"counted by the probe (one iteration, {counted['timed']}): {counted['counted']}; "
+              f"its time and power at each mode are the simulator's for that model, not measured")
     print(f"pick: {p['key']}  inference batch {p['batch_size']}: {p['train_samples_per_s']:.1f} "
-          f"training samples/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
+          f"training {unit}/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
           f"ms, {100 * p['over_budget']:.2f}% over budget, {p['power_w']:.1f} W")
     for name, b in body["baselines"].items():
         if b is None:
@@ -956,7 +990,7 @@ def cmd_colocate(a) -> int:
             continue
         extra = f", inference batch {b['batch_size']}" if "batch_size" in b else ""
         over = "" if b.get("within_power_budget", True) else " (over the power budget)"
-        print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} samples/s, "
+        print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} {unit}/s, "
               f"{b['power_w']:.1f} W{over}")
     return EXIT_OK
 
@@ -1631,8 +1665,11 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("colocate", help="training beside inference: the power mode and inference "
                         "batch for a latency and a power budget (simulated board)")
     co.add_argument("--device", required=True)
-    co.add_argument("--train-workload", help="a built-in training workload")
-    co.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
+    co.add_argument("--train-workload", help="a built-in training workload (or your training "
+                    "command after --)")
+    co.add_argument("--batch-size", type=int, default=None,
+                    help="training batch size (default 16); with a script: the samples one iteration "
+                    "holds where the probe sees no DataLoader")
     co.add_argument("--infer-workload",
                     help="resnet50, mobilenetv3-l, yolov8n-det, bert-large or lstm-lm")
     co.add_argument("--rate", type=float, required=True, help="inference requests per second (Poisson)")
@@ -1645,7 +1682,11 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--profiles", metavar="FILE.json",
                     help="decide again from profiles --save-profiles kept (a new --rate, --latency-ms "
                          "or --budget-w), profiling nothing")
+    co.add_argument("--startup-timeout", type=float, default=None, metavar="S",
+                    help="with a script: seconds its first optimizer step may take (default 600)")
     co.add_argument("--json", action="store_true")
+    co.add_argument("command_line", nargs="*", help="after --: your own training command, e.g. -- "
+                    "python train.py (the probe counts one iteration; the decision is SIMULATED)")
     co.set_defaults(fn=cmd_colocate)
     il = sub.add_parser("interleave-demo", help="a torch training loop and a torch inference loop in "
                         "one process under the managed interleaving (simulated board by default)")

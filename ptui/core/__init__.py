@@ -17,7 +17,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "put_back_restore_record", "restore", "restore_record", "rollback",),
-    "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",),
+    "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",
+                           "colocate_goal", "script_train",),
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
                             "poisson", "profiles_of", "Report", "Request", "save_profiles", "SimWork",
                             "trace", "walk_profiles",),
@@ -137,7 +138,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         restore_record,
         rollback,
     )
-    from .usecases.colocate import ColocateView, colocate, colocate_profiles, colocate_view, goal_text
+    from .usecases.colocate import (
+        ColocateView,
+        colocate,
+        colocate_goal,
+        colocate_profiles,
+        colocate_view,
+        goal_text,
+        script_train,
+    )
     from .usecases.contract import (
         batch_decision_body,
         batch_decision_energy,

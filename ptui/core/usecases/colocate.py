@@ -4,10 +4,13 @@ or a coordinate walk that profiles at most WALK_BUDGET modes, the baselines, the
 Every figure here is SIMULATED (the simulator's physics; inference calibrated on a measured sweep)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from ..board.backends import open_backend
 from ..board.inference import inference_operating
 from ..board.physics import steady_state
 from ..catalogue.devices import Device
@@ -26,6 +29,7 @@ from ..decision.concurrent import (
 )
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
+from ..profiling.userscript import WHATIF_LABEL, command_text, count_script, describe_model, whatif_workload
 from .contract import infeasible
 
 WALK_BUDGET = 15
@@ -253,7 +257,59 @@ def _point(p: Pick | None, train_batch: int | None = None) -> dict | None:
             "inference_share": round(pr.infer_share, 4), "mean_inference_batch": round(pr.mean_batch, 3)}
 
 
-def _goal(rate: float, latency_ms: float, budget_w: float) -> dict:
+SCRIPT_LABEL = "the script's counted model (SIMULATED)"
+
+
+def script_train(device_name: str, argv, log_path: Path, *, batch_size: int | None = None,
+                 startup_timeout: float | None = None,
+                 notify: Callable[[str], None] | None = None) -> tuple[Workload, dict]:
+    """The training workload of a user's script for the concurrent decision on the simulated board:
+    the probe counts one iteration of the command (profiling.userscript.count_script: the script
+    runs on this machine, under its own Python, and is stopped, its process group with it, once it
+    has been counted) and the counts become the workload the what-if profile simulates
+    (userscript.whatif_workload).  Returns (the workload, what was counted: the body's
+    `train_script`).  `batch_size`: the samples one iteration holds where the probe sees no
+    DataLoader (a DataLoader's batch wins); without either the unit is one iteration."""
+    backend, _ = open_backend("sim", device_name)
+    try:
+        info, timed = count_script(backend, list(argv), log_path, startup_timeout=startup_timeout,
+                                   notify=notify)
+    finally:
+        backend.close()
+    seen = int(info.get("samples") or 0)
+    notes = []
+    if seen <= 0 and not batch_size:
+        notes.append("no DataLoader seen: throughputs are iterations/s; --batch-size N names the "
+                     "samples one iteration holds")
+    if seen <= 0 and batch_size:
+        info = {**info, "samples": int(batch_size)}
+        source = f"--batch-size {batch_size} (no DataLoader seen)"
+    elif seen > 0:
+        source = "the DataLoader's batch"
+        if batch_size and batch_size != seen:
+            notes.append(f"--batch-size {batch_size} ignored: the probe saw the DataLoader's batch of "
+                         f"{seen} samples per iteration")
+    else:
+        source = None
+    train = whatif_workload(info, command=command_text(argv))
+    samples = int(info.get("samples") or 0)
+    about = {
+        "label": SCRIPT_LABEL, "whatif": WHATIF_LABEL, "command": command_text(argv),
+        "counted": describe_model(info), "timed": timed,
+        "gflop_per_iteration": round(float(info.get("flops") or 0) / 1e9, 6),
+        "parameters": int(info.get("params") or 0),
+        "batch_size": samples or None, "batch_size_from": source,
+        "unit": "sample" if samples else "iteration",
+        "batch": (f"{samples} samples per iteration ({source})" if samples
+                  else "unknown: one iteration is the unit"),
+        "notes": notes,
+    }
+    return train, about
+
+
+def colocate_goal(rate: float, latency_ms: float, budget_w: float) -> dict:
+    """The concurrent decision's goal (the body's `goal`); InputError for a budget that is not a
+    positive number."""
     if not (rate > 0 and latency_ms > 0 and budget_w > 0):
         raise InputError("--rate, --latency-ms and --budget-w must be positive numbers")
     return {"rate_per_s": rate, "latency_ms": latency_ms, "budget_w": budget_w,
@@ -261,11 +317,14 @@ def _goal(rate: float, latency_ms: float, budget_w: float) -> dict:
 
 
 def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
-             budget_w: float, strategy: str = "walk", keep: dict | None = None) -> dict:
+             budget_w: float, strategy: str = "walk", keep: dict | None = None,
+             train_script: dict | None = None) -> dict:
     """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
     InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
-    given, gets the standalone profiles the decision took under "profiles" (a Standalone)."""
-    goal = _goal(rate, latency_ms, budget_w)
+    given, gets the standalone profiles the decision took under "profiles" (a Standalone).
+    `train_script`: what script_train counted, when the training workload is a user's script (the
+    body's `train_script`; its `unit` says whether throughputs are samples or iterations)."""
+    goal = colocate_goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
@@ -285,11 +344,15 @@ def colocate(device: Device, train: Workload, infer_name: str, rate: float, late
     finally:
         if keep is not None and meas:
             keep["profiles"] = Standalone.stack(meas[i] for i in sorted(meas))
-    return {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
+    body = {"feasible": True, "simulated": True, "goal": goal, "strategy": strategy,
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
             "pick": _point(pick, train.batch_size),
             "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
+    if train_script is not None:
+        body["train_batch_size"] = train_script["batch_size"]
+        body["train_script"] = train_script
+    return body
 
 
 def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str) -> str:
@@ -312,7 +375,7 @@ def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: 
                       about: dict | None = None) -> dict:
     """The decision again from saved standalone profiles (a changed rate or budget): decide over
     the modes they hold, nothing profiled; no baselines (they would need modes the file lacks)."""
-    goal = _goal(rate, latency_ms, budget_w)
+    goal = colocate_goal(rate, latency_ms, budget_w)
     about = about or {}
     try:
         pick = decide(st, rate, latency_ms, budget_w)

@@ -32,7 +32,12 @@ minibatch's effective time, ``power_w`` the mean power, and ``train_samples_per_
 ``latency_p50_ms``/``latency_p99_ms``, ``over_budget``, ``inference_share``) and ``baselines``
 (``maxn_largest_feasible_batch``, ``best_preset``, ``training_alone``), ``simulated``, the
 ``strategy`` and ``profiled_modes``; an infeasible budget prints ``feasible: false`` with the
-closest option and exits 3.
+closest option and exits 3.  With the user's training script (after ``--``) it adds
+``train_script``: ``label``, ``command``, ``counted`` (what the probe counted in one iteration, in
+words), ``timed``, ``gflop_per_iteration``, ``parameters``, ``batch_size`` (null where no
+DataLoader was seen and no ``--batch-size`` given), ``batch_size_from``, ``unit`` (``sample``, or
+``iteration``: then every ``train_samples_per_s`` is iterations per second), ``batch`` and
+``notes``; ``train_workload`` is ``script``.
 
 Modes are given twice: ``mode`` (the four knobs as numbers) and ``key`` (the compact exact form
 ``6c/1497.6/522.75/2133``, which ``Mode.from_key`` reads back).
