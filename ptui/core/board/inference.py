@@ -53,10 +53,37 @@ def _as_workload(w: InferenceWorkload, wp: WorkloadPhysics, batch: int) -> Infer
 @lru_cache(maxsize=None)
 def calibrate(name: str) -> Calibration:
     """Fit one inference model's free constants on the measured MAXN sweep (Orin AGX)."""
+    return _fit(INFERENCE[name], tuple(tuple(r) for r in sweep_rows(INFERENCE[name])))
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Leave-one-batch-size-out: fitted on the sweep's other batch sizes, this one predicted."""
+    batch: int
+    time_err: float             # |predicted - measured| / measured, %
+    power_err: float | None     # None where the measured power is a logging glitch
+
+
+def leave_one_out(name: str) -> tuple[HeldOut, ...]:
+    """Fit on all but one of the sweep's batch sizes and predict the one left out, for each: how
+    well the constants carry to a batch size they were not fitted on (an over-fit shows here)."""
     w = INFERENCE[name]
+    rows = [tuple(r) for r in sweep_rows(w)]
+    dev = get_device("orin-agx")
+    out = []
+    for k, (bk, tk, pk, *_rest) in enumerate(rows):
+        cal = _fit(w, tuple(rows[:k] + rows[k + 1:]))
+        op = steady_state(dev, _as_workload(w, cal.physics, bk), *MAXN_CLOCKS)
+        p = float(op.power_w) + cal.extra_w
+        out.append(HeldOut(int(bk), abs(float(op.time_ms) - tk) / tk * 100.0,
+                           None if (w.sweep, int(bk)) in POWER_GLITCHES else abs(p - pk) / pk * 100.0))
+    return tuple(out)
+
+
+def _fit(w: InferenceWorkload, rows: tuple) -> Calibration:
+    """Fit the free constants on `rows` of the sweep: (batch, ms, W, GFLOP, GB) each."""
     dev = get_device("orin-agx")
     dp = DEVICE_PHYSICS[dev.name]
-    rows = sweep_rows(w)
     b = np.array([r[0] for r in rows], float)
     t_meas = np.array([r[1] for r in rows])
     p_meas = np.array([r[2] for r in rows])
@@ -99,7 +126,7 @@ def calibrate(name: str) -> Calibration:
     pe = (np.abs(p_pred - p_meas) / p_meas * 100.0)[ok]
     out_rows = tuple((int(x), float(tm), float(tp), float(pm), float(pp))
                      for x, tm, tp, pm, pp in zip(b, t_meas, t_pred, p_meas, p_pred))
-    return Calibration(name, wp, extra, float(te.mean()), float(te.max()), float(pe.mean()),
+    return Calibration(w.name, wp, extra, float(te.mean()), float(te.max()), float(pe.mean()),
                        float(pe.max()), out_rows)
 
 
