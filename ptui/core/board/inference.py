@@ -132,7 +132,9 @@ def _fit(w: InferenceWorkload, rows: tuple) -> Calibration:
     d_full = total(1.0) - p0                       # power per unit of activity, linear in it
     occ = b / (b + half_c)
     ok = np.array([(w.sweep, int(x)) not in POWER_GLITCHES for x in b])
-    floor_a, occ_a = _two_activities(d_full[:, ok], (d_full * occ)[:, ok], (p_meas - p0)[:, ok])
+    rel = 1.0 / p_meas[ok]                 # relative errors, as the sweep's MAPE counts them
+    floor_a, occ_a = _two_activities(d_full[:, ok] * rel, (d_full * occ)[:, ok] * rel,
+                                     (p_meas - p0)[:, ok] * rel)
     p_c = p0 + floor_a[:, None] * d_full + occ_a[:, None] * d_full * occ
     err = err_t[cand] + POWER_WEIGHT * np.mean(np.log(np.maximum(p_c, 1e-3) / p_meas)[:, ok] ** 2,
                                                axis=1)
