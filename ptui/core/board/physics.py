@@ -74,6 +74,11 @@ class WorkloadPhysics:
     first_batch_x: float       # first minibatch of a run is this many times slower (autotuning)
     act_gb: float = 0.10       # activations (+ their gradients) kept per sample, GB (memory footprint)
     batch_half: float | None = None  # measured half-utilisation batch (None: batch_half's rule)
+    # share of the busy GPU's switching that does not depend on how full its SMs are (clock
+    # distribution, L2, schedulers); the rest scales with the occupancy B / (B + B_half): a batch
+    # that fills a third of the SMs toggles about a third of their logic.  1.0: activity
+    # independent of the batch (the training models, calibrated at batch 16)
+    act_floor: float = 1.0
 
 
 DEVICE_PHYSICS: dict[str, DevicePhysics] = {
@@ -222,12 +227,10 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
     fg = np.asarray(gpu_mhz, dtype=float) / 1000.0
     fm = np.asarray(mem_mhz, dtype=float)
     n, fc, fg, fm = np.broadcast_arrays(n, fc, fg, fm)
-    fcmax, fgmax, fmmax = device.cpu_mhz[-1] / 1000.0, device.gpu_mhz[-1] / 1000.0, device.mem_mhz[-1]
+    fmmax = device.mem_mhz[-1]
     tpc_share = (tpc if tpc is not None else device.gpu_tpcs) / device.gpu_tpcs
     bw = device.mem_peak_gbs * dp.mem_eff * fm / fmmax                      # GB/s
     lat_ns = dp.lat0_ns + dp.lat1_ns * fmmax / fm
-    vg = _vf(fg, fgmax, dp.gpu_v)
-    vc = _vf(fc, fcmax, dp.cpu_v)
 
     if workload is None:
         t = np.full(n.shape, np.nan)
@@ -271,19 +274,38 @@ def steady_state(device: Device, workload: Workload | None, cores, cpu_mhz, gpu_
         comp_frac = np.clip(comp_ms / t_gpu, 0.0, 1.0)
         gbs = (gpu_bytes + cpu_bytes) / (t / 1000.0)
 
-    act = 0.0 if workload is None else workload_physics(workload).gpu_act
+    act = 0.0
+    if workload is not None:
+        wp = workload_physics(workload)
+        B = float(batch_size or workload.batch_size)
+        act = wp.gpu_act * (wp.act_floor
+                            + (1.0 - wp.act_floor) * B / (B + batch_half(device, workload)))
+    rails = board_power(device, n, fc, fg, fm, tpc_share, gpu_util, comp_frac, busy, gbs, act,
+                        workload is not None)
+    total = rails[device.total_rail] if device.total_rail else sum(rails.values(), np.zeros_like(t))
+    temp = 32.0 + 0.85 * total
+    return Operating(t, total, rails, gpu_util, busy, gbs, temp)
+
+
+def board_power(device: Device, n, fc, fg, fm, tpc_share, gpu_util, comp_frac, busy, gbs, act,
+                active: bool) -> dict[str, np.ndarray]:
+    """Power per rail (W) of a mode (n cores, clocks fc, fg in GHz, fm in MHz) running at the
+    given GPU utilisation, compute share of the GPU's time, busy cores, DRAM traffic (GB/s) and GPU
+    switching activity; `active`: a workload runs (the fabric's engines are busy).  Arrays
+    broadcast (the inference fit evaluates it over a grid of candidate constants)."""
+    dp = DEVICE_PHYSICS[device.name]
+    fcmax, fgmax, fmmax = device.cpu_mhz[-1] / 1000.0, device.gpu_mhz[-1] / 1000.0, device.mem_mhz[-1]
+    vg = _vf(fg, fgmax, dp.gpu_v)
+    vc = _vf(fc, fcmax, dp.cpu_v)
     # each busy core draws dynamic power; memory-bound GPU phases toggle less logic
     p_gpu = (dp.gpu_leak * vg * (0.35 + 0.65 * tpc_share)
              + dp.gpu_c * vg ** 2 * fg * gpu_util * act * tpc_share * (0.25 + 0.75 * comp_frac)
              + 0.25 * vg ** 2 * fg)                                       # clock tree when idle
     p_cpu = dp.cpu_leak * vc * n + dp.cpu_c * vc ** 2 * fc * busy + 0.30
-    p_soc = dp.soc_static + dp.soc_mem * fm / fmmax + (0.0 if workload is None else dp.soc_active)
+    p_soc = dp.soc_static + dp.soc_mem * fm / fmmax + (dp.soc_active if active else 0.0)
     p_dram = dp.dram_static + dp.dram_freq * fm / fmmax + dp.dram_pj_per_byte * gbs * 1e-3
     p_sys = dp.sys_static + dp.sys_act * (0.6 * gpu_util * act + 0.4 * busy / n)
-    rails = _split_rails(device, p_gpu, p_cpu, p_soc, p_dram, p_sys)
-    total = rails[device.total_rail] if device.total_rail else sum(rails.values(), np.zeros_like(t))
-    temp = 32.0 + 0.85 * total
-    return Operating(t, total, rails, gpu_util, busy, gbs, temp)
+    return _split_rails(device, p_gpu, p_cpu, p_soc, p_dram, p_sys)
 
 
 def _split_rails(device: Device, gpu, cpu, soc, dram, sys) -> dict[str, np.ndarray]:
