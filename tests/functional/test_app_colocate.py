@@ -73,6 +73,25 @@ async def test_a_bad_field_is_one_line_and_decides_nothing():
         assert any("budget W must be a positive number" in n.message for n in app._notifications)
 
 
+def _hold_after(scr, n: int) -> None:
+    """The demo's worker waits (in its progress callback) after its n-th snapshot until the demo
+    is told to stop: on the simulated clock its whole minute takes ~0.4 s of wall time, so a test
+    that looked for it running could find it already over."""
+    import threading
+
+    from ptui.messages import ColocateLive
+    post, seen = scr.post_message, [0]
+
+    def held(msg):
+        posted = post(msg)
+        if isinstance(msg, ColocateLive) and threading.current_thread() is not threading.main_thread():
+            seen[0] += 1
+            if seen[0] >= n:
+                scr.stop.wait(60)
+        return posted
+    scr.post_message = held
+
+
 async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
     """r runs the demo pair under the interleaving: snapshots arrive as the board's clock runs (the
     phase's p99, throughput and power so far), r again stops it at the next training minibatch and
@@ -83,6 +102,7 @@ async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
         await pilot.press("6")
         await pilot.pause(0.1)
         scr = app.screen
+        _hold_after(scr, 3)
         scr.query_one("#go").focus()
         await pilot.press("r")
         for _ in range(600):
@@ -115,6 +135,7 @@ async def test_quitting_while_the_demo_runs_stops_it_first():
         await pilot.press("6")
         await pilot.pause(0.1)
         scr = app.screen
+        _hold_after(scr, 1)
         scr.query_one("#go").focus()
         await pilot.press("r")
         for _ in range(600):
