@@ -8,14 +8,23 @@ Poisson arrivals): it meets both budgets when <= 1 % of requests are late and th
 within the budget.  Prints: feasible cases, share of picks meeting both budgets, throughput vs
 the optimum (mean, worst), modes profiled per decision.
 
-Run: python benchmarks/eval_concurrent.py [--limit N] [--seed S]   (N: a random subset of cases)
+With --truth indep the board is benchmarks/indep_inference.py's (SYNTHETIC, not ptui's physics:
+its training jobs, its inference models): the walk profiles it (noise-free, or with --noise K its
+seeded measurement noise), the optimum, the baselines and the event-driven check use its noise-free
+figures; the walk's throughput is its pick's on the truth.  --out FILE writes one JSON line a case.
+
+Run: python benchmarks/eval_concurrent.py [--truth sim|indep] [--noise K] [--limit N] [--seed S]
+     [--out FILE]   (N: a random subset of cases)
 """
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import random
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,44 +33,68 @@ from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.inference import INFERENCE
 from ptui.core.catalogue.workloads import WORKLOADS, get_workload
 from ptui.core.decision import concurrent
-from ptui.core.decision.concurrent import decide, poisson_arrivals, simulate
+from ptui.core.decision.concurrent import decide, poisson_arrivals, predict, simulate
 from ptui.core.decision.pareto import InfeasibleError
-from ptui.core.usecases.colocate import exhaustive, standalone, walk
+from ptui.core.usecases.colocate import exhaustive, source, walk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 RATES = (5.0, 20.0, 50.0)
 LATENCY = (100.0, 250.0, 1000.0)
 POWER = (25.0, 35.0, 50.0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
-    dev = get_device("orin-agx")
+def _sources(dev, truth: str, noise: int | None):
+    """(training workloads, case -> (what the walk measures, the truth)) of a board."""
+    if truth == "indep":
+        import indep_inference as ii
+        for n, (tm, tw, pm, pw) in ii.calibration().items():
+            print(f"indep calibration {n:14s} time MAPE {tm:4.1f}% (max {tw:4.1f}%)  power MAPE "
+                  f"{pm:4.1f}% (max {pw:4.1f}%)  (SYNTHETIC generator vs the measured MAXN sweep)")
+        return list(ii.JOBS), lambda tw, iw: (ii.standalone_measure(dev, tw, iw, noise),
+                                              ii.standalone_measure(dev, tw, iw))
     for n in INFERENCE:
         c = calibrate(n)
         print(f"calibration {n:14s} time MAPE {c.time_mape:4.1f}% (max {c.time_max_err:4.1f}%)  "
               f"power MAPE {c.power_mape:4.1f}% (max {c.power_max_err:4.1f}%)")
-    cases = list(itertools.product(WORKLOADS, INFERENCE, RATES, LATENCY, POWER))
+
+    def sim(tw, iw):
+        m = source(dev, get_workload(tw), iw)
+        return m, m
+    return list(WORKLOADS), sim
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--truth", choices=("sim", "indep"), default="sim")
+    ap.add_argument("--noise", type=int, default=None, help="indep: the walk's measurements noisy (seed)")
+    ap.add_argument("--out", default=None, help="one JSON line per case")
+    a = ap.parse_args()
+    dev = get_device("orin-agx")
+    trains, sources = _sources(dev, a.truth, a.noise)
+    cases = list(itertools.product(trains, INFERENCE, RATES, LATENCY, POWER))
     if a.limit:
         cases = random.Random(a.seed).sample(cases, a.limit)
+    log = open(a.out, "w") if a.out else None
     met = feas = infeasible_both = walk_miss = 0
     lost, lost_ok, late, hot = 0, 0, 0, 0
     ratios, profiled, preset_r, maxn_ok = [], [], [], 0
     t0 = time.time()
     for tw, iw, rate, lat, pw in cases:
-        train = get_workload(tw)
+        meas, truth = sources(tw, iw)
+        row: dict = {"case": [tw, iw, rate, lat, pw]}
         try:
-            opt, _st, _ = exhaustive(dev, train, iw, rate, lat, pw)
+            opt, _st, _ = exhaustive(dev, None, iw, rate, lat, pw, truth)
         except InfeasibleError:
             opt = None
             # feasible without the tail margin? (what the margin gives up, and whether that pick
             # would have held in the event run)
             k, concurrent.TAIL_K = concurrent.TAIL_K, 0.0
             try:
-                o0, _st, _ = exhaustive(dev, train, iw, rate, lat, pw)
-                s0 = simulate(standalone(dev, train, iw, [o0.mode]), 0,
+                o0, _st, _ = exhaustive(dev, None, iw, rate, lat, pw, truth)
+                s0 = simulate(truth([o0.mode]), 0,
                               poisson_arrivals(rate, 300.0, seed=1000 + lost), lat, o0.batch)
                 lost += 1
                 lost_ok += (s0.over_budget <= 0.01) and (s0.power_w <= pw * 1.005)
@@ -70,34 +103,47 @@ def main() -> None:
             finally:
                 concurrent.TAIL_K = k
         try:
-            pick, n = walk(dev, train, iw, rate, lat, pw)
+            pick, n = walk(dev, None, iw, rate, lat, pw, measure=meas)
         except InfeasibleError:
             pick, n = None, 15
         profiled.append(n)
+        row.update(profiled=n, walk=None if pick is None else [pick.mode.key, pick.batch],
+                   optimum=None if opt is None else [opt.mode.key, opt.batch,
+                                                      round(opt.prediction.train_sps, 4)])
         if opt is None:
             infeasible_both += pick is None
+            if log:
+                print(json.dumps(row), file=log, flush=True)
             continue
         feas += 1
-        sp = standalone(dev, train, iw, [p.mode for p in dev.presets])
+        sp = truth([p.mode for p in dev.presets])
         try:
             preset_r.append(decide(sp, rate, lat, pw).prediction.train_sps / opt.prediction.train_sps)
         except InfeasibleError:
             preset_r.append(0.0)
         try:
-            maxn_ok += decide(standalone(dev, train, iw, [dev.maxn]), rate, lat, pw) is not None
+            maxn_ok += decide(truth([dev.maxn]), rate, lat, pw) is not None
         except InfeasibleError:
             pass
         if pick is None:
             walk_miss += 1
             ratios.append(0.0)
+            if log:
+                print(json.dumps(row), file=log, flush=True)
             continue
-        st = standalone(dev, train, iw, [pick.mode])
+        st = truth([pick.mode])
         sim = simulate(st, 0, poisson_arrivals(rate, 300.0, seed=len(ratios)), lat, pick.batch)
-        met += (sim.over_budget <= 0.01) and (sim.power_w <= pw * 1.005)
+        ok = (sim.over_budget <= 0.01) and (sim.power_w <= pw * 1.005)
+        met += ok
         late += sim.over_budget > 0.01
         hot += sim.power_w > pw * 1.005
-        ratios.append(pick.prediction.train_sps / opt.prediction.train_sps)
-    r = np.array(ratios)
+        # the pick's throughput on the truth (the walk's own figure where it measured the truth)
+        ratios.append(predict(st, 0, rate, lat, pick.batch).train_sps / opt.prediction.train_sps)
+        row.update(ratio=round(ratios[-1], 5), met=bool(ok), late=round(sim.over_budget, 5),
+                   power_w=round(sim.power_w, 3))
+        if log:
+            print(json.dumps(row), file=log, flush=True)
+    r = np.array(ratios if ratios else [np.nan])      # no feasible case: the figures read nan
     picks = feas - walk_miss
     print(f"cases {len(cases)}  feasible (exhaustive) {feas}  infeasible both {infeasible_both}  "
           f"walk found none where feasible {walk_miss}")
@@ -107,14 +153,15 @@ def main() -> None:
           f"budgets in the event run in {lost_ok})")
     print(f"throughput vs optimum: mean {100 * r.mean():.2f}%  worst {100 * r.min():.2f}%  "
           f"(loss mean {100 * (1 - r.mean()):.2f}%)")
-    pr_ = np.array(preset_r)
+    pr_ = np.array(preset_r if preset_r else [np.nan])
     print(f"baseline best NVIDIA preset: mean {100 * pr_.mean():.2f}% of the optimum, "
           f"none feasible in {int((pr_ == 0).sum())}/{feas}; MAXN (any batch) meets both budgets in "
           f"{maxn_ok}/{feas}")
-    print(f"walk ratio quartiles: {np.percentile(r, [25, 50, 75]).round(4).tolist()}, "
+    print(f"walk ratio quartiles: {np.nanpercentile(r, [25, 50, 75]).round(4).tolist()}, "
           f"cases within 3 %: {int((r >= 0.97).sum())}/{feas}")
     print(f"modes profiled per decision: mean {np.mean(profiled):.1f}  max {max(profiled)}")
-    print(f"wall {time.time() - t0:.0f} s")
+    print(f"wall {time.time() - t0:.0f} s  cpu {time.process_time():.0f} s  truth {a.truth}"
+          f"{'' if a.noise is None else f' (walk measures with noise, seed {a.noise})'}")
 
 
 if __name__ == "__main__":
