@@ -63,3 +63,18 @@ def test_baselines_and_the_decision_body_use_the_same_source():
     body = CO.colocate(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, measure=m2)
     assert body == CO.colocate(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0)
     assert m2.calls == body["profiled_modes"] + 2
+
+
+def test_the_batch_sizes_and_training_batch_are_the_measurements():
+    """A source that profiles inference at fewer batch sizes (and another training batch): the walk,
+    the grid and the baselines decide over those (they took the simulator's INFER_BATCHES)."""
+    def few(modes):
+        st = CO.standalone(DEV, TRAIN, "resnet50", list(modes))
+        keep = [0, 2, 4]                               # b = 1, 4, 16
+        return Standalone(st.modes, 8, st.train_ms / 2, st.train_w, tuple(st.batches[k] for k in keep),
+                          st.infer_ms[:, keep], st.infer_w[:, keep])
+    pick, _ = CO.walk(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    opt, st, _ = CO.exhaustive(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    assert pick.batch in (1, 4, 16) and opt.batch in (1, 4, 16) and st.train_batch == 8
+    base = CO._baselines(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    assert base["maxn_largest_feasible_batch"]["batch_size"] in (1, 4, 16)

@@ -32,8 +32,9 @@ from .contract import infeasible
 WALK_BUDGET = 15
 
 # Where standalone profiles come from: modes -> training alone and inference alone at every
-# INFER_BATCHES size at those modes.  The default is the simulator (`standalone`); a benchmark
-# passes another board's truth (benchmarks/eval_concurrent.py --truth indep), a caller a profiler.
+# inference batch size it profiles (the simulator's: INFER_BATCHES) at those modes.  The default is
+# the simulator (`standalone`); a benchmark passes another board's truth (benchmarks/eval_concurrent.py
+# --truth indep), a caller a profiler.
 Measure = Callable[[list[Mode]], Standalone]
 
 
@@ -227,7 +228,8 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
     prof(top)
     for i in _spread(u, [top], SEED_MODES - 1):
         prof(i)
-    nb = len(INFER_BATCHES)
+    batches = meas[top].batches
+    nb = len(batches)
     tb = int(meas[top].train_batch)
     while len(meas) < WALK_BUDGET:
         rows = list(meas)
@@ -235,7 +237,7 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
                                       meas[i].infer_ms[0], meas[i].infer_w[0]]) for i in rows])
         pred = _fit_predict(rows, y, u)
         pred[rows] = y
-        pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], INFER_BATCHES,
+        pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], batches,
                          pred[:, 2:2 + nb], pred[:, 2 + nb:])
         have = best()
         floor = 0.0 if have is None else have.prediction.train_sps
@@ -358,7 +360,7 @@ def _baselines(device: Device, train: Workload | None, infer: str, rate, latency
     st = measure([device.maxn])
     tb = st.train_batch
     maxn = None
-    for b in reversed(INFER_BATCHES):
+    for b in reversed(st.batches):
         pr = predict(st, 0, rate, latency_ms, b)
         if pr.over_budget <= 0.01:
             maxn = _point(Pick(0, device.maxn, b, pr), tb)
@@ -396,7 +398,7 @@ def _closest(device: Device, train: Workload | None, infer: str, rate, latency_m
         if admitted(pr):
             return {**(_point(Pick(r, st.modes[r], b, pr), tb) or {}), "meets_latency": True}
     i = int(np.argmin(st.train_ms))
-    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in INFER_BATCHES),
+    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in st.batches),
                key=lambda p: p.prediction.p99_ms)
     return {**(_point(best, tb) or {}), "meets_latency": False,
             "within_margin": round(best.prediction.over_margin, 5)}
