@@ -34,6 +34,12 @@ from .contract import infeasible
 
 WALK_BUDGET = 15
 
+# Where standalone profiles come from: modes -> training alone and inference alone at every
+# inference batch size it profiles (the simulator's: INFER_BATCHES) at those modes.  The default is
+# the simulator (`standalone`); a benchmark passes another board's truth (benchmarks/eval_concurrent.py
+# --truth indep), a caller a profiler.
+Measure = Callable[[list[Mode]], Standalone]
+
 
 def standalone(device: Device, train: Workload, infer: str, modes: list[Mode]) -> Standalone:
     """Training alone and inference alone at `modes`, from the simulator (noise-free)."""
@@ -48,9 +54,20 @@ def standalone(device: Device, train: Workload, infer: str, modes: list[Mode]) -
                       np.asarray(op.power_w, float), INFER_BATCHES, np.array(im).T, np.array(iw).T)
 
 
-def exhaustive(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w):
-    """The optimum over PowerTrain's grid of modes x every inference batch (the reference)."""
-    st = standalone(device, train, infer, list(device.pt_grid()))
+def source(device: Device, train: Workload | None, infer: str, measure: Measure | None = None) -> Measure:
+    """`measure` when given, else the simulator's standalone profiles of (train, infer)."""
+    if measure is not None:
+        return measure
+    if train is None:
+        raise InputError("a training workload or a measure is needed")
+    return lambda modes: standalone(device, train, infer, list(modes))
+
+
+def exhaustive(device: Device, train: Workload | None, infer: str, rate, latency_ms, budget_w,
+               measure: Measure | None = None):
+    """The optimum over PowerTrain's grid of modes x every inference batch (the reference), on
+    `measure`'s profiles (default: the simulator's)."""
+    st = source(device, train, infer, measure)(list(device.pt_grid()))
     return decide(st, rate, latency_ms, budget_w), st, len(st.modes)
 
 
@@ -168,8 +185,8 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     return None
 
 
-def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w,
-         keep: dict | None = None):
+def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, budget_w,
+         keep: dict | None = None, measure: Measure | None = None):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
     and inference alone at every batch size).  A coordinate walk's bisections assume feasibility
     falls as a clock rises; the latency budget also bounds the clocks from below (too slow a mode
@@ -188,7 +205,10 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
     is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
-    (grid row -> one-row Standalone), for a later re-decision without profiling."""
+    (grid row -> one-row Standalone), for a later re-decision without profiling.  `measure` (modes
+    -> Standalone) is where the profiles come from: the simulator by default, called once per
+    profiled mode with that one mode."""
+    measure = source(device, train, infer, measure)
     grid = list(device.pt_grid())
     xs = np.array([m.as_tuple() for m in grid], float)
     u = xs / xs.max(0)
@@ -196,7 +216,7 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     picks: dict[int, Pick | None] = {}
 
     def prof(i: int) -> None:
-        st = standalone(device, train, infer, [grid[i]])
+        st = measure([grid[i]])
         meas[i] = st
         try:
             picks[i] = decide(st, rate, latency_ms, budget_w)
@@ -211,15 +231,16 @@ def walk(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w
     prof(top)
     for i in _spread(u, [top], SEED_MODES - 1):
         prof(i)
-    nb = len(INFER_BATCHES)
-    tb = int(train.batch_size)
+    batches = meas[top].batches
+    nb = len(batches)
+    tb = int(meas[top].train_batch)
     while len(meas) < WALK_BUDGET:
         rows = list(meas)
         y = np.array([np.concatenate([[meas[i].train_ms[0], meas[i].train_w[0]],
                                       meas[i].infer_ms[0], meas[i].infer_w[0]]) for i in rows])
         pred = _fit_predict(rows, y, u)
         pred[rows] = y
-        pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], INFER_BATCHES,
+        pst = Standalone(grid, tb, pred[:, 0], pred[:, 1], batches,
                          pred[:, 2:2 + nb], pred[:, 2 + nb:])
         have = best()
         floor = 0.0 if have is None else have.prediction.train_sps
@@ -318,25 +339,28 @@ def colocate_goal(rate: float, latency_ms: float, budget_w: float) -> dict:
 
 def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
              budget_w: float, strategy: str = "walk", keep: dict | None = None,
-             train_script: dict | None = None) -> dict:
+             train_script: dict | None = None, measure: Measure | None = None) -> dict:
     """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
     InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
     given, gets the standalone profiles the decision took under "profiles" (a Standalone).
     `train_script`: what script_train counted, when the training workload is a user's script (the
-    body's `train_script`; its `unit` says whether throughputs are samples or iterations)."""
+    body's `train_script`; its `unit` says whether throughputs are samples or iterations).
+    `measure`: where every profile comes from (default the simulator; `source`)."""
     goal = colocate_goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
+    measure = source(device, train, infer, measure)
     meas: dict = {}
     try:
         if strategy == "exhaustive":
-            pick, st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w)
+            pick, st, profiled = exhaustive(device, train, infer, rate, latency_ms, budget_w, measure)
             meas = {0: st}
         else:
-            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w, keep=meas)
+            pick, profiled = walk(device, train, infer, rate, latency_ms, budget_w, keep=meas,
+                                  measure=measure)
     except InfeasibleError as e:
-        closest = _closest(device, train, infer, rate, latency_ms)
+        closest = _closest(device, train, infer, rate, latency_ms, measure)
         why = _why_infeasible(closest, rate, latency_ms, budget_w, str(e))
         err = InfeasibleError(why, e.table, e.closest)
         err.closest_point = closest  # type: ignore[attr-defined]
@@ -348,7 +372,7 @@ def colocate(device: Device, train: Workload, infer_name: str, rate: float, late
             "profiled_modes": profiled, "train_workload": train.name,
             "train_batch_size": train.batch_size, "infer_workload": infer,
             "pick": _point(pick, train.batch_size),
-            "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w)}
+            "baselines": _baselines(device, train, infer, rate, latency_ms, budget_w, measure)}
     if train_script is not None:
         body["train_batch_size"] = train_script["batch_size"]
         body["train_script"] = train_script
@@ -389,49 +413,55 @@ def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: 
             "baselines": {}}
 
 
-def _baselines(device: Device, train: Workload, infer: str, rate, latency_ms, budget_w) -> dict:
-    """MAXN with the largest feasible inference batch, the best NVIDIA preset, training alone."""
-    st = standalone(device, train, infer, [device.maxn])
+def _baselines(device: Device, train: Workload | None, infer: str, rate, latency_ms, budget_w,
+               measure: Measure | None = None) -> dict:
+    """MAXN with the largest feasible inference batch, the best NVIDIA preset, training alone
+    (profiles from `measure`, default the simulator)."""
+    measure = source(device, train, infer, measure)
+    st = measure([device.maxn])
+    tb = st.train_batch
     maxn = None
-    for b in reversed(INFER_BATCHES):
+    for b in reversed(st.batches):
         pr = predict(st, 0, rate, latency_ms, b)
         if pr.over_budget <= 0.01:
-            maxn = _point(Pick(0, device.maxn, b, pr), train.batch_size)
+            maxn = _point(Pick(0, device.maxn, b, pr), tb)
             if maxn is not None:
                 maxn["within_power_budget"] = pr.power_w <= budget_w
             break
     presets = [p.mode for p in device.presets]
-    sp = standalone(device, train, infer, presets)
+    sp = measure(presets)
     try:
         bp = decide(sp, rate, latency_ms, budget_w)
         pre = device.preset_for(bp.mode)
-        best_preset = {**(_point(bp, train.batch_size) or {}), "preset": None if pre is None else pre.name}
+        best_preset = {**(_point(bp, tb) or {}), "preset": None if pre is None else pre.name}
     except InfeasibleError:
         best_preset = None
     ok = st.train_w <= budget_w
     alone = {"mode": device.maxn.as_dict(), "key": device.maxn.key,
-             "train_samples_per_s": round(float(train.batch_size / st.train_ms[0] * 1000.0), 3),
+             "train_samples_per_s": round(float(tb / st.train_ms[0] * 1000.0), 3),
              "power_w": round(float(st.train_w[0]), 3), "within_power_budget": bool(ok[0]),
              "note": "training alone at MAXN, no inference served"}
     return {"maxn_largest_feasible_batch": maxn, "best_preset": best_preset, "training_alone": alone}
 
 
-def _closest(device: Device, train: Workload, infer: str, rate, latency_ms) -> dict | None:
+def _closest(device: Device, train: Workload | None, infer: str, rate, latency_ms,
+             measure: Measure | None = None) -> dict | None:
     """The closest option to budgets nothing meets, on the simulator's grid: the lowest-power
     (mode, b) whose latency holds (decide's test: the screen, then the latency distribution),
     else the fastest-training mode's b of lowest p99; `meets_latency` says which."""
-    st = standalone(device, train, infer, list(device.pt_grid()))
+    st = source(device, train, infer, measure)(list(device.pt_grid()))
+    tb = st.train_batch
     tab, ok = candidates(st, rate, latency_ms)
     where = np.flatnonzero(ok)
     for k in where[np.argsort(tab.power_w[where], kind="stable")][:PREDICT_MAX]:
         r, b = int(k) % len(st.modes), int(tab.batches[k])
         pr = predict(st, r, rate, latency_ms, b)
         if admitted(pr):
-            return {**(_point(Pick(r, st.modes[r], b, pr), train.batch_size) or {}), "meets_latency": True}
+            return {**(_point(Pick(r, st.modes[r], b, pr), tb) or {}), "meets_latency": True}
     i = int(np.argmin(st.train_ms))
-    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in INFER_BATCHES),
+    best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in st.batches),
                key=lambda p: p.prediction.p99_ms)
-    return {**(_point(best, train.batch_size) or {}), "meets_latency": False,
+    return {**(_point(best, tb) or {}), "meets_latency": False,
             "within_margin": round(best.prediction.over_margin, 5)}
 
 

@@ -1,0 +1,80 @@
+"""The concurrent decision's source of standalone profiles is one parameter (`measure`: modes ->
+Standalone), the simulator by default, used by the walk, the exhaustive grid and the baselines."""
+import numpy as np
+
+from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import get_workload
+from ptui.core.decision.concurrent import Standalone
+from ptui.core.usecases import colocate as CO
+
+DEV = get_device("orin-agx")
+TRAIN = get_workload("resnet18")
+
+
+class Counting:
+    """The simulator's profiles, every call and mode recorded; `slow` scales inference time (a
+    board whose physics differ from the simulator's)."""
+
+    def __init__(self, infer: str, slow: float = 1.0):
+        self.infer, self.slow, self.calls, self.modes = infer, slow, 0, []
+
+    def __call__(self, modes) -> Standalone:
+        self.calls += 1
+        self.modes.extend(modes)
+        st = CO.standalone(DEV, TRAIN, self.infer, list(modes))
+        return Standalone(st.modes, st.train_batch, st.train_ms, st.train_w, st.batches,
+                          st.infer_ms * self.slow, st.infer_w)
+
+
+def test_walk_measures_at_most_15_modes_through_measure_and_picks_one_of_them():
+    m = Counting("resnet50")
+    pick, n = CO.walk(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=m)
+    assert n == m.calls == len(m.modes) <= CO.WALK_BUDGET
+    assert len(set(m.modes)) == len(m.modes)          # no mode measured twice
+    assert pick.mode in m.modes
+
+
+def test_default_source_is_the_simulator_and_gives_the_same_pick():
+    a, na = CO.walk(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0)
+    b, nb = CO.walk(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, measure=Counting("resnet50"))
+    assert (a.mode, a.batch, na) == (b.mode, b.batch, nb)
+    assert a.prediction == b.prediction
+
+
+def test_the_measurements_drive_the_pick_not_the_simulator():
+    # inference 3x slower than the simulator says: the walk and the exhaustive grid both see it
+    slow = Counting("yolov8n-det", slow=3.0)
+    opt, st, n = CO.exhaustive(DEV, None, "yolov8n-det", 5.0, 1000.0, 35.0, measure=slow)
+    assert n == len(DEV.pt_grid()) and slow.calls == 1
+    assert np.allclose(st.infer_ms, 3.0 * CO.standalone(DEV, TRAIN, "yolov8n-det", st.modes).infer_ms)
+    fast, _, _ = CO.exhaustive(DEV, TRAIN, "yolov8n-det", 5.0, 1000.0, 35.0)
+    assert opt.prediction.infer_share > fast.prediction.infer_share
+    pick, _ = CO.walk(DEV, None, "yolov8n-det", 5.0, 1000.0, 35.0, measure=Counting("yolov8n-det", 3.0))
+    assert pick.prediction.train_sps <= opt.prediction.train_sps + 1e-9
+
+
+def test_baselines_and_the_decision_body_use_the_same_source():
+    m = Counting("resnet50")
+    base = CO._baselines(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=m)
+    assert m.calls == 2                                # MAXN, then the presets
+    assert set(m.modes) == {DEV.maxn} | {p.mode for p in DEV.presets}
+    assert base == CO._baselines(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0)
+    m2 = Counting("resnet50")
+    body = CO.colocate(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, measure=m2)
+    assert body == CO.colocate(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0)
+    assert m2.calls == body["profiled_modes"] + 2
+
+
+def test_the_batch_sizes_and_training_batch_are_the_measurements():
+    """A source that profiles inference at fewer batch sizes (and another training batch): the walk,
+    the grid and the baselines decide over those (they took the simulator's INFER_BATCHES)."""
+    def few(modes):
+        st = CO.standalone(DEV, TRAIN, "resnet50", list(modes))
+        keep = [0, 2, 4]                               # b = 1, 4, 16
+        return Standalone(st.modes, 8, st.train_ms / 2, st.train_w, tuple(st.batches[k] for k in keep),
+                          st.infer_ms[:, keep], st.infer_w[:, keep])
+    pick, _ = CO.walk(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    opt, st, _ = CO.exhaustive(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    assert pick.batch in (1, 4, 16) and opt.batch in (1, 4, 16) and st.train_batch == 8
+    base = CO._baselines(DEV, None, "resnet50", 20.0, 250.0, 35.0, measure=few)
+    assert base["maxn_largest_feasible_batch"]["batch_size"] in (1, 4, 16)
