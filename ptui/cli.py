@@ -902,11 +902,9 @@ def _applied(message: str, backend) -> str:
 COLOCATE_BATCH = 16        # colocate's training batch for a catalogue workload without --batch-size
 
 
-def cmd_colocate(a) -> int:
-    """Training beside inference: the power mode and inference batch of highest training
-    throughput within a latency and a power budget (SIMULATED board)."""
-    dev = core.get_device(a.device)
-    script = list(a.command_line or [])
+def _colocate_inputs(a, dev, script: list[str]):
+    """The checks before anything runs and the saved profiles: (profiles, their about) for
+    --profiles, else (None, {}) once the workloads and budgets are known good."""
     if a.profiles and a.save_profiles:
         raise CLIError("--profiles re-decides from a file --save-profiles wrote: give one of them")
     if script and (a.train_workload or a.profiles):
@@ -917,27 +915,42 @@ def cmd_colocate(a) -> int:
         st, about = core.load_profiles(a.profiles, dev)
         if about.get("device") not in (None, dev.name):
             raise CLIError(f"{a.profiles} holds profiles of {about['device']}, not {dev.name}")
-        train = None
-    else:
-        missing = [o for o, v in (("--train-workload or your training command after --",
-                                   a.train_workload or script),
-                                  ("--infer-workload", a.infer_workload)) if not v]
-        if missing:
-            raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
-        core.get_inference(a.infer_workload)                 # a bad name: one line, before the script
-        core.colocate_goal(a.rate, a.latency_ms, a.budget_w)    # bad budgets: before the script too
-    counted = about.get("train_script") if a.profiles else None   # profiles of a script's model
+        return st, about
+    missing = [o for o, v in (("--train-workload or your training command after --",
+                               a.train_workload or script),
+                              ("--infer-workload", a.infer_workload)) if not v]
+    if missing:
+        raise CLIError(f"colocate needs {' and '.join(missing)} (or --profiles FILE)")
+    core.get_inference(a.infer_workload)                 # a bad name: one line, before the script
+    core.colocate_goal(a.rate, a.latency_ms, a.budget_w)    # bad budgets: before the script too
+    return None, {}
+
+
+def _colocate_script(a, dev, script: list[str]):
+    """The training workload counted from the user's script by the probe: (workload, counts)."""
+    log = core.script_log(f"colocate-{dev.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    _info(f"counting one iteration of {core.command_text(script)!r} under the probe on this "
+          f"machine (the decision is for the SIMULATED {dev.name}; its output goes to {log})")
+    t0 = time.monotonic()
+    train, counted = core.script_train(dev.name, script, log, batch_size=a.batch_size,
+                                       startup_timeout=a.startup_timeout, notify=_info)
+    _info(f"counted in {time.monotonic() - t0:.1f} s: {counted['counted']}")
+    for n in counted["notes"]:
+        _warn(n)
+    return train, counted
+
+
+def cmd_colocate(a) -> int:
+    """Training beside inference: the power mode and inference batch of highest training
+    throughput within a latency and a power budget (SIMULATED board)."""
+    dev = core.get_device(a.device)
+    script = list(a.command_line or [])
+    st, about = _colocate_inputs(a, dev, script)
+    counted = about.get("train_script")             # profiles of a script's model
+    train = None
     if script:
-        log = core.script_log(f"colocate-{dev.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-        _info(f"counting one iteration of {core.command_text(script)!r} under the probe on this "
-              f"machine (the decision is for the SIMULATED {dev.name}; its output goes to {log})")
-        t0 = time.monotonic()
-        train, counted = core.script_train(dev.name, script, log, batch_size=a.batch_size,
-                                           startup_timeout=a.startup_timeout, notify=_info)
-        _info(f"counted in {time.monotonic() - t0:.1f} s: {counted['counted']}")
-        for n in counted["notes"]:
-            _warn(n)
-    elif a.profiles is None:
+        train, counted = _colocate_script(a, dev, script)
+    elif st is None:
         train = core.get_workload(a.train_workload, a.batch_size or COLOCATE_BATCH)
     keep: dict = {}
     try:
@@ -964,6 +977,12 @@ def cmd_colocate(a) -> int:
     if a.json:
         print(core.document("colocate", body))
         return EXIT_OK
+    _colocate_report(a, dev, body, counted)
+    return EXIT_OK
+
+
+def _colocate_report(a, dev, body: dict, counted: dict | None) -> None:
+    """`ptui colocate`'s text: what was decided for, the pick and the baselines."""
     p = body["pick"]
     unit = "samples"
     if counted:
@@ -992,7 +1011,6 @@ def cmd_colocate(a) -> int:
         over = "" if b.get("within_power_budget", True) else " (over the power budget)"
         print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} {unit}/s, "
               f"{b['power_w']:.1f} W{over}")
-    return EXIT_OK
 
 
 def cmd_interleave_demo(a) -> int:
