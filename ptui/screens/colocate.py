@@ -111,16 +111,23 @@ class ColocateScreen(Screen):
     def action_decide(self) -> None:
         if self.busy or self.running:
             return
+        goal = self.begin("deciding: profiling up to 15 modes on the simulated board, then the "
+                          "feasible region…")
+        if goal is not None:
+            self.busy = True
+            self.decide(goal)
+
+    def begin(self, doing: str) -> tuple | None:
+        """The form's goal with the spinner on and `doing` in the details; None (said in one
+        line) when a field is bad."""
         try:
             goal = self.goal()
         except core.InputError as e:
             self.app.notify_error(str(e))
-            return
-        self.busy = True
+            return None
         self.query_one("#colo-spinner").display = True
-        self.query_one("#colo-details", Static).update(
-            "deciding: profiling up to 15 modes on the simulated board, then the feasible region…")
-        self.decide(goal)
+        self.query_one("#colo-details", Static).update(doing)
+        return goal
 
     @work(thread=True, exclusive=True, group="colocate", exit_on_error=False)
     def decide(self, goal: tuple) -> None:
@@ -152,17 +159,12 @@ class ColocateScreen(Screen):
             return
         if self.busy:
             return
-        try:
-            goal = self.goal()
-        except core.InputError as e:
-            self.app.notify_error(str(e))
-            return
-        self.running, self.live, self.ran, self.asked = True, [], None, goal
-        self.stop.clear()
-        self.query_one("#colo-spinner").display = True
-        self.query_one("#colo-details", Static).update(
-            "deciding (up to 15 simulated modes), then running the demo pair under the interleaving…")
-        self.run_live(goal)
+        goal = self.begin("deciding (up to 15 simulated modes), then running the demo pair under "
+                          "the interleaving…")
+        if goal is not None:
+            self.running, self.live, self.ran, self.asked = True, [], None, goal
+            self.stop.clear()
+            self.run_live(goal)
 
     @work(thread=True, exclusive=True, group="colocate-run", exit_on_error=False)
     def run_live(self, goal: tuple) -> dict | None:
