@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.functional.test_tune_prior import MLP  # the same small MLP script
 from tests.support.cli import PY
 
 GOAL = ["colocate", "--device", "orin-agx", "--infer-workload", "resnet50", "--rate", "20",
@@ -28,16 +29,6 @@ CNN = textwrap.dedent("""
             opt.step()
 """)
 
-MLP = textwrap.dedent("""
-    import torch
-    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    for i in range(10 ** 6):
-        x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(m(x), y).backward()
-        opt.step()
-""")
 
 
 @pytest.fixture
