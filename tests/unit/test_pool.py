@@ -173,3 +173,15 @@ def test_a_pool_out_of_reach_is_said_and_the_profile_goes_on(cli, monkeypatch, t
     assert rc == 0, err
     assert "cannot reach the pool" in err and "ptui pool push" in err
     assert len((tmp_path / "a.csv").read_text().splitlines()) == 4
+
+
+def test_a_fleet_share_gives_each_board_its_own_modes_of_one_design():
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.profiling.active import fleet_share
+    dev = get_device("orin-agx")
+    shares = [fleet_share(dev, 4, 5, i, seed=2) for i in range(4)]
+    every = [m.as_tuple() for s in shares for m in s]
+    assert all(len(s) == 5 for s in shares) and len(set(every)) == 20
+    assert shares[1] == fleet_share(dev, 4, 5, 1, seed=2)          # every board computes the same plan
+    with pytest.raises(InputError):
+        fleet_share(dev, 4, 5, 4)
