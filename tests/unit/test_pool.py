@@ -175,6 +175,41 @@ def test_a_pool_out_of_reach_is_said_and_the_profile_goes_on(cli, monkeypatch, t
     assert len((tmp_path / "a.csv").read_text().splitlines()) == 4
 
 
+def test_the_board_factor_error_widens_every_prediction_in_quadrature(tmp_path):
+    """The pooled model's spread: this board's factor error is one error every prediction shares,
+    added in quadrature to each mode's own sd.  It was a factor on every sd sized at the board's
+    own rows, where the sd is least, so modes it did not profile got their sd multiplied (x1.4 to
+    x2 on the simulated fleet) and decisions left 2-4 % of the budget unused; the fit and the
+    saved model keep it."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(4, 5, seed=5)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
+    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    p = model.about.trained_on["pooled"]
+    A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
+    for tgt in ("time", "power"):
+        pred = getattr(model, tgt)
+        se = pred.sd_shared
+        assert se == pytest.approx(p[f"{tgt}_factor_se_pct"] / 100, abs=1e-5) and se > 0
+        _, sd = pred.predict_log(dev, A)
+        pred.sd_shared = 0.0
+        _, bare = pred.predict_log(dev, A)
+        pred.sd_shared = se
+        np.testing.assert_allclose(sd ** 2, bare ** 2 + se ** 2, rtol=1e-9)
+    model.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    for tgt in ("time", "power"):
+        assert getattr(back, tgt).sd_shared == pytest.approx(getattr(model, tgt).sd_shared)
+        np.testing.assert_allclose(getattr(back, tgt).predict_log(dev, A)[1],
+                                   getattr(model, tgt).predict_log(dev, A)[1])
+
+
 def test_a_fleet_share_gives_each_board_its_own_modes_of_one_design():
     from ptui.core.catalogue.devices import get_device
     from ptui.core.profiling.active import fleet_share

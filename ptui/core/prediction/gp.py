@@ -540,6 +540,8 @@ class GPStack:
     sd_scale: float = 1.0
     spread: str = "members"
     time_source: Predictor | None = None   # power: the time predictor members with time_input use
+    sd_shared: float = 0.0      # an error every prediction shares (log units), added in quadrature
+    #                             after sd_scale: a pooled model's board factor (prediction/pooled.py)
 
     kind = "gp"
 
@@ -567,7 +569,10 @@ class GPStack:
                  if w > 0 or every]
         mu, var = stack_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts],
                                 self.spread)
-        return mu, np.sqrt(var) * self.sd_scale
+        sd = np.sqrt(var) * self.sd_scale
+        if self.sd_shared > 0:
+            sd = np.hypot(sd, self.sd_shared)
+        return mu, sd
 
     def predict_modes(self, device: Device, A: np.ndarray,
                       cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -579,6 +584,7 @@ class GPStack:
         return {"kind": "gp-stack", "weights": [float(w) for w in self.weights],
                 "sd_scale": self.sd_scale, "spread": self.spread,
                 "members": [m.config() for m in self.members],
+                **({"sd_shared": self.sd_shared} if self.sd_shared > 0 else {}),
                 **({"time_source": self.time_source.config()} if self.time_source is not None else {})}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -623,7 +629,10 @@ class GPStack:
         if any(m.time_input for m in members) and source is None:
             raise ValueError("GP stack members take the predicted time as an input but the stack "
                              "has no time predictor")
-        return cls(members, w, scale, spread, source)
+        shared = float(cfg.get("sd_shared", 0.0))
+        if not np.isfinite(shared) or shared < 0:
+            raise ValueError("a GP stack's shared sd must be a finite non-negative number")
+        return cls(members, w, scale, spread, source, shared)
 
 
 SCRATCH = "scratch"          # cache key: GPTarget._block's scratch arrays

@@ -173,7 +173,13 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     for tgt in TARGETS:
         pred = getattr(model, tgt)
         c = corr[tgt][0]
-        if hasattr(pred, "sd_scale"):
+        if hasattr(pred, "sd_shared"):
+            # the factor's error is one error every prediction shares: in quadrature with each
+            # mode's own sd (a factor on every sd, sized at the own rows where the sd is least,
+            # widened the sd of the modes the board did not profile several times over)
+            pred.sd_shared = float(np.hypot(pred.sd_shared, c.log_se))
+            widened[tgt] = {"shared_sd_pct": round(100 * c.log_se, 3)}
+        elif hasattr(pred, "sd_scale"):
             mid, sd = pred.predict_modes(device, own.A)
             base = float(np.median(np.sqrt(np.log1p((sd / mid) ** 2))))
             k = float(np.sqrt(1.0 + (c.log_se / max(base, 1e-6)) ** 2))
