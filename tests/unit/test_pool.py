@@ -220,3 +220,15 @@ def test_a_fleet_share_gives_each_board_its_own_modes_of_one_design():
     assert shares[1] == fleet_share(dev, 4, 5, 1, seed=2)          # every board computes the same plan
     with pytest.raises(InputError):
         fleet_share(dev, 4, 5, 4)
+
+
+def test_ten_boards_of_five_modes_give_the_factor_regression_its_curvature():
+    """10 boards x 5 modes (50 rows, 40 once the boards' factors are taken) fit the squares and the
+    cross terms of the factors' shape; it was linear below 44 rows, and a board's factor then took
+    up the curvature its own modes saw (eval_pool: 3 picks of 80 over budget + 1 W on seed 1)."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.prediction.pooled import _features
+    dev = get_device("orin-agx")
+    A = np.array([m.as_tuple() for m in random.Random(0).sample(dev.pt_grid(), 50)], np.float64)
+    assert _features(dev, A, None, "power", 50 - 10).shape == (50, 10)
+    assert _features(dev, A[:20], None, "power", 20 - 4).shape == (20, 5)
