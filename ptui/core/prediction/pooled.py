@@ -175,7 +175,7 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     model = fit_model(reference, device, modes, to_own["time"], to_own["power"], method=method,
                       seed=seed, loss=loss, workload=workload, source=source, measured=measured,
                       progress=progress)
-    widened = {}
+    widened: dict[str, object] = {}
     for tgt in TARGETS:
         pred = getattr(model, tgt)
         c = corr[tgt][0]
