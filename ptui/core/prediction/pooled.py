@@ -6,17 +6,21 @@ equal throughput, and Xavier AGX / Nano units differ significantly in power and 
 board's figures as the fleet's shape times a factor of its own, per target (log y = log f(mode) +
 c_board + noise):
 
-1. a GP on every row as it is (f0), each board's factor its rows' mean log ratio to f0;
-2. a GP on the rows divided by their board's factor (f1), the factors estimated again against it,
-   centred on the fleet's typical unit; their standard error is the residual sd of all rows about
-   f1 over the square root of the board's row count;
-3. the board's model: ``fit_model`` on every row brought to this board's unit (y x exp(c_own -
+1. each board's factor: one least-squares fit of log y on the fleet's shape (_features: the
+   reference's log prediction, the knobs' logs and, with rows enough, their squares and cross
+   terms) plus a factor per board (board_corrections says why not a GP), centred on the fleet's
+   typical unit; its standard error from the residual sd about that fit;
+2. the board's model: ``fit_model`` on every row brought to this board's unit (y x exp(c_own -
    c_board)), its own rows as they are.  The fleet's rows count as measurements for this board
-   with their spread widened by both factors' standard errors, and each target's predictive sd is
-   widened by this board's factor's standard error (the one error every prediction shares).
-   Measured (benchmarks/eval_pool.py, two seeds): without that widening the median time penalty
-   was lower (2.9 % and 0.65 % against 4.4 % and 2.8 %) but one seed had 3 of 80 picks more than
-   1 W over budget; with it, none.
+   with their spread widened by both factors' standard errors, and this board's factor's standard
+   error (the one error every prediction shares) is added in quadrature to each target's
+   predictive sd (GPStack.sd_shared).  It used to multiply every sd by a factor sized at the
+   board's own rows, where the sd is least, which doubled the sd of the modes it did not profile.
+   Measured (benchmarks/eval_pool.py, seeds 0 and 1, with the factors' squares of _features):
+   median time penalty 4.43 / 2.82 -> 2.87 / 1.90 % on the simulator, none over budget + 1 W;
+   8.65 / 7.12 -> 5.13 / 4.53 % on the independent generator, where seed 1 goes over budget + 1 W
+   at the high-power corner in 14 picks of 80 (5 before): the shape there is off by 10-20 %, more
+   than any widening by the factor error covers (README, Fleets).
 
 With 5 rows of its own a board's factor is known to about the noise over sqrt(5); the shape
 comes from all N x 5 rows.
