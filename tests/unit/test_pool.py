@@ -232,3 +232,25 @@ def test_ten_boards_of_five_modes_give_the_factor_regression_its_curvature():
     A = np.array([m.as_tuple() for m in random.Random(0).sample(dev.pt_grid(), 50)], np.float64)
     assert _features(dev, A, None, "power", 50 - 10).shape == (50, 10)
     assert _features(dev, A[:20], None, "power", 20 - 4).shape == (20, 5)
+
+
+def test_the_pooled_model_says_how_far_its_rows_reach_in_power():
+    """A budget above every pooled row's power is decided on extrapolation (the independent
+    generator's seed 1 in eval_pool: rows up to ~40 W, picks at 45-50 W 10-20 % over their
+    prediction): the model keeps the highest row's power on this board's unit and its note says it."""
+    from ptui.core.prediction.pooled import pooled_note
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(3, 5, seed=7)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u2" for r in rs]
+    model = fit_pooled_rows(dev, rows["u2"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    p = model.about.trained_on["pooled"]
+    top = float(np.max(model.measured["power_w"]))
+    assert p["measured_power_max_w"] == pytest.approx(top, abs=0.01)
+    assert max(r.power_w for r in rows["u2"]) <= top + 0.01
+    assert f"the pooled rows reach {top:.1f} W on this board" in pooled_note(model)

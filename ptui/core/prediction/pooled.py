@@ -204,6 +204,10 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
         **{f"{t}_factor_se_pct": round(100 * corr[t][0].log_se, 3) for t in TARGETS},
         **{f"{t}_resid_sd_pct": round(100 * corr[t][0].resid_sd, 3) for t in TARGETS},
         "board_power_factors": {b: round(v, 4) for b, v in corr["power"][0].board_factors.items()},
+        # the most power any row drew, brought to this board's unit: above it a decision rests on
+        # extrapolation (eval_pool --truth indep, seed 1: the rows stopped at ~40 W, the 45-50 W
+        # picks were predicted 10-20 % low and went over budget)
+        "measured_power_max_w": round(float(np.max(to_own["power"])), 2),
         "sd_widened": widened,
     }
     model.tell(trained_on=dict(model.about.trained_on, pooled=pooled))
@@ -219,4 +223,12 @@ def pooled_note(model) -> str | None:
     return (f"pooled: {p['own_rows']} rows of this board + {p['fleet_rows']} from {p['boards']} other "
             f"board{'s' * (p['boards'] != 1)} of the fleet{sim}; this board's power x{p['power_factor']:.3f} "
             f"(± {p['power_factor_se_pct']:.1f} %), time x{p['time_factor']:.3f} "
-            f"(± {p['time_factor_se_pct']:.1f} %) against the fleet's typical unit")
+            f"(± {p['time_factor_se_pct']:.1f} %) against the fleet's typical unit{_reach(p)}")
+
+
+def _reach(p: dict) -> str:
+    top = p.get("measured_power_max_w")
+    if top is None:                      # a model pooled before the key
+        return ""
+    return (f"; the pooled rows reach {top:.1f} W on this board: a budget above that is decided on "
+            f"extrapolation (profile a mode near it)")
