@@ -254,3 +254,44 @@ def test_the_pooled_model_says_how_far_its_rows_reach_in_power():
     assert p["measured_power_max_w"] == pytest.approx(top, abs=0.01)
     assert max(r.power_w for r in rows["u2"]) <= top + 0.01
     assert f"the pooled rows reach {top:.1f} W on this board" in pooled_note(model)
+
+
+def test_a_prediction_beyond_the_pooled_rows_reach_gets_a_wider_power_spread(tmp_path):
+    """Above the most power any pooled row drew (X W) the power prediction is extrapolated (the
+    independent generator's seed 1 in eval_pool: rows to ~40 W, picks at 45-50 W predicted 10-20 %
+    low, 14 of 80 over budget + 1 W): its extrapolated part, log(predicted / X), is one more sd in
+    quadrature, so a mode predicted at X + 10 W has a wider spread than one at X - 5 W; within the
+    reach the spread is the quadrature one.  The saved model keeps the reach."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(4, 5, seed=5)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
+    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    top = model.about.trained_on["pooled"]["measured_power_max_w"]
+    A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
+    pred = model.power
+    mid, sd = pred.predict_modes(dev, A)
+    assert pred.reach_log == pytest.approx(np.log(top), abs=1e-3)
+    hi = np.argmin(np.abs(mid - (top + 10)))
+    lo = np.argmin(np.abs(mid - (top - 5)))
+    assert abs(mid[hi] - (top + 10)) < 2 and abs(mid[lo] - (top - 5)) < 2
+    assert sd[hi] / mid[hi] > sd[lo] / mid[lo]
+    mu, sd_log = pred.predict_log(dev, A)
+    reach = pred.reach_log
+    pred.reach_log = None
+    _, bare = pred.predict_log(dev, A)
+    pred.reach_log = reach
+    beyond = np.maximum(mu - reach, 0.0)
+    np.testing.assert_allclose(sd_log ** 2, bare ** 2 + beyond ** 2, rtol=1e-9)
+    assert np.all(sd_log[mu <= reach] == bare[mu <= reach])
+    assert beyond[hi] > 0.15 and bare[hi] < sd_log[hi]
+    model.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.power.reach_log == pytest.approx(pred.reach_log)
+    assert back.time.reach_log is None
+    np.testing.assert_allclose(back.power.predict_log(dev, A)[1], sd_log)

@@ -188,7 +188,13 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
             # mode's own sd (a factor on every sd, sized at the own rows where the sd is least,
             # widened the sd of the modes the board did not profile several times over)
             pred.sd_shared = float(np.hypot(pred.sd_shared, c.log_se))
-            widened[tgt] = {"shared_sd_pct": round(100 * c.log_se, 3)}
+            rec: dict[str, object] = {"shared_sd_pct": round(100 * c.log_se, 3)}
+            widened[tgt] = rec
+            if tgt == "power":
+                # above the most power any row drew the prediction is extrapolated: its
+                # extrapolated part (log predicted - log reach) is one more sd, in quadrature
+                pred.reach_log = float(np.log(np.max(to_own["power"])))
+                rec["beyond_reach"] = "extrapolated part as one sd"
         elif hasattr(pred, "sd_scale"):
             mid, sd = pred.predict_modes(device, own.A)
             base = float(np.median(np.sqrt(np.log1p((sd / mid) ** 2))))
