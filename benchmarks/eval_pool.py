@@ -134,6 +134,10 @@ def main() -> None:
     ap.add_argument("--risk", default=str(DEFAULT_RISK),
                     help="the decisions' risk (pareto's rule; 'mean': on the predicted value alone)")
     ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
+    ap.add_argument("--by-budget", action="store_true",
+                    help="the median penalty and the picks over budget + 1 W at each budget")
+    ap.add_argument("--no-reach-sd", action="store_true",
+                    help="the pooled model without its power sd beyond the rows' reach (A/B)")
     a = ap.parse_args()
     risk = parse_risk(a.risk)
     methods = [k for k in a.methods.split(",") if k]
@@ -175,6 +179,7 @@ def main() -> None:
     where = {m.as_tuple(): k for k, m in enumerate(space)}
 
     res: dict[str, dict] = {k: {"pen": [], "over": 0, "none": 0, "room": []} for k in methods}
+    by_b: dict[tuple, list] = {}
     fit_s: dict[str, list] = {k: [] for k in res}
     with tempfile.TemporaryDirectory() as tmp:
         pool = Pool(f"sqlite:///{tmp}/pool.sqlite")
@@ -196,6 +201,8 @@ def main() -> None:
                                                      seed=a.seed)
                 fit_s["pooled-5"].append(time.perf_counter() - t)
                 pinfo = fitted["pooled-5"].about.trained_on["pooled"]
+                if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):
+                    fitted["pooled-5"].power.reach_log = None
                 factors.append((bd["up"], pinfo["power_factor"], pinfo["power_factor_se_pct"]))
             for k, n in (("alone-6", 6), ("alone-50", 50)):
                 if k not in methods:
@@ -227,6 +234,7 @@ def main() -> None:
                     i = where[tuple(float(x) for x in m)] if tuple(float(x) for x in m) in where else \
                         where[m]
                     res[k]["pen"].append(100 * (true_t[i] / best - 1))
+                    by_b.setdefault((k, B), []).append((100 * (true_t[i] / best - 1), true_p[i] > B + 1))
                     res[k]["over"] += int(true_p[i] > B + 1)
                     if a.detail and true_p[i] > B + 1:
                         mdl = fitted[k] if k != "alone-5" else None
@@ -257,6 +265,11 @@ def main() -> None:
               f"{np.percentile(pen, 90):.2f} % | {np.max(pen):.2f} % | {r['over']} | {r['none']} | "
               f"{np.median(r['room']) if r['room'] else np.nan:.2f} % | {fs} |")
     print()
+    if a.by_budget:
+        for (k, B), v in sorted(by_b.items()):
+            print(f"by budget: {k} {B} W: median penalty {np.median([p for p, _ in v]):.2f} %, "
+                  f"over budget + 1 W {sum(o for _, o in v)} of {len(v)}")
+        print()
     if not factors:
         return
     err = [100 * (f / u - 1) for u, f, _ in factors]
