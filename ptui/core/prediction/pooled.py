@@ -20,7 +20,13 @@ c_board + noise):
    median time penalty 4.43 / 2.82 -> 2.87 / 1.90 % on the simulator, none over budget + 1 W;
    8.65 / 7.12 -> 5.13 / 4.53 % on the independent generator, where seed 1 goes over budget + 1 W
    at the high-power corner in 14 picks of 80 (5 before): the shape there is off by 10-20 %, more
-   than any widening by the factor error covers (README, Fleets).
+   than any widening by the factor error covers (README, Fleets);
+3. above the most power any row drew on this unit (measured_power_max_w) the power prediction is
+   extrapolated: its extrapolated part, log(predicted / reach), is one more sd in quadrature
+   (GPStack.reach_log).  Indep seed 1: 14 -> 2 over budget + 1 W, median unchanged; the
+   simulator unchanged; indep seed 0, where the extrapolation was right, 5.13 -> 8.19 % median
+   (its 40-50 W picks conservative).  sd x predicted / reach instead: 5.95 % there, 10 over on
+   seed 1.
 
 With 5 rows of its own a board's factor is known to about the noise over sqrt(5); the shape
 comes from all N x 5 rows.
