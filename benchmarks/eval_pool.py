@@ -17,11 +17,24 @@ board decides with pareto's rule (risk 0.05, the model's decision space) on:
 
 Penalty = the board's true (noise-free) time of the pick / its true best time over every mode
 within the budget - 1; "over" counts picks whose true power exceeds the budget + 1 W; "none"
-counts budgets where the method picked nothing.  Truth: the simulator's steady state times the
+counts budgets where the method picked nothing; "power left" is the median of 1 - the pick's true
+power / the budget (how cautious the picks are).  Truth: the simulator's steady state times the
 board's unit factors.  SIMULATED throughout.
 
+--truth indep takes the units' figures from the independent generator instead
+(benchmarks/indep_corpus.py: its own physics, 2 % time and 1.5 % power noise with outliers, --job
+its workload, resnet50 by default), times the same unit factors; ptui's bundled reference (the
+simulator's Orin AGX ResNet-18) is then a mismatched prior, as on a real board.  Nothing in ptui
+is tuned on it.
+
+--plan fleet gives each board its share of one space-filling design (profiling.active.fleet_share)
+instead of its own random draw; --methods runs a subset (pooled-5 alone takes ~1 min on 2 cores);
+--risk the decisions' risk; --detail says each pick over budget + 1 W.
+
 Run: python benchmarks/eval_pool.py [--boards 10] [--own 5] [--device orin-agx]
-         [--workload resnet18] [--spread 0.10] [--seed 0]
+         [--workload resnet18] [--spread 0.10] [--seed 0] [--truth sim|indep] [--job resnet50]
+         [--plan random|fleet] [--methods pooled-5,alone-5,alone-6,alone-50] [--risk 0.05]
+         [--detail]
 Prints numbers only; nothing is written outside a temporary folder.
 """
 from __future__ import annotations
@@ -42,9 +55,10 @@ from ptui.core.board.backends.sim import SimJetson  # noqa: E402
 from ptui.core.board.physics import steady_state  # noqa: E402
 from ptui.core.catalogue.devices import get_device  # noqa: E402
 from ptui.core.catalogue.workloads import get_workload  # noqa: E402
-from ptui.core.decision.pareto import InfeasibleError, Table, choose  # noqa: E402
+from ptui.core.decision.pareto import DEFAULT_RISK, InfeasibleError, Table, choose, parse_risk  # noqa: E402
 from ptui.core.prediction.fit import fit_model  # noqa: E402
 from ptui.core.prediction.predictor import bundled_reference, load_model  # noqa: E402
+from ptui.core.profiling.active import fleet_share  # noqa: E402
 from ptui.core.profiling.pool import Pool, rows_from_results  # noqa: E402
 from ptui.core.profiling.profiler import Profiler  # noqa: E402
 from ptui.core.usecases.pool import fit_pooled_rows  # noqa: E402
@@ -65,6 +79,22 @@ def measure(device, workload, unit_power: float, unit_time: float, modes, seed: 
     return out
 
 
+def measure_indep(device, job: str, unit_power: float, unit_time: float, modes, seed: int) -> list[dict]:
+    """The independent generator's measurement (benchmarks/indep_corpus.py: its own physics and
+    noise, not ptui's) of each mode on a unit: its figures times the unit's factors."""
+    import indep_corpus
+    m = indep_corpus.measure(device, job, modes, seed=seed)
+    out = []
+    for k, mode in enumerate(modes):
+        out.append({"cores": mode.cores, "cpu_mhz": mode.cpu_mhz, "gpu_mhz": mode.gpu_mhz,
+                    "mem_mhz": mode.mem_mhz, "time_ms": float(m["time_ms"][k] * unit_time),
+                    "power_w": float(m["power_w"][k] * unit_power),
+                    "time_ms_p25": float(m["time_ms_p25"][k] * unit_time),
+                    "time_ms_p75": float(m["time_ms_p75"][k] * unit_time),
+                    "power_w_std": float(m["power_w_std"][k] * unit_power)})
+    return out
+
+
 def pick_measured(rows: list[dict], budget: float):
     ok = [r for r in rows if r["power_w"] <= budget]
     if not ok:
@@ -73,11 +103,11 @@ def pick_measured(rows: list[dict], budget: float):
     return (r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])
 
 
-def pick_model(model, budget: float):
+def pick_model(model, budget: float, risk=DEFAULT_RISK):
     modes, _ = model.decision_space()
     tab = Table.from_prediction(modes, model.predict(modes)).with_measurements(model.measured)
     try:
-        d = choose(tab, budget_w=budget)
+        d = choose(tab, budget_w=budget, risk=risk)
     except InfeasibleError:
         return None
     return d.mode.as_tuple()
@@ -91,71 +121,112 @@ def main() -> None:
     ap.add_argument("--workload", default="resnet18")
     ap.add_argument("--spread", type=float, default=0.10, help="unit power factor within 1 +- this")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--truth", choices=("sim", "indep"), default="sim",
+                    help="sim: ptui's simulator measured by ptui's profiler; indep: the independent "
+                         "generator (benchmarks/indep_corpus.py), --job its workload")
+    ap.add_argument("--job", default="resnet50", help="the independent generator's job (--truth indep)")
+    ap.add_argument("--methods", default="pooled-5,alone-5,alone-6,alone-50",
+                    help="which of pooled-5, alone-5, alone-6, alone-50 to run (comma-separated)")
+    ap.add_argument("--plan", choices=("random", "fleet"), default="random",
+                    help="each board's own modes: random (PowerTrain's draw, each board its own) or "
+                         "fleet (profiling.active.fleet_share: one space-filling design dealt across "
+                         "the boards); the 50 of alone-50 are these and random others")
+    ap.add_argument("--risk", default=str(DEFAULT_RISK),
+                    help="the decisions' risk (pareto's rule; 'mean': on the predicted value alone)")
+    ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
+    ap.add_argument("--by-budget", action="store_true",
+                    help="the median penalty and the picks over budget + 1 W at each budget")
+    ap.add_argument("--no-reach-sd", action="store_true",
+                    help="the pooled model without its power sd beyond the rows' reach (A/B)")
     a = ap.parse_args()
-    dev, wl = get_device(a.device), get_workload(a.workload)
+    risk = parse_risk(a.risk)
+    methods = [k for k in a.methods.split(",") if k]
+    dev = get_device(a.device)
+    if a.truth == "indep":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import indep_corpus
+        wl = get_workload(a.workload).with_batch(indep_corpus.JOBS[a.job].batch)
+        wl_name = f"indep-{a.job}"
+    else:
+        wl = get_workload(a.workload)
+        wl_name = wl.name
     rng = random.Random(a.seed)
     grid = dev.pt_grid()
     space = dev.full_space()
     S = np.array([m.as_tuple() for m in space], np.float64)
-    op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
+    if a.truth == "indep":
+        op_t, op_p, _ = indep_corpus.truth(dev, indep_corpus.JOBS[a.job], S)
+    else:
+        op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
+        op_t, op_p = op.time_ms, op.power_w
     ref = load_model(bundled_reference())
     boards = []
     for b in range(a.boards):
         up = 1 + rng.uniform(-a.spread, a.spread)
         ut = 1 + rng.uniform(-0.01, 0.01)
         modes50 = rng.sample(grid, 50)
+        if a.plan == "fleet":
+            mine = fleet_share(dev, a.boards, a.own, b, seed=a.seed)
+            modes50 = mine + [m for m in modes50 if m not in mine][:50 - len(mine)]
         boards.append({"id": f"unit-{b:02d}", "up": up, "ut": ut, "modes": modes50})
     t0 = time.perf_counter()
     for i, bd in enumerate(boards):
-        bd["rows50"] = measure(dev, wl, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
+        if a.truth == "indep":
+            bd["rows50"] = measure_indep(dev, a.job, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
+        else:
+            bd["rows50"] = measure(dev, wl, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
     t_meas = time.perf_counter() - t0
     where = {m.as_tuple(): k for k, m in enumerate(space)}
 
-    res: dict[str, dict] = {k: {"pen": [], "over": 0, "none": 0} for k in
-                            ("pooled-5", "alone-5", "alone-6", "alone-50")}
+    res: dict[str, dict] = {k: {"pen": [], "over": 0, "none": 0, "room": []} for k in methods}
+    by_b: dict[tuple, list] = {}
     fit_s: dict[str, list] = {k: [] for k in res}
     with tempfile.TemporaryDirectory() as tmp:
         pool = Pool(f"sqlite:///{tmp}/pool.sqlite")
         for bd in boards:
             own = list(enumerate(bd["rows50"][:a.own]))
-            for r in rows_from_results(own, board=bd["id"], device=dev.name, workload=wl.name,
+            for r in rows_from_results(own, board=bd["id"], device=dev.name, workload=wl_name,
                                        batch_size=wl.batch_size, simulated=True, source="bench"):
                 pool.add(r)
         factors = []
         for bd in boards:
-            mine = pool.rows(device=dev.name, workload=wl.name, batch_size=wl.batch_size, board=bd["id"])
-            fleet = [r for r in pool.rows(device=dev.name, workload=wl.name, batch_size=wl.batch_size)
+            mine = pool.rows(device=dev.name, workload=wl_name, batch_size=wl.batch_size, board=bd["id"])
+            fleet = [r for r in pool.rows(device=dev.name, workload=wl_name, batch_size=wl.batch_size)
                      if r.board != bd["id"]]
-            t = time.perf_counter()
-            pooled = fit_pooled_rows(dev, mine, fleet, workload=wl.name, batch_size=wl.batch_size,
-                                     reference=ref, method="gp", seed=a.seed)
-            fit_s["pooled-5"].append(time.perf_counter() - t)
-            pinfo = pooled.about.trained_on["pooled"]
-            factors.append((bd["up"], pinfo["power_factor"], pinfo["power_factor_se_pct"]))
             fitted = {}
+            if "pooled-5" in methods:
+                t = time.perf_counter()
+                fitted["pooled-5"] = fit_pooled_rows(dev, mine, fleet, workload=wl_name,
+                                                     batch_size=wl.batch_size, reference=ref, method="gp",
+                                                     seed=a.seed)
+                fit_s["pooled-5"].append(time.perf_counter() - t)
+                pinfo = fitted["pooled-5"].about.trained_on["pooled"]
+                if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):
+                    fitted["pooled-5"].power.reach_log = None
+                factors.append((bd["up"], pinfo["power_factor"], pinfo["power_factor_se_pct"]))
             for k, n in (("alone-6", 6), ("alone-50", 50)):
+                if k not in methods:
+                    continue
                 rows = bd["rows50"][:n]
                 modes = [space[where[(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])]] for r in rows]
                 t = time.perf_counter()
                 fitted[k] = fit_model(ref, dev, modes, [r["time_ms"] for r in rows],
                                       [r["power_w"] for r in rows], method="gp", seed=a.seed,
-                                      workload=wl.name, measured={
+                                      workload=wl_name, measured={
                                           "modes": np.array([m.as_tuple() for m in modes], np.float64),
                                           "time_ms": np.array([r["time_ms"] for r in rows]),
                                           "power_w": np.array([r["power_w"] for r in rows]),
                                           "time_ms_std": 0.004 * np.array([r["time_ms"] for r in rows]),
                                           "power_w_std": 0.004 * np.array([r["power_w"] for r in rows])})
                 fit_s[k].append(time.perf_counter() - t)
-            true_t, true_p = op.time_ms * bd["ut"], op.power_w * bd["up"]
+            true_t, true_p = op_t * bd["ut"], op_p * bd["up"]
             for B in BUDGETS:
                 ok = true_p <= B
                 if not ok.any():
                     continue
                 best = true_t[ok].min()
-                picks = {"pooled-5": pick_model(pooled, B),
-                         "alone-5": pick_measured(bd["rows50"][:a.own], B),
-                         "alone-6": pick_model(fitted["alone-6"], B),
-                         "alone-50": pick_model(fitted["alone-50"], B)}
+                picks = {k: pick_measured(bd["rows50"][:a.own], B) if k == "alone-5"
+                         else pick_model(fitted[k], B, risk) for k in methods}
                 for k, m in picks.items():
                     if m is None:
                         res[k]["none"] += 1
@@ -163,25 +234,44 @@ def main() -> None:
                     i = where[tuple(float(x) for x in m)] if tuple(float(x) for x in m) in where else \
                         where[m]
                     res[k]["pen"].append(100 * (true_t[i] / best - 1))
+                    by_b.setdefault((k, B), []).append((100 * (true_t[i] / best - 1), true_p[i] > B + 1))
                     res[k]["over"] += int(true_p[i] > B + 1)
+                    if a.detail and true_p[i] > B + 1:
+                        mdl = fitted[k] if k != "alone-5" else None
+                        pr = mdl.predict([space[i]]) if mdl is not None else {}
+                        meas = mdl is not None and mdl.measured is not None and any(
+                            np.allclose(row, S[i]) for row in mdl.measured["modes"])
+                        print(f"over: {k} {bd['id']} budget {B} W, mode {space[i].as_tuple()}, true "
+                              f"{true_p[i]:.2f} W, predicted {pr.get('power_w', [np.nan])[0]:.2f} W "
+                              f"(sd {pr.get('power_w_std', [np.nan])[0]:.2f}), in the model's rows: {meas}")
+                    res[k]["room"].append(100 * (1 - true_p[i] / B))
         pool.close()
     n = a.boards * len(BUDGETS)
-    print(f"{a.boards} simulated {dev.name} boards, {wl.name} batch {wl.batch_size}, unit power within "
+    what = "independent generator (indep_corpus), SYNTHETIC" if a.truth == "indep" else "SIMULATED"
+    print(f"{a.boards} {dev.name} boards, {wl_name} batch {wl.batch_size}, unit power within "
           f"+-{100 * a.spread:.0f} % (time +-1 %), budgets {BUDGETS[0]}-{BUDGETS[-1]} W: {n} decisions "
-          f"per method (SIMULATED)")
+          f"per method ({what})")
     print(f"measuring 50 modes on each board: {t_meas:.1f} s wall")
     print()
     print("| method | own modes profiled | median penalty | mean penalty | p90 penalty | max penalty "
-          "| over budget +1 W | no pick | fit s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| over budget +1 W | no pick | power left (median) | fit s (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     own = {"pooled-5": f"{a.own} (+{a.own * (a.boards - 1)} fleet)", "alone-5": str(a.own),
            "alone-6": "6", "alone-50": "50"}
     for k, r in res.items():
         pen = np.array(r["pen"]) if r["pen"] else np.array([np.nan])
         fs = f"{np.median(fit_s[k]):.1f}" if fit_s[k] else "-"
         print(f"| {k} | {own[k]} | {np.median(pen):.2f} % | {np.mean(pen):.2f} % | "
-              f"{np.percentile(pen, 90):.2f} % | {np.max(pen):.2f} % | {r['over']} | {r['none']} | {fs} |")
+              f"{np.percentile(pen, 90):.2f} % | {np.max(pen):.2f} % | {r['over']} | {r['none']} | "
+              f"{np.median(r['room']) if r['room'] else np.nan:.2f} % | {fs} |")
     print()
+    if a.by_budget:
+        for (k, B), v in sorted(by_b.items()):
+            print(f"by budget: {k} {B} W: median penalty {np.median([p for p, _ in v]):.2f} %, "
+                  f"over budget + 1 W {sum(o for _, o in v)} of {len(v)}")
+        print()
+    if not factors:
+        return
     err = [100 * (f / u - 1) for u, f, _ in factors]
     rel = [f / u for u, f, _ in factors]
     print(f"power factor estimated vs true unit factor (up to the fleet's mean unit): "

@@ -173,3 +173,125 @@ def test_a_pool_out_of_reach_is_said_and_the_profile_goes_on(cli, monkeypatch, t
     assert rc == 0, err
     assert "cannot reach the pool" in err and "ptui pool push" in err
     assert len((tmp_path / "a.csv").read_text().splitlines()) == 4
+
+
+def test_the_board_factor_error_widens_every_prediction_in_quadrature(tmp_path):
+    """The pooled model's spread: this board's factor error is one error every prediction shares,
+    added in quadrature to each mode's own sd.  It was a factor on every sd sized at the board's
+    own rows, where the sd is least, so modes it did not profile got their sd multiplied (x1.4 to
+    x2 on the simulated fleet) and decisions left 2-4 % of the budget unused; the fit and the
+    saved model keep it."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(4, 5, seed=5)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
+    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    p = model.about.trained_on["pooled"]
+    A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
+    for tgt in ("time", "power"):
+        pred = getattr(model, tgt)
+        se = pred.sd_shared
+        assert se == pytest.approx(p[f"{tgt}_factor_se_pct"] / 100, abs=1e-5) and se > 0
+        _, sd = pred.predict_log(dev, A)
+        pred.sd_shared = 0.0
+        _, bare = pred.predict_log(dev, A)
+        pred.sd_shared = se
+        np.testing.assert_allclose(sd ** 2, bare ** 2 + se ** 2, rtol=1e-9)
+    model.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    for tgt in ("time", "power"):
+        assert getattr(back, tgt).sd_shared == pytest.approx(getattr(model, tgt).sd_shared)
+        np.testing.assert_allclose(getattr(back, tgt).predict_log(dev, A)[1],
+                                   getattr(model, tgt).predict_log(dev, A)[1])
+
+
+def test_a_fleet_share_gives_each_board_its_own_modes_of_one_design():
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.profiling.active import fleet_share
+    dev = get_device("orin-agx")
+    shares = [fleet_share(dev, 4, 5, i, seed=2) for i in range(4)]
+    every = [m.as_tuple() for s in shares for m in s]
+    assert all(len(s) == 5 for s in shares) and len(set(every)) == 20
+    assert shares[1] == fleet_share(dev, 4, 5, 1, seed=2)          # every board computes the same plan
+    with pytest.raises(InputError):
+        fleet_share(dev, 4, 5, 4)
+
+
+def test_ten_boards_of_five_modes_give_the_factor_regression_its_curvature():
+    """10 boards x 5 modes (50 rows, 40 once the boards' factors are taken) fit the squares and the
+    cross terms of the factors' shape; it was linear below 44 rows, and a board's factor then took
+    up the curvature its own modes saw (eval_pool: 3 picks of 80 over budget + 1 W on seed 1)."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.prediction.pooled import _features
+    dev = get_device("orin-agx")
+    A = np.array([m.as_tuple() for m in random.Random(0).sample(dev.pt_grid(), 50)], np.float64)
+    assert _features(dev, A, None, "power", 50 - 10).shape == (50, 10)
+    assert _features(dev, A[:20], None, "power", 20 - 4).shape == (20, 5)
+
+
+def test_the_pooled_model_says_how_far_its_rows_reach_in_power():
+    """A budget above every pooled row's power is decided on extrapolation (the independent
+    generator's seed 1 in eval_pool: rows up to ~40 W, picks at 45-50 W 10-20 % over their
+    prediction): the model keeps the highest row's power on this board's unit and its note says it."""
+    from ptui.core.prediction.pooled import pooled_note
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(3, 5, seed=7)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u2" for r in rs]
+    model = fit_pooled_rows(dev, rows["u2"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    p = model.about.trained_on["pooled"]
+    top = float(np.max(model.measured["power_w"]))
+    assert p["measured_power_max_w"] == pytest.approx(top, abs=0.01)
+    assert max(r.power_w for r in rows["u2"]) <= top + 0.01
+    assert f"the pooled rows reach {top:.1f} W on this board" in pooled_note(model)
+
+
+def test_a_prediction_beyond_the_pooled_rows_reach_gets_a_wider_power_spread(tmp_path):
+    """Above the most power any pooled row drew (X W) the power prediction is extrapolated (the
+    independent generator's seed 1 in eval_pool: rows to ~40 W, picks at 45-50 W predicted 10-20 %
+    low, 14 of 80 over budget + 1 W): its extrapolated part, log(predicted / X), is one more sd in
+    quadrature, so a mode predicted at X + 10 W has a wider spread than one at X - 5 W; within the
+    reach the spread is the quadrature one.  The saved model keeps the reach."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(4, 5, seed=5)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
+    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
+                            method="gp")
+    top = model.about.trained_on["pooled"]["measured_power_max_w"]
+    A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
+    pred = model.power
+    mid, sd = pred.predict_modes(dev, A)
+    assert pred.reach_log == pytest.approx(np.log(top), abs=1e-3)
+    hi = np.argmin(np.abs(mid - (top + 10)))
+    lo = np.argmin(np.abs(mid - (top - 5)))
+    assert abs(mid[hi] - (top + 10)) < 2 and abs(mid[lo] - (top - 5)) < 2
+    assert sd[hi] / mid[hi] > sd[lo] / mid[lo]
+    mu, sd_log = pred.predict_log(dev, A)
+    reach = pred.reach_log
+    pred.reach_log = None
+    _, bare = pred.predict_log(dev, A)
+    pred.reach_log = reach
+    beyond = np.maximum(mu - reach, 0.0)
+    np.testing.assert_allclose(sd_log ** 2, bare ** 2 + beyond ** 2, rtol=1e-9)
+    assert np.all(sd_log[mu <= reach] == bare[mu <= reach])
+    assert beyond[hi] > 0.15 and bare[hi] < sd_log[hi]
+    model.save(tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.power.reach_log == pytest.approx(pred.reach_log)
+    assert back.time.reach_log is None
+    np.testing.assert_allclose(back.power.predict_log(dev, A)[1], sd_log)

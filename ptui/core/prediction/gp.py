@@ -540,6 +540,11 @@ class GPStack:
     sd_scale: float = 1.0
     spread: str = "members"
     time_source: Predictor | None = None   # power: the time predictor members with time_input use
+    sd_shared: float = 0.0      # an error every prediction shares (log units), added in quadrature
+    #                             after sd_scale: a pooled model's board factor (prediction/pooled.py)
+    reach_log: float | None = None  # the log of the most its rows measured (a pooled power stack:
+    #                             prediction/pooled.py): a prediction mu above it gets mu - reach_log
+    #                             more sd in quadrature, its extrapolated part as one sd
 
     kind = "gp"
 
@@ -567,7 +572,12 @@ class GPStack:
                  if w > 0 or every]
         mu, var = stack_moments([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts],
                                 self.spread)
-        return mu, np.sqrt(var) * self.sd_scale
+        sd = np.sqrt(var) * self.sd_scale
+        if self.sd_shared > 0:
+            sd = np.hypot(sd, self.sd_shared)
+        if self.reach_log is not None:
+            sd = np.hypot(sd, np.maximum(mu - self.reach_log, 0.0))
+        return mu, sd
 
     def predict_modes(self, device: Device, A: np.ndarray,
                       cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -579,6 +589,8 @@ class GPStack:
         return {"kind": "gp-stack", "weights": [float(w) for w in self.weights],
                 "sd_scale": self.sd_scale, "spread": self.spread,
                 "members": [m.config() for m in self.members],
+                **({"sd_shared": self.sd_shared} if self.sd_shared > 0 else {}),
+                **({"reach_log": self.reach_log} if self.reach_log is not None else {}),
                 **({"time_source": self.time_source.config()} if self.time_source is not None else {})}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -623,7 +635,15 @@ class GPStack:
         if any(m.time_input for m in members) and source is None:
             raise ValueError("GP stack members take the predicted time as an input but the stack "
                              "has no time predictor")
-        return cls(members, w, scale, spread, source)
+        shared = float(cfg.get("sd_shared", 0.0))
+        if not np.isfinite(shared) or shared < 0:
+            raise ValueError("a GP stack's shared sd must be a finite non-negative number")
+        reach = cfg.get("reach_log")
+        if reach is not None:
+            reach = float(reach)
+            if not np.isfinite(reach):
+                raise ValueError("a GP stack's reach must be a finite number")
+        return cls(members, w, scale, spread, source, shared, reach)
 
 
 SCRATCH = "scratch"          # cache key: GPTarget._block's scratch arrays

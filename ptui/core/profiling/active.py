@@ -528,3 +528,22 @@ def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, ca
     if strategy == "space-filling":
         return transition_order([cands[i] for i in spacefill(raw_modes(cands), n, seed)]), None
     return transition_order(random.Random(seed).sample(cands, n)), None
+
+
+def fleet_share(device: Device, boards: int, count: int, index: int, *, seed: int = 0,
+                candidates=None) -> list:
+    """Board `index`'s share of a fleet's coordinated plan: `boards` boards of one type profile
+    `count` modes each for a pool (profiling/pool.py), and together they cover the grid.  One
+    space-filling design of boards x count modes (maximin, the same seed on every board), dealt
+    round-robin: each board gets one of the first `boards` modes (the most spread), one of the
+    next `boards`, and so on, so every board's own few modes still span the grid (its power and
+    time factors against the fleet come from them) and no two boards profile the same mode.
+    Independent random draws of 5 modes a board overlap and leave gaps the pooled shape must
+    guess (benchmarks/eval_pool.py --plan)."""
+    cands = plan_candidates(device, "space-filling", candidates)
+    if boards < 1 or not 0 <= index < boards:
+        raise PtuiInputError(f"board index {index} must lie in 0..{boards - 1}")
+    if not 1 <= count <= len(cands) // boards:
+        raise PtuiInputError(f"{boards} boards x {count} modes do not fit the {len(cands)} candidates")
+    order = spacefill(raw_modes(cands), boards * count, seed)
+    return transition_order([cands[i] for i in order[index::boards]])
