@@ -1252,6 +1252,7 @@ def cmd_emulate(a) -> int:
     (main() routes them: each raises here, between two steps of the board)."""
     emu = core.Emulator(a.root, a.device, workload=a.workload, interval=a.interval)
     core.check_memory(emu.device, emu.workload, emu.workload.batch_size)     # before anything is written
+    core.install(interrupt=True)        # SIGINT stops it too, also when started in the background
     got = "done"
     try:
         with core.shielded():             # the tree is made whole, or a signal waits until it is

@@ -246,3 +246,25 @@ def test_a_stop_signal_at_any_instant_of_the_loop_stops_it(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "stopped (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
     assert emulator.marker(root)["state"] == "ready"
+
+
+def test_sigint_stops_it_also_when_started_with_sigint_ignored(tmp_path):
+    """A shell starts a background job with SIGINT ignored, and Python then leaves it ignored:
+    `ptui emulate` routed only a SIGINT Python handled, so in CI run in the background it ignored
+    SIGINT and was killed after 30 s.  It must stop on SIGINT whatever it inherited."""
+    import signal as sig
+
+    from tests.support.cli import subprocess_env
+    root = tmp_path / "root"
+    p = subprocess.Popen([sys.executable, "-m", "ptui", "emulate", "--device", "orin-agx", "--root", str(root),
+                          "--interval", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=subprocess_env(tmp_path), preexec_fn=lambda: sig.signal(sig.SIGINT, sig.SIG_IGN))
+    try:
+        assert p.stdout.readline().startswith("ptui emulate:")
+        p.send_signal(sig.SIGINT)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0 and "stopped (SIGINT)" in err, err

@@ -54,14 +54,17 @@ def _handler(signum, _frame) -> None:
     _raise_for(signum)
 
 
-def install() -> None:
+def install(interrupt: bool = False) -> None:
     """Route SIGTERM and SIGHUP (and, inside shielded blocks, SIGINT) through ptui's handler.
-    Only the main thread can install handlers; elsewhere this does nothing."""
+    SIGINT is routed only where Python's own handler has it; a process started in the background
+    by a shell inherits SIGINT ignored and keeps it so, unless `interrupt` (a command that must
+    stop on SIGINT whatever it inherited: `ptui emulate`).  Only the main thread can install
+    handlers; elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         return
     for s in STOP_SIGNALS:
         signal.signal(s, _handler)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if interrupt or signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler)
 
 
