@@ -27,6 +27,7 @@ end, on an exception and on SIGTERM/SIGHUP/Ctrl-C (core.install() routes them; t
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import threading
@@ -534,15 +535,13 @@ class Managed:
         self._snap: Any = None
         self._start: Mode | None = None
         self._undo: Any = None          # the state `ptui restore` goes back to, after the first apply
-        self._lock = board_lock(self.backend)
-        self._locked = False
+        self._hold = contextlib.ExitStack()     # the board's lock, from __enter__ until it is back
 
     def __enter__(self) -> Managed:
         # the board is this run's from its first apply until it is back: another ptui (an apply, a
         # profile) is refused meanwhile instead of changing the mode under the run, or having it
         # rolled back under itself (LockError names who holds it)
-        self._lock.__enter__()
-        self._locked = True
+        self._hold.enter_context(board_lock(self.backend))
         try:
             self._snap = self.backend.snapshot()
             self._start = self.backend.snapshot_mode(self._snap)
@@ -570,9 +569,7 @@ class Managed:
                                         f"{back.key}")
             self._snap = None
         finally:
-            if self._locked:
-                self._locked = False
-                self._lock.__exit__(None, None, None)
+            self._hold.close()                    # a second close releases nothing
 
     def _decide(self, rate: float, profiled: int) -> Decision:
         pick = decide(self.profiles, rate, self.sched.latency_ms, self.budget_w)
