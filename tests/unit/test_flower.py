@@ -268,17 +268,22 @@ def test_split_cap_finds_the_least_round_time_within_the_cap():
     assert flower.split_cap(curves, 6.0) == ({1: 5.0, 2: 2.0}, False)
 
 
+def sysfs_node(root, tmp_path):
+    """The mod and a node's context for `ptui emulate`'s Orin AGX tree through the sysfs backend,
+    with a model from the roofline prior of ResNet-18 (no profiling)."""
+    prior = core.fit_prior(core.get_device("orin-agx"), core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root),
+                                                             "data-dir": str(tmp_path / "d"),
+                                                             "model": str(prior.out)})
+    return flower.ptui_power_mod(sample_interval=0.1), ctx
+
+
 def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     """`ptui emulate`'s tree through the sysfs backend: the mode is written to the tree while the
     round trains, read back from it, put back after; watts from the tree's rails (SIMULATED)."""
     root, _ = emulated_board
-    dev = core.get_device("orin-agx")
-    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
-                           out=tmp_path / "prior", workload="resnet18")
-    mod = flower.ptui_power_mod(sample_interval=0.1)
-    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root),
-                                                             "data-dir": str(tmp_path / "d"),
-                                                             "model": str(prior.out)})
+    mod, ctx = sysfs_node(root, tmp_path)
     seen: list = []
 
     def train(msg, c):
@@ -543,13 +548,7 @@ def test_another_ptui_may_not_drive_the_board_during_a_round(emulated_board, tmp
 
     from tests.support.cli import subprocess_env
     root, _ = emulated_board
-    dev = core.get_device("orin-agx")
-    prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
-                           out=tmp_path / "prior", workload="resnet18")
-    mod = flower.ptui_power_mod(sample_interval=0.1)
-    ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": str(root),
-                                                             "data-dir": str(tmp_path / "d"),
-                                                             "model": str(prior.out)})
+    mod, ctx = sysfs_node(root, tmp_path)
     other = [sys.executable, "-m", "ptui", "apply", "--backend", "sysfs", "--sysfs-root", str(root),
              "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--yes"]
     env = subprocess_env(tmp_path)
