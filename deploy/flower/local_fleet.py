@@ -193,7 +193,7 @@ class LocalFleet:
                 return f"{' '.join(map(str, p.args[:3]))} exited with {p.returncode}"
         return None
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 300.0) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
         ports = free_ports(1 + len(self.devices))
         self.port = ports[0]
