@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 # torch's CPU thread pool spins: with two threads per process on a machine whose cores are busy
 # (xdist workers, a training subprocess beside its test, other jobs) a built-in LSTM step took 10x
@@ -11,13 +12,31 @@ import pytest  # noqa: E402
 
 from tests.support.cli import PY, ROOT, run_cli, subprocess_env  # noqa: F401, E402 (re-exported)
 
+_FIRST = ("e2e", "slow", "thirdparty", "realtime")
+# the suite's longest tests, longest first (from `--durations`); a stale list only orders worse
+_LONGEST = {name.split("@")[0]: i for i, name in enumerate(
+    (Path(__file__).parent / "support" / "longest.txt").read_text().split())}
+
+
+def _rank(item) -> tuple[int, int]:
+    if item.nodeid in _LONGEST:
+        return 0, _LONGEST[item.nodeid]
+    marks = {m.name for m in item.iter_markers()}
+    return 1, next((i for i, name in enumerate(_FIRST) if name in marks), len(_FIRST))
+
 
 def pytest_collection_modifyitems(items):
     """A test that starts `ptui emulate` as a subprocess (the emulate fixture) is end to end,
-    wherever it lives: marked e2e here rather than one by one."""
+    wherever it lives: marked e2e here rather than one by one.
+
+    Then the long tests go first (those of tests/support/longest.txt, longest first, then the
+    e2e, slow, ... ones; a stable sort keeps the order within each kind): xdist hands the workers
+    their tests in this order, so the short ones fill the end and no worker sits idle while the
+    other finishes a 90 s end-to-end test it was given last."""
     for item in items:
         if "emulate" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=_rank)
 
 
 @pytest.fixture(autouse=True)
