@@ -212,6 +212,26 @@ def test_mean_batch_accumulates_the_poisson_cdf_once():
     assert np.allclose(C.interp_rows(k, INFER_BATCHES, ys), want)
 
 
+def test_the_fast_kernels_are_the_direct_sums():
+    """latency_cdf's O(n) and O(n log n) kernels against their definitions: each Poisson CDF row
+    summed term by term, np.convolve with a box and with the wait's kernel."""
+    import math
+    rng = np.random.default_rng(3)
+    mu = np.concatenate([[0.0], rng.uniform(0.0, 60.0, 40)])
+    rows = C._pois_cdfs(20, mu)
+    for m in (0, 5, 20):
+        direct = sum(np.exp(r * np.log(np.maximum(mu, 1e-300)) - mu - math.lgamma(r + 1))
+                     for r in range(m + 1))
+        assert np.allclose(rows[m], np.where(mu <= 0, 1.0, np.clip(direct, 0, 1)), rtol=0, atol=1e-14)
+    assert C._pois_cdfs(-1, mu).shape == (0, len(mu)) and not C._pois_cdf(-1, mu).any()
+    p = rng.random(4001)
+    for m in (0, 1, 37, 4000, 5000):
+        assert np.allclose(C._box(p, m), np.convolve(p, np.ones(m))[:len(p)] if m else 0 * p,
+                           rtol=0, atol=1e-9)
+    k = np.diff(np.concatenate([[0.0], 1.0 - 0.3 * np.exp(-np.linspace(0, 50, 4001))]))
+    assert np.allclose(C._conv_fft(p, k), np.convolve(p, k)[:len(p)], rtol=0, atol=1e-12)
+
+
 def test_every_catalogue_pair_is_searchable():
     assert set(WORKLOADS) and set(INFERENCE) >= {"resnet50", "mobilenetv3-l", "yolov8n-det",
                                                    "bert-large", "lstm-lm"}

@@ -28,6 +28,7 @@ mixture over j, computed on a grid; p50, p99 and the share over budget read from
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -104,31 +105,44 @@ def slack(t_train, t_inf_b, latency_ms):
     return latency_ms - np.maximum(t_train, t_inf_b) - t_inf_b
 
 
+@functools.lru_cache(maxsize=256)
+def _counts(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(0..m, log r! for each) as floats: every Poisson term of a decision needs them."""
+    r = np.arange(m + 1, dtype=float)
+    r.flags.writeable = False
+    lg = np.array([math.lgamma(k + 1) for k in range(m + 1)])
+    lg.flags.writeable = False
+    return r, lg
+
+
+def _pois_cdfs(m: int, mu) -> np.ndarray:
+    """P(Poisson(mu) <= r) for r = 0..m, one row per r (m + 1 rows; none when m < 0), each row
+    elementwise over mu.  The terms are summed in order, so row r is what summing its r + 1 terms
+    one by one gives, for every r at once (latency_cdf needs every r: O(m) rows, not O(m^2))."""
+    mu = np.asarray(mu, float)
+    if m < 0:
+        return np.zeros((0, *mu.shape))
+    with np.errstate(divide="ignore"):
+        logmu = np.log(np.maximum(mu, 1e-300))
+    r, lg = _counts(m)
+    shape = (m + 1,) + (1,) * mu.ndim
+    cdf = np.add.accumulate(np.exp(r.reshape(shape) * logmu - mu - lg.reshape(shape)), axis=0)
+    return np.clip(np.where(mu <= 0, 1.0, cdf), 0.0, 1.0)
+
+
 def _pois_cdf(m: int, mu: np.ndarray) -> np.ndarray:
     """P(Poisson(mu) <= m), elementwise (m >= -1)."""
     mu = np.asarray(mu, float)
-    if m < 0:
-        return np.zeros_like(mu)
-    out = np.zeros_like(mu)
-    with np.errstate(divide="ignore"):
-        logmu = np.log(np.maximum(mu, 1e-300))
-    for r in range(m + 1):
-        out += np.exp(r * logmu - mu - math.lgamma(r + 1))
-    return np.clip(np.where(mu <= 0, 1.0, out), 0.0, 1.0)
+    return _pois_cdfs(m, mu)[-1] if m >= 0 else np.zeros_like(mu)
 
 
 def mean_batch(rate_per_ms, theta, b: int) -> np.ndarray:
     """E[k] = sum_j P(S_j <= theta), j = 1..b (vectorised over theta)."""
     mu = rate_per_ms * np.maximum(np.asarray(theta, float), 0.0)  # also called at theta + R
-    # P(S_j <= theta) = P(Poisson(mu) >= j - 1); the Poisson CDF accumulated once over j (O(b))
-    with np.errstate(divide="ignore"):
-        logmu = np.log(np.maximum(mu, 1e-300))
-    out = np.ones_like(mu)                          # j = 1
-    cdf = np.zeros_like(mu)
-    for j in range(2, b + 1):
-        cdf = cdf + np.exp((j - 2) * logmu - mu - math.lgamma(j - 1))
-        out += 1.0 - np.clip(np.where(mu <= 0, 1.0, cdf), 0.0, 1.0)
-    return out
+    # P(S_j <= theta) = P(Poisson(mu) >= j - 1), j = 2..b: one accumulated pass over the counts;
+    # the j = 1 term is 1, and the terms add in order of j
+    terms = np.concatenate([np.ones((1, *mu.shape)), 1.0 - _pois_cdfs(b - 2, mu)])
+    return np.add.accumulate(terms, axis=0)[-1]
 
 
 def interp_rows(k, xs, ys) -> np.ndarray:
@@ -154,11 +168,12 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
     # itself depends on u; two rounds settle it
     u = np.zeros(len(rows))
     ek = pI = np.zeros(len(rows))
+    quarters = np.array([0.125, 0.375, 0.625, 0.875])[:, None]
     for _ in range(3):
         ek = np.zeros(len(rows))
-        for f in (0.125, 0.375, 0.625, 0.875):
-            r = (1.0 - u) * f * tT + u * f * tIb
-            ek += np.clip(mean_batch(lam, theta + r, b), 1.0, b) / 4.0
+        r = (1.0 - u) * quarters * tT + u * quarters * tIb
+        for part in np.clip(mean_batch(lam, theta + r, b), 1.0, b):   # the four in one pass
+            ek += part / 4.0
         tI = interp_rows(ek, st.batches, st.infer_ms[rows])
         pI = interp_rows(ek, st.batches, st.infer_w[rows])
         u = np.minimum(lam * tI / ek, 1.0)
@@ -170,6 +185,24 @@ def throughput_power(st: Standalone, rate: float, latency_ms: float, b: int, row
 def predict(st: Standalone, i: int, rate: float, latency_ms: float, b: int) -> Prediction:
     """The analytic prediction for mode row i and inference batch b (module docstring)."""
     return latency_cdf(st, i, rate, latency_ms, b)[0]
+
+
+def _box(p: np.ndarray, m: int) -> np.ndarray:
+    """The convolution of p with m ones, cut to len(p): a difference of running sums, O(n) where
+    np.convolve is O(n m) (a 4,001-point grid: most of a decision's time went there)."""
+    c = np.cumsum(p)
+    out = c.copy()
+    if 0 < m < len(p):
+        out[m:] -= c[:-m]
+    return out if m > 0 else np.zeros_like(p)
+
+
+def _conv_fft(p: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """np.convolve(p, k)[:len(p)] by FFT: O(n log n) on the 4,001-point grid (np.convolve's O(n^2)
+    was most of a decision's time); differs from it by rounding, about 1e-16 of the total."""
+    n = len(p)
+    size = 1 << (2 * n - 1).bit_length()
+    return np.fft.irfft(np.fft.rfft(p, size) * np.fft.rfft(k, size), size)[:n]
 
 
 def latency_cdf(st: Standalone, i: int, rate: float, latency_ms: float,
@@ -193,24 +226,25 @@ def latency_cdf(st: Standalone, i: int, rate: float, latency_ms: float,
     # pre-trigger wait of a random request: survival, a mixture over its position j
     surv = np.zeros_like(x)
     weight = 0.0
+    y = th - x
+    in_q = _pois_cdfs(b - 2, np.array([lam * th]))[:, 0]     # row m: P(Poisson <= m), m = jj - 2
+    in_x = _pois_cdfs(b - 2, lam * np.maximum(y, 0))
+    after = _pois_cdfs(b - 2, lam * x)                      # row m: m = b - jj - 1
     for jj in range(1, b + 1):
-        q = 1.0 if jj == 1 else 1.0 - float(_pois_cdf(jj - 2, np.array([lam * th]))[0])
+        q = 1.0 if jj == 1 else 1.0 - float(in_q[jj - 2])
         if q < 1e-12:
             break
-        y = th - x
-        p_in = np.where(y > 0, 1.0 if jj == 1 else 1.0 - _pois_cdf(jj - 2, lam * np.maximum(y, 0)), 0.0)
-        surv += _pois_cdf(b - jj - 1, lam * x) * p_in
+        p_in = np.where(y > 0, 1.0 if jj == 1 else 1.0 - in_x[jj - 2], 0.0)
+        surv += (after[b - jj - 1] if jj < b else np.zeros_like(x)) * p_in
         weight += q
     cdf_pre = 1.0 - surv / weight
     # plus the residual of the running minibatch (a uniform mixture), by convolution on the grid
-    res = np.zeros_like(x)
-    res += (1.0 - u) * (x < tT) / max(tT, dx)
-    res += u * (x < tIb) / max(tIb, dx)
     pdf_pre = np.diff(np.concatenate([[0.0], cdf_pre]))
-    pdf = np.convolve(pdf_pre, res * dx)[: len(x)]
+    pdf = (_box(pdf_pre, int(np.count_nonzero(x < tT))) * ((1.0 - u) * dx / max(tT, dx))
+           + _box(pdf_pre, int(np.count_nonzero(x < tIb))) * (u * dx / max(tIb, dx)))
     if wq > 0:
         d_cdf = 1.0 - u * np.exp(-x * u / wq)
-        pdf = np.convolve(pdf, np.diff(np.concatenate([[0.0], d_cdf])))[: len(x)]
+        pdf = _conv_fft(pdf, np.diff(np.concatenate([[0.0], d_cdf])))
     cdf = np.cumsum(pdf)
     cdf = np.clip(cdf / max(cdf[-1], 1e-12), 0.0, 1.0)
     lat = x + tIk
