@@ -108,11 +108,11 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
 @pytest.mark.slow
 def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
     root, _ = emulated_board
-    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "lstm",
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "mobilenetv3",
                        "--batch-size", "1", "--count", "1", "--sample-interval", "0.1",
                        "--out", tmp_path / "l.csv")
     assert rc == 0, err
-    assert "ptui.probe.loops lstm" in err
+    assert "ptui.probe.loops mobilenetv3" in err
     assert len((tmp_path / "l.csv").read_text().splitlines()) == 2
     rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "yolov8n",
                      "--out", tmp_path / "y.csv")
