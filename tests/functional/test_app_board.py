@@ -30,7 +30,7 @@ async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
         await pilot.press("2")
         await pilot.pause(0.2)
         scr = app.screen
-        scr.query_one("#workload").value = "lstm"
+        scr.query_one("#workload").value = "mobilenetv3"
         scr.query_one("#batch").value = "1"
         scr.query_one("#count").value = "1"
         await pilot.pause(0.1)
@@ -41,12 +41,12 @@ async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
         assert "profile finished" in status, status
         assert scr.query_one("#results").row_count == 1
         csv = app.state.profile_csv
-        assert csv is not None and app.state.workload == "lstm"
+        assert csv is not None and app.state.workload == "mobilenetv3"
         rows = csv.read_text().splitlines()
         assert len(rows) == 2 and float(rows[1].split(",")[5]) > 5     # power from the rails
     store = Store()
     (s,) = store.list_sessions()
-    assert s.backend == "sysfs" and s.workload == "lstm" and s.n_done == 1 and s.status == "done"
+    assert s.backend == "sysfs" and s.workload == "mobilenetv3" and s.n_done == 1 and s.status == "done"
     store.close()
     from ptui.core import paths
     assert paths.script_log(s.name).exists()          # the built-in loop ran under the probe
