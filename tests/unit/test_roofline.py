@@ -426,3 +426,23 @@ def test_adapting_scales_the_gpus_clocked_draw_apart_from_its_activity():
         held = np.setdiff1d(np.arange(len(grid)), idx)
         errs.append(np.mean(np.abs(ad.predict(grid[held])["power_w"] / truth["power_w"][held] - 1)))
     assert np.mean(errs) < 0.022, errs
+
+
+def test_the_power_refits_bounds_hold_scales_at_a_bound_and_refit_the_rest():
+    """adapted()'s power scales are the bounded ridge optimum (scipy's lsq_linear on the same
+    problem), not the unbounded one clipped: with two scales the data can hardly tell apart, the
+    unbounded fit swings them past both bounds, and clipping each left a cost ~100x the optimum;
+    inside the bounds it is the plain ridge solution."""
+    from scipy.optimize import lsq_linear
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.1, 0.5, 400)
+    M = np.column_stack([np.full(400, 0.3), x, x ** 1.3 + 0.2, rng.uniform(0, 0.1, 400)])
+    for true, lam in (((1.0, 6.0, -2.0, 1.0), 1e-4), ((1.1, 0.8, 1.3, 2.0), 0.02)):
+        rhs = M @ np.array(true)
+        aug = np.vstack([M, np.sqrt(lam) * np.eye(4)])
+        want = lsq_linear(aug, np.concatenate([rhs, np.sqrt(lam) * np.ones(4)]),
+                          bounds=(0.25, 4.0)).x
+        got = roofline._bounded_ridge(M, rhs, lam, 0.25, 4.0)
+        assert got == pytest.approx(want, abs=1e-6)
+    plain = np.linalg.solve(M.T @ M + 0.02 * np.eye(4), M.T @ rhs + 0.02)
+    assert got == pytest.approx(plain)

@@ -32,6 +32,7 @@ calibrate() and benchmarks/calibrate_roofline.py, which prints BOARDS.  Inferenc
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
@@ -398,6 +399,32 @@ def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -
 ADAPT_PULL = 0.02
 
 
+def _bounded_ridge(M: np.ndarray, rhs: np.ndarray, lam: float, lo: float, hi: float) -> np.ndarray:
+    """argmin |M theta - rhs|^2 + lam |theta - 1|^2 with lo <= theta <= hi, exactly: every way of
+    holding scales at a bound (3^k for k scales; k is 4) is solved and the best feasible one
+    kept.  Clipping one unbounded solution instead, as before, went wrong where two scales are
+    hard to tell apart (the GPU's clocked draw and its activity, on a GPU-bound workload): they
+    swing far apart unbounded, and clipping one left the pair's sum wrong (refitted to every
+    grid mode of the simulator's workloads, 6.5 % power MAPE where the bounded fit gives 5.6 %)."""
+    k = M.shape[1]
+    H = M.T @ M + lam * np.eye(k)
+    g = M.T @ rhs + lam
+    best, cost = np.clip(np.ones(k), lo, hi), math.inf
+    for state in itertools.product((0, 1, 2), repeat=k):       # free, at lo, at hi
+        st = np.array(state)
+        theta = np.where(st == 1, lo, hi).astype(float)
+        free = st == 0
+        if free.any():
+            rest = g[free] - H[np.ix_(free, ~free)] @ theta[~free]
+            theta[free] = np.linalg.solve(H[np.ix_(free, free)], rest)
+            if np.any(theta[free] < lo - 1e-12) or np.any(theta[free] > hi + 1e-12):
+                continue
+        c = float(theta @ H @ theta - 2.0 * g @ theta)
+        if c < cost:
+            best, cost = theta, c
+    return np.clip(best, lo, hi)
+
+
 class RooflinePrior:
     """The prior for one board and one workload spec: predict(modes) like a ptui model."""
 
@@ -523,12 +550,7 @@ class RooflinePrior:
         rest = X.sum(1) - parts.sum(1)
         # relative least squares for the scales (ADAPT_GROUPS), pulled towards 1: a ridge, so a
         # scale the modes cannot tell from another (or whose term is 0 on this board) stays near 1
-        lam, k = ADAPT_PULL, len(groups)
-        M = parts / pw[:, None]
-        rhs = 1.0 - rest / pw
-        H = M.T @ M + lam * np.eye(k)
-        theta = np.linalg.solve(H, M.T @ rhs + lam * np.ones(k))
-        theta = np.clip(theta, 0.25, 4.0)
+        theta = _bounded_ridge(parts / pw[:, None], 1.0 - rest / pw, ADAPT_PULL, 0.25, 4.0)
         a = list(self.roof.power)
         for gi, g in enumerate(groups):
             for ai in g:
