@@ -446,3 +446,29 @@ def test_the_power_refits_bounds_hold_scales_at_a_bound_and_refit_the_rest():
         assert got == pytest.approx(want, abs=1e-6)
     plain = np.linalg.solve(M.T @ M + 0.02 * np.eye(4), M.T @ rhs + 0.02)
     assert got == pytest.approx(plain)
+
+
+def test_adapting_scales_the_gpus_compute_and_memory_stalled_activity_apart():
+    """adapted() scales the GPU's switching activity in compute-bound cycles and in memory-stalled
+    ones apart (a4 and kappa refitted): a board whose compute-phase activity is 0.8x the prior's
+    and memory-phase activity 1.6x, on a step whose compute share ranges widely over the grid,
+    is recovered from 10 modes within 1.5 % on the others, mean over six draws (0.9 %; one
+    activity scale with kappa kept, as before, missed by 6 %)."""
+    from dataclasses import replace
+    dev = get_device("orin-agx")
+    prior = RooflinePrior(dev, WorkloadSpec(150.0, 15.0, 16, host_ms=1.0, loader_ms=0.0, workers=0))
+    grid = raw_modes(dev.pt_grid())
+    c = prior.components(grid)["c"]
+    assert np.quantile(c, 0.1) < 0.5 < np.quantile(c, 0.9)             # both kinds of cycle
+    r = prior.roof
+    a = list(r.power)
+    a[4] *= 0.8
+    board = RooflinePrior(dev, prior.spec, replace(r, power=tuple(a), kappa=r.kappa * 1.6 / 0.8))
+    truth = board.predict(grid)
+    errs = []
+    for seed in range(6):
+        idx = np.random.default_rng(seed).choice(len(grid), 10, replace=False)
+        ad = prior.adapted(grid[idx], truth["time_ms"][idx], truth["power_w"][idx])
+        held = np.setdiff1d(np.arange(len(grid)), idx)
+        errs.append(np.mean(np.abs(ad.predict(grid[held])["power_w"] / truth["power_w"][held] - 1)))
+    assert np.mean(errs) < 0.015, errs

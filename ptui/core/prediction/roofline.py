@@ -373,11 +373,34 @@ def _operating(device: Device, rows: np.ndarray, **given) -> dict:
 STATIC_IDX = (0, 1)
 GPU_IDX = (2, 4)
 CPU_IDX = (3, 5)
-# adapted() scales the GPU's two terms apart: its clocked draw while a job runs (a2: how many
-# SMs the job keeps powered, its clock tree) and its switching activity when busy (a4: the
-# kernels' mix) are separate unknowns of a workload, and one scale of both left the refit's
-# power 1-3 points worse at 3-10 profiled modes on both evaluation corpora (docs/accuracy.md)
-ADAPT_GROUPS = (STATIC_IDX, (2,), (4,), CPU_IDX)
+
+
+def _refit_power(roof: BoardRoof, comp: dict, power_w: np.ndarray) -> BoardRoof:
+    """The board's power coefficients rescaled to measured power at operating points `comp`
+    (adapted()): five scales, of the static power (a0, a1), the GPU's clocked draw while the job
+    runs (a2), its switching activity in compute-bound cycles (a4 x c) and in memory-stalled ones
+    (a4 x kappa x (1 - c)), and the CPU's (a3, a5); a6, the DRAM's energy per byte, is published
+    and kept.  The GPU's three are separate unknowns of a workload: how many SMs it keeps powered,
+    and how much logic its FMA-dense and its memory-bound kernels toggle (kappa is the board's
+    compromise over the reference); one scale of all three left the refitted power 1-3 points
+    worse at 3-10 profiled modes on both evaluation corpora, one of a4 alone (kappa kept) up to 0.7
+    points at 10 (docs/accuracy.md).  The two activity scales give a4 and kappa back: a4 x
+    (kappa (1 - c) + c) scaled by s_s and s_c is a4 s_c x (kappa s_s / s_c (1 - c) + c)."""
+    a0 = np.asarray(roof.power)
+    X = _power_features(roof, comp)[:, :len(a0)] * a0
+    k = roof.kappa
+    mix = k + (1.0 - k) * comp["c"]
+    share = np.divide(comp["c"], mix, out=np.ones_like(mix), where=mix > 0)   # a4's compute part
+    parts = np.column_stack([X[:, 0] + X[:, 1], X[:, 2], X[:, 4] * share, X[:, 4] * (1.0 - share),
+                             X[:, 3] + X[:, 5]])
+    rest = X[:, 6:].sum(1)
+    # relative least squares, pulled towards 1 (a ridge, so a scale the modes cannot tell from
+    # another, or whose term is 0 on this board, stays near 1), within [1/4, 4]
+    s = _bounded_ridge(parts / power_w[:, None], 1.0 - rest / power_w, ADAPT_PULL, 0.25, 4.0)
+    a = list(roof.power)
+    for i, j in ((0, 0), (1, 0), (2, 1), (4, 2), (3, 4), (5, 4)):
+        a[i] *= float(s[j])
+    return replace(roof, power=tuple(a), kappa=float(k * s[3] / s[2]))
 
 
 def _power_features(roof: BoardRoof, comp: dict, gv=None, cv=None, kappa=None) -> np.ndarray:
@@ -496,10 +519,11 @@ class RooflinePrior:
         """This prior refitted to profiled modes (their measured time and power), the board's
         physics kept: time by two scales, of the GPU's work (the spec's FLOPs and bytes: the
         kernels' efficiency) and of the CPU's (its main-thread and loading work, which a spec of
-        counts takes from the reference); then power by four (ADAPT_GROUPS), of the static power
+        counts takes from the reference); then power by five (_refit_power), of the static power
         (board and DRAM background), the GPU's clocked draw while the job runs, its dynamic power
-        when busy (the kernels' switching activity, which FLOPs and bytes do not give: 0.6-1.0
-        across workloads) and the CPU's, at the utilisations the refitted time implies.  Each
+        when busy in compute-bound and in memory-stalled cycles (the kernels' switching activity,
+        which FLOPs and bytes do not give: 0.6-1.0 across workloads) and the CPU's, at the
+        utilisations the refitted time implies.  Each
         scale is a least-squares fit in log (power: relative) units with a weak pull towards 1,
         so one or two modes move it only as far as they say; a scale is kept within [1/8, 8]
         (time) and [1/4, 4] (power).  The spread stays the unprofiled prior's (log_sd).  A NaN time (a mode
@@ -541,23 +565,11 @@ class RooflinePrior:
             if cost[i, j] < best[0]:
                 best = (float(cost[i, j]), float(gg[i]), float(gc[j]))
         spec = spec_of(best[1], best[2])
-        comp = _components(self.device, self.roof, spec, A)
-        a0 = np.asarray(self.roof.power)
-        X = _power_features(self.roof, comp)[:, :len(a0)] * a0
-        pw = np.asarray(power_w, float)
-        groups = [[i for i in idx if i < X.shape[1]] for idx in ADAPT_GROUPS]
-        parts = np.column_stack([X[:, g].sum(1) for g in groups])
-        rest = X.sum(1) - parts.sum(1)
-        # relative least squares for the scales (ADAPT_GROUPS), pulled towards 1: a ridge, so a
-        # scale the modes cannot tell from another (or whose term is 0 on this board) stays near 1
-        theta = _bounded_ridge(parts / pw[:, None], 1.0 - rest / pw, ADAPT_PULL, 0.25, 4.0)
-        a = list(self.roof.power)
-        for gi, g in enumerate(groups):
-            for ai in g:
-                a[ai] *= float(theta[gi])
+        roof = _refit_power(self.roof, _components(self.device, self.roof, spec, A),
+                            np.asarray(power_w, float))
         return RooflinePrior(self.device, replace(spec, source=f"{self.spec.source} adapted to "
                                                   f"{len(A)} profiled modes".strip()),
-                             replace(self.roof, power=tuple(a)), spread=self.log_sd())
+                             roof, spread=self.log_sd())
 
     def log_predict(self, modes) -> dict[str, np.ndarray]:
         """log time and log power (a GP's prior mean in log units)."""
