@@ -369,7 +369,7 @@ def _operating(device: Device, rows: np.ndarray, **given) -> dict:
 
 
 # the power coefficients by domain: static (a0, a1), the GPU's (a2, a4), the CPU's (a3, a5);
-# a6 (DRAM traffic) is the remainder.  transfer() and RooflinePrior.adapted() scale them by domain
+# a6 (DRAM traffic) is the remainder.  transfer() scales them by domain (adapted(): _refit_power)
 STATIC_IDX = (0, 1)
 GPU_IDX = (2, 4)
 CPU_IDX = (3, 5)
@@ -424,11 +424,12 @@ ADAPT_PULL = 0.02
 
 def _bounded_ridge(M: np.ndarray, rhs: np.ndarray, lam: float, lo: float, hi: float) -> np.ndarray:
     """argmin |M theta - rhs|^2 + lam |theta - 1|^2 with lo <= theta <= hi, exactly: every way of
-    holding scales at a bound (3^k for k scales; k is 4) is solved and the best feasible one
-    kept.  Clipping one unbounded solution instead, as before, went wrong where two scales are
+    holding scales at a bound (3^k for k scales; adapted() has 5) is solved and the best
+    feasible one kept.  Clipping one unbounded solution instead, as before, went wrong where two scales are
     hard to tell apart (the GPU's clocked draw and its activity, on a GPU-bound workload): they
     swing far apart unbounded, and clipping one left the pair's sum wrong (refitted to every
-    grid mode of the simulator's workloads, 6.5 % power MAPE where the bounded fit gives 5.6 %)."""
+    grid mode of the simulator's workloads with four scales, 6.5 % power MAPE where the bounded
+    fit gives 5.6 %)."""
     k = M.shape[1]
     H = M.T @ M + lam * np.eye(k)
     g = M.T @ rhs + lam
@@ -523,11 +524,11 @@ class RooflinePrior:
         (board and DRAM background), the GPU's clocked draw while the job runs, its dynamic power
         when busy in compute-bound and in memory-stalled cycles (the kernels' switching activity,
         which FLOPs and bytes do not give: 0.6-1.0 across workloads) and the CPU's, at the
-        utilisations the refitted time implies.  Each
-        scale is a least-squares fit in log (power: relative) units with a weak pull towards 1,
-        so one or two modes move it only as far as they say; a scale is kept within [1/8, 8]
-        (time) and [1/4, 4] (power).  The spread stays the unprofiled prior's (log_sd).  A NaN time (a mode
-        whose time the fit distrusts) is left out of the time scales; its power still counts.
+        utilisations the refitted time implies.  Each scale is a least-squares fit in log (power:
+        relative) units with a weak pull towards 1, so one or two modes move it only as far as
+        they say; a scale is kept within [1/8, 8] (time) and [1/4, 4] (power).  The spread stays
+        the unprofiled prior's (log_sd).  A NaN time (a mode whose time the fit distrusts) is left
+        out of the time scales; its power still counts.
         Deterministic."""
         A = _knobs(self.device, modes)
         lt = np.log(np.asarray(time_ms, float))
