@@ -32,10 +32,12 @@ PIP := $(PY) -m pip install --quiet
 ifeq ($(JETSON),yes)
 VENV_FLAGS := --system-site-packages
 RUN_EXTRAS :=
+TEST_EXTRAS := [test,scripts]
 TORCH_REQ :=
 else
 VENV_FLAGS :=
 RUN_EXTRAS := [train]
+TEST_EXTRAS := [train,test,scripts]
 TORCH_REQ := $(TORCH)
 endif
 
@@ -55,14 +57,16 @@ venv: $(VENV)/.ptui-run
 $(PY):
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 
-# the stamps are newer than pyproject.toml and this Makefile once .venv has what they list
+# the stamps are newer than pyproject.toml and this Makefile once .venv has what they list; the test
+# venv is one pip install of everything (a second one for the test extras re-resolved the whole set:
+# about 15 s of CI) and holds what `make run` needs too
 $(VENV)/.ptui-run: pyproject.toml Makefile | $(PY)
 	$(PIP) $(TORCH_REQ) -e ".$(RUN_EXTRAS)"
 	@touch $@
 
-$(VENV)/.ptui-test: pyproject.toml Makefile $(VENV)/.ptui-run
-	$(PIP) $(TORCH_REQ) -e ".[test,scripts]"
-	@touch $@
+$(VENV)/.ptui-test: pyproject.toml Makefile | $(PY)
+	$(PIP) $(TORCH_REQ) -e ".$(TEST_EXTRAS)"
+	@touch $@ $(VENV)/.ptui-run
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
