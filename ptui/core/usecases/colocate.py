@@ -244,9 +244,12 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
                          pred[:, 2:2 + nb], pred[:, 2 + nb:])
         have = best()
         floor = 0.0 if have is None else have.prediction.train_sps
+        # measured profiles are held to the budget by their power margin (decide): search the
+        # predicted grid for the power a profiled mode would be held to (the median margin so far)
+        held_w = budget_w / float(np.median(Standalone.stack(meas.values()).power_margin()))
         nxt = None
         for tol in OPTIMISM:
-            nxt = _next_mode(pst, rows, rate, latency_ms, budget_w * (1.0 + tol), floor * (1.0 - tol))
+            nxt = _next_mode(pst, rows, rate, latency_ms, held_w * (1.0 + tol), floor * (1.0 - tol))
             if nxt is not None:
                 break
         if nxt is None:
