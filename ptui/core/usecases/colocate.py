@@ -110,25 +110,17 @@ def _fit_time(u_fit: np.ndarray, y: np.ndarray, u_all: np.ndarray) -> tuple[np.n
     return tot ** (1.0 / p) * s, np.clip(gpu / tot, 0.0, 1.0) ** (1.0 / p)
 
 
-def _power_terms(u: np.ndarray, t: np.ndarray, util: np.ndarray, steps=()) -> np.ndarray:
+def _power_terms(u: np.ndarray, t: np.ndarray, util: np.ndarray) -> np.ndarray:
     """Mean power's terms: static and clock-tree power (polynomials of the clocks: voltage rises
     with frequency), energy per minibatch spread over its time (terms x t_min / t) and the GPU's
-    switching while busy (x its share of the time); and per memory clock in `steps` (scaled), a
-    step up at and above it: a memory controller's voltage comes in a few discrete levels, so its
-    power can jump between two memory clocks where a polynomial cannot."""
+    switching while busy (x its share of the time).  Between the two memory clocks the walk
+    profiles (those at or above SEED_FLOOR of the top) the linear memory term is any step a
+    memory controller's voltage level takes; what it needs is modes that differ in the memory
+    clock alone (_probe)."""
     g, c, m, n = u[:, 2], u[:, 1], u[:, 3], u[:, 0]
     r = float(t.min()) / t
     return np.column_stack([np.ones(len(u)), m, n, c * n, c ** 3, g, g ** 3, r, g * r, g ** 2 * r,
-                            g ** 3 * r, c * r, c ** 2 * r, m * r, g * util, g ** 3 * util]
-                           + [(m >= s - 1e-9).astype(float) for s in steps])
-
-
-def _emc_steps(u_fit: np.ndarray) -> list[float]:
-    """The memory clocks (scaled) the power fit may step at: every distinct one profiled but the
-    lowest (the constant term holds the lowest).  A clock never profiled steps with the profiled
-    one below it, i.e. it is predicted as cheap as that one: optimistic, so the walk may profile
-    it and learn its level."""
-    return sorted(set(np.round(u_fit[:, 3], 9).tolist()))[1:]
+                            g ** 3 * r, c * r, c ** 2 * r, m * r, g * util, g ** 3 * util])
 
 
 def _fit_predict(rows: list[int], y_fit: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -142,10 +134,9 @@ def _fit_predict(rows: list[int], y_fit: np.ndarray, u: np.ndarray) -> np.ndarra
     nb = (y_fit.shape[1] - 2) // 2
     pairs = [(0, 1)] + [(2 + j, 2 + nb + j) for j in range(nb)]
     out = np.empty((len(u), y_fit.shape[1]))
-    steps = _emc_steps(u[rows])
     for qt, qp in pairs:
         t, util = _fit_time(u[rows], y_fit[:, qt], u)
-        f = _power_terms(u, t, util, steps)
+        f = _power_terms(u, t, util)
         c, _ = nnls(f[rows], y_fit[:, qp])
         out[:, qt], out[:, qp] = t, np.maximum(f @ c, 1e-3)
     res = np.log(y_fit / out[rows])
