@@ -38,7 +38,9 @@ WALK_BUDGET = 15
 # Where standalone profiles come from: modes -> training alone and inference alone at every
 # inference batch size it profiles (the simulator's: INFER_BATCHES) at those modes.  The default is
 # the simulator (`standalone`); a benchmark passes another board's truth (benchmarks/eval_concurrent.py
-# --truth indep), a caller a profiler.
+# --truth indep), a caller a profiler.  A source that measures states the relative standard error
+# of its power readings (Standalone.power_se, from its samples' spread): the decision then holds
+# the measured power to the budget by two of them (decision.concurrent.POWER_SE_K).
 Measure = Callable[[list[Mode]], Standalone]
 
 
