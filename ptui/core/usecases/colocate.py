@@ -250,7 +250,10 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
     4. profile the best predicted (mode, b) not yet profiled that promises more than the best
        profiled pick, refit, and again; with nothing promising more, modes predicted up to
        OPTIMISM over the budget (or under the pick); stop when none is left or the budget is
-       spent (before any feasible point, a further spread-out mode).
+       spent (before any feasible point, a further spread-out mode among those that may meet
+       the budgets, _may_meet); while the best pick's power binds, its cheaper neighbours along
+       the memory clock and the cores are profiled first, each once (_probe).  Measured
+       profiles are held to the budget by their power margin (Standalone.power_margin).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
     is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
