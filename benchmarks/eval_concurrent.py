@@ -139,6 +139,8 @@ def summary(rows: list[dict]) -> None:
           f"budgets in the event run in {sum(x['lost_ok'] for x in lost)})")
     print(f"throughput vs optimum: mean {100 * r.mean():.2f}%  worst {100 * r.min():.2f}%  "
           f"(loss mean {100 * (1 - r.mean()):.2f}%)")
+    rp = np.array([x["ratio"] for x in picked] or [np.nan])
+    print(f"... over the picks only: mean {100 * rp.mean():.2f}%  worst {100 * rp.min():.2f}%")
     print(f"baseline best NVIDIA preset: mean {100 * pr_.mean():.2f}% of the optimum, "
           f"none feasible in {int((pr_ == 0).sum())}/{len(feas)}; MAXN (any batch) meets both budgets in "
           f"{sum(x['maxn_ok'] for x in feas)}/{len(feas)}")

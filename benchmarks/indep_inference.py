@@ -30,7 +30,8 @@ Everything this module produces is SYNTHETIC (an independent generator, not hard
 
 `standalone_measure(device, job, infer)` returns a ptui Measure (modes -> Standalone): training
 alone (indep_corpus.truth) and inference alone at every INFER_BATCHES size; with `seed` given,
-log-normal noise per (mode, quantity) seeded by the mode, so a mode measured twice reads the same.
+log-normal noise per (mode, quantity) seeded by the mode, so a mode measured twice reads the same,
+and the power readings' standard error from their samples' spread (Standalone.power_se).
 
 Run: python benchmarks/indep_inference.py --check | --summary
 """
@@ -157,10 +158,17 @@ def standalone_truth(device: Device, job_name: str, infer_name: str, modes,
                       np.array(im).T, np.array(iw).T)
 
 
+N_SAMPLES = 16          # power samples a profiled reading averages (a profiler's telemetry)
+
+
 def standalone_measure(device: Device, job_name: str, infer_name: str, seed: int | None = None,
                        time_sd: float = 0.02, power_sd: float = 0.015):
-    """A ptui Measure (modes -> Standalone) on this generator; seed None: noise-free, else
-    log-normal noise (time_sd, power_sd) drawn per mode from (seed, device, jobs, mode)."""
+    """A ptui Measure (modes -> Standalone) on this generator; seed None: noise-free (exact, no
+    power_se), else log-normal noise (time_sd, power_sd) drawn per mode from (seed, device, jobs,
+    mode).  A noisy power reading is the mean of N_SAMPLES samples whose spread (drawn from another
+    seeded stream, centred on the reading) gives the Standalone's power_se, the relative standard
+    error a profiler computes from its samples (RMS over the mode's power readings): an estimate
+    of power_sd, not the constant."""
     def measure(modes) -> Standalone:
         st = standalone_truth(device, job_name, infer_name, modes)
         if seed is None:
@@ -168,10 +176,16 @@ def standalone_measure(device: Device, job_name: str, infer_name: str, seed: int
         k = len(st.batches)
         eps = np.array([_rng(seed, device.name, job_name, infer_name, m.key).normal(0.0, 1.0, 2 + 2 * k)
                         for m in st.modes])
+        se = []
+        for m in st.modes:
+            xi = _rng(seed, "samples", device.name, job_name, infer_name, m.key).normal(
+                0.0, 1.0, (1 + k, N_SAMPLES))
+            # samples: reading x exp(power_sd sqrt(N) (xi - mean xi)); their log-sd / sqrt(N)
+            se.append(float(np.sqrt(np.mean((power_sd * xi.std(axis=1, ddof=1)) ** 2))))
         return Standalone(st.modes, st.train_batch, st.train_ms * np.exp(time_sd * eps[:, 0]),
                           st.train_w * np.exp(power_sd * eps[:, 1]), st.batches,
                           st.infer_ms * np.exp(time_sd * eps[:, 2:2 + k]),
-                          st.infer_w * np.exp(power_sd * eps[:, 2 + k:]))
+                          st.infer_w * np.exp(power_sd * eps[:, 2 + k:]), np.array(se))
     return measure
 
 

@@ -29,3 +29,4 @@ def test_summary_counts_picks_budgets_and_ratios(capsys):
     assert "picks meeting both budgets (event sim) 1/2 = 50.0%" in out
     assert "mean power over budget + 0.5 %: 1" in out
     assert "worst 98.66%" in out
+    assert "over the picks only: mean 99.33%  worst 98.66%" in out

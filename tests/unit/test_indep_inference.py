@@ -45,6 +45,10 @@ def test_same_seed_same_measurements_other_seed_differs_none_is_the_truth():
     one = ii.standalone_measure(DEV, "resnet50", "yolov8n-det", seed=3)([modes[2]])
     assert np.array_equal(one.infer_ms[0], a.infer_ms[2]) and one.train_w[0] == a.train_w[2]
     assert a.batches == INFER_BATCHES and a.train_batch == ii.JOBS["resnet50"].batch
+    # the readings' standard error from their samples' spread: near power_sd, not the constant
+    assert t.power_se is None and a.power_se is not None and a.power_se.shape == (3,)
+    assert np.all(np.abs(a.power_se / 0.015 - 1.0) < 0.3) and len(set(a.power_se.tolist())) == 3
+    assert one.power_se is not None and one.power_se[0] == a.power_se[2]
 
 
 @pytest.mark.parametrize("name", sorted(ii.INFER))

@@ -257,3 +257,14 @@ def test_the_board_is_the_runs_until_it_is_back_another_ptui_is_refused(tmp_path
     assert be.current_mode() == start
     r = subprocess.run(other, capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr                     # the board is free once it is back
+
+
+def test_profiles_keep_their_power_se_through_a_file(tmp_path):
+    from dataclasses import replace
+    st = colocate.standalone(ORIN, get_workload("resnet18", 16), "resnet50", [ORIN.maxn])
+    assert st.power_se is None
+    il.save_profiles(st, tmp_path / "exact.json")
+    assert il.load_profiles(tmp_path / "exact.json", ORIN)[0].power_se is None
+    il.save_profiles(replace(st, power_se=np.array([0.012])), tmp_path / "p.json")
+    back, about = il.load_profiles(tmp_path / "p.json", ORIN)
+    assert back.power_se is not None and back.power_se.tolist() == [0.012] and "power_se" not in about

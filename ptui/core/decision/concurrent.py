@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,6 +44,11 @@ MISS_MAX = 0.005
 TAIL_K = 5.0           # tail_margin's scale (inference minibatches per request)
 MISS_MARGIN = 0.02     # ... and at most this share over the budget less tail_margin
 PREDICT_MAX = 2000     # rows decide checks on the latency distribution before it gives up (~6 ms each)
+# measured profiles: a mode's mean power must stay within the budget by this many standard errors
+# of its measured power (Standalone.power_se).  A decision over measurements picks the mode that
+# measured best, i.e. at the budget's edge and more often one that read low: at the edge, a reading
+# 1 se low runs over the budget on the board with probability ~0.16, 2 se ~0.02.
+POWER_SE_K = 2.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Standalone:
     batches: tuple[int, ...]
     infer_ms: np.ndarray        # (modes, batches)
     infer_w: np.ndarray
+    # relative standard error of each mode's measured powers (a profiler's sample spread / sqrt(n));
+    # None: the figures are exact (a model's, the simulator's), no power margin
+    power_se: np.ndarray | None = None
 
     def t_inf(self, i: int, k) -> np.ndarray:
         """Inference time of k requests at mode row i: linear between profiled batch sizes."""
@@ -70,10 +78,20 @@ class Standalone:
         """One Standalone of several over the same batches (e.g. the modes a walk profiled)."""
         ps = list(parts)
         a = ps[0]
+        se = (None if all(p.power_se is None for p in ps) else
+              np.concatenate([np.zeros(len(p.modes)) if p.power_se is None else p.power_se for p in ps]))
         return Standalone([m for p in ps for m in p.modes], a.train_batch,
                           np.concatenate([p.train_ms for p in ps]), np.concatenate([p.train_w for p in ps]),
                           a.batches, np.concatenate([p.infer_ms for p in ps]),
-                          np.concatenate([p.infer_w for p in ps]))
+                          np.concatenate([p.infer_w for p in ps]), se)
+
+    def power_margin(self, rows=None) -> np.ndarray:
+        """Per mode row, the factor (>= 1) a decision multiplies the mean power by before it
+        compares it with the budget: 1 + POWER_SE_K x power_se (1 where the figures are exact)."""
+        rows = np.arange(len(self.modes)) if rows is None else np.asarray(rows)
+        if self.power_se is None:
+            return np.ones(len(rows))
+        return 1.0 + POWER_SE_K * np.maximum(np.asarray(self.power_se, float)[rows], 0.0)
 
 
 @dataclass(frozen=True)
@@ -338,9 +356,13 @@ def admitted(pr: Prediction) -> bool:
 
 def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows=None) -> Pick:
     """The (mode, b) of highest training throughput whose latency budget holds and whose mean power
-    stays within budget_w (pareto.choose over the candidates); InfeasibleError names the closest."""
+    stays within budget_w (pareto.choose over the candidates; measured profiles by POWER_SE_K
+    standard errors of their power, Standalone.power_margin); InfeasibleError names the closest."""
     rows = np.arange(len(st.modes)) if rows is None else np.asarray(rows)
     tab, ok = candidates(st, rate, latency_ms, rows)
+    # measured profiles: the power each row is held to the budget with (POWER_SE_K standard errors
+    # over its measured mean power); the pick's prediction keeps the measured figure
+    held = replace(tab, power_w=tab.power_w * np.tile(st.power_margin(rows), len(st.batches)))
     if not ok.any():
         # closest: the (mode, b) with the most slack (the least over its latency budget)
         raise InfeasibleError(f"no mode and inference batch meets {latency_ms:g} ms at "
@@ -351,7 +373,7 @@ def decide(st: Standalone, rate: float, latency_ms: float, budget_w: float, rows
     for _ in range(PREDICT_MAX):
         if not ok.any():
             break
-        sub = tab.subset(ok)
+        sub = held.subset(ok)
         where = np.flatnonzero(ok)
         try:
             d = choose(sub, budget_w=budget_w, risk=None)

@@ -26,6 +26,7 @@ from ..decision.concurrent import (
     candidates,
     decide,
     predict,
+    slack,
 )
 from ..decision.pareto import InfeasibleError
 from ..errors import InputError
@@ -37,7 +38,9 @@ WALK_BUDGET = 15
 # Where standalone profiles come from: modes -> training alone and inference alone at every
 # inference batch size it profiles (the simulator's: INFER_BATCHES) at those modes.  The default is
 # the simulator (`standalone`); a benchmark passes another board's truth (benchmarks/eval_concurrent.py
-# --truth indep), a caller a profiler.
+# --truth indep), a caller a profiler.  A source that measures states the relative standard error
+# of its power readings (Standalone.power_se, from its samples' spread): the decision then holds
+# the measured power to the budget by two of them (decision.concurrent.POWER_SE_K).
 Measure = Callable[[list[Mode]], Standalone]
 
 
@@ -112,7 +115,10 @@ def _fit_time(u_fit: np.ndarray, y: np.ndarray, u_all: np.ndarray) -> tuple[np.n
 def _power_terms(u: np.ndarray, t: np.ndarray, util: np.ndarray) -> np.ndarray:
     """Mean power's terms: static and clock-tree power (polynomials of the clocks: voltage rises
     with frequency), energy per minibatch spread over its time (terms x t_min / t) and the GPU's
-    switching while busy (x its share of the time)."""
+    switching while busy (x its share of the time).  Between the two memory clocks the walk
+    profiles (those at or above SEED_FLOOR of the top) the linear memory term is any step a
+    memory controller's voltage level takes; what it needs is modes that differ in the memory
+    clock alone (_probe)."""
     g, c, m, n = u[:, 2], u[:, 1], u[:, 3], u[:, 0]
     r = float(t.min()) / t
     return np.column_stack([np.ones(len(u)), m, n, c * n, c ** 3, g, g ** 3, r, g * r, g ** 2 * r,
@@ -146,18 +152,31 @@ def _fit_predict(rows: list[int], y_fit: np.ndarray, u: np.ndarray) -> np.ndarra
 SEED_FLOOR = 0.3       # seeds and exploration keep every clock at or above this share of its top
 
 
-def _spread(u: np.ndarray, have: list[int], n: int) -> list[int]:
+def _spread(u: np.ndarray, have: list[int], n: int, allow: np.ndarray | None = None) -> list[int]:
     """n more grid rows, each the farthest (scaled clocks) from those chosen so far (maximin),
     among the modes whose clocks are all at least SEED_FLOOR of their top (the slowest modes meet
-    no latency budget of interest and teach the fit little about the modes that do)."""
+    no latency budget of interest and teach the fit little about the modes that do) and, where
+    `allow` (a mask over the grid) leaves any of those, among the allowed ones."""
     d = np.min(((u[:, None, :] - u[None, have, :]) ** 2).sum(-1), axis=1)
-    d[(u[:, 1:] < SEED_FLOOR).any(1)] = -1.0
+    floor = (u[:, 1:] < SEED_FLOOR).any(1)
+    if allow is not None and (allow & ~floor & (d > 0)).any():
+        floor |= ~allow
+    d[floor] = -1.0
     out: list[int] = []
     for _ in range(n):
         j = int(np.argmax(d))
         out.append(j)
         d = np.minimum(d, ((u - u[j]) ** 2).sum(-1))
     return out
+
+
+def _may_meet(pst: Standalone, latency_ms, budget_w) -> np.ndarray:
+    """The grid modes that may meet both budgets by the predicted standalone figures: a slack
+    (decision.concurrent.slack) at inference batch 1, i.e. training's and one inference
+    minibatch's times fit in the latency budget, and the cheaper activity within the power budget.
+    Exploring elsewhere profiles modes whose training alone misses the latency budget."""
+    return ((slack(pst.train_ms, pst.infer_ms[:, 0], latency_ms) >= 0)
+            & (np.minimum(pst.train_w, pst.infer_w.min(1)) <= budget_w))
 
 
 OPTIMISM = (0.0, 0.02, 0.05, 0.1, 0.2)   # with nothing predicted better, modes this much over
@@ -185,6 +204,36 @@ def _next_mode(pst: Standalone, rows: list[int], rate, latency_ms, budget_w, flo
     return None
 
 
+PROBE_TIGHT = 0.9      # a walk probes the best pick's cheaper neighbours when its mean power is
+                       # at least this share of the budget (_probe)
+
+
+def _probe(grid: list[Mode], have: Pick | None, meas: dict, held_w: float, kind: str) -> int | None:
+    """The grid row of the best pick's mode made cheaper along one clock (`kind` "mem": the next
+    lower memory clock at or above SEED_FLOOR of its top; "cores": half the cores), when the power
+    budget binds (the pick within PROBE_TIGHT of it) and that mode is not profiled.  The modes a
+    walk profiles cluster around its picks and differ in several clocks at once, so the fit cannot
+    tell what one of them costs or saves on its own: the memory clock's power (a memory
+    controller's voltage comes in a few levels, one level down can be a step cheaper) or what a
+    few cores less slow a data pipeline.  One mode that differs from the pick in that clock alone
+    tells the fit whether the power it saves buys more elsewhere."""
+    if have is None or have.prediction.power_w < PROBE_TIGHT * held_w:
+        return None
+    m = have.mode
+    if kind == "mem":
+        top = max(x.mem_mhz for x in grid)
+        lower = [x.mem_mhz for x in grid if SEED_FLOOR * top <= x.mem_mhz < m.mem_mhz]
+        want = None if not lower else (m.cores, m.cpu_mhz, m.gpu_mhz, max(lower))
+    else:
+        fewer = [x.cores for x in grid if x.cores <= m.cores // 2]
+        want = None if not fewer else (max(fewer), m.cpu_mhz, m.gpu_mhz, m.mem_mhz)
+    j = next((i for i, x in enumerate(grid) if x.as_tuple() == want), None)
+    return None if j is None or j in meas else j
+
+
+PROBES = ("mem", "cores")   # the cheaper neighbours a walk probes, each once at most
+
+
 def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, budget_w,
          keep: dict | None = None, measure: Measure | None = None):
     """A model-guided search that profiles at most WALK_BUDGET modes (each measuring training alone
@@ -201,7 +250,10 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
     4. profile the best predicted (mode, b) not yet profiled that promises more than the best
        profiled pick, refit, and again; with nothing promising more, modes predicted up to
        OPTIMISM over the budget (or under the pick); stop when none is left or the budget is
-       spent (before any feasible point, a further spread-out mode).
+       spent (before any feasible point, a further spread-out mode among those that may meet
+       the budgets, _may_meet); while the best pick's power binds, its cheaper neighbours along
+       the memory clock and the cores are profiled first, each once (_probe).  Measured
+       profiles are held to the budget by their power margin (Standalone.power_margin).
 
     The pick is the best feasible PROFILED point, decided on its measured figures: a predicted mode
     is never picked.  Returns (pick, modes profiled); `keep` (a dict), when given, gets the profiles
@@ -234,7 +286,16 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
     batches = meas[top].batches
     nb = len(batches)
     tb = int(meas[top].train_batch)
+    probes = list(PROBES)
     while len(meas) < WALK_BUDGET:
+        # measured profiles are held to the budget by their power margin (decide): search the
+        # predicted grid for the power a profiled mode would be held to (the median margin so far)
+        held_w = budget_w / float(np.median(Standalone.stack(meas.values()).power_margin()))
+        probe = _probe(grid, best(), meas, held_w, probes[0]) if probes else None
+        if probe is not None:
+            probes.pop(0)
+            prof(probe)
+            continue
         rows = list(meas)
         y = np.array([np.concatenate([[meas[i].train_ms[0], meas[i].train_w[0]],
                                       meas[i].infer_ms[0], meas[i].infer_w[0]]) for i in rows])
@@ -246,13 +307,14 @@ def walk(device: Device, train: Workload | None, infer: str, rate, latency_ms, b
         floor = 0.0 if have is None else have.prediction.train_sps
         nxt = None
         for tol in OPTIMISM:
-            nxt = _next_mode(pst, rows, rate, latency_ms, budget_w * (1.0 + tol), floor * (1.0 - tol))
+            nxt = _next_mode(pst, rows, rate, latency_ms, held_w * (1.0 + tol), floor * (1.0 - tol))
             if nxt is not None:
                 break
         if nxt is None:
             if have is not None:
                 break
-            nxt = _spread(u, rows, 1)[0]        # nothing predicted feasible yet: explore
+            # nothing predicted feasible yet: explore, among the modes that may meet the budgets
+            nxt = _spread(u, rows, 1, _may_meet(pst, latency_ms, held_w * (1.0 + OPTIMISM[-1])))[0]
         prof(nxt)
     if keep is not None:
         keep.update(meas)

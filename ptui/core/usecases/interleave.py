@@ -483,6 +483,8 @@ def save_profiles(st: Standalone, path: str | Path, **about) -> None:
             "modes": [list(m.as_tuple()) for m in st.modes], "train_batch": st.train_batch,
             "train_ms": st.train_ms.tolist(), "train_w": st.train_w.tolist(),
             "batches": list(st.batches), "infer_ms": st.infer_ms.tolist(), "infer_w": st.infer_w.tolist()}
+    if st.power_se is not None:
+        body["power_se"] = np.asarray(st.power_se, float).tolist()
     try:
         Path(path).write_text(json.dumps(body, indent=1) + "\n")
     except OSError as e:
@@ -498,13 +500,16 @@ def load_profiles(path: str | Path, device: Device) -> tuple[Standalone, dict]:
         modes = [device.mode(*m) for m in body["modes"]]
         st = Standalone(modes, int(body["train_batch"]), np.array(body["train_ms"], float),
                         np.array(body["train_w"], float), tuple(int(b) for b in body["batches"]),
-                        np.array(body["infer_ms"], float), np.array(body["infer_w"], float))
+                        np.array(body["infer_ms"], float), np.array(body["infer_w"], float),
+                        None if body.get("power_se") is None else np.array(body["power_se"], float))
         if st.infer_ms.shape != (len(modes), len(st.batches)):
             raise ValueError("its inference table does not match its modes and batches")
+        if st.power_se is not None and st.power_se.shape != (len(modes),):
+            raise ValueError("its power_se does not match its modes")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError(f"cannot read standalone profiles {path}: {e}") from None
     about = {k: v for k, v in body.items() if k not in ("modes", "train_ms", "train_w", "infer_ms",
-                                                          "infer_w", "batches", "train_batch")}
+                                                          "infer_w", "batches", "train_batch", "power_se")}
     return st, about
 
 
