@@ -29,14 +29,20 @@ def pytest_collection_modifyitems(items):
     """A test that starts `ptui emulate` as a subprocess (the emulate fixture) is end to end,
     wherever it lives: marked e2e here rather than one by one.
 
-    Then the long tests go first (those of tests/support/longest.txt, longest first, then the
-    e2e, slow, ... ones; a stable sort keeps the order within each kind): xdist hands the workers
-    their tests in this order, so the short ones fill the end and no worker sits idle while the
-    other finishes a 90 s end-to-end test it was given last."""
+    Then the modules with long tests go first (those of tests/support/longest.txt, longest first,
+    then the e2e, slow, ... ones; a stable sort keeps the order otherwise): xdist hands the
+    workers their tests in this order, so the short ones fill the end and no worker sits idle
+    while the other finishes a 90 s end-to-end test it was given last."""
     for item in items:
         if "emulate" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
-    items.sort(key=_rank)
+    # a module's tests stay together, in their order (a module-scoped fixture is set up once per
+    # worker, not again for each test sorted away from the rest), its place that of its longest
+    first: dict[str, tuple[int, int]] = {}
+    for item in items:
+        mod = item.nodeid.split("::")[0]
+        first[mod] = min(first.get(mod, (9, 0)), _rank(item))
+    items.sort(key=lambda item: first[item.nodeid.split("::")[0]])
 
 
 @pytest.fixture(autouse=True)
