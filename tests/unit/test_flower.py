@@ -668,6 +668,13 @@ def test_a_round_killed_mid_way_is_undone_by_ptui_restore(emulated_board, tmp_pa
     be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
     assert core.board_status(be).restore.mode == start
     assert start in core.restore(be) and be.current_mode().key == start
+    # the killed round is undone for good: a mode chosen after the restore stays through a round
+    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok
+    mod, ctx = sysfs_node(root, tmp_path)
+    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
+    assert be.current_mode() == user
 
 
 def test_a_round_killed_mid_way_is_undone_by_the_nodes_next_round(emulated_board, tmp_path):
@@ -685,3 +692,16 @@ def test_a_round_killed_mid_way_is_undone_by_the_nodes_next_round(emulated_board
     assert be.current_mode().key == start
     st = core.board_status(be)
     assert st.restore is None, st.restore                      # nothing of the killed round is left
+
+
+def test_a_mode_applied_after_a_killed_round_is_not_undone_by_the_next_round(emulated_board, tmp_path):
+    """A user's `ptui apply` after the kill (no restore): the next round starts and ends in it."""
+    root, _ = emulated_board
+    _kill_mid_round(root, tmp_path)
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok
+    mod, ctx = sysfs_node(root, tmp_path)
+    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
+    assert be.current_mode() == user

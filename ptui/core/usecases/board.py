@@ -44,6 +44,10 @@ def _applying(backend: Backend, change):
     with board_lock(backend):
         stale = undo.load(backend, undo.PROFILE)
         before = undo.load(backend, undo.APPLY)
+        killed = undo.load(backend, undo.ROUND)
+        if killed is not None and not pid_alive(killed.pid):
+            # a mode chosen after a round was killed: that round's record must not undo it later
+            undo.clear(backend, undo.ROUND, killed)
         pre = backend.snapshot()
         rec = undo.save(backend, undo.APPLY, stale.state if stale else pre)
         done = False
@@ -196,6 +200,9 @@ def restore(backend: Backend) -> str:
                                f"not {rec.mode}; {rec.path} is kept: check the board, then run "
                                f"ptui restore again")
         undo.clear(backend, rec.kind, rec)
+        if rec.kind == undo.APPLY:
+            # a round killed mid-way is undone too: its record must not move the board again later
+            undo.clear(backend, undo.ROUND)
         if rec.kind == undo.PROFILE:
             more = undo.load(backend, undo.APPLY)
             tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
