@@ -598,6 +598,7 @@ def test_units_drawing_ten_percent_more_hold_the_cap_with_the_power_correction(n
     assert padded[0] <= cap, padded
 
 
+@pytest.mark.slow               # fits the Orin Nano's model (20 simulated modes) when run alone
 def test_a_units_power_factor_is_what_its_board_draws_not_what_its_model_predicts(node_data):
     """sim-unit-power scales the SIMULATED board's watts; the node's prediction stays its model's."""
     figures = {}
