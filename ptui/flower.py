@@ -46,7 +46,7 @@ QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' a
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
            "ptui-feasible", "ptui-applied", "ptui-host-s", "ptui-w-n", "ptui-w-span-s", "ptui-w-settled",
-           "ptui-settle-s")
+           "ptui-settle-s", "ptui-bound-w")
 # the round's watts are the mean of the readings taken once the board's power settled in the round's
 # mode: the last SETTLE_WINDOW_S seconds of readings within SETTLE_TOL of their mean, no sooner than
 # SETTLE_MIN_S after the mode read back (the profiler's rule, over a time window so that it does not
@@ -55,6 +55,7 @@ METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "
 SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
+RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
 
@@ -101,7 +102,8 @@ class NodeSpec:
     """What a node runs on, from its node config (``flower-supernode --node-config``) over the mod's
     defaults: ``device``, ``backend`` (sim | sysfs | jtop), ``sysfs-root``, ``data-dir``,
     ``workload``, ``batch-size``, ``model`` (a model directory to use instead of fitting one),
-    ``steps`` (minibatches a round trains)."""
+    ``steps`` (minibatches a round trains), ``sim-unit-power`` (a SIMULATED board's unit factor: what
+    this unit draws against the typical one its model describes)."""
     device: str = "orin-agx"
     backend: str = "sim"
     sysfs_root: str | None = None
@@ -110,6 +112,7 @@ class NodeSpec:
     batch_size: int = 16
     model: str | None = None
     steps: int | None = None
+    unit_power: float | None = None
 
     @classmethod
     def of(cls, node_config: Mapping, defaults: NodeSpec) -> NodeSpec:
@@ -117,15 +120,17 @@ class NodeSpec:
             v = node_config.get(key)
             return default if v is None or v == "" else v
         steps = get("steps", defaults.steps)
+        unit = get("sim-unit-power", defaults.unit_power)
         return cls(str(get("device", defaults.device)), str(get("backend", defaults.backend)),
                    get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
                    str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
-                   get("model", defaults.model), None if steps is None else int(steps))
+                   get("model", defaults.model), None if steps is None else int(steps),
+                   None if unit is None else core.number(unit, "sim-unit-power", gt=0))
 
     @property
     def key(self) -> tuple:
         return (self.device, self.backend, self.sysfs_root, self.data_dir, self.workload,
-                self.batch_size, self.model)
+                self.batch_size, self.model, self.unit_power)
 
 
 @dataclass
@@ -176,14 +181,19 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
 def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root: str | None = None,
                    data_dir: str | None = None, workload: str = "resnet18", batch_size: int = 16,
                    model: str | None = None, steps: int | None = None,
-                   devices: list[str] | None = None, risk: float | None = core.DEFAULT_RISK,
+                   devices: list[str] | None = None, unit_power: list[float] | None = None,
+                   risk: float | None = core.DEFAULT_RISK,
                    fit_modes: int = FIT_MODES, sample_interval: float = 0.5,
                    say: Callable[[str], None] | None = None) -> PowerMod:
     """A Flower client mod (``ClientApp(mods=[ptui_power_mod(...)])``).  The arguments are every
     node's defaults; a node's own config (NodeSpec) wins.  `devices`: in a simulation, where a node
-    config holds only partition-id, the device of partition k is devices[k % len(devices)]."""
-    return PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps),
-                    devices, risk, fit_modes, sample_interval, say)
+    config holds only partition-id, the device of partition k is devices[k % len(devices)], and
+    its SIMULATED unit's power factor unit_power[k % len(unit_power)] (unit-to-unit variation: the
+    board draws that much more or less than the typical unit its model describes)."""
+    mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps),
+                   devices, risk, fit_modes, sample_interval, say)
+    mod.unit_power = list(unit_power) if unit_power else None
+    return mod
 
 
 class PowerMod:
@@ -195,6 +205,7 @@ class PowerMod:
                  say: Callable[[str], None] | None) -> None:
         self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
         self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
+        self.unit_power: list[float] | None = None
         self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
         self._opening = threading.Lock()
 
@@ -214,6 +225,8 @@ class PowerMod:
         spec = NodeSpec.of(ctx.node_config, self.defaults)
         if self.devices and "device" not in ctx.node_config and "partition-id" in ctx.node_config:
             spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
+        if self.unit_power and "sim-unit-power" not in ctx.node_config and "partition-id" in ctx.node_config:
+            spec.unit_power = self.unit_power[int(ctx.node_config["partition-id"]) % len(self.unit_power)]
         return spec
 
     def node_for(self, ctx: Context) -> Node:
@@ -297,6 +310,14 @@ def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
                     fit_node_model(be, spec, out, fit_modes, say)
                     where = (f"a model fitted now from {fit_modes} modes profiled on the node's "
                              f"board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}")
+        if spec.unit_power is not None:
+            # after the fit: the model describes the typical unit, this board draws its own
+            if be.kind != "sim":
+                raise core.InputError(f"sim-unit-power is a SIMULATED board's factor; this node's "
+                                      f"board is {be.kind}")
+            be.set_unit(spec.unit_power)
+            say(f"ptui: this SIMULATED {spec.device} unit draws {spec.unit_power:.3f} x the typical "
+                f"unit's power (unit-to-unit variation; its model is the typical unit's)")
         pred = core.load_predictions(out, be.device)
         if pred.model is not None and pred.model.about.batch_size not in (None, spec.batch_size):
             raise core.InputError(f"the model {out} is for batch size {pred.model.about.batch_size}, "
@@ -351,12 +372,7 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
     """The predicted Pareto front (power W ascending, time ms descending), at most FRONT_POINTS.
     With a risk, each mode's power is its upper bound at that risk (median x exp(z x log-sd), the
     bound core.choose holds a budget to): a node given that much as its budget can pick the mode."""
-    pw_all = [float(p) for p in table.power_w]
-    if risk is not None:
-        from statistics import NormalDist
-        z = NormalDist().inv_cdf(1.0 - risk)
-        pw_all = [p * math.exp(z * math.sqrt(math.log1p((float(sd) / p) ** 2))) * (1 + 1e-9)
-                  if p > 0 else p for p, sd in zip(pw_all, table.power_w_std)]
+    pw_all = [bound_w(float(p), float(sd), risk) for p, sd in zip(table.power_w, table.power_w_std)]
     order = sorted(range(len(table)), key=lambda i: (pw_all[i], float(table.time_ms[i])))
     pw, ms = [], []
     best = math.inf
@@ -370,6 +386,16 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
         k = [round(j * (len(pw) - 1) / (FRONT_POINTS - 1)) for j in range(FRONT_POINTS)]
         pw, ms = [pw[j] for j in k], [ms[j] for j in k]
     return pw, ms
+
+
+def bound_w(p: float, sd: float, risk: float | None) -> float:
+    """A mode's power at the risk's upper bound (median x exp(z x log-sd), the bound core.choose
+    holds a budget to); the median without a risk."""
+    if risk is None or p <= 0:
+        return p
+    from statistics import NormalDist
+    z = NormalDist().inv_cdf(1.0 - risk)
+    return p * math.exp(z * math.sqrt(math.log1p((sd / p) ** 2))) * (1 + 1e-9)
 
 
 @contextlib.contextmanager
@@ -396,15 +422,22 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     d, feasible, goal_words = _pick(node, goal, steps, risk)
     notes: list[str] = []
     with _data_dir(node.spec.data_dir):
+        left = core.recover_round(be)       # a round killed mid-way (kill -9) left the board in its mode
+        if left is not None:
+            notes.append(f"a round killed before it put the board back (pid {left[2]}, {left[1]}) "
+                         f"left it in its mode: put back in {left[0]}, the mode that round started in")
+            say(f"ptui: {node.spec.device}: {notes[-1]}")
         snap = be.snapshot()
         way_back = core.restore_record(be)   # a `ptui apply` made before keeps its way back
     start = be.snapshot_mode(snap)
     touched = applied = restored = False
     end = start
+    record = None
     try:
         if d is not None and d.mode != start:
             touched = True
             with _data_dir(node.spec.data_dir):
+                record = core.begin_round(be, snap)
                 r = core.apply(be, d.mode)
             applied = bool(r.ok)
             if not r.ok:
@@ -426,11 +459,16 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
             if end != start:
                 raise core.PtuiError(f"the board did not go back to {start.key}: it reads {end.key}")
             restored = True
+        with _data_dir(node.spec.data_dir):
+            core.end_round(be, record)
     reply = timed.reply
     if reply.has_error():
         return reply
     pred_w = float(d.power_w) if d is not None else math.nan
     pred_s = float(d.time_ms) * steps / 1000.0 if d is not None else math.nan
+    tab = node.predictions.table
+    bound = (bound_w(float(tab.power_w[d.index]), float(tab.power_w_std[d.index]), risk)
+             if d is not None else math.nan)
     if d is None:                            # no goal: the model's figures for the board's mode
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
         if p is not None:
@@ -443,7 +481,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
                "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s,
                "ptui-w-n": float(w.n), "ptui-w-span-s": w.span_s, "ptui-w-settled": 1.0 if w.settled else 0.0,
-               "ptui-settle-s": w.settle_s}
+               "ptui-settle-s": w.settle_s, "ptui-bound-w": bound}
     metrics = list(reply.content.metric_records.values())
     target = metrics[0] if metrics else None
     if target is None:
@@ -456,6 +494,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
         "start-mode": start.key, "end-mode": end.key, "restored": restored,
         "simulated": bool(node.simulated),
+        **({"sim-unit-power": float(node.spec.unit_power)} if node.spec.unit_power is not None else {}),
         "watts-from": (("SIMULATED board telemetry" if node.simulated else "board telemetry")
                        + (f", the mean of {w.n} readings over {w.span_s:.1f} s once the power settled "
                           f"{w.settle_s:.1f} s after the mode read back ({w.dropped} before left out)"
@@ -614,7 +653,12 @@ class PtuiFleet(Strategy):
     mod answers from the node's config: its device, and its model's front when it has one), a
     node that does not answer is split by the device from `devices`, node id -> device, or
     `default_device`, said in the log), `deadline_s`
-    (every node's round deadline), `objective` ('energy', within the cap's share when both)."""
+    (every node's round deadline), `objective` ('energy', within the cap's share when both).
+    `correct`: each node's curve is scaled by its measured/predicted watts of its last rounds (a
+    per-board power correction: identical units differ by 10-30 %, the node's model is the typical
+    unit's) and its share sent in its model's watts, so the fleet's measured power holds the cap
+    from its second round on; `margin`: the least fraction added to every node's curve (what holds
+    the cap in round 1, before any node was measured)."""
 
     def __init__(self, strategy: Strategy, *, cap_w: float | None = None, deadline_s: float | None = None,
                  objective: str | None = None,
@@ -622,6 +666,7 @@ class PtuiFleet(Strategy):
                  default_device: str = "orin-agx", workload: str = "resnet18", batch_size: int = 16,
                  steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
                  query: bool = True, query_timeout_s: float = QUERY_TIMEOUT_S,
+                 correct: bool = True, margin: float = 0.0,
                  log: Callable[[str], None] | None = None) -> None:
         if cap_w is None and deadline_s is None and objective is None:
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
@@ -644,6 +689,10 @@ class PtuiFleet(Strategy):
         self.last_budgets: dict[int, float] = {}
         self.last_split: dict[int, tuple[str, str]] = {}
         self.last_predicted_w: float | None = None
+        self.correct = correct
+        self.margin = core.number(margin, "margin", ge=0) if margin else 0.0
+        self.ratios: dict[int, list[float]] = {}   # node -> measured/predicted watts, per round
+        self.last_sent: dict[int, float] = {}      # node -> the budget sent (its model's watts)
 
     # -- what the fleet knows of its nodes ---------------------------------------------------------
     def device_of(self, node_id: int) -> str:
@@ -668,8 +717,19 @@ class PtuiFleet(Strategy):
             c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])
         return c
 
+    def power_factor(self, node_id: int) -> float:
+        """What the node draws against its curve (its modes' power at the risk's bound): the largest
+        measured/bound ratio of its last RATIO_ROUNDS rounds (the largest, not the mean: the ratio
+        differs from mode to mode with the model's own error), never below 1 (a unit drawing less
+        keeps its margin: the cap is held, the round not slowed), when `correct`; at least 1 + margin."""
+        r = self.ratios.get(node_id) if self.correct else None
+        return max([1.0 + self.margin, *(r[-RATIO_ROUNDS:] if r else [])])
+
     def curve(self, node_id: int) -> tuple[list[float], list[float]]:
-        return self.curves.get(node_id) or self.prior_curve(self.device_of(node_id))
+        """The node's curve in the watts it draws: its front (or its device's prior) x its factor."""
+        ws, ts = self.curves.get(node_id) or self.prior_curve(self.device_of(node_id))
+        f = self.power_factor(node_id)
+        return (ws, ts) if f == 1.0 else ([w * f for w in ws], ts)
 
     def split_by(self, node_id: int) -> str:
         """What a node's share is split by, in words."""
@@ -741,6 +801,8 @@ class PtuiFleet(Strategy):
                 self.log(f"ptui fleet round {server_round}: the cap {self.cap_w:g} W is below the "
                          f"fleet's least predicted power {pred:.1f} W; each node gets its least")
         self.last_budgets = budgets
+        # the node decides in its model's watts: its share of the cap divided by its factor
+        self.last_sent = {n: w / self.power_factor(n) for n, w in budgets.items()}
         # what each node's share was split by: the device and the curve's source, for the history
         self.last_split = {n: (self.device_of(n), self.split_by(n)) for n in budgets}
         out = []
@@ -754,7 +816,7 @@ class PtuiFleet(Strategy):
             if conf is None:
                 conf = content["config"] = ConfigRecord()
             if n in budgets:
-                conf[BUDGET_KEY] = float(budgets[n])
+                conf[BUDGET_KEY] = float(self.last_sent[n])
             if self.deadline_s is not None:
                 conf[DEADLINE_KEY] = float(self.deadline_s)
             if self.objective is not None:
@@ -771,6 +833,8 @@ class PtuiFleet(Strategy):
         if budgets:
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
                      + ", ".join(f"node {n} ({self.device_of(n)}, {self.split_by(n)}) {w:.1f} W"
+                                 + (f" (sent {self.last_sent[n]:.1f} W: x{1 / self.power_factor(n):.3f}, "
+                                    f"its measured/predicted watts)" if self.power_factor(n) != 1.0 else "")
                                  for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
                        f"shorten the round)")
@@ -799,12 +863,20 @@ class PtuiFleet(Strategy):
                          "w": float(met["ptui-w"]), "s": float(met["ptui-s"]), "j": float(met["ptui-j"]),
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
-                         "budget_w": self.last_budgets.get(n), "simulated": bool(met["ptui-simulated"]),
+                         "bound_w": float(met.get("ptui-bound-w", math.nan)),
+                         "budget_w": self.last_budgets.get(n), "sent_budget_w": self.last_sent.get(n),
+                         "power_factor": self.power_factor(n), "unit_power": info.get("sim-unit-power"),
+                         "simulated": bool(met["ptui-simulated"]),
                          "split_device": self.last_split.get(n, (None, None))[0],
                          "split_by": self.last_split.get(n, (None, None))[1],
                          "w_n": int(met.get("ptui-w-n", 0)), "w_settled": bool(met.get("ptui-w-settled", 0)),
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
+        for x in ok:
+            # against the bound the node picked its mode by (what its share of the cap assumed)
+            pw, w = (x["bound_w"] if math.isfinite(x["bound_w"]) else x["predicted_w"]), x["w"]
+            if math.isfinite(pw) and math.isfinite(w) and pw > 0 and w > 0:
+                self.ratios.setdefault(x["node"], []).append(w / pw)
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),
                   "s": max((x["s"] for x in ok), default=0.0),
                   "predicted_w": sum(x["predicted_w"] for x in ok if not math.isnan(x["predicted_w"])),

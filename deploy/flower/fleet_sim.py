@@ -6,6 +6,12 @@ ResNet-18 minibatches in the picked mode), the model is a toy linear regression 
     pip install -e ".[flower]" "flwr[simulation]==1.42.0"
     python deploy/flower/fleet_sim.py --cap-w 150 --rounds 3
 
+Each virtual board is its own unit: it draws a seeded factor of its kind's typical power (uniform
+within +-`--unit-spread`, default 10 %; identical Xavier AGX and Nano units differ significantly, an
+Orin AGX MLPerf rerun drew 27-32 % more power at equal throughput) while its node's model is the
+typical unit's.  The strategy corrects each node's curve by its measured/predicted watts from its
+previous rounds (`--no-correction` to see the fleet without it); `--margin` pads round 1.
+
 The first run fits one model per device kind into --data-dir (a few seconds each, said in the log);
 later runs reuse them.  README: Fleets (Flower).
 """
@@ -40,11 +46,35 @@ def parse() -> argparse.Namespace:
                    help="the nodes' ptui data directory (their fitted models are cached there)")
     p.add_argument("--fit-modes", type=int, default=FIT_MODES,
                    help=f"modes each device kind profiles for its first model (default {FIT_MODES})")
+    p.add_argument("--unit-spread", type=float, default=0.10,
+                   help="each board's power factor is drawn uniform within 1 +- this (default 0.10; 0: "
+                        "every unit typical)")
+    p.add_argument("--seed", type=int, default=0, help="the seed of the boards' unit factors")
+    p.add_argument("--no-correction", action="store_true",
+                   help="split the cap by the nodes' models alone (no measured/predicted correction)")
+    p.add_argument("--margin", type=float, default=0.0,
+                   help="fraction added to a node's predicted power before it was measured (round 1)")
     p.add_argument("--json", help="write each round's per-node figures to this file")
-    return p.parse_args()
+    a = p.parse_args()
+    if not 0 <= a.unit_spread <= 0.5:
+        p.exit(2, f"{p.prog}: --unit-spread must be within 0-0.5, got {a.unit_spread:g}\n")
+    if not 0 <= a.margin <= 1:
+        p.exit(2, f"{p.prog}: --margin must be within 0-1, got {a.margin:g}\n")
+    if a.rounds < 1 or a.cap_w <= 0:
+        p.exit(2, f"{p.prog}: --rounds must be >= 1 and --cap-w > 0\n")
+    return a
 
 
 ARGS = parse() if __name__ == "__main__" else None
+
+
+def unit_factors(spread: float, seed: int) -> list[float]:
+    """Each board's power factor against its kind's typical unit, uniform within 1 +- spread."""
+    rng = np.random.default_rng(seed)
+    return [round(float(f), 4) for f in rng.uniform(1 - spread, 1 + spread, len(DEVICES))]
+
+
+UNITS = unit_factors(ARGS.unit_spread, ARGS.seed) if ARGS else [1.0] * len(DEVICES)
 
 
 def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +83,7 @@ def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
     return x, x @ TRUE_W + 0.1 * rng.normal(size=n)
 
 
-power = ptui_power_mod(devices=DEVICES, data_dir=ARGS.data_dir if ARGS else None,
+power = ptui_power_mod(devices=DEVICES, unit_power=UNITS, data_dir=ARGS.data_dir if ARGS else None,
                        fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)
 client = ClientApp(mods=[power])
 power.register(client)       # the fleet asks each node its device (and model) before its first round
@@ -79,27 +109,29 @@ FLEET: list[PtuiFleet] = []
 def main(grid: Grid, ctx: Context) -> None:
     n = len(DEVICES)
     fleet = PtuiFleet(FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
-                             min_available_nodes=n), cap_w=ARGS.cap_w, log=print)
+                             min_available_nodes=n), cap_w=ARGS.cap_w,
+                      correct=not ARGS.no_correction, margin=ARGS.margin, log=print)
     FLEET.append(fleet)
     fleet.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(len(TRUE_W))]), num_rounds=ARGS.rounds)
 
 
-def baselines(cap_w: float, workload: str = "resnet18") -> dict:
+def baselines(cap_w: float, workload: str = "resnet18", units: list[float] | None = None) -> dict:
     """What the same fleet would do without ptui, for one round (an epoch of `workload` per node)
     on the simulator's noise-free physics: every node at MAXN, and one NVIDIA preset for all (each
     board in its highest preset whose nominal watts fit an equal share of the cap, else its
-    lowest).  Fleet watts, the slowest node's seconds, joules."""
+    lowest).  Each board draws its unit factor of the typical power.  Fleet watts, the slowest
+    node's seconds, joules."""
     w = core.get_workload(workload)
     share = cap_w / len(DEVICES)
 
     def run(pick) -> dict:
         ts, ps, names = [], [], []
-        for d in DEVICES:
+        for d, u in zip(DEVICES, units or [1.0] * len(DEVICES)):
             dev = core.get_device(d)
             mode, name = pick(dev)
             op = core.steady_state(dev, w, *[np.array([x], float) for x in mode.as_tuple()])
             ts.append(float(op.time_ms[0]) * w.minibatches_per_epoch / 1000.0)
-            ps.append(float(op.power_w[0]))
+            ps.append(float(op.power_w[0]) * u)
             names.append(name)
         return {"w": sum(ps), "s": max(ts), "j": sum(p * t for p, t in zip(ps, ts)),
                 "within_cap": sum(ps) <= cap_w, "modes": names}
@@ -113,6 +145,9 @@ def baselines(cap_w: float, workload: str = "resnet18") -> dict:
 
 
 if __name__ == "__main__":
+    print(f"SIMULATED unit power factors (spread +-{ARGS.unit_spread:.0%}, seed {ARGS.seed}): "
+          + ", ".join(f"{d} {u:.3f}" for d, u in zip(DEVICES, UNITS))
+          + f"; correction {'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}")
     t0 = time.perf_counter()
     run_simulation(server_app=server, client_app=client, num_supernodes=len(DEVICES),
                    backend_config={"client_resources": {"num_cpus": 1},
@@ -121,20 +156,23 @@ if __name__ == "__main__":
     wall = time.perf_counter() - t0
     hist = FLEET[0].history if FLEET else []
     print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
-          f"wall {wall:.1f} s")
+          f"wall {wall:.1f} s; unit spread +-{ARGS.unit_spread:.0%} (seed {ARGS.seed}), correction "
+          f"{'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}")
     for r in hist:
         f = r["fleet"]
-        print(f"round {r['round']}: fleet {f['w']:.1f} W measured (predicted {f['predicted_w']:.1f} W, "
+        over = " OVER THE CAP" if f["w"] > ARGS.cap_w else ""
+        print(f"round {r['round']}: fleet {f['w']:.1f} W measured{over} (predicted {f['predicted_w']:.1f} W, "
               f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
               f"(predicted {f['predicted_s']:.0f} s)")
         for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
             if "error" in x:
                 print(f"  node {x['node']}: {x['error']}")
                 continue
-            print(f"  {x['device']:<10} {x['mode']:<24} budget {x['budget_w']:5.1f} W  "
+            print(f"  {x['device']:<10} unit {x['unit_power'] or 1.0:.3f} split x{x['power_factor']:.3f} "
+                  f"{x['mode']:<24} budget {x['budget_w']:5.1f} W  "
                   f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
                   f"{x['j'] / 1000:6.1f} kJ")
-    base = baselines(ARGS.cap_w)
+    base = baselines(ARGS.cap_w, units=UNITS)
     print("without ptui (SIMULATED, noise-free, one round):")
     for key, what in (("maxn", "every node at MAXN"),
                       ("preset", f"one NVIDIA preset for all ({base['share_w']:.0f} W share each)")):
@@ -143,5 +181,7 @@ if __name__ == "__main__":
               f"slowest node {b['s']:.0f} s, {b['j'] / 1000:.1f} kJ")
     if ARGS.json:
         with open(ARGS.json, "w") as fh:
-            json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "rounds": hist, "baselines": base}, fh,
+            json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "unit_spread": ARGS.unit_spread,
+                       "seed": ARGS.seed, "units": UNITS, "correction": not ARGS.no_correction,
+                       "margin": ARGS.margin, "rounds": hist, "baselines": base}, fh,
                       indent=1, default=str)

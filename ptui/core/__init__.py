@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
-                       "put_back_restore_record", "restore", "restore_record", "rollback",),
+                       "put_back_restore_record", "restore", "restore_record", "rollback", "begin_round",
+                       "end_round", "recover_round",),
     "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",
                            "colocate_goal", "script_train",),
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
@@ -129,11 +130,14 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .usecases.board import (
         apply,
         apply_preset,
+        begin_round,
         board_status,
         check_persist,
+        end_round,
         persist,
         plan_apply,
         put_back_restore_record,
+        recover_round,
         restore,
         restore_record,
         rollback,

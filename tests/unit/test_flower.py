@@ -564,3 +564,145 @@ def test_another_ptui_may_not_drive_the_board_during_a_round(emulated_board, tmp
     assert info["start-mode"] == info["end-mode"] and info["restored"] is True
     after = subprocess.run(other, capture_output=True, text=True, env=env, timeout=120)
     assert after.returncode == 0, after.stderr             # the board is free once the round is over
+
+
+# -- unit-to-unit variation: each board draws its own share of its kind's typical power ----------------
+def _fleet_rounds(node_data, cap_w: float, unit: float, rounds: int, **kw) -> list[float]:
+    """The fleet's measured watts per round: three SIMULATED nodes whose units all draw `unit` x
+    the typical unit's power (their models are the typical unit's)."""
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=cap_w, devices=DEVICES,
+                             query=False, log=[].append, **kw)
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    out = []
+    for r in range(1, rounds + 1):
+        msgs = list(fleet.configure_train(r, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+        replies = [mod(m, context(m.metadata.dst_node_id, device=DEVICES[m.metadata.dst_node_id],
+                                  **{"sim-unit-power": unit}), trainer([])) for m in msgs]
+        fleet.aggregate_train(r, replies)
+        out.append(fleet.history[-1]["fleet"]["w"])
+        assert all(x["unit_power"] == unit and x["simulated"] for x in fleet.history[-1]["nodes"])
+    return out
+
+
+@pytest.mark.slow               # fits the nodes' models (20 simulated modes each) the first time
+def test_units_drawing_ten_percent_more_hold_the_cap_with_the_power_correction(node_data, task_identity):
+    """Units drawing 10 % more than the typical unit their models describe: split by the models
+    alone the fleet measures over its cap every round; with the per-node measured/bound correction
+    it holds the cap from round 2 on; a 10 % margin holds it in round 1."""
+    cap = 60.0
+    blind = _fleet_rounds(node_data, cap, 1.10, 3, correct=False)
+    assert all(w > cap for w in blind), blind
+    corrected = _fleet_rounds(node_data, cap, 1.10, 3)
+    assert corrected[0] > cap and all(w <= cap for w in corrected[1:]), corrected
+    padded = _fleet_rounds(node_data, cap, 1.10, 1, margin=0.10)      # round 1, nothing measured yet
+    assert padded[0] <= cap, padded
+
+
+@pytest.mark.slow               # fits the Orin Nano's model (20 simulated modes) when run alone
+def test_a_units_power_factor_is_what_its_board_draws_not_what_its_model_predicts(node_data):
+    """sim-unit-power scales the SIMULATED board's watts; the node's prediction stays its model's."""
+    figures = {}
+    for unit in (1.0, 1.2):
+        mod = flower.ptui_power_mod(data_dir=node_data)
+        r = mod(instruction({"power-budget-w": 20.0}), context(3, device="orin-nano", **{"sim-unit-power": unit}),
+                trainer([]))
+        figures[unit] = r.content["metrics"]
+    assert figures[1.2]["ptui-predicted-w"] == figures[1.0]["ptui-predicted-w"]
+    assert figures[1.2]["ptui-w"] == pytest.approx(1.2 * figures[1.0]["ptui-w"], rel=0.03)
+    with pytest.raises(core.InputError, match="sim-unit-power"):
+        flower.NodeSpec.of({"sim-unit-power": "lots"}, flower.NodeSpec())
+
+
+# -- kill -9 mid-round: the board goes back to the mode the round started in ---------------------------
+_HOLDS_THE_MODE = """
+import pathlib, sys, time
+from ptui import flower
+from tests.unit.test_flower import context, instruction
+root, model, data, marker = sys.argv[1:5]
+mod = flower.ptui_power_mod(sample_interval=0.1)
+ctx = context(5, device="orin-agx", backend="sysfs", **{"sysfs-root": root, "data-dir": data, "model": model})
+
+def train(msg, c):
+    be = next(iter(mod.nodes.values())).backend
+    pathlib.Path(marker).write_text(be.current_mode().key)     # training in ptui's mode now
+    time.sleep(600)                                            # until it is killed
+
+mod(instruction({"power-budget-w": 12.0}), ctx, train)
+"""
+
+
+def _kill_mid_round(root, tmp_path) -> tuple[str, str]:
+    """A process (as a node's ClientApp process) runs a round of the mod on the emulated board and is
+    killed with SIGKILL while it trains in ptui's mode; returns (the start mode, the round's mode)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT, subprocess_env
+    prior = core.fit_prior(core.get_device("orin-agx"), core.workload_spec(workload="resnet18", batch_size=16),
+                           out=tmp_path / "prior", workload="resnet18")
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    start = be.current_mode().key
+    marker = tmp_path / "training"
+    p = subprocess.Popen([sys.executable, "-c", _HOLDS_THE_MODE, str(root), str(prior.out),
+                          str(tmp_path / "d"), str(marker)], env=subprocess_env(tmp_path), cwd=ROOT,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120.0                    # generous: a loaded host imports slowly
+        while not marker.exists() or not marker.read_text():
+            assert p.poll() is None, p.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "the round never started training"
+            time.sleep(0.05)
+        mode = marker.read_text()
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(60)
+        p.stderr.close()
+    assert p.returncode == -signal.SIGKILL
+    assert mode != start and be.current_mode().key == mode     # the kill left the board in ptui's mode
+    return start, mode
+
+
+def test_a_round_killed_mid_way_is_undone_by_ptui_restore(emulated_board, tmp_path):
+    root, _ = emulated_board
+    start, mode = _kill_mid_round(root, tmp_path)
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    assert core.board_status(be).restore.mode == start
+    assert start in core.restore(be) and be.current_mode().key == start
+    # the killed round is undone for good: a mode chosen after the restore stays through a round
+    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok
+    mod, ctx = sysfs_node(root, tmp_path)
+    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
+    assert be.current_mode() == user
+
+
+def test_a_round_killed_mid_way_is_undone_by_the_nodes_next_round(emulated_board, tmp_path):
+    """The node's next round (a new ClientApp process) finds the killed round's record: it puts the
+    board back in the mode that round started in before it decides, says so, and ends there."""
+    root, _ = emulated_board
+    start, mode = _kill_mid_round(root, tmp_path)
+    mod, ctx = sysfs_node(root, tmp_path)
+    seen: list = []
+    r = mod(instruction({"power-budget-w": 25.0}), ctx, trainer(seen, board_of(mod)))
+    info = r.content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == start and info["restored"]
+    assert "a round killed before it put the board back" in info["notes"] and start in info["notes"]
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    assert be.current_mode().key == start
+    st = core.board_status(be)
+    assert st.restore is None, st.restore                      # nothing of the killed round is left
+
+
+def test_a_mode_applied_after_a_killed_round_is_not_undone_by_the_next_round(emulated_board, tmp_path):
+    """A user's `ptui apply` after the kill (no restore): the next round starts and ends in it."""
+    root, _ = emulated_board
+    _kill_mid_round(root, tmp_path)
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok
+    mod, ctx = sysfs_node(root, tmp_path)
+    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
+    assert be.current_mode() == user

@@ -29,6 +29,7 @@ from .locks import board_key
 
 FORMAT = 1
 PROFILE, APPLY = "profile", "last-apply"
+ROUND = "flower-round"               # a Flower round's start state while it trains in ptui's mode
 MAX_BYTES = 1 << 20                  # a record is a few hundred bytes; anything near this is not one
 
 

@@ -44,6 +44,10 @@ def _applying(backend: Backend, change):
     with board_lock(backend):
         stale = undo.load(backend, undo.PROFILE)
         before = undo.load(backend, undo.APPLY)
+        killed = undo.load(backend, undo.ROUND)
+        if killed is not None and not pid_alive(killed.pid):
+            # a mode chosen after a round was killed: that round's record must not undo it later
+            undo.clear(backend, undo.ROUND, killed)
         pre = backend.snapshot()
         rec = undo.save(backend, undo.APPLY, stale.state if stale else pre)
         done = False
@@ -125,6 +129,38 @@ def put_back_restore_record(backend: Backend, record) -> None:
             undo.save(backend, undo.APPLY, record.state, pid=record.pid, created=record.created)
 
 
+def begin_round(backend: Backend, snapshot):
+    """Before a round (a Flower round) changes the board's mode: record the state it starts in, so
+    that a process killed mid-round (kill -9) leaves the way back to it for the node's next round
+    (recover_round); `ptui restore` goes back there through the apply's own record.  Returns the
+    record (None on a board that keeps none) for end_round."""
+    with board_lock(backend):
+        return undo.save(backend, undo.ROUND, snapshot)
+
+
+def end_round(backend: Backend, record) -> None:
+    """The round put the board back: its record goes."""
+    if record is not None:
+        undo.clear(backend, undo.ROUND, record)
+
+
+def recover_round(backend: Backend):
+    """A round whose process was killed before it put the board back left its record: put the board
+    back in the state that round started in (read back), drop the record and the last-apply record
+    naming that state.  Returns (the record's mode key, when and which pid) or None when no round
+    was left unfinished.  Call it with the board's lock held (no live round holds it then)."""
+    with board_lock(backend):
+        rec = undo.load(backend, undo.ROUND)
+        if rec is None:
+            return None
+        now = rollback(backend, rec.state)
+        if now.key != rec.mode:
+            raise BackendError(f"the board did not go back to {rec.mode}, the state an unfinished round "
+                               f"started in: it reads {now.key} ({rec.path} is kept)")
+        undo.clear(backend, undo.ROUND, rec)
+        return rec.mode, rec.when(), rec.pid
+
+
 def check_persist(backend: Backend) -> None:
     """Up front, before anything is applied: keeping a mode across reboots needs nvpmodel."""
     _check_persist(backend)
@@ -164,6 +200,9 @@ def restore(backend: Backend) -> str:
                                f"not {rec.mode}; {rec.path} is kept: check the board, then run "
                                f"ptui restore again")
         undo.clear(backend, rec.kind, rec)
+        if rec.kind == undo.APPLY:
+            # a round killed mid-way is undone too: its record must not move the board again later
+            undo.clear(backend, undo.ROUND)
         if rec.kind == undo.PROFILE:
             more = undo.load(backend, undo.APPLY)
             tail = ("; the last ptui apply before it can be undone too: run ptui restore again"

@@ -105,6 +105,14 @@ class SimJetson(Backend):
         self._rekey()
         self.fail_next_apply: str | None = None   # test hook: make the next apply fail
 
+    def set_unit(self, power: float) -> None:
+        """This unit's power factor from now on (a fleet gives each virtual board its own)."""
+        if not 0.5 <= power <= 2.0:
+            raise ValueError(f"unit factors must be within 0.5-2, got {power}")
+        self.unit_power = float(power)
+        self._cache.clear()
+        self._p_from = self._point().power_w
+
     # -- steady state ---------------------------------------------------------------------
     def _point(self, mode: Mode | None = None, workload=...) -> _Point:
         mode = mode or self._mode
