@@ -663,6 +663,16 @@ def _kill_mid_round(root, tmp_path) -> tuple[str, str]:
     return start, mode
 
 
+def _a_users_mode_stays_through_a_round(be, root, tmp_path) -> None:
+    """A mode the user applies now: the node's next round starts and ends in it."""
+    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok
+    mod, ctx = sysfs_node(root, tmp_path)
+    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
+    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
+    assert be.current_mode() == user
+
+
 def test_a_round_killed_mid_way_is_undone_by_ptui_restore(emulated_board, tmp_path):
     root, _ = emulated_board
     start, mode = _kill_mid_round(root, tmp_path)
@@ -670,12 +680,7 @@ def test_a_round_killed_mid_way_is_undone_by_ptui_restore(emulated_board, tmp_pa
     assert core.board_status(be).restore.mode == start
     assert start in core.restore(be) and be.current_mode().key == start
     # the killed round is undone for good: a mode chosen after the restore stays through a round
-    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
-    assert core.apply(be, user).ok
-    mod, ctx = sysfs_node(root, tmp_path)
-    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
-    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
-    assert be.current_mode() == user
+    _a_users_mode_stays_through_a_round(be, root, tmp_path)
 
 
 def test_a_round_killed_mid_way_is_undone_by_the_nodes_next_round(emulated_board, tmp_path):
@@ -700,9 +705,4 @@ def test_a_mode_applied_after_a_killed_round_is_not_undone_by_the_next_round(emu
     root, _ = emulated_board
     _kill_mid_round(root, tmp_path)
     be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
-    user = core.get_device("orin-agx").mode(6, 1497.6, 522.75, 2133)
-    assert core.apply(be, user).ok
-    mod, ctx = sysfs_node(root, tmp_path)
-    info = mod(instruction({"power-budget-w": 25.0}), ctx, trainer([])).content["ptui"]
-    assert info["start-mode"] == info["end-mode"] == user.key and "killed" not in info["notes"]
-    assert be.current_mode() == user
+    _a_users_mode_stays_through_a_round(be, root, tmp_path)

@@ -401,6 +401,18 @@ def test_a_running_jobs_waiting_gpu_draws_clocked_power_an_idle_board_does_not()
     assert waiting[1] - idle[1] < 0.1 * roof.power[2]                # low GPU clock and voltage
 
 
+
+def _adapted_power_errors(prior, grid, truth, k: int) -> list[float]:
+    """The prior adapted to k random modes of the truth (6 draws): its power MAPE on the others."""
+    errs = []
+    for seed in range(6):
+        idx = np.random.default_rng(seed).choice(len(grid), k, replace=False)
+        ad = prior.adapted(grid[idx], truth["time_ms"][idx], truth["power_w"][idx])
+        held = np.setdiff1d(np.arange(len(grid)), idx)
+        errs.append(float(np.mean(np.abs(ad.predict(grid[held])["power_w"] / truth["power_w"][held] - 1))))
+    return errs
+
+
 def test_adapting_scales_the_gpus_clocked_draw_apart_from_its_activity():
     """adapted() fits the GPU's clocked draw while the job runs (a2) and its switching activity
     when busy (a4) as two scales: a board whose a2 is 1.6x and a4 0.75x the prior's, on a
@@ -419,12 +431,7 @@ def test_adapting_scales_the_gpus_clocked_draw_apart_from_its_activity():
     u = prior.components(grid)["u"]
     assert np.mean(u < 0.6) > 0.3                                     # often waiting
     truth = board.predict(grid)
-    errs = []
-    for seed in range(6):
-        idx = np.random.default_rng(seed).choice(len(grid), 5, replace=False)
-        ad = prior.adapted(grid[idx], truth["time_ms"][idx], truth["power_w"][idx])
-        held = np.setdiff1d(np.arange(len(grid)), idx)
-        errs.append(np.mean(np.abs(ad.predict(grid[held])["power_w"] / truth["power_w"][held] - 1)))
+    errs = _adapted_power_errors(prior, grid, truth, 5)
     assert np.mean(errs) < 0.022, errs
 
 
@@ -465,10 +472,5 @@ def test_adapting_scales_the_gpus_compute_and_memory_stalled_activity_apart():
     a[4] *= 0.8
     board = RooflinePrior(dev, prior.spec, replace(r, power=tuple(a), kappa=r.kappa * 1.6 / 0.8))
     truth = board.predict(grid)
-    errs = []
-    for seed in range(6):
-        idx = np.random.default_rng(seed).choice(len(grid), 10, replace=False)
-        ad = prior.adapted(grid[idx], truth["time_ms"][idx], truth["power_w"][idx])
-        held = np.setdiff1d(np.arange(len(grid)), idx)
-        errs.append(np.mean(np.abs(ad.predict(grid[held])["power_w"] / truth["power_w"][held] - 1)))
+    errs = _adapted_power_errors(prior, grid, truth, 10)
     assert np.mean(errs) < 0.015, errs
