@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -372,7 +373,7 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
     """The predicted Pareto front (power W ascending, time ms descending), at most FRONT_POINTS.
     With a risk, each mode's power is its upper bound at that risk (median x exp(z x log-sd), the
     bound core.choose holds a budget to): a node given that much as its budget can pick the mode."""
-    pw_all = [bound_w(float(p), float(sd), risk) for p, sd in zip(table.power_w, table.power_w_std)]
+    pw_all = [float(p) for p in bound_w(table.power_w, table.power_w_std, risk)]
     order = sorted(range(len(table)), key=lambda i: (pw_all[i], float(table.time_ms[i])))
     pw, ms = [], []
     best = math.inf
@@ -388,14 +389,12 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
     return pw, ms
 
 
-def bound_w(p: float, sd: float, risk: float | None) -> float:
-    """A mode's power at the risk's upper bound (median x exp(z x log-sd), the bound core.choose
-    holds a budget to); the median without a risk."""
-    if risk is None or p <= 0:
-        return p
-    from statistics import NormalDist
-    z = NormalDist().inv_cdf(1.0 - risk)
-    return p * math.exp(z * math.sqrt(math.log1p((sd / p) ** 2))) * (1 + 1e-9)
+def bound_w(p, sd, risk: float | None):
+    """Modes' power at the risk's upper bound (core.upper_bound: the bound core.choose holds a
+    budget to), a hair above it so that a node given that much as its budget can pick the mode; the
+    median without a risk."""
+    b = core.upper_bound(p, sd, risk)
+    return b if risk is None else np.where(b > 0, b * (1 + 1e-9), b)
 
 
 @contextlib.contextmanager
@@ -467,7 +466,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     pred_w = float(d.power_w) if d is not None else math.nan
     pred_s = float(d.time_ms) * steps / 1000.0 if d is not None else math.nan
     tab = node.predictions.table
-    bound = (bound_w(float(tab.power_w[d.index]), float(tab.power_w_std[d.index]), risk)
+    bound = (float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], risk))
              if d is not None else math.nan)
     if d is None:                            # no goal: the model's figures for the board's mode
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None

@@ -40,7 +40,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
                        "predict_table",),
     "decision.energy": ("Energy", "EnergyPoint",),
     "decision.goals": ("Goal",),
-    "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",),
+    "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",
+                        "upper_bound",),
     # prediction
     "prediction.fit": ("outlier_note", "subset_note",),
     "prediction.modeldir": ("check_out_dir",),
@@ -104,7 +105,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .decision.concurrent import Standalone
     from .decision.energy import Energy, EnergyPoint
     from .decision.goals import Goal
-    from .decision.pareto import DEFAULT_RISK, RISK_MEAN, InfeasibleError, Table, choose, parse_risk
+    from .decision.pareto import (
+        DEFAULT_RISK,
+        RISK_MEAN,
+        InfeasibleError,
+        Table,
+        choose,
+        parse_risk,
+        upper_bound,
+    )
     from .errors import (
         EXIT_INPUT,
         EXIT_INTERRUPTED,

@@ -254,6 +254,18 @@ def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
 
+def upper_bound(v, sd, risk: float | None) -> np.ndarray:
+    """Each value's upper bound at a risk level, median x exp(z x log-sd) (what choose holds a
+    budget to: a mode qualifies when its power's bound is within it); the median itself without a
+    risk, and where the median is not positive."""
+    v = np.asarray(v, float)
+    if risk is None:
+        return v.copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        b = v * np.exp(upper_z(risk) * _log_sd(v, np.asarray(sd, float)))
+    return np.where(v > 0, b, v)
+
+
 def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = None,
            deadline_ms: float | None = None, objective: str | None = None,
            risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
