@@ -148,12 +148,6 @@ def _pois_cdfs(m: int, mu) -> np.ndarray:
     return np.clip(np.where(mu <= 0, 1.0, cdf), 0.0, 1.0)
 
 
-def _pois_cdf(m: int, mu: np.ndarray) -> np.ndarray:
-    """P(Poisson(mu) <= m), elementwise (m >= -1)."""
-    mu = np.asarray(mu, float)
-    return _pois_cdfs(m, mu)[-1] if m >= 0 else np.zeros_like(mu)
-
-
 def mean_batch(rate_per_ms, theta, b: int) -> np.ndarray:
     """E[k] = sum_j P(S_j <= theta), j = 1..b (vectorised over theta)."""
     from scipy.special import gammaincc
