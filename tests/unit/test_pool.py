@@ -113,6 +113,22 @@ def _fleet(n_boards: int, n_modes: int, seed: int):
     return dev, wl, units
 
 
+def _pooled_last(n_boards: int, seed: int):
+    """_fleet(n_boards, 5 modes): the last unit's pooled GP fit on its rows and the others'; returns
+    (device, the model, each unit's rows)."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(n_boards, 5, seed=seed)
+    ref = load_model(bundled_reference())
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    me = units[-1][0]
+    fleet = [r for b, rs in rows.items() if b != me for r in rs]
+    return dev, fit_pooled_rows(dev, rows[me], fleet, workload=wl.name, batch_size=16, reference=ref,
+                                method="gp"), rows
+
+
 @pytest.mark.slow
 def test_the_pooled_fit_beats_the_board_alone_on_a_simulated_fleet():
     from ptui.core.board.physics import steady_state
@@ -181,16 +197,8 @@ def test_the_board_factor_error_widens_every_prediction_in_quadrature(tmp_path):
     own rows, where the sd is least, so modes it did not profile got their sd multiplied (x1.4 to
     x2 on the simulated fleet) and decisions left 2-4 % of the budget unused; the fit and the
     saved model keep it."""
-    from ptui.core.prediction.predictor import bundled_reference, load_model
-    from ptui.core.profiling.pool import rows_from_results
-    from ptui.core.usecases.pool import fit_pooled_rows
-    dev, wl, units = _fleet(4, 5, seed=5)
-    ref = load_model(bundled_reference())
-    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
-                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
-    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
-    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
-                            method="gp")
+    from ptui.core.prediction.predictor import load_model
+    dev, model, _ = _pooled_last(4, seed=5)
     p = model.about.trained_on["pooled"]
     A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
     for tgt in ("time", "power"):
@@ -239,16 +247,7 @@ def test_the_pooled_model_says_how_far_its_rows_reach_in_power():
     generator's seed 1 in eval_pool: rows up to ~40 W, picks at 45-50 W 10-20 % over their
     prediction): the model keeps the highest row's power on this board's unit and its note says it."""
     from ptui.core.prediction.pooled import pooled_note
-    from ptui.core.prediction.predictor import bundled_reference, load_model
-    from ptui.core.profiling.pool import rows_from_results
-    from ptui.core.usecases.pool import fit_pooled_rows
-    dev, wl, units = _fleet(3, 5, seed=7)
-    ref = load_model(bundled_reference())
-    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
-                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
-    fleet = [r for b, rs in rows.items() if b != "u2" for r in rs]
-    model = fit_pooled_rows(dev, rows["u2"], fleet, workload=wl.name, batch_size=16, reference=ref,
-                            method="gp")
+    dev, model, rows = _pooled_last(3, seed=7)
     p = model.about.trained_on["pooled"]
     top = float(np.max(model.measured["power_w"]))
     assert p["measured_power_max_w"] == pytest.approx(top, abs=0.01)
@@ -262,16 +261,8 @@ def test_a_prediction_beyond_the_pooled_rows_reach_gets_a_wider_power_spread(tmp
     low, 14 of 80 over budget + 1 W): its extrapolated part, log(predicted / X), is one more sd in
     quadrature, so a mode predicted at X + 10 W has a wider spread than one at X - 5 W; within the
     reach the spread is the quadrature one.  The saved model keeps the reach."""
-    from ptui.core.prediction.predictor import bundled_reference, load_model
-    from ptui.core.profiling.pool import rows_from_results
-    from ptui.core.usecases.pool import fit_pooled_rows
-    dev, wl, units = _fleet(4, 5, seed=5)
-    ref = load_model(bundled_reference())
-    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
-                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
-    fleet = [r for b, rs in rows.items() if b != "u3" for r in rs]
-    model = fit_pooled_rows(dev, rows["u3"], fleet, workload=wl.name, batch_size=16, reference=ref,
-                            method="gp")
+    from ptui.core.prediction.predictor import load_model
+    dev, model, _ = _pooled_last(4, seed=5)
     top = model.about.trained_on["pooled"]["measured_power_max_w"]
     A = np.array([m.as_tuple() for m in dev.pt_grid()], np.float64)
     pred = model.power

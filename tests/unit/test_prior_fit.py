@@ -186,17 +186,11 @@ def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
     assert all(np.allclose(back[k], got[k]) for k in got)
 
 
-@pytest.mark.parametrize("k", [5, 10])
-def test_profiled_modes_refit_the_priors_activity_and_cpu_work(k, monkeypatch):
-    """With 5 (too few to cross-validate) or 10 profiled modes, the fit first refits the prior to
-    them (RooflinePrior.adapted: the GPU's activity, the CPU work, the static power), so on a board
-    whose GPU activity is 0.7 of what the counts imply and whose CPU work is 3x the reference's,
-    the held-out power is within 3 % and the time within 5 %; the prior rescaled alone (as before)
-    missed both by more.  The model still records the user's spec, not the refitted one."""
+def _misread_board():
+    """(the counted prior, a board it misreads): the board's GPU activity is 0.7 of what the counts
+    imply and its CPU work 3x the reference's."""
     from dataclasses import replace
 
-    from ptui.core.prediction import fit as fitmod
-    from ptui.core.prediction.gp import raw_modes
     from ptui.core.prediction.roofline import _cpu_work
     spec = WorkloadSpec.from_dict(SPEC, "test")
     prior = RooflinePrior(AGX, spec)
@@ -207,6 +201,19 @@ def test_profiled_modes_refit_the_priors_activity_and_cpu_work(k, monkeypatch):
                                             spec.batch_size, host_ms=3 * host, serial_ms=3 * serial,
                                             loader_ms=3 * loader, workers=workers, cpu_mhz=fref),
                           replace(prior.roof, power=tuple(a)))
+    return prior, board
+
+
+@pytest.mark.parametrize("k", [5, 10])
+def test_profiled_modes_refit_the_priors_activity_and_cpu_work(k, monkeypatch):
+    """With 5 (too few to cross-validate) or 10 profiled modes, the fit first refits the prior to
+    them (RooflinePrior.adapted: the GPU's activity, the CPU work, the static power), so on a board
+    whose GPU activity is 0.7 of what the counts imply and whose CPU work is 3x the reference's,
+    the held-out power is within 3 % and the time within 5 %; the prior rescaled alone (as before)
+    missed both by more.  The model still records the user's spec, not the refitted one."""
+    from ptui.core.prediction import fit as fitmod
+    from ptui.core.prediction.gp import raw_modes
+    prior, board = _misread_board()
     grid = AGX.pt_grid()
     A = raw_modes(grid)
     truth = board.predict(A)
@@ -224,7 +231,7 @@ def test_profiled_modes_refit_the_priors_activity_and_cpu_work(k, monkeypatch):
                 float(np.mean(np.abs(p["power_w"] / truth["power_w"][held] - 1))))
     m, et, ep = errors()
     assert et < 0.05 and ep < 0.03, (et, ep)
-    assert m.meta["roofline_spec"] == spec.as_dict()
+    assert m.meta["roofline_spec"] == WorkloadSpec.from_dict(SPEC, "test").as_dict()
     monkeypatch.setattr(fitmod, "ADAPT_PRIOR", False)
     _, et0, ep0 = errors()
     assert ep0 > ep and et0 > et, (et0, ep0, et, ep)
@@ -234,19 +241,8 @@ def _board_truth(k, seed):
     """k random PowerTrain-grid modes of a board the counted prior misreads (GPU activity 0.7 of
     what the counts imply, 3x the reference's CPU work), measured with 1 % noise; returns
     (the counted prior, the modes, their raw knobs, time, power)."""
-    from dataclasses import replace
-
     from ptui.core.prediction.gp import raw_modes
-    from ptui.core.prediction.roofline import _cpu_work
-    spec = WorkloadSpec.from_dict(SPEC, "test")
-    prior = RooflinePrior(AGX, spec)
-    host, serial, loader, workers, fref = _cpu_work(spec, prior.roof, AGX)
-    a = list(prior.roof.power)
-    a[4] *= 0.7
-    board = RooflinePrior(AGX, WorkloadSpec(spec.gflop_per_step, spec.gbytes_per_step,
-                                            spec.batch_size, host_ms=3 * host, serial_ms=3 * serial,
-                                            loader_ms=3 * loader, workers=workers, cpu_mhz=fref),
-                          replace(prior.roof, power=tuple(a)))
+    prior, board = _misread_board()
     grid = AGX.pt_grid()
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(grid), k, replace=False)
