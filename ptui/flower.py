@@ -859,6 +859,7 @@ class PtuiFleet(Strategy):
             rows.append({"node": n, "device": info.get("device"), "mode": info.get("mode"),
                          "start_mode": info.get("start-mode"), "end_mode": info.get("end-mode"),
                          "restored": bool(info.get("restored", False)),
+                         "notes": str(info.get("notes") or ""),
                          "w": float(met["ptui-w"]), "s": float(met["ptui-s"]), "j": float(met["ptui-j"]),
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
@@ -891,6 +892,8 @@ class PtuiFleet(Strategy):
                 back = f"; back in {x['end_mode']}" if x["restored"] else ""
                 self.log(f"ptui fleet round {server_round}: node {x['node']} {x['device']} {x['mode']}: "
                          f"{x['w']:.2f} W{sim}, {x['s']:.2f} s, {x['j']:.1f} J{back}")
+                if x["notes"]:                # e.g. a killed round it undid first
+                    self.log(f"ptui fleet round {server_round}: node {x['node']} says: {x['notes']}")
         cap = f" (cap {self.cap_w:g} W)" if self.cap_w is not None else ""
         self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
                  f"{totals['j']:.1f} J, round {totals['s']:.2f} s")

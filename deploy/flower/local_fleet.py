@@ -228,12 +228,41 @@ class LocalFleet:
             self._wait(end, "flower-superlink", self.work / "superlink.log")
         self.log(f"SuperLink on 127.0.0.1:{self.port} (Control, Fleet and Runtime APIs, --insecure)")
         for n in self.nodes:
-            n.supernode = self._spawn([self.bins["flower-supernode"], "--insecure", "--superlink",
-                                       f"127.0.0.1:{self.port}", "--host", "127.0.0.1", "--port", str(n.port),
-                                       "--node-config", n.node_config()],
-                                      n.dir / "supernode.log", n.env(self.base_env), cwd=n.dir)
+            self._spawn_supernode(n)
             self.log(f"SuperNode {n.index} ({n.device}) on 127.0.0.1:{n.port}: "
                      f"--node-config \"{n.node_config()}\"")
+
+    def _spawn_supernode(self, n: Node) -> None:
+        n.supernode = self._spawn([self.bins["flower-supernode"], "--insecure", "--superlink",
+                                   f"127.0.0.1:{self.port}", "--host", "127.0.0.1", "--port", str(n.port),
+                                   "--node-config", n.node_config()],
+                                  n.dir / "supernode.log", n.env(self.base_env), cwd=n.dir)
+
+    def kill_node(self, index: int) -> set[int]:
+        """A node dies as a whole (power cut, OOM killer): SIGKILL to its SuperNode and every
+        process under it (its SuperExec and a ClientApp mid-round), all at once, so none of them
+        gets to put its board back.  Its emulated board keeps running.  Returns the pids killed."""
+        n = self.nodes[index]
+        assert n.supernode is not None
+        pids = {n.supernode.pid} | children_of({n.supernode.pid})
+        self.seen |= pids
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        n.supernode.wait(30)
+        return pids
+
+    def restart_node(self, index: int) -> None:
+        """A dead node's SuperNode started again, with the same node config, data, lock and state
+        directories and Flower home: what a node coming back after a crash runs."""
+        n = self.nodes[index]
+        if n.supernode is not None and n.supernode.poll() is None:
+            raise RuntimeError(f"SuperNode {index} is still running")
+        if n.supernode is not None:
+            self.started.remove(n.supernode)
+        n.port = free_ports(1)[0]
+        self._spawn_supernode(n)
+        self.log(f"SuperNode {index} ({n.device}) started again on 127.0.0.1:{n.port}")
 
     def _wait(self, end: float, what: str, log: Path) -> None:
         died = self._died()

@@ -228,6 +228,7 @@ def test_the_fleet_splits_a_cap_across_three_heterogeneous_nodes(node_data, task
         assert row["device"] == DEVICES[row["node"]] and row["w"] > 0 and row["s"] > 0 and row["j"] > 0
         assert row["predicted_w"] <= row["budget_w"] and row["simulated"]
         assert row["end_mode"] == row["start_mode"] != row["mode"] and row["restored"]
+        assert row["notes"] == replies[row["node"] - 1].content["ptui"].get("notes", "")
     assert math.isclose(rnd["fleet"]["w"], sum(r["w"] for r in rnd["nodes"]))
     assert math.isclose(rnd["fleet"]["j"], sum(r["j"] for r in rnd["nodes"]))
     assert any("node 3 orin-nano" in s and "SIMULATED" in s for s in logs)
@@ -698,6 +699,12 @@ def test_a_round_killed_mid_way_is_undone_by_the_nodes_next_round(emulated_board
     assert be.current_mode().key == start
     st = core.board_status(be)
     assert st.restore is None, st.restore                      # nothing of the killed round is left
+    # the fleet's owner sees it: the strategy's row and log carry the node's notes
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=1), cap_w=40.0, log=logs.append)
+    fleet.aggregate_train(1, [r])
+    assert fleet.history[-1]["nodes"][0]["notes"] == info["notes"]
+    assert any("says: a round killed before it put the board back" in s for s in logs), logs
 
 
 def test_a_mode_applied_after_a_killed_round_is_not_undone_by_the_next_round(emulated_board, tmp_path):
