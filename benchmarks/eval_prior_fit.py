@@ -23,7 +23,7 @@ whose truth falls in the prediction's 90 % interval (median over runs); budget d
 the pick's true time over the true fastest mode within the budget - 1 (median, worst over
 budgets and runs), and picks whose true power exceeds the budget by more than 1 W.
 
-Run: python benchmarks/eval_prior_fit.py [--seeds 2] [--spec counts|probe|full] [--quick]
+Run: python benchmarks/eval_prior_fit.py [--seeds 2] [--spec counts|probe|full] [--quick] [--sizes 0,3,5,10]
 """
 from __future__ import annotations
 
@@ -105,7 +105,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--spec", choices=sorted(eval_roofline.SPECS), default="counts")
     ap.add_argument("--quick", action="store_true", help="two workloads per truth, one seed")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                    help="profiled-mode counts, comma-separated (default 0,3,5,10)")
     a = ap.parse_args(argv)
+    sizes = tuple(int(x) for x in a.sizes.split(","))
     seeds = 1 if a.quick else a.seeds
     dev = get_device(DEVICE)
     ref = load_bundled(DEVICE)
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
         for seed in range(seeds):
             rng = np.random.default_rng(1000 + seed)
             order = rng.permutation(len(modes))
-            for k in SIZES:
+            for k in sizes:
                 if k == 0 and seed > 0:           # no draw at 0 modes: one run
                     continue
                 idx = order[:k]
@@ -143,7 +146,7 @@ def main(argv=None) -> int:
           "over budget +1 W |")
     print("|---|---:|---|---|---|---|---:|---:|---:|")
     for truth in ("sim", "indep"):
-        for k in SIZES:
+        for k in sizes:
             for arm in ("prior", "no prior"):
                 rs = res.get((truth, arm, k))
                 if not rs:
