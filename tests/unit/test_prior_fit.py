@@ -360,3 +360,42 @@ def test_a_large_profiles_unfitted_rows_do_not_refit_the_prior_that_they_check(m
     for tgt in ("time", "power"):
         roof = next(g for g in getattr(m, tgt).members if g.prior == "roofmean").roofline
         assert np.allclose(roof.log_predict(probe)[tgt], want[tgt]), tgt
+
+
+def test_the_active_planners_gps_take_the_prior_as_their_mean(monkeypatch):
+    """With the workload's prior, the planner's GP models (what its acquisition and its verifying
+    decision see) start from the prior refitted to the measured rows, as `ptui fit --workload-spec`
+    does; before, the prior chose only the initial design and the GPs knew the reference alone.
+    A board the prior describes up to a smooth error: after 5 modes the planner's prediction of
+    every other mode is much closer to it than without the prior, and its decision's fit is the
+    prior's (the model names its spec)."""
+    from ptui.core.prediction.gp import raw_modes
+    from ptui.core.prediction.predictor import load_bundled
+    from ptui.core.profiling.active import ActivePlanner
+    spec = WorkloadSpec.from_dict({"gflop_per_step": 20.0, "gbytes_per_step": 20.0, "batch_size": 8})
+    prior = RooflinePrior(AGX, spec)
+    sub, t, w = _profile_rows(prior, 7, 3)
+    rows = [dict(zip(("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), m.as_tuple()), time_ms=float(a),
+                 power_w=float(b)) for m, a, b in zip(sub, t, w)]
+    grid = AGX.pt_grid()
+    truth = prior.predict(grid)
+    A = raw_modes(grid)
+    tilt = 0.25 * np.log(A[:, 2] / AGX.gpu_mhz[-1]) - 0.1 * np.log(A[:, 3] / AGX.mem_mhz[-1])
+    err = {}
+    for arm, pr in (("prior", prior), ("none", None)):
+        pl = ActivePlanner(AGX, grid, Goal(budget_w=25.0), count=20, reference=load_bundled(), prior=pr)
+        models = pl.fit(rows[:5])
+        mu, _ = models["time"].predict_log(AGX, A)
+        err[arm] = float(np.median(np.abs(mu - np.log(truth["time_ms"]) - tilt)))
+    assert err["prior"] < 0.5 * err["none"], err
+    pl = ActivePlanner(AGX, grid, Goal(budget_w=25.0), count=20, reference=load_bundled(), prior=prior)
+    from ptui.core.prediction import fit as fitmod
+    seen: list = []
+    real = fitmod.fit_model
+
+    def spy(*a, **k):
+        seen.append(k.get("roofline"))
+        return real(*a, **k)
+    monkeypatch.setattr(fitmod, "fit_model", spy)
+    pl.decide(rows)
+    assert seen and seen[0] is prior

@@ -324,45 +324,64 @@ class ActivePlanner:
         return np.where(feas, obj, np.inf) if feas.any() else obj
 
     # one step -------------------------------------------------------------------------------
-    def _choice(self, name: str, A, y, ref, ref_log) -> str:
+    def _choice(self, name: str, A, y, ref, ref_log, roof=None) -> str:
         """The GP candidate for a target: chosen by cross-validation on the first 5k rows (k the
         largest possible, at least 10 rows, at most fit.FIT_MAX_ROWS: the choice made there
         stands), so it depends only on the rows, never on when the session was interrupted and
         resumed.  ref_log: the reference's log prediction of every row (None without a
-        reference)."""
+        reference).  roof: the roofline prior with the rows' measurements (fit.ProfiledPrior),
+        then one more candidate (gp-roofmean), and the mean before 10 rows."""
         n5 = (min(len(y), fitting.FIT_MAX_ROWS) // REFIT_CHOICE_EVERY) * REFIT_CHOICE_EVERY
         if n5 < 10:
+            if roof is not None:
+                return "gp-roofmean"
             return "gp-refmean" if ref is not None else "gp"
         key = (name, n5)
         if key not in self.state:
             ly = np.log(y[:n5])
             fold = fitting.folds(n5, self.seed)
             cv: dict[str, float] = {}
-            for nm in PLANNER_GPS:
+            for nm in PLANNER_GPS + (("gp-roofmean",) if roof is not None else ()):
                 if ref is not None or fitting.GP_PRIOR[nm] not in WITH_REFERENCE:
                     _, c = fitting._gp_candidate(nm, self.device, A[:n5], ly,
                                          None if ref_log is None else ref_log[:n5], ref, fold,
-                                         self.seed, target_inputs(name), name)
+                                         self.seed, target_inputs(name), name,
+                                         roofline=None if roof is None else roof.take(slice(0, n5)))
                     cv[nm] = c.score(ly)["cv_mape"]
             self.state[key] = min(cv, key=cv.__getitem__)       # the best single GP (refits are cheap)
         return self.state[key]
 
+    def _profiled_prior(self, rows: list[dict]):
+        """The workload's roofline prior with the measured rows' time and power (fit.ProfiledPrior,
+        refitted to a GP's own training rows where it is used), or None: no prior, or a space over
+        batch sizes (the prior is one size's)."""
+        if self.prior is None or self.space.several:
+            return None
+        return fitting.ProfiledPrior(self.prior, np.array([r["time_ms"] for r in rows], float),
+                                     np.array([r["power_w"] for r in rows], float))
+
     def fit(self, rows: list[dict]):
         """GP time and power models on the measured rows (in plan order); beyond fit.FIT_MAX_ROWS
         rows, on fit_rows' subset of them, as `ptui fit` (the acquisition still knows every
-        measured mode)."""
+        measured mode).  With the workload's roofline prior (one batch size) it is a candidate
+        GP mean, refitted to the rows, as in `ptui fit --workload-spec`; before 10 rows, too few to
+        choose by cross-validation, it is the mean, its slope fixed at 1 below 6 rows (fit.prior_fit)."""
         A, yt = self.space.rows_inputs(rows)
+        roof = self._profiled_prior(rows)
         keep: np.ndarray | slice | None = fitting.fit_rows(A, self.seed)
         keep = slice(None) if keep is None else keep
         out = {}
         for name, y in (("time", yt), ("power", np.array([r["power_w"] for r in rows], float))):
             ref = getattr(self.reference, name) if self.reference is not None else None
             ref_log = ref.predict_log(features(self.device, A[:, :4]))[0] if ref is not None else None
-            prior = fitting.GP_PRIOR[self._choice(name, A, y, ref, ref_log)]
+            prior = fitting.GP_PRIOR[self._choice(name, A, y, ref, ref_log, roof)]
+            roofline = fitting._prior_on(roof, A, keep) if prior == "roofmean" else None
             out[name], _ = fitting.gp_fit(prior, A[keep], np.log(y[keep]),
                                   None if ref_log is None else ref_log[keep],
                                   ref if prior in WITH_REFERENCE else None,
-                                  seed=self.seed, inputs=target_inputs(name), basis=name)
+                                  seed=self.seed, inputs=target_inputs(name), basis=name,
+                                  roofline=roofline,
+                                  slope=1.0 if roofline is not None and len(y) < fitting.MIN_MODES else None)
             out[name].per_sample = name == "time" and A.shape[1] == 5
         return out
 
@@ -434,7 +453,7 @@ class ActivePlanner:
                 return choose(joint_table(model, list(sp.modes), sp.sizes), budget_w=self.goal.budget_w,
                               objective=self.goal.objective, risk=DEFAULT_RISK, relation=sp.rel).index
             model = fitting.fit_model(self.reference, self.device, A, np.array(t), np.array(p), method="gp",
-                              seed=self.seed)
+                              seed=self.seed, roofline=self.prior)
             tab = Table.from_prediction(self.candidates, model.predict(self.A)).with_measurements(
                 fitting.distrust_outliers(measured_from_rows(rows), A, model.about.metrics))
             return choose(tab, risk=DEFAULT_RISK, cautious=True, **self.goal.as_dict()).index
