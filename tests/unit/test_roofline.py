@@ -357,6 +357,28 @@ def test_adapting_to_a_few_modes_recovers_activity_cpu_work_and_static_power():
         prior.adapted(A[idx], truth["time_ms"][idx][:2], truth["power_w"][idx])
 
 
+def test_adapting_to_enough_modes_finds_a_main_thread_that_holds_the_gpu_up():
+    """A board whose main thread works 25 ms a step while the GPU waits (host-side
+    post-processing, as YOLOv8n's), which a spec of counts cannot say: from 10 modes adapted()
+    finds that stage (serial_ms), and the other modes' time is within 3 %, where the CPU's scale
+    alone could not represent it; from 5 modes (ADAPT_SERIAL_MIN) it does not try."""
+    dev = get_device("orin-agx")
+    prior = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16))
+    host, serial, loader, workers, fref = roofline._cpu_work(prior.spec, prior.roof, dev)
+    board = RooflinePrior(dev, WorkloadSpec(86.4, 2.7, 16, host_ms=host, serial_ms=25.0,
+                                            loader_ms=loader, workers=workers, cpu_mhz=fref))
+    grid = dev.pt_grid()
+    A = raw_modes(grid)
+    truth = board.predict(A)
+    idx = np.random.default_rng(5).choice(len(grid), 10, replace=False)
+    held = np.setdiff1d(np.arange(len(grid)), idx)
+    ad = prior.adapted(A[idx], truth["time_ms"][idx], truth["power_w"][idx])
+    err = float(np.mean(np.abs(ad.predict(A[held])["time_ms"] / truth["time_ms"][held] - 1)))
+    assert 15.0 < ad.spec.serial_ms < 35.0 and err < 0.03, (ad.spec.serial_ms, err)
+    few = prior.adapted(A[idx[:5]], truth["time_ms"][idx[:5]], truth["power_w"][idx[:5]])
+    assert not few.spec.serial_ms
+
+
 def test_orin_agx_dvfs_curves_follow_nvidias_stress_figures():
     """NVIDIA's stress tests on the Orin AGX devkit (rail maxima per preset) set the DVFS curves:
     the GPU rail's dynamic power at MAXN over that at the 50W preset's clock (816 MHz, all TPCs),
