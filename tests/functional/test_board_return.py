@@ -69,12 +69,23 @@ def _profile(tmp_path, root, *extra, data="data", session="s"):
 
 def _wait_until_moved(p, root, start, timeout=120):
     """Read the profile's output until the board is in another mode than `start` (and a mode has
-    finished, so the session has rows); returns the lines read."""
+    finished, so the session has rows), then until the tree reads one whole mode twice, 0.3 s
+    apart: the row is printed just before the next mode's writes, and a kill -9 landing between
+    one knob's truncate and write leaves that file empty for good on an emulated tree (a real
+    sysfs write is atomic); seen once under load in CI.  Returns the lines read."""
     lines = []
     for line in p.stderr:
         lines.append(line)
         if line.startswith("[") and _mode(root) != start:
-            return lines
+            end = time.monotonic() + timeout
+            last = None
+            while time.monotonic() < end:
+                now = _mode(root)
+                if now == last and now != start:
+                    return lines
+                last = now
+                time.sleep(0.3)
+            raise AssertionError(f"the board never held one mode for 0.3 s (last {last})")
     raise AssertionError("profile ended before it moved the board:\n" + "".join(lines))
 
 
