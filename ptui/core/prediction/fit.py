@@ -1187,7 +1187,7 @@ def prior_fit(device: Device, A: np.ndarray, targets: dict, roofline, *, seed: i
         metrics[t] = {"method": method, "choice": "gp-roofmean", "few_modes": True,
                       "note": f"{len(A)} profiled modes, fewer than the {MIN_MODES} that cross-"
                               f"validation needs: the roofline prior rescaled to them (not "
-                              f"cross-validated; its spread at least the prior's)"}
+                              f"cross-validated; its spread at least a calibrated share of the prior's)"}
         g.sd_floor = _prior_log_sd(roofline, t) * FEW_MODES_SD_SHARE[min(len(A), max(FEW_MODES_SD_SHARE))][
             0 if t == "time" else 1]
     return preds, metrics

@@ -341,14 +341,13 @@ def _components(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarr
     k = (1.0 - roof.stall) * fref / fc + roof.stall * (1.0 + roof.lat * (1.0 / xm - 1.0))
     t_h, t_s, t_l = host * k, serial * k, loader * k
     t = _step(t_g, t_h, t_s, t_l, n, w, roof.q)
-    kfac = k * np.ones_like(t)
     u = np.clip(t_g / t, 0.0, 1.0)
     c = np.clip(t_c / t_g, 0.0, 1.0)
     busy = np.minimum(n, (t_h + t_s + t_l) / t)
     gbs = spec.gbytes_per_step / (t / 1000.0)
     return {"t": t, "t_c": t_c, "t_m": t_m, "t_g": t_g, "u": u, "c": c, "busy": busy, "gbs": gbs,
             "n": n, "xc": xc, "xg": xg, "xm": xm, "stages": (t_h, t_s, t_l), "workers": w,
-            "kfac": kfac}
+            "kfac": k}
 
 
 def _step(t_g, t_h, t_s, t_l, n, w: int, q: float) -> np.ndarray:
@@ -568,20 +567,12 @@ class RooflinePrior:
         # the time model at scale 1 gives the step at every point of the grid
         base = _components(self.device, self.roof, spec_of(0.0, 0.0), A)
         t_h, t_s, t_l = base["stages"]
-        kfac = base["kfac"]
-        # the main thread's own work while the GPU waits: a spec of counts has none (the reference's
-        # launches overlap the GPU), so a workload whose main thread holds the GPU up (YOLOv8n's
-        # host-side post-processing) could not be represented; with modes enough to tell it from
-        # the CPU's scale it is searched too (serial ms at the top CPU clock, 0 included)
-        extra = [0.0]
-        n_timed = int(np.sum(timed))
-        if n_timed >= ADAPT_SERIAL_MIN and not self.spec.has_host_work:
-            # from 1 % to 90 % of the shortest timed step, at the top CPU clock
-            extra += list(float(np.min(np.exp(lt[timed]) / kfac[timed])) * np.geomspace(0.01, 0.9, 15))
-        best = (math.inf, 0.0, 0.0, 0.0)
-        without = math.inf
+        kfac = base["kfac"]                 # the CPU stages' slow-down at each mode (1 at the top)
         lo, hi, step = math.log(1 / 8), math.log(8), math.log(64) / 48
-        for s_ms in extra:
+
+        def scales(s_ms: float) -> tuple[float, float, float, float]:
+            """(cost, log GPU scale, log CPU scale, the timed rows' squared log misfit) of the best
+            two scales with a main-thread stage of s_ms at the top CPU clock."""
             here = (math.inf, 0.0, 0.0, math.inf)
             for fine in (False, True):
                 gg = (np.clip(here[1] + np.linspace(-step, step, 17), lo, hi) if fine
@@ -597,16 +588,26 @@ class RooflinePrior:
                 i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
                 if cost[i, j] < here[0]:
                     here = (float(cost[i, j]), float(gg[i]), float(gc[j]), float(sse[i, j]))
-            if s_ms == 0.0:
-                without = here[3]
-            # a stage of its own only where it explains at least half of the misfit the scales
-            # leave (ADAPT_SERIAL_GAIN; the pull on the scales not counted, or a stage would pass
-            # for taking over a large CPU scale) and that misfit is above the noise: from clustered
-            # modes (an active search's) a stage that merely bent the misfit took mobilenetv3's
-            # held-out time error to 53 %
-            if here[0] < best[0] and (s_ms == 0.0 or (here[3] <= ADAPT_SERIAL_GAIN * without
-                                                      and without > n_timed * ADAPT_SERIAL_MISFIT ** 2)):
-                best = (*here[:3], float(s_ms))
+            return here
+
+        without = scales(0.0)
+        best = (*without[:3], 0.0)
+        n_timed = int(np.sum(timed))
+        # the main thread's own work while the GPU waits: a spec of counts has none (the reference's
+        # launches overlap the GPU), so a workload whose main thread holds the GPU up (YOLOv8n's
+        # host-side post-processing) could not be represented.  With modes enough to tell it from
+        # the CPU's scale, and a misfit the scales leave above the noise, a stage is searched (from
+        # 1 % to 90 % of the shortest timed step, at the top CPU clock) and kept only where it at
+        # least halves that misfit (ADAPT_SERIAL_GAIN; the pull on the scales not counted, or a
+        # stage would pass for taking over a large CPU scale): from clustered modes (an active
+        # search's) a stage that merely bent the misfit took mobilenetv3's held-out time error to 53 %
+        if (n_timed >= ADAPT_SERIAL_MIN and not self.spec.has_host_work
+                and without[3] > n_timed * ADAPT_SERIAL_MISFIT ** 2):
+            shortest = float(np.min(np.exp(lt[timed]) / kfac[timed]))
+            for s_ms in shortest * np.geomspace(0.01, 0.9, 15):
+                here = scales(float(s_ms))
+                if here[0] < best[0] and here[3] <= ADAPT_SERIAL_GAIN * without[3]:
+                    best = (*here[:3], float(s_ms))
         spec = spec_of(best[1], best[2])
         if best[3] > 0:
             spec = replace(spec, serial_ms=(spec.serial_ms or 0.0) + best[3])
