@@ -26,6 +26,7 @@ import math
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,8 @@ METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "
 SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
+POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
+                                  # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
@@ -64,21 +67,28 @@ _ENV_LOCK = threading.RLock()     # PTUI_DATA_DIR is per process: one node's ptu
 
 
 @contextlib.contextmanager
-def _data_dir(path: str | None):
-    """ptui's data directory is $PTUI_DATA_DIR: the node's own while its ptui work runs."""
+def _node_env(spec: NodeSpec):
+    """ptui's data directory ($PTUI_DATA_DIR), the fleet's pool ($PTUI_POOL) and the board's name
+    in it ($PTUI_BOARD_ID) are per process: the node's own while its ptui work runs (a node
+    without a pool has none, so its profile sends nothing)."""
+    want = {"PTUI_POOL": spec.pool or None, "PTUI_BOARD_ID": spec.board if spec.pool else None}
+    if spec.data_dir:
+        want["PTUI_DATA_DIR"] = str(spec.data_dir)
     with _ENV_LOCK:
-        if not path:
-            yield
-            return
-        old = os.environ.get("PTUI_DATA_DIR")
-        os.environ["PTUI_DATA_DIR"] = str(path)
+        old = {k: os.environ.get(k) for k in want}
         try:
+            for k, v in want.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
             yield
         finally:
-            if old is None:
-                os.environ.pop("PTUI_DATA_DIR", None)
-            else:
-                os.environ["PTUI_DATA_DIR"] = old
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def round_goal(config: Mapping) -> dict:
@@ -104,7 +114,10 @@ class NodeSpec:
     defaults: ``device``, ``backend`` (sim | sysfs | jtop), ``sysfs-root``, ``data-dir``,
     ``workload``, ``batch-size``, ``model`` (a model directory to use instead of fitting one),
     ``steps`` (minibatches a round trains), ``sim-unit-power`` (a SIMULATED board's unit factor: what
-    this unit draws against the typical one its model describes)."""
+    this unit draws against the typical one its model describes), ``pool-url`` (the fleet's pool
+    of profiles, README: Fleets; default $PTUI_POOL, '' none) and ``board-id`` (this board's name in
+    it; default $PTUI_BOARD_ID or the host name, and in a simulation the host name and the
+    partition)."""
     device: str = "orin-agx"
     backend: str = "sim"
     sysfs_root: str | None = None
@@ -114,6 +127,8 @@ class NodeSpec:
     model: str | None = None
     steps: int | None = None
     unit_power: float | None = None
+    pool: str | None = None               # the fleet's pool URL ('' or None: none)
+    board: str | None = None              # this board's name in the pool
 
     @classmethod
     def of(cls, node_config: Mapping, defaults: NodeSpec) -> NodeSpec:
@@ -126,12 +141,14 @@ class NodeSpec:
                    get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
                    str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
                    get("model", defaults.model), None if steps is None else int(steps),
-                   None if unit is None else core.number(unit, "sim-unit-power", gt=0))
+                   None if unit is None else core.number(unit, "sim-unit-power", gt=0),
+                   node_config.get("pool-url", defaults.pool),
+                   get("board-id", defaults.board))
 
     @property
     def key(self) -> tuple:
         return (self.device, self.backend, self.sysfs_root, self.data_dir, self.workload,
-                self.batch_size, self.model, self.unit_power)
+                self.batch_size, self.model, self.unit_power, self.pool, self.board)
 
 
 @dataclass
@@ -156,18 +173,24 @@ def model_dir_for(spec: NodeSpec, backend_kind: str) -> Path:
     """Where a node keeps the model the mod fitted for its workload (in its data directory); a
     simulated board's model is kept apart from a live board's."""
     live = "sim" if backend_kind == "sim" else "board"
-    return core.data_dir() / "models" / f"flower-{spec.device}-{live}-{spec.workload}-bs{spec.batch_size}"
+    name = f"flower-{spec.device}-{live}-{spec.workload}-bs{spec.batch_size}"
+    if spec.pool:                       # a board of a pooling fleet: a model of its own unit
+        name += "-board-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in str(spec.board))
+    return core.data_dir() / "models" / name
 
 
 def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
-                   say: Callable[[str], None] = core.LOG.info) -> None:
+                   say: Callable[[str], None] = core.LOG.info, *, pooled: bool = False) -> None:
     """No model for this workload on this node: profile `count` modes (space-filling, for every
-    goal to come) on the node's board, as `ptui profile` does, and fit one into `out`."""
+    goal to come) on the node's board, as `ptui profile` does (with a pool, each row also goes
+    there), and fit one into `out`; `pooled`: on them and the pool's rows of other boards of its
+    type (`ptui fit --pool`), each board profiling its own draw of modes."""
     session = f"flower-{spec.device}-{spec.workload}-bs{spec.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}"
     csv = out.parent.parent / "profiles" / f"{session}.csv"
     csv.parent.mkdir(parents=True, exist_ok=True)
+    seed = zlib.crc32(str(spec.board).encode()) % 100_000 if spec.pool else None
     req = core.ProfileRequest(workload=spec.workload, batch_size=spec.batch_size, count=count,
-                              strategy="space-filling", session=session, out=csv)
+                              strategy="space-filling", session=session, out=csv, seed=seed)
     run = core.ProfileRun(req, notify=say)
     run.prepare(backend)
     res = run.run()
@@ -175,7 +198,11 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
         raise res.error
     if res.status != "done":
         raise core.PtuiError(f"profiling for the node's model stopped: {res.status}")
-    core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say)
+    if pooled:
+        core.fit_with_pool(backend.device, csv, url=spec.pool, board=spec.board, workload=spec.workload,
+                           out=out, method="gp", progress=say)
+    else:
+        core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say)
 
 
 # -- the client mod ------------------------------------------------------------------------------------
@@ -185,14 +212,23 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
                    devices: list[str] | None = None, unit_power: list[float] | None = None,
                    risk: float | None = core.DEFAULT_RISK,
                    fit_modes: int = FIT_MODES, sample_interval: float = 0.5,
+                   pool: str | None = None, board: str | None = None, pool_modes: int = POOL_MODES,
                    say: Callable[[str], None] | None = None) -> PowerMod:
     """A Flower client mod (``ClientApp(mods=[ptui_power_mod(...)])``).  The arguments are every
     node's defaults; a node's own config (NodeSpec) wins.  `devices`: in a simulation, where a node
     config holds only partition-id, the device of partition k is devices[k % len(devices)], and
     its SIMULATED unit's power factor unit_power[k % len(unit_power)] (unit-to-unit variation: the
-    board draws that much more or less than the typical unit its model describes)."""
-    mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps),
+    board draws that much more or less than the typical unit its model describes).  `pool`: the
+    fleet's pool of profiles (default $PTUI_POOL; '' none): a node without a model profiles only
+    `pool_modes` modes when the pool holds `fit_modes` rows or more of other boards of its type,
+    and fits its own unit's model on them and the fleet's (README: Fleets)."""
+    if pool_modes < 1:
+        raise core.InputError(f"pool_modes must be at least 1 (a board's factor needs a mode of its own), "
+                              f"got {pool_modes}")
+    mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
+                            None, pool, board),
                    devices, risk, fit_modes, sample_interval, say)
+    mod.pool_modes = int(pool_modes)
     mod.unit_power = list(unit_power) if unit_power else None
     return mod
 
@@ -207,6 +243,7 @@ class PowerMod:
         self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
         self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
         self.unit_power: list[float] | None = None
+        self.pool_modes = POOL_MODES
         self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
         self._opening = threading.Lock()
 
@@ -228,6 +265,12 @@ class PowerMod:
             spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
         if self.unit_power and "sim-unit-power" not in ctx.node_config and "partition-id" in ctx.node_config:
             spec.unit_power = self.unit_power[int(ctx.node_config["partition-id"]) % len(self.unit_power)]
+        if spec.pool is None:                 # the mod's default: the pool `ptui profile` sends to
+            spec.pool = core.pool_url()
+        if spec.pool and not spec.board:
+            # a simulation's virtual nodes share one host: each partition is a board of its own
+            pid = ctx.node_config.get("partition-id")
+            spec.board = core.board_id() + ("" if pid is None else f"-partition-{int(pid)}")
         return spec
 
     def node_for(self, ctx: Context) -> Node:
@@ -236,7 +279,7 @@ class PowerMod:
         with self._opening:
             node = self.nodes.get(key)
             if node is None:
-                node = self.nodes[key] = _open_node(spec, self.fit_modes, self._say)
+                node = self.nodes[key] = _open_node(spec, self.fit_modes, self._say, self.pool_modes)
         return node
 
     def __call__(self, msg: Message, ctx: Context, call_next) -> Message:
@@ -277,7 +320,7 @@ class PowerMod:
         node = self.nodes.get(key)
         if node is not None:
             return node.predictions, str(node.model_dir)
-        with _data_dir(spec.data_dir):
+        with _node_env(spec):
             out = Path(spec.model) if spec.model else model_dir_for(spec, spec.backend)
             if not (out / "meta.json").exists():
                 return None, ""
@@ -292,8 +335,8 @@ class PowerMod:
             app.query(QUERY.split(".", 1)[1])(self.answer)
 
 
-def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
-    with _data_dir(spec.data_dir):
+def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES) -> Node:
+    with _node_env(spec):
         be, note = core.open_backend(spec.backend, spec.device, root=spec.sysfs_root or "/")
         say(f"ptui: node board {spec.device} ({be.kind}): {note}")
         if spec.model:
@@ -303,6 +346,8 @@ def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
             with _fit_lock(out):              # nodes sharing a data directory fit it once
                 if (out / "meta.json").exists():
                     where = f"the model the mod fitted before, {out}"
+                elif spec.pool:
+                    where = _fit_from_pool(be, spec, out, fit_modes, pool_modes, say)
                 else:
                     sim = " (SIMULATED board)" if be.not_live else ""
                     say(f"ptui: no model for {spec.workload} bs{spec.batch_size} on this {spec.device}: "
@@ -312,19 +357,53 @@ def _open_node(spec: NodeSpec, fit_modes: int, say) -> Node:
                     where = (f"a model fitted now from {fit_modes} modes profiled on the node's "
                              f"board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}")
         if spec.unit_power is not None:
-            # after the fit: the model describes the typical unit, this board draws its own
-            if be.kind != "sim":
-                raise core.InputError(f"sim-unit-power is a SIMULATED board's factor; this node's "
-                                      f"board is {be.kind}")
-            be.set_unit(spec.unit_power)
+            # without a pool, after the fit: the model describes the typical unit, this board draws
+            # its own; with one, before it (_fit_from_pool): the rows the fleet shares are its own
+            _set_unit(be, spec)
+            whose = ("this unit's: its own rows, and the fleet's brought to it" if spec.pool
+                     else "the typical unit's")
             say(f"ptui: this SIMULATED {spec.device} unit draws {spec.unit_power:.3f} x the typical "
-                f"unit's power (unit-to-unit variation; its model is the typical unit's)")
+                f"unit's power (unit-to-unit variation; its model is {whose})")
         pred = core.load_predictions(out, be.device)
         if pred.model is not None and pred.model.about.batch_size not in (None, spec.batch_size):
             raise core.InputError(f"the model {out} is for batch size {pred.model.about.batch_size}, "
                                   f"not {spec.batch_size}")
         say(f"ptui: {spec.device} decides with {where}")
         return Node(spec, be, pred, out, where)
+
+
+def _set_unit(be, spec: NodeSpec) -> None:
+    if be.kind != "sim":
+        raise core.InputError(f"sim-unit-power is a SIMULATED board's factor; this node's board is {be.kind}")
+    be.set_unit(spec.unit_power)
+
+
+def _fit_from_pool(be, spec: NodeSpec, out: Path, fit_modes: int, pool_modes: int, say) -> str:
+    """A node of a pooling fleet without a model: with `fit_modes` rows or more of other boards of
+    its type in the pool, profile `pool_modes` modes and fit this unit's model on them and the
+    fleet's (its power and time factors from its own rows); with fewer, profile `fit_modes` alone.
+    Either way its rows go to the pool for the boards to come.  Returns where the model came from,
+    in words."""
+    if spec.unit_power is not None:         # the rows the fleet shares are this unit's own
+        _set_unit(be, spec)
+    sim = " (SIMULATED board)" if be.not_live else ""
+    rows, boards, where = core.pool_holds(be.device, spec.workload, spec.batch_size, url=spec.pool,
+                                          board=spec.board)
+    pooled = rows >= fit_modes
+    count = pool_modes if pooled else fit_modes
+    held = (f"the pool {where} holds {rows} rows of {boards} other board{'s' * (boards != 1)} of "
+            f"its type")
+    say(f"ptui: no model for {spec.workload} bs{spec.batch_size} on this {spec.device} (board "
+        f"{spec.board!r}): {held}" + ("" if pooled else f", fewer than {fit_modes} to pool")
+        + f"; profiling {count} modes on the node's board{sim} and fitting "
+        + ("this unit's model on them and the fleet's rows" if pooled else "one on them alone")
+        + f" into {out}")
+    t0 = time.perf_counter()
+    fit_node_model(be, spec, out, count, say, pooled=pooled)
+    how = (f"a pooled model: {count} modes of this board and the fleet's {rows} rows of {boards} "
+           f"other board{'s' * (boards != 1)}" if pooled else
+           f"a model fitted from {count} modes of this board alone ({held}, fewer than {fit_modes})")
+    return f"{how}, profiled on the node's board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}"
 
 
 @contextlib.contextmanager
@@ -404,7 +483,7 @@ def _board_held(node: Node):
     the training, or having it rolled back under itself; a round that finds the board held fails
     with the board untouched.  Re-entrant: the round's own apply and rollback take it again."""
     guard = contextlib.ExitStack()
-    with _data_dir(node.spec.data_dir):            # where the lock lives may follow the data dir
+    with _node_env(node.spec):            # where the lock lives may follow the data dir
         guard.enter_context(core.board_lock(node.backend))
     with guard:
         yield
@@ -420,7 +499,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     be = node.backend
     d, feasible, goal_words = _pick(node, goal, steps, risk)
     notes: list[str] = []
-    with _data_dir(node.spec.data_dir):
+    with _node_env(node.spec):
         left = core.recover_round(be)       # a round killed mid-way (kill -9) left the board in its mode
         if left is not None:
             notes.append(f"a round killed before it put the board back (pid {left[2]}, {left[1]}) "
@@ -435,7 +514,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     try:
         if d is not None and d.mode != start:
             touched = True
-            with _data_dir(node.spec.data_dir):
+            with _node_env(node.spec):
                 record = core.begin_round(be, snap)
                 r = core.apply(be, d.mode)
             applied = bool(r.ok)
@@ -452,13 +531,13 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         # the board back where it started, whatever happened (an apply or training that raised)
         end = be.current_mode()
         if touched or end != start:
-            with _data_dir(node.spec.data_dir):
+            with _node_env(node.spec):
                 end = core.rollback(be, snap)
                 core.put_back_restore_record(be, way_back)
             if end != start:
                 raise core.PtuiError(f"the board did not go back to {start.key}: it reads {end.key}")
             restored = True
-        with _data_dir(node.spec.data_dir):
+        with _node_env(node.spec):
             core.end_round(be, record)
     reply = timed.reply
     if reply.has_error():

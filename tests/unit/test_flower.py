@@ -614,6 +614,47 @@ def test_a_units_power_factor_is_what_its_board_draws_not_what_its_model_predict
         flower.NodeSpec.of({"sim-unit-power": "lots"}, flower.NodeSpec())
 
 
+@pytest.mark.slow               # profiles 8 + 3 simulated modes and fits twice (~6 s)
+def test_nodes_sharing_a_pool_profile_a_few_modes_each_and_fit_their_own_units_model(tmp_path, monkeypatch):
+    """With the fleet's pool, the first node of a type profiles fit_modes alone (its rows go to the
+    pool); the next profiles pool_modes and fits its unit's model on them and the fleet's rows,
+    its power factor against the first unit's from its own rows; each board goes back."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    said: list[str] = []
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), pool=url, fit_modes=8, pool_modes=3,
+                                say=said.append)
+    infos = {}
+    for nid, board, unit in ((1, "unit-a", 1.0), (2, "unit-b", 1.1)):
+        said.clear()
+        r = mod(instruction({"power-budget-w": 30.0}, nid),
+                context(nid, **{"board-id": board, "sim-unit-power": unit}), trainer([]))
+        node = next(n for n in mod.nodes.values() if n.spec.board == board)
+        infos[board] = (r.content["ptui"], node, list(said))
+        assert node.backend.current_mode().key == r.content["ptui"]["start-mode"]
+        assert node.model_dir.name.endswith(f"-board-{board}")
+    first, second = infos["unit-a"], infos["unit-b"]
+    assert any("holds 0 rows" in s and "profiling 8 modes" in s and "alone" in s for s in first[2])
+    assert "pooled" not in first[1].predictions.model.about.trained_on
+    assert any("holds 8 rows of 1 other board" in s and "profiling 3 modes" in s for s in second[2])
+    pooled = second[1].predictions.model.about.trained_on["pooled"]
+    assert (pooled["own_rows"], pooled["fleet_rows"]) == (3, 8)
+    assert pooled["power_factor"] == pytest.approx(1.1, abs=0.05)
+    assert any("a pooled model: 3 modes of this board" in s for s in second[2])
+    rows, _ = core.pull_rows(core.get_device("orin-agx"), "resnet18", 16, url=url)
+    assert sorted({r.board for r in rows}) == ["unit-a", "unit-b"] and len(rows) == 11
+    # the model is the board's: a node started again reads it, profiles nothing
+    said.clear()
+    again = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), pool=url, say=said.append)
+    again(instruction({"power-budget-w": 30.0}, 2), context(2, **{"board-id": "unit-b", "sim-unit-power": 1.1}),
+          trainer([]))
+    assert any("fitted before" in s for s in said) and not any("profiling" in s for s in said)
+    # the mod's default pool is $PTUI_POOL, and a simulation's partitions are boards of their own
+    monkeypatch.setenv("PTUI_POOL", url)
+    spec = flower.ptui_power_mod().spec_for(context(9, **{"partition-id": 3}))
+    assert spec.pool == url and spec.board.endswith("-partition-3")
+    assert flower.ptui_power_mod(pool="").spec_for(context(9)).pool == ""
+
+
 # -- kill -9 mid-round: the board goes back to the mode the round started in ---------------------------
 _HOLDS_THE_MODE = """
 import pathlib, sys, time

@@ -137,6 +137,16 @@ def fleet_rows(pool: Pool, device, workload: str, batch_size: int, *, board: str
     return [r for r in rows if r.board != board]
 
 
+def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None,
+               board: str | None = None) -> tuple[int, int, str]:
+    """(rows, boards, the pool's name): what the pool holds of boards other than `board` (default
+    this board's id) for this device type, workload and batch size, what a pooled fit would take."""
+    me = board or board_id()
+    with open_pool(url) as pool:
+        rows = fleet_rows(pool, device, workload, batch_size, board=me)
+        return len(rows), len({r.board for r in rows}), pool.where
+
+
 def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workload: str, batch_size: int,
                     reference=None, method: str = "gp", seed: int = 0, loss: str = "mse",
                     source: str = "", fleet_source: str = "", progress=None):
