@@ -57,6 +57,7 @@ METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "
 SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
+PRIOR = True
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
@@ -198,11 +199,12 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
         raise res.error
     if res.status != "done":
         raise core.PtuiError(f"profiling for the node's model stopped: {res.status}")
+    counts = core.workload_spec(None, spec.workload, spec.batch_size) if PRIOR else None
     if pooled:
         core.fit_with_pool(backend.device, csv, url=spec.pool, board=spec.board, workload=spec.workload,
-                           out=out, method="gp", progress=say)
+                           out=out, method="gp", progress=say, spec=counts)
     else:
-        core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say)
+        core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say, spec=counts)
 
 
 # -- the client mod ------------------------------------------------------------------------------------

@@ -149,9 +149,10 @@ def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0,
 
 def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str = "auto",
                seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
-               fleet_source: str = "", simulated_rows: int = 0, progress=None):
+               fleet_source: str = "", simulated_rows: int = 0, progress=None, roofline=None):
     """This board's model (predictor.Model) from its own rows and the fleet's (other boards of
-    its device type, same workload and batch size)."""
+    its device type, same workload and batch size); roofline: the workload's roofline prior, one
+    more candidate of the fit (fit_model)."""
     if len(own) < 1:
         raise InputError("a pooled fit needs at least one profiled mode of this board (its power "
                          "and time factor against the fleet are estimated from them)")
@@ -184,7 +185,7 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
         progress(f"pooled fit: this board's model on {len(rows)} rows ({len(own)} its own)")
     model = fit_model(reference, device, modes, to_own["time"], to_own["power"], method=method,
                       seed=seed, loss=loss, workload=workload, source=source, measured=measured,
-                      progress=progress)
+                      progress=progress, roofline=roofline)
     widened: dict[str, object] = {}
     for tgt in TARGETS:
         pred = getattr(model, tgt)

@@ -16,7 +16,7 @@ from ..prediction.pooled import Rows, fit_pooled
 from ..prediction.predictor import bundled_reference, load_model
 from ..profiling.pool import Pool, PoolRow, board_id, open_pool, pool_url  # noqa: F401 (façade)
 from ..profiling.profiler import keep_timed
-from .fit import FitOutcome, remember_epoch_size
+from .fit import FitOutcome, remember_epoch_size, roofline_of
 
 ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
             "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
@@ -149,13 +149,15 @@ def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None
 
 def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workload: str, batch_size: int,
                     reference=None, method: str = "gp", seed: int = 0, loss: str = "mse",
-                    source: str = "", fleet_source: str = "", progress=None):
+                    source: str = "", fleet_source: str = "", progress=None, spec=None):
     """The pooled model of a board from its own rows and the fleet's (both as pool rows): what
-    `ptui fit --pool` and the benchmark run."""
+    `ptui fit --pool` and the benchmark run; spec: the workload's counts (its roofline prior is
+    one more candidate of the fit, as in `ptui fit --workload-spec`)."""
     ref = reference if reference is not None else load_model(bundled_reference())
     model = fit_pooled(ref, device, rows_of(own), rows_of(fleet), method=method, seed=seed, loss=loss,
                        workload=workload, source=source, fleet_source=fleet_source,
-                       simulated_rows=sum(r.simulated for r in fleet), progress=progress)
+                       simulated_rows=sum(r.simulated for r in fleet), progress=progress,
+                       roofline=roofline_of(device, spec))
     remember_epoch_size(model, workload, batch_size)
     return model
 
@@ -163,7 +165,7 @@ def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workloa
 def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board: str | None = None,
                   workload: str | None = None, out: Path | None = None, reference=None,
                   method: str = "auto", seed: int = 0, loss: str = "mse",
-                  progress: Callable[[str], None] | None = None) -> FitOutcome:
+                  progress: Callable[[str], None] | None = None, spec=None) -> FitOutcome:
     """`ptui fit --pool`: this board's profile (a few modes) and the fleet's rows for its device
     type, workload and batch size, with this board's power and time factors estimated from its
     own rows; the model says it was pooled (trained_on.pooled)."""
@@ -183,7 +185,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     ref = load_model(reference) if reference else None
     model = fit_pooled_rows(device, own, fleet, workload=wl, batch_size=b, reference=ref, method=method,
                             seed=seed, loss=loss, source=f"profile {profile} + pool {where}",
-                            fleet_source=where, progress=progress)
+                            fleet_source=where, progress=progress, spec=spec)
     keep_timed(model, profile, "step")
     if progress:
         progress("saving")
