@@ -588,13 +588,17 @@ def _fleet_rounds(node_data, cap_w: float, unit: float, rounds: int, **kw) -> li
 @pytest.mark.slow               # fits the nodes' models (20 simulated modes each) the first time
 def test_units_drawing_ten_percent_more_hold_the_cap_with_the_power_correction(node_data, task_identity):
     """Units drawing 10 % more than the typical unit their models describe: split by the models
-    alone the fleet measures over its cap every round; with the per-node measured/bound correction
-    it holds the cap from round 2 on; a 10 % margin holds it in round 1."""
+    alone (rounds 2 on; round 1 is split by the devices' roofline priors, query off) the fleet
+    measures over its cap every round; with the per-node measured/bound correction it holds the
+    cap from round 2 on; a 10 % margin holds it in round 1.  (Round 1 went over too while the
+    nodes' models had no counts prior; with it their picks under the priors' split keep more than
+    10 % of power to spare.)"""
     cap = 60.0
     blind = _fleet_rounds(node_data, cap, 1.10, 3, correct=False)
-    assert all(w > cap for w in blind), blind
+    assert all(w > cap for w in blind[1:]), blind
     corrected = _fleet_rounds(node_data, cap, 1.10, 3)
-    assert corrected[0] > cap and all(w <= cap for w in corrected[1:]), corrected
+    assert corrected[0] == pytest.approx(blind[0], rel=0.02), (corrected, blind)   # nothing measured yet
+    assert all(w <= cap for w in corrected[1:]), corrected
     padded = _fleet_rounds(node_data, cap, 1.10, 1, margin=0.10)      # round 1, nothing measured yet
     assert padded[0] <= cap, padded
 
