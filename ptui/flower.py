@@ -57,7 +57,6 @@ METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "
 SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
-PRIOR = True
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
@@ -199,7 +198,11 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
         raise res.error
     if res.status != "done":
         raise core.PtuiError(f"profiling for the node's model stopped: {res.status}")
-    counts = core.workload_spec(None, spec.workload, spec.batch_size) if PRIOR else None
+    # a catalog workload's published counts: their roofline prior is one more candidate of the
+    # fit.  20 space-filling modes sit in the space's corners, and without it one node's model put
+    # a 53 W mode at 31 W (benchmarks/eval_pool_flower.py, seed 0: over budget + 1 W 6 -> 2 of 80
+    # alone, 4 -> 0 pooled)
+    counts = core.workload_spec(None, spec.workload, spec.batch_size)
     if pooled:
         core.fit_with_pool(backend.device, csv, url=spec.pool, board=spec.board, workload=spec.workload,
                            out=out, method="gp", progress=say, spec=counts)
@@ -389,8 +392,14 @@ def _fit_from_pool(be, spec: NodeSpec, out: Path, fit_modes: int, pool_modes: in
     if spec.unit_power is not None:         # the rows the fleet shares are this unit's own
         _set_unit(be, spec)
     sim = " (SIMULATED board)" if be.not_live else ""
-    rows, boards, where = core.pool_holds(be.device, spec.workload, spec.batch_size, url=spec.pool,
-                                          board=spec.board)
+    try:
+        rows, boards, where = core.pool_holds(be.device, spec.workload, spec.batch_size, url=spec.pool,
+                                              board=spec.board)
+    except core.InputError:                    # a URL that names no pool: the node's config is wrong
+        raise
+    except core.PtuiError as e:                # not reached: the profile below warns too, keeps its rows
+        say(f"ptui: warning: {e}; this node profiles {fit_modes} modes alone")
+        rows, boards, where = 0, 0, "(not reached)"
     pooled = rows >= fit_modes
     count = pool_modes if pooled else fit_modes
     held = (f"the pool {where} holds {rows} rows of {boards} other board{'s' * (boards != 1)} of "

@@ -659,6 +659,22 @@ def test_nodes_sharing_a_pool_profile_a_few_modes_each_and_fit_their_own_units_m
     assert flower.ptui_power_mod(pool="").spec_for(context(9)).pool == ""
 
 
+@pytest.mark.slow               # profiles 6 simulated modes and fits (~3 s)
+def test_a_pool_that_cannot_be_reached_leaves_the_node_profiling_alone(tmp_path):
+    """A pool server that does not answer is a warning: the node profiles fit_modes modes of its own
+    and decides; a URL that names no pool is one clear error."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed (the fleet extra)")
+    said: list[str] = []
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), pool="postgresql://ptui@127.0.0.1:1/ptui",
+                                fit_modes=6, say=said.append)
+    r = mod(instruction({"power-budget-w": 30.0}), context(4, **{"board-id": "lonely"}), trainer([]))
+    assert r.content["metrics"]["ptui-feasible"] == 1.0
+    assert any("warning" in s and "cannot reach the pool" in s and "profiles 6 modes alone" in s for s in said)
+    bad = flower.ptui_power_mod(data_dir=str(tmp_path / "m"), pool="ftp://nowhere", fit_modes=6)
+    with pytest.raises(core.InputError):
+        bad(instruction({"power-budget-w": 30.0}), context(5, **{"board-id": "x"}), trainer([]))
+
+
 # -- kill -9 mid-round: the board goes back to the mode the round started in ---------------------------
 _HOLDS_THE_MODE = """
 import pathlib, sys, time
