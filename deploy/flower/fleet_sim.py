@@ -54,6 +54,10 @@ def parse() -> argparse.Namespace:
                    help="split the cap by the nodes' models alone (no measured/predicted correction)")
     p.add_argument("--margin", type=float, default=0.0,
                    help="fraction added to a node's predicted power before it was measured (round 1)")
+    p.add_argument("--pool", default=None,
+                   help="the fleet's pool of profiles (sqlite:///PATH or postgresql://...; default "
+                        "$PTUI_POOL): a node whose pool holds 20 rows of its device kind profiles 5 "
+                        "modes and fits its unit's model on them and the fleet's")
     p.add_argument("--json", help="write each round's per-node figures to this file")
     a = p.parse_args()
     if not 0 <= a.unit_spread <= 0.5:
@@ -84,7 +88,7 @@ def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
 
 
 power = ptui_power_mod(devices=DEVICES, unit_power=UNITS, data_dir=ARGS.data_dir if ARGS else None,
-                       fit_modes=ARGS.fit_modes if ARGS else FIT_MODES)
+                       fit_modes=ARGS.fit_modes if ARGS else FIT_MODES, pool=ARGS.pool if ARGS else None)
 client = ClientApp(mods=[power])
 power.register(client)       # the fleet asks each node its device (and model) before its first round
 
