@@ -136,6 +136,10 @@ def main() -> None:
     ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
     ap.add_argument("--by-budget", action="store_true",
                     help="the median penalty and the picks over budget + 1 W at each budget")
+    ap.add_argument("--prior", action="store_true",
+                    help="the pooled fit also takes the workload's counts (FLOPs, bytes, batch size: "
+                         "eval_roofline's 'counts' spec) as its roofline prior, as the Flower mod's "
+                         "fit does for a catalog workload")
     ap.add_argument("--no-reach-sd", action="store_true",
                     help="the pooled model without its power sd beyond the rows' reach (A/B)")
     a = ap.parse_args()
@@ -150,6 +154,12 @@ def main() -> None:
     else:
         wl = get_workload(a.workload)
         wl_name = wl.name
+    spec = None
+    if a.prior:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import eval_roofline
+        spec = (eval_roofline.indep_spec(dev, indep_corpus.JOBS[a.job], "counts") if a.truth == "indep"
+                else eval_roofline.sim_spec(dev, a.workload, "counts"))
     rng = random.Random(a.seed)
     grid = dev.pt_grid()
     space = dev.full_space()
@@ -198,7 +208,7 @@ def main() -> None:
                 t = time.perf_counter()
                 fitted["pooled-5"] = fit_pooled_rows(dev, mine, fleet, workload=wl_name,
                                                      batch_size=wl.batch_size, reference=ref, method="gp",
-                                                     seed=a.seed)
+                                                     seed=a.seed, spec=spec)
                 fit_s["pooled-5"].append(time.perf_counter() - t)
                 pinfo = fitted["pooled-5"].about.trained_on["pooled"]
                 if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):

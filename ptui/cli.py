@@ -530,7 +530,7 @@ def cmd_fit(a) -> int:
     if a.profile is None:
         return _fit_prior(a, dev, spec)
     if getattr(a, "pool", False) or getattr(a, "pool_url", None):
-        return _fit_pooled(a, dev)
+        return _fit_pooled(a, dev, spec)
     with Steps("fitting", 2, _info) as bar:           # two targets: time, power
 
         def progress(msg: str) -> None:
@@ -613,13 +613,14 @@ def _prior_only_note(model) -> str | None:
     return (f"this decision rests on no measurement: the roofline prior of "
             f"{model.about.trained_on.get('source') or 'a workload spec'} alone, with its spreads; "
             f"profile a few modes to refine it")
-def _fit_pooled(a, dev) -> int:
-    """`ptui fit --pool`: this board's profile with the fleet's rows (README: Fleets)."""
+def _fit_pooled(a, dev, spec) -> int:
+    """`ptui fit --pool`: this board's profile with the fleet's rows (README: Fleets); with
+    --workload-spec its roofline prior is one more candidate, as without --pool."""
     if a.scratch:
         raise CLIError("--scratch trains a network on the profile alone; it does not pool")
     res = core.fit_with_pool(dev, a.profile, url=a.pool_url, board=a.board, workload=a.workload, out=a.out,
                              reference=a.reference, method=a.method, seed=a.seed, loss=a.loss,
-                             progress=None)
+                             progress=None, spec=spec)
     m, p = res.model.about.metrics, res.model.about.trained_on["pooled"]
     if a.json:
         keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale")

@@ -286,3 +286,24 @@ def test_a_prediction_beyond_the_pooled_rows_reach_gets_a_wider_power_spread(tmp
     assert back.power.reach_log == pytest.approx(pred.reach_log)
     assert back.time.reach_log is None
     np.testing.assert_allclose(back.power.predict_log(dev, A)[1], sd_log)
+
+
+@pytest.mark.slow               # two 6-mode simulated profiles and a pooled fit (~6 s)
+def test_fit_pool_takes_the_workload_spec_as_fit_does(tmp_path, cli, monkeypatch):
+    """`ptui fit --pool --workload-spec S` fits with the spec's roofline prior among its candidates
+    (recorded in the model's meta.json as any fit with a spec); --pool used to drop the spec."""
+    monkeypatch.setenv("PTUI_POOL", f"sqlite:///{tmp_path}/pool.sqlite")
+    for b in range(2):
+        monkeypatch.setenv("PTUI_BOARD_ID", f"board-{b}")
+        rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "6",
+                         "--seed", str(b), "--out", tmp_path / f"b{b}.csv")
+        assert rc == 0, err
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 58.0, "gbytes_per_step": 2.1, "batch_size": 16}))
+    monkeypatch.setenv("PTUI_BOARD_ID", "board-0")
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b0.csv", "--pool",
+                       "--workload-spec", spec, "--method", "gp", "--out", tmp_path / "m")
+    assert rc == 0, err
+    meta = json.loads((tmp_path / "m" / "meta.json").read_text())
+    assert meta["trained_on"]["pooled"]["boards"] == 1
+    assert meta["roofline_spec"]["gflop_per_step"] == 58.0
