@@ -81,7 +81,7 @@ def _node_env(spec: NodeSpec):
                 if v is None:
                     os.environ.pop(k, None)
                 else:
-                    os.environ[k] = v
+                    os.environ[k] = str(v)
             yield
         finally:
             for k, v in old.items():
@@ -142,13 +142,18 @@ class NodeSpec:
                    str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
                    get("model", defaults.model), None if steps is None else int(steps),
                    None if unit is None else core.number(unit, "sim-unit-power", gt=0),
-                   node_config.get("pool-url", defaults.pool),
-                   get("board-id", defaults.board))
+                   _text(node_config.get("pool-url", defaults.pool)),
+                   _text(get("board-id", defaults.board)))
 
     @property
     def key(self) -> tuple:
         return (self.device, self.backend, self.sysfs_root, self.data_dir, self.workload,
                 self.batch_size, self.model, self.unit_power, self.pool, self.board)
+
+
+def _text(v) -> str | None:
+    """A node config's value as text (Flower reads node config as TOML: board-id=7 is the int 7)."""
+    return None if v is None else str(v)
 
 
 @dataclass
@@ -176,6 +181,8 @@ def model_dir_for(spec: NodeSpec, backend_kind: str) -> Path:
     name = f"flower-{spec.device}-{live}-{spec.workload}-bs{spec.batch_size}"
     if spec.pool:                       # a board of a pooling fleet: a model of its own unit
         name += "-board-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in str(spec.board))
+        if spec.unit_power is not None:   # a SIMULATED unit's factor is in its rows and its model
+            name += f"-unit{spec.unit_power:g}"
     return core.data_dir() / "models" / name
 
 
@@ -185,7 +192,8 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
     goal to come) on the node's board, as `ptui profile` does (with a pool, each row also goes
     there), and fit one into `out`; `pooled`: on them and the pool's rows of other boards of its
     type (`ptui fit --pool`), each board profiling its own draw of modes."""
-    session = f"flower-{spec.device}-{spec.workload}-bs{spec.batch_size}-{time.strftime('%Y%m%d-%H%M%S')}"
+    session = (f"flower-{spec.device}-{spec.workload}-bs{spec.batch_size}-{'pooled' if pooled else 'own'}"
+               f"-{time.strftime('%Y%m%d-%H%M%S')}")
     csv = out.parent.parent / "profiles" / f"{session}.csv"
     csv.parent.mkdir(parents=True, exist_ok=True)
     seed = zlib.crc32(str(spec.board).encode()) % 100_000 if spec.pool else None
@@ -204,10 +212,19 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
     # alone, 4 -> 0 pooled)
     counts = core.workload_spec(None, spec.workload, spec.batch_size)
     if pooled:
-        core.fit_with_pool(backend.device, csv, url=spec.pool, board=spec.board, workload=spec.workload,
-                           out=out, method="gp", progress=say, spec=counts)
+        try:
+            core.fit_with_pool(backend.device, csv, url=spec.pool, board=spec.board, workload=spec.workload,
+                               out=out, method="gp", progress=say, spec=counts)
+        except core.InputError:
+            raise
+        except core.PtuiError as e:          # the pool could not be read (PoolError)
+            raise _PoolLost() from e
     else:
         core.fit(backend.device, csv, workload=spec.workload, out=out, min_modes=6, note=say, spec=counts)
+
+
+class _PoolLost(Exception):
+    """The pool answered before the profile and not at the fit (its cause says why)."""
 
 
 # -- the client mod ------------------------------------------------------------------------------------
@@ -230,6 +247,12 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     if pool_modes < 1:
         raise core.InputError(f"pool_modes must be at least 1 (a board's factor needs a mode of its own), "
                               f"got {pool_modes}")
+    # the environment's defaults are read here, once: a node's ptui work later sets these variables
+    # to its own while it runs (_node_env), and another node reading them then would take its pool
+    if pool is None:
+        pool = core.pool_url()
+    if pool and not board:
+        board = core.board_id()
     mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
                             None, pool, board),
                    devices, risk, fit_modes, sample_interval, say)
@@ -270,12 +293,9 @@ class PowerMod:
             spec.device = self.devices[int(ctx.node_config["partition-id"]) % len(self.devices)]
         if self.unit_power and "sim-unit-power" not in ctx.node_config and "partition-id" in ctx.node_config:
             spec.unit_power = self.unit_power[int(ctx.node_config["partition-id"]) % len(self.unit_power)]
-        if spec.pool is None:                 # the mod's default: the pool `ptui profile` sends to
-            spec.pool = core.pool_url()
-        if spec.pool and not spec.board:
+        if spec.pool and "partition-id" in ctx.node_config and "board-id" not in ctx.node_config:
             # a simulation's virtual nodes share one host: each partition is a board of its own
-            pid = ctx.node_config.get("partition-id")
-            spec.board = core.board_id() + ("" if pid is None else f"-partition-{int(pid)}")
+            spec.board = f"{spec.board or 'sim'}-partition-{int(ctx.node_config['partition-id'])}"
         return spec
 
     def node_for(self, ctx: Context) -> Node:
@@ -410,7 +430,12 @@ def _fit_from_pool(be, spec: NodeSpec, out: Path, fit_modes: int, pool_modes: in
         + ("this unit's model on them and the fleet's rows" if pooled else "one on them alone")
         + f" into {out}")
     t0 = time.perf_counter()
-    fit_node_model(be, spec, out, count, say, pooled=pooled)
+    try:
+        fit_node_model(be, spec, out, count, say, pooled=pooled)
+    except _PoolLost as e:                   # gone between the count and the fit: this board alone
+        say(f"ptui: warning: {e.__cause__}; this node profiles {fit_modes} modes and fits alone")
+        pooled, count = False, fit_modes
+        fit_node_model(be, spec, out, count, say)
     how = (f"a pooled model: {count} modes of this board and the fleet's {rows} rows of {boards} "
            f"other board{'s' * (boards != 1)}" if pooled else
            f"a model fitted from {count} modes of this board alone ({held}, fewer than {fit_modes})")

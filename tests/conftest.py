@@ -53,6 +53,9 @@ def _data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("PTUI_LOCK_DIR", str(tmp_path / "board-locks"))
     monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "board-state"))
+    # a developer's fleet pool and board name must not reach the tests (nor their rows the pool)
+    monkeypatch.delenv("PTUI_POOL", raising=False)
+    monkeypatch.delenv("PTUI_BOARD_ID", raising=False)
     yield
     # each test stands for one ptui process: a lock a test took and left (opening a session
     # without running it) belongs to its own data directory and must not follow the next test,

@@ -56,8 +56,8 @@ def parse() -> argparse.Namespace:
                    help="fraction added to a node's predicted power before it was measured (round 1)")
     p.add_argument("--pool", default=None,
                    help="the fleet's pool of profiles (sqlite:///PATH or postgresql://...; default "
-                        "$PTUI_POOL): a node whose pool holds 20 rows of its device kind profiles 5 "
-                        "modes and fits its unit's model on them and the fleet's")
+                        "$PTUI_POOL): a node whose pool holds --fit-modes rows of its device kind "
+                        "profiles 5 modes and fits its unit's model on them and the fleet's")
     p.add_argument("--json", help="write each round's per-node figures to this file")
     a = p.parse_args()
     if not 0 <= a.unit_spread <= 0.5:
