@@ -35,36 +35,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from flwr.app import (  # noqa: E402
-    ArrayRecord,
-    ConfigRecord,
-    Context,
-    Message,
-    MessageType,
-    Metadata,
-    MetricRecord,
-    RecordDict,
-)
+from bench_flower import instruction, train  # noqa: E402  (a train message, a no-op ClientApp)
+from flwr.app import Context, RecordDict  # noqa: E402
 
 from ptui import core, flower  # noqa: E402
 from ptui.core.board.physics import steady_state  # noqa: E402
 
 BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
 DEVICE, WORKLOAD, BATCH = "orin-agx", "resnet18", 16
-
-
-def instruction(config: dict, node_id: int) -> Message:
-    md = Metadata(run_id=1, message_id=f"m{node_id}", src_node_id=0, dst_node_id=node_id,
-                  reply_to_message_id="", group_id="1", created_at=time.time(), ttl=3600.0,
-                  message_type=MessageType.TRAIN)
-    return Message(content=RecordDict({"arrays": ArrayRecord([np.zeros(3)]),
-                                       "config": ConfigRecord(config)}), metadata=md)
-
-
-def train(msg: Message, ctx: Context) -> Message:
-    return Message(RecordDict({"arrays": ArrayRecord([np.ones(3)]),
-                               "metrics": MetricRecord({"num-examples": 10})}), reply_to=msg)
 
 
 def run_arm(arm: str, units: list[float], tmp: Path, steps: int) -> dict:
@@ -78,7 +58,7 @@ def run_arm(arm: str, units: list[float], tmp: Path, steps: int) -> dict:
         ctx = Context(run_id=1, node_id=k + 1, state=RecordDict(), run_config={},
                       node_config={"board-id": f"unit-{k:02d}", "sim-unit-power": u, "pool-url": pool})
         t = time.perf_counter()
-        mod(instruction({"power-budget-w": 30.0}, k + 1), ctx, train)
+        mod(instruction({"power-budget-w": 30.0}), ctx, train)
         out["wall"].append(time.perf_counter() - t)
     for node in mod.nodes.values():
         out["models"].append((node.spec.unit_power, node.predictions, node.model_dir))

@@ -255,8 +255,7 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
         board = core.board_id()
     mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
                             None, pool, board),
-                   devices, risk, fit_modes, sample_interval, say)
-    mod.pool_modes = int(pool_modes)
+                   devices, risk, fit_modes, sample_interval, say, int(pool_modes))
     mod.unit_power = list(unit_power) if unit_power else None
     return mod
 
@@ -267,11 +266,11 @@ class PowerMod:
     worker opens its nodes' boards on their first round."""
 
     def __init__(self, defaults: NodeSpec, devices, risk, fit_modes: int, sample_interval: float,
-                 say: Callable[[str], None] | None) -> None:
+                 say: Callable[[str], None] | None, pool_modes: int = POOL_MODES) -> None:
         self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
         self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
         self.unit_power: list[float] | None = None
-        self.pool_modes = POOL_MODES
+        self.pool_modes = pool_modes
         self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
         self._opening = threading.Lock()
 
@@ -364,6 +363,8 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
     with _node_env(spec):
         be, note = core.open_backend(spec.backend, spec.device, root=spec.sysfs_root or "/")
         say(f"ptui: node board {spec.device} ({be.kind}): {note}")
+        if spec.unit_power is not None and spec.pool:
+            _set_unit(be, spec)               # before any profile: the rows the fleet shares are its own
         if spec.model:
             out, where = Path(spec.model), f"the model {spec.model} (node config)"
         else:
@@ -382,9 +383,8 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
                     where = (f"a model fitted now from {fit_modes} modes profiled on the node's "
                              f"board{sim} in {time.perf_counter() - t0:.1f} s, cached in {out}")
         if spec.unit_power is not None:
-            # without a pool, after the fit: the model describes the typical unit, this board draws
-            # its own; with one, before it (_fit_from_pool): the rows the fleet shares are its own
-            _set_unit(be, spec)
+            if not spec.pool:                 # after the fit: its model describes the typical unit
+                _set_unit(be, spec)
             whose = ("this unit's: its own rows, and the fleet's brought to it" if spec.pool
                      else "the typical unit's")
             say(f"ptui: this SIMULATED {spec.device} unit draws {spec.unit_power:.3f} x the typical "
@@ -409,8 +409,6 @@ def _fit_from_pool(be, spec: NodeSpec, out: Path, fit_modes: int, pool_modes: in
     fleet's (its power and time factors from its own rows); with fewer, profile `fit_modes` alone.
     Either way its rows go to the pool for the boards to come.  Returns where the model came from,
     in words."""
-    if spec.unit_power is not None:         # the rows the fleet shares are this unit's own
-        _set_unit(be, spec)
     sim = " (SIMULATED board)" if be.not_live else ""
     try:
         rows, boards, where = core.pool_holds(be.device, spec.workload, spec.batch_size, url=spec.pool,
