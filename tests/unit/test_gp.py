@@ -8,7 +8,7 @@ import pytest
 
 from ptui.core.catalogue.devices import get_device
 from ptui.core.decision.pareto import Table, choose
-from ptui.core.prediction.fit import calibrate, fit_model, gp_fit
+from ptui.core.prediction.fit import Z90, calibrate, fit_model, gp_fit
 from ptui.core.prediction.gp import F32_MAX_ERR, knob_features, raw_modes
 from ptui.core.prediction.modeldir import meta_digest
 from ptui.core.prediction.predictor import load_bundled, load_model
@@ -124,6 +124,22 @@ def test_calibration_narrows_an_interval_only_from_enough_residuals():
     assert calibrate(inside[:19]) == 1.0
     assert calibrate(inside[:20]) == pytest.approx(0.8)
     assert calibrate(inside[:10] * 10) > 1.5                            # widening is unchanged
+
+
+def test_calibration_narrows_below_0_8_only_from_many_residuals_and_to_their_upper_bound():
+    """From 40 residuals the estimate itself is trusted, inflated to its 95 % upper bound (its rms
+    is known to ~1/sqrt(2n)) and never below 0.4: a pooled fit's 50 rows had residuals at 0.34-0.50
+    of their sd and the 0.8 floor kept the power interval twice too wide (eval_pool.py)."""
+    rng = np.random.default_rng(3)
+    inside = np.abs(rng.standard_normal(400)) * 0.3
+    assert calibrate(inside[:39]) == pytest.approx(0.8)
+    at50 = calibrate(inside[:50])
+    assert 0.3 < at50 < 0.8
+    est = max(np.quantile(inside[:50], 0.9) / Z90, np.sqrt(np.mean(inside[:50] ** 2)))
+    assert at50 == pytest.approx(est * (1 + Z90 / np.sqrt(100)), rel=1e-9)
+    assert calibrate(inside) < at50                     # more residuals, a tighter bound
+    assert calibrate(inside * 0.1) == pytest.approx(0.4)            # the floor
+    assert calibrate(np.abs(rng.standard_normal(100))) == pytest.approx(1.0, abs=0.25)
 
 
 def test_save_load_round_trip_plain_arrays(tmp_path):
