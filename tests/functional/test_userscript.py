@@ -477,24 +477,41 @@ def _probe_run(tmp_path, code, timeout=60):
     srv.bind(path)
     srv.listen(4)
     got = []
+    done = threading.Event()
 
     def serve():
-        srv.settimeout(timeout)
-        try:
-            while True:
+        # accept until the script has exited and no connection is left pending: closing the
+        # listening socket as soon as the script exits dropped a connection the thread had not yet
+        # accepted on a busy machine (the probe's lines then seemed never sent)
+        srv.settimeout(0.2)
+        while True:
+            try:
                 conn, _ = srv.accept()
-                with conn:
+            except socket.timeout:
+                if done.is_set():
+                    return
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(timeout)
+                try:
                     while chunk := conn.recv(4096):
                         got.append(chunk.decode())
-        except OSError:
-            pass
+                except OSError:
+                    pass
 
-    threading.Thread(target=serve, daemon=True).start()
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PROBE_SITE), str(PTUI_ROOT)]),
                PTUI_PROBE_SOCK=path)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=timeout)
-    srv.close()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=timeout)
+    finally:
+        done.set()
+        server.join(timeout)
+        srv.close()
     return out.stdout + out.stderr, "".join(got).splitlines()
 
 
@@ -626,3 +643,41 @@ def test_a_script_over_batch_sizes_is_one_session_with_a_log_per_size(tmp_path, 
     assert rc == 2 and "resume with the same command" in err and len(err.strip().splitlines()) == 1
     with closing(Store()) as store:
         assert store.get_session("s").status == before.status == "aborted"
+
+
+def test_the_last_lines_of_a_script_that_exits_at_once_are_not_lost_on_a_busy_machine(tmp_path,
+                                                                                       monkeypatch):
+    """ptui ended the script's stream 0.1 s after it exited ("a last connection may still be
+    being accepted"): on a busy machine the accept thread ran later than that, and a reporter's
+    last lines (connected, sent, exited) came after the end, or never.  The end now waits until
+    no connection is left pending.  The accept thread is held back 0.6 s here, as a loaded CPU
+    does."""
+    import time
+
+    from ptui.core.profiling import userscript
+    script = _write(tmp_path, "last.py", textwrap.dedent("""
+        import os, socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.environ["PTUI_PROBE_SOCK"])
+        s.sendall(b"Z the last line\\n")
+        s.close()
+    """))
+    src = _source(tmp_path, [sys.executable, script])
+    accept = userscript.ScriptSource._accept
+
+    def late_accept(self):
+        time.sleep(0.6)
+        accept(self)
+    monkeypatch.setattr(userscript.ScriptSource, "_accept", late_accept)
+    src.start()
+    got = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            item = src.q.get(timeout=30)
+            if item is None:
+                break
+            got.append(item[1])
+    finally:
+        src.stop()
+    assert "Z the last line" in got

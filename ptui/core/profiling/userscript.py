@@ -262,6 +262,8 @@ class ScriptSource:
         self._srv: socket.socket | None = None
         self._dir: str | None = None
         self._closing = threading.Event()
+        self._exited = threading.Event()     # the script exited (set by _watch)
+        self._drained = threading.Event()    # ... and no connection of it is left to accept
         self._step_conn = None
         self._timed_said: str | None = None
 
@@ -323,9 +325,12 @@ class ScriptSource:
         assert self._srv is not None          # start() opened it before starting this thread
         n = 0
         while not self._closing.is_set():
+            exited = self._exited.is_set()    # before the wait: every connection is queued by then
             try:
                 conn, _ = self._srv.accept()
             except TimeoutError:
+                if exited:
+                    self._drained.set()
                 continue
             except OSError:
                 break
@@ -334,6 +339,7 @@ class ScriptSource:
                                  name=f"ptui-probe-{n}")
             self._readers.append(t)
             t.start()
+        self._drained.set()                   # closed: nothing more will be accepted
 
     def _reader(self, conn: socket.socket, cid: int) -> None:
         buf = b""
@@ -354,7 +360,11 @@ class ScriptSource:
     def _watch(self) -> None:
         assert self.proc is not None          # start() started it before this thread
         self.proc.wait()
-        time.sleep(0.1)                       # a last connection may still be being accepted
+        # its last connections wait in the listening socket's queue: the end waits until the
+        # accept thread found it empty (a fixed 0.1 s lost a reporter's last lines whenever a busy
+        # machine ran that thread later), 5 s at most
+        self._exited.set()
+        self._drained.wait(5.0)
         deadline = time.monotonic() + 2.0
         for t in list(self._readers):         # let every reporter's last lines arrive
             t.join(max(0.0, deadline - time.monotonic()))
