@@ -57,6 +57,22 @@ def test_deadline_and_energy():
     assert eb.index == ok[np.argmin(energy[ok])] and eb.index != np.argmin(energy)
 
 
+def test_a_deadline_refused_by_the_risk_rule_says_so():
+    """With wide time spreads no mode met a 200 ms deadline at risk 0.05, and the error said "no
+    mode meets 200 ms; the fastest is ... at 67.3 ms": a time within the deadline, and no word
+    of the risk rule that refused it (a user trial of `tune --count 0 --deadline-ms 200`)."""
+    tab = table(sd=2.0)
+    fastest = float(tab.time_ms.min())
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, deadline_ms=fastest * 1.5, risk=0.05)
+    msg = str(e.value)
+    assert "with risk <= 0.05" in msg and "probability" in msg and "--risk mean" in msg
+    assert "(+-" in msg
+    with pytest.raises(InfeasibleError) as e:                       # without spreads: as before
+        choose(table(), deadline_ms=1.0, risk=0.05)
+    assert "risk" not in str(e.value) and "the fastest is" in str(e.value)
+
+
 def test_infeasible_names_closest():
     tab = table()
     with pytest.raises(InfeasibleError, match=r"no mode stays within 5 W.*lowest-power mode is"):

@@ -444,6 +444,14 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
                        f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms")
     if deadline_ms is not None:
         i = int(np.argmin(t))
-        parts.append(f"no mode meets {deadline_ms:g} ms; the fastest is {table.modes[i].describe()} at "
-                     f"{t[i]:.1f} ms, {p[i]:.1f} W")
+        ts = table.time_ms_std
+        risky = risk is not None and bool(np.any(ts > 0))        # as choose() holds a deadline
+        msg = (f"no mode meets {deadline_ms:g} ms" + (f" with risk <= {risk:g}" if risky else "")
+               + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
+               + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W")
+        if risky and t[i] <= deadline_ms:
+            msg += (f": its predicted time is within {deadline_ms:g} ms, but so uncertain that it may "
+                    f"exceed it with probability {float(_exceed_prob(t[i:i + 1], ts[i:i + 1], deadline_ms)[0]):.0%}"
+                    " (profile modes to narrow it, or decide on the median with --risk mean)")
+        parts.append(msg)
     return "; ".join(parts) or "no feasible mode"
