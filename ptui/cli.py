@@ -299,9 +299,13 @@ def _tune_prior(a) -> int:
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
-    name = a.workload or "script"
+    # a spec's model is no script's: its time is a minibatch of the spec (fit_prior's name)
+    name = a.workload or ("spec" if a.workload_spec else "script")
     session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     timed, t0, simulated = "", time.monotonic(), backend.not_live
+    if a.command_line and a.workload_spec:
+        _info(f"--count 0 with --workload-spec: the counts are {a.workload_spec}'s; "
+              f"{core.command_text(a.command_line)!r} is not run")
     try:
         if a.command_line and not a.workload_spec:
             log = core.script_log(session)

@@ -58,6 +58,24 @@ def test_count_0_from_a_catalog_workload_or_a_spec_profiles_nothing(tmp_path, cl
     assert "tune-" not in err                              # no profiling session was opened
 
 
+def test_count_0_from_a_spec_times_a_minibatch_not_a_script_step(tmp_path, script, cli):
+    """A spec-only tune said "ms per optimizer step (of the user's script)" and named its model
+    tune-<board>-script-...: no script was given (a user trial).  And a script given beside the
+    spec was skipped without a word."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 40.0, "gbytes_per_step": 9.0, "batch_size": 16}))
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--budget-w", "30", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert "script" not in d["timed"] and d["timed"] == "minibatch"
+    assert "-script-" not in d["model"] and "-spec-" in d["model"]
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--budget-w", "30", "--",
+                       PY, script)
+    assert rc == 0, err
+    assert "is not run" in err and "counting one iteration" not in err
+    assert "user's script" not in out
+
+
 @pytest.mark.parametrize("args, says", [
     (["--count", "0", "--workload", "resnet18", "--batch-sizes", "8,16", "--budget-w", "30"],
      "--count 0 decides for one batch size"),
