@@ -756,10 +756,15 @@ def cmd_pareto(a) -> int:
     prior_note = _prior_only_note(model)
     if prior_note:
         _warn(prior_note)
+    if a.epochs and not res["epoch_s"]:
+        _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
+              "minibatches an epoch has; give --batches-per-epoch N")
     if a.json:
         print(core.document("pareto", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
+    if prior_note:                                  # on the answer itself, as tune says it
+        print("no mode profiled: predicted by the roofline prior of the workload's counts")
     print(f"mode: {d.mode}")
     if model.batch_sizes:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "

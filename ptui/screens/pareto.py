@@ -231,7 +231,8 @@ class ParetoScreen(Screen):
             self.sel = None                  # an index into the previous source's rows
         self.pred, self.space, self.view, self.front_key = p, p.space, None, None
         self.show_batch_form(p.space is not None)
-        self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script")
+        self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script",
+                    workload=p.workload)
 
     def show_batch_form(self, on: bool) -> None:
         """Several batch sizes: the size filter and the noise scale take the deadline's place (a
@@ -284,11 +285,13 @@ class ParetoScreen(Screen):
         """What one time is: a script is timed per optimizer step (or whole iteration)."""
         return Timed.of(self.timed).step_word
 
-    def loaded(self, tab: Table, model, mb, script: bool = False) -> None:
+    def loaded(self, tab: Table, model, mb, script: bool = False, workload: str | None = None) -> None:
         self.table, self.model = tab, model
-        # the source's own workload counts epochs; a script's epoch is unknown: 1000 steps
-        self.unit = "1k steps" if script and not mb else "epoch"
-        self.mb_per_epoch = mb or (1000 if script else WORKLOADS.get(
+        # the source's own workload counts epochs; a script's, a spec's or a custom workload's
+        # epoch is unknown: 1000 steps (another workload's epoch was shown as this one's)
+        unknown = not mb and (script or (workload is not None and workload not in WORKLOADS))
+        self.unit = "1k steps" if unknown else "epoch"
+        self.mb_per_epoch = mb or (1000 if unknown else WORKLOADS.get(
             self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch)
         per = "1k" if self.unit != "epoch" else "ep"
         self.query_one("#deadline-label", Label).update(f"deadline s/{per}")

@@ -19,3 +19,7 @@ async def test_the_apps_pareto_screen_reads_a_prior_model_and_says_what_it_is(cl
         scr = await type_path_on_pareto(app, pilot, tmp_path / "m")
         assert scr.table is not None and len(scr.table) == len(AGX.full_space())
         assert "roofline prior alone: no mode profiled" in str(scr.query_one("#details").render())
+        # a spec says no epoch: the screen counts 1000 steps, not ResNet-18's 3125 minibatches
+        # of batch 16 for this batch-32 model (a user trial saw "epoch 7.04 min" from nowhere)
+        assert scr.unit == "1k steps" and scr.mb_per_epoch == 1000
+        assert "epoch" not in str(scr.query_one("#details").render()).lower()

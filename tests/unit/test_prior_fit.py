@@ -43,8 +43,11 @@ def test_fit_without_a_profile_is_the_prior_alone_and_pareto_reads_it(cli, tmp_p
     d = json.loads(out)
     assert d["profiled"] == 0 and d["feasible"] is True and d["source"] == "predicted"
     assert "rests on no measurement" in err
-    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30")
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--epochs", "10")
     assert rc == 0 and "rests on no measurement" in err, err
+    # the answer itself says it (stdout), and an epoch the spec cannot give is said missing
+    assert "no mode profiled: predicted by the roofline prior" in out
+    assert "no epoch time" in err and "--batches-per-epoch" in err and "epoch:" not in out
     rc, out, err = cli("predict", "--model", tmp_path / "m")
     assert rc == 0, err
     assert len(out.strip().splitlines()) == len(AGX.full_space()) + 1

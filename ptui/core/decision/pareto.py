@@ -450,8 +450,9 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
                + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
                + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W")
         if risky and t[i] <= deadline_ms:
+            pr = float(_exceed_prob(t[i:i + 1], ts[i:i + 1], deadline_ms)[0])
             msg += (f": its predicted time is within {deadline_ms:g} ms, but so uncertain that it may "
-                    f"exceed it with probability {float(_exceed_prob(t[i:i + 1], ts[i:i + 1], deadline_ms)[0]):.0%}"
-                    " (profile modes to narrow it, or decide on the median with --risk mean)")
+                    f"exceed it with probability {pr:.0%} (profile modes to narrow it, or decide on "
+                    "the median with --risk mean)")
         parts.append(msg)
     return "; ".join(parts) or "no feasible mode"
