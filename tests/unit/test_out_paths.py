@@ -300,3 +300,23 @@ def test_a_model_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path)
         write_model_dir(tmp_path / "m", {"format": "ptui-test"}, full)
     assert str(e.value) == f"cannot write {tmp_path / 'm'}: no space left on the disk"
     assert exit_code(e.value) == 1 and os.listdir(tmp_path) == []
+
+
+def test_the_newest_model_includes_tunes_for_this_device_only():
+    """The app opens on the newest model: a `ptui tune` model (tune-<device>-...) counts, and it
+    did not (the app opened on an older model of its own after a tune; a user trial)."""
+    import os
+
+    from ptui.core import paths
+    mdir = paths.models_dir()
+    made = []
+    for k, name in enumerate(("orin-agx-resnet18-1", "tune-orin-agx-spec-2", "tune-orin-nano-spec-3",
+                              "tune-orin-agx-half-4")):
+        d = mdir / name
+        d.mkdir(parents=True)
+        if not name.endswith("-4"):                     # no meta.json: not a model (yet)
+            (d / "meta.json").write_text("{}")
+        os.utime(d, (1000 + k, 1000 + k))
+        made.append(d)
+    assert paths.latest_outputs("orin-agx")[1] == made[1]
+    assert paths.latest_outputs("orin-nano")[1] == made[2]
