@@ -303,6 +303,7 @@ def _tune_prior(a) -> int:
     name = a.workload or ("spec" if a.workload_spec else "script")
     session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     timed, t0, simulated = "", time.monotonic(), backend.not_live
+    bs_known = True
     if a.command_line and a.workload_spec:
         _info(f"--count 0 with --workload-spec: the counts are {a.workload_spec}'s; "
               f"{core.command_text(a.command_line)!r} is not run")
@@ -319,14 +320,19 @@ def _tune_prior(a) -> int:
         spec = core.workload_spec(a.workload_spec)
     elif a.command_line:
         spec = core.probe_spec(info, a.batch_size)
-        of = f" of {spec.batch_size} samples" if info.get("samples") or a.batch_size else ""
+        bs_known = bool(info.get("samples") or a.batch_size)
+        of = f" of {spec.batch_size} samples" if bs_known else ""
         _info(f"counted in {time.monotonic() - t0:.1f} s: {spec.gflop_per_step:.3g} GFLOP and "
               f"{spec.gbytes_per_step:.3g} GB per iteration{of}")
+        if not bs_known:
+            _info("the script's batch size is unknown (no DataLoader batch was seen): the counts "
+                  "are per iteration; give --batch-size N to record it")
     else:
         spec = core.workload_spec(None, a.workload, a.batch_size)
     if spec is None:
         raise CLIError("--count 0 needs the workload's counts: your training command after --, "
                        "--workload-spec SPEC.json, or a catalog --workload")
+    bs_said = spec.batch_size if bs_known else None        # JSON: null, not an assumed 1
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     try:
         td = core.tune_prior(dev, spec, **goal, workload=a.workload or name,
@@ -334,18 +340,18 @@ def _tune_prior(a) -> int:
                              timed=(f"{timed} (of the user's script)" if timed else ""))
     except core.InfeasibleError as e:
         if a.json:
-            _infeasible_document("tune", e, goal, spec.batch_size)
+            _infeasible_document("tune", e, goal, bs_said)
         raise
     d, model = td.decision, td.model
     res = core.decision_body(td.table, d, model, goal, timed=td.timed or _timed(model),
-                             batch_size=spec.batch_size, mb_per_epoch=model.about.batches_per_epoch)
+                             batch_size=bs_said, mb_per_epoch=model.about.batches_per_epoch)
     res.update(simulated=simulated, predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=0, profile=None, model=str(td.model_dir), best_measured=None,
                prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
-                      "gbytes_per_step": spec.gbytes_per_step, "batch_size": spec.batch_size},
+                      "gbytes_per_step": spec.gbytes_per_step, "batch_size": bs_said},
                notes=list(d.notes), applied=False)
     _warn(_prior_only_note(model))
-    return _tune_report(a, dev, td, goal, res, batch_size=spec.batch_size, prior=True)
+    return _tune_report(a, dev, td, goal, res, batch_size=bs_said, prior=True)
 
 
 def _profiled_simulated(a, kind: str) -> bool:

@@ -37,6 +37,9 @@ def test_count_0_counts_one_iteration_and_decides_from_the_prior(script, cli):
     assert "probe" in d["prior"]["source"] and d["prior"]["gflop_per_step"] > 0
     assert d["power_w"] <= 30 and "optimizer step" in d["timed"]
     assert "counting one iteration" in err and "rests on no measurement" in err
+    # no DataLoader: the batch size is unknown and said so, not an assumed 1 (a user trial)
+    assert d["batch_size"] is None and d["prior"]["batch_size"] is None
+    assert "batch size is unknown" in err and "--batch-size" in err
     # the model is saved like any other: pareto reads it and decides the same
     rc, out2, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--json")
     assert rc == 0, err
