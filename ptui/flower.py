@@ -71,7 +71,8 @@ def _node_env(spec: NodeSpec):
     """ptui's data directory ($PTUI_DATA_DIR), the fleet's pool ($PTUI_POOL) and the board's name
     in it ($PTUI_BOARD_ID) are per process: the node's own while its ptui work runs (a node
     without a pool has none, so its profile sends nothing)."""
-    want = {"PTUI_POOL": spec.pool or None, "PTUI_BOARD_ID": spec.board if spec.pool else None}
+    want = {"PTUI_POOL": spec.pool or None, "PTUI_BOARD_ID": spec.board if spec.pool else None,
+            "PTUI_STORE": None}        # its other name: the node's pool is PTUI_POOL alone
     if spec.data_dir:
         want["PTUI_DATA_DIR"] = str(spec.data_dir)
     with _ENV_LOCK:

@@ -55,6 +55,7 @@ def _data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "board-state"))
     # a developer's fleet pool and board name must not reach the tests (nor their rows the pool)
     monkeypatch.delenv("PTUI_POOL", raising=False)
+    monkeypatch.delenv("PTUI_STORE", raising=False)
     monkeypatch.delenv("PTUI_BOARD_ID", raising=False)
     yield
     # each test stands for one ptui process: a lock a test took and left (opening a session

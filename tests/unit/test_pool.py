@@ -307,3 +307,40 @@ def test_fit_pool_takes_the_workload_spec_as_fit_does(tmp_path, cli, monkeypatch
     meta = json.loads((tmp_path / "m" / "meta.json").read_text())
     assert meta["trained_on"]["pooled"]["boards"] == 1
     assert meta["roofline_spec"]["gflop_per_step"] == 58.0
+
+
+def test_ptui_store_names_the_pool_as_the_fleet_issue_says(monkeypatch, tmp_path, cli):
+    """PTUI_STORE=postgresql://... (the issue's name for the shared store) names the pool as
+    PTUI_POOL does; PTUI_POOL wins when both are set.  Before, PTUI_STORE did nothing: a
+    board's rows went nowhere without a word (a user trial)."""
+    from ptui.core.profiling.pool import pool_url
+    monkeypatch.setenv("PTUI_STORE", f"sqlite:///{tmp_path}/store.sqlite")
+    assert pool_url() == f"sqlite:///{tmp_path}/store.sqlite"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                     "--count", "3", "--session", "s", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    assert len(Pool(f"sqlite:///{tmp_path}/store.sqlite").rows(device="orin-agx")) == 3
+    monkeypatch.setenv("PTUI_POOL", f"sqlite:///{tmp_path}/pool.sqlite")
+    assert pool_url() == f"sqlite:///{tmp_path}/pool.sqlite"
+
+
+def test_boards_sharing_a_pool_draw_their_own_modes(monkeypatch, tmp_path, cli):
+    """`ptui profile --count 5` seeded every board's draw with 0: four boards of a fleet gave the
+    pool the same 5 modes (16 distinct of 20 rows in a user trial, the simulator's times identical),
+    and the pooled fit's cross-validation then read 0.0 %.  With a pool and no --seed the draw is
+    now seeded by the board's id; --seed still fixes it."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    for board in ("orin-01", "orin-02"):
+        monkeypatch.setenv("PTUI_BOARD_ID", board)
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                         "--count", "5", "--session", f"s-{board}", "--out", tmp_path / f"{board}.csv")
+        assert rc == 0, err
+        assert "each board of the fleet draws its own" in err
+    rows = Pool(url).rows(device="orin-agx")
+    modes = {(r.cores, r.cpu_mhz, r.gpu_mhz, r.mem_mhz) for r in rows}
+    assert len(rows) == 10 and len(modes) >= 9
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-03")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
+                     "--count", "5", "--seed", "0", "--session", "s3", "--out", tmp_path / "3.csv")
+    assert rc == 0 and "(modes drawn with seed 0)" in err, err

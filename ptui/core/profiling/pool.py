@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import InputError, RuntimeFailure
 
 POOL_ENV = "PTUI_POOL"
+STORE_ENV = "PTUI_STORE"     # the same URL under the name the fleet issue gave it; PTUI_POOL wins
 BOARD_ENV = "PTUI_BOARD_ID"
 POOL_SCHEMA_VERSION = 1
 TABLE = "ptui_pool_rows"
@@ -87,8 +88,8 @@ def board_id() -> str:
 
 
 def pool_url(url: str | None = None) -> str | None:
-    """The pool's URL: `url`, else $PTUI_POOL, else None (no pool)."""
-    u = url if url is not None else os.environ.get(POOL_ENV)
+    """The pool's URL: `url`, else $PTUI_POOL, else $PTUI_STORE, else None (no pool)."""
+    u = url if url is not None else (os.environ.get(POOL_ENV) or os.environ.get(STORE_ENV))
     return u.strip() if u and u.strip() else None
 
 
@@ -255,7 +256,7 @@ def open_pool(url: str | None = None) -> Pool:
     """The pool named by `url` or $PTUI_POOL; InputError when neither names one."""
     u = pool_url(url)
     if u is None:
-        raise InputError(f"no pool: give --pool-url URL or set {POOL_ENV} ({URL_HELP})")
+        raise InputError(f"no pool: give --pool-url URL or set {POOL_ENV} (or {STORE_ENV}) ({URL_HELP})")
     return Pool(u)
 
 

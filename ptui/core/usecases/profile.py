@@ -6,6 +6,7 @@ import math
 import random
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from ..paths import profile_csv, script_log
 from ..prediction.predictor import load_bundled
 from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
 from ..profiling.active import ActivePlanner, Goal, Space, make_plan
-from ..profiling.pool import Pool, PoolError, pooling_store
+from ..profiling.pool import Pool, PoolError, board_id, pool_url, pooling_store
 from ..profiling.profiler import (
     PROFILE_HEADER,
     Control,
@@ -109,6 +110,16 @@ class ProfileRequest:
     time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
                                           # recorded in the CSV's time_basis when not auto
     workload_spec: str | None = None      # SPEC.json: the step's counts (roofline prior, active start)
+
+
+def default_seed() -> int:
+    """A new profile's seed when --seed is not given: 0, or with a fleet's pool configured
+    ($PTUI_POOL / $PTUI_STORE) one drawn from the board's id, so that boards of a fleet profile
+    different modes (with 0 every board drew the same ones: the pool then held no more modes than
+    one profile, and the pooled fit's cross-validation saw each held-out mode on other boards)."""
+    if pool_url() is None:
+        return 0
+    return zlib.crc32(board_id().encode()) & 0x7FFFFFFF
 
 
 @dataclass
@@ -342,7 +353,7 @@ class ProfileRun:
         ex = self.existing
         # resumed with nothing left to profile: export() writes its CSV from the store, no device
         self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
-        self.seed = req.seed if req.seed is not None else (ex.seed if ex else 0)
+        self.seed = req.seed if req.seed is not None else (ex.seed if ex else default_seed())
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
         self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
         self.recorded = False                 # a recorded model replayed under its own name
@@ -431,7 +442,7 @@ class ProfileRun:
             if not req.script and not req.workload:
                 raise SessionError("--workload is required (or your own training command after --)")
             self.finished = False
-            self.seed = req.seed or 0
+            self.seed = req.seed if req.seed is not None else default_seed()
             self.workload_name = req.workload
         self.batch_sizes = tuple(batch_sizes)
         self.what = "(mode, batch size) pairs"
@@ -654,7 +665,9 @@ class ProfileRun:
         self.profiler.store = store
         store.sync(self.name)
         notes.append(f"each finished row also goes to the pool {pool.where} as board "
-                     f"{store.board!r}")
+                     f"{store.board!r} (modes drawn with seed {self.seed}"
+                     + (", from the board's id: each board of the fleet draws its own)"
+                        if self.seed == default_seed() else ")"))
 
     # -- set-up over several batch sizes ------------------------------------------------------------
     def _memory(self, dev) -> list[int]:
