@@ -344,3 +344,20 @@ def test_boards_sharing_a_pool_draw_their_own_modes(monkeypatch, tmp_path, cli):
     rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "lstm",
                      "--count", "5", "--seed", "0", "--session", "s3", "--out", tmp_path / "3.csv")
     assert rc == 0 and "(modes drawn with seed 0)" in err, err
+
+
+def test_reading_a_sqlite_pool_that_does_not_exist_makes_no_file(tmp_path, cli):
+    """`ptui pool list` on a mistyped SQLite path made an empty pool file there (a user trial
+    made /rel.sqlite); a command that only reads says there is no pool (exit 2) and makes nothing.
+    The Flower mod's count finds such a pool empty, as before."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.usecases.pool import pool_holds
+    where = tmp_path / "typo.sqlite"
+    url = f"sqlite:///{where}"
+    for args in (("pool", "list", "--pool-url", url),
+                 ("pool", "pull", "--pool-url", url, "--device", "orin-agx", "--out", tmp_path / "f.csv")):
+        rc, _, err = cli(*args)
+        assert rc == 2 and "no pool at" in err and len(err.strip().splitlines()) == 1, err
+        assert not where.exists() and not (tmp_path / "f.csv").exists()
+    assert pool_holds(get_device("orin-agx"), "resnet18", 16, url=url, board="b")[:2] == (0, 0)
+    assert not where.exists()

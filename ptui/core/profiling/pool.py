@@ -117,14 +117,22 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-class Pool:
-    """A connection to the pool; `open_pool(url)` makes one."""
+class NoPoolFile(InputError):
+    """A SQLite pool that a command only reads does not exist (reading it made an empty file)."""
 
-    def __init__(self, url: str) -> None:
+
+class Pool:
+    """A connection to the pool; `open_pool(url)` makes one.  create=False (a command that only
+    reads it): a SQLite pool file that does not exist is NoPoolFile, not made."""
+
+    def __init__(self, url: str, create: bool = True) -> None:
         self.kind, where = check_url(url)
         self.url = url
         self.where = redact(url)
         self._ph = "%s" if self.kind == "postgresql" else "?"
+        if self.kind == "sqlite" and not create and not Path(where).exists():
+            raise NoPoolFile(f"no pool at {where}: a SQLite pool is made by the first profile or "
+                             f"`ptui pool push` that sends rows to it")
         try:
             if self.kind == "postgresql":
                 self.db = _pg_connect(url)
@@ -252,12 +260,12 @@ def _pg_connect(url: str):
         raise PoolError(f"cannot reach the pool {redact(url)}: {_one_line(e)}") from None
 
 
-def open_pool(url: str | None = None) -> Pool:
-    """The pool named by `url` or $PTUI_POOL; InputError when neither names one."""
+def open_pool(url: str | None = None, create: bool = True) -> Pool:
+    """The pool named by `url` or $PTUI_POOL; InputError when neither names one (create: Pool's)."""
     u = pool_url(url)
     if u is None:
         raise InputError(f"no pool: give --pool-url URL or set {POOL_ENV} (or {STORE_ENV}) ({URL_HELP})")
-    return Pool(u)
+    return Pool(u, create=create)
 
 
 def rows_from_results(results: list[tuple[int, dict]], *, board: str, device: str, workload: str,

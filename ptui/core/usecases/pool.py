@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
 from ..prediction.predictor import bundled_reference, load_model
-from ..profiling.pool import Pool, PoolRow, board_id, open_pool, pool_url  # noqa: F401 (façade)
+from ..profiling.pool import NoPoolFile, Pool, PoolRow, board_id, open_pool, pool_url, redact  # noqa: F401 (façade)
 from ..profiling.profiler import keep_timed
 from .fit import FitOutcome, remember_epoch_size, roofline_of
 
@@ -142,7 +142,11 @@ def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None
     """(rows, boards, the pool's name): what the pool holds of boards other than `board` (default
     this board's id) for this device type, workload and batch size, what a pooled fit would take."""
     me = board or board_id()
-    with open_pool(url) as pool:
+    try:
+        pool = open_pool(url, create=False)
+    except NoPoolFile:                      # no board has sent a row yet: it holds nothing
+        return 0, 0, redact(pool_url(url) or "")
+    with pool:
         rows = fleet_rows(pool, device, workload, batch_size, board=me)
         return len(rows), len({r.board for r in rows}), pool.where
 
@@ -176,7 +180,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     sim = _simulated(profile)
     own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
                      source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
-    with open_pool(url) as pool:
+    with open_pool(url, create=False) as pool:
         fleet = fleet_rows(pool, device, wl, b, board=me)
         where = pool.where
     if not fleet:
@@ -197,11 +201,11 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
 def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str | None = None,
               board: str | None = None) -> tuple[list[PoolRow], str]:
     """The pool's rows that match (and the pool's name, password left out)."""
-    with open_pool(url) as pool:
+    with open_pool(url, create=False) as pool:
         return pool.rows(device=device.name if device else None, workload=workload,
                          batch_size=batch_size, board=board), pool.where
 
 
 def pool_summary(url: str | None = None) -> tuple[list[dict], str]:
-    with open_pool(url) as pool:
+    with open_pool(url, create=False) as pool:
         return pool.summary(), pool.where
