@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import math
 import os
 import threading
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.common.logger import log as flwr_log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
@@ -62,6 +64,15 @@ POOL_MODES = 5                    # modes a node profiles when the fleet's pool 
 RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
+
+
+def say_in_flowers_log(text: str) -> None:
+    """The mod's and PtuiFleet's lines by default: Flower's own log (its console handler prints
+    them beside FedAvg's in `flwr run` and the SuperNodes' output), and ptui's logger.  On ptui's
+    logger alone, which has no handler, the README's ten lines printed none of them."""
+    flwr_log(logging.INFO, text)
+    core.LOG.debug(text)
+
 
 _ENV_LOCK = threading.RLock()     # PTUI_DATA_DIR is per process: one node's ptui work at a time
 
@@ -285,7 +296,7 @@ class PowerMod:
         self._opening = threading.Lock()
 
     def _say(self, text: str) -> None:
-        (self.say or core.LOG.info)(text)
+        (self.say or say_in_flowers_log)(text)
 
     def spec_for(self, ctx: Context) -> NodeSpec:
         spec = NodeSpec.of(ctx.node_config, self.defaults)
@@ -791,7 +802,7 @@ class PtuiFleet(Strategy):
         self.default_device = default_device
         self.workload, self.batch_size, self.steps = workload, batch_size, steps
         self.risk = risk                       # the nodes' risk: the prior's front at its power bound
-        self.log = log or core.LOG.info
+        self.log = log or say_in_flowers_log
         self.curves: dict[int, tuple[list[float], list[float]]] = {}   # node -> reported front
         self.node_device: dict[int, str] = {}                           # node -> reported device
         self.node_model: dict[int, bool] = {}                           # node -> has a model (QUERY)

@@ -799,3 +799,23 @@ def test_a_mode_applied_after_a_killed_round_is_not_undone_by_the_next_round(emu
     _kill_mid_round(root, tmp_path)
     be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
     _a_users_mode_stays_through_a_round(be, root, tmp_path)
+
+
+def test_the_fleets_lines_go_to_flowers_log_by_default():
+    """With no log= (the README's ten lines), PtuiFleet's lines went to ptui's logger, which has no
+    handler: a user saw none of them.  They now go to Flower's own log, beside FedAvg's."""
+    import logging
+
+    from flwr.common.logger import FLOWER_LOGGER
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    h = Catch(level=logging.INFO)
+    FLOWER_LOGGER.addHandler(h)
+    try:
+        flower.PtuiFleet(FedAvg(), cap_w=40.0).summary()
+    finally:
+        FLOWER_LOGGER.removeHandler(h)
+    assert any("PtuiFleet: fleet cap 40 W" in m for m in seen), seen
