@@ -121,3 +121,12 @@ def test_probe_counts_without_a_dataloader_load_nothing_and_host_work_follows_th
     assert seen.input_mb == pytest.approx(4.0)
     unknown = WorkloadSpec.from_probe({k: v for k, v in info.items() if k != "batches"})
     assert unknown.input_mb is None            # an older probe line: the reference's loading
+
+
+def test_a_command_that_is_not_there_is_bad_input(cli):
+    """`tune --count 0 -- /nonexistent/cmd` exited 1, a runtime failure; a command that is not
+    there is bad input: one error line, exit 2 (a user trial)."""
+    rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--", "/nonexistent/cmd")
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error")]
+    assert rc == 2 and errors == ["ptui: error: cannot start '/nonexistent/cmd': No such file or "
+                                  "directory"] and "Traceback" not in err, err

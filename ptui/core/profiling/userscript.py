@@ -42,6 +42,7 @@ from ..board.backends.base import Backend, MinibatchEvent
 from ..board.csvio import OUTSIDE_WARN, outside_note
 from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import Workload, get_workload
+from ..errors import EXIT_INPUT
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP
 from .profiler import ProfileError, SessionError
 
@@ -314,7 +315,10 @@ class ScriptSource:
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as e:
             self._cleanup()
-            raise ProfileError(f"cannot start {self.argv[0]!r}: {e.strerror or e}") from None
+            # a command that is not there (or not runnable) is bad input: exit 2, as a bad flag
+            bad = isinstance(e, (FileNotFoundError, PermissionError, NotADirectoryError))
+            raise ProfileError(f"cannot start {self.argv[0]!r}: {e.strerror or e}",
+                               exit_code=EXIT_INPUT if bad else None) from None
         finally:
             log.close()
         self.t_start = time.monotonic()
