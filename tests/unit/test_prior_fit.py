@@ -402,3 +402,17 @@ def test_the_active_planners_gps_take_the_prior_as_their_mean(monkeypatch):
     monkeypatch.setattr(fitmod, "fit_model", spy)
     pl.decide(rows)
     assert seen and seen[0] is prior
+
+
+def test_a_spec_of_another_batch_size_than_the_profile_is_one_line(cli, tmp_path):
+    """A batch-32 profile fitted with a batch-16 spec without a word (a user trial): the spec
+    counts another step.  One line, exit 2, no model written."""
+    prof = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--batch-size", "32", "--count", "6", "--session", "p", "--out", prof)
+    assert rc == 0, err
+    spec = _spec_file(tmp_path, {"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 16})
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", prof, "--workload-spec", spec,
+                     "--out", tmp_path / "m")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "batch size 32" in err and "batch size 16" in err and not (tmp_path / "m").exists()

@@ -165,6 +165,8 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     if scratch and len(sizes) > 1:
         raise InputError("--scratch trains a network, which takes no batch-size input; this profile "
                          f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
+    if spec is not None and len(sizes) == 1:
+        check_spec_batch(spec, sizes[0])
     basis = profile_time_choice(profile, time_basis, note or progress)
     tags = profile_tags(profile)                    # a ptui profile names its workload
     workload = workload or tags.get("workload") or "custom"
@@ -201,6 +203,15 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     out = Path(out) if out is not None else model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
+
+
+def check_spec_batch(spec, batch_size) -> None:
+    """A workload spec counts one step at its batch size: a profile at another size is a different
+    step (a batch-32 profile with a batch-16 spec fitted without a word; a user trial)."""
+    if spec is not None and batch_size and int(batch_size) != int(spec.batch_size):
+        raise InputError(f"the profile was taken at batch size {int(batch_size)}, the workload spec "
+                         f"counts a step at batch size {int(spec.batch_size)}: give the spec of the "
+                         f"profiled batch size (a step's FLOPs and bytes grow with it)")
 
 
 def remember_epoch_size(model, workload: str, batch_size) -> None:

@@ -16,7 +16,7 @@ from ..prediction.pooled import Rows, fit_pooled
 from ..prediction.predictor import bundled_reference, load_model
 from ..profiling.pool import NoPoolFile, Pool, PoolRow, board_id, open_pool, pool_url, redact  # noqa: F401 (façade)
 from ..profiling.profiler import keep_timed
-from .fit import FitOutcome, remember_epoch_size, roofline_of
+from .fit import FitOutcome, check_spec_batch, remember_epoch_size, roofline_of
 
 ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
             "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
@@ -177,6 +177,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     me = board or board_id()
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, None)
+    check_spec_batch(spec, b)
     sim = _simulated(profile)
     own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
                      source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
