@@ -616,11 +616,11 @@ def _fit_prior(a, dev, spec) -> int:
     return EXIT_OK
 
 
-def _prior_only_note(model) -> str | None:
-    """The line a decision from a model with no profiled mode says (stderr), else None."""
+def _prior_only_note(model, what: str = "this decision rests") -> str | None:
+    """The line a decision (or `what`) from a model with no profiled mode says (stderr), else None."""
     if model.about.kind != core.PRIOR_KIND:
         return None
-    return (f"this decision rests on no measurement: the roofline prior of "
+    return (f"{what} on no measurement: the roofline prior of "
             f"{model.about.trained_on.get('source') or 'a workload spec'} alone, with its spreads; "
             f"profile a few modes to refine it")
 def _fit_pooled(a, dev, spec) -> int:
@@ -737,6 +737,9 @@ def cmd_predict(a) -> int:
                            "time_ms_std", "power_w_std"), rows)
     if a.out not in (None, "-"):
         _info(f"predicted {len(tab)} modes of {model.device.name} -> {a.out}")
+    note = _prior_only_note(model, "these predictions rest")
+    if note:
+        _warn(note)
     return EXIT_OK
 
 

@@ -50,6 +50,7 @@ def test_fit_without_a_profile_is_the_prior_alone_and_pareto_reads_it(cli, tmp_p
     assert "no epoch time" in err and "--batches-per-epoch" in err and "epoch:" not in out
     rc, out, err = cli("predict", "--model", tmp_path / "m")
     assert rc == 0, err
+    assert "these predictions rest on no measurement" in err        # said (a user trial)
     assert len(out.strip().splitlines()) == len(AGX.full_space()) + 1
 
 
