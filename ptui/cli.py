@@ -340,7 +340,7 @@ def _tune_prior(a) -> int:
                              timed=(f"{timed} (of the user's script)" if timed else ""))
     except core.InfeasibleError as e:
         if a.json:
-            _infeasible_document("tune", e, goal, bs_said)
+            _infeasible_document("tune", e, goal, bs_said, profiled=0)
         raise
     d, model = td.decision, td.model
     res = core.decision_body(td.table, d, model, goal, timed=td.timed or _timed(model),
@@ -759,12 +759,13 @@ def cmd_pareto(a) -> int:
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk,
                 tolerance_w=a.tolerance_w)
     bs = model.about.batch_size
-    d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs)
+    prior_note = _prior_only_note(model)
+    if prior_note:                     # before the decision: a goal no mode meets says it too
+        _warn(prior_note)
+    d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs,
+                            profiled=core.profiled_modes(model))
     res = core.decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                              epochs=a.epochs)
-    prior_note = _prior_only_note(model)
-    if prior_note:
-        _warn(prior_note)
     if a.epochs and not res["epoch_s"]:
         _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
               "minibatches an epoch has; give --batches-per-epoch N")
@@ -800,26 +801,31 @@ def _timed(model) -> str:
                                  if model.about.workload == "script" else "minibatch")
 
 
-def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, **per_epoch):
+def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, profiled=None, **per_epoch):
     """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
-    closest option) before the one-line error (exit 3)."""
+    closest option, and with `profiled` how many profiled modes it rests on) before the one-line
+    error (exit 3)."""
     try:
         return core.choose(tab, **goal)
     except core.InfeasibleError as e:
         if getattr(a, "json", False):
-            _infeasible_document(command, e, goal, batch_size, **per_epoch)
+            _infeasible_document(command, e, goal, batch_size, profiled=profiled, **per_epoch)
         raise
 
 
 def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words: str | None = None,
-                         **per_epoch) -> None:
+                         profiled: int | None = None, **per_epoch) -> None:
     """The document of a goal no mode meets: its words (a decision over batch sizes says its own),
-    the reason and the closest option where the decision names one row."""
+    the reason, the closest option where the decision names one row, and `profiled` where known
+    (0: the roofline prior alone, as a feasible decision's document says)."""
     closest = (core.point(e.table, e.closest, batch_size=batch_size, **per_epoch)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
     words = words or core.Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
         goal.get("risk"), goal.get("tolerance_w") or 0.0)
-    print(core.document(command, core.infeasible(words, str(e), closest)))
+    body = core.infeasible(words, str(e), closest)
+    if profiled is not None:
+        body["profiled"] = profiled
+    print(core.document(command, body))
 
 
 def _joint_goal(a) -> dict:

@@ -25,7 +25,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                             "trace", "walk_profiles",),
     "usecases.interleavedemo": ("demo_pair", "live_snapshot", "run_demo",),
     "usecases.contract": ("batch_decision_body", "batch_decision_energy", "decision_body", "decision_energy",
-                          "document", "infeasible", "point",),
+                          "document", "infeasible", "point", "profiled_modes",),
     "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
                         "tune_decide_batches", "tune_prior", "view",),
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "prior_model", "probe_spec",
@@ -169,6 +169,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         document,
         infeasible,
         point,
+        profiled_modes,
     )
     from .usecases.decide import (
         load_predictions,

@@ -52,6 +52,10 @@ def test_fit_without_a_profile_is_the_prior_alone_and_pareto_reads_it(cli, tmp_p
     assert rc == 0, err
     assert "these predictions rest on no measurement" in err        # said (a user trial)
     assert len(out.strip().splitlines()) == len(AGX.full_space()) + 1
+    # a goal no mode meets says it too, and its document how many modes it rests on (0)
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "2", "--json")
+    assert rc == 3 and "rests on no measurement" in err, err
+    assert json.loads(out)["feasible"] is False and json.loads(out)["profiled"] == 0
 
 
 @pytest.mark.parametrize("text, words", [
