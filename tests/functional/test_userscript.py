@@ -485,10 +485,11 @@ def _probe_run(tmp_path, code, timeout=60):
         # accepted on a busy machine (the probe's lines then seemed never sent)
         srv.settimeout(0.2)
         while True:
+            ended = done.is_set()     # before the wait: the script's connections are queued by then
             try:
                 conn, _ = srv.accept()
             except socket.timeout:
-                if done.is_set():
+                if ended:
                     return
                 continue
             except OSError:
