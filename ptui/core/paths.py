@@ -109,13 +109,23 @@ def board_state_dirs() -> list[Path]:
                       and first != Path(SYSTEM_STATE_DIR) else [])
 
 
+def _model_of(path: Path, device: str) -> bool:
+    """A saved model directory (its meta.json written: complete) for `device`."""
+    import json
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("device") == device
+
+
 def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:
     """The newest profile CSV (for which complete(path) holds, if given) the app made for this
-    device, and the newest model directory the app or `ptui tune` made for it (tune-<device>-...:
-    the app opened on an older model of its own after a tune), if any."""
+    device, and the newest model directory in ptui's models folder whose meta.json names this
+    device (the app's, `ptui tune`'s: tune-auto-... or a --session name; the app opened on an
+    older model of its own after a tune), if any."""
     profiles = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if complete is None or complete(p)),
                       key=lambda p: p.stat().st_mtime)
-    mdir = models_dir()
-    models = sorted((p for pat in (f"{device}-*", f"tune-{device}-*") for p in mdir.glob(pat)
-                     if (p / "meta.json").exists()), key=lambda p: p.stat().st_mtime)
+    models = sorted((p for p in models_dir().glob("*") if _model_of(p, device)),
+                    key=lambda p: p.stat().st_mtime)
     return (profiles[-1] if profiles else None), (models[-1] if models else None)

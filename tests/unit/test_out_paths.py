@@ -303,20 +303,26 @@ def test_a_model_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path)
 
 
 def test_the_newest_model_includes_tunes_for_this_device_only():
-    """The app opens on the newest model: a `ptui tune` model (tune-<device>-...) counts, and it
-    did not (the app opened on an older model of its own after a tune; a user trial)."""
+    """The app opens on the newest model: a `ptui tune` model counts (tune-auto-... when no
+    --device was given, or a --session name), and it did not (the app opened on an older model of
+    its own after a tune; a user trial and a review).  Its meta.json says its device."""
+    import json
     import os
 
     from ptui.core import paths
     mdir = paths.models_dir()
     made = []
-    for k, name in enumerate(("orin-agx-resnet18-1", "tune-orin-agx-spec-2", "tune-orin-nano-spec-3",
-                              "tune-orin-agx-half-4")):
+    for k, (name, dev) in enumerate((("orin-agx-resnet18-1", "orin-agx"), ("tune-auto-spec-2", "orin-agx"),
+                                     ("tune-auto-spec-3", "orin-nano"), ("my-session-4", None),
+                                     ("not-json-5", "bad"))):
         d = mdir / name
         d.mkdir(parents=True)
-        if not name.endswith("-4"):                     # no meta.json: not a model (yet)
-            (d / "meta.json").write_text("{}")
+        if dev == "bad":
+            (d / "meta.json").write_text("{not json")
+        elif dev is not None:                             # no meta.json: not a model (yet)
+            (d / "meta.json").write_text(json.dumps({"device": dev}))
         os.utime(d, (1000 + k, 1000 + k))
         made.append(d)
     assert paths.latest_outputs("orin-agx")[1] == made[1]
     assert paths.latest_outputs("orin-nano")[1] == made[2]
+    assert paths.latest_outputs("xavier-agx")[1] is None
