@@ -77,6 +77,15 @@ def session_label(s, width: int = 42) -> str:
     return head + tail
 
 
+
+def _default_seed() -> int:
+    """The seed field's default: ptui profile's (core.default_seed), 0 when the board's id is bad
+    (the profile then says so when it sends its rows)."""
+    try:
+        return core.default_seed()
+    except core.PtuiError:
+        return 0
+
 class ProfileScreen(Screen):
     TITLE = "ptui · 2 Profile"
     AUTO_FOCUS = "#start"
@@ -123,7 +132,8 @@ class ProfileScreen(Screen):
             yield Label("modes")
             yield Input("50", id="count")
             yield Label("seed")
-            yield Input("0", id="seed")
+            # 0, or with a fleet's pool the board's own (its modes differ from the other boards')
+            yield Input(str(_default_seed()), id="seed")
         with Horizontal(classes="form"):
             yield Label("strategy")
             yield Select([("random", "random"), ("space-filling", "space-filling"),

@@ -23,3 +23,20 @@ async def test_the_apps_pareto_screen_reads_a_prior_model_and_says_what_it_is(cl
         # of batch 16 for this batch-32 model (a user trial saw "epoch 7.04 min" from nowhere)
         assert scr.unit == "1k steps" and scr.mb_per_epoch == 1000
         assert "epoch" not in str(scr.query_one("#details").render()).lower()
+
+
+async def test_the_profile_screens_seed_is_the_boards_own_with_a_pool(monkeypatch, tmp_path):
+    """The app sent seed 0 from its field whatever the pool: every board of a fleet profiling from
+    the app drew the same modes (a review).  With a pool the field starts at ptui profile's
+    default, drawn from the board's id; without, at 0."""
+    import zlib
+
+    from textual.widgets import Input
+    monkeypatch.setenv("PTUI_POOL", f"sqlite:///{tmp_path}/pool.sqlite")
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-07")
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        want = zlib.crc32(b"orin-07") & 0x7FFFFFFF
+        assert app.screen.query_one("#seed", Input).value == str(want)
