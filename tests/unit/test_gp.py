@@ -140,6 +140,7 @@ def test_calibration_narrows_below_0_8_only_from_many_residuals_and_to_their_upp
     assert calibrate(inside) < at50                     # more residuals, a tighter bound
     assert calibrate(inside * 0.1) == pytest.approx(0.4)            # the floor
     assert calibrate(np.abs(rng.standard_normal(100))) == pytest.approx(1.0, abs=0.25)
+    assert calibrate(inside[:50], deep=False) == pytest.approx(0.8)    # networks, batch-size fits
 
 
 def test_save_load_round_trip_plain_arrays(tmp_path):

@@ -315,7 +315,7 @@ def _gp_candidate(name, device, A, ly, ref_log, ref_net, fold, seed, inputs="log
     return full, _CV(mu, sd)
 
 
-def calibrate(z: np.ndarray) -> float:
+def calibrate(z: np.ndarray, deep: bool = True) -> float:
     """Factor on the predictive sd so that the 90 % interval covers 90 % of the cross-validated
     residuals (|z| = |log error| / sd): the larger of two estimates, the 90 % quantile of |z| over
     1.645 (right when the tails are heavier than a normal's) and the root mean square of z (the
@@ -323,7 +323,8 @@ def calibrate(z: np.ndarray) -> float:
     few largest of a few dozen).  It may widen a lot (x5) but narrow only a little (x0.8), and
     only from CALIBRATE_NARROW_MIN residuals: an interval slightly too wide costs far less than
     one too narrow, and a handful of residuals all inside it says little (10 of 10 inside happens
-    one time in three when it holds exactly 90 %)."""
+    one time in three when it holds exactly 90 %).  With `deep`, from CALIBRATE_DEEP_MIN
+    residuals it narrows further, to the estimate's upper bound (see there)."""
     if len(z) < 10:
         return 1.0
     z = np.asarray(z, np.float64)
@@ -331,7 +332,7 @@ def calibrate(z: np.ndarray) -> float:
     floor = 1.0
     if len(z) >= CALIBRATE_NARROW_MIN:
         floor = 0.8
-    if len(z) >= CALIBRATE_DEEP_MIN:
+    if deep and len(z) >= CALIBRATE_DEEP_MIN:
         # enough residuals to trust the estimate itself: narrow to its upper confidence bound
         # (the rms of n z's is known to about 1 / sqrt(2n) of itself)
         floor = min(floor, max(est * (1.0 + Z90 / np.sqrt(2.0 * len(z))), CALIBRATE_DEEP_FLOOR))
@@ -948,7 +949,9 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
         scores = {nm: cv.score(ly) for nm, cv in cvs[t].items()}
         choice = _best_candidate(scores)
         best = scores[choice]
-        scale = calibrate(best["_z"])
+        # below x0.8 only where it was measured: a GP of one batch size (not yet the networks'
+        # sd, nor a fit over (mode, batch size) pairs, whose decisions were not re-measured)
+        scale = calibrate(best["_z"], deep=choice in fulls[t] and not batch_knob)
         if choice in fulls[t]:
             preds[t] = _with_reference_grids(device, fulls[t][choice], scale)
         else:
