@@ -27,7 +27,7 @@ from textual.widgets import (
 )
 
 from .. import core
-from ..core import WORKLOADS, InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
+from ..core import InputError, Mode, Table, Timed, cpu_ghz, hms, whole_mhz
 from ..messages import PredictionsFailed, PredictionsLoaded, ViewReady
 from ..widgets.safeplot import SafePlot
 from .profile import short_name
@@ -231,8 +231,7 @@ class ParetoScreen(Screen):
             self.sel = None                  # an index into the previous source's rows
         self.pred, self.space, self.view, self.front_key = p, p.space, None, None
         self.show_batch_form(p.space is not None)
-        self.loaded(p.table, p.model, p.batches_per_epoch, script=p.workload == "script",
-                    workload=p.workload)
+        self.loaded(p.table, p.model, p.batches_per_epoch)
 
     def show_batch_form(self, on: bool) -> None:
         """Several batch sizes: the size filter and the noise scale take the deadline's place (a
@@ -285,14 +284,13 @@ class ParetoScreen(Screen):
         """What one time is: a script is timed per optimizer step (or whole iteration)."""
         return Timed.of(self.timed).step_word
 
-    def loaded(self, tab: Table, model, mb, script: bool = False, workload: str | None = None) -> None:
+    def loaded(self, tab: Table, model, mb) -> None:
         self.table, self.model = tab, model
-        # the source's own workload counts epochs; a script's, a spec's or a custom workload's
-        # epoch is unknown: 1000 steps (another workload's epoch was shown as this one's)
-        unknown = not mb and (script or (workload is not None and workload not in WORKLOADS))
-        self.unit = "1k steps" if unknown else "epoch"
-        self.mb_per_epoch = mb or (1000 if unknown else WORKLOADS.get(
-            self.app.state.workload, WORKLOADS["resnet18"]).minibatches_per_epoch)
+        # the source's own workload counts epochs (a catalog workload's, or what its profile
+        # says); any other's epoch is unknown: 1000 steps (the app's workload's epoch was shown
+        # as a spec's or an untagged profile's)
+        self.unit = "epoch" if mb else "1k steps"
+        self.mb_per_epoch = mb or 1000
         per = "1k" if self.unit != "epoch" else "ep"
         self.query_one("#deadline-label", Label).update(f"deadline s/{per}")
         self.query_one("#epochs-label", Label).update("epochs" if self.unit == "epoch" else "x1k steps")
