@@ -130,3 +130,18 @@ def test_a_command_that_is_not_there_is_bad_input(cli):
     errors = [x for x in err.splitlines() if x.startswith("ptui: error")]
     assert rc == 2 and errors == ["ptui: error: cannot start '/nonexistent/cmd': No such file or "
                                   "directory"] and "Traceback" not in err, err
+
+
+def test_profile_of_a_command_that_is_not_there_opens_no_session(cli, tmp_path):
+    """`ptui profile --session y -- /nonexistent/cmd` opened session y before it tried the command:
+    y stayed, marked failed, with a resume hint that could only fail again (a review).  Now it is
+    one line, exit 2, and y is free."""
+    for cmd in ("/nonexistent/cmd", "no-such-command-ptui"):
+        rc, out, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--count", "3",
+                           "--session", "y", "--out", tmp_path / "p.csv", "--", cmd)
+        errors = [x for x in err.splitlines() if x.startswith("ptui: error")]
+        assert rc == 2 and len(errors) == 1 and "cannot start" in errors[0], err
+        assert "resume" not in err and "Traceback" not in err
+    rc, out, err = cli("sessions")
+    names = [x.split()[0] for x in (out + err).splitlines() if x.split()]
+    assert "y" not in names and not (tmp_path / "p.csv").exists()

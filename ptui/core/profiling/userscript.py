@@ -64,6 +64,21 @@ def command_text(argv) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+def check_command(argv) -> None:
+    """A training command that cannot start is bad input, said before anything is opened (a
+    session, a board): a path that is not an executable file, or a name not on $PATH."""
+    if not argv:
+        return
+    cmd = str(argv[0])
+    if os.sep in cmd:
+        ok = os.path.isfile(cmd) and os.access(cmd, os.X_OK)
+        why = "No such file or directory" if not os.path.exists(cmd) else "Permission denied"
+    else:
+        ok, why = shutil.which(cmd) is not None, "not found on $PATH"
+    if not ok:
+        raise ProfileError(f"cannot start {cmd!r}: {why}", exit_code=EXIT_INPUT)
+
+
 def check_resume_command(params: dict, argv) -> None:
     """A script session resumes only with the command it was started with."""
     stored = params.get("command")

@@ -61,6 +61,7 @@ from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
 from ..profiling.userscript import (
     WHATIF_LABEL,
     ScriptSource,
+    check_command,
     check_resume_command,
     command_text,
     script_workload,
@@ -346,6 +347,7 @@ class ProfileRun:
     def _resolve(self) -> None:
         req = self.req
         self.script = list(req.script)
+        check_command(self.script)            # before a session is opened for it
         if not self.script and not req.workload and not req.resume and not req.corpus:
             raise SessionError("--workload is required (or --resume an existing --session; on the "
                                "replay device --corpus F.csv is the workload)")
