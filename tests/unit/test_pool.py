@@ -361,3 +361,19 @@ def test_reading_a_sqlite_pool_that_does_not_exist_makes_no_file(tmp_path, cli):
         assert not where.exists() and not (tmp_path / "f.csv").exists()
     assert pool_holds(get_device("orin-agx"), "resnet18", 16, url=url, board="b")[:2] == (0, 0)
     assert not where.exists()
+
+
+def test_a_sqlite_file_of_someone_elses_is_left_as_it_is(tmp_path, cli):
+    """`ptui pool list` (and push, profile) on an existing SQLite database of another program turned
+    on WAL and added ptui's tables to it (a review): ptui writes nothing to it now; one line, exit 2."""
+    other = tmp_path / "app.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE users (id INTEGER)")
+    db.commit()
+    db.close()
+    before = other.read_bytes()
+    rc, _, err = cli("pool", "list", "--pool-url", f"sqlite:///{other}")
+    assert rc == 2 and "is not a ptui pool" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(InputError, match="not a ptui pool"):
+        Pool(f"sqlite:///{other}")
+    assert other.read_bytes() == before and not (tmp_path / "app.sqlite-wal").exists()

@@ -117,6 +117,20 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
+def _refuse_foreign_db(db, where: str) -> None:
+    """An SQLite file that holds tables but not a ptui pool's is someone else's database: ptui
+    writes nothing to it (it used to turn on WAL and add its tables, even for `pool list`)."""
+    try:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as e:
+        db.close()
+        raise InputError(f"{where} is not a ptui pool ({e}); name another file") from None
+    if names and "ptui_pool_meta" not in names:
+        db.close()
+        raise InputError(f"{where} is not a ptui pool: it holds other tables "
+                         f"({', '.join(sorted(names)[:3])}); ptui writes nothing to it, name another file")
+
+
 class NoPoolFile(InputError):
     """A SQLite pool that a command only reads does not exist (reading it made an empty file)."""
 
@@ -139,10 +153,11 @@ class Pool:
             else:
                 Path(where).parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(where, timeout=30, isolation_level=None)
+                _refuse_foreign_db(self.db, where)     # before anything is written to it
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=FULL")
             self._schema()
-        except PoolError:
+        except (PoolError, InputError):
             raise
         except (OSError, sqlite3.Error) as e:
             raise PoolError(f"cannot open the pool {self.where}: {e}") from None
