@@ -134,3 +134,24 @@ def test_driver_survives_a_knob_caught_mid_write(tmp_path):
     (gpu / "max_freq").write_text("624750000\n")
     drv.step(0.5)
     assert SysfsBackend(ORIN, root=root).read().gpu_mhz == 624.75
+
+
+def test_a_knob_caught_mid_write_is_read_again(tmp_path):
+    """A writer truncates a knob file, then writes it: read_mode then read '' and raised (a flaky
+    Flower e2e test polled the tree while ptui applied the round's mode).  It reads again."""
+    import threading
+    import time
+
+    root = emulator.build(tmp_path / "b", "orin-nano")
+    want = emulator.read_mode(root)
+    knob = root / "sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"
+    value = knob.read_text()
+    knob.write_text("")                                     # caught between truncate and write
+    t = threading.Timer(0.1, lambda: knob.write_text(value))
+    t.start()
+    t0 = time.monotonic()
+    assert emulator.read_mode(root) == want and time.monotonic() - t0 < 0.9
+    t.join()
+    knob.write_text("")
+    with pytest.raises(ValueError):
+        emulator.read_mode(root, wait_s=0.0)

@@ -324,8 +324,21 @@ def _tree_device(root: Path, device: Device | str | None) -> Device:
     return det.device
 
 
-def read_mode(root: str | os.PathLike, device: Device | str | None = None) -> Mode:
-    """The mode the tree's knobs are set to (exactly: a value off the board's tables raises)."""
+def read_mode(root: str | os.PathLike, device: Device | str | None = None, wait_s: float = 1.0) -> Mode:
+    """The mode the tree's knobs are set to (exactly: a value off the board's tables raises).  A
+    knob caught mid-write (a writer truncates the file, then writes: an empty read) is read again
+    for up to `wait_s` (a test polling the tree while ptui applied a mode read '' and failed)."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            return _read_mode(root, device)
+        except ValueError:
+            if time.monotonic() >= end:
+                raise
+            time.sleep(0.01)
+
+
+def _read_mode(root: str | os.PathLike, device: Device | str | None) -> Mode:
     root = Path(root)
     dev = _tree_device(root, device)
     cpu = root / "sys/devices/system/cpu"
@@ -359,7 +372,7 @@ class Driver:
         """Put the simulator in the tree's mode; a knob caught mid-write, or set off the board's
         tables, leaves it where it was until the next step."""
         try:
-            mode = read_mode(self.root, self.device)
+            mode = read_mode(self.root, self.device, wait_s=0.0)
         except (ValueError, OSError):
             return self.sim.current_mode()
         tpc = self._tpc()
