@@ -268,7 +268,8 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         print("no mode profiled: predicted by the roofline prior of the workload's counts")
     print(f"mode: {d.mode}")
     print(f"{td.source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed or _timed(td.model))} "
-          f"(+-{d.time_ms_std:.1f}), {d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+          f"(+-{d.time_ms_std:.1f}{_wide(d.time_ms, d.time_ms_std, 'ms')}), {d.power_w:.2f} W "
+          f"(+-{d.power_w_std:.2f}{_wide(d.power_w, d.power_w_std, 'W')})")
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
@@ -780,8 +781,8 @@ def cmd_pareto(a) -> int:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
     print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {core.time_unit(res.get('timed'))} "
-          f"(+-{d.time_ms_std:.1f}), "
-          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f})")
+          f"(+-{d.time_ms_std:.1f}{_wide(d.time_ms, d.time_ms_std, 'ms')}), "
+          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f}{_wide(d.power_w, d.power_w_std, 'W')})")
     if tab.measured.any():
         print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")
     if res["epoch_s"]:
@@ -793,6 +794,17 @@ def cmd_pareto(a) -> int:
           f"--gpu-mhz {d.mode.gpu_mhz:g} --mem-mhz {d.mode.mem_mhz:g}")
     print(f"Pareto front: {len(res['front'])} of {len(tab)} modes")
     return EXIT_OK
+
+
+def _wide(value: float, sd: float, unit: str) -> str:
+    """A spread of half the value or more read as if the figure could be negative ("135.2 ms
+    (+-219.8)"; a user trial): the log-normal's 90 % interval is said beside it."""
+    if not (value > 0 and sd >= 0.5 * value):
+        return ""
+    import math
+    s = math.sqrt(math.log1p((sd / value) ** 2))
+    lo, hi = value * math.exp(-1.6448536 * s), value * math.exp(1.6448536 * s)
+    return f"; 90 % within {lo:.3g}-{hi:.3g} {unit}"
 
 
 def _timed(model) -> str:

@@ -1,6 +1,7 @@
 """tune --count 0 (issue 25): no mode profiled; the probe counts one iteration of the user's script
 (or a --workload-spec, or a catalog workload's counts) and the roofline prior decides, saying so."""
 import json
+import re
 import textwrap
 
 import pytest
@@ -145,3 +146,17 @@ def test_profile_of_a_command_that_is_not_there_opens_no_session(cli, tmp_path):
     rc, out, err = cli("sessions")
     names = [x.split()[0] for x in (out + err).splitlines() if x.split()]
     assert "y" not in names and not (tmp_path / "p.csv").exists()
+
+
+def test_a_spread_as_wide_as_the_value_says_its_interval(tmp_path, cli):
+    """"135.2 ms per minibatch (+-219.8)" read as if the step could take negative time (a user
+    trial): a spread of half the value or more says the 90 % interval of the log-normal too."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 32}))
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--budget-w", "30")
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("predicted:"))
+    ms, sd = (float(v) for v in re.search(r"([\d.]+) ms per minibatch \(\+-([\d.]+)", line).groups())
+    assert sd >= 0.5 * ms and "; 90 % within " in line
+    lo, hi = (float(v) for v in re.search(r"90 % within ([\d.]+)-([\d.]+) ms", line).groups())
+    assert 0 < lo < ms < hi
