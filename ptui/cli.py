@@ -799,12 +799,8 @@ def cmd_pareto(a) -> int:
 def _wide(value: float, sd: float, unit: str) -> str:
     """A spread of half the value or more read as if the figure could be negative ("135.2 ms
     (+-219.8)"; a user trial): the log-normal's 90 % interval is said beside it."""
-    if not (value > 0 and sd >= 0.5 * value):
-        return ""
-    import math
-    s = math.sqrt(math.log1p((sd / value) ** 2))
-    lo, hi = value * math.exp(-1.6448536 * s), value * math.exp(1.6448536 * s)
-    return f"; 90 % within {lo:.3g}-{hi:.3g} {unit}"
+    iv = core.wide_interval(value, sd)
+    return "" if iv is None else f"; 90 % within {iv[0]:.3g}-{iv[1]:.3g} {unit}"
 
 
 def _timed(model) -> str:

@@ -39,6 +39,12 @@ OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy
 BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
+
+def _wide_line(value: float, sd: float, unit: str) -> list[str]:
+    """A spread of half the value or more: its 90 % interval on a line of its own (core.wide_interval)."""
+    iv = core.wide_interval(value, sd)
+    return [] if iv is None else [f"  90 % within {iv[0]:.3g}-{iv[1]:.3g} {unit}"]
+
 class PathInput(Input):
     """The path field: Enter loads what it names, and the footer says so."""
     BINDINGS = [Binding("enter", "submit", "Load")]
@@ -477,7 +483,9 @@ class ParetoScreen(Screen):
             lines += [f"[b]{goal}[/b]" if goal else "[b]selected mode[/b]",
                       f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
                       f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
+                      *_wide_line(t, ts, "ms"),
                       f"power {p:.2f} W ± {ps:.2f}",
+                      *_wide_line(p, ps, "W"),
                       f"{self.unit} {float(v.x_s[v.pos(i)]) / 60:.2f} min",
                       f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
                       f"{job_s / 3600:.2f} h, {wh:.0f} Wh",

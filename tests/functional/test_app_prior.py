@@ -23,6 +23,8 @@ async def test_the_apps_pareto_screen_reads_a_prior_model_and_says_what_it_is(cl
         # of batch 16 for this batch-32 model (a user trial saw "epoch 7.04 min" from nowhere)
         assert scr.unit == "1k steps" and scr.mb_per_epoch == 1000
         assert "epoch" not in str(scr.query_one("#details").render()).lower()
+        # a time spread wider than half the time says its 90 % interval (a user trial)
+        assert "90 % within" in str(scr.query_one("#details").render())
 
 
 async def test_the_profile_screens_seed_is_the_boards_own_with_a_pool(monkeypatch, tmp_path):
