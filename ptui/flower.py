@@ -27,7 +27,6 @@ import math
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +207,7 @@ def fit_node_model(backend, spec: NodeSpec, out: Path, count: int = FIT_MODES,
                f"-{time.strftime('%Y%m%d-%H%M%S')}")
     csv = out.parent.parent / "profiles" / f"{session}.csv"
     csv.parent.mkdir(parents=True, exist_ok=True)
-    seed = zlib.crc32(str(spec.board).encode()) % 100_000 if spec.pool else None
+    seed = core.board_seed(spec.board) if spec.pool else None
     req = core.ProfileRequest(workload=spec.workload, batch_size=spec.batch_size, count=count,
                               strategy="space-filling", session=session, out=csv, seed=seed)
     run = core.ProfileRun(req, notify=say)

@@ -40,5 +40,5 @@ async def test_the_profile_screens_seed_is_the_boards_own_with_a_pool(monkeypatc
     async with app.run_test(size=(110, 36)) as pilot:
         await pilot.press("2")
         await pilot.pause(0.2)
-        want = zlib.crc32(b"orin-07") & 0x7FFFFFFF
+        want = zlib.crc32(b"orin-07") % 100_000          # the Flower node's too
         assert app.screen.query_one("#seed", Input).value == str(want)

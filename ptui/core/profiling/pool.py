@@ -17,6 +17,7 @@ import re
 import socket
 import sqlite3
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,12 @@ def board_id() -> str:
     if not name or not name.isprintable() or len(name) > 100:
         raise InputError(f"bad board id {name!r} (${BOARD_ENV}): printable text of at most 100 characters")
     return name
+
+
+def board_seed(board: str) -> int:
+    """The seed of a board's draw of modes in a pooling fleet (`ptui profile` without --seed, the
+    Flower mod's node): one per board id, so that the boards profile different modes."""
+    return zlib.crc32(str(board).encode()) % 100_000
 
 
 def pool_url(url: str | None = None) -> str | None:

@@ -14,7 +14,16 @@ from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
 from ..prediction.predictor import bundled_reference, load_model
-from ..profiling.pool import NoPoolFile, Pool, PoolRow, board_id, open_pool, pool_url, redact  # noqa: F401 (façade)
+from ..profiling.pool import (  # noqa: F401 (façade)
+    NoPoolFile,
+    Pool,
+    PoolRow,
+    board_id,
+    board_seed,
+    open_pool,
+    pool_url,
+    redact,
+)
 from ..profiling.profiler import keep_timed
 from .fit import FitOutcome, check_spec_batch, remember_epoch_size, roofline_of
 

@@ -6,7 +6,6 @@ import math
 import random
 import sys
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,7 +42,7 @@ from ..paths import profile_csv, script_log
 from ..prediction.predictor import load_bundled
 from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
 from ..profiling.active import ActivePlanner, Goal, Space, make_plan
-from ..profiling.pool import Pool, PoolError, board_id, pool_url, pooling_store
+from ..profiling.pool import Pool, PoolError, board_id, board_seed, pool_url, pooling_store
 from ..profiling.profiler import (
     PROFILE_HEADER,
     Control,
@@ -118,9 +117,7 @@ def default_seed() -> int:
     ($PTUI_POOL / $PTUI_STORE) one drawn from the board's id, so that boards of a fleet profile
     different modes (with 0 every board drew the same ones: the pool then held no more modes than
     one profile, and the pooled fit's cross-validation saw each held-out mode on other boards)."""
-    if pool_url() is None:
-        return 0
-    return zlib.crc32(board_id().encode()) & 0x7FFFFFFF
+    return 0 if pool_url() is None else board_seed(board_id())
 
 
 @dataclass
