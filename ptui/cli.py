@@ -265,11 +265,9 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         return EXIT_OK
     print(f"goal: {d.goal}")
     if prior:
-        print("no mode profiled: predicted by the roofline prior of the workload's counts")
+        print(PRIOR_LINE)
     print(f"mode: {d.mode}")
-    print(f"{td.source}: {d.time_ms:.1f} ms per {core.time_unit(td.timed or _timed(td.model))} "
-          f"(+-{d.time_ms_std:.1f}{_wide(d.time_ms, d.time_ms_std, 'ms')}), {d.power_w:.2f} W "
-          f"(+-{d.power_w_std:.2f}{_wide(d.power_w, d.power_w_std, 'W')})")
+    print(_figures_line(td.source, d, td.timed or _timed(td.model)))
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
@@ -775,14 +773,12 @@ def cmd_pareto(a) -> int:
         return EXIT_OK
     print(f"goal: {d.goal}")
     if prior_note:                                  # on the answer itself, as tune says it
-        print("no mode profiled: predicted by the roofline prior of the workload's counts")
+        print(PRIOR_LINE)
     print(f"mode: {d.mode}")
     if model.batch_sizes:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    print(f"{tab.source(d.index)}: {d.time_ms:.1f} ms per {core.time_unit(res.get('timed'))} "
-          f"(+-{d.time_ms_std:.1f}{_wide(d.time_ms, d.time_ms_std, 'ms')}), "
-          f"{d.power_w:.2f} W (+-{d.power_w_std:.2f}{_wide(d.power_w, d.power_w_std, 'W')})")
+    print(_figures_line(tab.source(d.index), d, res.get("timed")))
     if tab.measured.any():
         print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")
     if res["epoch_s"]:
@@ -796,11 +792,19 @@ def cmd_pareto(a) -> int:
     return EXIT_OK
 
 
-def _wide(value: float, sd: float, unit: str) -> str:
-    """A spread of half the value or more read as if the figure could be negative ("135.2 ms
-    (+-219.8)"; a user trial): the log-normal's 90 % interval is said beside it."""
-    iv = core.wide_interval(value, sd)
-    return "" if iv is None else f"; 90 % within {iv[0]:.3g}-{iv[1]:.3g} {unit}"
+PRIOR_LINE = "no mode profiled: predicted by the roofline prior of the workload's counts"
+
+
+def _figures_line(source: str, d, timed: str) -> str:
+    """A decision's time and power with their spreads (tune's and pareto's line); a spread of half
+    the value or more says its 90 % interval too ("135.2 ms (+-219.8)" read as if the time could
+    be negative; a user trial)."""
+    def spread(v: float, sd: float, fmt: str, unit: str) -> str:
+        words = core.wide_interval(v, sd, unit)
+        return f"(+-{sd:{fmt}}" + (f"; {words})" if words else ")")
+    return (f"{source}: {d.time_ms:.1f} ms per {core.time_unit(timed)} "
+            f"{spread(d.time_ms, d.time_ms_std, '.1f', 'ms')}, "
+            f"{d.power_w:.2f} W {spread(d.power_w, d.power_w_std, '.2f', 'W')}")
 
 
 def _timed(model) -> str:
@@ -830,10 +834,7 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
                if getattr(e, "table", None) is not None and e.closest is not None else None)
     words = words or core.Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
         goal.get("risk"), goal.get("tolerance_w") or 0.0)
-    body = core.infeasible(words, str(e), closest)
-    if profiled is not None:
-        body["profiled"] = profiled
-    print(core.document(command, body))
+    print(core.document(command, core.infeasible(words, str(e), closest, profiled)))
 
 
 def _joint_goal(a) -> dict:

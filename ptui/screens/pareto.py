@@ -39,11 +39,11 @@ OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy
 BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
-
 def _wide_line(value: float, sd: float, unit: str) -> list[str]:
     """A spread of half the value or more: its 90 % interval on a line of its own (core.wide_interval)."""
-    iv = core.wide_interval(value, sd)
-    return [] if iv is None else [f"  90 % within {iv[0]:.3g}-{iv[1]:.3g} {unit}"]
+    words = core.wide_interval(value, sd, unit)
+    return [f"  {words}"] if words else []
+
 
 class PathInput(Input):
     """The path field: Enter loads what it names, and the footer says so."""

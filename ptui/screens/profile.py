@@ -77,7 +77,6 @@ def session_label(s, width: int = 42) -> str:
     return head + tail
 
 
-
 def _default_seed() -> int:
     """The seed field's default: ptui profile's (core.default_seed), 0 when the board's id is bad
     (the profile then says so when it sends its rows)."""
@@ -85,6 +84,7 @@ def _default_seed() -> int:
         return core.default_seed()
     except core.PtuiError:
         return 0
+
 
 class ProfileScreen(Screen):
     TITLE = "ptui · 2 Profile"

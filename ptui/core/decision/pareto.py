@@ -254,17 +254,14 @@ def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
 
-Z90_TWO_SIDED = 1.6448536269514722      # the 90 % interval's half-width in sds
-
-
-def wide_interval(value: float, sd: float) -> tuple[float, float] | None:
-    """The 90 % interval (log-normal: median x exp(+-1.645 log-sd)) of a figure whose spread is half
-    its value or more, else None: "135.2 ms +- 219.8" reads as if the time could be negative, so
-    the faces say the interval beside such a spread."""
+def wide_interval(value: float, sd: float, unit: str) -> str:
+    """"90 % within LO-HI unit" (log-normal: median x exp(+-1.645 log-sd)) for a figure whose
+    spread is half its value or more, else "": "135.2 ms +- 219.8" reads as if the time could be
+    negative, so the faces say the interval beside such a spread."""
     if not (value > 0 and sd >= 0.5 * value):
-        return None
-    s = math.sqrt(math.log1p((sd / value) ** 2))
-    return value * math.exp(-Z90_TWO_SIDED * s), value * math.exp(Z90_TWO_SIDED * s)
+        return ""
+    k = upper_z(0.05) * float(_log_sd(np.array(value, float), np.array(sd, float)))
+    return f"90 % within {value * math.exp(-k):.3g}-{value * math.exp(k):.3g} {unit}"
 
 
 def upper_bound(v, sd, risk: float | None) -> np.ndarray:

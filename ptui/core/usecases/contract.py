@@ -81,9 +81,14 @@ def mode_fields(mode: Mode) -> dict:
     return {"mode": mode.as_dict(), "key": mode.key}
 
 
-def infeasible(goal: str | None, reason: str, closest: dict | None = None) -> dict:
-    """The body of a decision no mode meets (exit 3)."""
-    return {"feasible": False, "goal": goal, "reason": reason, "closest": closest}
+def infeasible(goal: str | None, reason: str, closest: dict | None = None,
+               profiled: int | None = None) -> dict:
+    """The body of a decision no mode meets (exit 3); with `profiled` (where known: 0 for the
+    roofline prior alone) how many profiled modes it rests on, as a feasible decision's says."""
+    body: dict = {"feasible": False, "goal": goal, "reason": reason, "closest": closest}
+    if profiled is not None:
+        body["profiled"] = profiled
+    return body
 
 
 def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = None,
