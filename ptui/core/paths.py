@@ -126,6 +126,7 @@ def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None
     older model of its own after a tune), if any."""
     profiles = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if complete is None or complete(p)),
                       key=lambda p: p.stat().st_mtime)
-    models = sorted((p for p in models_dir().glob("*") if _model_of(p, device)),
-                    key=lambda p: p.stat().st_mtime)
-    return (profiles[-1] if profiles else None), (models[-1] if models else None)
+    # newest first, reading meta.json files only until one is this device's (app start-up)
+    newest = next((p for p in reversed(sorted(models_dir().glob("*"), key=lambda p: p.stat().st_mtime))
+                   if _model_of(p, device)), None)
+    return (profiles[-1] if profiles else None), newest

@@ -165,7 +165,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     if scratch and len(sizes) > 1:
         raise InputError("--scratch trains a network, which takes no batch-size input; this profile "
                          f"holds batch sizes {','.join(map(str, sizes))} (use --method gp or auto)")
-    if spec is not None and len(sizes) == 1:
+    if len(sizes) == 1:
         check_spec_batch(spec, sizes[0])
     basis = profile_time_choice(profile, time_basis, note or progress)
     tags = profile_tags(profile)                    # a ptui profile names its workload
