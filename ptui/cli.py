@@ -295,6 +295,8 @@ def _tune_prior(a) -> int:
     if a.corpus:
         raise CLIError("--count 0 decides from the workload's counts; a replayed corpus is "
                        "measurements: drop --count 0 to tune on them")
+    if a.command_line and not a.workload_spec:
+        core.check_command(a.command_line)    # before a board is opened or a log written for it
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device

@@ -133,6 +133,18 @@ def test_a_command_that_is_not_there_is_bad_input(cli):
                                   "directory"] and "Traceback" not in err, err
 
 
+def test_a_missing_command_is_refused_before_a_board_or_a_log(cli):
+    """`tune --count 0 -- no-such-command` opened the board, said it was counting one iteration and
+    left an empty script log before the command failed to start (a review): it is now refused
+    first, as `ptui profile` refuses it, and nothing is written."""
+    from ptui.core.paths import data_dir
+    rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--", "no-such-command-ptui", "x.py")
+    assert rc == 2 and err.strip().splitlines() == [
+        "ptui: error: cannot start 'no-such-command-ptui': not found on $PATH"], err
+    logs = data_dir() / "logs"
+    assert not logs.exists() or not list(logs.iterdir())
+
+
 def test_profile_of_a_command_that_is_not_there_opens_no_session(cli, tmp_path):
     """`ptui profile --session y -- /nonexistent/cmd` opened session y before it tried the command:
     y stayed, marked failed, with a resume hint that could only fail again (a review).  Now it is
