@@ -92,9 +92,21 @@ def n_folds(n: int) -> int:
     return min(CV_FOLDS, n // 2)
 
 
-def folds(n: int, seed: int) -> np.ndarray:
-    """Fold of each row; the same assignment as train.fit_target uses for the networks."""
-    return np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
+def folds(n: int, seed: int, A: np.ndarray | None = None) -> np.ndarray:
+    """Fold of each row; the same assignment as train.fit_target uses for the networks.  With the
+    rows' knobs `A`, rows of one mode (a pooled fit's: two boards that profiled the same mode) share
+    the fold of the first of them: a held-out row whose twin stayed in the training rows is
+    predicted by its twin, and the cross-validated error, and so the calibrated interval, came out
+    too small.  Without such rows the assignment is unchanged."""
+    fold = np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
+    if A is None or n == 0:
+        return fold
+    first: dict[bytes, int] = {}
+    rows = np.ascontiguousarray(np.asarray(A, np.float64).reshape(n, -1))
+    owner = np.array([first.setdefault(r.tobytes(), i) for i, r in enumerate(rows)])
+    grouped = fold[owner]
+    # every fold keeps a row (a pathological profile of a few modes repeated keeps the plain folds)
+    return grouped if len(np.unique(grouped)) == n_folds(n) else fold
 
 
 # -- the workload's roofline prior, refitted to the rows a fit trains on --------------------------
@@ -572,7 +584,7 @@ def _nn_candidates(X, targets, names, gp_cvs, seed, loss, *, screen: bool, worke
     worker: an _NNWorker whose first stage (the screen folds) is already submitted, else None.
     Returns ({target: {recipe: _CV}}, {target: {recipe: screen MAPE}} for recipes stopped early)."""
     n = len(X)
-    fold = folds(n, seed)
+    fold = folds(n, seed, X)
     nf = n_folds(n)
     jobs = _nn_jobs(targets, names)
     first = _screen_folds(n, screen)
@@ -920,7 +932,7 @@ def _fit_all(device: Device, A: np.ndarray, targets: dict, *, method: str, seed:
     n = len(A)
     X = features(device, A[:, :4])
     batch_knob = A.shape[1] == 5               # several batch sizes: GPs only (see fit_model)
-    fold = folds(n, seed)
+    fold = folds(n, seed, A)
     use_nn = method == "powertrain" or (method == "auto" and torch_available() and not batch_knob)
     names = {t: NN_CANDIDATES if targets[t][1] is not None else ("scratch",) for t in targets}
     worker = None
@@ -1027,7 +1039,7 @@ def _fit_gps_leaving_out_outliers(device: Device, A: np.ndarray, y: np.ndarray, 
             progress(stage(f"fitting {label} again without {len(gone)} outlying "
                            f"measurement{'s' if len(gone) > 1 else ''}"))
         fulls, cv_kept = _gp_all(device, A[keep], ly[keep], None if ref_log is None else ref_log[keep],
-                                 ref_net, folds(int(keep.sum()), seed), seed, target,
+                                 ref_net, folds(int(keep.sum()), seed, A[keep]), seed, target,
                                  None if times is None else
                                  (times[0], times[1][keep], times[2][keep]),
                                  None if roofline is None else roofline.take(keep))
