@@ -42,6 +42,9 @@ from . import core
 # -- the round's goal and the reply's figures ------------------------------------------------------------
 BUDGET_KEY, DEADLINE_KEY, OBJECTIVE_KEY = "power-budget-w", "deadline-s", "objective"
 STEPS_KEY = "ptui-steps"          # minibatches the round trains (round config or node config 'steps')
+HOLD_KEY = "ptui-hold-w"          # the watts the node may draw as measured, held by stepping down (_Hold):
+                                  # absent, the budget; 0, none (PtuiFleet holds the cap by its split,
+                                  # sending each budget in the node's model's watts)
 RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, backend, goal, model, notes
 QUERY = "query.ptui"              # the message type the strategy asks each node's board and model with
 QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' answers (a SuperNode of
@@ -60,6 +63,7 @@ FIT_MODES = 20                    # modes profiled for a node's first model of a
                                   # default count; 12 left the split's round times 20 % off)
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
+HOLD_STEPS = 3                    # the most a round steps down to hold its watts (_Hold)
 RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
@@ -246,7 +250,7 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
                    risk: float | None = core.DEFAULT_RISK,
                    fit_modes: int = FIT_MODES, sample_interval: float = 0.5,
                    pool: str | None = None, board: str | None = None, pool_modes: int = POOL_MODES,
-                   say: Callable[[str], None] | None = None) -> PowerMod:
+                   hold_budget: bool = True, say: Callable[[str], None] | None = None) -> PowerMod:
     """A Flower client mod (``ClientApp(mods=[ptui_power_mod(...)])``).  The arguments are every
     node's defaults; a node's own config (NodeSpec) wins.  `devices`: in a simulation, where a node
     config holds only partition-id, the device of partition k is devices[k % len(devices)], and
@@ -254,7 +258,10 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     board draws that much more or less than the typical unit its model describes).  `pool`: the
     fleet's pool of profiles (default $PTUI_POOL; '' none): a node without a model profiles only
     `pool_modes` modes when the pool holds `fit_modes` rows or more of other boards of its type,
-    and fits its own unit's model on them and the fleet's (README: Fleets)."""
+    and fits its own unit's model on them and the fleet's (README: Fleets).  `hold_budget`: a round
+    with a power budget whose board, once its power settled, draws more than the budget (a unit
+    that draws more than its model's typical unit) steps down to the mode its measured watts allow
+    and trains on in it (said in the reply's notes); the watts reported are the new mode's."""
     if pool_modes < 1:
         raise core.InputError(f"pool_modes must be at least 1 (a board's factor needs a mode of its own), "
                               f"got {pool_modes}")
@@ -268,6 +275,7 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
                             None, pool, board),
                    devices, risk, fit_modes, sample_interval, say, int(pool_modes))
     mod.unit_power = list(unit_power) if unit_power else None
+    mod.hold_budget = bool(hold_budget)
     return mod
 
 
@@ -281,6 +289,7 @@ class PowerMod:
         self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
         self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
         self.unit_power: list[float] | None = None
+        self.hold_budget = True
         self.pool_modes = pool_modes
         self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
         self._opening = threading.Lock()
@@ -324,7 +333,8 @@ class PowerMod:
             return call_next(msg, ctx)
         node = self.node_for(ctx)
         with node.lock, _board_held(node):
-            return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say)
+            return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say,
+                                getattr(self, "hold_budget", True))
 
 
     def answer(self, msg: Message, ctx: Context) -> Message:
@@ -535,7 +545,7 @@ def _board_held(node: Node):
 
 
 def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interval: float,
-                 say) -> Message:
+                 say, hold_budget: bool = True) -> Message:
     config: dict = {}
     for rec in msg.content.config_records.values():
         config.update(rec)
@@ -571,7 +581,17 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         mode = be.current_mode()
         # the round's mode reads back from here: its power readings count once settled after it
         since = be.clock.now() if be.clock.virtual else time.monotonic()
-        timed, w = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since)
+        hold = None
+        hold_w = core.number(config.get(HOLD_KEY) if config.get(HOLD_KEY) is not None
+                             else goal.get("budget_w", 0.0), HOLD_KEY, ge=0)
+        if hold_budget and applied and feasible and d is not None and "budget_w" in goal and hold_w > 0:
+            hold = _Hold(node, d, goal, hold_w, steps, risk, since)
+        timed, w = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since, hold)
+        if hold is not None and hold.words:
+            notes.append(hold.words)
+            say(f"ptui: {node.spec.device}: {hold.words}")
+            if hold.stepped:
+                d, mode = hold.decision, hold.mode
     finally:
         # the board back where it started, whatever happened (an apply or training that raised)
         end = be.current_mode()
@@ -686,36 +706,107 @@ def settled_power(readings: Iterable[tuple[float, float]], since: float, *,
                  len(rs) - len(kept))
 
 
+class _Hold:
+    """A round's watts held to `hold_w` as measured: once the board's power settled in the round's
+    mode (settled_power's rule), a board drawing more than hold_w (a unit that draws more than the
+    typical unit its model describes: identical units differ by 10-30 %) steps down to the mode
+    the goal picks with the budget divided by the most the board drew over a mode's bound (its
+    power at the risk's upper bound, what the pick held the budget to); the new mode is checked
+    the same way once settled, HOLD_STEPS steps at most (the ratio differs from mode to mode with
+    the model's own error).  check() is called with the readings so far; `since` moves to when
+    the new mode read back."""
+
+    def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: int, risk, since: float) -> None:
+        self.node, self.decision, self.goal, self.hold_w = node, d, goal, hold_w
+        self.steps, self.risk, self.since = steps, risk, since
+        self.done = self.stepped = False
+        self.mode = None
+        self.factor = 0.0
+        self.said: list[str] = []
+
+    @property
+    def words(self) -> str:
+        return "; then ".join(self.said)
+
+    def check(self, readings: list[tuple[float, float]]) -> None:
+        if self.done:
+            return
+        w = settled_power(readings, self.since)
+        if not w.settled:
+            return
+        self.done = True
+        if w.mean <= self.hold_w:
+            return
+        be, tab, d = self.node.backend, self.node.predictions.table, self.decision
+        b = float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], self.risk))
+        self.factor = max(self.factor, w.mean / b if b > 0 else w.mean / self.hold_w)
+        # the new mode's bound x factor within hold_w: its budget in the model's watts
+        new, ok, _ = _pick(self.node, {**self.goal, "budget_w": self.hold_w / self.factor}, self.steps,
+                           self.risk)
+        was = f"{be.current_mode().key} drew {w.mean:.2f} W once settled, over its {self.hold_w:.2f} W"
+        if new is None or new.mode == d.mode:
+            self.said.append(f"{was}; no mode below it to step down to")
+            return
+        with _node_env(self.node.spec):
+            r = core.apply(be, new.mode)
+        if not r.ok:
+            self.said.append(f"{was}; stepping down to {new.mode.key} failed: {r.message}")
+            return
+        self.since = be.clock.now() if be.clock.virtual else time.monotonic()
+        self.decision, self.mode, self.stepped = new, be.current_mode(), True
+        self.said.append(f"{was} (x{self.factor:.3f} its model's bound): stepped down to {self.mode.key} "
+                         f"(predicted {float(new.power_w):.2f} W for the typical unit"
+                         + ("" if ok else ", the closest: no mode meets it") + ")")
+        self.done = len(self.said) >= HOLD_STEPS
+
+
 def _measure(be, node: Node, run: Callable[[], Message], interval: float,
-             steps: int, since: float) -> tuple[_Timed, Watts]:
+             steps: int, since: float, hold: _Hold | None = None) -> tuple[_Timed, Watts]:
     """Run the round; (its seconds, the host's wall seconds and the reply; the board's watts once
     settled in the round's mode, read back at `since`: settled_power).
     A live (or emulated) board is sampled by core.Sampler while the round runs: seconds are the
     round's wall time.  A board on a virtual clock (the simulator) then trains the node's workload
     for the round's `steps` minibatches on that clock, in the mode the round ran in: seconds and
-    watts are the SIMULATED Jetson's, whatever the host's own training took."""
+    watts are the SIMULATED Jetson's, whatever the host's own training took.  `hold`: the round's
+    watts held to its share (_Hold), checked as the readings come; the watts are then the mode's
+    it stepped down to."""
     if be.clock.virtual:
         t0 = time.perf_counter()
         reply = run()
         host = time.perf_counter() - t0
-        s, w = _simulated_round(be, node, steps, interval, since)
+        s, w = _simulated_round(be, node, steps, interval, since, hold)
         return _Timed(s, host, reply), w
     # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
     sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
     sampler.sample_once()
     sampler.start()
+
+    def readings() -> list[tuple[float, float]]:
+        now = time.monotonic()
+        return [(now + ago, p) for ago, p in sampler.history()]
+    stop = threading.Event()
+    watch = None
+    if hold is not None:                  # the hold's check beside the training, every sample
+        def watcher() -> None:
+            while not stop.wait(sampler.interval) and not hold.done:
+                hold.check(readings())
+        watch = threading.Thread(target=watcher, name="ptui-hold", daemon=True)
+        watch.start()
     t0 = time.perf_counter()
     try:
         reply = run()
     finally:
         host = time.perf_counter() - t0
+        stop.set()
+        if watch is not None:
+            watch.join()
         sampler.stop()
     sampler.sample_once()
-    now = time.monotonic()
-    return _Timed(host, host, reply), settled_power([(now + ago, p) for ago, p in sampler.history()], since)
+    return _Timed(host, host, reply), settled_power(readings(), hold.since if hold else since)
 
 
-def _simulated_round(be, node: Node, steps: int, interval: float, since: float) -> tuple[float, Watts]:
+def _simulated_round(be, node: Node, steps: int, interval: float, since: float,
+                     hold: _Hold | None = None) -> tuple[float, Watts]:
     """(seconds, watts) of `steps` minibatches of the node's workload on the simulated board."""
     own = be.trains_builtin and be.workload is None
     if own:
@@ -731,10 +822,12 @@ def _simulated_round(be, node: Node, steps: int, interval: float, since: float) 
                     break
             elif p is not None:
                 ws.append((ev.t, p))
+                if hold is not None and not hold.done:
+                    hold.check(ws)
         if not ws:
             t = be.read()
             ws = [(t.t, t.power_w)] if t.power_w is not None else []
-        return be.clock.now() - t0, settled_power(ws, since)
+        return be.clock.now() - t0, settled_power(ws, hold.since if hold else since)
     finally:
         if own:
             be.stop_training()
@@ -781,7 +874,10 @@ class PtuiFleet(Strategy):
     per-board power correction: identical units differ by 10-30 %, the node's model is the typical
     unit's) and its share sent in its model's watts, so the fleet's measured power holds the cap
     from its second round on; `margin`: the least fraction added to every node's curve (what holds
-    the cap in round 1, before any node was measured)."""
+    the cap in round 1, before any node was measured).  `hold_shares`: each node holds its share
+    as its board draws it (the mod's hold_budget: a node over its share once settled steps down),
+    so the cap holds in every round whatever the units draw, at the price of the steps down (a
+    node cannot spend what another leaves unspent)."""
 
     def __init__(self, strategy: Strategy, *, cap_w: float | None = None, deadline_s: float | None = None,
                  objective: str | None = None,
@@ -789,7 +885,7 @@ class PtuiFleet(Strategy):
                  default_device: str = "orin-agx", workload: str = "resnet18", batch_size: int = 16,
                  steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
                  query: bool = True, query_timeout_s: float = QUERY_TIMEOUT_S,
-                 correct: bool = True, margin: float = 0.0,
+                 correct: bool = True, margin: float = 0.0, hold_shares: bool = False,
                  log: Callable[[str], None] | None = None) -> None:
         if cap_w is None and deadline_s is None and objective is None:
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
@@ -814,6 +910,7 @@ class PtuiFleet(Strategy):
         self.last_predicted_w: float | None = None
         self.correct = correct
         self.margin = core.number(margin, "margin", ge=0) if margin else 0.0
+        self.hold_shares = bool(hold_shares)
         self.ratios: dict[int, list[float]] = {}   # node -> measured/predicted watts, per round
         self.last_sent: dict[int, float] = {}      # node -> the budget sent (its model's watts)
 
@@ -940,6 +1037,8 @@ class PtuiFleet(Strategy):
                 conf = content["config"] = ConfigRecord()
             if n in budgets:
                 conf[BUDGET_KEY] = float(self.last_sent[n])
+                # the share as its board draws it, held by the node when hold_shares; else none
+                conf[HOLD_KEY] = float(budgets[n]) if self.hold_shares else 0.0
             if self.deadline_s is not None:
                 conf[DEADLINE_KEY] = float(self.deadline_s)
             if self.objective is not None:

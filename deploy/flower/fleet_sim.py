@@ -54,6 +54,9 @@ def parse() -> argparse.Namespace:
                    help="split the cap by the nodes' models alone (no measured/predicted correction)")
     p.add_argument("--margin", type=float, default=0.0,
                    help="fraction added to a node's predicted power before it was measured (round 1)")
+    p.add_argument("--hold-shares", action="store_true",
+                   help="each node holds its share of the cap as its board draws it: one over it once "
+                        "its power settled steps down (PtuiFleet(hold_shares=True))")
     p.add_argument("--pool", default=None,
                    help="the fleet's pool of profiles (sqlite:///PATH or postgresql://...; default "
                         "$PTUI_POOL): a node whose pool holds --fit-modes rows of its device kind "
@@ -114,7 +117,8 @@ def main(grid: Grid, ctx: Context) -> None:
     n = len(DEVICES)
     fleet = PtuiFleet(FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
                              min_available_nodes=n), cap_w=ARGS.cap_w,
-                      correct=not ARGS.no_correction, margin=ARGS.margin, log=print)
+                      correct=not ARGS.no_correction, margin=ARGS.margin,
+                      hold_shares=ARGS.hold_shares, log=print)
     FLEET.append(fleet)
     fleet.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(len(TRUE_W))]), num_rounds=ARGS.rounds)
 
@@ -161,7 +165,8 @@ if __name__ == "__main__":
     hist = FLEET[0].history if FLEET else []
     print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
           f"wall {wall:.1f} s; unit spread +-{ARGS.unit_spread:.0%} (seed {ARGS.seed}), correction "
-          f"{'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}")
+          f"{'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}, "
+          f"nodes hold their shares {'on' if ARGS.hold_shares else 'off'}")
     for r in hist:
         f = r["fleet"]
         over = " OVER THE CAP" if f["w"] > ARGS.cap_w else ""
@@ -187,5 +192,6 @@ if __name__ == "__main__":
         with open(ARGS.json, "w") as fh:
             json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "unit_spread": ARGS.unit_spread,
                        "seed": ARGS.seed, "units": UNITS, "correction": not ARGS.no_correction,
-                       "margin": ARGS.margin, "rounds": hist, "baselines": base}, fh,
+                       "margin": ARGS.margin, "hold_shares": ARGS.hold_shares, "rounds": hist,
+                       "baselines": base}, fh,
                       indent=1, default=str)
