@@ -133,6 +133,9 @@ def main() -> None:
                          "the boards); the 50 of alone-50 are these and random others")
     ap.add_argument("--risk", default=str(DEFAULT_RISK),
                     help="the decisions' risk (pareto's rule; 'mean': on the predicted value alone)")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)),
+                    help="the power budgets in W, comma-separated (default 17-50: Orin AGX's range; an "
+                         "Orin Nano's PowerTrain grid spans about 5-16 W)")
     ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
     ap.add_argument("--by-budget", action="store_true",
                     help="the median penalty and the picks over budget + 1 W at each budget")
@@ -144,6 +147,12 @@ def main() -> None:
                     help="the pooled model without its power sd beyond the rows' reach (A/B)")
     a = ap.parse_args()
     risk = parse_risk(a.risk)
+    try:
+        budgets = tuple(float(x) for x in a.budgets.split(",") if x.strip())
+    except ValueError:
+        ap.error(f"--budgets takes numbers in W, comma-separated, got {a.budgets!r}")
+    if not budgets or min(budgets) <= 0:
+        ap.error("--budgets takes at least one budget above 0 W")
     methods = [k for k in a.methods.split(",") if k]
     dev = get_device(a.device)
     if a.truth == "indep":
@@ -230,7 +239,7 @@ def main() -> None:
                                           "power_w_std": 0.004 * np.array([r["power_w"] for r in rows])})
                 fit_s[k].append(time.perf_counter() - t)
             true_t, true_p = op_t * bd["ut"], op_p * bd["up"]
-            for B in BUDGETS:
+            for B in budgets:
                 ok = true_p <= B
                 if not ok.any():
                     continue
@@ -256,10 +265,10 @@ def main() -> None:
                               f"(sd {pr.get('power_w_std', [np.nan])[0]:.2f}), in the model's rows: {meas}")
                     res[k]["room"].append(100 * (1 - true_p[i] / B))
         pool.close()
-    n = a.boards * len(BUDGETS)
+    n = a.boards * len(budgets)
     what = "independent generator (indep_corpus), SYNTHETIC" if a.truth == "indep" else "SIMULATED"
     print(f"{a.boards} {dev.name} boards, {wl_name} batch {wl.batch_size}, unit power within "
-          f"+-{100 * a.spread:.0f} % (time +-1 %), budgets {BUDGETS[0]}-{BUDGETS[-1]} W: {n} decisions "
+          f"+-{100 * a.spread:.0f} % (time +-1 %), budgets {min(budgets):g}-{max(budgets):g} W: {n} decisions "
           f"per method ({what})")
     print(f"measuring 50 modes on each board: {t_meas:.1f} s wall")
     print()

@@ -92,14 +92,15 @@ def test_profile_sends_each_finished_row_and_a_resume_adds_no_duplicate(cli, mon
 BUDGETS = (17, 20, 25, 30, 35, 40, 45, 50)
 
 
-def _fleet(n_boards: int, n_modes: int, seed: int):
-    """Simulated Orin AGX units (power within +-10 %, time +-1 %), each measuring n_modes random
-    grid modes through ptui's profiler; the last unit draws 10 % more power than the typical one."""
+def _fleet(n_boards: int, n_modes: int, seed: int, device: str = "orin-agx"):
+    """Simulated units (Orin AGX by default; power within +-10 %, time +-1 %), each measuring
+    n_modes random grid modes through ptui's profiler; the last unit draws 10 % more power than the
+    typical one."""
     from ptui.core.board.backends.sim import SimJetson
     from ptui.core.catalogue.devices import get_device
     from ptui.core.catalogue.workloads import get_workload
     from ptui.core.profiling.profiler import Profiler
-    dev, wl = get_device("orin-agx"), get_workload("resnet18")
+    dev, wl = get_device(device), get_workload("resnet18")
     rng = random.Random(seed)
     grid = dev.pt_grid()
     units = []
@@ -405,3 +406,27 @@ def test_a_mode_two_boards_profiled_is_held_out_with_its_twin():
     f = folds(28, 0, np.vstack([A, A]))
     assert (f[:14] == f[14:]).all() and len(set(f)) == 5
     assert (folds(14, 0, A) == folds(14, 0)).all()   # distinct modes: the folds as before
+
+
+@pytest.mark.parametrize("device", ["orin-nano", "xavier-agx"])
+def test_a_fleet_without_a_reference_of_its_device_finds_each_boards_factor(device):
+    """The factors' regression took the fleet's shape from the bundled reference, an Orin AGX's,
+    and on any other device from the knobs' logs alone: an Orin Nano's or an AGX Xavier's rows
+    sat 6-14 % (power) and 22-28 % (time) off that shape, each board's factor 3-7 % and 10-12 %
+    off, and the pooled decisions were a median 22-29 % (Nano) and 18-27 % (Xavier) from the
+    optimum.  The shape now has ResNet-18's roofline for the device, refitted to the fleet's rows."""
+    from ptui.core.prediction.predictor import bundled_reference, load_model
+    from ptui.core.profiling.pool import rows_from_results
+    from ptui.core.usecases.pool import fit_pooled_rows
+    dev, wl, units = _fleet(10, 5, seed=4, device=device)
+    rows = {b: rows_from_results(list(enumerate(r)), board=b, device=dev.name, workload=wl.name,
+                                 batch_size=16, simulated=True, source="t") for b, _, _, r in units}
+    me, up, ut, _ = units[-1]
+    fleet = [r for b, rs in rows.items() if b != me for r in rs]
+    p = fit_pooled_rows(dev, rows[me], fleet, workload=wl.name, batch_size=16,
+                        reference=load_model(bundled_reference()), method="gp").about.trained_on["pooled"]
+    typical_p = np.exp(np.mean([np.log(u[1]) for u in units[:-1]]))
+    typical_t = np.exp(np.mean([np.log(u[2]) for u in units[:-1]]))
+    assert p["power_factor"] == pytest.approx(up / typical_p, rel=0.025), p
+    assert p["time_factor"] == pytest.approx(ut / typical_t, rel=0.04), p
+    assert p["power_resid_sd_pct"] < 4.0 and p["time_resid_sd_pct"] < 8.0, p

@@ -39,11 +39,14 @@ import numpy as np
 
 from ..catalogue.devices import Device
 from ..catalogue.modes import Mode
+from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError
 from .fit import MIN_MODES, fit_model
+from .roofline import RooflinePrior, WorkloadSpec
 
 OWN = "\x00own"               # the label of the board's own rows among the fleet's
 TARGETS = ("time", "power")
+SHAPE_WORKLOAD = "resnet18"    # whose published counts give the shape's roofline without a spec
 SQUARES_ROWS = 3              # rows a coefficient before the factors' shape takes squares (_features)
 
 
@@ -84,7 +87,26 @@ def _predict_log(pred, device: Device, A: np.ndarray) -> np.ndarray:
     return np.log(mid)
 
 
-def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int) -> np.ndarray:
+def fleet_shape(device: Device, rows: "Rows", reference,
+                roofline: RooflinePrior | None = None) -> RooflinePrior | None:
+    """Where the reference is not of this device, the roofline prior the factors' regression takes
+    as the fleet's shape instead (the reference is a column only on its own device, an Orin AGX),
+    refitted to every row of the fleet (RooflinePrior.adapted: its GPU, CPU and power scales; the
+    boards' factors only add noise to them): the workload's (its spec's counts) when given, else
+    SHAPE_WORKLOAD's published counts.  None on the reference's device.  The knobs' logs alone left
+    the shape of an Orin Nano's or an AGX Xavier's rows 6-14 % (power) and 22-28 % (time) off,
+    each board's factor 3-7 % and 10-12 % off; with the adapted roofline 1-2 % and 3-4 %, the
+    factors within about 1 %.  On the Orin AGX, beside the reference, the adapted roofline moved
+    the decisions both ways, 0.2-1.9 points (benchmarks/eval_pool.py, README: Fleets)."""
+    if reference is not None and reference.device == device:
+        return None
+    if roofline is None:
+        roofline = RooflinePrior(device, WorkloadSpec.from_workload(WORKLOADS[SHAPE_WORKLOAD]))
+    return roofline.adapted(rows.A[:, :4], rows.time_ms, rows.power_w)
+
+
+def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int,
+              shape: RooflinePrior | None = None) -> np.ndarray:
     """The fleet's shape for the factors' regression: the reference model's log prediction (when
     it is for this device) and the knobs' logs, with their squares and the GPU x memory and cores x
     CPU terms when there are rows enough (SQUARES_ROWS rows a coefficient, the boards' factors
@@ -97,6 +119,8 @@ def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int) -> np.
     if reference is not None and reference.device == device:
         modes = [Mode(int(a[0]), float(a[1]), float(a[2]), float(a[3])) for a in A]
         cols.append(np.log(np.asarray(reference.predict(modes)["time_ms" if tgt == "time" else "power_w"])))
+    if shape is not None:
+        cols.append(np.log(np.asarray(shape.predict(A[:, :4])["time_ms" if tgt == "time" else "power_w"])))
     lg = [np.log(A[:, k]) for k in range(4)]
     lg = [(v - v.mean()) / (v.std() or 1.0) for v in lg]
     cols += lg
@@ -105,8 +129,8 @@ def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int) -> np.
     return np.column_stack(cols)
 
 
-def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0,
-                      progress=None) -> dict[str, tuple[Correction, np.ndarray]]:
+def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0, progress=None,
+                      shape: RooflinePrior | None = None) -> dict[str, tuple[Correction, np.ndarray]]:
     """Per target: this board's Correction and every row's log factor (centred on the other
     boards' mean), from one least-squares fit of log y on the fleet's shape (_features) plus a
     factor per board (a fixed effect).  A GP would be the better shape, but fitted on the rows
@@ -124,7 +148,7 @@ def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0,
             progress(f"pooled fit: {tgt}, each board's factor against the fleet's shape")
         y = rows.time_ms if tgt == "time" else rows.power_w
         ly = np.log(y)
-        F = _features(device, rows.A, reference, tgt, n - len(boards))
+        F = _features(device, rows.A, reference, tgt, n - len(boards), shape)
         X = np.hstack([F[:, 1:], D])                 # the board factors take the intercept
         coef, *_ = np.linalg.lstsq(X, ly, rcond=None)
         resid = ly - X @ coef
@@ -164,7 +188,8 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     rows = Rows.concat([fleet, own])                 # own rows last: their measurement wins
     if len(rows) < MIN_MODES:
         raise InputError(f"a pooled fit needs at least {MIN_MODES} rows in all, got {len(rows)}")
-    corr = board_corrections(device, rows, reference, seed=seed, progress=progress)
+    corr = board_corrections(device, rows, reference, seed=seed, progress=progress,
+                             shape=fleet_shape(device, rows, reference, roofline))
     to_own, sds = {}, {}
     for tgt in TARGETS:
         c, per_row = corr[tgt]
