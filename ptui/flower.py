@@ -550,10 +550,14 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     for rec in msg.content.config_records.values():
         config.update(rec)
     goal = round_goal(config)
+    hold_w = hold_watts(config, goal)       # bad input is refused before the board is touched
     steps = node.steps(config)
     be = node.backend
     d, feasible, goal_words = _pick(node, goal, steps, risk)
     notes: list[str] = []
+    if hold_w and "budget_w" not in goal:
+        notes.append(f"{HOLD_KEY} {hold_w:g} W without {BUDGET_KEY}: nothing held (the hold steps down "
+                     f"to a mode within a budget)")
     with _node_env(node.spec):
         left = core.recover_round(be)       # a round killed mid-way (kill -9) left the board in its mode
         if left is not None:
@@ -565,7 +569,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     start = be.snapshot_mode(snap)
     touched = applied = restored = False
     end = start
-    record = None
+    record = hold = None
     try:
         if d is not None and d.mode != start:
             touched = True
@@ -581,18 +585,20 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         mode = be.current_mode()
         # the round's mode reads back from here: its power readings count once settled after it
         since = be.clock.now() if be.clock.virtual else time.monotonic()
-        hold = None
-        hold_w = core.number(config.get(HOLD_KEY) if config.get(HOLD_KEY) is not None
-                             else goal.get("budget_w", 0.0), HOLD_KEY, ge=0)
-        if hold_budget and applied and feasible and d is not None and "budget_w" in goal and hold_w > 0:
-            hold = _Hold(node, d, goal, hold_w, steps, risk, since)
-        timed, w = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since, hold)
+        if hold_budget and applied and feasible and d is not None and "budget_w" in goal and hold_w:
+            hold = _Hold(node, d, goal, hold_w, steps, risk, since, snap, record)
+        timed, w, w_round = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since, hold)
         if hold is not None and hold.words:
             notes.append(hold.words)
             say(f"ptui: {node.spec.device}: {hold.words}")
-            if hold.stepped:
-                d, mode = hold.decision, hold.mode
+        if hold is not None and hold.stepped:
+            d, feasible, goal_words = hold.decision, hold.feasible, hold.goal_words
+            mode = be.current_mode()          # read back: what the round ended its training in
+            if mode != d.mode:
+                notes.append(f"the board reads {mode.key} after the step down to {d.mode.key}")
     finally:
+        if hold is not None and hold.record is not None:
+            record = hold.record              # the hold's step opened the round's record
         # the board back where it started, whatever happened (an apply or training that raised)
         end = be.current_mode()
         if touched or end != start:
@@ -619,7 +625,11 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     if not w.settled:
         notes.append(f"the board's power had not settled in {mode.key} during the round: its watts are "
                      f"the mean of the round's last {w.n} readings ({w.span_s:.1f} s)")
-    figures = {"ptui-s": timed.s, "ptui-w": w.mean, "ptui-j": w.mean * timed.s,
+    stepped = hold is not None and hold.stepped
+    if stepped:                               # its modes' readings, the higher draw before a step too
+        notes.append(f"ptui-j is the mean of the round's readings in every mode it trained in "
+                     f"({w_round:.2f} W) x its seconds; ptui-w is the last mode's settled watts")
+    figures = {"ptui-s": timed.s, "ptui-w": w.mean, "ptui-j": (w_round if stepped else w.mean) * timed.s,
                "ptui-simulated": 1.0 if node.simulated else 0.0, "ptui-predicted-w": pred_w,
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
                "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s,
@@ -706,6 +716,15 @@ def settled_power(readings: Iterable[tuple[float, float]], since: float, *,
                  len(rs) - len(kept))
 
 
+def hold_watts(config: Mapping, goal: dict) -> float:
+    """The watts a round holds as measured (_Hold): its config's ptui-hold-w (0: none), else its
+    power budget, else 0."""
+    v = config.get(HOLD_KEY)
+    if v is None:
+        return float(goal.get("budget_w", 0.0))
+    return float(core.number(v, HOLD_KEY, ge=0))
+
+
 class _Hold:
     """A round's watts held to `hold_w` as measured: once the board's power settled in the round's
     mode (settled_power's rule), a board drawing more than hold_w (a unit that draws more than the
@@ -716,13 +735,16 @@ class _Hold:
     the model's own error).  check() is called with the readings so far; `since` moves to when
     the new mode read back."""
 
-    def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: int, risk, since: float) -> None:
+    def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: int, risk, since: float,
+                 snap, record) -> None:
         self.node, self.decision, self.goal, self.hold_w = node, d, goal, hold_w
         self.steps, self.risk, self.since = steps, risk, since
+        self.snap, self.record = snap, record   # the round's start and its record (begin_round)
         self.done = self.stepped = False
-        self.mode = None
+        self.feasible, self.goal_words = True, ""
         self.factor = 0.0
         self.said: list[str] = []
+        self.error: BaseException | None = None   # what the watcher's thread raised (a live board)
 
     @property
     def words(self) -> str:
@@ -741,20 +763,27 @@ class _Hold:
         b = float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], self.risk))
         self.factor = max(self.factor, w.mean / b if b > 0 else w.mean / self.hold_w)
         # the new mode's bound x factor within hold_w: its budget in the model's watts
-        new, ok, _ = _pick(self.node, {**self.goal, "budget_w": self.hold_w / self.factor}, self.steps,
-                           self.risk)
+        new, ok, words = _pick(self.node, {**self.goal, "budget_w": self.hold_w / self.factor}, self.steps,
+                               self.risk)
         was = f"{be.current_mode().key} drew {w.mean:.2f} W once settled, over its {self.hold_w:.2f} W"
         if new is None or new.mode == d.mode:
             self.said.append(f"{was}; no mode below it to step down to")
             return
         with _node_env(self.node.spec):
-            r = core.apply(be, new.mode)
+            if self.record is None:            # the round had not changed the board: now it does
+                self.record = core.begin_round(be, self.snap)
+            way_back = core.restore_record(be)     # names the round's start (or the user's apply)
+            try:
+                r = core.apply(be, new.mode)
+            finally:
+                core.keep_restore_record(be, way_back)
         if not r.ok:
             self.said.append(f"{was}; stepping down to {new.mode.key} failed: {r.message}")
             return
         self.since = be.clock.now() if be.clock.virtual else time.monotonic()
-        self.decision, self.mode, self.stepped = new, be.current_mode(), True
-        self.said.append(f"{was} (x{self.factor:.3f} its model's bound): stepped down to {self.mode.key} "
+        self.decision, self.stepped = new, True
+        self.feasible, self.goal_words = ok, words
+        self.said.append(f"{was} (x{self.factor:.3f} its model's bound): stepped down to {new.mode.key} "
                          f"(predicted {float(new.power_w):.2f} W for the typical unit"
                          + ("" if ok else ", the closest: no mode meets it") + ")")
         self.done = len(self.said) >= HOLD_STEPS
@@ -769,13 +798,14 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
     for the round's `steps` minibatches on that clock, in the mode the round ran in: seconds and
     watts are the SIMULATED Jetson's, whatever the host's own training took.  `hold`: the round's
     watts held to its share (_Hold), checked as the readings come; the watts are then the mode's
-    it stepped down to."""
+    it stepped down to.  Returns (the seconds, the settled watts, the mean of every reading since
+    `since`: the round's watts across the modes it trained in)."""
     if be.clock.virtual:
         t0 = time.perf_counter()
         reply = run()
         host = time.perf_counter() - t0
-        s, w = _simulated_round(be, node, steps, interval, since, hold)
-        return _Timed(s, host, reply), w
+        s, w, whole = _simulated_round(be, node, steps, interval, since, hold)
+        return _Timed(s, host, reply), w, whole
     # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
     sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
     sampler.sample_once()
@@ -788,8 +818,13 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
     watch = None
     if hold is not None:                  # the hold's check beside the training, every sample
         def watcher() -> None:
-            while not stop.wait(sampler.interval) and not hold.done:
-                hold.check(readings())
+            try:
+                while not stop.wait(sampler.interval) and not hold.done:
+                    hold.check(readings())
+            except Exception as e:  # noqa: BLE001 - said in the reply; the round goes on in its mode
+                hold.error, hold.done = e, True
+                hold.said.append(f"the budget hold failed ({type(e).__name__}: {e}); the round "
+                                 f"trained on in {be.current_mode().key}")
         watch = threading.Thread(target=watcher, name="ptui-hold", daemon=True)
         watch.start()
     t0 = time.perf_counter()
@@ -802,12 +837,20 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
             watch.join()
         sampler.stop()
     sampler.sample_once()
-    return _Timed(host, host, reply), settled_power(readings(), hold.since if hold else since)
+    rs = readings()
+    return (_Timed(host, host, reply), settled_power(rs, hold.since if hold else since),
+            _mean_since(rs, since))
+
+
+def _mean_since(readings: list[tuple[float, float]], since: float) -> float:
+    ws = [w for t, w in readings if t >= since - 1e-9 and w is not None and not math.isnan(w)]
+    return sum(ws) / len(ws) if ws else math.nan
 
 
 def _simulated_round(be, node: Node, steps: int, interval: float, since: float,
-                     hold: _Hold | None = None) -> tuple[float, Watts]:
-    """(seconds, watts) of `steps` minibatches of the node's workload on the simulated board."""
+                     hold: _Hold | None = None) -> tuple[float, Watts, float]:
+    """(seconds, settled watts, the mean of every reading) of `steps` minibatches of the node's
+    workload on the simulated board."""
     own = be.trains_builtin and be.workload is None
     if own:
         be.start_training(core.get_workload(node.spec.workload, node.spec.batch_size))
@@ -827,7 +870,7 @@ def _simulated_round(be, node: Node, steps: int, interval: float, since: float,
         if not ws:
             t = be.read()
             ws = [(t.t, t.power_w)] if t.power_w is not None else []
-        return be.clock.now() - t0, settled_power(ws, hold.since if hold else since)
+        return be.clock.now() - t0, settled_power(ws, hold.since if hold else since), _mean_since(ws, since)
     finally:
         if own:
             be.stop_training()
@@ -1098,7 +1141,8 @@ class PtuiFleet(Strategy):
         for x in ok:
             # against the bound the node picked its mode by (what its share of the cap assumed)
             pw, w = (x["bound_w"] if math.isfinite(x["bound_w"]) else x["predicted_w"]), x["w"]
-            if math.isfinite(pw) and math.isfinite(w) and pw > 0 and w > 0:
+            # a round too short to settle (or a late step) has no steady figure to learn from
+            if x["w_settled"] and math.isfinite(pw) and math.isfinite(w) and pw > 0 and w > 0:
                 self.ratios.setdefault(x["node"], []).append(w / pw)
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),
                   "s": max((x["s"] for x in ok), default=0.0),

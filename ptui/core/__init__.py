@@ -17,7 +17,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     # the use cases
     "usecases.board": ("apply", "apply_preset", "board_status", "check_persist", "persist", "plan_apply",
                        "put_back_restore_record", "restore", "restore_record", "rollback", "begin_round",
-                       "end_round", "recover_round",),
+                       "end_round", "keep_restore_record", "recover_round",),
     "usecases.colocate": ("colocate", "colocate_profiles", "colocate_view", "ColocateView", "goal_text",
                            "colocate_goal", "script_train",),
     "usecases.interleave": ("BoardMeter", "Interleaver", "load_profiles", "Managed", "Minibatch", "Poisson",
@@ -145,6 +145,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         board_status,
         check_persist,
         end_round,
+        keep_restore_record,
         persist,
         plan_apply,
         put_back_restore_record,

@@ -895,3 +895,105 @@ def test_the_hold_steps_down_on_a_live_board_while_it_trains(emulated_board, tmp
     assert info["start-mode"] == info["end-mode"] and info["restored"] is True
     assert board_of(mod)().current_mode().key == info["start-mode"]
     assert met["ptui-w"] <= 20.0 and met["ptui-w-settled"] == 1.0, (met["ptui-w"], info["notes"])
+
+
+def _halved_node(root, tmp_path):
+    """sysfs_node with its model's power halved: its pick for 20 W draws well over 20 W."""
+    mod, ctx = sysfs_node(root, tmp_path)
+    tab = mod.node_for(ctx).predictions.table
+    tab.power_w *= 0.5
+    tab.power_w_std *= 0.5
+    return mod, ctx
+
+
+def _train_until_stepped(mod, seen: list, after_s: float = 2.0):
+    def train(msg, c):
+        t0, stepped = time.monotonic(), None
+        while time.monotonic() - t0 < 25.0:
+            seen.append(board_of(mod)().current_mode().key)
+            if stepped is None and len(set(seen)) > 1:
+                stepped = time.monotonic()
+            if stepped is not None and time.monotonic() - stepped > after_s:
+                break
+            time.sleep(0.1)
+        return trainer([])(msg, c)
+    return train
+
+
+def test_a_step_down_keeps_ptui_restores_way_back_and_the_rounds_record(emulated_board, tmp_path):
+    """The hold's step is an apply: it rewrote `ptui restore`'s record with the round's first mode,
+    the round's rollback left that record, and `ptui restore` then put the board in that
+    over-budget mode (a review).  And a round that started in its pick had no round record, so a
+    kill -9 after a step left the board stepped down for good.  Now the step keeps the way back
+    and opens the round's record when the round had not."""
+    from ptui.core.board import undo
+    root, _ = emulated_board
+    dev = core.get_device("orin-agx")
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    preset = be.current_mode()
+    user = dev.mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    mod, ctx = _halved_node(root, tmp_path)
+    r = mod(instruction({"power-budget-w": 20.0}), ctx, _train_until_stepped(mod, []))
+    info = r.content["ptui"]
+    assert "stepped down to" in info["notes"] and info["start-mode"] == info["end-mode"] == user.key
+    assert be.current_mode() == user and core.board_status(be).restore.mode == preset.key
+    assert "restored" in core.restore(be) and be.current_mode() == preset
+    # a round that starts in its own pick: no apply of its own, yet its step is recoverable
+    first = info["notes"].split(" drew ")[0]
+    pick = next(m for m in dev.full_space() if m.key == first)
+    assert core.apply(be, pick).ok
+    records: list = []
+    seen: list = []
+
+    def train(msg, c):
+        out = _train_until_stepped(mod, seen, 0.5)(msg, c)
+        records.append(undo.load(board_of(mod)(), undo.ROUND))
+        return out
+    r = mod(instruction({"power-budget-w": 20.0}), ctx, train)
+    info = r.content["ptui"]
+    assert info["start-mode"] == pick.key == info["end-mode"] and "stepped down to" in info["notes"]
+    assert records[0] is not None and records[0].mode == pick.key      # the step opened it
+    assert undo.load(be, undo.ROUND) is None and be.current_mode() == pick   # and the round closed it
+
+
+def test_a_failing_step_down_is_said_and_the_board_still_goes_back(emulated_board, tmp_path, monkeypatch):
+    """An exception in the hold's thread (an apply that raised) died with the thread: the reply said
+    nothing and could name a mode the board was not in.  Now it is in the notes, the reply's mode
+    is read back, and the board ends in its start mode."""
+    root, _ = emulated_board
+    mod, ctx = _halved_node(root, tmp_path)
+    real, calls = core.apply, []
+
+    def apply(be, mode):
+        calls.append(mode)
+        if len(calls) > 1:
+            raise core.PtuiError("nvpmodel blew up")
+        return real(be, mode)
+    monkeypatch.setattr(flower.core, "apply", apply)
+
+    def train(msg, c):
+        time.sleep(4.0)
+        return trainer([])(msg, c)
+    r = mod(instruction({"power-budget-w": 20.0}), ctx, train)
+    info = r.content["ptui"]
+    assert len(calls) == 2 and "budget hold failed (PtuiError: nvpmodel blew up)" in info["notes"]
+    assert info["mode"] == calls[0].key and info["restored"] is True
+    assert board_of(mod)().current_mode().key == info["start-mode"] == info["end-mode"]
+
+
+@pytest.mark.parametrize("bad", ["abc", -1.0, "nan"])
+def test_a_bad_hold_value_is_refused_before_the_board_is_touched(emulated_board, tmp_path, bad,
+                                                                 monkeypatch):
+    """ptui-hold-w was read after the round had applied its mode (and written its records)."""
+    from ptui.core.board import undo
+    root, _ = emulated_board
+    mod, ctx = sysfs_node(root, tmp_path)
+    be = mod.node_for(ctx).backend
+    start = be.current_mode()
+    applied: list = []
+    monkeypatch.setattr(flower.core, "apply", lambda b, m: applied.append(m))
+    with pytest.raises(core.InputError, match=flower.HOLD_KEY):
+        mod(instruction({"power-budget-w": 20.0, flower.HOLD_KEY: bad}), ctx, trainer([]))
+    assert applied == [] and be.current_mode() == start and undo.load(be, undo.ROUND) is None
+    assert undo.load(be, undo.APPLY) is None

@@ -406,6 +406,14 @@ def test_a_mode_two_boards_profiled_is_held_out_with_its_twin():
     f = folds(28, 0, np.vstack([A, A]))
     assert (f[:14] == f[14:]).all() and len(set(f)) == 5
     assert (folds(14, 0, A) == folds(14, 0)).all()   # distinct modes: the folds as before
+    # a few modes repeated many times: every mode in one fold, every fold used (the first
+    # version gave up on the grouping whenever a fold came out empty: a review)
+    for reps in (2, 3, 10):
+        for seed in range(5):
+            f = folds(5 * reps, seed, np.repeat(A[:5], reps, axis=0))
+            assert all(len(set(f[k * reps:(k + 1) * reps])) == 1 for k in range(5)) and len(set(f)) == 5
+    f = folds(20, 0, np.vstack([np.repeat(A[:1], 16, axis=0), A[1:5]]))
+    assert len(set(f[:16])) == 1
 
 
 @pytest.mark.parametrize("device", ["orin-nano", "xavier-agx"])

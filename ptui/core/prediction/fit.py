@@ -93,20 +93,27 @@ def n_folds(n: int) -> int:
 
 
 def folds(n: int, seed: int, A: np.ndarray | None = None) -> np.ndarray:
-    """Fold of each row; the same assignment as train.fit_target uses for the networks.  With the
-    rows' knobs `A`, rows of one mode (a pooled fit's: two boards that profiled the same mode) share
-    the fold of the first of them: a held-out row whose twin stayed in the training rows is
+    """Fold of each row; without repeated modes the same assignment as train.fit_target uses for
+    the networks (`ptui train`, whose rows are a profile's distinct modes).  With the rows' knobs
+    `A`, rows of one mode (a pooled fit's: two boards that profiled the same mode) share a fold,
+    the modes dealt round the folds: a held-out row whose twin stayed in the training rows is
     predicted by its twin, and the cross-validated error, and so the calibrated interval, came out
     too small.  Without such rows the assignment is unchanged."""
-    fold = np.random.default_rng(seed + 1).permutation(n) % n_folds(n)
+    perm = np.random.default_rng(seed + 1).permutation(n)
+    fold = perm % n_folds(n)
     if A is None or n == 0:
         return fold
     first: dict[bytes, int] = {}
     rows = np.ascontiguousarray(np.asarray(A, np.float64).reshape(n, -1))
     owner = np.array([first.setdefault(r.tobytes(), i) for i, r in enumerate(rows)])
-    grouped = fold[owner]
-    # every fold keeps a row (a pathological profile of a few modes repeated keeps the plain folds)
-    return grouped if len(np.unique(grouped)) == n_folds(n) else fold
+    if len(first) == n:
+        return fold
+    # each mode (its first row's place in the permutation) dealt round the folds in turn, as the
+    # rows are without repeats: every fold holds a mode while there are as many modes as folds
+    heads = np.array(sorted(first.values(), key=lambda i: perm[i]))
+    rank = np.empty(n, np.int64)
+    rank[heads] = np.arange(len(heads))
+    return rank[owner] % min(n_folds(n), len(heads))
 
 
 # -- the workload's roofline prior, refitted to the rows a fit trains on --------------------------

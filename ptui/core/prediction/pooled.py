@@ -87,13 +87,14 @@ def _predict_log(pred, device: Device, A: np.ndarray) -> np.ndarray:
     return np.log(mid)
 
 
-def fleet_shape(device: Device, rows: "Rows", reference,
-                roofline: RooflinePrior | None = None) -> RooflinePrior | None:
+def fleet_shape(device: Device, rows: "Rows", reference, roofline: RooflinePrior | None = None,
+                workload: str | None = None, batch_size: int | None = None) -> RooflinePrior | None:
     """Where the reference is not of this device, the roofline prior the factors' regression takes
     as the fleet's shape instead (the reference is a column only on its own device, an Orin AGX),
     refitted to every row of the fleet (RooflinePrior.adapted: its GPU, CPU and power scales; the
     boards' factors only add noise to them): the workload's (its spec's counts) when given, else
-    SHAPE_WORKLOAD's published counts.  None on the reference's device.  The knobs' logs alone left
+    the catalog workload's published counts (at the rows' batch size), else SHAPE_WORKLOAD's.  None
+    on the reference's device.  The knobs' logs alone left
     the shape of an Orin Nano's or an AGX Xavier's rows 6-14 % (power) and 22-28 % (time) off,
     each board's factor 3-7 % and 10-12 % off; with the adapted roofline 1-2 % and 3-4 %, the
     factors within about 1 %.  On the Orin AGX, beside the reference, the adapted roofline moved
@@ -101,7 +102,9 @@ def fleet_shape(device: Device, rows: "Rows", reference,
     if reference is not None and reference.device == device:
         return None
     if roofline is None:
-        roofline = RooflinePrior(device, WorkloadSpec.from_workload(WORKLOADS[SHAPE_WORKLOAD]))
+        w = WORKLOADS.get(str(workload)) or WORKLOADS[SHAPE_WORKLOAD]
+        roofline = RooflinePrior(device, WorkloadSpec.from_workload(w.with_batch(batch_size) if batch_size
+                                                                    else w))
     return roofline.adapted(rows.A[:, :4], rows.time_ms, rows.power_w)
 
 
@@ -173,7 +176,8 @@ def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0, p
 
 def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str = "auto",
                seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
-               fleet_source: str = "", simulated_rows: int = 0, progress=None, roofline=None):
+               fleet_source: str = "", simulated_rows: int = 0, progress=None, roofline=None,
+               batch_size: int | None = None):
     """This board's model (predictor.Model) from its own rows and the fleet's (other boards of
     its device type, same workload and batch size); roofline: the workload's roofline prior, one
     more candidate of the fit (fit_model)."""
@@ -188,8 +192,8 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     rows = Rows.concat([fleet, own])                 # own rows last: their measurement wins
     if len(rows) < MIN_MODES:
         raise InputError(f"a pooled fit needs at least {MIN_MODES} rows in all, got {len(rows)}")
-    corr = board_corrections(device, rows, reference, seed=seed, progress=progress,
-                             shape=fleet_shape(device, rows, reference, roofline))
+    shape = fleet_shape(device, rows, reference, roofline, workload, batch_size)
+    corr = board_corrections(device, rows, reference, seed=seed, progress=progress, shape=shape)
     to_own, sds = {}, {}
     for tgt in TARGETS:
         c, per_row = corr[tgt]
@@ -238,6 +242,7 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
         "fleet_source": fleet_source, "simulated_rows": int(simulated_rows),
         "correction": "per-board multiplicative factor per target against the fleet's typical "
                       "unit, from this board's own rows (prediction/pooled.py)",
+        "shape": "the bundled reference" if shape is None else f"the roofline prior ({shape.spec.source})",
         **{f"{t}_factor": round(corr[t][0].factor, 5) for t in TARGETS},
         **{f"{t}_factor_se_pct": round(100 * corr[t][0].log_se, 3) for t in TARGETS},
         **{f"{t}_resid_sd_pct": round(100 * corr[t][0].resid_sd, 3) for t in TARGETS},

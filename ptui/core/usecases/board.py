@@ -129,6 +129,24 @@ def put_back_restore_record(backend: Backend, record) -> None:
             undo.save(backend, undo.APPLY, record.state, pid=record.pid, created=record.created)
 
 
+def keep_restore_record(backend: Backend, record) -> None:
+    """Put `record` (restore_record's, taken before) back as the last-apply record after a step
+    within a change that is undone later (a Flower round's budget hold steps from the round's mode
+    to another): the step's apply named the round's mode as the way back, and the round's rollback
+    would then leave that record, a way back to a mode nobody chose.  None: the step's record
+    goes."""
+    with board_lock(backend):
+        try:
+            now = undo.load(backend, undo.APPLY)
+        except DamagedSnapshot:
+            now = None
+        if record is None:
+            if now is not None:
+                undo.clear(backend, undo.APPLY, now)
+        else:
+            undo.save(backend, undo.APPLY, record.state, pid=record.pid, created=record.created)
+
+
 def begin_round(backend: Backend, snapshot):
     """Before a round (a Flower round) changes the board's mode: record the state it starts in, so
     that a process killed mid-round (kill -9) leaves the way back to it for the node's next round

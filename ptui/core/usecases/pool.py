@@ -170,7 +170,7 @@ def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workloa
     model = fit_pooled(ref, device, rows_of(own), rows_of(fleet), method=method, seed=seed, loss=loss,
                        workload=workload, source=source, fleet_source=fleet_source,
                        simulated_rows=sum(r.simulated for r in fleet), progress=progress,
-                       roofline=roofline_of(device, spec))
+                       roofline=roofline_of(device, spec), batch_size=batch_size)
     remember_epoch_size(model, workload, batch_size)
     return model
 

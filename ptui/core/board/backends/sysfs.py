@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,10 @@ class SysfsBackend(Backend):
         self.nvpmodel_cmd = nvpmodel_cmd or own_nvpmodel(self.root) or "nvpmodel"
         self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
         self._fds: dict[Path, int] = {}
+        # one reader of the cached descriptors at a time: a sampler's thread reads while another
+        # applies (a Flower round's budget hold), and a descriptor closed by one (its file gone
+        # with an offlined core) must not be read, or its number reused, by the other
+        self._fd_lock = threading.Lock()
         self.gpu_dir = next((self.root / p for p in GPU_DEVFREQ if (self.root / p).is_dir()), None)
         self.gpu_load = next((self.root / p for p in GPU_LOAD if (self.root / p).exists()), None)
         self.emc_dir = self.root / EMC_DIR if (self.root / EMC_DIR).is_dir() else None
@@ -102,19 +107,20 @@ class SysfsBackend(Backend):
 
     # -- reading --------------------------------------------------------------------------------
     def _pread(self, path: Path) -> str | None:
-        fd = self._fds.get(path)
-        try:
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            return os.pread(fd, 4096, 0).decode().strip()
-        except OSError:
-            if fd is not None:
-                self._fds.pop(path, None)
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            return None
+        with self._fd_lock:
+            fd = self._fds.get(path)
+            try:
+                if fd is None:
+                    fd = self._fds[path] = os.open(path, os.O_RDONLY)
+                return os.pread(fd, 4096, 0).decode().strip()
+            except OSError:
+                if fd is not None:
+                    self._fds.pop(path, None)
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                return None
 
     def _num(self, path: Path | None) -> float | None:
         if path is None:
@@ -469,12 +475,13 @@ class SysfsBackend(Backend):
         return _power_model_lines(text, mode_id) == want
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds.clear()
+        with self._fd_lock:
+            for fd in self._fds.values():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._fds.clear()
 
 
 def nvpmodel_block(device: Device, mode: Mode, mode_id: int, name: str) -> str:
