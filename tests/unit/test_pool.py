@@ -179,6 +179,7 @@ def test_the_pooled_fit_beats_the_board_alone_on_a_simulated_fleet():
     assert pooled_pen < 10.0
     meta = json.loads(json.dumps(pooled.meta))
     assert meta["trained_on"]["pooled"]["correction"].startswith("per-board multiplicative factor")
+    assert meta["trained_on"]["pooled"]["shape"] == "the bundled reference"     # its own device
 
 
 def test_a_pool_out_of_reach_is_said_and_the_profile_goes_on(cli, monkeypatch, tmp_path):
@@ -438,3 +439,4 @@ def test_a_fleet_without_a_reference_of_its_device_finds_each_boards_factor(devi
     assert p["power_factor"] == pytest.approx(up / typical_p, rel=0.025), p
     assert p["time_factor"] == pytest.approx(ut / typical_t, rel=0.04), p
     assert p["power_resid_sd_pct"] < 4.0 and p["time_resid_sd_pct"] < 8.0, p
+    assert p["shape"].startswith("the roofline prior (catalog resnet18"), p["shape"]   # said in the model
