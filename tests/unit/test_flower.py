@@ -301,17 +301,24 @@ def test_the_mod_on_an_emulated_board_through_sysfs(emulated_board, tmp_path):
     assert info["seconds-from"] == "the round's wall time on this host"
 
 
+def _a_users_apply(root):
+    """A user's `ptui apply` on the emulated board: (device, backend, the preset it left, the
+    user's mode), `ptui restore`'s way back naming the preset."""
+    dev = core.get_device("orin-agx")
+    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
+    preset = be.current_mode()
+    user = dev.mode(6, 1497.6, 522.75, 2133)
+    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    return dev, be, preset, user
+
+
 def test_a_round_keeps_the_way_back_that_a_users_ptui_apply_left(emulated_board, tmp_path):
     """A `ptui apply` before the run leaves `ptui restore` a way back to the board's preset.  A
     round applies its mode and rolls it back: the board ends in the user's mode, and `ptui
     restore` still goes back to the preset (the round's apply replaced the record with the state
     it found and its rollback removed it: restore had nothing left to undo)."""
     root, _ = emulated_board
-    dev = core.get_device("orin-agx")
-    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
-    preset = be.current_mode()
-    user = dev.mode(6, 1497.6, 522.75, 2133)
-    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    dev, be, preset, user = _a_users_apply(root)
     made = core.board_status(be).restore.created
     prior = core.fit_prior(dev, core.workload_spec(workload="resnet18", batch_size=16),
                            out=tmp_path / "prior", workload="resnet18")
@@ -928,11 +935,7 @@ def test_a_step_down_keeps_ptui_restores_way_back_and_the_rounds_record(emulated
     and opens the round's record when the round had not."""
     from ptui.core.board import undo
     root, _ = emulated_board
-    dev = core.get_device("orin-agx")
-    be, _ = core.open_backend("sysfs", "orin-agx", root=str(root))
-    preset = be.current_mode()
-    user = dev.mode(6, 1497.6, 522.75, 2133)
-    assert core.apply(be, user).ok and core.board_status(be).restore.mode == preset.key
+    dev, be, preset, user = _a_users_apply(root)
     mod, ctx = _halved_node(root, tmp_path)
     r = mod(instruction({"power-budget-w": 20.0}), ctx, _train_until_stepped(mod, []))
     info = r.content["ptui"]
