@@ -156,7 +156,7 @@ class NodeSpec:
                    get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
                    str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
                    get("model", defaults.model), None if steps is None else int(steps),
-                   None if unit is None else core.number(unit, "sim-unit-power", gt=0),
+                   None if unit is None else core.number(unit, "sim-unit-power", ge=0.5, le=2),
                    _text(node_config.get("pool-url", defaults.pool)),
                    _text(get("board-id", defaults.board)))
 
@@ -392,7 +392,7 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
             out = model_dir_for(spec, be.kind)
             with _fit_lock(out):              # nodes sharing a data directory fit it once
                 if (out / "meta.json").exists():
-                    where = f"the model the mod fitted before, {out}"
+                    where = f"the model the mod fitted before, {out}{_fitted_when(out)}"
                 elif spec.pool:
                     where = _fit_from_pool(be, spec, out, fit_modes, pool_modes, say)
                 else:
@@ -416,6 +416,20 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
                                   f"not {spec.batch_size}")
         say(f"ptui: {spec.device} decides with {where}")
         return Node(spec, be, pred, out, where)
+
+
+def _fitted_when(out: Path) -> str:
+    """" (from N modes, fitted DATE)" of a cached model: a cache fitted by an older ptui, or from
+    fewer modes, is then seen in the log (its figures differ from a fresh fit's)."""
+    import json
+    try:
+        meta = json.loads((out / "meta.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    modes = (meta.get("trained_on") or {}).get("modes")
+    when = str(meta.get("created") or "").replace("T", " ").rstrip("Z")
+    bits = ([f"from {modes} modes"] if modes is not None else []) + ([f"fitted {when} UTC"] if when else [])
+    return f" ({', '.join(bits)})" if bits else ""
 
 
 def _set_unit(be, spec: NodeSpec) -> None:
@@ -587,12 +601,17 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         since = be.clock.now() if be.clock.virtual else time.monotonic()
         if hold_budget and applied and feasible and d is not None and "budget_w" in goal and hold_w:
             hold = _Hold(node, d, goal, hold_w, steps, risk, since, snap, record)
+        elif hold_budget and not feasible and "budget_w" in goal and hold_w:
+            notes.append("no mode meets the goal: the round trains in the closest mode, not held "
+                         "as measured")
         timed, w, w_round = _measure(be, node, lambda: call_next(msg, ctx), interval, steps, since, hold)
         if hold is not None and hold.words:
             notes.append(hold.words)
             say(f"ptui: {node.spec.device}: {hold.words}")
         if hold is not None and hold.stepped:
-            d, feasible, goal_words = hold.decision, hold.feasible, hold.goal_words
+            d, feasible = hold.decision, hold.feasible
+            if hold.closest:
+                goal_words = f"{goal_words}; {hold.closest}"
             mode = be.current_mode()          # read back: what the round ended its training in
             if mode != d.mode:
                 notes.append(f"the board reads {mode.key} after the step down to {d.mode.key}")
@@ -727,13 +746,14 @@ def hold_watts(config: Mapping, goal: dict) -> float:
 
 class _Hold:
     """A round's watts held to `hold_w` as measured: once the board's power settled in the round's
-    mode (settled_power's rule), a board drawing more than hold_w (a unit that draws more than the
-    typical unit its model describes: identical units differ by 10-30 %) steps down to the mode
-    the goal picks with the budget divided by the most the board drew over a mode's bound (its
-    power at the risk's upper bound, what the pick held the budget to); the new mode is checked
-    the same way once settled, HOLD_STEPS steps at most (the ratio differs from mode to mode with
-    the model's own error).  check() is called with the readings so far; `since` moves to when
-    the new mode read back."""
+    mode (settled_power's rule), the mean of its readings from there on is watched; a board whose
+    mean goes over hold_w (a unit that draws more than the typical unit its model describes:
+    identical units differ by 10-30 %; a draw that creeps up as the board warms) steps down to the
+    mode the goal picks with the budget divided by the most the board drew over a mode's bound
+    (its power at the risk's upper bound, what the pick held the budget to), and the new mode is
+    watched the same way once settled: HOLD_STEPS steps at most (the ratio differs from mode to
+    mode with the model's own error), then a mode still over is said.  check() is called with the
+    readings so far (a list that only grows); `since` moves to when the new mode read back."""
 
     def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: int, risk, since: float,
                  snap, record) -> None:
@@ -741,33 +761,54 @@ class _Hold:
         self.steps, self.risk, self.since = steps, risk, since
         self.snap, self.record = snap, record   # the round's start and its record (begin_round)
         self.done = self.stepped = False
-        self.feasible, self.goal_words = True, ""
+        self.feasible, self.closest = True, ""  # the last step's pick met the goal / why not
         self.factor = 0.0
+        self.n_steps = 0
         self.said: list[str] = []
         self.error: BaseException | None = None   # what the watcher's thread raised (a live board)
+        self._at: float | None = None             # when the mode's power settled
+        self._sum, self._n, self._seen = 0.0, 0, 0
 
     @property
     def words(self) -> str:
         return "; then ".join(self.said)
 
+    def _mean(self, readings: list[tuple[float, float]]) -> float | None:
+        """The mean of the mode's readings since its power settled (None before it settled)."""
+        if self._at is None:
+            w = settled_power(readings, self.since)
+            if not w.settled:
+                return None
+            self._at = self.since + w.settle_s
+            self._sum, self._n, self._seen = 0.0, 0, 0
+        for t, p in readings[self._seen:]:
+            if t >= self._at - 1e-9 and p is not None and not math.isnan(p):
+                self._sum += p
+                self._n += 1
+        self._seen = len(readings)
+        return self._sum / self._n if self._n else None
+
     def check(self, readings: list[tuple[float, float]]) -> None:
         if self.done:
             return
-        w = settled_power(readings, self.since)
-        if not w.settled:
-            return
-        self.done = True
-        if w.mean <= self.hold_w:
+        mean = self._mean(readings)
+        if mean is None or mean <= self.hold_w:
             return
         be, tab, d = self.node.backend, self.node.predictions.table, self.decision
+        sim = " SIMULATED" if self.node.simulated else ""
+        was = f"{be.current_mode().key} drew {mean:.2f} W{sim} once settled, over its {self.hold_w:.2f} W"
+        if self.n_steps >= HOLD_STEPS:
+            self.said.append(f"{was} after {HOLD_STEPS} steps down: the round trained on in it")
+            self.done = True
+            return
         b = float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], self.risk))
-        self.factor = max(self.factor, w.mean / b if b > 0 else w.mean / self.hold_w)
+        self.factor = max(self.factor, mean / b if b > 0 else mean / self.hold_w)
         # the new mode's bound x factor within hold_w: its budget in the model's watts
         new, ok, words = _pick(self.node, {**self.goal, "budget_w": self.hold_w / self.factor}, self.steps,
                                self.risk)
-        was = f"{be.current_mode().key} drew {w.mean:.2f} W once settled, over its {self.hold_w:.2f} W"
         if new is None or new.mode == d.mode:
             self.said.append(f"{was}; no mode below it to step down to")
+            self.done = True
             return
         with _node_env(self.node.spec):
             if self.record is None:            # the round had not changed the board: now it does
@@ -779,14 +820,16 @@ class _Hold:
                 core.keep_restore_record(be, way_back)
         if not r.ok:
             self.said.append(f"{was}; stepping down to {new.mode.key} failed: {r.message}")
+            self.done = True
             return
         self.since = be.clock.now() if be.clock.virtual else time.monotonic()
+        self._at = None
+        self.n_steps += 1
         self.decision, self.stepped = new, True
-        self.feasible, self.goal_words = ok, words
+        self.feasible, self.closest = ok, ("" if ok else "no mode meets it as measured: the closest")
         self.said.append(f"{was} (x{self.factor:.3f} its model's bound): stepped down to {new.mode.key} "
                          f"(predicted {float(new.power_w):.2f} W for the typical unit"
                          + ("" if ok else ", the closest: no mode meets it") + ")")
-        self.done = len(self.said) >= HOLD_STEPS
 
 
 def _measure(be, node: Node, run: Callable[[], Message], interval: float,
@@ -818,9 +861,13 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
     watch = None
     if hold is not None:                  # the hold's check beside the training, every sample
         def watcher() -> None:
+            seen: list[tuple[float, float]] = []
+            n = 0
             try:
                 while not stop.wait(sampler.interval) and not hold.done:
-                    hold.check(readings())
+                    new, n = sampler.taken_after(n)
+                    seen += [(t, w) for t, w in new if w is not None]
+                    hold.check(seen)
             except Exception as e:  # noqa: BLE001 - said in the reply; the round goes on in its mode
                 hold.error, hold.done = e, True
                 hold.said.append(f"the budget hold failed ({type(e).__name__}: {e}); the round "

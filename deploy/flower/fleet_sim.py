@@ -43,7 +43,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cap-w", type=float, default=150.0, help="the fleet's power cap (W)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--data-dir", default=os.environ.get("PTUI_FLEET_DATA", "/tmp/ptui-flower-fleet"),
-                   help="the nodes' ptui data directory (their fitted models are cached there)")
+                   help="the nodes' ptui data directory (their fitted models are cached there and "
+                        "reused: a cache from an older ptui gives other figures); default "
+                        "$PTUI_FLEET_DATA, else /tmp/ptui-flower-fleet ($PTUI_DATA_DIR is not read)")
     p.add_argument("--fit-modes", type=int, default=FIT_MODES,
                    help=f"modes each device kind profiles for its first model (default {FIT_MODES})")
     p.add_argument("--unit-spread", type=float, default=0.10,
@@ -166,13 +168,18 @@ if __name__ == "__main__":
     print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
           f"wall {wall:.1f} s; unit spread +-{ARGS.unit_spread:.0%} (seed {ARGS.seed}), correction "
           f"{'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}, "
-          f"nodes hold their shares {'on' if ARGS.hold_shares else 'off'}")
+          f"shares held as measured: {'yes' if ARGS.hold_shares else 'no'}")
     for r in hist:
         f = r["fleet"]
         over = " OVER THE CAP" if f["w"] > ARGS.cap_w else ""
+        ok = [x for x in r["nodes"] if "error" not in x]
+        steps = sum(x["notes"].count("stepped down to") for x in ok)
+        over_share = sum(x["w"] > x["budget_w"] for x in ok if x.get("budget_w"))
         print(f"round {r['round']}: fleet {f['w']:.1f} W measured{over} (predicted {f['predicted_w']:.1f} W, "
               f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
-              f"(predicted {f['predicted_s']:.0f} s)")
+              f"(predicted {f['predicted_s']:.0f} s); {steps} step(s) down on "
+              f"{sum('stepped down to' in x['notes'] for x in ok)} node(s), {over_share} node(s) over "
+              f"their share as measured")
         for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
             if "error" in x:
                 print(f"  node {x['node']}: {x['error']}")

@@ -5,6 +5,7 @@ A failing sensor read is kept as an error string, never raised into the UI.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -24,6 +25,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.minibatch_ms: float | None = None      # set by whoever runs a workload
+        self._count = 0                             # readings taken since the start
 
     def sample_once(self) -> Telemetry | None:
         try:
@@ -34,6 +36,7 @@ class Sampler:
         self.error = None
         with self._lock:
             self._buf.append((self.now(), t))
+            self._count += 1
         return t
 
     def _run(self) -> None:
@@ -57,6 +60,15 @@ class Sampler:
     def latest(self) -> Telemetry | None:
         with self._lock:
             return self._buf[-1][1] if self._buf else None
+
+    def taken_after(self, n: int) -> tuple[list[tuple[float, float | None]], int]:
+        """The readings taken after the first `n` (those still kept), as (time, total W) on the
+        sampler's clock, and how many were taken in all: a watcher that keeps its own list asks for
+        the new ones only (history() copies every kept reading)."""
+        with self._lock:
+            k = min(self._count - n, len(self._buf))
+            new = [(t, s.power_w) for t, s in itertools.islice(reversed(self._buf), max(k, 0))]
+            return new[::-1], self._count
 
     def history(self) -> list[tuple[float, float | None]]:
         """(seconds ago, total W) for the last minute, oldest first."""
