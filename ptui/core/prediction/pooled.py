@@ -39,14 +39,12 @@ import numpy as np
 
 from ..catalogue.devices import Device
 from ..catalogue.modes import Mode
-from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError
 from .fit import MIN_MODES, fit_model
-from .roofline import RooflinePrior, WorkloadSpec
+from .roofline import RooflinePrior
 
 OWN = "\x00own"               # the label of the board's own rows among the fleet's
 TARGETS = ("time", "power")
-SHAPE_WORKLOAD = "resnet18"    # whose published counts give the shape's roofline without a spec
 SQUARES_ROWS = 3              # rows a coefficient before the factors' shape takes squares (_features)
 
 
@@ -87,25 +85,20 @@ def _predict_log(pred, device: Device, A: np.ndarray) -> np.ndarray:
     return np.log(mid)
 
 
-def fleet_shape(device: Device, rows: "Rows", reference, roofline: RooflinePrior | None = None,
-                workload: str | None = None, batch_size: int | None = None) -> RooflinePrior | None:
-    """Where the reference is not of this device, the roofline prior the factors' regression takes
-    as the fleet's shape instead (the reference is a column only on its own device, an Orin AGX),
-    refitted to every row of the fleet (RooflinePrior.adapted: its GPU, CPU and power scales; the
-    boards' factors only add noise to them): the workload's (its spec's counts) when given, else
-    the catalog workload's published counts (at the rows' batch size), else SHAPE_WORKLOAD's.  None
-    on the reference's device.  The knobs' logs alone left
-    the shape of an Orin Nano's or an AGX Xavier's rows 6-14 % (power) and 22-28 % (time) off,
-    each board's factor 3-7 % and 10-12 % off; with the adapted roofline 1-2 % and 3-4 %, the
-    factors within about 1 %.  On the Orin AGX, beside the reference, the adapted roofline moved
-    the decisions both ways, 0.2-1.9 points (benchmarks/eval_pool.py, README: Fleets)."""
-    if reference is not None and reference.device == device:
+def fleet_shape(device: Device, rows: "Rows", reference,
+                prior: RooflinePrior | None) -> RooflinePrior | None:
+    """Where the reference is not of this device, `prior` (a roofline prior of the workload)
+    refitted to every row of the fleet, which the factors' regression takes as the fleet's shape
+    instead (RooflinePrior.adapted: its GPU, CPU and power scales; the boards' factors only add
+    noise to them); None on the reference's device (the reference is the shape there, an Orin
+    AGX) or without a prior.  The knobs' logs alone left the shape of an Orin Nano's or an AGX
+    Xavier's rows 6-14 % (power) and 22-28 % (time) off, each board's factor 3-7 % and 10-12 %
+    off; with the adapted roofline 1-2 % and 3-4 %, the factors within about 1 %.  On the Orin
+    AGX, beside the reference, the adapted roofline moved the decisions both ways, 0.2-1.9 points
+    (benchmarks/eval_pool.py, README: Fleets)."""
+    if prior is None or (reference is not None and reference.device == device):
         return None
-    if roofline is None:
-        w = WORKLOADS.get(str(workload)) or WORKLOADS[SHAPE_WORKLOAD]
-        roofline = RooflinePrior(device, WorkloadSpec.from_workload(w.with_batch(batch_size) if batch_size
-                                                                    else w))
-    return roofline.adapted(rows.A[:, :4], rows.time_ms, rows.power_w)
+    return prior.adapted(rows.A[:, :4], rows.time_ms, rows.power_w)
 
 
 def _features(device: Device, A: np.ndarray, reference, tgt: str, n: int,
@@ -177,7 +170,7 @@ def board_corrections(device: Device, rows: Rows, reference, *, seed: int = 0, p
 def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str = "auto",
                seed: int = 0, loss: str = "mse", workload: str = "custom", source: str = "",
                fleet_source: str = "", simulated_rows: int = 0, progress=None, roofline=None,
-               batch_size: int | None = None):
+               shape_prior: RooflinePrior | None = None):
     """This board's model (predictor.Model) from its own rows and the fleet's (other boards of
     its device type, same workload and batch size); roofline: the workload's roofline prior, one
     more candidate of the fit (fit_model)."""
@@ -192,7 +185,7 @@ def fit_pooled(reference, device: Device, own: Rows, fleet: Rows, *, method: str
     rows = Rows.concat([fleet, own])                 # own rows last: their measurement wins
     if len(rows) < MIN_MODES:
         raise InputError(f"a pooled fit needs at least {MIN_MODES} rows in all, got {len(rows)}")
-    shape = fleet_shape(device, rows, reference, roofline, workload, batch_size)
+    shape = fleet_shape(device, rows, reference, shape_prior)
     corr = board_corrections(device, rows, reference, seed=seed, progress=progress, shape=shape)
     to_own, sds = {}, {}
     for tgt in TARGETS:

@@ -25,7 +25,9 @@ from ..profiling.pool import (  # noqa: F401 (façade)
     redact,
 )
 from ..profiling.profiler import keep_timed
-from .fit import FitOutcome, check_spec_batch, remember_epoch_size, roofline_of
+from .fit import FitOutcome, check_spec_batch, remember_epoch_size, roofline_of, workload_spec
+
+SHAPE_WORKLOAD = "resnet18"    # whose published counts give a pooled fit's shape without a spec
 
 ROW_KEYS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25",
             "time_ms_p75", "power_w_std", "n_minibatches", "n_power")
@@ -165,12 +167,17 @@ def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workloa
                     source: str = "", fleet_source: str = "", progress=None, spec=None):
     """The pooled model of a board from its own rows and the fleet's (both as pool rows): what
     `ptui fit --pool` and the benchmark run; spec: the workload's counts (its roofline prior is
-    one more candidate of the fit, as in `ptui fit --workload-spec`)."""
+    one more candidate of the fit, as in `ptui fit --workload-spec`).  The factors' shape on a
+    board the reference is not for (prediction.pooled.fleet_shape) is the roofline of the spec,
+    else of the catalog workload, else of SHAPE_WORKLOAD, at the rows' batch size."""
     ref = reference if reference is not None else load_model(bundled_reference())
+    roofline = roofline_of(device, spec)
+    shape = roofline or roofline_of(device, workload_spec(None, workload, batch_size)
+                                    or workload_spec(None, SHAPE_WORKLOAD, batch_size))
     model = fit_pooled(ref, device, rows_of(own), rows_of(fleet), method=method, seed=seed, loss=loss,
                        workload=workload, source=source, fleet_source=fleet_source,
                        simulated_rows=sum(r.simulated for r in fleet), progress=progress,
-                       roofline=roofline_of(device, spec), batch_size=batch_size)
+                       roofline=roofline, shape_prior=shape)
     remember_epoch_size(model, workload, batch_size)
     return model
 
