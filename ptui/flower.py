@@ -273,9 +273,8 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
         board = core.board_id()
     mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
                             None, pool, board),
-                   devices, risk, fit_modes, sample_interval, say, int(pool_modes))
+                   devices, risk, fit_modes, sample_interval, say, int(pool_modes), bool(hold_budget))
     mod.unit_power = list(unit_power) if unit_power else None
-    mod.hold_budget = bool(hold_budget)
     return mod
 
 
@@ -285,11 +284,12 @@ class PowerMod:
     worker opens its nodes' boards on their first round."""
 
     def __init__(self, defaults: NodeSpec, devices, risk, fit_modes: int, sample_interval: float,
-                 say: Callable[[str], None] | None, pool_modes: int = POOL_MODES) -> None:
+                 say: Callable[[str], None] | None, pool_modes: int = POOL_MODES,
+                 hold_budget: bool = True) -> None:
         self.defaults, self.devices, self.risk = defaults, list(devices) if devices else None, risk
         self.fit_modes, self.sample_interval, self.say = fit_modes, sample_interval, say
         self.unit_power: list[float] | None = None
-        self.hold_budget = True
+        self.hold_budget = hold_budget
         self.pool_modes = pool_modes
         self.nodes: dict[tuple, Node] = {}          # the open boards, for tests and tools
         self._opening = threading.Lock()
@@ -334,7 +334,7 @@ class PowerMod:
         node = self.node_for(ctx)
         with node.lock, _board_held(node):
             return _train_round(node, msg, ctx, call_next, self.risk, self.sample_interval, self._say,
-                                getattr(self, "hold_budget", True))
+                                self.hold_budget)
 
 
     def answer(self, msg: Message, ctx: Context) -> Message:
@@ -386,13 +386,15 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
         say(f"ptui: node board {spec.device} ({be.kind}): {note}")
         if spec.unit_power is not None and spec.pool:
             _set_unit(be, spec)               # before any profile: the rows the fleet shares are its own
+        cached = False                        # a model the mod fitted before (said with its date)
         if spec.model:
             out, where = Path(spec.model), f"the model {spec.model} (node config)"
         else:
             out = model_dir_for(spec, be.kind)
             with _fit_lock(out):              # nodes sharing a data directory fit it once
-                if (out / "meta.json").exists():
-                    where = f"the model the mod fitted before, {out}{_fitted_when(out)}"
+                cached = (out / "meta.json").exists()
+                if cached:
+                    where = f"the model the mod fitted before, {out}"
                 elif spec.pool:
                     where = _fit_from_pool(be, spec, out, fit_modes, pool_modes, say)
                 else:
@@ -411,6 +413,8 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
             say(f"ptui: this SIMULATED {spec.device} unit draws {spec.unit_power:.3f} x the typical "
                 f"unit's power (unit-to-unit variation; its model is {whose})")
         pred = core.load_predictions(out, be.device)
+        if cached and pred.model is not None:
+            where += _fitted_when(pred.model)
         if pred.model is not None and pred.model.about.batch_size not in (None, spec.batch_size):
             raise core.InputError(f"the model {out} is for batch size {pred.model.about.batch_size}, "
                                   f"not {spec.batch_size}")
@@ -418,14 +422,10 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
         return Node(spec, be, pred, out, where)
 
 
-def _fitted_when(out: Path) -> str:
+def _fitted_when(model) -> str:
     """" (from N modes, fitted DATE)" of a cached model: a cache fitted by an older ptui, or from
     fewer modes, is then seen in the log (its figures differ from a fresh fit's)."""
-    import json
-    try:
-        meta = json.loads((out / "meta.json").read_text())
-    except (OSError, ValueError):
-        return ""
+    meta = model.meta
     modes = (meta.get("trained_on") or {}).get("modes")
     when = str(meta.get("created") or "").replace("T", " ").rstrip("Z")
     bits = ([f"from {modes} modes"] if modes is not None else []) + ([f"fitted {when} UTC"] if when else [])
@@ -760,14 +760,17 @@ class _Hold:
         self.node, self.decision, self.goal, self.hold_w = node, d, goal, hold_w
         self.steps, self.risk, self.since = steps, risk, since
         self.snap, self.record = snap, record   # the round's start and its record (begin_round)
-        self.done = self.stepped = False
+        self.done = False
         self.feasible, self.closest = True, ""  # the last step's pick met the goal / why not
         self.factor = 0.0
         self.n_steps = 0
         self.said: list[str] = []
-        self.error: BaseException | None = None   # what the watcher's thread raised (a live board)
         self._at: float | None = None             # when the mode's power settled
         self._sum, self._n, self._seen = 0.0, 0, 0
+
+    @property
+    def stepped(self) -> bool:
+        return self.n_steps > 0
 
     @property
     def words(self) -> str:
@@ -825,7 +828,7 @@ class _Hold:
         self.since = be.clock.now() if be.clock.virtual else time.monotonic()
         self._at = None
         self.n_steps += 1
-        self.decision, self.stepped = new, True
+        self.decision = new
         self.feasible, self.closest = ok, ("" if ok else "no mode meets it as measured: the closest")
         self.said.append(f"{was} (x{self.factor:.3f} its model's bound): stepped down to {new.mode.key} "
                          f"(predicted {float(new.power_w):.2f} W for the typical unit"
@@ -869,7 +872,7 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
                     seen += [(t, w) for t, w in new if w is not None]
                     hold.check(seen)
             except Exception as e:  # noqa: BLE001 - said in the reply; the round goes on in its mode
-                hold.error, hold.done = e, True
+                hold.done = True
                 hold.said.append(f"the budget hold failed ({type(e).__name__}: {e}); the round "
                                  f"trained on in {be.current_mode().key}")
         watch = threading.Thread(target=watcher, name="ptui-hold", daemon=True)
