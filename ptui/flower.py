@@ -425,9 +425,9 @@ def _open_node(spec: NodeSpec, fit_modes: int, say, pool_modes: int = POOL_MODES
 def _fitted_when(model) -> str:
     """" (from N modes, fitted DATE)" of a cached model: a cache fitted by an older ptui, or from
     fewer modes, is then seen in the log (its figures differ from a fresh fit's)."""
-    meta = model.meta
-    modes = (meta.get("trained_on") or {}).get("modes")
-    when = str(meta.get("created") or "").replace("T", " ").rstrip("Z")
+    about = model.about
+    modes = about.trained_on.get("modes")
+    when = about.created.replace("T", " ").rstrip("Z")
     bits = ([f"from {modes} modes"] if modes is not None else []) + ([f"fitted {when} UTC"] if when else [])
     return f" ({', '.join(bits)})" if bits else ""
 

@@ -72,6 +72,7 @@ class About:
     time_basis: str = "step"              # step | cycle
     metrics: dict[str, Any] = field(default_factory=dict)        # per target: CV scores, outliers
     trained_on: dict[str, Any] = field(default_factory=dict)     # source, modes, device
+    created: str = ""                     # when it was fitted (UTC, ISO 8601)
 
     @classmethod
     def of(cls, meta: dict) -> "About":
@@ -86,7 +87,8 @@ class About:
                    samples_per_epoch=num("samples_per_epoch", float),
                    peak_mem_gb={int(k): float(v) for k, v in (meta.get("peak_mem_gb") or {}).items()},
                    timed=str(meta.get("timed") or ""), time_basis=str(meta.get("time_basis") or "step"),
-                   metrics=dict(meta.get("metrics") or {}), trained_on=dict(meta.get("trained_on") or {}))
+                   metrics=dict(meta.get("metrics") or {}), trained_on=dict(meta.get("trained_on") or {}),
+                   created=str(meta.get("created") or ""))
 
 
 ABOUT_FIELDS = frozenset(f.name for f in fields(About))
