@@ -368,10 +368,12 @@ def test_a1_whatif_workload_scales_with_the_measured_size():
         whatif_workload(dict(small, flops=0))
 
 
-# what the probe measured over one iteration of ptui's plain-torch ResNet-18 at batch 16 (CPU)
+# what the probe measured over one iteration of ptui's plain-torch ResNet-18 at batch 16 (CPU;
+# SGD with momentum steps its 62 tensors one by one there, 186 of the 482 operators)
 RESNET18_BS16 = {"flops": 170374594560, "bytes": 3344492312, "ops": 482, "params": 11689512,
                  "param_bytes": 46758048, "state_bytes": 46758048, "samples": 16,
-                 "input_bytes": 9633792, "workers": 4}
+                 "input_bytes": 9633792, "workers": 4, "device": "cpu", "step_ops": 186,
+                 "step_tensors": 62}
 
 
 def test_a1_a_measured_resnet18_lands_on_the_catalogs():
@@ -387,6 +389,59 @@ def test_a1_a_measured_resnet18_lands_on_the_catalogs():
         a, b = steady_state(dev, w, *mode), steady_state(dev, ref, *mode)
         assert abs(float(a.time_ms) / float(b.time_ms) - 1) < 0.1
         assert abs(float(a.power_w) / float(b.power_w) - 1) < 0.1
+
+
+def test_a1_a_batch_the_probe_cannot_see_prices_the_same_iteration():
+    """A script with no DataLoader (tensors made on the GPU, nanoGPT's get_batch, ptui's own loops)
+    gives the probe no batch size: its iteration is one unit.  The same ResNet-18 iteration was
+    then priced as one sample of 170 GFLOP at the kernel efficiency of a batch of 1 (relative to
+    the calibration batch 16): 2x the GPU time of the same work seen through a DataLoader.  The
+    kernels are the same whatever the batch is called, so the time and power must be too; and a
+    script measured at batch 32 runs at the efficiency its own kernels showed, not 16's plus a
+    bonus."""
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.profiling.userscript import whatif_workload
+    seen = dict(RESNET18_BS16, workers=0, input_bytes=0)
+    unseen = dict(seen, samples=0)
+    for name, modes in (("orin-agx", [(12, 2201.6, 1300.5, 3199), (10, 1804.8, 420.75, 665.6),
+                                      (4, 1190.4, 522.75, 2133)]),
+                        ("orin-nano", [(6, 1510.4, 624.75, 2133), (4, 729.6, 306.0, 665.6)])):
+        dev = get_device(name)
+        for mode in modes:
+            a = steady_state(dev, whatif_workload(seen), *mode)
+            b = steady_state(dev, whatif_workload(unseen), *mode)
+            assert abs(float(b.time_ms) / float(a.time_ms) - 1) < 0.02, (name, mode)
+            assert abs(float(b.power_w) / float(a.power_w) - 1) < 0.02, (name, mode)
+    # the same kernels named as 32 samples of half the work: the measured batch is the reference
+    double = dict(seen, samples=32)
+    dev, top = get_device("orin-agx"), (12, 2201.6, 1300.5, 3199)
+    a = steady_state(dev, whatif_workload(seen), *top)
+    b = steady_state(dev, whatif_workload(double), *top)
+    assert abs(float(b.time_ms) / float(a.time_ms) - 1) < 0.02
+
+
+def test_a1_a_cpu_count_prices_the_optimizer_step_the_jetson_runs():
+    """torch's optimizers step all parameters at once on CUDA (foreach) and one by one on a CPU: the
+    same ResNet-18 iteration counted 482 operators on a CPU and 279 on CUDA, so the what-if from a
+    laptop's count put 13 % more host work in each step than the same script counted on a GPU
+    (measured on an H100, tests/functional/test_probe_cuda.py).  The CPU count's per-parameter step
+    is now priced as the CUDA step: the same as a count made with foreach on the CPU (measured)."""
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.prediction.roofline import WorkloadSpec, launch_ops
+    from ptui.core.profiling.userscript import whatif_workload
+    per_param = dict(RESNET18_BS16, samples=0, workers=0, input_bytes=0)
+    foreach = dict(per_param, ops=299, bytes=3204218168, step_ops=3)
+    assert launch_ops(per_param) == launch_ops(foreach) == 299
+    assert launch_ops(dict(per_param, device="cuda")) == 482     # counted on CUDA: as launched
+    dev = get_device("orin-agx")
+    for mode in [(10, 883.2, 930.75, 3199), (2, 729.6, 1300.5, 3199), (12, 2201.6, 318.75, 665.6)]:
+        a = steady_state(dev, whatif_workload(per_param), *mode)
+        b = steady_state(dev, whatif_workload(foreach), *mode)
+        assert abs(float(a.time_ms) / float(b.time_ms) - 1) < 0.03, mode
+    a, b = WorkloadSpec.from_probe(per_param), WorkloadSpec.from_probe(foreach)
+    assert a.host_ms == b.host_ms
 
 
 @pytest.mark.slow

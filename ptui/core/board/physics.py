@@ -79,6 +79,9 @@ class WorkloadPhysics:
     # that fills a third of the SMs toggles about a third of their logic.  1.0: activity
     # independent of the batch (the training models, calibrated at batch 16)
     act_floor: float = 1.0
+    # the batch at which gpu_eff holds: the calibration batch for the catalog's models, the
+    # measured batch for a script's what-if (its efficiency comes from its own kernels)
+    eff_batch: float = 16.0
 
 
 DEVICE_PHYSICS: dict[str, DevicePhysics] = {
@@ -154,12 +157,14 @@ def batch_half(device: Device, workload: Workload | None = None) -> float:
 
 
 def batch_efficiency(device: Device, batch, workload: Workload | None = None) -> np.ndarray:
-    """Kernel efficiency at batch B relative to batch 16: saturating, B / (B + B_half), normalised
-    so that batch 16 (the calibration point) is exactly 1: small batches under-use the GPU, large
-    ones gain at most (16 + B_half) / 16."""
+    """Kernel efficiency at batch B relative to the batch the workload's efficiency holds at (16,
+    the calibration batch, for the catalog's models; the measured batch for a script's what-if):
+    saturating, B / (B + B_half), normalised so that batch is exactly 1: small batches under-use
+    the GPU, large ones gain at most (B_ref + B_half) / B_ref."""
     h = batch_half(device, workload)
+    ref = CALIBRATION_BATCH if workload is None else workload_physics(workload).eff_batch
     B = np.asarray(batch, dtype=float)
-    return (B / (B + h)) / (CALIBRATION_BATCH / (CALIBRATION_BATCH + h))
+    return (B / (B + h)) / (ref / (ref + h))
 
 
 FRAMEWORK_GB = 1.6          # CUDA context, cuDNN/cuBLAS workspaces, the caching allocator's slack

@@ -43,7 +43,7 @@ from ..board.csvio import OUTSIDE_WARN, outside_note
 from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import Workload, get_workload
 from ..errors import EXIT_INPUT
-from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP
+from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops
 from .profiler import ProfileError, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
@@ -54,6 +54,10 @@ HOST_CYCLE_MIN_S = 1.0         # ... over at least this much wall time and 3x th
 HOST_CYCLE_MAX_S = 30.0        #     (work between the steps: rollouts, validation), at most this
 CYCLE_WINDOW_MAX_S = 60.0      # a board's window per mode spans 3x the longest recent iteration, to
                                # this at most, so its whole cycle holds the work between the steps
+# FLOPs per operator at which Orin AGX's kernels half-fill its SMs: a measured ResNet-18 at batch
+# 16 (570 MFLOP per launched operator, roofline.launch_ops) then has the half-utilisation batch the
+# catalog's rule gives it, 8 x sqrt(5.4 / 10.65 GFLOP per sample) = 5.70
+X_HALF_FLOP_PER_OP = 2.029e8
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
@@ -128,7 +132,7 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
                            "profile it on a Jetson")
     samples = int(info.get("samples") or 0)
     B = samples if samples > 0 else 1
-    ops = max(1, int(info.get("ops") or 1))
+    ops = max(1, launch_ops(info))
     param_bytes = float(info.get("param_bytes") or 0)
     state_bytes = float(info.get("state_bytes") or 0)
     total_bytes = float(info.get("bytes") or 0) + compiled_step_bytes(info)
@@ -138,13 +142,18 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     # FLOPs per FP32-FMA peak: training kernels on Jetson use TF32 tensor cores, so large kernels
     # beat the CUDA-core FP32 rate; calibrated so a measured ResNet-18 lands on the catalog's
     eff = min(1.1, max(0.02, 1.1 * x / (x + 5e6)))
+    # occupancy follows the work per kernel, not what the iteration's unit is called (a script
+    # with no DataLoader is one unit of B samples): the batch that half-fills Orin AGX's SMs is the
+    # one whose kernels do X_HALF_FLOP_PER_OP, and the measured batch is where eff holds
+    half = B * X_HALF_FLOP_PER_OP / x
     in_b = float(info.get("input_bytes") or 0) / B
     wp = WorkloadPhysics(
         gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
         roof_p=3.0, host_mcycles=HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops,
         host_misses_k=5.0 + 0.06 * ops,
         data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
-        data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0)
+        data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0,
+        batch_half=half, eff_batch=float(B))
     params_m = float(info.get("params") or 0) / 1e6
     return ScriptWorkload(
         name="script", model=f"what-if: {command[:50]}" if command else "what-if: user script",
