@@ -22,6 +22,6 @@ if __name__ == "__main__":
                      intermediate_size=128, max_position_embeddings=64)
     args = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=steps, per_device_train_batch_size=8,
                              gradient_accumulation_steps=4, report_to=[], save_strategy="no",
-                             logging_strategy="no", use_cpu=True, disable_tqdm=True,
+                             logging_strategy="no", use_cpu=not torch.cuda.is_available(), disable_tqdm=True,
                              dataloader_num_workers=0)
     Trainer(model=BertForSequenceClassification(cfg), args=args, train_dataset=Synthetic()).train()

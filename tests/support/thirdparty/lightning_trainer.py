@@ -23,6 +23,6 @@ if __name__ == "__main__":
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
     torch.manual_seed(0)
     ds = TensorDataset(torch.randn(4096, 64), torch.randint(0, 10, (4096,)))
-    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False,
+    trainer = L.Trainer(max_steps=steps, accelerator="auto", devices=1, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Net(), DataLoader(ds, batch_size=32, shuffle=True, num_workers=0))

@@ -7,8 +7,9 @@ import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 100000
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+dev = "cuda" if torch.cuda.is_available() else "cpu"     # as real training code picks it
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)).to(dev)
+x, y = torch.randn(64, 32, device=dev), torch.randint(0, 4, (64,), device=dev)
 lr = 0.01
 for it in range(steps):
     loss = torch.nn.functional.cross_entropy(model(x), y)
