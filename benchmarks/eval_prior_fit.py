@@ -100,23 +100,22 @@ def predict_arm(arm: str, k: int, dev, modes, idx, tm, pm, prior, ref):
     return model.predict(modes)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--spec", choices=sorted(eval_roofline.SPECS), default="counts")
-    ap.add_argument("--quick", action="store_true", help="two workloads per truth, one seed")
-    ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
-                    help="profiled-mode counts, comma-separated (default 0,3,5,10)")
-    a = ap.parse_args(argv)
-    sizes = tuple(int(x) for x in a.sizes.split(","))
-    seeds = 1 if a.quick else a.seeds
+TARGETS = {0: ("time MAPE <= 20 %, power <= 8 %, budget penalty median <= 5 %, none over budget + 1 W",
+                lambda r: r["time_med"] <= 20 and r["power_med"] <= 8 and r["pen_med"] <= 5 and r["over"] == 0),
+           5: ("time MAPE <= 8 %, power <= 4 %",
+               lambda r: r["time_med"] <= 8 and r["power_med"] <= 4),
+           10: ("time MAPE <= 5 % in the worst run, power <= 3 %",
+                lambda r: r["time_worst"] <= 5 and r["power_med"] <= 3)}
+
+
+def run(seeds: int, spec: str, quick: bool, sizes, log=None) -> list[dict]:
+    """One row per (truth, workload, seed, k, arm): the held-out MAPEs, the 90 % coverage and the
+    budget decisions (eval_roofline.decisions)."""
     dev = get_device(DEVICE)
     ref = load_bundled(DEVICE)
-    t0 = time.perf_counter()
-    # (truth, arm, k) -> list of per-run results
-    res: dict = {}
-    for truth, name, modes, t, p, spec_of in truths(a.quick):
-        prior = RooflinePrior(dev, spec_of(a.spec))
+    rows = []
+    for truth, name, modes, t, p, spec_of in truths(quick):
+        prior = RooflinePrior(dev, spec_of(spec))
         for seed in range(seeds):
             rng = np.random.default_rng(1000 + seed)
             order = rng.permutation(len(modes))
@@ -131,35 +130,78 @@ def main(argv=None) -> int:
                     pred = predict_arm(arm, k, dev, modes, idx, tm, pm, prior, ref)
                     if pred is None:
                         continue
-                    r = {"time": float(np.mean(np.abs(pred["time_ms"][held] / t[held] - 1)) * 100),
+                    r = {"truth": truth, "name": name, "seed": seed, "k": k, "arm": arm,
+                         "time": float(np.mean(np.abs(pred["time_ms"][held] / t[held] - 1)) * 100),
                          "power": float(np.mean(np.abs(pred["power_w"][held] / p[held] - 1)) * 100),
-                         "cov": cover90(pred, t[held], p[held], held),
+                         "cov": list(cover90(pred, t[held], p[held], held)),
                          **eval_roofline.decisions(DEVICE, modes, pred, t, p)}
-                    res.setdefault((truth, arm, k), []).append(r)
-                    print(f"  {truth:5} {name:12} seed {seed} k={k:2d} {arm:8}: time {r['time']:6.1f} % "
-                          f"power {r['power']:5.1f} %  penalty median {r['median']:5.1f} % worst "
-                          f"{r['worst']:6.1f} %  over+1W {r['over']}/{r['n']}", file=sys.stderr, flush=True)
-    print(f"roofline prior in the fit, {DEVICE}, PowerTrain grid; spec: {eval_roofline.SPECS[a.spec]}; "
-          f"{seeds} draw(s) of profiled modes per workload")
-    print("| truth | modes | prior | time MAPE % (median, worst) | power MAPE % (median, worst) | "
-          "90 % interval coverage % (time, power) | budget penalty median % | worst % | "
-          "over budget +1 W |")
-    print("|---|---:|---|---|---|---|---:|---:|---:|")
+                    rows.append(r)
+                    if log:
+                        log(f"  {truth:5} {name:12} seed {seed} k={k:2d} {arm:8}: time {r['time']:6.1f} % "
+                            f"power {r['power']:5.1f} %  penalty median {r['median']:5.1f} % worst "
+                            f"{r['worst']:6.1f} %  over+1W {r['over']}/{r['n']}")
+    return rows
+
+
+def summary(rows: list[dict], truth: str, arm: str, k: int) -> dict | None:
+    rs = [r for r in rows if (r["truth"], r["arm"], r["k"]) == (truth, arm, k)]
+    if not rs:
+        return None
+    tt, pp = [r["time"] for r in rs], [r["power"] for r in rs]
+    return {"time_med": float(np.median(tt)), "time_worst": max(tt), "power_med": float(np.median(pp)),
+            "power_worst": max(pp), "cov_t": float(np.median([r["cov"][0] for r in rs])),
+            "cov_p": float(np.median([r["cov"][1] for r in rs])),
+            "pen_med": float(np.median([r["median"] for r in rs])), "pen_worst": max(r["worst"] for r in rs),
+            "over": sum(r["over"] for r in rs), "n": sum(r["n"] for r in rs)}
+
+
+def table(rows: list[dict], sizes) -> list[str]:
+    """The markdown table of `run`'s rows, then the issue's targets against them."""
+    L = ["| truth | modes | prior | time MAPE % (median, worst) | power MAPE % (median, worst) | "
+         "90 % interval coverage % (time, power) | budget penalty median % | worst % | "
+         "over budget +1 W |", "|---|---:|---|---|---|---|---:|---:|---:|"]
     for truth in ("sim", "indep"):
         for k in sizes:
             for arm in ("prior", "no prior"):
-                rs = res.get((truth, arm, k))
-                if not rs:
+                s = summary(rows, truth, arm, k)
+                w = "with" if arm == "prior" else "without"
+                if s is None:
                     what = ("n/a (ptui fits from 6 modes; 3 cannot be cross-validated)"
                             if arm == "no prior" else "n/a")
-                    print(f"| {truth} | {k} | {'with' if arm == 'prior' else 'without'} | {what} | | | | | |")
+                    L.append(f"| {truth} | {k} | {w} | {what} | | | | | |")
                     continue
-                tt, pp = [r["time"] for r in rs], [r["power"] for r in rs]
-                print(f"| {truth} | {k} | {'with' if arm == 'prior' else 'without'} | "
-                      f"{np.median(tt):.1f}, {max(tt):.1f} | {np.median(pp):.1f}, {max(pp):.1f} | "
-                      f"{np.median([r['cov'][0] for r in rs]):.0f}, {np.median([r['cov'][1] for r in rs]):.0f} | "
-                      f"{np.median([r['median'] for r in rs]):.1f} | {max(r['worst'] for r in rs):.1f} | "
-                      f"{sum(r['over'] for r in rs)}/{sum(r['n'] for r in rs)} |")
+                L.append(f"| {truth} | {k} | {w} | {s['time_med']:.1f}, {s['time_worst']:.1f} | "
+                         f"{s['power_med']:.1f}, {s['power_worst']:.1f} | {s['cov_t']:.0f}, {s['cov_p']:.0f} | "
+                         f"{s['pen_med']:.1f} | {s['pen_worst']:.1f} | {s['over']}/{s['n']} |")
+    L += ["", "| target (issue 25), with the prior | truth | measured | met |", "|---|---|---|---|"]
+    for k, (text, ok) in TARGETS.items():
+        if k not in sizes:
+            continue
+        for truth in ("sim", "indep"):
+            s = summary(rows, truth, "prior", k)
+            if s is None:
+                continue
+            L.append(f"| {k} modes: {text} | {truth} | time {s['time_med']:.1f} % (worst {s['time_worst']:.1f}), "
+                     f"power {s['power_med']:.1f} %, penalty median {s['pen_med']:.1f} %, over +1 W "
+                     f"{s['over']}/{s['n']} | {'yes' if ok(s) else 'NO'} |")
+    return L
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--spec", choices=sorted(eval_roofline.SPECS), default="counts")
+    ap.add_argument("--quick", action="store_true", help="two workloads per truth, one seed")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                    help="profiled-mode counts, comma-separated (default 0,3,5,10)")
+    a = ap.parse_args(argv)
+    sizes = tuple(int(x) for x in a.sizes.split(","))
+    seeds = 1 if a.quick else a.seeds
+    t0 = time.perf_counter()
+    rows = run(seeds, a.spec, a.quick, sizes, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(f"roofline prior in the fit, {DEVICE}, PowerTrain grid; spec: {eval_roofline.SPECS[a.spec]}; "
+          f"{seeds} draw(s) of profiled modes per workload")
+    print("\n".join(table(rows, sizes)))
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     return 0
 

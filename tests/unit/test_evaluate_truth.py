@@ -82,3 +82,31 @@ def test_where_missed_counts_by_sd_quintile_and_extrapolation():
     rows = [{"corpus": "indep", "k": 50, "raw": {"where_t": [w, w], "where_p": [w]}}]
     table = gh.miss_report(rows)
     assert "| indep | 50 | time | 50 / 0 / 100 / 100 / 50 | 20.0 %, 50 % | 62 % |" in table
+
+
+def test_the_roofline_prior_stage_is_merged_and_rendered_with_its_targets(tmp_path):
+    """docs/accuracy.md's rows for 0, 3, 5 and 10 modes with and without the prior were kept by
+    hand (issue 25 asks evaluate.py to generate them): the stage's rows travel in the saved
+    results, the later file's stage wins, and the report renders the table and the targets."""
+    import argparse
+    import json
+    rows = [{"truth": "sim", "name": "mobilenetv3", "seed": 0, "k": 0, "arm": "prior", "time": 18.0,
+             "power": 9.0, "cov": [100.0, 98.0], "n": 34, "median": 30.0, "worst": 200.0, "over": 0},
+            {"truth": "sim", "name": "mobilenetv3", "seed": 0, "k": 5, "arm": "prior", "time": 7.0,
+             "power": 3.5, "cov": [99.0, 94.0], "n": 34, "median": 10.0, "worst": 90.0, "over": 1},
+            {"truth": "sim", "name": "mobilenetv3", "seed": 0, "k": 5, "arm": "no prior", "time": 12.0,
+             "power": 6.0, "cov": [95.0, 90.0], "n": 34, "median": 20.0, "worst": 95.0, "over": 3}]
+    stage = {"seeds": 1, "quick": True, "spec": "counts", "sizes": [0, 5], "rows": rows, "wall_s": 120.0}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_result([80.0, 82.0, 84.0], 9.0)))
+    second.write_text(json.dumps(dict(_result([80.0, 82.0, 84.0], 9.0), prior=stage)))
+    h, _ = ev.Harness.from_json([first, second], argparse.Namespace())
+    text = "\n".join(ev.prior_section(h))
+    assert "| sim | 0 | with | 18.0, 18.0 | 9.0, 9.0 | 100, 98 | 30.0 | 200.0 | 0/34 |" in text
+    assert "| sim | 5 | without | 12.0, 12.0 | 6.0, 6.0 | 95, 90 | 20.0 | 95.0 | 3/34 |" in text
+    # 0 modes: time 18 <= 20 but power 9 > 8 and penalty 30 > 5; 5 modes: 7 <= 8 and 3.5 <= 4
+    assert "| 0 modes: time MAPE <= 20 %, power <= 8 %" in text and "| sim | time 18.0 %" in text
+    targets = [ln for ln in text.splitlines() if ln.startswith("| 0 modes") or ln.startswith("| 5 modes")]
+    assert [ln.rsplit("|", 2)[1].strip() for ln in targets] == ["NO", "yes"]
+    h.prior = None
+    assert ev.prior_section(h) == []
