@@ -6,7 +6,8 @@ launcher only rank 0 (RANK, else LOCAL_RANK, is 0 or unset) reports.  The probe 
 global optimizer-step post-hook and writes one line per event:
 
 ``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
-``D <cpu|cuda>``           where the script trains
+``D <cpu|cuda|...>``       where the script trains: the device of its optimizer's parameters (sent
+                           at the first optimizer step; torch seeing a GPU is not enough)
 ``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
                            at the first call, then at most once a second, until the first step)
 ``S <t> <opt> <nbw> <ncl> [x]``
@@ -23,15 +24,16 @@ global optimizer-step post-hook and writes one line per event:
                            and how many of its steps ran compiled (their operators are not seen)
 
 On CUDA a step's time is when the GPU finishes the work queued before the step ended: the hook
-records a CUDA event there and reports the step once the GPU has reached it (a probe thread polls),
-its time being the event's on the GPU's clock put on CLOCK_MONOTONIC (one synchronise, at the first
-step, sets the offset: the two clocks drift apart by parts per million, nothing next to a step's
-time).  The script is never made to wait: a synchronise per step would
-stop its next iteration's host work (data preparation, Python, launches) from overlapping this
-one's GPU work, and the probe would time host + GPU where the script alone takes the longer of the
-two (benchmarks/bench_probe_sync.py: 10 ms of host and 30 ms of GPU work measured 41.6 ms against
-30.1 ms alone on an H100).  The cost per step is one event and one small write.  Nothing here may
-break the user's script: every failure is swallowed (and reported to ptui where possible).
+records a CUDA event there and reports the step once the GPU has reached it (checked at the next
+steps and backward() calls), its time being the event's on the GPU's clock put on CLOCK_MONOTONIC
+(a synchronise at the first step sets the offset, and one every 30 s keeps it; the iteration after
+such a wait is flagged not to be timed).  Otherwise the script is never made to wait: a
+synchronise per step would stop its next iteration's host work (data preparation, Python,
+launches) from overlapping this one's GPU work, and the probe would time host + GPU where the
+script alone takes the longer of the two (benchmarks/bench_probe_sync.py: 10 ms of host and 30 ms
+of GPU work measured 41.6 ms against 30.1 ms alone on an H100).  The cost per step is one event and
+one small write.  Nothing here may break the user's script: every failure is swallowed (and
+reported to ptui where possible).
 
 A compiled optimizer step (``torch.compile(opt.step)``, or a compiled function that steps): dynamo
 traces torch's step wrapper and with it the step hooks.  While it traces, the hooks add one marker
@@ -112,9 +114,13 @@ class _Window:
         self.batches = 0
         self.samples = 0
         self.input_bytes = 0
-        self.ops_at_pre: int | None = None   # operators counted when the running step began
-        self.step_ops = 0                    # operators inside optimizer steps (closures excluded)
-        self.step_tensors = 0                # the parameter tensors those steps updated
+        # the optimizer steps that went parameter by parameter where CUDA would step them all at
+        # once (torch's default foreach): their operators (after the step's last backward, so not a
+        # closure's forward and backward), the tensors they updated, their parameter groups
+        self.ops_at_pre: int | None = None   # operators counted when the running step's update began
+        self.step_ops = 0
+        self.step_tensors = 0
+        self.step_groups = 0
 
         class _Bytes(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -159,6 +165,7 @@ class _State:
         self.measured = False
         self.workers: int | None = None
         self.batch_size: int | None = None
+        self.device_tries = 0                        # the D line: 0 until sent, then -1
 
 
 _state: _State | None = None
@@ -225,7 +232,8 @@ def _finish_window(device: str) -> None:
             "optimizers": len(_state.optimizers), "opt_steps": w.steps, "backward": w.backward,
             "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
             "workers": _state.workers, "batch_size": _state.batch_size, "device": device,
-            "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors}
+            "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors,
+            "step_groups": w.step_groups}
     _send("W " + json.dumps(info) + "\n")
 
 
@@ -277,58 +285,84 @@ def _window_point() -> None:
     st.pending = None
 
 
+def _flagged(rest: str) -> str:
+    """An S line's rest with the flag: the interval ending here must not be timed."""
+    return rest if " x" in rest else rest.rstrip("\n") + " x\n"
+
+
 class _GpuStamps:
-    """Step ends on a CUDA device, timed by events the GPU reaches (the module's docstring)."""
+    """Step ends on a CUDA device, timed by events the GPU reaches (the module's docstring).
+
+    All of it runs on the script's own thread, at its steps and backward() calls (a CUDA call from
+    another thread can break a CUDA graph the script is capturing), and makes no CUDA call while
+    the current stream captures.  Each step's time is chained from the previous one (CUDA's elapsed
+    time is a float32 of milliseconds: from one fixed event it would round a step to a millisecond
+    after 2.3 hours).  Every RESYNC_S the step waits for the GPU once to put the GPU's clock back on
+    CLOCK_MONOTONIC (NTP slews the latter), and the next iteration, whose host work could not
+    overlap, is flagged not to be timed."""
+
+    RESYNC_S = 30.0
 
     def __init__(self, torch) -> None:
         self.torch = torch
-        self.lock = threading.Lock()
-        self.pending: list = []              # (event, the rest of the S line), oldest first
+        self.pending: list = []              # (event or None, monotonic time if None, the rest of the S line)
         self.base = None                     # (an event, CLOCK_MONOTONIC when the GPU reached it)
-        self.device = None
-        self.failed = False                  # the polling thread stopped: steps synchronise again
+        self.synced = 0.0
+        self.slow_next = False               # the next iteration started after a wait: flag it
+
+    def _capturing(self) -> bool:
+        try:
+            return bool(self.torch.cuda.is_current_stream_capturing())
+        except Exception:  # noqa: BLE001 - a torch without the call: assume not
+            return False
+
+    def _sync_base(self, ev) -> None:
+        ev.synchronize()
+        self.base, self.synced = (ev, time.monotonic()), time.monotonic()
 
     def stamp(self, rest: str) -> None:
         torch = self.torch
-        if self.base is None:
-            self.device = torch.cuda.current_device()
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            ev.synchronize()
-            self.base = (ev, time.monotonic())
-            threading.Thread(target=self._poll, daemon=True, name="ptui-probe-steps").start()
-            import atexit
-            atexit.register(self._last)
+        if self.slow_next and rest.split()[0] == "0":
+            self.slow_next, rest = False, _flagged(rest)
+        if self._capturing():                # a captured step runs nothing now: no CUDA call
+            self.pending.append((None, time.monotonic(), _flagged(rest)))
+            return
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
-        with self.lock:
-            self.pending.append((ev, rest))
+        if self.base is None:
+            self._sync_base(ev)
+            import atexit
+            atexit.register(self._last)
+        self.pending.append((ev, None, rest))
+        if time.monotonic() - self.synced > self.RESYNC_S:
+            self.flush(wait=True)
+            self.base, self.synced = (ev, time.monotonic()), time.monotonic()
+            self.slow_next = True
+            return
         self.flush()
 
     def flush(self, wait: bool = False) -> None:
-        with self.lock:
-            while self.pending:
-                ev, rest = self.pending[0]
-                if wait:
-                    ev.synchronize()
-                elif not ev.query():
-                    break
-                del self.pending[0]
-                base, at = self.base
-                _send(f"S {at + base.elapsed_time(ev) / 1000.0:.6f} {rest}")
-
-    def _poll(self) -> None:
-        try:
-            with self.torch.cuda.device(self.device):
-                while _sock is not None:
-                    time.sleep(0.005)
-                    self.flush()
-        except Exception:  # noqa: BLE001 - never break the user's script: synchronise from now on
-            self.failed = True
-            self._last()
+        """Send the steps the GPU has reached, oldest first (wait: all of them)."""
+        if self.pending and self._capturing():
+            return
+        while self.pending:
+            ev, at, rest = self.pending[0]
+            if ev is not None:
+                try:
+                    if wait:
+                        ev.synchronize()
+                    elif not ev.query():
+                        return
+                    base, base_t = self.base
+                    at = base_t + base.elapsed_time(ev) / 1000.0
+                    self.base = (ev, at)
+                except Exception:  # noqa: BLE001 - an event that cannot be read: its step untimed
+                    at, rest = time.monotonic(), _flagged(rest)
+            del self.pending[0]
+            _send(f"S {at:.6f} {rest}")
 
     def _last(self) -> None:
-        """The steps still queued on the GPU (the script's exit, or the thread's end)."""
+        """The steps still queued on the GPU when the script exits."""
         try:
             self.flush(wait=True)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
@@ -342,19 +376,63 @@ def _send_step(rest: str) -> None:
     """Report a step that ends now (rest: the S line after its time)."""
     global _gpu_stamps
     import torch
-    if _cuda and torch.cuda.is_initialized() and not _is_compiling():
+    if _cuda and _device == "cuda" and torch.cuda.is_initialized() and not _is_compiling():
         try:
             if _gpu_stamps is None:
                 _gpu_stamps = _GpuStamps(torch)
-            if not _gpu_stamps.failed:
-                _gpu_stamps.stamp(rest)
-                return
-        except Exception:  # noqa: BLE001, S110 - events refused (a CUDA graph being captured): wait
-            pass
-        if _gpu_stamps is not None:
-            _gpu_stamps.flush(wait=True)     # the steps before this one go out first
-        torch.cuda.synchronize()
+            _gpu_stamps.stamp(rest)
+            return
+        except Exception:  # noqa: BLE001 - events refused: the steps before go out, then this one,
+            try:               # on the host's clock (not the GPU's): untimed
+                _gpu_stamps.flush(wait=True)
+            except Exception:  # noqa: BLE001, S110 - never break the user's script
+                pass
+            rest = _flagged(rest)
+    elif _gpu_stamps is not None and _gpu_stamps.pending:
+        _gpu_stamps.pending.append((None, time.monotonic(), rest))   # in order after the queued ones
+        return
     _send(f"S {time.monotonic():.6f} {rest}")
+
+
+def _drain_steps() -> None:
+    """At a backward() call: send the steps the GPU has reached since (no waiting)."""
+    if _gpu_stamps is not None and _gpu_stamps.pending:
+        try:
+            _gpu_stamps.flush()
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
+
+
+def _say_device(st: "_State", optimizer) -> None:
+    """The D line, once: where the optimizer's parameters are (a script on a GPU machine whose
+    model stayed on the CPU trains on the CPU).  Given up after three optimizers without any."""
+    global _device
+    st.device_tries += 1
+    try:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                _device = param.device.type
+                st.device_tries = -1
+                _send(f"D {_device}\n")
+                return
+    except Exception:  # noqa: BLE001, S110 - no optimizer found (None) or no parameters
+        pass
+    if st.device_tries >= 3:
+        st.device_tries = -1
+
+
+def _foreach_by_default(optimizer) -> bool:
+    """A torch.optim optimizer left to its default implementation, which steps all parameters at
+    once (foreach) on CUDA and one at a time on a CPU: not one told foreach=False or fused, not a
+    differentiable one, not one without a foreach implementation (LBFGS, most third-party ones)."""
+    try:
+        import torch
+        if not isinstance(optimizer, torch.optim.Optimizer) or "foreach" not in optimizer.defaults:
+            return False
+        return all(g.get("foreach") is None and not g.get("fused") and not g.get("differentiable")
+                   for g in optimizer.param_groups)
+    except Exception:  # noqa: BLE001 - never break the user's script
+        return False
 
 
 def _step_ended(optimizer, key: int, compiled: bool) -> None:
@@ -363,6 +441,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
     import weakref
 
     st = _state
+    if st.device_tries >= 0:
+        _say_device(st, optimizer if optimizer is not None else _find_optimizer(key))
     st.stepped = True
     ref = st.optimizers.get(key)
     if optimizer is not None and (ref is None or ref() is not optimizer):
@@ -378,9 +458,11 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         w = st.window
         w.steps += 1
         w.compiled_steps += int(compiled)
-        if w.ops_at_pre is not None and ncl == 0 and optimizer is not None:
+        if w.ops_at_pre is not None and _foreach_by_default(optimizer):
             w.step_ops += w.ops - w.ops_at_pre
-            w.step_tensors += sum(len(g["params"]) for g in optimizer.param_groups)
+            w.step_tensors += sum(1 for g in optimizer.param_groups for q in g["params"]
+                                  if q.grad is not None)
+            w.step_groups += len(optimizer.param_groups)
         w.ops_at_pre = None
     if idx == 0:
         st.opt0_steps += 1
@@ -415,7 +497,11 @@ def _patch_backward() -> None:
                 st.window.backward += 1
             if not st.stepped:
                 _backward_before_any_step(st)
-        return orig(*args, **kwargs)
+            _drain_steps()
+        out = orig(*args, **kwargs)
+        if st is not None and st.window is not None and st.backward_at_pre is not None:
+            st.window.ops_at_pre = st.window.ops      # a closure inside a step: the update follows
+        return out
 
     backward.__wrapped__ = orig
     torch.autograd.backward = backward
@@ -603,10 +689,9 @@ def _install_torch() -> None:
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    global _is_compiling, _device, _cuda
+    global _is_compiling, _cuda
     _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or _is_compiling
     _cuda = torch.cuda.is_available()
-    _device = "cuda" if _cuda else "cpu"
     marker = _register_marker(torch)
 
     def pre_hook(optimizer, args, kwargs) -> None:
@@ -638,7 +723,6 @@ def _install_torch() -> None:
         _skip_in_dynamo()
     else:
         sys.meta_path.insert(0, _TorchImportWatch("torch._dynamo", _skip_in_dynamo))
-    _send(f"D {_device}\n")
 
 
 _UNTRACED: list = []         # the probe's wrappers dynamo must not trace (it would guard on the probe)

@@ -55,8 +55,8 @@ def _rows(path):
 
 
 def test_a_step_is_timed_to_the_end_of_its_gpu_work_on_a_board(tmp_path, emulated_board, cli):
-    """On a board the step is timed on the wall clock: the probe synchronises before it stamps the
-    step, so 40 ms of queued GPU work is 40 ms per iteration, not the microseconds of queueing."""
+    """On a board the step is timed when the GPU has done the work queued before it (a CUDA event),
+    so 40 ms of queued GPU work is 40 ms per iteration, not the microseconds of queueing."""
     root, _ = emulated_board
     script = tmp_path / "gpu.py"
     script.write_text(GPU_BOUND)

@@ -58,6 +58,11 @@ CYCLE_WINDOW_MAX_S = 60.0      # a board's window per mode spans 3x the longest 
 # 16 (570 MFLOP per launched operator, roofline.launch_ops) then has the half-utilisation batch the
 # catalog's rule gives it, 8 x sqrt(5.4 / 10.65 GFLOP per sample) = 5.70
 X_HALF_FLOP_PER_OP = 2.029e8
+# a board's script whose torch sees no GPU (a torch from PyPI has no CUDA for a Jetson's GPU)
+CPU_TRAINING_WARNING = (
+    "warning: the script trains on the CPU: torch in it sees no CUDA device, so the GPU's clock "
+    "will not change its step time and every mode is timed for CPU training; on a Jetson, install "
+    "NVIDIA's torch for its JetPack (a torch wheel from PyPI has no CUDA for the Jetson's GPU)")
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
@@ -142,10 +147,14 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     # FLOPs per FP32-FMA peak: training kernels on Jetson use TF32 tensor cores, so large kernels
     # beat the CUDA-core FP32 rate; calibrated so a measured ResNet-18 lands on the catalog's
     eff = min(1.1, max(0.02, 1.1 * x / (x + 5e6)))
-    # occupancy follows the work per kernel, not what the iteration's unit is called (a script
-    # with no DataLoader is one unit of B samples): the batch that half-fills Orin AGX's SMs is the
-    # one whose kernels do X_HALF_FLOP_PER_OP, and the measured batch is where eff holds
-    half = B * X_HALF_FLOP_PER_OP / x
+    # A known batch: kernel efficiency follows it as for the catalog's models (batch_half's rule,
+    # relative to batch 16).  An unknown one (no DataLoader: the iteration is one unit of however
+    # many samples) was priced as one sample of the whole iteration's work at batch 1's efficiency,
+    # 2x the GPU time of the same iteration through a DataLoader: its kernels are what they are,
+    # so the unit holds eff as measured, and the batch that half-fills Orin AGX's SMs is the one
+    # whose kernels would do X_HALF_FLOP_PER_OP
+    known = samples > 0
+    half, eff_batch = (None, 16.0) if known else (X_HALF_FLOP_PER_OP / x, 1.0)
     in_b = float(info.get("input_bytes") or 0) / B
     wp = WorkloadPhysics(
         gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
@@ -153,7 +162,7 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
         host_misses_k=5.0 + 0.06 * ops,
         data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
         data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0,
-        batch_half=half, eff_batch=float(B))
+        batch_half=half, eff_batch=eff_batch)
     params_m = float(info.get("params") or 0) / 1e6
     return ScriptWorkload(
         name="script", model=f"what-if: {command[:50]}" if command else "what-if: user script",
@@ -541,6 +550,9 @@ class ScriptSource:
                     yield "W", {"error": "unreadable measurement"}
             elif line.startswith("D "):
                 self.device_kind = line.split()[1]
+                self.on_info({"trains_on": self.device_kind})
+                if self.device_kind == "cpu" and not self.whatif:
+                    self.notify(CPU_TRAINING_WARNING)
             else:
                 yield "", None
 
