@@ -224,3 +224,25 @@ def test_apply_persist_json_changes_nothing_once_nvpmodel_keeps_that_mode(emulat
                      "729.6", "--gpu-mhz", "420.75", "--mem-mhz", "665.6", "--yes")
     assert rc == 0, err
     assert run("--dry-run")["changed"]
+
+
+def test_a_frequency_file_caught_mid_write_is_read_again(tree, monkeypatch):
+    """In an emulated tree (regular files) a write from another thread truncates the file before
+    it writes it: a read in between got nothing, and the Flower hold's step failed with 'cannot
+    read the current mode' under load.  An empty read is tried again; a file that stays empty is
+    still an error."""
+    be = SysfsBackend(ORIN, root=tree)
+    real = be._pread
+    empty_reads = {"n": 2}
+
+    def pread(path):
+        if path.name == "max_freq" and empty_reads["n"] > 0:
+            empty_reads["n"] -= 1
+            return ""                                  # caught between the truncate and the write
+        return real(path)
+    monkeypatch.setattr(be, "_pread", pread)
+    assert be.current_mode() == ORIN.preset("MODE_30W").mode
+    monkeypatch.setattr(be, "_pread", lambda path: "" if path.name == "max_freq" else real(path))
+    with pytest.raises(BackendError, match="max_freq is missing or not a number"):
+        be.current_mode()
+    be.close()

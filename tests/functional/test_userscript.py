@@ -430,6 +430,9 @@ def test_a1_a_cpu_count_prices_the_optimizer_step_the_jetson_runs():
     per_param = dict(RESNET18_BS16, samples=0, workers=0, input_bytes=0)
     foreach = dict(per_param, ops=299, bytes=3204218168, step_ops=3)
     assert launch_ops(per_param) == launch_ops(foreach) == 299
+    from ptui.core.profiling.userscript import describe_model
+    assert "482 operators (299 as a Jetson launches them" in describe_model(per_param)
+    assert "299 operators," in describe_model(foreach)
     assert launch_ops(dict(per_param, device="cuda")) == 482     # counted on CUDA: as launched
     dev = get_device("orin-agx")
     for mode in [(10, 883.2, 930.75, 3199), (2, 729.6, 1300.5, 3199), (12, 2201.6, 318.75, 665.6)]:

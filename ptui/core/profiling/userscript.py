@@ -190,9 +190,14 @@ def describe_model(info: dict) -> str:
                 f"its memory traffic is estimated from the parameters and optimizer state "
                 f"({est / 1e6:.3g} MB: parameters and gradients read, parameters written, state read "
                 f"and written once)" if info.get("compiled_steps") else "")
+    ops, launched = int(info.get("ops") or 0), launch_ops(info)
+    ops_said = f"{ops} operators"
+    if launched != ops:
+        ops_said += (f" ({launched} as a Jetson launches them: the optimizer steps its parameters "
+                     f"at once on CUDA, one by one on this CPU)")
     return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
             f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
-            f"per iteration, {info.get('params', 0):,} parameters, {info.get('ops', 0)} operators, "
+            f"per iteration, {info.get('params', 0):,} parameters, {ops_said}, "
             f"{bs}, {info.get('workers') or 0} DataLoader workers" + compiled)
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,11 +133,17 @@ class SysfsBackend(Backend):
             return None
 
     def _freq(self, path: Path) -> float:
-        """The number in a frequency file a mode cannot be read without, else BackendError."""
+        """The number in a frequency file a mode cannot be read without, else BackendError.  An
+        empty read is tried again for up to 50 ms: sysfs itself is never empty, but in an
+        emulated tree (regular files) another thread's write truncates the file before it writes
+        it, and a read in between saw nothing and failed the hold's step (under load)."""
         v = self._num(path)
-        if v is None:
-            raise BackendError(f"cannot read the current mode: {path} is missing or not a number")
-        return v
+        for _ in range(25):
+            if v is not None:
+                return v
+            time.sleep(0.002)
+            v = self._num(path)
+        raise BackendError(f"cannot read the current mode: {path} is missing or not a number")
 
     def online_cores(self) -> int:
         return self._always_on + sum(1 for _, f in self._online if self._num(f) == 1)
