@@ -125,6 +125,8 @@ class _Window:
         class _Bytes(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
+                if _state is not None and _state.loading:
+                    return out               # a DataLoader's own indexing and collating: the host's
                 try:
                     win.ops += 1
                     if not getattr(func, "is_view", False):
@@ -166,6 +168,7 @@ class _State:
         self.workers: int | None = None
         self.batch_size: int | None = None
         self.device_tries = 0                        # the D line: 0 until sent, then -1
+        self.loading = 0                             # inside a DataLoader's __next__ (not counted)
 
 
 _state: _State | None = None
@@ -523,9 +526,16 @@ def _patch_dataloader() -> None:
     orig = dl._BaseDataLoaderIter.__next__
 
     def __next__(self):
-        batch = orig(self)
         if _is_compiling():
-            return batch
+            return orig(self)
+        st = _state
+        if st is not None:
+            st.loading += 1
+        try:
+            batch = orig(self)
+        finally:
+            if st is not None:
+                st.loading -= 1
         try:
             import torch
             from torch.utils._pytree import tree_leaves

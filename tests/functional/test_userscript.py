@@ -510,6 +510,63 @@ def test_a1_the_probe_counts_only_the_steps_cuda_would_run_at_once(tmp_path):
     assert launch_ops(info) == info["ops"] - info["step_ops"] + 2 * int(np.ceil(per_tensor))
 
 
+CNN_BATCHES = textwrap.dedent("""
+    import sys, torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+                          nn.Flatten(), nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    data = TensorDataset(torch.randn(1024, 3, 32, 32), torch.randint(0, 10, (1024,)))
+    batches = DataLoader(data, batch_size=int(sys.argv[2]), shuffle=True)
+    while True:
+        if sys.argv[1] == "loader":
+            it = iter(batches)
+        for _ in range(8):
+            if sys.argv[1] == "loader":
+                x, y = next(it)
+            else:
+                x, y = torch.randn(int(sys.argv[2]), 3, 32, 32), torch.randint(0, 10, (int(sys.argv[2]),))
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+""")
+
+
+def _counted(tmp_path, *args):
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.clock import RealClock
+    from ptui.core.profiling.userscript import ScriptSource
+    script = tmp_path / "cnn.py"
+    script.write_text(CNN_BATCHES)
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(script), *args], tmp_path / f"log-{'-'.join(args)}",
+                       whatif=True)
+    src.start()
+    try:
+        for _ in src.events(0.1):
+            if src.model_info is not None:
+                break
+    finally:
+        src.stop()
+    return src.model_info
+
+
+@pytest.mark.slow
+def test_a1_a_dataloaders_own_indexing_is_not_counted_as_the_models_work(tmp_path):
+    """A DataLoader with no workers indexes its dataset sample by sample and collates the batch in
+    the script's process: the probe counted those operators as the model's (131 against 65 for
+    the same CNN with its batches made in the loop, 2 more per sample: the user's trial), and the
+    what-if priced them as GPU launches.  The model's operators and bytes are now the same
+    whichever way its batches come."""
+    for bs in ("32", "64"):
+        loader, inloop = _counted(tmp_path, "loader", bs), _counted(tmp_path, "inloop", bs)
+        assert loader["samples"] == int(bs) and inloop["samples"] == 0
+        assert inloop["ops"] - 2 <= loader["ops"] <= inloop["ops"]      # the loop's randn, randint
+        assert loader["bytes"] == pytest.approx(inloop["bytes"], rel=0.05)
+
+
 @pytest.mark.slow
 def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
     """Steps slower than the per-mode limit allows (here 0.25 s x 10 > 1.5 s) are waited for."""
