@@ -169,6 +169,7 @@ class _State:
         self.batch_size: int | None = None
         self.device_tries = 0                        # the D line: 0 until sent, then -1
         self.loading = 0                             # inside a DataLoader's __next__ (not counted)
+        self.load_s: list[float] = []                # recent batches' loading time, no workers
 
 
 _state: _State | None = None
@@ -236,7 +237,10 @@ def _finish_window(device: str) -> None:
             "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
             "workers": _state.workers, "batch_size": _state.batch_size, "device": device,
             "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors,
-            "step_groups": w.step_groups}
+            "step_groups": w.step_groups,
+            # a batch's loading in the script's own process (no workers), outside the window
+            "load_ms": (sorted(_state.load_s)[len(_state.load_s) // 2] * 1000.0
+                        if _state.load_s and not _state.workers else None)}
     _send("W " + json.dumps(info) + "\n")
 
 
@@ -531,11 +535,14 @@ def _patch_dataloader() -> None:
         st = _state
         if st is not None:
             st.loading += 1
+        t0 = time.perf_counter()
         try:
             batch = orig(self)
         finally:
             if st is not None:
                 st.loading -= 1
+        if st is not None and st.window is None and not getattr(self, "_num_workers", 0):
+            st.load_s = st.load_s[-31:] + [time.perf_counter() - t0]
         try:
             import torch
             from torch.utils._pytree import tree_leaves

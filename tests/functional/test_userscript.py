@@ -567,6 +567,27 @@ def test_a1_a_dataloaders_own_indexing_is_not_counted_as_the_models_work(tmp_pat
         assert loader["bytes"] == pytest.approx(inloop["bytes"], rel=0.05)
 
 
+def test_a1_a_dataloader_without_workers_is_priced_at_its_measured_loading():
+    """The data pipeline was priced at a decoding, augmenting pipeline's cost per input byte
+    (45 Mcycles per MB), whatever the dataset: an in-memory TensorDataset cost 3x its CNN's step
+    (the user's trial).  Where the script loads its batches itself (no workers) the probe times
+    that loading, and the what-if and the prior take it, at the host's clock; with workers (not
+    timed) the rule stays, and says nothing."""
+    from ptui.core.board.physics import workload_physics
+    from ptui.core.prediction.roofline import HOST_REF_MHZ, WorkloadSpec
+    from ptui.core.profiling.userscript import describe_model, whatif_workload
+    info = dict(RESNET18_BS16, workers=0, batches=2, samples=32, load_ms=4.0, host_mhz=2600.0)
+    wp = workload_physics(whatif_workload(info))
+    assert wp.data_mcycles == pytest.approx(4.0 / 1000 * 2600 / 16)          # per sample
+    assert "4.0 ms loading each batch in the script's process, measured" in describe_model(info)
+    assert WorkloadSpec.from_probe(info).loader_ms == pytest.approx(4.0 * 2 * 2600 / HOST_REF_MHZ)
+    workers = dict(info, workers=4)
+    rule = workload_physics(whatif_workload(workers)).data_mcycles
+    assert rule == pytest.approx(0.02 + 45.0 * RESNET18_BS16["input_bytes"] / 32 / 1e6)
+    assert "loading each batch" not in describe_model(workers)
+    assert WorkloadSpec.from_probe(workers).loader_ms is None
+
+
 @pytest.mark.slow
 def test_a4_slow_steps_extend_the_per_mode_limit(tmp_path):
     """Steps slower than the per-mode limit allows (here 0.25 s x 10 > 1.5 s) are waited for."""

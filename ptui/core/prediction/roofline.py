@@ -216,10 +216,16 @@ class WorkloadSpec:
         # clock, which the prior rescales to the mode's CPU clock
         ops = launch_ops(info)
         host_ms = (HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops) / HOST_REF_MHZ * 1000.0 if ops else None
+        # a DataLoader with no workers whose batches the probe timed on this machine: that
+        # loading, at this machine's clock stated at the reference clock (as host_ms is)
+        load_ms, mhz = info.get("load_ms"), info.get("host_mhz")
+        loader_ms = (float(load_ms) * int(info.get("batches") or 0) * float(mhz) / HOST_REF_MHZ
+                     if load_ms is not None and mhz and info.get("batches") and not workers else None)
         return cls(flops / 1e9, nbytes / 1e9, samples,
-                   workers=None if workers is None else int(workers),
+                   workers=None if workers is None else int(workers), loader_ms=loader_ms,
                    input_mb=inputs / 1e6 if inputs > 0 else (0.0 if no_loader else None),
-                   host_ms=host_ms, cpu_mhz=HOST_REF_MHZ if host_ms is not None else None,
+                   host_ms=host_ms,
+                   cpu_mhz=HOST_REF_MHZ if host_ms is not None or loader_ms is not None else None,
                    source="the probe's count of one iteration")
 
     @classmethod

@@ -156,11 +156,17 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     known = samples > 0
     half, eff_batch = (None, 16.0) if known else (X_HALF_FLOP_PER_OP / x, 1.0)
     in_b = float(info.get("input_bytes") or 0) / B
+    # data loading: measured where the script loads its batches itself (no workers), its host
+    # seconds as cycles at the host's clock (as the host's work outside the steps is scaled); else
+    # the rule per input byte (a decoding, augmenting pipeline's cost)
+    loaded = _loading_mcycles(info)
+    data_mcycles = (0.02 + 45.0 * in_b / 1e6) if loaded is None else loaded
+    data_misses_k = (0.01 + in_b / 64.0 / 400.0) if loaded is None else 0.01
     wp = WorkloadPhysics(
         gflop=flops / B / 1e9, gpu_eff=eff, gb_per_sample=per_sample / 1e9, gb_fixed=fixed / 1e9,
         roof_p=3.0, host_mcycles=HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops,
         host_misses_k=5.0 + 0.06 * ops,
-        data_mcycles=0.02 + 45.0 * in_b / 1e6, data_misses_k=0.01 + in_b / 64.0 / 400.0,
+        data_mcycles=data_mcycles, data_misses_k=data_misses_k,
         data_mb=2.0 * in_b / 1e6, gpu_act=0.55 + 0.45 * min(1.0, eff / 1.1), first_batch_x=4.0,
         batch_half=half, eff_batch=eff_batch)
     params_m = float(info.get("params") or 0) / 1e6
@@ -169,6 +175,16 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
         task="user script", dataset="user data", samples=B, params_m=params_m,
         fwd_gflops=flops / B / 3e9, layers=0, workers=int(info.get("workers") or 0),
         dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
+
+
+def _loading_mcycles(info: dict) -> float | None:
+    """Mcycles per sample of the batches' loading the probe timed in the script's own process (a
+    DataLoader with no workers, host seconds x the host's MHz), or None where it timed none."""
+    load_ms, mhz = info.get("load_ms"), info.get("host_mhz")
+    samples, batches = int(info.get("samples") or 0), int(info.get("batches") or 0)
+    if load_ms is None or not mhz or samples <= 0 or batches <= 0 or info.get("workers"):
+        return None
+    return float(load_ms) / 1000.0 * float(mhz) / (samples / batches)
 
 
 def compiled_step_bytes(info: dict) -> float:
@@ -195,10 +211,12 @@ def describe_model(info: dict) -> str:
     if launched != ops:
         ops_said += (f" ({launched} as a Jetson launches them: the optimizer steps its parameters "
                      f"at once on CUDA, one by one on this CPU)")
+    loading = (f" ({float(info['load_ms']):.1f} ms loading each batch in the script's process, measured "
+               f"on this machine)" if _loading_mcycles(info) is not None else "")
     return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
             f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
             f"per iteration, {info.get('params', 0):,} parameters, {ops_said}, "
-            f"{bs}, {info.get('workers') or 0} DataLoader workers" + compiled)
+            f"{bs}, {info.get('workers') or 0} DataLoader workers{loading}" + compiled)
 
 
 # -- what an iteration is ------------------------------------------------------------------------
@@ -638,7 +656,7 @@ class ScriptSource:
                 if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
                     host.append(dur)
             elif kind == "W":
-                self.model_info = val
+                self.model_info = val if val.get("error") else dict(val, host_mhz=host_cpu_mhz())
             if self.model_info is not None and enough(host):
                 break
             if (self.model_info is None and t_first is not None
