@@ -264,6 +264,9 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         print(core.document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
+    if res.get("simulated"):
+        print(f"board: SIMULATED {dev.name} (no Jetson found: the figures below are for the "
+              "simulated board, not measured on a Jetson)")
     if prior:
         print(PRIOR_LINE)
     print(f"mode: {d.mode}")

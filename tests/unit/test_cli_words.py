@@ -49,3 +49,14 @@ def test_tune_apply_on_the_simulator_says_simulated(cli, tmp_path):
     assert rc == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("applied and verified"))
     assert line.endswith("on the SIMULATED board"), out
+
+
+def test_tunes_lines_say_the_board_is_simulated_without_apply(cli, tmp_path):
+    """tune on the simulator printed "measured: ... ms" and "best measured mode" with no word of
+    SIMULATED on stdout (only stderr said it; the user's trial).  Its stdout says it first."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "lstm", "--budget-w", "25",
+                       "--count", "6", "--method", "gp", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("board: SIMULATED orin-agx (no Jetson found"), out
+    assert lines[3].startswith(("measured: ", "predicted: ")), out
