@@ -71,6 +71,8 @@ def _check_profile(a, req, sizes) -> None:
     """What `ptui profile` refuses before its session store opens: knobs of a profile over batch
     sizes given without --batch-sizes, and a catalogue workload that does not fit in memory (a
     script, a resumed session or a replayed corpus is checked by its run)."""
+    _one_goal(a)
+    _workload_or_script(a)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
                        "profile over batch sizes)")
@@ -165,12 +167,32 @@ def cmd_profile(a) -> int:
     return EXIT_OK
 
 
+def _one_goal(a) -> None:
+    """A decision has one goal: two given together (a budget and a deadline) were taken one way
+    without a word, and the error that followed named only the budget (the user's trial)."""
+    given = [f for f, v in (("--budget-w", a.budget_w), ("--deadline-ms", a.deadline_ms),
+                            ("--objective", getattr(a, "objective", None))) if v is not None]
+    if len(given) > 1:
+        raise CLIError(f"one goal at a time: {' and '.join(given)} were both given (choose "
+                       "--budget-w W, --deadline-ms T or --objective energy)")
+
+
+def _workload_or_script(a) -> None:
+    """A catalog --workload and a training command are two workloads: the command was profiled
+    and the --workload ignored, or only named the session and model (the user's trial)."""
+    if getattr(a, "workload", None) and getattr(a, "command_line", None):
+        raise CLIError(f"one workload at a time: --workload {a.workload} (the catalog's) or "
+                       f"-- {core.command_text(a.command_line)} (your script), not both")
+
+
 def cmd_tune(a) -> int:
     """Active profile + fit + decision (+ verified apply): one command for one goal."""
     from pathlib import Path
 
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    _one_goal(a)
+    _workload_or_script(a)
     if a.session is not None:                   # it names the profile and the model too
         core.check_session_name(a.session)
     if a.count == 0 and not a.resume:
@@ -750,6 +772,7 @@ def cmd_predict(a) -> int:
 def cmd_pareto(a) -> int:
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
+    _one_goal(a)
     if a.batch_sizes is not None:
         return _pareto_batches(a)
     if a.samples_to_target is not None or a.noise_scale is not None:
@@ -1374,7 +1397,7 @@ def _profile_args(pr, *, tune: bool) -> None:
     pr.add_argument("--session", help="session name (to resume later)")
     pr.add_argument("--resume", action="store_true", help="continue an interrupted --session")
     pr.add_argument("--sample-interval", type=float, default=None, help="power sampling period, s")
-    pr.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    pr.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     pr.add_argument("--out", required=not tune, help="CSV file for the results"
                     + (" (default: in ptui's data directory)" if tune else ""))
     pr.add_argument("--startup-timeout", type=float, default=None, metavar="S",
@@ -1456,6 +1479,16 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
         return core.parse_batch_sizes(text)
     except core.BatchError as e:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--batch-sizes: ")) from None
+
+
+def _sysfs_root(text: str) -> str:
+    """--sysfs-root names a directory that is there: a missing one read as "no Jetson found; pass
+    --device", then as a board without its cpufreq files (exit 1; the user's trial)."""
+    import os
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory" if os.path.exists(text)
+                                         else f"{text!r} does not exist")
+    return text
 
 
 def _device_name(text: str) -> str:
@@ -1546,7 +1579,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None,
                    help="device backend (default: auto)")
     p.add_argument("--corpus", help="with --backend replay: a recorded profile CSV that acts as the board")
-    p.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    p.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     p.add_argument("--speed", type=float, default=1.0,
                    help="simulator clock speed for the app (default 1 = real time)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
@@ -1681,7 +1714,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap_ = sub.add_parser("apply", help="apply a power mode to the device (verified, reversible)")
     ap_.add_argument("--device")
     ap_.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    ap_.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    ap_.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     ap_.add_argument("--cores", type=int)
     ap_.add_argument("--cpu-mhz", type=float)
     ap_.add_argument("--gpu-mhz", type=float)
@@ -1697,7 +1730,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("restore", help="undo the last ptui apply (or select the default nvpmodel mode)")
     rs.add_argument("--device")
     rs.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    rs.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    rs.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     rs.add_argument("--json", action="store_true", help=JSON_HELP)
     rs.set_defaults(fn=cmd_restore)
 
@@ -1705,7 +1738,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "would undo (reads only)")
     st.add_argument("--device")
     st.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    st.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    st.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     st.add_argument("--json", action="store_true", help=JSON_HELP)
     st.set_defaults(fn=cmd_status)
 
@@ -1750,7 +1783,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "one process under the managed interleaving (simulated board by default)")
     il.add_argument("--device")
     il.add_argument("--backend", choices=("auto", "sim", "sysfs", "jtop", "replay"), default=None)
-    il.add_argument("--sysfs-root", default="/", metavar="DIR", help=SYSFS_ROOT_HELP)
+    il.add_argument("--sysfs-root", default="/", type=_sysfs_root, metavar="DIR", help=SYSFS_ROOT_HELP)
     il.add_argument("--train-workload", default="resnet18",
                     help="the catalogue training workload the decision is made for (default resnet18)")
     il.add_argument("--batch-size", type=int, default=16, help="training batch size (default 16)")
