@@ -101,6 +101,9 @@ def test_count_0_on_an_emulated_board_counts_there_and_leaves_its_mode(tmp_path,
     d = json.loads(out)
     assert d["profiled"] == 0 and d["simulated"] is True     # an emulated board is not a live one
     assert fakesys.read_mode(root) == before                 # counted, nothing set
+    # the board's count ran on the CPU (this machine's torch): said, as profile says it (the
+    # user's trial: only profile did)
+    assert "warning: the script trains on the CPU" in err
 
 
 def test_a_script_that_cannot_be_counted_is_one_line(tmp_path, cli):
@@ -172,3 +175,22 @@ def test_a_spread_as_wide_as_the_value_says_its_interval(tmp_path, cli):
     assert sd >= 0.5 * ms and "; 90 % within " in line
     lo, hi = (float(v) for v in re.search(r"90 % within ([\d.]+)-([\d.]+) ms", line).groups())
     assert 0 < lo < ms < hi
+
+
+def test_a_python_script_that_is_not_there_is_bad_input(cli, tmp_path):
+    """`ptui profile -- python nosuch.py` started python, which exited 2 at once: ptui said the
+    training script crashed, exited 1 and offered to resume a session that could only fail again
+    (the user's trial).  The script is looked for first."""
+    for cmd in ([PY, str(tmp_path / "nosuch.py")], [PY, "-u", str(tmp_path / "nosuch.py"), "--lr", "1"]):
+        rc, out, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--count", "3",
+                           "--session", "y", "--out", tmp_path / "p.csv", "--", *cmd)
+        errors = [x for x in err.splitlines() if x.startswith("ptui: error")]
+        assert rc == 2 and len(errors) == 1 and "nosuch.py' does not exist" in errors[0], err
+        assert "resume" not in err
+        rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--", *cmd)
+        assert rc == 2 and "does not exist" in err, err
+    from ptui.core.profiling.userscript import _python_script
+    assert _python_script(["python3", "-m", "torch.distributed.run", "x.py"]) is None
+    assert _python_script(["python3", "-c", "print(1)"]) is None
+    assert _python_script(["python3.11", "-X", "dev", "t.py", "a.py"]) == "t.py"
+    assert _python_script(["torchrun", "t.py"]) is None

@@ -86,6 +86,34 @@ def check_command(argv) -> None:
         ok, why = shutil.which(cmd) is not None, "not found on $PATH"
     if not ok:
         raise ProfileError(f"cannot start {cmd!r}: {why}", exit_code=EXIT_INPUT)
+    script = _python_script(argv)
+    if script is not None and not os.path.isfile(script):
+        # python itself starts, then exits 2 at once: that read as a training script that crashed
+        # before its first step, with a resume hint (the user's trial)
+        raise ProfileError(f"cannot start {command_text(argv)!r}: its script {script!r} "
+                           f"{'is not a file' if os.path.exists(script) else 'does not exist'}",
+                           exit_code=EXIT_INPUT)
+
+
+def _python_script(argv) -> str | None:
+    """The script a `python [options] SCRIPT.py ...` command runs (None: not such a command, or
+    `-m module` / `-c code`)."""
+    if not os.path.basename(str(argv[0])).startswith("python"):
+        return None
+    args = [str(a) for a in argv[1:]]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-m", "-c") or a.startswith(("-m", "-c")) and len(a) > 2:
+            return None
+        if a in ("-X", "-W", "--check-hash-based-pycs"):
+            i += 2
+            continue
+        if a.startswith("-") and a != "-":
+            i += 1
+            continue
+        return a if a.endswith(".py") else None
+    return None
 
 
 def check_resume_command(params: dict, argv) -> None:
@@ -574,7 +602,7 @@ class ScriptSource:
             elif line.startswith("D "):
                 self.device_kind = line.split()[1]
                 self.on_info({"trains_on": self.device_kind})
-                if self.device_kind == "cpu" and not self.whatif:
+                if self.device_kind == "cpu" and not self.backend.simulated:
                     self.notify(CPU_TRAINING_WARNING)
             else:
                 yield "", None
