@@ -1007,6 +1007,8 @@ def cmd_colocate(a) -> int:
     throughput within a latency and a power budget (SIMULATED board)."""
     dev = core.get_device(a.device)
     script = list(a.command_line or [])
+    if script:
+        core.check_command(script)               # a command that cannot start is bad input
     st, about = _colocate_inputs(a, dev, script)
     counted = about.get("train_script")             # profiles of a script's model
     train = None

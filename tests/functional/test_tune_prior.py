@@ -189,6 +189,9 @@ def test_a_python_script_that_is_not_there_is_bad_input(cli, tmp_path):
         assert "resume" not in err
         rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--", *cmd)
         assert rc == 2 and "does not exist" in err, err
+        rc, out, err = cli("colocate", "--device", "orin-agx", "--infer-workload", "resnet50", "--rate",
+                           "20", "--latency-ms", "250", "--budget-w", "14", "--", *cmd)
+        assert rc == 2 and "does not exist" in err and "Traceback" not in err, err
     from ptui.core.profiling.userscript import _python_script
     assert _python_script(["python3", "-m", "torch.distributed.run", "x.py"]) is None
     assert _python_script(["python3", "-c", "print(1)"]) is None
