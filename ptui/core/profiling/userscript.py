@@ -333,7 +333,7 @@ class ScriptSource:
         self.proc: subprocess.Popen | None = None
         self.q: queue.Queue = queue.Queue()
         self.it = _Iterations()
-        self.device_kind = None
+        self.device_kind: str | None = None          # where the script trains (the probe's D line)
         self.model_info: dict | None = None          # the probe's W line (what-if)
         self.workload: Workload | None = None        # the what-if workload given to the simulator
         self.host_step_ms: float | None = None
