@@ -881,3 +881,9 @@ def test_the_last_lines_of_a_script_that_exits_at_once_are_not_lost_on_a_busy_ma
     finally:
         src.stop()
     assert "Z the last line" in got
+
+
+def test_durations_are_said_in_the_unit_a_person_would_use():
+    from ptui.core.profiling.userscript import duration_words
+    assert [duration_words(s) for s in (12, 89, 150, 1800, 5399, 9000)] == [
+        "12 s", "89 s", "2 min", "30 min", "90 min", "2.5 h"]

@@ -60,3 +60,13 @@ def test_tunes_lines_say_the_board_is_simulated_without_apply(cli, tmp_path):
     lines = out.splitlines()
     assert lines[1].startswith("board: SIMULATED orin-agx (no Jetson found"), out
     assert lines[3].startswith(("measured: ", "predicted: ")), out
+
+
+def test_an_active_sessions_header_does_not_count_its_first_design_as_the_plan(cli, tmp_path):
+    """tune --count 6 said "4 modes, 0 done, 4 to go" (the initial design) and then profiled 6
+    (the user's trial): an active plan grows one mode at a time."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "lstm", "--budget-w", "25",
+                       "--count", "6", "--method", "gp", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    assert "0 modes done, the next chosen one by one" in err and "to go" not in err, err
+    assert "up to 6 modes" in err

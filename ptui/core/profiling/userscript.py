@@ -302,6 +302,16 @@ class _Iterations:
         return "optimizer step"
 
 
+def duration_words(s: float) -> str:
+    """Seconds as a person says them: "40 s", "12 min", "2.5 h" ("about 0.0 h for 3 modes" was
+    said of a few minutes: the user's trial)."""
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -639,9 +649,9 @@ class ScriptSource:
                         said_estimate = True
                         per = dur * self.steps_per_mode
                         self.notify(f"one iteration took {dur:.2f} s: a mode needs at least "
-                                    f"{self.steps_per_mode} iterations, about {per / 60:.1f} min plus "
-                                    f"settling; about {per * self.modes_todo / 3600:.1f} h for "
-                                    f"{self.modes_todo} modes")
+                                    f"{self.steps_per_mode} iterations, about {duration_words(per)} "
+                                    f"plus settling; about {duration_words(per * self.modes_todo)} "
+                                    f"for {self.modes_todo} modes")
                     yield MinibatchEvent(t_end=t + to_clock, ms=dur * 1000.0, index=self.it.n_iter)
             if clock.now() >= next_sample:
                 next_sample += interval

@@ -614,8 +614,10 @@ class ProfileRun:
         self._size_locked = True              # open_session took the session's lock
         todo = len(info.plan) - info.n_done
         bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
-        notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} "
-                     f"({be.kind}); {len(info.plan)} modes, {info.n_done} done, {todo} to go")
+        # an active plan grows mode by mode: its first design is not how many it will profile
+        counts = (f"{info.n_done} modes done, the next chosen one by one" if planner is not None
+                  else f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
+        notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} ({be.kind}); {counts}")
         if self.script:
             self.log = script_log(self.name if self.batch_sizes is None
                                   else f"{self.name}@bs{self.batch_size}")
