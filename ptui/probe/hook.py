@@ -10,13 +10,14 @@ global optimizer-step post-hook and writes one line per event:
                            at the first optimizer step; torch seeing a GPU is not enough)
 ``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
                            at the first call, then at most once a second, until the first step)
-``S <t> <opt> <nbw> <ncl> [x]``
+``S <t> <opt> <nbw> <ncl> c<cpu> [x]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = backward() calls since the previous
                            step, before this one began (>1: gradient accumulation); ncl = backward()
                            calls inside this step (a closure the optimizer evaluated itself: LBFGS);
-                           x = the interval ending here was slowed by ptui's measurement and must
-                           not be timed
+                           cpu = the script's main thread's CPU seconds at the step (its work,
+                           whatever else the machine runs); x = the interval ending here was slowed
+                           by ptui's measurement and must not be timed
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
@@ -485,7 +486,7 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         if not compiled:
             _window_point()
         st.window_touched = st.window is not None
-    _send_step(f"{idx} {nbw} {ncl}{flag}\n")
+    _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}\n")
 
 
 def _patch_backward() -> None:
