@@ -244,10 +244,15 @@ def cmd_tune(a) -> int:
     res = core.decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
                              batch_size=td.model.about.batch_size,
                              mb_per_epoch=td.model.about.batches_per_epoch)
+    notes = list(d.notes)
+    trains_on = (first.params or {}).get("trains_on")
+    if trains_on == "cpu" and first.backend not in ("sim", "replay"):
+        notes.insert(0, core.CPU_TRAINING_WARNING)     # a script reading the JSON is told too
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
-               best_measured=td.best_measured, notes=d.notes, applied=False)
+               best_measured=td.best_measured, notes=notes, applied=False,
+               **({"trains_on": trains_on} if trains_on else {}))
     return _tune_report(a, dev, td, goal, res, batch_size=td.model.about.batch_size)
 
 

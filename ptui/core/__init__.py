@@ -52,7 +52,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
     "profiling.profiler": ("Control", "RestoreFailed", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
-    "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",),
+    "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
+                             "CPU_TRAINING_WARNING",),
     # the board
     "board.apply": ("ApplyResult",),
     "board.backends": ("open_backend",),
@@ -136,7 +137,13 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
     from .profiling.profiler import Control, RestoreFailed, Timed, time_unit
     from .profiling.store import Store, check_session_name
-    from .profiling.userscript import check_command, command_text, compiled_step_bytes, count_script
+    from .profiling.userscript import (
+        CPU_TRAINING_WARNING,
+        check_command,
+        command_text,
+        compiled_step_bytes,
+        count_script,
+    )
     from .progress import SAVING, STAGE, Step
     from .usecases.board import (
         apply,

@@ -887,3 +887,18 @@ def test_durations_are_said_in_the_unit_a_person_would_use():
     from ptui.core.profiling.userscript import duration_words
     assert [duration_words(s) for s in (12, 89, 150, 1800, 5399, 9000)] == [
         "12 s", "89 s", "2 min", "30 min", "90 min", "2.5 h"]
+
+
+@pytest.mark.slow
+def test_tunes_json_says_a_board_script_trains_on_the_cpu(tmp_path, script, emulated_board, cli):
+    """The CPU-training warning went to stderr only: a fleet script reading `tune --json` had
+    `"notes": []` (the user's trial).  The document carries it, and where the script trained."""
+    import json
+    root, _ = emulated_board
+    rc, out, err = cli("tune", "--backend", "sysfs", "--sysfs-root", root, "--count", "6",
+                       "--budget-w", "30", "--sample-interval", "0.1", "--json", "--",
+                       sys.executable, script, "100000")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["trains_on"] == "cpu"
+    assert d["notes"][0].startswith("warning: the script trains on the CPU"), d["notes"]
