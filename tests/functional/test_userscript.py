@@ -487,23 +487,8 @@ def test_a1_the_probe_counts_only_the_steps_cuda_would_run_at_once(tmp_path):
     """The step operators a CPU count converts (roofline.launch_ops) are those of optimizers left
     to torch's default, over the tensors that had a gradient, group by group (found by review:
     foreach=False, frozen parameters and parameter groups were counted as foreach steps)."""
-    from ptui.core.board.backends.sim import SimJetson
-    from ptui.core.catalogue.devices import get_device
-    from ptui.core.clock import RealClock
     from ptui.core.prediction.roofline import launch_ops
-    from ptui.core.profiling.userscript import ScriptSource
-    script = tmp_path / "two.py"
-    script.write_text(TWO_OPTIMIZERS)
-    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
-    src = ScriptSource(sim, [sys.executable, str(script)], tmp_path / "log", whatif=True)
-    src.start()
-    try:
-        for _ in src.events(0.1):
-            if src.model_info is not None:
-                break
-    finally:
-        src.stop()
-    info = src.model_info
+    info = _counted(tmp_path, text=TWO_OPTIMIZERS)
     assert info["device"] == "cpu" and info["step_groups"] == 2 and info["step_tensors"] == 4
     per_tensor = info["step_ops"] / 4                       # SGD with momentum, tensor by tensor
     assert per_tensor >= 1
@@ -533,13 +518,14 @@ CNN_BATCHES = textwrap.dedent("""
 """)
 
 
-def _counted(tmp_path, *args):
+def _counted(tmp_path, *args, text=CNN_BATCHES):
+    """What the probe counts of one iteration of the script `text` (run with `args`)."""
     from ptui.core.board.backends.sim import SimJetson
     from ptui.core.catalogue.devices import get_device
     from ptui.core.clock import RealClock
     from ptui.core.profiling.userscript import ScriptSource
     script = tmp_path / "cnn.py"
-    script.write_text(CNN_BATCHES)
+    script.write_text(text)
     sim = SimJetson(get_device("orin-agx"), clock=RealClock())
     src = ScriptSource(sim, [sys.executable, str(script), *args], tmp_path / f"log-{'-'.join(args)}",
                        whatif=True)
