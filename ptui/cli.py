@@ -71,7 +71,6 @@ def _check_profile(a, req, sizes) -> None:
     """What `ptui profile` refuses before its session store opens: knobs of a profile over batch
     sizes given without --batch-sizes, and a catalogue workload that does not fit in memory (a
     script, a resumed session or a replayed corpus is checked by its run)."""
-    _one_goal(a)
     _workload_or_script(a)
     if sizes is None and (req.noise_scale is not None or req.samples_to_target):
         raise CLIError("--noise-scale and --samples-to-target go with --batch-sizes (an active "
@@ -167,16 +166,6 @@ def cmd_profile(a) -> int:
     return EXIT_OK
 
 
-def _one_goal(a) -> None:
-    """A decision has one goal: two given together (a budget and a deadline) were taken one way
-    without a word, and the error that followed named only the budget (the user's trial)."""
-    given = [f for f, v in (("--budget-w", a.budget_w), ("--deadline-ms", a.deadline_ms),
-                            ("--objective", getattr(a, "objective", None))) if v is not None]
-    if len(given) > 1:
-        raise CLIError(f"one goal at a time: {' and '.join(given)} were both given (choose "
-                       "--budget-w W, --deadline-ms T or --objective energy)")
-
-
 def _workload_or_script(a) -> None:
     """A catalog --workload and a training command are two workloads: the command was profiled
     and the --workload ignored, or only named the session and model (the user's trial)."""
@@ -191,7 +180,6 @@ def cmd_tune(a) -> int:
 
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
-    _one_goal(a)
     _workload_or_script(a)
     if a.session is not None:                   # it names the profile and the model too
         core.check_session_name(a.session)
@@ -777,7 +765,6 @@ def cmd_predict(a) -> int:
 def cmd_pareto(a) -> int:
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
-    _one_goal(a)
     if a.batch_sizes is not None:
         return _pareto_batches(a)
     if a.samples_to_target is not None or a.noise_scale is not None:

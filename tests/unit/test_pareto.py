@@ -79,6 +79,14 @@ def test_infeasible_names_closest():
         choose(tab, budget_w=5, risk=None)
     with pytest.raises(InfeasibleError, match="the fastest is"):
         choose(tab, deadline_ms=0.5, risk=None)
+    # a budget some modes meet with a deadline none of them meets: the deadline is named, not
+    # "no mode stays within" a budget they stay within (the user's trial)
+    budget = float(sorted(tab.power_w)[len(tab.power_w) // 2])
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, budget_w=budget, deadline_ms=0.5, risk=None)
+    msg = str(e.value)
+    assert msg.startswith(f"no mode meets 0.5 ms within {budget:g} W; the fastest within the budget"), msg
+    assert "no mode stays within" not in msg
 
 
 def test_tolerance_relaxes_the_risk_only_above_the_budget():

@@ -446,6 +446,16 @@ def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
 def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
     t, p = table.time_ms, table.power_w
     parts = []
+    within = (np.flatnonzero(p <= budget_w) if budget_w is not None and deadline_ms is not None
+              else np.zeros(0, dtype=int))
+    if within.size:
+        # both limits, and modes within the budget: the deadline is what none of them meets ("no
+        # mode stays within 30 W" was said of a budget half the modes met: the user's trial)
+        i = int(within[np.argmin(t[within])])
+        return (f"no mode meets {deadline_ms:g} ms within {budget_w:g} W"
+                + (f" with risk <= {risk:g}" if risk is not None else "")
+                + f"; the fastest within the budget is {table.modes[i].describe()} at {t[i]:.1f} ms, "
+                  f"{p[i]:.1f} W")
     if budget_w is not None:
         i = int(np.argmin(p))
         parts.append(f"no mode stays within {budget_w:g} W"
