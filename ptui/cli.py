@@ -279,9 +279,12 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         print(core.document("tune", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
-    if res.get("simulated"):
-        print(f"board: SIMULATED {dev.name} (no Jetson found: the figures below are for the "
-              "simulated board, not measured on a Jetson)")
+    if res.get("simulated") and getattr(a, "corpus", None):
+        print(f"board: REPLAYED {dev.name} (the figures below are the recorded corpus's, or "
+              "predicted from it)")
+    elif res.get("simulated"):
+        print(f"board: SIMULATED {dev.name} (the figures below are for the simulated board, not "
+              "measured on a Jetson)")
     if prior:
         print(PRIOR_LINE)
     print(f"mode: {d.mode}")
@@ -369,6 +372,11 @@ def _tune_prior(a) -> int:
                prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
                       "gbytes_per_step": spec.gbytes_per_step, "batch_size": bs_said},
                notes=list(d.notes), applied=False)
+    trains_on = (info or {}).get("device") if a.command_line and not a.workload_spec else None
+    if trains_on:
+        res["trains_on"] = trains_on
+        if trains_on == "cpu" and not backend.simulated:     # a board's count (as profile warns)
+            res["notes"].insert(0, core.CPU_TRAINING_WARNING)
     _warn(_prior_only_note(model))
     return _tune_report(a, dev, td, goal, res, batch_size=bs_said, prior=True)
 

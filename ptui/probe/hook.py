@@ -18,6 +18,8 @@ global optimizer-step post-hook and writes one line per event:
                            cpu = the script's main thread's CPU seconds at the step (its work,
                            whatever else the machine runs); x = the interval ending here was slowed
                            by ptui's measurement and must not be timed
+``L <ms> <n>``             after the W line: the lower median of n batches' loading in the script's
+                           own process (a DataLoader without workers), each iterator's first left out
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
@@ -122,11 +124,12 @@ class _Window:
         self.step_ops = 0
         self.step_tensors = 0
         self.step_groups = 0
+        self.load_flops = 0                  # FLOPs of a batch's loading (a dataset that computes)
 
         class _Bytes(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                if _state is not None and _state.loading:
+                if getattr(_loading, "n", 0):
                     return out               # a DataLoader's own indexing and collating: the host's
                 try:
                     win.ops += 1
@@ -169,8 +172,8 @@ class _State:
         self.workers: int | None = None
         self.batch_size: int | None = None
         self.device_tries = 0                        # the D line: 0 until sent, then -1
-        self.loading = 0                             # inside a DataLoader's __next__ (not counted)
-        self.load_s: list[float] = []                # recent batches' loading time, no workers
+        self.load_s: list[float] = []                # batches' loading time, no workers (s)
+        self.load_said = 0                           # how many of them the last L line had
 
 
 _state: _State | None = None
@@ -232,7 +235,7 @@ def _finish_window(device: str) -> None:
     _state.measured = True
     w.__exit__(None, None, None)
     params, param_bytes, state_bytes = _optimizer_sizes()
-    info = {"flops": int(w.flops.get_total_flops()), "bytes": int(w.bytes), "ops": w.ops,
+    info = {"flops": int(w.flops.get_total_flops() - w.load_flops), "bytes": int(w.bytes), "ops": w.ops,
             "params": params, "param_bytes": param_bytes, "state_bytes": state_bytes,
             "optimizers": len(_state.optimizers), "opt_steps": w.steps, "backward": w.backward,
             "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
@@ -240,8 +243,7 @@ def _finish_window(device: str) -> None:
             "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors,
             "step_groups": w.step_groups,
             # a batch's loading in the script's own process (no workers), outside the window
-            "load_ms": (sorted(_state.load_s)[len(_state.load_s) // 2] * 1000.0
-                        if _state.load_s and not _state.workers else None)}
+            "load_ms": _load_ms(_state), "load_flops": w.load_flops}
     _send("W " + json.dumps(info) + "\n")
 
 
@@ -474,6 +476,10 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         w.ops_at_pre = None
     if idx == 0:
         st.opt0_steps += 1
+        try:
+            _say_loading(st)
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
         if st.window is not None or st.window_touched:
             flag = " x"                           # the measurement slowed this iteration
         if st.window is not None:
@@ -526,6 +532,25 @@ def _backward_before_any_step(st: _State) -> None:
         _send(f"B {st.backward_total} {now:.6f}\n")
 
 
+_loading = threading.local()      # this thread is inside a DataLoader's __next__ (n deep)
+LOAD_TIMED = 32                   # batches' loading timed at most (the L line's median)
+
+
+def _load_ms(st: "_State") -> float | None:
+    """The lower median of the batches' loading timed so far (ms), from 3 of them; None before or
+    with DataLoader workers (their loading is not in this process)."""
+    if len(st.load_s) < 3 or st.workers:
+        return None
+    return sorted(st.load_s)[(len(st.load_s) - 1) // 2] * 1000.0
+
+
+def _say_loading(st: "_State") -> None:
+    """The L line: the loading timed since the W line went out (its median, and how many)."""
+    if st.measured and len(st.load_s) > st.load_said and (ms := _load_ms(st)) is not None:
+        st.load_said = len(st.load_s)
+        _send(f"L {ms:.4f} {len(st.load_s)}\n")
+
+
 def _patch_dataloader() -> None:
     from torch.utils.data import dataloader as dl
     orig = dl._BaseDataLoaderIter.__next__
@@ -534,16 +559,27 @@ def _patch_dataloader() -> None:
         if _is_compiling():
             return orig(self)
         st = _state
-        if st is not None:
-            st.loading += 1
+        w = st.window if st is not None else None
+        f0 = w.flops.get_total_flops() if w is not None else 0
+        _loading.n = getattr(_loading, "n", 0) + 1
         t0 = time.perf_counter()
         try:
             batch = orig(self)
         finally:
-            if st is not None:
-                st.loading -= 1
-        if st is not None and st.window is None and not getattr(self, "_num_workers", 0):
-            st.load_s = st.load_s[-31:] + [time.perf_counter() - t0]
+            _loading.n -= 1
+        try:
+            if w is not None and w is st.window:
+                w.load_flops += w.flops.get_total_flops() - f0
+            # the loading of this process's own batches: not an iterator's first (its sampler's
+            # shuffle, files opened, caches cold), not inside the measured iteration, not an
+            # inner loader's (nested), at most LOAD_TIMED of them
+            first = not getattr(self, "_ptui_timed", False)
+            self._ptui_timed = True
+            if (st is not None and st.window is None and not first and _loading.n == 0
+                    and not getattr(self, "_num_workers", 0) and len(st.load_s) < LOAD_TIMED):
+                st.load_s.append(time.perf_counter() - t0)
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
         try:
             import torch
             from torch.utils._pytree import tree_leaves

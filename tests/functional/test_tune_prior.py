@@ -104,6 +104,7 @@ def test_count_0_on_an_emulated_board_counts_there_and_leaves_its_mode(tmp_path,
     # the board's count ran on the CPU (this machine's torch): said, as profile says it (the
     # user's trial: only profile did)
     assert "warning: the script trains on the CPU" in err
+    assert d["trains_on"] == "cpu" and d["notes"][0].startswith("warning: the script trains on the CPU")
 
 
 def test_a_script_that_cannot_be_counted_is_one_line(tmp_path, cli):

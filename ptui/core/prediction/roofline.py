@@ -195,8 +195,8 @@ class WorkloadSpec:
         """From the probe's counts of one training iteration (userscript's measured info): its
         FLOPs and the bytes its operators touched (plus `extra_bytes` the probe could not see, e.g.
         userscript.compiled_step_bytes for a compiled optimizer step), over its samples; the input
-        tensors it saw load give the data-loading work.  The probe times no CPU work, so the
-        main thread's is the reference's."""
+        tensors it saw load give the data-loading work (timed where the script loads its own batches,
+        with no workers).  The main thread's work comes from the operator count."""
         if info.get("error"):
             raise SpecError(f"the probe could not count the script's model: {info['error']}")
         flops, nbytes = float(info.get("flops") or 0), float(info.get("bytes") or 0) + extra_bytes

@@ -63,6 +63,7 @@ CPU_TRAINING_WARNING = (
     "warning: the script trains on the CPU: torch in it sees no CUDA device, so the GPU's clock "
     "will not change its step time and every mode is timed for CPU training; on a Jetson, install "
     "NVIDIA's torch for its JetPack (a torch wheel from PyPI has no CUDA for the Jetson's GPU)")
+COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
@@ -626,6 +627,11 @@ class ScriptSource:
                 yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
                             int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
                             int(f[4]) if len(f) > 4 and f[4].isdigit() else 0)
+            elif line.startswith("L "):
+                try:
+                    yield "L", float(line.split()[1])
+                except (IndexError, ValueError):
+                    yield "", None
             elif line.startswith("W "):
                 try:
                     yield "W", json.loads(line[2:])
@@ -722,6 +728,8 @@ class ScriptSource:
                     cpu_mark = self.step_cpu
             elif kind == "W":
                 self.model_info = val if val.get("error") else dict(val, host_mhz=host_cpu_mhz())
+            elif kind == "L" and self.model_info is not None and not self.model_info.get("error"):
+                self.model_info["load_ms"] = val      # the loading timed since, over more batches
             if self.model_info is not None and enough(host):
                 break
             if (self.model_info is None and t_first is not None
@@ -769,14 +777,19 @@ def _host_window_done(host: list[float]) -> bool:
 
 
 def host_cpu_mhz() -> float | None:
-    """This machine's CPU clock (the highest core's maximum, MHz), or None where it cannot be read."""
+    """This machine's CPU clock (the highest core's, MHz), or None where it cannot be read: the
+    clock it may run at now (scaling_max_freq: a board in a low-clock mode is capped there, and
+    the loading it timed ran at the cap), else the hardware's maximum."""
     import glob
     got = []
-    for f in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq"):
-        try:
-            got.append(float(Path(f).read_text()) / 1000.0)
-        except (OSError, ValueError):
-            pass
+    for name in ("scaling_max_freq", "cpuinfo_max_freq"):
+        for f in glob.glob(f"/sys/devices/system/cpu/cpu[0-9]*/cpufreq/{name}"):
+            try:
+                got.append(float(Path(f).read_text()) / 1000.0)
+            except (OSError, ValueError):
+                pass
+        if got:
+            break
     if not got:
         try:
             for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -805,7 +818,8 @@ def count_script(backend: Backend, argv, log_path: Path, *, startup_timeout: flo
                        notify=notify, whatif=True)
     src.start()
     try:
-        info, _ = src._measure_model(lambda host: True, "one whole iteration")
+        # a few iterations past the measured one: the loading of its batches is timed by then
+        info, _ = src._measure_model(lambda host: len(host) >= COUNT_ITERATIONS, "one whole iteration")
     finally:
         src.stop()
     return info, src.it.timed()
