@@ -1,10 +1,12 @@
 """Global options (--device, --backend, --sysfs-root, --speed) work before or after the subcommand;
 a subcommand's own copy never overwrites a value given before it."""
+import tempfile
+
 import pytest
 
 from ptui.cli import GLOBAL_OPTIONS, build_parser
 
-VALUES = {"--device": "xavier-agx", "--backend": "sim", "--sysfs-root": "/tmp/emulated", "--speed": "60",
+VALUES = {"--device": "xavier-agx", "--backend": "sim", "--sysfs-root": tempfile.gettempdir(), "--speed": "60",
           "--corpus": "recorded.csv"}
 COMMANDS = [["modes"], ["profile", "--workload", "resnet18", "--out", "x.csv"], ["sessions"],
             ["reference", "build", "--profile", "p.csv", "--out", "m"],

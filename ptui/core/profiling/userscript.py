@@ -63,6 +63,7 @@ CPU_TRAINING_WARNING = (
     "warning: the script trains on the CPU: torch in it sees no CUDA device, so the GPU's clock "
     "will not change its step time and every mode is timed for CPU training; on a Jetson, install "
     "NVIDIA's torch for its JetPack (a torch wheel from PyPI has no CUDA for the Jetson's GPU)")
+OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
@@ -320,14 +321,15 @@ def host_cycle_ms(wall: list[float], cpu: list[float]) -> float | None:
     stalls (other processes) read as work outside the steps, 41-96 % of a gradient-accumulation
     loop's wall time on a loaded machine (the user's trial), and a Jetson's CPU clock does not
     scale another process's load.  Work outside the steps is the excess of the iterations that take
-    at least twice the median."""
+    at least twice the median and OUTSIDE_MIN_S more."""
     if not wall:
         return None
     per = cpu if len(cpu) >= 3 else wall
     mid = statistics.median(per)
-    # only iterations of at least twice the median carry such work: a sub-millisecond step's own
-    # jitter (29 % of a 0.8 ms step in CPU time) is not a rollout
-    outside = sum(x - mid for x in per if x >= 2.0 * mid) / len(per)
+    # only iterations of at least twice the median, and 5 ms over it, carry such work: a
+    # sub-millisecond step's own jitter (29-31 % of a 0.8 ms step in CPU time, on a loaded
+    # machine) is not a rollout
+    outside = sum(x - mid for x in per if x >= 2.0 * mid and x - mid >= OUTSIDE_MIN_S) / len(per)
     return (statistics.median(wall) + outside) * 1000.0
 
 
