@@ -232,15 +232,11 @@ def cmd_tune(a) -> int:
     res = core.decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
                              batch_size=td.model.about.batch_size,
                              mb_per_epoch=td.model.about.batches_per_epoch)
-    notes = list(d.notes)
-    trains_on = (first.params or {}).get("trains_on")
-    if trains_on == "cpu" and first.backend not in ("sim", "replay"):
-        notes.insert(0, core.CPU_TRAINING_WARNING)     # a script reading the JSON is told too
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
-               best_measured=td.best_measured, notes=notes, applied=False,
-               **({"trains_on": trains_on} if trains_on else {}))
+               best_measured=td.best_measured, notes=list(d.notes), applied=False)
+    _trains_on(res, (first.params or {}).get("trains_on"), on_board=first.backend not in ("sim", "replay"))
     return _tune_report(a, dev, td, goal, res, batch_size=td.model.about.batch_size)
 
 
@@ -372,13 +368,19 @@ def _tune_prior(a) -> int:
                prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
                       "gbytes_per_step": spec.gbytes_per_step, "batch_size": bs_said},
                notes=list(d.notes), applied=False)
-    trains_on = (info or {}).get("device") if a.command_line and not a.workload_spec else None
-    if trains_on:
-        res["trains_on"] = trains_on
-        if trains_on == "cpu" and not backend.simulated:     # a board's count (as profile warns)
-            res["notes"].insert(0, core.CPU_TRAINING_WARNING)
+    if a.command_line and not a.workload_spec:
+        _trains_on(res, info.get("device"), on_board=not backend.simulated)
     _warn(_prior_only_note(model))
     return _tune_report(a, dev, td, goal, res, batch_size=bs_said, prior=True)
+
+
+def _trains_on(res: dict, device: str | None, *, on_board: bool) -> None:
+    """tune's document says where the user's script trained, and a board's CPU training first in
+    its notes (a script reading the JSON is told, as profile tells the terminal)."""
+    if device:
+        res["trains_on"] = device
+        if device == "cpu" and on_board:
+            res["notes"].insert(0, core.CPU_TRAINING_WARNING)
 
 
 def _profiled_simulated(a, kind: str) -> bool:

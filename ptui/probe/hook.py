@@ -326,9 +326,10 @@ class _GpuStamps:
         except Exception:  # noqa: BLE001 - a torch without the call: assume not
             return False
 
-    def _sync_base(self, ev) -> None:
-        ev.synchronize()
-        self.base, self.synced = (ev, time.monotonic()), time.monotonic()
+    def _base_on(self, ev) -> None:
+        """`ev`, which the GPU has just reached, is the next steps' base: its time is now."""
+        self.synced = time.monotonic()
+        self.base = (ev, self.synced)
 
     def stamp(self, rest: str) -> None:
         torch = self.torch
@@ -340,13 +341,14 @@ class _GpuStamps:
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
         if self.base is None:
-            self._sync_base(ev)
+            ev.synchronize()
+            self._base_on(ev)
             import atexit
             atexit.register(self._last)
         self.pending.append((ev, None, rest))
         if time.monotonic() - self.synced > self.RESYNC_S:
-            self.flush(wait=True)
-            self.base, self.synced = (ev, time.monotonic()), time.monotonic()
+            self.flush(wait=True)                # the GPU has reached ev (the last of them)
+            self._base_on(ev)
             self.slow_next = True
             return
         self.flush()

@@ -82,6 +82,16 @@ def launch_ops(info: dict) -> int:
     return ops
 
 
+def loading_ms(info: dict) -> float | None:
+    """The ms per iteration the probe timed the script loading its own batches (a DataLoader with
+    no workers: the L line's median per batch x the batches of an iteration), at the host's clock
+    (info's host_mhz); None where it timed none."""
+    load_ms, batches = info.get("load_ms"), int(info.get("batches") or 0)
+    if load_ms is None or not info.get("host_mhz") or batches <= 0 or info.get("workers"):
+        return None
+    return float(load_ms) * batches
+
+
 class SpecError(InputError):
     """A workload spec that cannot be read (exit code 2)."""
 
@@ -218,9 +228,8 @@ class WorkloadSpec:
         host_ms = (HOST_FIXED_MCYCLES + HOST_MCYCLES_PER_OP * ops) / HOST_REF_MHZ * 1000.0 if ops else None
         # a DataLoader with no workers whose batches the probe timed on this machine: that
         # loading, at this machine's clock stated at the reference clock (as host_ms is)
-        load_ms, mhz = info.get("load_ms"), info.get("host_mhz")
-        loader_ms = (float(load_ms) * int(info.get("batches") or 0) * float(mhz) / HOST_REF_MHZ
-                     if load_ms is not None and mhz and info.get("batches") and not workers else None)
+        loaded = loading_ms(info)
+        loader_ms = None if loaded is None else loaded * float(info["host_mhz"]) / HOST_REF_MHZ
         return cls(flops / 1e9, nbytes / 1e9, samples,
                    workers=None if workers is None else int(workers), loader_ms=loader_ms,
                    input_mb=inputs / 1e6 if inputs > 0 else (0.0 if no_loader else None),

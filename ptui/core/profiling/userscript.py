@@ -43,7 +43,7 @@ from ..board.csvio import OUTSIDE_WARN, outside_note
 from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import Workload, get_workload
 from ..errors import EXIT_INPUT
-from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops
+from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops, loading_ms
 from .profiler import ProfileError, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
@@ -210,11 +210,10 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
 def _loading_mcycles(info: dict) -> float | None:
     """Mcycles per sample of the batches' loading the probe timed in the script's own process (a
     DataLoader with no workers, host seconds x the host's MHz), or None where it timed none."""
-    load_ms, mhz = info.get("load_ms"), info.get("host_mhz")
-    samples, batches = int(info.get("samples") or 0), int(info.get("batches") or 0)
-    if load_ms is None or not mhz or samples <= 0 or batches <= 0 or info.get("workers"):
+    loaded, samples = loading_ms(info), int(info.get("samples") or 0)
+    if loaded is None or samples <= 0:
         return None
-    return float(load_ms) / 1000.0 * float(mhz) / (samples / batches)
+    return loaded / 1000.0 * float(info["host_mhz"]) / samples
 
 
 def compiled_step_bytes(info: dict) -> float:
@@ -693,7 +692,7 @@ class ScriptSource:
         info, host = self._measure_model(_host_window_done, "3 whole iterations")
         self.host_step_ms = statistics.median(host) * 1000.0 if host else None
         self.host_cycle_ms = host_cycle_ms(host, self.host_cpu)
-        self.host_mhz = host_cpu_mhz()
+        self.host_mhz = info.get("host_mhz")          # read when the measurement came
         self.workload = whatif_workload(info, command=command_text(self.argv))
         self._say_timed()
         host_txt = (f"{self.host_step_ms:.1f} ms per iteration on this machine (host, not a Jetson; "
