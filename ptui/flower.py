@@ -64,7 +64,12 @@ FIT_MODES = 20                    # modes profiled for a node's first model of a
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 HOLD_STEPS = 3                    # the most a round steps down to hold its watts (_Hold)
-RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
+RATIO_ROUNDS = 3                  # rounds of measured/predicted watts a node's power factor looks back
+# How much identical units of one type may differ in power before any was measured: uniform within
+# +-10 % (fleet.md: identical AGX Xavier and Orin Nano units differ significantly, an Orin AGX
+# MLPerf rerun drew 27-32 % more at equal throughput).  PtuiFleet reserves for it across the nodes
+# it has not measured yet (unmeasured_margin)
+UNIT_SPREAD = 0.10
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
 
@@ -966,8 +971,10 @@ class PtuiFleet(Strategy):
     `correct`: each node's curve is scaled by its measured/predicted watts of its last rounds (a
     per-board power correction: identical units differ by 10-30 %, the node's model is the typical
     unit's) and its share sent in its model's watts, so the fleet's measured power holds the cap
-    from its second round on; `margin`: the least fraction added to every node's curve (what holds
-    the cap in round 1, before any node was measured).  `hold_shares`: each node holds its share
+    from its second round on; before a node was measured, the nodes not measured yet share a
+    reserve for `unit_spread` (each unit's power uniform within 1 +- it, independent from unit to
+    unit: at the risk's bound the fleet's draw is within the cap; unmeasured_margin);
+    `margin`: the least fraction added to every node's curve.  `hold_shares`: each node holds its share
     as its board draws it (the mod's hold_budget: a node over its share once settled steps down),
     so the cap holds in every round whatever the units draw, at the price of the steps down (a
     node cannot spend what another leaves unspent)."""
@@ -979,7 +986,7 @@ class PtuiFleet(Strategy):
                  steps: int | None = None, risk: float | None = core.DEFAULT_RISK,
                  query: bool = True, query_timeout_s: float = QUERY_TIMEOUT_S,
                  correct: bool = True, margin: float = 0.0, hold_shares: bool = False,
-                 log: Callable[[str], None] | None = None) -> None:
+                 unit_spread: float = UNIT_SPREAD, log: Callable[[str], None] | None = None) -> None:
         if cap_w is None and deadline_s is None and objective is None:
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
         if cap_w is not None and deadline_s is not None:
@@ -1004,6 +1011,8 @@ class PtuiFleet(Strategy):
         self.correct = correct
         self.margin = core.number(margin, "margin", ge=0) if margin else 0.0
         self.hold_shares = bool(hold_shares)
+        self.unit_spread = core.number(unit_spread, "unit_spread", ge=0, le=1) if unit_spread else 0.0
+        self.unmeasured = 0.0                      # this round's reserve on each node not measured yet
         self.ratios: dict[int, list[float]] = {}   # node -> measured/predicted watts, per round
         self.last_sent: dict[int, float] = {}      # node -> the budget sent (its model's watts)
 
@@ -1031,12 +1040,46 @@ class PtuiFleet(Strategy):
         return c
 
     def power_factor(self, node_id: int) -> float:
-        """What the node draws against its curve (its modes' power at the risk's bound): the largest
-        measured/bound ratio of its last RATIO_ROUNDS rounds (the largest, not the mean: the ratio
-        differs from mode to mode with the model's own error), never below 1 (a unit drawing less
-        keeps its margin: the cap is held, the round not slowed), when `correct`; at least 1 + margin."""
-        r = self.ratios.get(node_id) if self.correct else None
-        return max([1.0 + self.margin, *(r[-RATIO_ROUNDS:] if r else [])])
+        """What the node's unit draws against its model, when `correct`: the largest measured /
+        predicted ratio of its last RATIO_ROUNDS rounds (its watts over its model's median for the
+        mode it trained in; the largest, not the mean: the ratio differs from mode to mode with the
+        model's own error), never below 1 (a unit drawing less keeps its margin: the cap is held,
+        the round not slowed); before it was measured, 1 + this round's reserve for the units not
+        measured yet (unmeasured_margin); at least 1 + margin.  Its curve is at the risk's bound,
+        the model's own error, and the factor scales it: a unit's factor and its model's error are
+        two errors.  (Against the bound instead, the ratio of a round whose mode's bound was far
+        above its median, such as a pick under the devices' priors, read below 1 for a unit that
+        drew 8 % more, and the next round, in a mode whose bound was close, went over the cap.)"""
+        if not self.correct:
+            return 1.0 + self.margin
+        r = self.ratios.get(node_id)
+        return max([1.0 + self.margin, *(r[-RATIO_ROUNDS:] if r else [1.0 + self.unmeasured])])
+
+    def factor_words(self, node_id: int) -> str:
+        """What a node's power factor is, in words (the split's log)."""
+        if self.correct and self.ratios.get(node_id):
+            return "its measured/predicted watts"
+        if self.correct and self.unmeasured and 1.0 + self.unmeasured >= 1.0 + self.margin:
+            return "not measured yet: the reserve"
+        return "the margin"
+
+    def unmeasured_margin(self, nodes: list[int], shares: Mapping[int, float] | None = None) -> float:
+        """The reserve each node not measured yet adds to its curve, as a fraction: its unit may draw
+        up to unit_spread more or less than its model's typical unit, independently of the others,
+        so the fleet's draw over these nodes varies with sd s x sqrt(sum of their shares squared),
+        s = unit_spread / sqrt(3) (a uniform spread), and the reserve is that at the risk's z,
+        shared in proportion to their shares: z s sqrt(sum w^2) / sum w (z s / sqrt(n) for equal
+        shares: 3 % of 10 nodes' watts at +-10 % and risk 0.05, 1 % of 100's).  Their shares are
+        the split's (equal before it).  0 without a risk, unit_spread or correction, or when every
+        node was measured."""
+        todo = [n for n in nodes if not self.ratios.get(n)]
+        if not (todo and self.correct and self.unit_spread and self.risk is not None):
+            return 0.0
+        w = np.array([shares[n] if shares else 1.0 for n in todo], np.float64)
+        if not w.sum() > 0:
+            return 0.0
+        sd = self.unit_spread / math.sqrt(3.0)
+        return float(core.upper_z(self.risk) * sd * math.sqrt(float(np.sum(w * w))) / float(w.sum()))
 
     def curve(self, node_id: int) -> tuple[list[float], list[float]]:
         """The node's curve in the watts it draws: its front (or its device's prior) x its factor."""
@@ -1107,7 +1150,13 @@ class PtuiFleet(Strategy):
         if self.cap_w is not None:
             if self.query:
                 self.ask(server_round, nodes, grid)
+            # the units not measured yet: a reserve sized on equal shares, then on the split's
+            self.unmeasured = self.unmeasured_margin(nodes)
             budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
+            m = self.unmeasured_margin(nodes, budgets) if ok else self.unmeasured
+            if m > self.unmeasured + 1e-6:
+                self.unmeasured = m
+                budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
             pred = sum(budgets.values())
             self.last_predicted_w = pred
             if not ok:
@@ -1149,10 +1198,13 @@ class PtuiFleet(Strategy):
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
                      + ", ".join(f"node {n} ({self.device_of(n)}, {self.split_by(n)}) {w:.1f} W"
                                  + (f" (sent {self.last_sent[n]:.1f} W: x{1 / self.power_factor(n):.3f}, "
-                                    f"its measured/predicted watts)" if self.power_factor(n) != 1.0 else "")
+                                    f"{self.factor_words(n)})" if self.power_factor(n) != 1.0 else "")
                                  for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
-                       f"shorten the round)")
+                       f"shorten the round)"
+                     + (f"; the reserve: {100 * self.unmeasured:.1f} % on each node not measured yet, for "
+                        f"units within +-{self.unit_spread:.0%} of the typical unit its model describes"
+                        if self.unmeasured else ""))
         return out
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
@@ -1189,8 +1241,8 @@ class PtuiFleet(Strategy):
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
         for x in ok:
-            # against the bound the node picked its mode by (what its share of the cap assumed)
-            pw, w = (x["bound_w"] if math.isfinite(x["bound_w"]) else x["predicted_w"]), x["w"]
+            # against its model's median for the mode it trained in (power_factor says why)
+            pw, w = x["predicted_w"], x["w"]
             # a round too short to settle (or a late step) has no steady figure to learn from
             if x["w_settled"] and math.isfinite(pw) and math.isfinite(w) and pw > 0 and w > 0:
                 self.ratios.setdefault(x["node"], []).append(w / pw)
@@ -1199,7 +1251,9 @@ class PtuiFleet(Strategy):
                   "predicted_w": sum(x["predicted_w"] for x in ok if not math.isnan(x["predicted_w"])),
                   "predicted_s": max((x["predicted_s"] for x in ok if not math.isnan(x["predicted_s"])),
                                      default=0.0),
-                  "cap_w": self.cap_w, "simulated": any(x["simulated"] for x in ok)}
+                  "cap_w": self.cap_w, "simulated": any(x["simulated"] for x in ok),
+                  # the reserve each node not measured before this round carried (unmeasured_margin)
+                  "unmeasured_reserve": self.unmeasured if self.cap_w is not None else 0.0}
         self.history.append({"round": server_round, "nodes": rows, "fleet": totals})
         for x in rows:
             if "error" in x:

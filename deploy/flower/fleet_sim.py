@@ -30,7 +30,7 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
 from ptui import core
-from ptui.flower import FIT_MODES, PtuiFleet, ptui_power_mod
+from ptui.flower import FIT_MODES, UNIT_SPREAD, PtuiFleet, ptui_power_mod
 
 # partition k runs on DEVICES[k]: four Orin AGX, three AGX Xavier, three Orin Nano
 DEVICES = ["orin-agx", "xavier-agx", "orin-nano", "orin-agx", "xavier-agx", "orin-nano", "orin-agx",
@@ -54,6 +54,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="the seed of the boards' unit factors")
     p.add_argument("--no-correction", action="store_true",
                    help="split the cap by the nodes' models alone (no measured/predicted correction)")
+    p.add_argument("--reserve-spread", type=float, default=UNIT_SPREAD,
+                   help="the unit-to-unit spread the strategy reserves for on the nodes it has not "
+                        f"measured yet (PtuiFleet's unit_spread, default {UNIT_SPREAD:g}; 0: no reserve); "
+                        "the strategy is not told --unit-spread")
     p.add_argument("--margin", type=float, default=0.0,
                    help="fraction added to a node's predicted power before it was measured (round 1)")
     p.add_argument("--hold-shares", action="store_true",
@@ -67,6 +71,8 @@ def parse() -> argparse.Namespace:
     a = p.parse_args()
     if not 0 <= a.unit_spread <= 0.5:
         p.exit(2, f"{p.prog}: --unit-spread must be within 0-0.5, got {a.unit_spread:g}\n")
+    if not 0 <= a.reserve_spread <= 1:
+        p.exit(2, f"{p.prog}: --reserve-spread must be within 0-1, got {a.reserve_spread:g}\n")
     if not 0 <= a.margin <= 1:
         p.exit(2, f"{p.prog}: --margin must be within 0-1, got {a.margin:g}\n")
     if a.rounds < 1 or a.cap_w <= 0:
@@ -120,7 +126,7 @@ def main(grid: Grid, ctx: Context) -> None:
     fleet = PtuiFleet(FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n,
                              min_available_nodes=n), cap_w=ARGS.cap_w,
                       correct=not ARGS.no_correction, margin=ARGS.margin,
-                      hold_shares=ARGS.hold_shares, log=print)
+                      hold_shares=ARGS.hold_shares, unit_spread=ARGS.reserve_spread, log=print)
     FLEET.append(fleet)
     fleet.start(grid=grid, initial_arrays=ArrayRecord([np.zeros(len(TRUE_W))]), num_rounds=ARGS.rounds)
 
@@ -157,7 +163,8 @@ def baselines(cap_w: float, workload: str = "resnet18", units: list[float] | Non
 if __name__ == "__main__":
     print(f"SIMULATED unit power factors (spread +-{ARGS.unit_spread:.0%}, seed {ARGS.seed}): "
           + ", ".join(f"{d} {u:.3f}" for d, u in zip(DEVICES, UNITS))
-          + f"; correction {'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}")
+          + f"; correction {'off' if ARGS.no_correction else 'on'}, reserve for a "
+            f"+-{ARGS.reserve_spread:.0%} spread, margin {ARGS.margin:.0%}")
     t0 = time.perf_counter()
     run_simulation(server_app=server, client_app=client, num_supernodes=len(DEVICES),
                    backend_config={"client_resources": {"num_cpus": 1},
@@ -167,7 +174,8 @@ if __name__ == "__main__":
     hist = FLEET[0].history if FLEET else []
     print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
           f"wall {wall:.1f} s; unit spread +-{ARGS.unit_spread:.0%} (seed {ARGS.seed}), correction "
-          f"{'off' if ARGS.no_correction else 'on'}, round-1 margin {ARGS.margin:.0%}, "
+          f"{'off' if ARGS.no_correction else 'on'}, reserve for a +-{ARGS.reserve_spread:.0%} spread, "
+          f"margin {ARGS.margin:.0%}, "
           f"shares held as measured: {'yes' if ARGS.hold_shares else 'no'}")
     for r in hist:
         f = r["fleet"]
@@ -177,7 +185,8 @@ if __name__ == "__main__":
         over_share = sum(x["w"] > x["budget_w"] for x in ok if x.get("budget_w"))
         print(f"round {r['round']}: fleet {f['w']:.1f} W measured{over} (predicted {f['predicted_w']:.1f} W, "
               f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
-              f"(predicted {f['predicted_s']:.0f} s); {steps} step(s) down on "
+              f"(predicted {f['predicted_s']:.0f} s); reserve {100 * f.get('unmeasured_reserve', 0):.1f} % "
+              f"on the nodes not measured yet; {steps} step(s) down on "
               f"{sum('stepped down to' in x['notes'] for x in ok)} node(s), {over_share} node(s) over "
               f"their share as measured")
         for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
@@ -199,6 +208,7 @@ if __name__ == "__main__":
         with open(ARGS.json, "w") as fh:
             json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "unit_spread": ARGS.unit_spread,
                        "seed": ARGS.seed, "units": UNITS, "correction": not ARGS.no_correction,
-                       "margin": ARGS.margin, "hold_shares": ARGS.hold_shares, "rounds": hist,
+                       "margin": ARGS.margin, "reserve_spread": ARGS.reserve_spread,
+                       "hold_shares": ARGS.hold_shares, "rounds": hist,
                        "baselines": base}, fh,
                       indent=1, default=str)

@@ -42,7 +42,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "decision.energy": ("Energy", "EnergyPoint",),
     "decision.goals": ("Goal",),
     "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",
-                        "upper_bound", "wide_interval",),
+                        "upper_bound", "upper_z", "wide_interval",),
     # prediction
     "prediction.fit": ("outlier_note", "subset_note",),
     "prediction.modeldir": ("check_out_dir",),
@@ -115,6 +115,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         choose,
         parse_risk,
         upper_bound,
+        upper_z,
         wide_interval,
     )
     from .errors import (
