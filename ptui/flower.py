@@ -52,7 +52,7 @@ QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' a
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
            "ptui-feasible", "ptui-applied", "ptui-host-s", "ptui-w-n", "ptui-w-span-s", "ptui-w-settled",
-           "ptui-settle-s", "ptui-bound-w")
+           "ptui-settle-s", "ptui-bound-w", "ptui-power-log-sd")
 # the round's watts are the mean of the readings taken once the board's power settled in the round's
 # mode: the last SETTLE_WINDOW_S seconds of readings within SETTLE_TOL of their mean, no sooner than
 # SETTLE_MIN_S after the mode read back (the profiler's rule, over a time window so that it does not
@@ -64,12 +64,14 @@ FIT_MODES = 20                    # modes profiled for a node's first model of a
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 HOLD_STEPS = 3                    # the most a round steps down to hold its watts (_Hold)
-RATIO_ROUNDS = 3                  # rounds of measured/predicted watts a node's power factor looks back
+RATIO_ROUNDS = 3                  # rounds of measured/bound watts a node's power factor looks back
+RATIO_MODES = 5                   # distinct modes whose measured/predicted watts estimate a unit's factor
 # How much identical units of one type may differ in power before any was measured: uniform within
 # +-10 % (fleet.md: identical AGX Xavier and Orin Nano units differ significantly, an Orin AGX
-# MLPerf rerun drew 27-32 % more at equal throughput).  PtuiFleet reserves for it across the nodes
-# it has not measured yet (unmeasured_margin)
+# MLPerf rerun drew 27-32 % more at equal throughput).  PtuiFleet's prior on the factor of a unit
+# whose model is not its own (unit_factor)
 UNIT_SPREAD = 0.10
+WATTS_LOG_SD = 0.01               # a round's settled watts against the mode's true draw (log sd)
 FRONT_POINTS = 200                # the most points of a predicted front sent to the server (fronts of a
                                   # fitted model: 25-46 on the simulated boards)
 
@@ -164,6 +166,14 @@ class NodeSpec:
                    None if unit is None else core.number(unit, "sim-unit-power", ge=0.5, le=2),
                    _text(node_config.get("pool-url", defaults.pool)),
                    _text(get("board-id", defaults.board)))
+
+    @property
+    def own_unit(self) -> bool:
+        """Whether the model the node decides with is its own unit's, so that the strategy need not
+        allow for unit-to-unit variation: a model the mod fits on the node's own board, or pools for
+        it; not a model named in the node config (fitted anywhere), nor a SIMULATED unit's
+        (sim-unit-power) without a pool, whose model is the typical unit's."""
+        return not self.model and (bool(self.pool) or self.unit_power is None)
 
     @property
     def key(self) -> tuple:
@@ -349,7 +359,7 @@ class PowerMod:
         the node's), as a train reply carries it."""
         spec = self.spec_for(ctx)
         info = {"device": spec.device, "backend": spec.backend, "workload": spec.workload,
-                "batch-size": spec.batch_size, "has-model": False, "model": ""}
+                "batch-size": spec.batch_size, "has-model": False, "model": "", "own-unit": spec.own_unit}
         config: dict = {}
         for rec in msg.content.config_records.values():
             config.update(rec)
@@ -642,6 +652,9 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     tab = node.predictions.table
     bound = (float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], risk))
              if d is not None else math.nan)
+    p_i, sd_i = ((float(tab.power_w[d.index]), float(tab.power_w_std[d.index])) if d is not None
+                 else (0.0, 0.0))
+    log_sd = math.sqrt(math.log1p((sd_i / p_i) ** 2)) if p_i > 0 and math.isfinite(sd_i) else math.nan
     if d is None:                            # no goal: the model's figures for the board's mode
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
         if p is not None:
@@ -658,7 +671,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
                "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s,
                "ptui-w-n": float(w.n), "ptui-w-span-s": w.span_s, "ptui-w-settled": 1.0 if w.settled else 0.0,
-               "ptui-settle-s": w.settle_s, "ptui-bound-w": bound}
+               "ptui-settle-s": w.settle_s, "ptui-bound-w": bound, "ptui-power-log-sd": log_sd}
     metrics = list(reply.content.metric_records.values())
     target = metrics[0] if metrics else None
     if target is None:
@@ -670,7 +683,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
         "start-mode": start.key, "end-mode": end.key, "restored": restored,
-        "simulated": bool(node.simulated),
+        "simulated": bool(node.simulated), "own-unit": node.spec.own_unit,
         **({"sim-unit-power": float(node.spec.unit_power)} if node.spec.unit_power is not None else {}),
         "watts-from": (("SIMULATED board telemetry" if node.simulated else "board telemetry")
                        + (f", the mean of {w.n} readings over {w.span_s:.1f} s once the power settled "
@@ -968,12 +981,14 @@ class PtuiFleet(Strategy):
     node that does not answer is split by the device from `devices`, node id -> device, or
     `default_device`, said in the log), `deadline_s`
     (every node's round deadline), `objective` ('energy', within the cap's share when both).
-    `correct`: each node's curve is scaled by its measured/predicted watts of its last rounds (a
-    per-board power correction: identical units differ by 10-30 %, the node's model is the typical
-    unit's) and its share sent in its model's watts, so the fleet's measured power holds the cap
-    from its second round on; before a node was measured, the nodes not measured yet share a
-    reserve for `unit_spread` (each unit's power uniform within 1 +- it, independent from unit to
-    unit: at the risk's bound the fleet's draw is within the cap; unmeasured_margin);
+    `correct`: each node's curve is scaled by its unit's power factor (a per-board power
+    correction: identical units differ by 10-30 %, and a node's model may be the typical unit's)
+    and its share sent in its model's watts: the factor estimated from its measured/predicted
+    watts of the rounds before (unit_factor), and a reserve for what is not known of the factors
+    yet, shared by the nodes (reserve: each unit's power uniform within 1 +- `unit_spread` of its
+    model's before it was measured, independent from unit to unit, so that at the risk's bound the
+    fleet's draw is within the cap); a node whose model is its own unit's (it says so: a pooled
+    fit, a board that fitted its own) has no such prior, only its model's bound;
     `margin`: the least fraction added to every node's curve.  `hold_shares`: each node holds its share
     as its board draws it (the mod's hold_budget: a node over its share once settled steps down),
     so the cap holds in every round whatever the units draw, at the price of the steps down (a
@@ -1012,8 +1027,11 @@ class PtuiFleet(Strategy):
         self.margin = core.number(margin, "margin", ge=0) if margin else 0.0
         self.hold_shares = bool(hold_shares)
         self.unit_spread = core.number(unit_spread, "unit_spread", ge=0, le=1) if unit_spread else 0.0
-        self.unmeasured = 0.0                      # this round's reserve on each node not measured yet
-        self.ratios: dict[int, list[float]] = {}   # node -> measured/predicted watts, per round
+        self.unmeasured = 0.0                      # this round's reserve (a fraction; reserve())
+        self.ratios: dict[int, list[float]] = {}   # node -> measured/bound watts, per round
+        # node -> mode -> (log measured/predicted watts, the model's log-sd there): unit_factor
+        self.seen: dict[int, dict[str, tuple[float, float]]] = {}
+        self.own_unit: dict[int, bool] = {}        # node -> its model is its own unit's (it said so)
         self.last_sent: dict[int, float] = {}      # node -> the budget sent (its model's watts)
 
     # -- what the fleet knows of its nodes ---------------------------------------------------------
@@ -1039,47 +1057,78 @@ class PtuiFleet(Strategy):
             c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])
         return c
 
+    def unit_factor(self, node_id: int) -> tuple[float, float]:
+        """The node's unit's power factor against its model, log mu and sd s: a normal prior (mean 0,
+        sd unit_spread / sqrt(3), a uniform spread; none for a node whose model is its own unit's)
+        updated by each distinct mode it trained in (the last RATIO_MODES), log(measured / the
+        model's median) = the factor + the model's error there, whose sd is the model's log-sd for
+        that mode (with the watts' own WATTS_LOG_SD).  One round says little where the model is
+        unsure: a unit drawing 8 % over its model's median, in a mode whose bound was 15 % over it
+        (a pick under the devices' priors), moves the factor by 2.4 %, and the rest stays in s.
+        (The largest measured/bound ratio read 0.94 there, so 1, and the next round, in a mode whose
+        bound was close, went over the cap; the largest measured/median ratio read 1.24 for a unit
+        of 1.10 in a mode its model under-predicted by 13 %, and left a fifth of the cap unspent.)"""
+        prior = 0.0 if self.own_unit.get(node_id) else self.unit_spread / math.sqrt(3.0)
+        if prior <= 0:
+            return 0.0, 0.0
+        prec, num = 1.0 / prior ** 2, 0.0
+        for lr, sd in list(self.seen.get(node_id, {}).values())[-RATIO_MODES:]:
+            v = sd * sd + WATTS_LOG_SD ** 2
+            prec += 1.0 / v
+            num += lr / v
+        return num / prec, math.sqrt(1.0 / prec)
+
     def power_factor(self, node_id: int) -> float:
-        """What the node's unit draws against its model, when `correct`: the largest measured /
-        predicted ratio of its last RATIO_ROUNDS rounds (its watts over its model's median for the
-        mode it trained in; the largest, not the mean: the ratio differs from mode to mode with the
-        model's own error), never below 1 (a unit drawing less keeps its margin: the cap is held,
-        the round not slowed); before it was measured, 1 + this round's reserve for the units not
-        measured yet (unmeasured_margin); at least 1 + margin.  Its curve is at the risk's bound,
-        the model's own error, and the factor scales it: a unit's factor and its model's error are
-        two errors.  (Against the bound instead, the ratio of a round whose mode's bound was far
-        above its median, such as a pick under the devices' priors, read below 1 for a unit that
-        drew 8 % more, and the next round, in a mode whose bound was close, went over the cap.)"""
+        """The node's curve's factor, when `correct`: its unit's estimated factor (unit_factor),
+        the largest measured/bound ratio of its last RATIO_ROUNDS rounds (the model's bound broken:
+        for a model of its own unit, the only correction) and 1 + margin, the largest of them and
+        never below 1 (a unit drawing less keeps its margin: the cap is held, the round not
+        slowed); times 1 + this round's reserve where its factor is not known exactly."""
         if not self.correct:
             return 1.0 + self.margin
-        r = self.ratios.get(node_id)
-        return max([1.0 + self.margin, *(r[-RATIO_ROUNDS:] if r else [1.0 + self.unmeasured])])
+        mu, sd = self.unit_factor(node_id)
+        r = self.ratios.get(node_id) or []
+        base = max([1.0 + self.margin, math.exp(mu), *r[-RATIO_ROUNDS:]])
+        return base * (1.0 + self.unmeasured) if sd > 0 else base
 
     def factor_words(self, node_id: int) -> str:
         """What a node's power factor is, in words (the split's log)."""
-        if self.correct and self.ratios.get(node_id):
-            return "its measured/predicted watts"
-        if self.correct and self.unmeasured and 1.0 + self.unmeasured >= 1.0 + self.margin:
-            return "not measured yet: the reserve"
-        return "the margin"
+        if not self.correct:
+            return "the margin"
+        mu, sd = self.unit_factor(node_id)
+        r = (self.ratios.get(node_id) or [])[-RATIO_ROUNDS:]
+        k = len(list(self.seen.get(node_id, {}).values())[-RATIO_MODES:])
+        bits = []
+        if r and max(r) > max(1.0 + self.margin, math.exp(mu)):
+            bits.append(f"its model's bound exceeded: x{max(r):.3f}")
+        elif math.exp(mu) > 1.0 + self.margin:
+            bits.append(f"its unit's factor x{math.exp(mu):.3f} from {k} measured mode{'s' * (k != 1)}")
+        elif self.margin:
+            bits.append("the margin")
+        if sd > 0 and self.unmeasured:
+            bits.append("the reserve" + ("" if k else ": not measured yet"))
+        return ", ".join(bits) or "its model"
 
-    def unmeasured_margin(self, nodes: list[int], shares: Mapping[int, float] | None = None) -> float:
-        """The reserve each node not measured yet adds to its curve, as a fraction: its unit may draw
-        up to unit_spread more or less than its model's typical unit, independently of the others,
-        so the fleet's draw over these nodes varies with sd s x sqrt(sum of their shares squared),
-        s = unit_spread / sqrt(3) (a uniform spread), and the reserve is that at the risk's z,
-        shared in proportion to their shares: z s sqrt(sum w^2) / sum w (z s / sqrt(n) for equal
-        shares: 3 % of 10 nodes' watts at +-10 % and risk 0.05, 1 % of 100's).  Their shares are
-        the split's (equal before it).  0 without a risk, unit_spread or correction, or when every
-        node was measured."""
-        todo = [n for n in nodes if not self.ratios.get(n)]
-        if not (todo and self.correct and self.unit_spread and self.risk is not None):
+    def reserve(self, nodes: list[int], shares: Mapping[int, float] | None = None) -> float:
+        """The fraction each node whose unit's factor is not known exactly adds to its curve: the
+        factors' remaining sds s_i (unit_factor) are independent from unit to unit, so the fleet's
+        draw varies with sd sqrt(sum (s_i w_i)^2) over their shares w_i, and the reserve is that at
+        the risk's z, shared in proportion to their shares: z sqrt(sum (s_i w_i)^2) / sum w_i.  Before
+        any was measured, z s / sqrt(n) for n equal shares: 3 % of 10 nodes' watts at +-10 % and risk
+        0.05, 1 % of 100's.  Their shares are the split's (equal before it).  0 without a risk,
+        unit_spread or correction, with hold_shares (each node then holds its share as measured), or
+        when every node's model is its own unit's."""
+        if not (self.correct and self.unit_spread and self.risk is not None and not self.hold_shares):
+            return 0.0
+        sds = {n: self.unit_factor(n)[1] for n in nodes}
+        todo = [n for n in nodes if sds[n] > 0]
+        if not todo:
             return 0.0
         w = np.array([shares[n] if shares else 1.0 for n in todo], np.float64)
+        s = np.array([sds[n] for n in todo], np.float64)
         if not w.sum() > 0:
             return 0.0
-        sd = self.unit_spread / math.sqrt(3.0)
-        return float(core.upper_z(self.risk) * sd * math.sqrt(float(np.sum(w * w))) / float(w.sum()))
+        return float(core.upper_z(self.risk) * math.sqrt(float(np.sum((s * w) ** 2))) / float(w.sum()))
 
     def curve(self, node_id: int) -> tuple[list[float], list[float]]:
         """The node's curve in the watts it draws: its front (or its device's prior) x its factor."""
@@ -1128,6 +1177,8 @@ class PtuiFleet(Strategy):
                 continue
             self.node_device[n] = str(info["device"])
             self.node_model[n] = bool(info.get("has-model", False))
+            if "own-unit" in info:
+                self.own_unit[n] = bool(info["own-unit"])
             if info.get("front-w") and info.get("front-s"):
                 self.curves[n] = (list(info["front-w"]), list(info["front-s"]))
             heard.append(n)
@@ -1150,10 +1201,10 @@ class PtuiFleet(Strategy):
         if self.cap_w is not None:
             if self.query:
                 self.ask(server_round, nodes, grid)
-            # the units not measured yet: a reserve sized on equal shares, then on the split's
-            self.unmeasured = self.unmeasured_margin(nodes)
+            # the reserve for the units' factors not known yet: sized on equal shares, then on the split's
+            self.unmeasured = self.reserve(nodes)
             budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
-            m = self.unmeasured_margin(nodes, budgets) if ok else self.unmeasured
+            m = self.reserve(nodes, budgets) if ok else self.unmeasured
             if m > self.unmeasured + 1e-6:
                 self.unmeasured = m
                 budgets, ok = split_cap({n: self.curve(n) for n in nodes}, self.cap_w)
@@ -1161,7 +1212,9 @@ class PtuiFleet(Strategy):
             self.last_predicted_w = pred
             if not ok:
                 self.log(f"ptui fleet round {server_round}: the cap {self.cap_w:g} W is below the "
-                         f"fleet's least predicted power {pred:.1f} W; each node gets its least")
+                         f"fleet's least predicted power {pred:.1f} W"
+                         + (f" (with the reserve of {100 * self.unmeasured:.1f} % for the units' factors)"
+                            if self.unmeasured else "") + "; each node gets its least")
         self.last_budgets = budgets
         # the node decides in its model's watts: its share of the cap divided by its factor
         self.last_sent = {n: w / self.power_factor(n) for n, w in budgets.items()}
@@ -1202,8 +1255,8 @@ class PtuiFleet(Strategy):
                                  for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
                        f"shorten the round)"
-                     + (f"; the reserve: {100 * self.unmeasured:.1f} % on each node not measured yet, for "
-                        f"units within +-{self.unit_spread:.0%} of the typical unit its model describes"
+                     + (f"; the reserve: {100 * self.unmeasured:.1f} % on each node whose unit's factor "
+                        f"is not known yet (units within +-{self.unit_spread:.0%} of their models')"
                         if self.unmeasured else ""))
         return out
 
@@ -1222,6 +1275,8 @@ class PtuiFleet(Strategy):
                 continue
             if info.get("device"):
                 self.node_device[n] = str(info["device"])
+            if "own-unit" in info:
+                self.own_unit[n] = bool(info["own-unit"])
             if info.get("front-w") and info.get("front-s"):
                 self.curves[n] = (list(info["front-w"]), list(info["front-s"]))
             rows.append({"node": n, "device": info.get("device"), "mode": info.get("mode"),
@@ -1232,6 +1287,7 @@ class PtuiFleet(Strategy):
                          "predicted_w": float(met["ptui-predicted-w"]),
                          "predicted_s": float(met["ptui-predicted-s"]),
                          "bound_w": float(met.get("ptui-bound-w", math.nan)),
+                         "log_sd": float(met.get("ptui-power-log-sd", math.nan)),
                          "budget_w": self.last_budgets.get(n), "sent_budget_w": self.last_sent.get(n),
                          "power_factor": self.power_factor(n), "unit_power": info.get("sim-unit-power"),
                          "simulated": bool(met["ptui-simulated"]),
@@ -1241,11 +1297,20 @@ class PtuiFleet(Strategy):
                          "feasible": bool(met["ptui-feasible"])})
         ok = [x for x in rows if "error" not in x]
         for x in ok:
-            # against its model's median for the mode it trained in (power_factor says why)
-            pw, w = x["predicted_w"], x["w"]
+            pw, bw, w = x["predicted_w"], x["bound_w"], x["w"]
             # a round too short to settle (or a late step) has no steady figure to learn from
-            if x["w_settled"] and math.isfinite(pw) and math.isfinite(w) and pw > 0 and w > 0:
-                self.ratios.setdefault(x["node"], []).append(w / pw)
+            if not (x["w_settled"] and math.isfinite(w) and w > 0):
+                continue
+            if math.isfinite(bw) and bw > 0:          # the model's bound broken (power_factor)
+                self.ratios.setdefault(x["node"], []).append(w / bw)
+            if math.isfinite(pw) and pw > 0:          # the unit's factor (unit_factor)
+                sd = x["log_sd"]
+                if not math.isfinite(sd):              # a node before the figure: from its bound
+                    z = core.upper_z(self.risk)
+                    sd = math.log(bw / pw) / z if math.isfinite(bw) and bw > pw else 0.0
+                seen = self.seen.setdefault(x["node"], {})
+                seen.pop(str(x["mode"]), None)         # the latest reading of a mode, last
+                seen[str(x["mode"])] = (math.log(w / pw), sd)
         totals = {"w": sum(x["w"] for x in ok), "j": sum(x["j"] for x in ok),
                   "s": max((x["s"] for x in ok), default=0.0),
                   "predicted_w": sum(x["predicted_w"] for x in ok if not math.isnan(x["predicted_w"])),
