@@ -1087,6 +1087,17 @@ def test_a_units_factor_weighs_each_round_by_how_sure_its_model_was(task_identit
     assert 1.06 < math.exp(mu) < 1.08 and sd < 0.02
     # a model's bound broken counts on its own (the unit drew 12.43 W over a 12.22 W bound)
     assert fleet.power_factor(2) >= 12.43 / 12.22
+    # a round whose watts never settled, or with no prediction (no goal), teaches nothing
+    before = fleet.unit_factor(3)
+    m3 = next(m for m in msgs if m.metadata.dst_node_id == 3)
+    unsettled = _reply(m3, 20.0, 10.0, 11.5, DEVICES[3], mode="m3")
+    unsettled.content["metrics"]["ptui-w-settled"] = 0.0
+    no_goal = _reply(m3, 20.0, 10.0, 11.5, DEVICES[3], mode="m4")
+    no_goal.content["metrics"]["ptui-predicted-w"] = math.nan
+    no_goal.content["metrics"]["ptui-bound-w"] = math.nan
+    for r in (unsettled, no_goal):
+        fleet.aggregate_train(3, [r])
+        assert fleet.unit_factor(3) == before
 
 
 def test_the_nodes_whose_factor_is_unknown_share_a_reserve_for_unit_to_unit_variation(task_identity):
