@@ -1250,8 +1250,9 @@ class PtuiFleet(Strategy):
         if budgets:
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
                      + ", ".join(f"node {n} ({self.device_of(n)}, {self.split_by(n)}) {w:.1f} W"
-                                 + (f" (sent {self.last_sent[n]:.1f} W: x{1 / self.power_factor(n):.3f}, "
-                                    f"{self.factor_words(n)})" if self.power_factor(n) != 1.0 else "")
+                                 + (f" (sent {self.last_sent[n]:.1f} W: its share / "
+                                    f"{self.power_factor(n):.3f}, {self.factor_words(n)})"
+                                    if self.power_factor(n) != 1.0 else "")
                                  for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
                        f"shorten the round)"
@@ -1317,7 +1318,7 @@ class PtuiFleet(Strategy):
                   "predicted_s": max((x["predicted_s"] for x in ok if not math.isnan(x["predicted_s"])),
                                      default=0.0),
                   "cap_w": self.cap_w, "simulated": any(x["simulated"] for x in ok),
-                  # the reserve each node not measured before this round carried (unmeasured_margin)
+                  # the reserve on each node whose unit's factor was not known exactly (reserve())
                   "unmeasured_reserve": self.unmeasured if self.cap_w is not None else 0.0}
         self.history.append({"round": server_round, "nodes": rows, "fleet": totals})
         for x in rows:
@@ -1331,8 +1332,15 @@ class PtuiFleet(Strategy):
                 if x["notes"]:                # e.g. a killed round it undid first
                     self.log(f"ptui fleet round {server_round}: node {x['node']} says: {x['notes']}")
         cap = f" (cap {self.cap_w:g} W)" if self.cap_w is not None else ""
-        self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
-                 f"{totals['j']:.1f} J, round {totals['s']:.2f} s")
+        if not ok:
+            self.log(f"ptui fleet round {server_round}: no node reported ptui's figures "
+                     f"({len(rows)} repl{'y' if len(rows) == 1 else 'ies'}, each an error above): "
+                     f"no fleet figures this round")
+        else:
+            self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
+                     f"{totals['j']:.1f} J, round {totals['s']:.2f} s"
+                     + (f" ({len(rows) - len(ok)} of {len(rows)} nodes without figures)"
+                        if len(ok) < len(rows) else ""))
         return self.strategy.aggregate_train(server_round, replies)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,

@@ -9,8 +9,10 @@ ResNet-18 minibatches in the picked mode), the model is a toy linear regression 
 Each virtual board is its own unit: it draws a seeded factor of its kind's typical power (uniform
 within +-`--unit-spread`, default 10 %; identical Xavier AGX and Nano units differ significantly, an
 Orin AGX MLPerf rerun drew 27-32 % more power at equal throughput) while its node's model is the
-typical unit's.  The strategy corrects each node's curve by its measured/predicted watts from its
-previous rounds (`--no-correction` to see the fleet without it); `--margin` pads round 1.
+typical unit's.  The strategy corrects each node's curve by its unit's factor, estimated from its
+measured/predicted watts of its previous rounds, and keeps a reserve for what is not known of the
+factors yet (`--no-correction` to see the fleet without either, `--reserve-spread 0` without the
+reserve); `--margin` pads every node's curve.
 
 The first run fits one model per device kind into --data-dir (a few seconds each, said in the log);
 later runs reuse them.  README: Fleets (Flower).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -63,9 +66,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--hold-shares", action="store_true",
                    help="each node holds its share of the cap as its board draws it: one over it once "
                         "its power settled steps down (PtuiFleet(hold_shares=True))")
-    p.add_argument("--pool", default=None,
+    p.add_argument("--pool", default="",
                    help="the fleet's pool of profiles (sqlite:///PATH or postgresql://...; default "
-                        "$PTUI_POOL): a node whose pool holds --fit-modes rows of its device kind "
+                        "none: $PTUI_POOL is not read, so that SIMULATED rows go to no pool unless "
+                        "named here): a node whose pool holds --fit-modes rows of its device kind "
                         "profiles 5 modes and fits its unit's model on them and the fleet's")
     p.add_argument("--json", help="write each round's per-node figures to this file")
     a = p.parse_args()
@@ -77,6 +81,19 @@ def parse() -> argparse.Namespace:
         p.exit(2, f"{p.prog}: --margin must be within 0-1, got {a.margin:g}\n")
     if a.rounds < 1 or a.cap_w <= 0:
         p.exit(2, f"{p.prog}: --rounds must be >= 1 and --cap-w > 0\n")
+    # what would fail only after the whole run, or in every node: refused before Ray starts
+    if a.pool:
+        try:
+            core.check_url(a.pool)
+        except core.PtuiError as e:
+            p.exit(2, f"{p.prog}: --pool: {e}\n")
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        p.exit(2, f"{p.prog}: --json: no folder {os.path.dirname(os.path.abspath(a.json))} to write "
+                  f"{os.path.basename(a.json)} in\n")
+    import importlib.util
+    if importlib.util.find_spec("ray") is None:
+        p.exit(2, f"{p.prog}: Flower's simulation engine needs Ray: "
+                  f"pip install \"flwr[simulation]==1.42.0\"\n")
     return a
 
 
@@ -99,7 +116,7 @@ def local_data(pid: int, n: int = 200) -> tuple[np.ndarray, np.ndarray]:
 
 
 power = ptui_power_mod(devices=DEVICES, unit_power=UNITS, data_dir=ARGS.data_dir if ARGS else None,
-                       fit_modes=ARGS.fit_modes if ARGS else FIT_MODES, pool=ARGS.pool if ARGS else None)
+                       fit_modes=ARGS.fit_modes if ARGS else FIT_MODES, pool=ARGS.pool if ARGS else "")
 client = ClientApp(mods=[power])
 power.register(client)       # the fleet asks each node its device (and model) before its first round
 
@@ -172,6 +189,8 @@ if __name__ == "__main__":
                                                  "include_dashboard": False}})
     wall = time.perf_counter() - t0
     hist = FLEET[0].history if FLEET else []
+    if ARGS.pool:
+        print(f"the nodes' profiles went to the pool {core.redact(ARGS.pool)} (SIMULATED rows)")
     print(f"\n{len(DEVICES)} virtual Jetsons (SIMULATED), cap {ARGS.cap_w:g} W, {ARGS.rounds} rounds, "
           f"wall {wall:.1f} s; unit spread +-{ARGS.unit_spread:.0%} (seed {ARGS.seed}), correction "
           f"{'off' if ARGS.no_correction else 'on'}, reserve for a +-{ARGS.reserve_spread:.0%} spread, "
@@ -186,7 +205,7 @@ if __name__ == "__main__":
         print(f"round {r['round']}: fleet {f['w']:.1f} W measured{over} (predicted {f['predicted_w']:.1f} W, "
               f"cap {ARGS.cap_w:g} W), {f['j'] / 1000:.1f} kJ, slowest node {f['s']:.0f} s "
               f"(predicted {f['predicted_s']:.0f} s); reserve {100 * f.get('unmeasured_reserve', 0):.1f} % "
-              f"on the nodes not measured yet; {steps} step(s) down on "
+              f"for the units' factors not known yet; {steps} step(s) down on "
               f"{sum('stepped down to' in x['notes'] for x in ok)} node(s), {over_share} node(s) over "
               f"their share as measured")
         for x in sorted(r["nodes"], key=lambda x: (x.get("device") or "", x["node"])):
@@ -197,6 +216,11 @@ if __name__ == "__main__":
                   f"{x['mode']:<24} budget {x['budget_w']:5.1f} W  "
                   f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
                   f"{x['j'] / 1000:6.1f} kJ")
+    silent = [r["round"] for r in hist if not any("error" not in x for x in r["nodes"])]
+    if silent or len(hist) < ARGS.rounds:
+        print(f"fleet_sim.py: {ARGS.rounds - len(hist) + len(silent)} of {ARGS.rounds} round(s) without "
+              f"any node's figures (the errors are above)", file=sys.stderr)
+        raise SystemExit(1)
     base = baselines(ARGS.cap_w, units=UNITS)
     print("without ptui (SIMULATED, noise-free, one round):")
     for key, what in (("maxn", "every node at MAXN"),

@@ -410,10 +410,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole run")
     p.add_argument("--json", help="write the ServerApp's per-round, per-node figures here")
     a = p.parse_args(argv)
+    from ptui import core
+    devices = tuple(d.strip() for d in a.devices.split(","))
+    for d in devices:                         # refused before any process starts
+        try:
+            core.get_device(d)
+        except core.PtuiError as e:
+            p.exit(2, f"{p.prog}: --devices: {e}\n")
+    if a.rounds < 1 or a.cap_w <= 0 or a.steps < 1 or a.timeout <= 0:
+        p.exit(2, f"{p.prog}: --rounds and --steps must be >= 1, --cap-w and --timeout > 0\n")
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        p.exit(2, f"{p.prog}: --json: no folder {os.path.dirname(os.path.abspath(a.json))} to write "
+                  f"{os.path.basename(a.json)} in\n")
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ptui-fleet-"))
     t0 = time.monotonic()
     try:
-        with LocalFleet(work, tuple(a.devices.split(",")), rounds=a.rounds, cap_w=a.cap_w,
+        with LocalFleet(work, devices, rounds=a.rounds, cap_w=a.cap_w,
                         steps=a.steps) as fleet:
             fleet.start()
             doc = fleet.run(a.timeout)
@@ -426,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             if a.json:
                 Path(a.json).write_text(json.dumps(doc, indent=1))
         print(f"{len(fleet.nodes)} SuperNodes, {a.rounds} rounds, wall {time.monotonic() - t0:.1f} s; "
-              f"every process stopped; work directory {work}{' (kept)' if a.keep or a.work else ''}")
+              f"every process stopped; work directory {work}"
+              f"{' (kept)' if a.keep or a.work else ' (removed)'}")
         for x in problems:
             print(f"PROBLEM: {x}", file=sys.stderr)
         return 1 if problems else 0

@@ -30,8 +30,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
                         "tune_decide_batches", "tune_prior", "view",),
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "prior_model", "probe_spec",
                      "workload_spec",),
-    "usecases.pool": ("board_id", "board_seed", "fit_with_pool", "pool_holds", "pool_summary", "pool_url",
-                      "pull_rows", "push_profile",),
+    "usecases.pool": ("board_id", "board_seed", "check_url", "fit_with_pool", "pool_holds", "pool_summary",
+                      "pool_url", "pull_rows", "push_profile", "redact",),
     "usecases.profile": ("ACTIVE_MIN", "check_memory", "default_seed", "estimate_device_s",
                          "estimate_pairs_device_s", "latest_outputs", "profile_run", "ProfileRequest",
                          "ProfileRun", "random_pairs", "resumable_sessions",),
@@ -219,12 +219,14 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .usecases.pool import (
         board_id,
         board_seed,
+        check_url,
         fit_with_pool,
         pool_holds,
         pool_summary,
         pool_url,
         pull_rows,
         push_profile,
+        redact,
     )
     from .usecases.profile import (
         ACTIVE_MIN,

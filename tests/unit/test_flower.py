@@ -12,6 +12,7 @@ from flwr.app import (  # noqa: E402
     ArrayRecord,
     ConfigRecord,
     Context,
+    Error,
     Message,
     MessageType,
     Metadata,
@@ -1157,3 +1158,73 @@ def test_the_reserve_holds_the_cap_at_the_risk_for_units_within_the_spread(task_
     units = rng.uniform(0.9, 1.1, size=(20000, len(nodes)))
     over = float(np.mean(units @ draw > 150.0))
     assert over <= 0.06, over
+
+
+# -- the deploy scripts refuse bad input before they start anything (a user's trial) ------------------
+def _script(name: str, *args: str, env: dict | None = None):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT
+    return subprocess.run([sys.executable, str(ROOT / "deploy" / "flower" / name), *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--pool", "mysql://x/y"), "--pool: bad pool URL 'mysql://x/y'"),
+    (("--json", "/nonexistent-ptui-dir/f.json"), "--json: no folder /nonexistent-ptui-dir"),
+    (("--cap-w", "0"), "--cap-w > 0"),
+])
+def test_fleet_sim_refuses_bad_input_before_flower_starts(args, said):
+    """A bad --pool ran the whole simulation, each node raising, and exited 0 with 'fleet 0.0 W';
+    --json to a missing folder failed with a traceback after the whole run."""
+    r = _script("fleet_sim.py", "--rounds", "1", *args)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+
+
+def test_fleet_sims_nodes_send_nothing_to_the_users_pool_unless_named():
+    """$PTUI_POOL left set by the pool's README section sent the SIMULATED nodes' rows to that pool."""
+    import importlib.util
+    import os
+
+    from tests.support.cli import ROOT
+    old = os.environ.get("PTUI_POOL")
+    os.environ["PTUI_POOL"] = "sqlite:////tmp/ptui-users-real-pool.sqlite"
+    try:
+        spec = importlib.util.spec_from_file_location("fleet_sim_mod", ROOT / "deploy/flower/fleet_sim.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)                 # as `flwr run` imports it: no command line
+    finally:
+        if old is None:
+            os.environ.pop("PTUI_POOL", None)
+        else:
+            os.environ["PTUI_POOL"] = old
+    assert not mod.power.defaults.pool
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--devices", "orin-agx,tx2"), "--devices: unknown device 'tx2'"),
+    (("--cap-w", "0"), "--cap-w and --timeout > 0"),
+    (("--json", "/nonexistent-ptui-dir/f.json"), "--json: no folder /nonexistent-ptui-dir"),
+])
+def test_local_fleet_refuses_bad_input_before_any_process_starts(args, said):
+    """An unknown device ended in a traceback; --cap-w 0 ran a fleet 'within' a 0 W cap; --json to a
+    missing folder failed only after the run."""
+    r = _script("local_fleet.py", *args)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_round_no_node_reported_says_so_not_zero_watts(task_identity):
+    """Every node's round failed (a model path that does not exist): the fleet logged 'fleet 0.00 W,
+    round 0.00 s' as if it had measured an idle fleet."""
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=40.0, devices=DEVICES,
+                             query=False, log=logs.append)
+    msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+    replies = [Message(Error(code=0, reason="CSVError: nomodel: cannot read"), reply_to=m) for m in msgs]
+    fleet.aggregate_train(1, replies)
+    assert any("no node reported ptui's figures" in s for s in logs), logs
+    assert not any("fleet 0.00 W" in s for s in logs)

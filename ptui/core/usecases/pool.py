@@ -20,6 +20,7 @@ from ..profiling.pool import (  # noqa: F401 (façade)
     PoolRow,
     board_id,
     board_seed,
+    check_url,
     open_pool,
     pool_url,
     redact,
