@@ -44,10 +44,17 @@ def test_a_pool_written_by_a_newer_ptui_is_refused(tmp_path):
         Pool(f"sqlite:///{path}")
 
 
-@pytest.mark.parametrize("url", ["mysql://h/db", "sqlite://relative", "postgresql://", "nonsense", "sqlite:///"])
+@pytest.mark.parametrize("url", ["mysql://h/db", "sqlite://relative", "postgresql://", "nonsense", "sqlite:///",
+                                 # a port that is no port read as "cannot reach the pool", exit 1 (a user's trial)
+                                 "postgresql://ptui@127.0.0.1:99999/ptui", "postgresql://u:pw@h:x/db"])
 def test_bad_pool_urls_are_refused(url):
-    with pytest.raises(InputError, match="bad pool URL"):
+    with pytest.raises(InputError, match="bad pool URL") as e:
         check_url(url)
+    assert "pw" not in str(e.value)                       # the password is not said
+
+
+def test_libpqs_several_hosts_are_left_to_libpq():
+    assert check_url("postgresql://u@h1:5432,h2/db")[0] == "postgresql"
 
 
 @pytest.mark.parametrize("args", [["pool", "list", "--pool-url", "mysql://h/db"],

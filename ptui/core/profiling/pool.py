@@ -17,6 +17,7 @@ import re
 import socket
 import sqlite3
 import time
+import urllib.parse
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,12 @@ def check_url(url: str) -> tuple[str, str]:
     if scheme in ("postgresql", "postgres"):
         if not m or not m.group(2) or m.group(2).startswith("/") and len(m.group(2)) == 1:
             raise InputError(f"bad pool URL {url!r}: name the server, {URL_HELP}")
+        try:                                         # a port that is no port (99999, 'x') is bad input
+            parts = urllib.parse.urlsplit(url)
+            if "," not in parts.netloc:              # (libpq's several hosts: libpq checks them)
+                _ = parts.port
+        except ValueError as e:
+            raise InputError(f"bad pool URL {redact(url)!r}: {e}, {URL_HELP}") from None
         return "postgresql", url
     if scheme == "sqlite":
         assert m is not None
