@@ -172,7 +172,9 @@ class NodeSpec:
         """Whether the model the node decides with is its own unit's, so that the strategy need not
         allow for unit-to-unit variation: a model the mod fits on the node's own board, or pools for
         it; not a model named in the node config (fitted anywhere), nor a SIMULATED unit's
-        (sim-unit-power) without a pool, whose model is the typical unit's."""
+        (sim-unit-power) without a pool, whose model is the typical unit's.  (Live boards that share
+        one data directory without a pool share the first board's model and each says it is its
+        own: give each board its own data directory, or a pool.)"""
         return not self.model and (bool(self.pool) or self.unit_power is None)
 
     @property
@@ -1033,6 +1035,7 @@ class PtuiFleet(Strategy):
         self.seen: dict[int, dict[str, tuple[float, float]]] = {}
         self.own_unit: dict[int, bool] = {}        # node -> its model is its own unit's (it said so)
         self.last_sent: dict[int, float] = {}      # node -> the budget sent (its model's watts)
+        self.last_factor: dict[int, float] = {}    # node -> the factor its budget was sent with
 
     # -- what the fleet knows of its nodes ---------------------------------------------------------
     def device_of(self, node_id: int) -> str:
@@ -1128,7 +1131,8 @@ class PtuiFleet(Strategy):
         s = np.array([sds[n] for n in todo], np.float64)
         if not w.sum() > 0:
             return 0.0
-        return float(core.upper_z(self.risk) * math.sqrt(float(np.sum((s * w) ** 2))) / float(w.sum()))
+        z = max(core.upper_z(self.risk), 0.0)        # a risk over one half reserves nothing, not less
+        return float(z * math.sqrt(float(np.sum((s * w) ** 2))) / float(w.sum()))
 
     def curve(self, node_id: int) -> tuple[list[float], list[float]]:
         """The node's curve in the watts it draws: its front (or its device's prior) x its factor."""
@@ -1217,7 +1221,8 @@ class PtuiFleet(Strategy):
                             if self.unmeasured else "") + "; each node gets its least")
         self.last_budgets = budgets
         # the node decides in its model's watts: its share of the cap divided by its factor
-        self.last_sent = {n: w / self.power_factor(n) for n, w in budgets.items()}
+        self.last_factor = {n: self.power_factor(n) for n in budgets}
+        self.last_sent = {n: w / self.last_factor[n] for n, w in budgets.items()}
         # what each node's share was split by: the device and the curve's source, for the history
         self.last_split = {n: (self.device_of(n), self.split_by(n)) for n in budgets}
         out = []
@@ -1289,8 +1294,10 @@ class PtuiFleet(Strategy):
                          "predicted_s": float(met["ptui-predicted-s"]),
                          "bound_w": float(met.get("ptui-bound-w", math.nan)),
                          "log_sd": float(met.get("ptui-power-log-sd", math.nan)),
+                         "applied": bool(met.get("ptui-applied", 1.0)),
                          "budget_w": self.last_budgets.get(n), "sent_budget_w": self.last_sent.get(n),
-                         "power_factor": self.power_factor(n), "unit_power": info.get("sim-unit-power"),
+                         "power_factor": self.last_factor.get(n, self.power_factor(n)),
+                         "unit_power": info.get("sim-unit-power"),
                          "simulated": bool(met["ptui-simulated"]),
                          "split_device": self.last_split.get(n, (None, None))[0],
                          "split_by": self.last_split.get(n, (None, None))[1],
@@ -1299,16 +1306,21 @@ class PtuiFleet(Strategy):
         ok = [x for x in rows if "error" not in x]
         for x in ok:
             pw, bw, w = x["predicted_w"], x["bound_w"], x["w"]
-            # a round too short to settle (or a late step) has no steady figure to learn from
-            if not (x["w_settled"] and math.isfinite(w) and w > 0):
+            # a round too short to settle (or a late step) has no steady figure to learn from, and
+            # one whose mode was not applied drew in another mode than the one predicted
+            if not (x["w_settled"] and x["applied"] and math.isfinite(w) and w > 0):
                 continue
-            if math.isfinite(bw) and bw > 0:          # the model's bound broken (power_factor)
+            if math.isfinite(bw) and math.isfinite(pw) and bw > pw * (1 + 1e-6):
+                # the model's bound broken (power_factor); a node deciding on the median (no risk)
+                # has no bound above it, and its ratio would be the measured/median over-read
                 self.ratios.setdefault(x["node"], []).append(w / bw)
             if math.isfinite(pw) and pw > 0:          # the unit's factor (unit_factor)
                 sd = x["log_sd"]
-                if not math.isfinite(sd):              # a node before the figure: from its bound
+                if not math.isfinite(sd) or sd <= 0:   # a node before the figure: from its bound
                     z = core.upper_z(self.risk)
-                    sd = math.log(bw / pw) / z if math.isfinite(bw) and bw > pw else 0.0
+                    sd = math.log(bw / pw) / z if math.isfinite(bw) and bw > pw * (1 + 1e-6) else math.nan
+                if not math.isfinite(sd):              # how sure its model was is not known: no reading
+                    continue
                 seen = self.seen.setdefault(x["node"], {})
                 seen.pop(str(x["mode"]), None)         # the latest reading of a mode, last
                 seen[str(x["mode"])] = (math.log(w / pw), sd)

@@ -12,7 +12,7 @@ Orin AGX MLPerf rerun drew 27-32 % more power at equal throughput) while its nod
 typical unit's.  The strategy corrects each node's curve by its unit's factor, estimated from its
 measured/predicted watts of its previous rounds, and keeps a reserve for what is not known of the
 factors yet (`--no-correction` to see the fleet without either, `--reserve-spread 0` without the
-reserve); `--margin` pads every node's curve.
+prior on the factors: no reserve, no factor estimated); `--margin` pads every node's curve.
 
 The first run fits one model per device kind into --data-dir (a few seconds each, said in the log);
 later runs reuse them.  README: Fleets (Flower).
@@ -58,9 +58,10 @@ def parse() -> argparse.Namespace:
     p.add_argument("--no-correction", action="store_true",
                    help="split the cap by the nodes' models alone (no measured/predicted correction)")
     p.add_argument("--reserve-spread", type=float, default=UNIT_SPREAD,
-                   help="the unit-to-unit spread the strategy reserves for on the nodes it has not "
-                        f"measured yet (PtuiFleet's unit_spread, default {UNIT_SPREAD:g}; 0: no reserve); "
-                        "the strategy is not told --unit-spread")
+                   help="the unit-to-unit spread the strategy assumes of the units before it measured "
+                        f"them (PtuiFleet's unit_spread, default {UNIT_SPREAD:g}; 0: no prior on the units' "
+                        "factors, so no reserve and no factor estimated, only a model's bound broken "
+                        "corrects); the strategy is not told --unit-spread")
     p.add_argument("--margin", type=float, default=0.0,
                    help="fraction added to a node's predicted power before it was measured (round 1)")
     p.add_argument("--hold-shares", action="store_true",
@@ -216,11 +217,6 @@ if __name__ == "__main__":
                   f"{x['mode']:<24} budget {x['budget_w']:5.1f} W  "
                   f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
                   f"{x['j'] / 1000:6.1f} kJ")
-    silent = [r["round"] for r in hist if not any("error" not in x for x in r["nodes"])]
-    if silent or len(hist) < ARGS.rounds:
-        print(f"fleet_sim.py: {ARGS.rounds - len(hist) + len(silent)} of {ARGS.rounds} round(s) without "
-              f"any node's figures (the errors are above)", file=sys.stderr)
-        raise SystemExit(1)
     base = baselines(ARGS.cap_w, units=UNITS)
     print("without ptui (SIMULATED, noise-free, one round):")
     for key, what in (("maxn", "every node at MAXN"),
@@ -236,3 +232,8 @@ if __name__ == "__main__":
                        "hold_shares": ARGS.hold_shares, "rounds": hist,
                        "baselines": base}, fh,
                       indent=1, default=str)
+    silent = [r["round"] for r in hist if not any("error" not in x for x in r["nodes"])]
+    if silent or len(hist) < ARGS.rounds:
+        print(f"fleet_sim.py: {ARGS.rounds - len(hist) + len(silent)} of {ARGS.rounds} round(s) without "
+              f"any node's figures (the errors are above)", file=sys.stderr)
+        raise SystemExit(1)

@@ -100,6 +100,13 @@ def test_the_mod_trains_in_the_mode_for_the_budget_and_puts_the_board_back(node_
     assert met["ptui-s"] == pytest.approx(met["ptui-predicted-s"], rel=0.1)
     assert met["ptui-w"] == pytest.approx(met["ptui-predicted-w"], rel=0.1)
     assert all(isinstance(met[k], float) for k in flower.METRICS)
+    # how sure the model was of the pick's power, the strategy's weight on its reading (log-sd):
+    # the decision table's (a profiled mode's figure is its measurement)
+    tab = node.predictions.table
+    i = next(k for k, m in enumerate(tab.modes) if m.key == info["mode"])
+    p, sd = float(tab.power_w[i]), float(tab.power_w_std[i])
+    assert met["ptui-power-log-sd"] == pytest.approx(math.sqrt(math.log1p((sd / p) ** 2)), rel=1e-6)
+    assert info["own-unit"] is True                     # a SIMULATED typical unit, its model fitted on it
 
 
 def _tuple(key: str):
@@ -1025,13 +1032,14 @@ Z05, PRIOR = 1.6448536, 0.10 / math.sqrt(3)
 
 
 def _reply(msg: Message, w: float, predicted_w: float, bound_w: float, device: str, mode: str = "m",
-           own_unit: bool | None = None) -> Message:
+           own_unit: bool | None = None, log_sd: float | None = None) -> Message:
     """A node's reply as the mod sends it, with the figures the strategy learns each unit's factor
-    from: its measured watts, its model's median, log-sd and upper bound (risk 0.05) for the mode
-    it trained in."""
+    from: its measured watts, its model's median, log-sd (default: its bound's at risk 0.05) and
+    upper bound for the mode it trained in."""
+    sd = math.log(bound_w / predicted_w) / Z05 if log_sd is None else log_sd
     metrics = MetricRecord({"num-examples": 10, "ptui-w": w, "ptui-s": 100.0, "ptui-j": 100.0 * w,
                             "ptui-predicted-w": predicted_w, "ptui-predicted-s": 100.0,
-                            "ptui-bound-w": bound_w, "ptui-power-log-sd": math.log(bound_w / predicted_w) / Z05,
+                            "ptui-bound-w": bound_w, "ptui-power-log-sd": sd, "ptui-applied": 1.0,
                             "ptui-simulated": 1.0, "ptui-feasible": 1.0, "ptui-w-settled": 1.0})
     info = ConfigRecord({"device": device, "mode": mode, "start-mode": "s", "end-mode": "s",
                          "restored": True, "notes": "",
@@ -1056,18 +1064,18 @@ def test_a_units_factor_weighs_each_round_by_how_sure_its_model_was(task_identit
     model's median in a mode whose bound was 15 % above it (a pick under the devices' priors) read
     0.94, so 1, and the next round went over the cap (fleet_sim.py, seed 9, models fitted in round
     1: 150.6 W under 150 W).  Then (a first mend) the largest measured/median ratio: a unit of
-    1.10 in a mode its model under-predicted by 13 % read 1.24, and three such nodes left a fifth
-    of a 60 W cap unspent from round 3 (51.9 / 56.1 / 47.4 W)."""
+    1.10 in a mode its model under-predicted by 13 % read 1.24 (the posterior reads 1.045)."""
     fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=40.0, devices=DEVICES,
                              query=False, log=[].append)
     msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
     assert all(fleet.unit_factor(n) == (0.0, pytest.approx(PRIOR)) for n in DEVICES)
     m0 = fleet.unmeasured
     figures = {1: (10.8, 10.0, 11.5), 2: (12.43, 10.0, 12.22), 3: (9.5, 10.0, 11.5)}
-    fleet.aggregate_train(1, [_reply(m, *figures[m.metadata.dst_node_id], DEVICES[m.metadata.dst_node_id])
-                              for m in msgs])
-    for n, (w, p, b) in figures.items():
-        mu, sd = _posterior([(math.log(w / p), math.log(b / p) / Z05)])
+    sds = {1: math.log(1.15) / Z05, 2: 0.15, 3: math.log(1.15) / Z05}      # node 2's sd is the reply's
+    fleet.aggregate_train(1, [_reply(m, *figures[m.metadata.dst_node_id], DEVICES[m.metadata.dst_node_id],
+                                     log_sd=sds[m.metadata.dst_node_id]) for m in msgs])
+    for n, (w, p, _b) in figures.items():
+        mu, sd = _posterior([(math.log(w / p), sds[n])])
         assert fleet.unit_factor(n) == (pytest.approx(mu), pytest.approx(sd)) and 0 < sd < PRIOR
     assert math.exp(fleet.unit_factor(1)[0]) == pytest.approx(1.025, abs=0.003)   # 8 % over, unsure
     assert math.exp(fleet.unit_factor(2)[0]) < 1.06                                # 24 % over, very unsure
@@ -1088,17 +1096,26 @@ def test_a_units_factor_weighs_each_round_by_how_sure_its_model_was(task_identit
     assert 1.06 < math.exp(mu) < 1.08 and sd < 0.02
     # a model's bound broken counts on its own (the unit drew 12.43 W over a 12.22 W bound)
     assert fleet.power_factor(2) >= 12.43 / 12.22
-    # a round whose watts never settled, or with no prediction (no goal), teaches nothing
-    before = fleet.unit_factor(3)
+    # a round whose watts never settled, whose mode was not applied, with no prediction (no goal),
+    # or from a node that says nothing of how sure its model was (an older mod deciding on the
+    # median: its bound is its median) teaches nothing; before, the last read as certain, a factor
+    # of 2.0 here (a review)
+    before, ratios = fleet.unit_factor(3), list(fleet.ratios[3])
     m3 = next(m for m in msgs if m.metadata.dst_node_id == 3)
     unsettled = _reply(m3, 20.0, 10.0, 11.5, DEVICES[3], mode="m3")
     unsettled.content["metrics"]["ptui-w-settled"] = 0.0
+    not_applied = _reply(m3, 20.0, 10.0, 11.5, DEVICES[3], mode="m5")
+    not_applied.content["metrics"]["ptui-applied"] = 0.0
     no_goal = _reply(m3, 20.0, 10.0, 11.5, DEVICES[3], mode="m4")
-    no_goal.content["metrics"]["ptui-predicted-w"] = math.nan
+    no_goal.content["metrics"]["ptui-power-log-sd"] = math.nan
     no_goal.content["metrics"]["ptui-bound-w"] = math.nan
-    for r in (unsettled, no_goal):
+    older = _reply(m3, 20.0, 10.0, 10.0, DEVICES[3], mode="m6", log_sd=0.1)
+    del older.content["metrics"]["ptui-power-log-sd"]
+    for r in (unsettled, not_applied, no_goal, older):
         fleet.aggregate_train(3, [r])
-        assert fleet.unit_factor(3) == before
+        assert fleet.unit_factor(3) == before and fleet.ratios[3] == ratios
+    # a risk over one half reserves nothing, not a negative share
+    assert flower.PtuiFleet(FedAvg(), cap_w=40.0, risk=0.7).reserve([1, 2, 3]) == 0.0
 
 
 def test_the_nodes_whose_factor_is_unknown_share_a_reserve_for_unit_to_unit_variation(task_identity):
@@ -1114,6 +1131,7 @@ def test_the_nodes_whose_factor_is_unknown_share_a_reserve_for_unit_to_unit_vari
     shares = np.array([fleet.last_budgets[n] for n in DEVICES])
     want = Z05 * PRIOR * math.sqrt(np.sum(shares ** 2)) / shares.sum()
     assert fleet.unmeasured == pytest.approx(want, rel=0.02) and 0.05 < want < 0.07
+    m1 = fleet.unmeasured
     assert all(fleet.power_factor(n) == pytest.approx(1 + fleet.unmeasured) for n in DEVICES)
     assert sum(fleet.last_budgets.values()) <= 40.0 + 1e-9
     sent = {m.metadata.dst_node_id: m.content["config"]["power-budget-w"] for m in msgs}
@@ -1127,6 +1145,9 @@ def test_the_nodes_whose_factor_is_unknown_share_a_reserve_for_unit_to_unit_vari
                               if m.metadata.dst_node_id == 1])
     fleet.configure_train(2, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid())
     assert fleet.unit_factor(1) == (0.0, 0.0) and fleet.power_factor(1) == 1.0
+    # its row says the factor its budget was sent with (before it said it was its own), not today's
+    row = next(x for x in fleet.history[-1]["nodes"] if x["node"] == 1)
+    assert row["power_factor"] == pytest.approx(1 + m1) and m1 > 0
     assert fleet.power_factor(2) == pytest.approx(1 + fleet.unmeasured)
     w = np.array([fleet.last_budgets[2], fleet.last_budgets[3]])
     assert fleet.unmeasured == pytest.approx(Z05 * PRIOR * math.sqrt(np.sum(w ** 2)) / w.sum(), rel=0.05)

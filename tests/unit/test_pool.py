@@ -53,8 +53,14 @@ def test_bad_pool_urls_are_refused(url):
     assert "pw" not in str(e.value)                       # the password is not said
 
 
-def test_libpqs_several_hosts_are_left_to_libpq():
-    assert check_url("postgresql://u@h1:5432,h2/db")[0] == "postgresql"
+@pytest.mark.parametrize("url", ["postgresql://u@h1:5432,h2/db", "postgresql://bob:s3cr?et@db:5432/pool",
+                                 "postgresql://bob:ab[c@db/pool", "postgresql://u@[::1]:5432/db",
+                                 "postgresql://u@db/pool?sslmode=require"])
+def test_urls_libpq_takes_are_left_to_libpq(url):
+    """Several hosts, IPv6, and a password holding '?' or '[' (libpq reads it up to the '@'): the
+    port check refused 'bob:s3cr?et@db:5432', saying 'Port could not be cast ... as 's3cr'' (a
+    review)."""
+    assert check_url(url)[0] == "postgresql"
 
 
 @pytest.mark.parametrize("args", [["pool", "list", "--pool-url", "mysql://h/db"],

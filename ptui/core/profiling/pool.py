@@ -17,7 +17,6 @@ import re
 import socket
 import sqlite3
 import time
-import urllib.parse
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,12 +107,16 @@ def check_url(url: str) -> tuple[str, str]:
     if scheme in ("postgresql", "postgres"):
         if not m or not m.group(2) or m.group(2).startswith("/") and len(m.group(2)) == 1:
             raise InputError(f"bad pool URL {url!r}: name the server, {URL_HELP}")
-        try:                                         # a port that is no port (99999, 'x') is bad input
-            parts = urllib.parse.urlsplit(url)
-            if "," not in parts.netloc:              # (libpq's several hosts: libpq checks them)
-                _ = parts.port
-        except ValueError as e:
-            raise InputError(f"bad pool URL {redact(url)!r}: {e}, {URL_HELP}") from None
+        # a port that is no port (99999, 'x') is bad input: the host part is what follows the last
+        # '@' of the authority (a password may hold '?', '#' or '[', as libpq reads it); libpq's
+        # several hosts (h1:5432,h2) and IPv6 hosts ([::1]:5432) are left to libpq
+        authority = m.group(2).split("/", 1)[0]
+        host = authority.rsplit("@", 1)[-1]
+        if "," not in host and not host.startswith("["):
+            port = host.rpartition(":")[2] if ":" in host else ""
+            if port and (not port.isdigit() or not 0 < int(port) < 65536):
+                raise InputError(f"bad pool URL {redact(url)!r}: its port {port!r} is no port "
+                                 f"(1-65535), {URL_HELP}")
         return "postgresql", url
     if scheme == "sqlite":
         assert m is not None
