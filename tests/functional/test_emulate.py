@@ -245,7 +245,7 @@ def test_a_stop_signal_at_any_instant_of_the_loop_stops_it(tmp_path):
                        capture_output=True, text=True, timeout=30, env=subprocess_env(tmp_path))
     assert p.returncode == 0, p.stderr
     assert "stopped (SIGTERM)" in p.stderr and "Traceback" not in p.stderr
-    assert emulator.marker(root)["state"] == "ready"
+    assert emulator.marker(root)["state"] == "stopped"          # the tree says nothing drives it now
 
 
 def test_sigint_stops_it_also_when_started_with_sigint_ignored(tmp_path):

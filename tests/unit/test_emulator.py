@@ -155,3 +155,49 @@ def test_a_knob_caught_mid_write_is_read_again(tmp_path):
     knob.write_text("")
     with pytest.raises(ValueError):
         emulator.read_mode(root, wait_s=0.0)
+
+
+def test_a_tree_whose_emulator_stopped_or_was_killed_is_refused(tmp_path, monkeypatch):
+    """With its emulator stopped, an emulated tree is only files: `ptui apply` on it wrote the mode
+    and read it back as written, 'applied and verified', and its sensors never moved (a user's
+    trial).  The emulator marks the tree running (its pid) and stopped; a backend refuses a tree
+    whose emulator stopped or whose pid is gone, naming the command that starts it again; a tree
+    built without a driver (a test's) is taken as it is."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ptui.core.board.backends import BackendError, open_backend
+    from ptui.core.board.detect import EMULATED_MARKER, emulator_gone
+    from ptui.core.board.emulator import Emulator, build
+    monkeypatch.setenv("PTUI_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "state"))
+    emu = Emulator(tmp_path / "board", "orin-nano", interval=0.1)
+    emu.open()
+    m = json.loads((emu.root / EMULATED_MARKER).read_text())
+    assert m["state"] == "running" and m["pid"] == os.getpid()
+    be, _ = open_backend("sysfs", None, root=str(emu.root))         # driven: a board
+    assert be.emulated
+    emu.close()
+    assert emulator_gone(emu.root) == "its emulator (ptui emulate) has stopped"
+    with pytest.raises(BackendError, match=r"is not running: its emulator \(ptui emulate\) has stopped; "
+                                           r"start it again with: ptui emulate --device orin-nano"):
+        open_backend("sysfs", None, root=str(emu.root))
+    # killed (kill -9): still marked running, its pid gone
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    m = json.loads((emu.root / EMULATED_MARKER).read_text())
+    (emu.root / EMULATED_MARKER).write_text(json.dumps({**m, "state": "running", "pid": int(dead),
+                                                        "host": __import__("socket").gethostname()}))
+    with pytest.raises(BackendError, match=f"pid {dead}\\) is gone"):
+        open_backend("sysfs", None, root=str(emu.root))
+    # started again: the same tree boots and is a board again
+    again = Emulator(emu.root, "orin-nano", interval=0.1)
+    assert again.open().startswith("rebooted the emulated orin-nano")
+    assert emulator_gone(again.root) is None
+    again.close()
+    # a tree built without a driver is taken as it is
+    build(tmp_path / "static", "orin-nano")
+    assert emulator_gone(tmp_path / "static") is None
+    open_backend("sysfs", None, root=str(tmp_path / "static"))

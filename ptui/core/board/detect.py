@@ -26,6 +26,47 @@ def is_emulated(root: str | os.PathLike) -> bool:
     return (Path(root) / EMULATED_MARKER).is_file()
 
 
+def emulator_gone(root: str | os.PathLike) -> str | None:
+    """Why nothing drives the emulated board under `root` any more, else None.  `ptui emulate`
+    marks its tree "running" with its pid while it drives it and "stopped" when it stops; a tree
+    whose emulator stopped, or was killed (its pid gone on this host), is only files: a mode
+    written there reads back as written, and its sensors never move, so a profile or an apply on
+    it would report what no board did (an apply "verified" on a stopped emulator: a user's trial).
+    A tree made without a driver (emulator.build, tests) says "ready" and is taken as it is."""
+    import json
+    import socket
+    try:
+        m = json.loads((Path(root) / EMULATED_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(m, dict):
+        return None
+    state = m.get("state")
+    if state == "stopped":
+        return "its emulator (ptui emulate) has stopped"
+    if state == "running" and m.get("host") == socket.gethostname():
+        try:
+            pid = int(m.get("pid", 0))
+        except (TypeError, ValueError):
+            return None
+        if pid > 0 and not _alive(pid):
+            return f"its emulator (ptui emulate, pid {pid}) is gone"
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:               # another user's process: alive
+        return True
+    try:                                  # killed, not yet reaped by its parent: gone all the same
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 MODEL_HINTS = (("orin nano", "orin-nano"), ("agx orin", "orin-agx"), ("orin agx", "orin-agx"),
                ("agx xavier", "xavier-agx"), ("xavier agx", "xavier-agx"))
 # whole model strings that name no board in words: the AGX Xavier devkit's device tree says "Jetson-AGX"

@@ -150,9 +150,9 @@ def marker(root: Path) -> dict | None:
     return m if isinstance(m, dict) and m.get("made_by") == "ptui emulate" else None
 
 
-def _write_marker(root: Path, device: Device, state: str) -> None:
+def _write_marker(root: Path, device: Device, state: str, **extra) -> None:
     write_file(root / EMULATED_MARKER, json.dumps(
-        {"made_by": "ptui emulate", "label": "SIMULATED", "device": device.name, "state": state}))
+        {"made_by": "ptui emulate", "label": "SIMULATED", "device": device.name, "state": state, **extra}))
 
 
 # -- the tree -----------------------------------------------------------------------------------------
@@ -589,7 +589,8 @@ class Emulator:
             if m is not None and m.get("device") != dev.name:
                 raise EmulatorError(f"{root} holds an emulated {m.get('device')}: start it with --device "
                                     f"{m.get('device')}, or give another --root")
-            reboot = m is not None and m.get("state") == "ready"
+            # a tree an emulator drove before (stopped, or killed while running) boots again too
+            reboot = m is not None and m.get("state") in ("ready", "running", "stopped")
             build(root, dev, keep_nvpmodel=reboot)
             nvp = install_nvpmodel(root)
             done = f"made an emulated {dev.name}"
@@ -597,6 +598,9 @@ class Emulator:
                 done = f"rebooted the emulated {dev.name}" + self._boot(nvp)
             self.driver = Driver(root, dev, sim=sim)
             self.driver.step(0.0)
+            # driven from here on: a backend refuses the tree once this process is gone (detect.py)
+            import socket
+            _write_marker(root, dev, "running", pid=os.getpid(), host=socket.gethostname())
             return done
         except BaseException:
             self.close()
@@ -646,6 +650,12 @@ class Emulator:
             last = now
 
     def close(self) -> None:
+        if self.driver is not None:
+            try:
+                _write_marker(self.root, self.device, "stopped")
+            except OSError:
+                pass
+            self.driver = None
         if self._lock is not None:
             locks.release(self._lock)
             self._lock = None
