@@ -184,6 +184,12 @@ def test_a_tree_whose_emulator_stopped_or_was_killed_is_refused(tmp_path, monkey
     with pytest.raises(BackendError, match=r"is not running: its emulator \(ptui emulate\) has stopped; "
                                            r"start it again with: ptui emulate --device orin-nano"):
         open_backend("sysfs", None, root=str(emu.root))
+    # a backend opened while it ran (a profile's next mode) writes nothing once it stopped
+    before = be.current_mode()
+    other = next(m for m in be.device.full_space() if m != before)
+    with pytest.raises(BackendError, match="is not running"):
+        be.apply_mode(other)
+    assert be.current_mode() == before
     # killed (kill -9): still marked running, its pid gone
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()

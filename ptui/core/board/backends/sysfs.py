@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...catalogue.devices import Device
 from ...catalogue.modes import Mode, fmt_mhz, make_mode
-from ..detect import is_emulated
+from ..detect import emulator_gone, is_emulated
 from ..logs import get as _logger
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
 
@@ -334,6 +334,12 @@ class SysfsBackend(Backend):
 
     def apply_mode(self, mode: Mode) -> Mode:
         mode = make_mode(self.device, *mode.as_tuple())
+        if self.emulated:                  # its emulator stopped since the backend opened (a profile's
+            gone = emulator_gone(self.root)    # next mode): nothing would play the board, refuse
+            if gone:
+                raise BackendError(f"the emulated {self.device.name} in {self.root} is not running: {gone}; "
+                                   f"start it again with: ptui emulate --device {self.device.name} "
+                                   f"--root {self.root}")
         snap = self._state()
         try:
             writes = self._writes(mode)
