@@ -66,7 +66,11 @@ class DashboardScreen(Screen):
             return
         rails = "\n".join(f"{name[:15]:<15}{_na(w, '{:6.2f}', ' W')}"
                           for name, w in t.rails.items()) or "no rails"
-        self._set("#power", f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}")
+        # a read that fails after the first sample: the figures shown are the last ones read, said
+        # so (an emulated board whose emulator stopped kept its last watts on screen as if live)
+        stale = (f"\n[b red]NOT LIVE[/b red] (the last figures read): {st.sampler.error}"
+                 if st.sampler.error else "")
+        self._set("#power", f"[b]Power[/b]  total [b]{_na(t.power_w, '{:.2f}', ' W')}[/b]\n{rails}{stale}")
         mb = st.sampler.minibatch_ms
         # the mode in plain words, a knob a line (as Mode.describe says it)
         knobs = (t.cores_online, t.cpu_mhz, t.gpu_mhz, t.mem_mhz)

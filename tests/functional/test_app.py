@@ -65,6 +65,22 @@ async def test_dashboard_survives_missing_sensors():
         assert "INA3221 not found" in str(app.screen.query_one("#power").render())
 
 
+async def test_dashboard_says_its_figures_are_not_live_once_reads_fail():
+    """Reads that fail after the first sample (an emulated board whose emulator stopped) left the
+    last watts on screen as if live; the power panel now says NOT LIVE and why."""
+    app, sim = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.pause(0.3)
+        assert "NOT LIVE" not in str(app.screen.query_one("#power").render())
+
+        def stopped():
+            raise OSError("the emulated orin-agx in /x is not running")
+        sim.read = stopped
+        await pilot.pause(0.8)
+        power = str(app.screen.query_one("#power").render())
+        assert "NOT LIVE" in power and "total" in power and "is not running" in power
+
+
 @pytest.mark.slow
 async def test_profile_50_modes_then_finetune_pareto_apply(tmp_path):
     app, sim = make_app()

@@ -190,6 +190,8 @@ def test_a_tree_whose_emulator_stopped_or_was_killed_is_refused(tmp_path, monkey
     with pytest.raises(BackendError, match="is not running"):
         be.apply_mode(other)
     assert be.current_mode() == before
+    with pytest.raises(BackendError, match="is not running"):   # the app's sampler shows it, not stale W
+        be.read()
     # killed (kill -9): still marked running, its pid gone
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()

@@ -59,6 +59,7 @@ class SysfsBackend(Backend):
         super().__init__(device)
         self.root = Path(root)
         self.emulated = is_emulated(self.root)
+        self._emulator_seen, self._emulator_gone = -1e9, None   # _check_emulator
         self.nvpmodel_cmd = nvpmodel_cmd or own_nvpmodel(self.root) or "nvpmodel"
         self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
         self._fds: dict[Path, int] = {}
@@ -156,6 +157,8 @@ class SysfsBackend(Backend):
         return None
 
     def read(self) -> Telemetry:
+        if self.emulated:                  # its emulator stopped: readings that never move, refused
+            self._check_emulator(every_s=1.0)
         rails = {}
         for label, vf, cf in self.rails:
             v, c = self._num(vf), self._num(cf)
@@ -332,14 +335,23 @@ class SysfsBackend(Backend):
             except OSError as e:
                 raise ApplyError(f"writing {wr.value} to {wr.path} failed: {e.strerror or e}") from None
 
+    def _check_emulator(self, every_s: float = 0.0) -> None:
+        """An emulated tree whose emulator stopped since the backend opened is only files (nothing
+        plays the board): BackendError, naming the command that starts it again.  Looked at no
+        more often than every `every_s` seconds (the sampler reads twice a second)."""
+        now = time.monotonic()
+        if now - self._emulator_seen >= every_s:
+            self._emulator_seen = now
+            self._emulator_gone = emulator_gone(self.root)
+        if self._emulator_gone:
+            raise BackendError(f"the emulated {self.device.name} in {self.root} is not running: "
+                               f"{self._emulator_gone}; start it again with: ptui emulate --device "
+                               f"{self.device.name} --root {self.root}")
+
     def apply_mode(self, mode: Mode) -> Mode:
         mode = make_mode(self.device, *mode.as_tuple())
-        if self.emulated:                  # its emulator stopped since the backend opened (a profile's
-            gone = emulator_gone(self.root)    # next mode): nothing would play the board, refuse
-            if gone:
-                raise BackendError(f"the emulated {self.device.name} in {self.root} is not running: {gone}; "
-                                   f"start it again with: ptui emulate --device {self.device.name} "
-                                   f"--root {self.root}")
+        if self.emulated:                  # a profile's next mode: nothing would play the board
+            self._check_emulator()
         snap = self._state()
         try:
             writes = self._writes(mode)
