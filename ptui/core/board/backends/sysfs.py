@@ -59,7 +59,8 @@ class SysfsBackend(Backend):
         super().__init__(device)
         self.root = Path(root)
         self.emulated = is_emulated(self.root)
-        self._emulator_seen, self._emulator_gone = -1e9, None   # _check_emulator
+        self._emulator_seen = -1e9                  # _check_emulator: when it last looked
+        self._emulator_gone: str | None = None     # ... and why the emulator is gone, if it is
         self.nvpmodel_cmd = nvpmodel_cmd or own_nvpmodel(self.root) or "nvpmodel"
         self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
         self._fds: dict[Path, int] = {}
