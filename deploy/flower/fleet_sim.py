@@ -219,8 +219,9 @@ if __name__ == "__main__":
                   f"{x['j'] / 1000:6.1f} kJ")
     base = baselines(ARGS.cap_w, units=UNITS)
     print("without ptui (SIMULATED, noise-free, one round):")
+    names = ", ".join(sorted(set(base["preset"]["modes"])))
     for key, what in (("maxn", "every node at MAXN"),
-                      ("preset", f"one NVIDIA preset for all ({base['share_w']:.0f} W share each)")):
+                      ("preset", f"one NVIDIA preset for all ({base['share_w']:.0f} W share each: {names})")):
         b = base[key]
         print(f"  {what}: fleet {b['w']:.1f} W ({'within' if b['within_cap'] else 'OVER'} the cap), "
               f"slowest node {b['s']:.0f} s, {b['j'] / 1000:.1f} kJ")
