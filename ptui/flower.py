@@ -654,9 +654,10 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     tab = node.predictions.table
     bound = (float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], risk))
              if d is not None else math.nan)
-    p_i, sd_i = ((float(tab.power_w[d.index]), float(tab.power_w_std[d.index])) if d is not None
-                 else (0.0, 0.0))
-    log_sd = math.sqrt(math.log1p((sd_i / p_i) ** 2)) if p_i > 0 and math.isfinite(sd_i) else math.nan
+    # how sure the model was of the pick's power: the log-sd its bound was taken at (core.log_sd)
+    log_sd = (float(core.log_sd(tab.power_w[d.index], tab.power_w_std[d.index]))
+              if d is not None and tab.power_w[d.index] > 0 and math.isfinite(tab.power_w_std[d.index])
+              else math.nan)
     if d is None:                            # no goal: the model's figures for the board's mode
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
         if p is not None:
@@ -1256,8 +1257,8 @@ class PtuiFleet(Strategy):
             self.log(f"ptui fleet round {server_round}: cap {self.cap_w:g} W split "
                      + ", ".join(f"node {n} ({self.device_of(n)}, {self.split_by(n)}) {w:.1f} W"
                                  + (f" (sent {self.last_sent[n]:.1f} W: its share / "
-                                    f"{self.power_factor(n):.3f}, {self.factor_words(n)})"
-                                    if self.power_factor(n) != 1.0 else "")
+                                    f"{self.last_factor[n]:.3f}, {self.factor_words(n)})"
+                                    if self.last_factor[n] != 1.0 else "")
                                  for n, w in budgets.items())
                      + f"; {max(0.0, self.cap_w - sum(budgets.values())):.1f} W unspent (it could not "
                        f"shorten the round)"

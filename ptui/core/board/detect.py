@@ -54,6 +54,14 @@ def emulator_gone(root: str | os.PathLike) -> str | None:
     return None
 
 
+def emulator_not_running(root: str | os.PathLike, device: str) -> str | None:
+    """The error a backend gives for an emulated tree nothing drives (emulator_gone), naming the
+    command that starts it again; None while it runs (or for a tree made without a driver)."""
+    gone = emulator_gone(root)
+    return (f"the emulated {device} in {root} is not running: {gone}; start it again with: ptui "
+            f"emulate --device {device} --root {root}") if gone else None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

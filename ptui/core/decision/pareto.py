@@ -249,7 +249,9 @@ def upper_z(risk: float | None) -> float:
     return NormalDist().inv_cdf(1.0 - (DEFAULT_RISK if risk is None else risk))
 
 
-def _log_sd(v: np.ndarray, sd: np.ndarray) -> np.ndarray:
+def log_sd(v, sd) -> np.ndarray:
+    """The log-normal sd of figures v with sd `sd`: what upper_bound's z multiplies (a NaN reads 0)."""
+    v, sd = np.asarray(v, float), np.asarray(sd, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
@@ -260,7 +262,7 @@ def wide_interval(value: float, sd: float, unit: str) -> str:
     negative, so the faces say the interval beside such a spread."""
     if not (value > 0 and sd >= 0.5 * value):
         return ""
-    k = upper_z(0.05) * float(_log_sd(np.array(value, float), np.array(sd, float)))
+    k = upper_z(0.05) * float(log_sd(np.array(value, float), np.array(sd, float)))
     return f"90 % within {value * math.exp(-k):.3g}-{value * math.exp(k):.3g} {unit}"
 
 
@@ -272,7 +274,7 @@ def upper_bound(v, sd, risk: float | None) -> np.ndarray:
     if risk is None:
         return v.copy()
     with np.errstate(over="ignore", invalid="ignore"):
-        b = v * np.exp(upper_z(risk) * _log_sd(v, np.asarray(sd, float)))
+        b = v * np.exp(upper_z(risk) * log_sd(v, np.asarray(sd, float)))
     return np.where(v > 0, b, v)
 
 
@@ -303,7 +305,7 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
     t, p, ts, ps = table.time_ms, table.power_w, table.time_ms_std, table.power_w_std
     n = len(table)
     k = upper_z(risk) if cautious else 0.0
-    rt, rp = (t * np.exp(k * _log_sd(t, ts)), p * np.exp(k * _log_sd(p, ps))) if k else (t, p)
+    rt, rp = (t * np.exp(k * log_sd(t, ts)), p * np.exp(k * log_sd(p, ps))) if k else (t, p)
     ok = np.ones(n, dtype=bool)
     prob = prob_t = None
     if risk is not None and not 0 < risk < 1:

@@ -11,7 +11,7 @@ from typing import Any
 from ...catalogue.devices import Device, get_device
 from ...errors import InputError
 from ...paths import board_lock_dir, board_state_dir
-from ..detect import detect, emulator_gone
+from ..detect import detect, emulator_not_running
 from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 
 __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
@@ -60,10 +60,9 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
     else:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
     if kind in ("sysfs", "jtop"):
-        gone = emulator_gone(root) if det.emulated else None
-        if gone:
-            raise BackendError(f"the emulated {dev.name} in {root} is not running: {gone}; start it again "
-                               f"with: ptui emulate --device {dev.name} --root {root}")
+        stopped = emulator_not_running(root, dev.name) if det.emulated else None
+        if stopped:
+            raise BackendError(stopped)
         note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
     if kind == "sysfs":
         from .sysfs import SysfsBackend  # lazy: the app starts without the backends (above)

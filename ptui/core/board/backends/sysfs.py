@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...catalogue.devices import Device
 from ...catalogue.modes import Mode, fmt_mhz, make_mode
-from ..detect import emulator_gone, is_emulated
+from ..detect import emulator_not_running, is_emulated
 from ..logs import get as _logger
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
 
@@ -60,7 +60,7 @@ class SysfsBackend(Backend):
         self.root = Path(root)
         self.emulated = is_emulated(self.root)
         self._emulator_seen = -1e9                  # _check_emulator: when it last looked
-        self._emulator_gone: str | None = None     # ... and why the emulator is gone, if it is
+        self._emulator_stopped: str | None = None  # ... and the error it gave, if it is gone
         self.nvpmodel_cmd = nvpmodel_cmd or own_nvpmodel(self.root) or "nvpmodel"
         self.nvpmodel_conf = Path(nvpmodel_conf) if nvpmodel_conf else self.root / "etc/nvpmodel.conf"
         self._fds: dict[Path, int] = {}
@@ -343,11 +343,9 @@ class SysfsBackend(Backend):
         now = time.monotonic()
         if now - self._emulator_seen >= every_s:
             self._emulator_seen = now
-            self._emulator_gone = emulator_gone(self.root)
-        if self._emulator_gone:
-            raise BackendError(f"the emulated {self.device.name} in {self.root} is not running: "
-                               f"{self._emulator_gone}; start it again with: ptui emulate --device "
-                               f"{self.device.name} --root {self.root}")
+            self._emulator_stopped = emulator_not_running(self.root, self.device.name)
+        if self._emulator_stopped:
+            raise BackendError(self._emulator_stopped)
 
     def apply_mode(self, mode: Mode) -> Mode:
         mode = make_mode(self.device, *mode.as_tuple())
