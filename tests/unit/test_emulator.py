@@ -117,6 +117,22 @@ def test_the_emulated_board_is_said_so(tmp_path):
     assert not be.emulated and "emulated" not in note
 
 
+def test_a_device_other_than_the_board_found_is_refused(tmp_path):
+    """--device orin-agx on an Orin Nano's tree decided among the AGX's modes and wrote one (cpu11
+    online) to a 6-core board; the device named must be the device found."""
+    from ptui.core.errors import InputError
+    plain = tmp_path / "plain"
+    (plain / "proc/device-tree").mkdir(parents=True)
+    (plain / "proc/device-tree/model").write_text("NVIDIA Jetson Orin Nano Developer Kit\0")
+    for kind in ("sysfs", "auto", None):
+        with pytest.raises(InputError, match="--device orin-agx, but the board at .* is orin-nano"):
+            open_backend(kind, "orin-agx", root=str(plain))
+    be, _ = open_backend("sysfs", "orin-nano", root=str(plain))     # the same device: fine
+    assert be.device.name == "orin-nano"
+    be, _ = open_backend("sim", "orin-agx", root=str(plain))        # a what-if: the simulator
+    assert be.device.name == "orin-agx"
+
+
 
 def test_driver_survives_a_knob_caught_mid_write(tmp_path):
     """ptui writes a knob by truncating then writing: the driver once read the empty file, died

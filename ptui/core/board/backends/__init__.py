@@ -55,6 +55,11 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
                          unit_time=unit.get("unit_time", 1.0), **kw), note
     if device:
         dev = get_device(device)
+        if det.device is not None and det.device.name != dev.name:
+            # a mode of one board written to another: cores it lacks, clocks it cannot run
+            raise InputError(f"--device {dev.name}, but the board at {root} is {det.device.name} "
+                             f"({det.reason}): drop --device or name {det.device.name} (a what-if for "
+                             f"another board: --backend sim --device {dev.name})")
     elif det.device is not None:
         dev = det.device
     else:
