@@ -113,87 +113,30 @@ def pick_model(model, budget: float, risk=DEFAULT_RISK):
     return d.mode.as_tuple()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--boards", type=int, default=10)
-    ap.add_argument("--own", type=int, default=5)
-    ap.add_argument("--device", default="orin-agx")
-    ap.add_argument("--workload", default="resnet18")
-    ap.add_argument("--spread", type=float, default=0.10, help="unit power factor within 1 +- this")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--truth", choices=("sim", "indep"), default="sim",
-                    help="sim: ptui's simulator measured by ptui's profiler; indep: the independent "
-                         "generator (benchmarks/indep_corpus.py), --job its workload")
-    ap.add_argument("--job", default="resnet50", help="the independent generator's job (--truth indep)")
-    ap.add_argument("--methods", default="pooled-5,alone-5,alone-6,alone-50",
-                    help="which of pooled-5, alone-5, alone-6, alone-50 to run (comma-separated)")
-    ap.add_argument("--plan", choices=("random", "fleet"), default="random",
-                    help="each board's own modes: random (PowerTrain's draw, each board its own) or "
-                         "fleet (profiling.active.fleet_share: one space-filling design dealt across "
-                         "the boards); the 50 of alone-50 are these and random others")
-    ap.add_argument("--risk", default=str(DEFAULT_RISK),
-                    help="the decisions' risk (pareto's rule; 'mean': on the predicted value alone)")
-    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)),
-                    help="the power budgets in W, comma-separated (default 17-50: Orin AGX's range; an "
-                         "Orin Nano's PowerTrain grid spans about 5-16 W)")
-    ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
-    ap.add_argument("--by-budget", action="store_true",
-                    help="the median penalty and the picks over budget + 1 W at each budget")
-    ap.add_argument("--prior", action="store_true",
-                    help="the pooled fit also takes the workload's counts (FLOPs, bytes, batch size: "
-                         "eval_roofline's 'counts' spec) as its roofline prior, as the Flower mod's "
-                         "fit does for a catalog workload")
-    ap.add_argument("--no-reach-sd", action="store_true",
-                    help="the pooled model without its power sd beyond the rows' reach (A/B)")
-    a = ap.parse_args()
-    risk = parse_risk(a.risk)
-    try:
-        budgets = tuple(float(x) for x in a.budgets.split(",") if x.strip())
-    except ValueError:
-        ap.error(f"--budgets takes numbers in W, comma-separated, got {a.budgets!r}")
-    if not budgets or min(budgets) <= 0:
-        ap.error("--budgets takes at least one budget above 0 W")
-    methods = [k for k in a.methods.split(",") if k]
-    dev = get_device(a.device)
-    if a.truth == "indep":
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import indep_corpus
-        wl = get_workload(a.workload).with_batch(indep_corpus.JOBS[a.job].batch)
-        wl_name = f"indep-{a.job}"
-    else:
-        wl = get_workload(a.workload)
-        wl_name = wl.name
-    spec = None
-    if a.prior:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import eval_roofline
-        spec = (eval_roofline.indep_spec(dev, indep_corpus.JOBS[a.job], "counts") if a.truth == "indep"
-                else eval_roofline.sim_spec(dev, a.workload, "counts"))
-    rng = random.Random(a.seed)
+def run_seed(a, seed: int, ctx: dict):
+    """One fleet (the boards' units and modes drawn from `seed`): each method's penalties, the
+    picks over budget + 1 W, the budgets with no pick, the power left, per budget, the fit
+    times, and the pooled fits' power factors against the units'."""
+    dev, wl, wl_name, spec, ref = ctx["dev"], ctx["wl"], ctx["wl_name"], ctx["spec"], ctx["ref"]
+    space, S, op_t, op_p = ctx["space"], ctx["S"], ctx["op_t"], ctx["op_p"]
+    methods, budgets, risk = ctx["methods"], ctx["budgets"], ctx["risk"]
+    rng = random.Random(seed)
     grid = dev.pt_grid()
-    space = dev.full_space()
-    S = np.array([m.as_tuple() for m in space], np.float64)
-    if a.truth == "indep":
-        op_t, op_p, _ = indep_corpus.truth(dev, indep_corpus.JOBS[a.job], S)
-    else:
-        op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
-        op_t, op_p = op.time_ms, op.power_w
-    ref = load_model(bundled_reference())
     boards = []
     for b in range(a.boards):
         up = 1 + rng.uniform(-a.spread, a.spread)
         ut = 1 + rng.uniform(-0.01, 0.01)
         modes50 = rng.sample(grid, 50)
         if a.plan == "fleet":
-            mine = fleet_share(dev, a.boards, a.own, b, seed=a.seed)
+            mine = fleet_share(dev, a.boards, a.own, b, seed=seed)
             modes50 = mine + [m for m in modes50 if m not in mine][:50 - len(mine)]
         boards.append({"id": f"unit-{b:02d}", "up": up, "ut": ut, "modes": modes50})
     t0 = time.perf_counter()
     for i, bd in enumerate(boards):
         if a.truth == "indep":
-            bd["rows50"] = measure_indep(dev, a.job, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
+            bd["rows50"] = measure_indep(dev, a.job, bd["up"], bd["ut"], bd["modes"], seed * 1000 + i)
         else:
-            bd["rows50"] = measure(dev, wl, bd["up"], bd["ut"], bd["modes"], a.seed * 1000 + i)
+            bd["rows50"] = measure(dev, wl, bd["up"], bd["ut"], bd["modes"], seed * 1000 + i)
     t_meas = time.perf_counter() - t0
     where = {m.as_tuple(): k for k, m in enumerate(space)}
 
@@ -217,7 +160,7 @@ def main() -> None:
                 t = time.perf_counter()
                 fitted["pooled-5"] = fit_pooled_rows(dev, mine, fleet, workload=wl_name,
                                                      batch_size=wl.batch_size, reference=ref, method="gp",
-                                                     seed=a.seed, spec=spec)
+                                                     seed=seed, spec=spec)
                 fit_s["pooled-5"].append(time.perf_counter() - t)
                 pinfo = fitted["pooled-5"].about.trained_on["pooled"]
                 if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):
@@ -230,7 +173,7 @@ def main() -> None:
                 modes = [space[where[(r["cores"], r["cpu_mhz"], r["gpu_mhz"], r["mem_mhz"])]] for r in rows]
                 t = time.perf_counter()
                 fitted[k] = fit_model(ref, dev, modes, [r["time_ms"] for r in rows],
-                                      [r["power_w"] for r in rows], method="gp", seed=a.seed,
+                                      [r["power_w"] for r in rows], method="gp", seed=seed,
                                       workload=wl_name, measured={
                                           "modes": np.array([m.as_tuple() for m in modes], np.float64),
                                           "time_ms": np.array([r["time_ms"] for r in rows]),
@@ -265,30 +208,128 @@ def main() -> None:
                               f"(sd {pr.get('power_w_std', [np.nan])[0]:.2f}), in the model's rows: {meas}")
                     res[k]["room"].append(100 * (1 - true_p[i] / B))
         pool.close()
+    return res, by_b, fit_s, factors, t_meas
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--boards", type=int, default=10)
+    ap.add_argument("--own", type=int, default=5)
+    ap.add_argument("--device", default="orin-agx")
+    ap.add_argument("--workload", default="resnet18")
+    ap.add_argument("--spread", type=float, default=0.10, help="unit power factor within 1 +- this")
+    ap.add_argument("--seed", default="0",
+                    help="the fleet's seed, or several fleets: 0-9 or 0,2,5 (a row each, and all together)")
+    ap.add_argument("--truth", choices=("sim", "indep"), default="sim",
+                    help="sim: ptui's simulator measured by ptui's profiler; indep: the independent "
+                         "generator (benchmarks/indep_corpus.py), --job its workload")
+    ap.add_argument("--job", default="resnet50", help="the independent generator's job (--truth indep)")
+    ap.add_argument("--methods", default="pooled-5,alone-5,alone-6,alone-50",
+                    help="which of pooled-5, alone-5, alone-6, alone-50 to run (comma-separated)")
+    ap.add_argument("--plan", choices=("random", "fleet"), default="random",
+                    help="each board's own modes: random (PowerTrain's draw, each board its own) or "
+                         "fleet (profiling.active.fleet_share: one space-filling design dealt across "
+                         "the boards); the 50 of alone-50 are these and random others")
+    ap.add_argument("--risk", default=str(DEFAULT_RISK),
+                    help="the decisions' risk (pareto's rule; 'mean': on the predicted value alone)")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)),
+                    help="the power budgets in W, comma-separated (default 17-50: Orin AGX's range; an "
+                         "Orin Nano's PowerTrain grid spans about 5-16 W)")
+    ap.add_argument("--detail", action="store_true", help="say each pick over budget + 1 W")
+    ap.add_argument("--by-budget", action="store_true",
+                    help="the median penalty and the picks over budget + 1 W at each budget")
+    ap.add_argument("--prior", action="store_true",
+                    help="the pooled fit also takes the workload's counts (FLOPs, bytes, batch size: "
+                         "eval_roofline's 'counts' spec) as its roofline prior, as the Flower mod's "
+                         "fit does for a catalog workload")
+    ap.add_argument("--no-reach-sd", action="store_true",
+                    help="the pooled model without its power sd beyond the rows' reach (A/B)")
+    a = ap.parse_args()
+    risk = parse_risk(a.risk)
+    try:
+        budgets = tuple(float(x) for x in a.budgets.split(",") if x.strip())
+    except ValueError:
+        ap.error(f"--budgets takes numbers in W, comma-separated, got {a.budgets!r}")
+    if not budgets or min(budgets) <= 0:
+        ap.error("--budgets takes at least one budget above 0 W")
+    methods = [k for k in a.methods.split(",") if k]
+    try:
+        seeds = parse_seeds(a.seed)
+    except ValueError:
+        ap.error(f"--seed takes a seed, a range 0-9 or a list 0,2,5, got {a.seed!r}")
+    dev = get_device(a.device)
+    if a.truth == "indep":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import indep_corpus
+        wl = get_workload(a.workload).with_batch(indep_corpus.JOBS[a.job].batch)
+        wl_name = f"indep-{a.job}"
+    else:
+        wl = get_workload(a.workload)
+        wl_name = wl.name
+    spec = None
+    if a.prior:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import eval_roofline
+        spec = (eval_roofline.indep_spec(dev, indep_corpus.JOBS[a.job], "counts") if a.truth == "indep"
+                else eval_roofline.sim_spec(dev, a.workload, "counts"))
+    space = dev.full_space()
+    S = np.array([m.as_tuple() for m in space], np.float64)
+    if a.truth == "indep":
+        op_t, op_p, _ = indep_corpus.truth(dev, indep_corpus.JOBS[a.job], S)
+    else:
+        op = steady_state(dev, wl, S[:, 0], S[:, 1], S[:, 2], S[:, 3])
+        op_t, op_p = op.time_ms, op.power_w
+    ref = load_model(bundled_reference())
+    ctx = {"dev": dev, "wl": wl, "wl_name": wl_name, "spec": spec, "ref": ref, "space": space, "S": S,
+           "op_t": op_t, "op_p": op_p, "methods": methods, "budgets": budgets, "risk": risk}
+    runs = {seed: run_seed(a, seed, ctx) for seed in seeds}
     n = a.boards * len(budgets)
     what = "independent generator (indep_corpus), SYNTHETIC" if a.truth == "indep" else "SIMULATED"
     print(f"{a.boards} {dev.name} boards, {wl_name} batch {wl.batch_size}, unit power within "
           f"+-{100 * a.spread:.0f} % (time +-1 %), budgets {min(budgets):g}-{max(budgets):g} W: {n} decisions "
-          f"per method ({what})")
-    print(f"measuring 50 modes on each board: {t_meas:.1f} s wall")
+          f"per method and fleet ({what}); fleets (seeds): {', '.join(map(str, seeds))}")
+    print(f"measuring 50 modes on each board: {sum(r[4] for r in runs.values()):.1f} s wall")
     print()
-    print("| method | own modes profiled | median penalty | mean penalty | p90 penalty | max penalty "
+    print("| seed | method | own modes profiled | median penalty | mean penalty | p90 penalty | max penalty "
           "| over budget +1 W | no pick | power left (median) | fit s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     own = {"pooled-5": f"{a.own} (+{a.own * (a.boards - 1)} fleet)", "alone-5": str(a.own),
            "alone-6": "6", "alone-50": "50"}
-    for k, r in res.items():
+
+    def row(seed: str, k: str, r: dict, fit_s: list) -> None:
         pen = np.array(r["pen"]) if r["pen"] else np.array([np.nan])
-        fs = f"{np.median(fit_s[k]):.1f}" if fit_s[k] else "-"
-        print(f"| {k} | {own[k]} | {np.median(pen):.2f} % | {np.mean(pen):.2f} % | "
+        fs = f"{np.median(fit_s):.1f}" if fit_s else "-"
+        print(f"| {seed} | {k} | {own[k]} | {np.median(pen):.2f} % | {np.mean(pen):.2f} % | "
               f"{np.percentile(pen, 90):.2f} % | {np.max(pen):.2f} % | {r['over']} | {r['none']} | "
               f"{np.median(r['room']) if r['room'] else np.nan:.2f} % | {fs} |")
+
+    for seed, (res, _, fit_s, _, _) in runs.items():
+        for k, r in res.items():
+            row(str(seed), k, r, fit_s[k])
+    if len(seeds) > 1:
+        for k in methods:
+            allr = {"pen": [p for res, *_ in runs.values() for p in res[k]["pen"]],
+                    "room": [p for res, *_ in runs.values() for p in res[k]["room"]],
+                    "over": sum(res[k]["over"] for res, *_ in runs.values()),
+                    "none": sum(res[k]["none"] for res, *_ in runs.values())}
+            row(f"all {len(seeds)}", k, allr, [f for _, _, fs, _, _ in runs.values() for f in fs[k]])
+        print()
+        for k in methods:
+            meds = [float(np.median(res[k]["pen"])) for res, *_ in runs.values() if res[k]["pen"]]
+            print(f"{k}: each fleet's median penalty: {', '.join(f'{m:.2f}' for m in meds)} % "
+                  f"(median over fleets {np.median(meds):.2f} %, {sum(m <= 1.5 for m in meds)} of "
+                  f"{len(meds)} at most 1.5 %)")
     print()
     if a.by_budget:
+        by_b: dict = {}
+        for _, b, *_ in runs.values():
+            for key, v in b.items():
+                by_b.setdefault(key, []).extend(v)
         for (k, B), v in sorted(by_b.items()):
             print(f"by budget: {k} {B} W: median penalty {np.median([p for p, _ in v]):.2f} %, "
                   f"over budget + 1 W {sum(o for _, o in v)} of {len(v)}")
         print()
+    factors = [f for *_, fs, _ in runs.values() for f in fs]
     if not factors:
         return
     err = [100 * (f / u - 1) for u, f, _ in factors]
@@ -298,6 +339,16 @@ def main() -> None:
           f"{100 * (max(rel) / np.mean(rel) - 1):+.2f} %; stated se median "
           f"{np.median([s for _, _, s in factors]):.2f} %; raw error median {np.median(np.abs(err)):.2f} %")
 
+
+def parse_seeds(text: str) -> list[int]:
+    """'3', '0-9' or '0,2,5': the fleets' seeds."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    if not out:
+        raise ValueError(text)
+    return out
 
 if __name__ == "__main__":
     main()
