@@ -42,6 +42,13 @@ def test_a_valid_spec_reads_back_with_its_optional_cpu_work(tmp_path):
     (dict(GOOD, batch_size=10 ** 400), "batch_size"),
     ("{\"gflop_per_step\": 1e999, \"gbytes_per_step\": 2.7, \"batch_size\": 16}", "gflop_per_step"),
     (dict(GOOD, gflops=3), "gflops"),
+    # finite but far beyond a training step: the prior predicted NaN (a traceback in tune, a model
+    # of NaNs from fit) or divided by zero
+    (dict(GOOD, gflop_per_step=1e308), "gflop_per_step"),
+    (dict(GOOD, gflop_per_step=1e-300, gbytes_per_step=1e-300), "gflop_per_step"),
+    (dict(GOOD, batch_size=100_000_000), "batch_size"),
+    (dict(GOOD, workers=100_000), "workers"),
+    (dict(GOOD, cpu_mhz=1e9), "cpu_mhz"),
 ])
 def test_a_bad_field_is_one_input_error_line_naming_the_file_and_the_field(tmp_path, content, field):
     path = _spec_file(tmp_path, content)
@@ -68,6 +75,31 @@ def test_an_unreadable_spec_is_one_input_error_line(tmp_path, content, words):
     with pytest.raises(SpecError, match=words) as e:
         WorkloadSpec.from_json(path)
     assert path in str(e.value) and "\n" not in str(e.value) and e.value.exit_code == EXIT_INPUT
+
+
+def test_a_huge_spec_file_is_not_read_whole_and_a_bom_is_read(tmp_path):
+    """--workload-spec /dev/zero read the device whole (20 GB before the kernel killed ptui); a
+    file larger than a spec can be is refused after its first 100 kB (not /dev/zero here: before
+    the fix this test would have read it until the kernel killed the test run)."""
+    big = tmp_path / "big.json"
+    big.write_text(" " * 200_000 + json.dumps(GOOD))
+    with pytest.raises(SpecError, match="too large for a workload spec") as e:
+        WorkloadSpec.from_json(big)
+    assert e.value.exit_code == EXIT_INPUT
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD).encode())
+    assert WorkloadSpec.from_json(bom).batch_size == GOOD["batch_size"]
+
+
+def test_the_widest_spec_allowed_predicts_finite_figures():
+    for spec in (WorkloadSpec(1e9, 1e9, 1, host_ms=1e9, loader_ms=1e9, serial_ms=1e9, workers=1024,
+                              cpu_mhz=1.0),
+                 WorkloadSpec(1e-9, 1e-9, 1_000_000, host_ms=1e-9, loader_ms=0.0, workers=0,
+                              cpu_mhz=10_000.0)):
+        for dev in ("orin-agx", "xavier-agx", "orin-nano"):
+            with np.errstate(all="raise"):
+                p = RooflinePrior(dev, spec).predict(get_device(dev).pt_grid())
+            assert all(np.isfinite(p[k]).all() for k in ("time_ms", "power_w", "time_ms_std"))
 
 
 def test_specs_from_the_probe_and_from_the_catalog():

@@ -92,6 +92,9 @@ def loading_ms(info: dict) -> float | None:
     return float(load_ms) * batches
 
 
+SPEC_MAX_BYTES = 100_000
+
+
 class SpecError(InputError):
     """A workload spec that cannot be read (exit code 2)."""
 
@@ -170,7 +173,7 @@ class WorkloadSpec:
         for k in cls.REQUIRED:
             if k not in d:
                 raise SpecError(f"{where}: field {k!r} is missing")
-        problems = _spec_problems(d)
+        problems = _spec_problems(d, bounds=True)
         if problems:
             raise SpecError(f"{where}: {'; '.join(problems)}")
         opt = {k: d.get(k) for k in cls.OPTIONAL}
@@ -190,7 +193,12 @@ class WorkloadSpec:
         naming the file and every bad field."""
         p = Path(path)
         try:
-            text = p.read_text()
+            with open(p, "rb") as f:
+                raw = f.read(SPEC_MAX_BYTES + 1)   # /dev/zero or a huge file: not read whole
+            if len(raw) > SPEC_MAX_BYTES:
+                raise SpecError(f"{p}: over {SPEC_MAX_BYTES // 1000} kB, too large for a workload "
+                                f"spec (a JSON object of a few numbers)")
+            text = raw.decode("utf-8-sig")
         except (OSError, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
             raise SpecError(f"{p}: cannot read the workload spec ({why})") from None
@@ -255,11 +263,13 @@ class WorkloadSpec:
                    bytes_estimated=True)
 
 
-def _spec_problems(d: dict) -> list[str]:
-    """Every bad field of a spec mapping, in field order (empty: valid)."""
+def _spec_problems(d: dict, bounds: bool = False) -> list[str]:
+    """Every bad field of a spec mapping, in field order (empty: valid); with `bounds` (a spec a
+    user wrote), also a value beyond any training step (the calibration's search, which builds
+    specs of its own, may pass through such values)."""
     out = []
 
-    def number(k, v, *, positive=True, integer=False):
+    def number(k, v, *, positive=True, integer=False, low=None, high=None):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"field {k!r} must be a number, got {v!r}"
         try:
@@ -274,11 +284,22 @@ def _spec_problems(d: dict) -> list[str]:
             return f"field {k!r} must be positive, got {v!r}"
         if not positive and v < 0:
             return f"field {k!r} must not be negative, got {v!r}"
+        if bounds and low is not None and 0 < v < low:
+            return f"field {k!r} must be {'' if positive else '0 or '}at least {low:g}, got {v!r}"
+        if bounds and high is not None and v > high:
+            return f"field {k!r} must be at most {high:g} for one training step, got {v!r}"
         return None
-    for k, kw in (("gflop_per_step", {}), ("gbytes_per_step", {}), ("batch_size", {"integer": True}),
-                  ("host_ms", {"positive": False}), ("loader_ms", {"positive": False}),
-                  ("workers", {"positive": False, "integer": True}), ("cpu_mhz", {}),
-                  ("serial_ms", {"positive": False}), ("input_mb", {"positive": False})):
+    # bounds far beyond any training step on a Jetson, which keep the prior's arithmetic finite (a
+    # spec of 1e308 GFLOP passed, and predicted NaN: a traceback in tune, a model of NaNs from fit)
+    for k, kw in (("gflop_per_step", {"low": 1e-9, "high": 1e9}),
+                  ("gbytes_per_step", {"low": 1e-9, "high": 1e9}),
+                  ("batch_size", {"integer": True, "high": 1_000_000}),
+                  ("host_ms", {"positive": False, "low": 1e-9, "high": 1e9}),
+                  ("loader_ms", {"positive": False, "low": 1e-9, "high": 1e9}),
+                  ("workers", {"positive": False, "integer": True, "high": 1024}),
+                  ("cpu_mhz", {"low": 1.0, "high": 10_000.0}),
+                  ("serial_ms", {"positive": False, "low": 1e-9, "high": 1e9}),
+                  ("input_mb", {"positive": False, "low": 1e-9, "high": 1e9})):
         v = d.get(k)
         if v is None and k not in WorkloadSpec.REQUIRED:
             continue
