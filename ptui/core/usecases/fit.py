@@ -19,7 +19,7 @@ from ..paths import model_dir
 from ..prediction.fit import MIN_MODES_PRIOR, check_model_rest, fit_batch_profile, fit_model, fit_rows
 from ..prediction.gp import raw_modes
 from ..prediction.predictor import Model, bundled_reference, load_model
-from ..prediction.roofline import RooflinePrior, RooflineTarget, WorkloadSpec
+from ..prediction.roofline import RooflinePrior, RooflineTarget, WorkloadSpec, anchored_spec
 from ..profiling.profiler import keep_timed
 from ..profiling.userscript import compiled_step_bytes
 from ..progress import SAVING, SAVING_STEP, Step
@@ -72,7 +72,7 @@ def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
         return None
     if str(batch_size or "").isdigit() and int(batch_size) > 0:
         w = w.with_batch(int(batch_size))
-    return WorkloadSpec.from_workload(w)
+    return anchored_spec(w)
 
 
 def probe_spec(info: dict, batch_size: int | None = None):
