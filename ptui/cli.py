@@ -45,6 +45,8 @@ def _say(line: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------------
 def cmd_modes(a) -> int:
+    if a.json and a.out not in (None, "-"):
+        raise CLIError("--json prints the modes as JSON and --out writes them as CSV: give one of them")
     core.check_out_file(a.out)
     dev = core.get_device(a.device)
     if a.json:
@@ -60,7 +62,10 @@ def cmd_modes(a) -> int:
         core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "id", "name", "tpc"), rows)
     else:
         modes = dev.full_space() if a.grid == "full" else dev.pt_grid()
-        core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz"), (core.mode_cells(m) for m in modes))
+        # the grid's name in a column of its own: a file of the four knobs alone is what a user
+        # writes by hand for --modes, and ptui must not take it for its own and replace it
+        core.write_csv(a.out, ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "grid"),
+                       (core.mode_cells(m) + [a.grid] for m in modes))
     if a.out not in (None, "-"):
         n = len(dev.presets) if a.grid == "presets" else len(modes)
         _info(f"wrote {n} {a.grid} modes of {dev.name} to {a.out}")
@@ -963,6 +968,19 @@ def _applied(message: str, backend) -> str:
     return message + (_board_words(backend) if backend.simulated else "; undo with: ptui restore")
 
 
+def _save_colocate_profiles(a, dev, keep: dict, counted, *, body: dict | None = None,
+                            train: str | None = None) -> str | None:
+    """colocate's --save-profiles: the profiles its walk kept, written; the path, or None."""
+    if not a.save_profiles or "profiles" not in keep:
+        return None
+    core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
+                       train_workload=body["train_workload"] if body else train,
+                       infer_workload=body["infer_workload"] if body else a.infer_workload,
+                       strategy=body["strategy"] if body else a.strategy,
+                       **({"train_script": counted} if counted else {}))
+    return str(a.save_profiles)
+
+
 COLOCATE_BATCH = 16        # colocate's training batch for a catalogue workload without --batch-size
 
 
@@ -971,6 +989,8 @@ def _colocate_inputs(a, dev, script: list[str]):
     --profiles, else (None, {}) once the workloads and budgets are known good."""
     if a.profiles and a.save_profiles:
         raise CLIError("--profiles re-decides from a file --save-profiles wrote: give one of them")
+    if a.save_profiles:
+        core.check_profiles_out(a.save_profiles)       # before any profiling
     if script and (a.train_workload or a.profiles):
         given = "--train-workload" if a.train_workload else "--profiles"
         raise CLIError(f"the training workload is either {given} or your training command after --, "
@@ -1030,16 +1050,20 @@ def cmd_colocate(a) -> int:
             body = core.colocate(dev, train, a.infer_workload, a.rate, a.latency_ms, a.budget_w,
                                  a.strategy, keep=keep, train_script=counted)
     except core.InfeasibleError as e:
+        # the profiles are kept all the same: re-deciding for a looser goal is what they are for
+        saved = _save_colocate_profiles(a, dev, keep, counted, train=getattr(train, "name", None))
         if a.json:
             print(core.document("colocate", {**core.infeasible(
                 core.goal_text(a.rate, a.latency_ms, a.budget_w), str(e), getattr(e, "closest_point", None)),
-                "simulated": True, **({"train_script": counted} if counted else {})}))
+                "simulated": True, **({"train_script": counted} if counted else {}),
+                **({"saved_profiles": saved} if saved else {})}))
+        elif saved:
+            _info(f"the standalone profiles are saved to {saved}: decide again from them with "
+                  f"--profiles {saved}")
         raise
-    if a.save_profiles and "profiles" in keep:
-        core.save_profiles(keep["profiles"], a.save_profiles, device=dev.name, simulated=True,
-                           train_workload=body["train_workload"], infer_workload=body["infer_workload"],
-                           strategy=body["strategy"], **({"train_script": counted} if counted else {}))
-        body["saved_profiles"] = str(a.save_profiles)
+    saved = _save_colocate_profiles(a, dev, keep, counted, body=body)
+    if saved:
+        body["saved_profiles"] = saved
     if a.json:
         print(core.document("colocate", body))
         return EXIT_OK

@@ -79,24 +79,34 @@ def test_kill_9_mid_write_leaves_a_recognisable_temporary_that_the_next_write_re
 
 
 # -- B2: profile --out ---------------------------------------------------------------------------
-def test_profile_keeps_the_users_file(tmp_path, cli):
+def test_profile_refuses_the_users_file_and_never_renames_it(tmp_path, cli):
+    """A file at --out that ptui did not write was renamed to F.~1~ (and another CSV written in its
+    place): ptui never renames what it did not write.  It is refused before any work (exit 2),
+    and kept as it was; ptui's own profiles are replaced (this session's) or kept aside (another
+    session's, a file ptui wrote)."""
     out = tmp_path / "results.csv"
     out.write_text("my,own\ndata,1\n")
     rc, _, err = cli(*PROFILE, "--session", "a", "--out", out)
+    assert rc == 2 and "is not a profile ptui wrote" in err and err.count("\n") == 1
+    assert out.read_text() == "my,own\ndata,1\n" and not list(tmp_path.glob("results.csv.~*"))
+    assert Store().list_sessions() == []                      # refused before any work
+    # a CSV of the six figures ptui reads, written by hand, is the user's too
+    out.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n12,2201.6,1300.5,3199,60,50\n")
+    rc, _, err = cli(*PROFILE, "--session", "a", "--out", out)
+    assert rc == 2 and out.read_text().startswith("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n12")
+    out.unlink()
+    rc, _, err = cli(*PROFILE, "--session", "a", "--out", out)
     assert rc == 0, err
-    assert (tmp_path / "results.csv.~1~").read_text() == "my,own\ndata,1\n"
-    assert "kept as" in err and "results.csv.~1~" in err
     assert read_profile(out, ORIN, min_modes=3)
     # the same session written again (resume) replaces its own profile, keeps no copy
     rc, _, err = cli("profile", "--session", "a", "--resume", "--out", out)
     assert rc == 0, err
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == [
-        "results.csv", "results.csv.~1~"]
-    # another session's profile is kept too, never overwritten
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("results")) == ["results.csv"]
+    # another session's profile (ptui's own file) is kept aside, never overwritten
     before = out.read_text()
     rc, _, err = cli(*PROFILE, "--session", "b", "--out", out)
     assert rc == 0, err
-    assert (tmp_path / "results.csv.~2~").read_text() == before
+    assert (tmp_path / "results.csv.~1~").read_text() == before
 
 
 def test_ctrl_c_before_the_first_mode_writes_nothing(tmp_path, cli, monkeypatch):
@@ -108,8 +118,11 @@ def test_ctrl_c_before_the_first_mode_writes_nothing(tmp_path, cli, monkeypatch)
         raise KeyboardInterrupt
     monkeypatch.setattr(P.Profiler, "measure", interrupted)
     rc, _, err = cli(*PROFILE, "--session", "c", "--out", out)
-    assert rc == 130
+    assert rc == 2 and "is not a profile ptui wrote" in err      # refused before any work
     assert out.read_text() == "precious\n" and not list(tmp_path.glob("results.csv.~*"))
+    out = tmp_path / "mine.csv"
+    rc, _, err = cli(*PROFILE, "--session", "c", "--out", out)
+    assert rc == 130 and not out.exists()
     assert "not written" in err
     fresh = tmp_path / "fresh.csv"
     rc, _, err = cli(*PROFILE, "--session", "d", "--out", fresh)

@@ -326,3 +326,83 @@ def test_the_newest_model_includes_tunes_for_this_device_only():
     assert paths.latest_outputs("orin-agx")[1] == made[1]
     assert paths.latest_outputs("orin-nano")[1] == made[2]
     assert paths.latest_outputs("xavier-agx")[1] is None
+
+
+# -- a user's trial (fuzzing every flag): inputs that are no file, and outputs that are the user's --
+def test_an_input_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, cli):
+    """--workload-spec /dev/zero grew ptui to 24 GB before the kernel killed it, --profile
+    /dev/zero and --modes FIFO never returned: inputs are read only when they are regular files."""
+    from ptui.core.board.csvio import read_csv, read_modes
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.errors import InputError
+    from ptui.core.prediction.roofline import WorkloadSpec
+    from ptui.core.usecases.interleave import load_profiles
+    orin = get_device("orin-agx")
+    fifo = _fifo(tmp_path / "f.csv")
+    for fn in (lambda: read_csv("/dev/null", orin), lambda: read_modes(fifo, orin),
+               lambda: WorkloadSpec.from_json(fifo), lambda: load_profiles(fifo, orin)):
+        with pytest.raises(InputError, match="ptui reads only regular files"):
+            _in_time(fn, fifo=fifo)
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", "/dev/null", "--out", tmp_path / "m")
+    assert rc == 2 and "/dev/null is a character device" in err and err.count("\n") == 1, err
+
+
+def test_modes_out_never_replaces_a_modes_file_the_user_wrote(tmp_path, cli):
+    """`ptui modes --out mine.csv` replaced a hand-made modes CSV (the four knobs, the format the
+    README asks for --modes): ptui's own now carries its grid's name, and only that is replaced."""
+    mine = tmp_path / "mine.csv"
+    mine.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n12,2201.6,1300.5,3199\n")
+    rc, _, err = cli("modes", "--device", "orin-agx", "--out", mine)
+    assert rc == 2 and "not a ptui CSV" in err
+    assert mine.read_text() == "cores,cpu_mhz,gpu_mhz,mem_mhz\n12,2201.6,1300.5,3199\n"
+    ours = tmp_path / "ours.csv"
+    for _ in range(2):                                        # its own file: replaced
+        rc, _, err = cli("modes", "--device", "orin-agx", "--grid", "pt", "--out", ours)
+        assert rc == 0, err
+    assert ours.read_text().splitlines()[0] == "cores,cpu_mhz,gpu_mhz,mem_mhz,grid"
+    rc, out, err = cli("modes", "--device", "orin-agx", "--json", "--out", ours)
+    assert rc == 2 and "give one of them" in err
+
+
+def test_a_csv_out_that_is_a_symbolic_link_stays_one(tmp_path, cli):
+    """A link given as --out was replaced by a regular file; its target (ptui's CSV) is written."""
+    target = tmp_path / "modes.csv"
+    assert cli("modes", "--device", "orin-agx", "--grid", "pt", "--out", target)[0] == 0
+    link = tmp_path / "link.csv"
+    link.symlink_to(target.name)
+    rc, _, err = cli("modes", "--device", "orin-agx", "--grid", "full", "--out", link)
+    assert rc == 0, err
+    assert link.is_symlink() and os.readlink(link) == "modes.csv"
+    assert target.read_text().splitlines()[1].endswith(",full")
+
+
+def test_colocate_save_profiles_writes_only_its_own_file(tmp_path, cli):
+    """--save-profiles overwrote any file (a user's, through a link, /dev/null) and hung on a FIFO,
+    after the whole walk; it is checked first, written through a temporary, and a link stays."""
+    args = ["colocate", "--device", "orin-agx", "--rate", "20", "--latency-ms", "100", "--budget-w",
+            "30", "--train-workload", "resnet18", "--infer-workload", "lstm-lm", "--save-profiles"]
+    user = tmp_path / "user.txt"
+    user.write_text("precious\n")
+    fifo = _fifo(tmp_path / "f.json")
+    for path, words in ((user, "is not standalone profiles ptui wrote"), ("/dev/null", "character device"),
+                        (fifo, "FIFO"), (tmp_path, "is a directory")):
+        rc, _, err = _in_time(lambda p=path: cli(*args, p), fifo=fifo)
+        assert rc == 2 and words in err and err.count("\n") == 1, err
+    assert user.read_text() == "precious\n"
+    saved = tmp_path / "p.json"
+    assert cli(*args, saved)[0] == 0
+    link = tmp_path / "l.json"
+    link.symlink_to(saved.name)
+    assert cli(*args, link)[0] == 0 and link.is_symlink()
+    # a goal no mode meets: the profiles are saved all the same (re-deciding is what they are for)
+    late = tmp_path / "late.json"
+    rc, _, err = cli(*[a if a != "100" else "1" for a in args], late)
+    assert rc == 3 and late.exists() and "--profiles" in err
+    rc, _, err = cli("colocate", "--device", "orin-agx", "--rate", "20", "--latency-ms", "100",
+                     "--budget-w", "30", "--profiles", late)
+    assert rc == 0, err
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1]")
+    rc, _, err = cli("colocate", "--device", "orin-agx", "--rate", "20", "--latency-ms", "100",
+                     "--budget-w", "30", "--profiles", bad)
+    assert rc == 2 and "not a ptui standalone-profiles file" in err

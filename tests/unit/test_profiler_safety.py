@@ -8,6 +8,7 @@ import pytest
 
 from ptui.core.board.backends.base import ApplyError, BackendError
 from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.csvio import CSVError
 from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.workloads import get_workload
 from ptui.core.profiling.profiler import (
@@ -506,11 +507,18 @@ def test_save_profile_says_what_it_did(tmp_path):
     assert save_profile(out, store, "s") == f"no mode finished yet, {out} not written"
     assert not out.exists()
     prof.run(info)
-    out.write_text("mine\n")
-    assert save_profile(out, store, "s") == (f"2 finished modes saved to {out} (the file that was "
-                                             f"there is kept as {out}.~1~)")
+    out.write_text("mine\n")                 # a file of the user's, there before the save
+    with pytest.raises(CSVError, match="is not a profile ptui wrote.*--session s --resume"):
+        save_profile(out, store, "s")
+    assert out.read_text() == "mine\n" and not list(tmp_path.glob("p.csv.~*"))   # never renamed
+    out.unlink()
+    assert save_profile(out, store, "s") == f"2 finished modes saved to {out}"
     assert save_profile(out, store, "s") == f"2 finished modes saved to {out}"     # its own
-    assert len(out.read_text().splitlines()) == 3 and (tmp_path / "p.csv.~1~").read_text() == "mine\n"
+    assert len(out.read_text().splitlines()) == 3
+    other = tmp_path / "q.csv"                # another session's profile: ptui's, kept aside
+    other.write_text(out.read_text().replace(",s\n", ",t\n").replace(",s,", ",t,"))
+    msg = save_profile(other, store, "s")
+    assert msg == f"2 finished modes saved to {other} (the file that was there is kept as {other}.~1~)"
 
 
 def _settle(tmp_path, watts, every=5):

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from ..catalogue.devices import Device
 from ..catalogue.modes import Mode, ModeError, fmt_mhz, make_mode
 from ..errors import InputError
-from .files import check_name_length, existing, read_head, write_error
+from .files import check_input, check_name_length, existing, read_head, write_error
 from .locks import current_umask, pid_alive
 
 MODE_COLS = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz")
@@ -80,6 +80,7 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
              extras: Sequence[str] = ()) -> list[tuple[Mode, dict]]:
     """Rows as (mode, {column: float}) for the `need` and known `extras` columns present."""
     path = Path(path)
+    check_input(path, "a CSV file")
     try:
         fh = open(path, newline="", encoding="utf-8-sig")     # -sig: Excel's byte-order mark
     except OSError as e:
@@ -210,6 +211,9 @@ def write_csv(path: str | Path | None, header: Sequence[str], rows: Iterable[Seq
         w.writerows(rows)
         return
     path = Path(path)
+    if path.is_symlink():
+        # the link's target is written (a ptui CSV, checked below); the link stays as it was
+        path = Path(os.path.realpath(path))
     d = path.parent if str(path.parent) else Path(".")
     st = existing(path)                          # a device node, FIFO or socket: refused here
     if _is_dir(st):
@@ -446,6 +450,7 @@ def read_profile_measured(path, device: Device, *, min_modes: int = 10, time: st
 
 # -- profile files: whose are they, what do they hold ---------------------------------------------
 def _text_rows(path: Path) -> tuple[list[str], list[list[str]]] | None:
+    check_input(path, "a CSV file")
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.reader(fh))
@@ -518,17 +523,53 @@ def is_profile_of(path, session: str) -> bool:
     return all(len(r) > i and r[i].strip() == session for r in rows)
 
 
+# columns only a ptui profile has (every version since the first): a CSV of a user's own, even one
+# with the six figures ptui reads, has not all of them
+PTUI_PROFILE_MARK = ("time_ms_p25", "time_ms_p75", "power_w_std", "n_minibatches", "settle_s")
+
+
+def is_ptui_profile(path) -> bool:
+    """True when `path` is a profile CSV ptui wrote (any session, any version)."""
+    got = _own_rows(Path(path))
+    return got is not None and all(c in got[0] for c in PROFILE_COLS + PTUI_PROFILE_MARK)
+
+
+def _not_ours(p: Path, session: str | None) -> CSVError:
+    where = (f"; the finished modes stay in the session store: ptui profile --session {session} "
+             f"--resume --out ANOTHER.csv writes them") if session else ""
+    return CSVError(f"{p} exists and is not a profile ptui wrote; nothing written there (choose "
+                    f"another --out, or move the file away first){where}")
+
+
+def check_profile_out(path) -> None:
+    """Up front, before profiling: check_out_file, and a file already at `path` must be a profile
+    ptui wrote (its own is replaced, another session's kept as F.~N~); a user's file is refused
+    (it used to be renamed to F.~N~: ptui never renames what it did not write)."""
+    check_out_file(path)
+    if path in (None, "-"):
+        return
+    p = Path(path)
+    st = existing(p)
+    if st is not None and st.st_size > 0 and not is_ptui_profile(p):
+        raise _not_ours(p, None)
+
+
 def keep_aside(path, session: str) -> Path | None:
-    """Before writing `session`'s profile to `path`: a file there that is not that session's
-    profile is renamed to the first free `path.~N~` (returned); ptui overwrites only its own.
-    A device node, FIFO or socket there is refused (PathError), never renamed or opened."""
+    """Before writing `session`'s profile to `path`: another session's ptui profile there is
+    renamed to the first free `path.~N~` (returned); that session's own is overwritten.  A file
+    that is not a ptui profile (one that appeared during the run: check_profile_out refused it up
+    front) is refused, never renamed.  A device node, FIFO or socket there is refused
+    (PathError), never renamed or opened."""
     p = Path(path)
     if not os.path.lexists(p):
         return None
-    if _is_dir(existing(p)):
+    st = existing(p)
+    if _is_dir(st):
         raise CSVError(f"{p}: is a directory; give a file name for the CSV")
     if is_profile_of(p, session):
         return None
+    if st is not None and st.st_size > 0 and not is_ptui_profile(p):
+        raise _not_ours(p, session)
     n = 1
     while True:
         b = p.with_name(f"{p.name}.~{n}~")

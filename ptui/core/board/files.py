@@ -80,6 +80,20 @@ def existing(path, what: str = "--out", want: str = "a regular file") -> os.stat
                     f"(never renamed, replaced or read): choose another {what}")
 
 
+def check_input(path, want: str = "a regular file") -> None:
+    """Before ptui opens `path` to read it: PathError unless it is a regular file or a directory
+    (the open's own error says what is wrong there) or nothing (likewise).  A device node or a
+    socket would be read without end (--workload-spec /dev/zero grew ptui to 24 GB before the
+    kernel killed it; --profile /dev/zero never returned), a FIFO blocks until someone writes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return
+    raise PathError(f"{path} is {kind_name(st.st_mode)}, not {want}; ptui reads only regular files")
+
+
 def check_name_length(path, room: int = NAME_ROOM) -> None:
     """PathError when the file name leaves no room for ptui's temporary and backup names, which
     are up to `room` bytes longer, on the file system of its folder."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..board.files import check_input
 from ..board.physics import DEVICE_PHYSICS, steady_state, workload_physics
 from ..catalogue.devices import DEVICES, Device, get_device
 from ..catalogue.modes import ModeList
@@ -193,6 +194,7 @@ class WorkloadSpec:
         SpecError line
         naming the file and every bad field."""
         p = Path(path)
+        check_input(p, "a JSON file")
         try:
             with open(p, "rb") as f:
                 raw = f.read(SPEC_MAX_BYTES + 1)   # /dev/zero or a huge file: not read whole

@@ -30,6 +30,9 @@ import bisect
 import contextlib
 import json
 import math
+import os
+import stat
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +45,7 @@ import numpy as np
 from ..board import undo
 from ..board.apply import restore_snapshot
 from ..board.backends.base import Backend
+from ..board.files import PathError, check_input, check_name_length, existing, read_head, write_error
 from ..board.inference import inference_operating
 from ..board.locks import board_lock
 from ..board.physics import steady_state
@@ -478,26 +482,87 @@ def walk_profiles(device: Device, train: Workload, infer: str, rate: float, late
     return profiles_of(meas[i] for i in sorted(meas)), len(meas)
 
 
+PROFILES_KIND = "ptui-standalone-profiles"
+
+
+def _is_profiles(path: Path) -> bool:
+    """Whether the regular file at `path` is standalone profiles ptui wrote."""
+    got = read_head(path)
+    if got is None or not got[1]:
+        return False
+    try:
+        body = json.loads(got[0].decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return isinstance(body, dict) and body.get("kind") == PROFILES_KIND
+
+
+def check_profiles_out(path: str | Path) -> Path:
+    """Up front, before any profiling: PathError unless colocate's --save-profiles may write
+    `path`: nothing there, or standalone profiles ptui wrote (a symbolic link: its target), in a
+    folder that exists.  A user's file, a directory, a device node or a FIFO is never opened for
+    writing (it was overwritten, written through a link, or hung on a FIFO).  Returns the path
+    to write: a link's target, so that the link stays."""
+    p = Path(path)
+    st = existing(p, "--save-profiles", "a JSON file")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise PathError(f"{p}: is a directory; give a file name for the profiles")
+    if st is not None and st.st_size > 0 and not _is_profiles(p):
+        raise PathError(f"{p} exists and is not standalone profiles ptui wrote; nothing written "
+                        f"(choose another --save-profiles, or move the file away first)")
+    target = Path(os.path.realpath(p)) if p.is_symlink() else p
+    check_name_length(target)
+    d = target.parent if str(target.parent) else Path(".")
+    if not d.is_dir():
+        raise PathError(f"{p}: folder {d} does not exist")
+    return target
+
+
 def save_profiles(st: Standalone, path: str | Path, **about) -> None:
-    body = {"kind": "ptui-standalone-profiles", "version": 1, **about,
+    """Write the profiles to `path` (checked again by check_profiles_out) through a temporary
+    beside it, renamed over it: a crash leaves the old file or the new one, never half of one."""
+    target = check_profiles_out(path)
+    body = {"kind": PROFILES_KIND, "version": 1, **about,
             "modes": [list(m.as_tuple()) for m in st.modes], "train_batch": st.train_batch,
             "train_ms": st.train_ms.tolist(), "train_w": st.train_w.tolist(),
             "batches": list(st.batches), "infer_ms": st.infer_ms.tolist(), "infer_w": st.infer_w.tolist()}
     if st.power_se is not None:
         body["power_se"] = np.asarray(st.power_se, float).tolist()
+    d = target.parent if str(target.parent) else Path(".")
+    tmp = None
     try:
-        Path(path).write_text(json.dumps(body, indent=1) + "\n")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.ptui-tmp-{os.getpid()}-", dir=d)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(body, indent=1) + "\n")
+        os.replace(tmp, target)
+        tmp = None
     except OSError as e:
-        raise InputError(f"cannot write standalone profiles {path}: {e.strerror or e}") from None
+        raise write_error(path, e) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def load_profiles(path: str | Path, device: Device) -> tuple[Standalone, dict]:
     """(profiles, the file's other fields); InputError when it is not one ptui wrote."""
+    check_input(path, "a JSON file")
     try:
         body = json.loads(Path(path).read_text())
-        if body.get("kind") != "ptui-standalone-profiles":
+        if not isinstance(body, dict) or body.get("kind") != PROFILES_KIND:
             raise ValueError("not a ptui standalone-profiles file")
+        if not isinstance(body.get("modes"), list) or not all(
+                isinstance(m, list) and len(m) == 4 for m in body["modes"]):
+            raise ValueError("'modes' must be a list of [cores, CPU MHz, GPU MHz, memory MHz]")
         modes = [device.mode(*m) for m in body["modes"]]
+        n = len(modes)
+        for k, shape in (("train_ms", (n,)), ("train_w", (n,)), ("infer_w", None), ("infer_ms", None)):
+            v = np.asarray(body.get(k), float)
+            if (shape is not None and v.shape != shape) or not np.all(np.isfinite(v)) or np.any(v <= 0):
+                raise ValueError(f"'{k}' must hold a positive number per mode"
+                                 + ("" if shape is None else f" ({n})"))
+        if not body.get("batches") or any(not isinstance(b, int) or b < 1 for b in body["batches"]):
+            raise ValueError("'batches' must be a list of batch sizes (whole numbers from 1)")
         st = Standalone(modes, int(body["train_batch"]), np.array(body["train_ms"], float),
                         np.array(body["train_w"], float), tuple(int(b) for b in body["batches"]),
                         np.array(body["infer_ms"], float), np.array(body["infer_w"], float),
@@ -506,7 +571,9 @@ def load_profiles(path: str | Path, device: Device) -> tuple[Standalone, dict]:
             raise ValueError("its inference table does not match its modes and batches")
         if st.power_se is not None and st.power_se.shape != (len(modes),):
             raise ValueError("its power_se does not match its modes")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except KeyError as e:
+        raise InputError(f"cannot read standalone profiles {path}: no {e} field") from None
+    except (OSError, ValueError, TypeError, IndexError) as e:
         raise InputError(f"cannot read standalone profiles {path}: {e}") from None
     about = {k: v for k, v in body.items() if k not in ("modes", "train_ms", "train_w", "infer_ms",
                                                           "infer_w", "batches", "train_batch", "power_se")}

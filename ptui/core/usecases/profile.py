@@ -19,7 +19,7 @@ from ..board.backends.replay import ReplayJetson, corpus_workload, replay_worklo
 from ..board.csvio import (
     PEAK_COL,
     TIME_BASES,
-    check_out_file,
+    check_profile_out,
     choose_time,
     fmt_value,
     keep_aside,
@@ -210,7 +210,7 @@ class ProfileRun:
         self.control = control or Control()
         self.notify = notify or (lambda text: None)
         if req.out is not None:
-            check_out_file(req.out)
+            check_profile_out(req.out)
         self.store = store or Store()
         self._own_store = store is None
         self.notes: list[str] = [self.store.notice] if self.store.notice else []
