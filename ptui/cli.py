@@ -317,6 +317,12 @@ def _tune_prior(a) -> int:
     if a.corpus:
         raise CLIError("--count 0 decides from the workload's counts; a replayed corpus is "
                        "measurements: drop --count 0 to tune on them")
+    if a.out:
+        raise CLIError("--count 0 profiles no mode, so there is no profile CSV for --out to hold "
+                       "(the model is saved in the data directory, and said)")
+    if a.workload_spec and a.batch_size:
+        raise CLIError("--workload-spec gives the batch size (its batch_size field); drop "
+                       "--batch-size, or write the counts of that batch in the spec")
     if a.command_line and not a.workload_spec:
         core.check_command(a.command_line)    # before a board is opened or a log written for it
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
@@ -357,13 +363,18 @@ def _tune_prior(a) -> int:
                        "--workload-spec SPEC.json, or a catalog --workload")
     bs_said = spec.batch_size if bs_known else None        # JSON: null, not an assumed 1
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
+    model_dir = core.data_dir() / "models" / session
     try:
-        td = core.tune_prior(dev, spec, **goal, workload=a.workload or name,
-                             model_dir=core.data_dir() / "models" / session,
+        td = core.tune_prior(dev, spec, **goal, workload=a.workload or name, model_dir=model_dir,
                              timed=(f"{timed} (of the user's script)" if timed else ""))
     except core.InfeasibleError as e:
+        # the prior is saved all the same: say where, so that pareto can decide again from it
         if a.json:
-            _infeasible_document("tune", e, goal, bs_said, profiled=0)
+            _infeasible_document("tune", e, goal, bs_said, profiled=0,
+                                 extra={"model": str(model_dir), "simulated": simulated})
+        else:
+            _info(f"the roofline prior is saved as {model_dir}: decide again from it with ptui "
+                  f"pareto --model {model_dir}")
         raise
     d, model = td.decision, td.model
     res = core.decision_body(td.table, d, model, goal, timed=td.timed or _timed(model),
@@ -629,9 +640,11 @@ def _fit_prior(a, dev, spec) -> int:
     if spec is None:
         raise CLIError("give --profile CSV, or --workload-spec SPEC.json (or a catalog --workload) "
                        "for a model from the roofline prior alone")
-    if a.scratch or a.method == "powertrain":
-        raise CLIError("--scratch and --method powertrain train on a profile; without --profile "
-                       "the model is the roofline prior alone")
+    given = [f for f, on in (("--scratch", a.scratch), (f"--method {a.method}", a.method != "auto"),
+                             (f"--time {a.time}", getattr(a, "time", "auto") != "auto")) if on]
+    if given:
+        raise CLIError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to a fit "
+                       f"on a profile; without --profile the model is the roofline prior alone")
     res = core.fit_prior(dev, spec, out=a.out, workload=a.workload)
     m = res.model.about.metrics
     if a.json:
@@ -861,7 +874,7 @@ def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, profi
 
 
 def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words: str | None = None,
-                         profiled: int | None = None, **per_epoch) -> None:
+                         profiled: int | None = None, extra: dict | None = None, **per_epoch) -> None:
     """The document of a goal no mode meets: its words (a decision over batch sizes says its own),
     the reason, the closest option where the decision names one row, and `profiled` where known
     (0: the roofline prior alone, as a feasible decision's document says)."""
@@ -869,7 +882,7 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
                if getattr(e, "table", None) is not None and e.closest is not None else None)
     words = words or core.Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
         goal.get("risk"), goal.get("tolerance_w") or 0.0)
-    print(core.document(command, core.infeasible(words, str(e), closest, profiled)))
+    print(core.document(command, {**core.infeasible(words, str(e), closest, profiled), **(extra or {})}))
 
 
 def _joint_goal(a) -> dict:
@@ -1542,7 +1555,8 @@ WORDS = {
     "CV MAPE": "cross-validated MAPE, the mean absolute percentage error of the predictions for "
                "profiled modes held out of the fit (5-fold cross-validation); lower is better",
     "risk": "the largest accepted probability that the chosen mode goes over the budget (or "
-            "misses the deadline), from the predictions' uncertainty; 0 decides on the means",
+            "misses the deadline), from the predictions' uncertainty, between 0 and 1 (0.05 by "
+            "default); --risk mean decides on the predicted values alone",
     "P(meets the goal)": "the model's probability that the mode meets the goal (stays within the "
                          "budget, or meets the deadline)",
 }

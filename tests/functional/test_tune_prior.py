@@ -85,9 +85,16 @@ def test_count_0_from_a_spec_times_a_minibatch_not_a_script_step(tmp_path, scrip
      "--count 0 decides for one batch size"),
     (["--count", "-1", "--workload", "resnet18", "--budget-w", "30"], "at least 0"),
     (["--count", "0", "--budget-w", "30"], "--count 0 needs the workload's counts"),
+    # a user's trial: both were ignored without a word
+    (["--count", "0", "--workload", "resnet18", "--budget-w", "30", "--out", "x.csv"],
+     "no profile CSV for --out"),
+    (["--count", "0", "--workload-spec", "SPEC", "--batch-size", "64", "--budget-w", "30"],
+     "drop --batch-size"),
 ])
-def test_count_0_bad_input_is_one_line(args, says, cli):
-    rc, out, err = cli("tune", *args)
+def test_count_0_bad_input_is_one_line(args, says, cli, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, out, err = cli("tune", *[str(spec) if x == "SPEC" else x for x in args])
     assert rc == 2, (out, err)
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
 
@@ -198,3 +205,29 @@ def test_a_python_script_that_is_not_there_is_bad_input(cli, tmp_path):
     assert _python_script(["python3", "-c", "print(1)"]) is None
     assert _python_script(["python3.11", "-X", "dev", "t.py", "a.py"]) == "t.py"
     assert _python_script(["torchrun", "t.py"]) is None
+
+
+def test_count_0_with_no_mode_for_the_goal_says_where_its_model_is(tmp_path, cli):
+    """An infeasible zero-profile tune saved the prior as a model and named it nowhere (a user's
+    trial): pareto could not decide again from it."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--deadline-ms", "1",
+                       "--json")
+    assert rc == 3, err
+    d = json.loads(out)
+    assert d["feasible"] is False and d["simulated"] is True and d["profiled"] == 0
+    rc, out2, err = cli("pareto", "--model", d["model"], "--deadline-ms", "100000")
+    assert rc == 0, err
+    rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--deadline-ms", "1")
+    assert rc == 3 and "pareto --model" in err
+
+
+def test_fit_without_a_profile_refuses_the_flags_of_a_fit_on_one(tmp_path, cli):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    for flags in (["--time", "cycle"], ["--method", "gp"], ["--scratch"]):
+        rc, out, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out",
+                           tmp_path / "m", *flags)
+        assert rc == 2 and "without --profile the model is the roofline prior alone" in err, flags
+        assert not (tmp_path / "m").exists()

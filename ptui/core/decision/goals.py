@@ -19,6 +19,10 @@ import numpy as np
 
 from ..errors import InputError
 
+# figures within this share of each other are the same figure for a decision (far below any
+# measurement's precision): the other figure breaks the tie
+TIE_REL = 1e-4
+
 KINDS = ("budget", "deadline", "energy")
 NO_GOAL = ("a decision needs a goal: a power budget (--budget-w W), a deadline (--deadline-ms T) or "
            "the energy objective (--objective energy)")
@@ -85,13 +89,18 @@ class Goal:
                 + (f" (risk {risk:g}{over})" if risk is not None else ""))
 
     def best(self, idx: np.ndarray, time_ms: np.ndarray, power_w: np.ndarray) -> int:
-        """The best of rows idx for this goal, on the values given (a median or an upper bound)."""
-        t, p = time_ms, power_w
+        """The best of rows idx for this goal, on the values given (a median or an upper bound).
+        Values within TIE_REL of the best are a tie, broken by the other figure: a CPU-bound
+        prior's modes differ in time by a millionth of a millisecond across GPU clocks, and
+        `--risk mean` picked the one 9 W hungrier for it (a user's trial)."""
+        t, p = time_ms[idx], power_w[idx]
         if self.kind == "energy":
-            return int(idx[np.argmin(t[idx] * p[idx])])
-        if self.kind == "deadline":
-            return int(idx[np.lexsort((t[idx], p[idx]))[0]])
-        return int(idx[np.lexsort((p[idx], t[idx]))[0]])
+            e = t * p
+            near = np.flatnonzero(e <= e.min() * (1 + TIE_REL))
+            return int(idx[near[np.lexsort((t[near], p[near]))[0]]])
+        first, then = (p, t) if self.kind == "deadline" else (t, p)
+        near = np.flatnonzero(first <= first.min() * (1 + TIE_REL))
+        return int(idx[near[np.lexsort((first[near], then[near]))[0]]])
 
     def as_dict(self) -> dict:
         return {"budget_w": self.budget_w, "deadline_ms": self.deadline_ms, "objective": self.objective}
