@@ -53,7 +53,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "profiling.profiler": ("Control", "RestoreFailed", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
-                             "CPU_TRAINING_WARNING",),
+                             "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
     # the board
     "board.apply": ("ApplyResult",),
     "board.backends": ("open_backend",),
@@ -141,6 +141,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import (
         CPU_TRAINING_WARNING,
+        PRIOR_CPU_TRAINING_WARNING,
         check_command,
         command_text,
         compiled_step_bytes,

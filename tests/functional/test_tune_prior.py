@@ -112,6 +112,10 @@ def test_count_0_on_an_emulated_board_counts_there_and_leaves_its_mode(tmp_path,
     # user's trial: only profile did)
     assert "warning: the script trains on the CPU" in err
     assert d["trains_on"] == "cpu" and d["notes"][0].startswith("warning: the script trains on the CPU")
+    # and that the prior's figures are GPU training's, not this script's (it said "every mode is
+    # timed for CPU training", and predicted 62 ms a step on one core at 115 MHz)
+    assert "predicts its step as the board's GPU would train it" in d["notes"][0]
+    assert "every mode is timed for CPU training" not in err
 
 
 def test_a_script_that_cannot_be_counted_is_one_line(tmp_path, cli):

@@ -63,6 +63,13 @@ CPU_TRAINING_WARNING = (
     "warning: the script trains on the CPU: torch in it sees no CUDA device, so the GPU's clock "
     "will not change its step time and every mode is timed for CPU training; on a Jetson, install "
     "NVIDIA's torch for its JetPack (a torch wheel from PyPI has no CUDA for the Jetson's GPU)")
+# the same, where the script is only counted for the roofline prior (tune --count 0): the prior's
+# figures are the GPU's (a user's trial: 62 ms a step on one core at 115 MHz, for CPU training)
+PRIOR_CPU_TRAINING_WARNING = (
+    "warning: the script trains on the CPU (torch in it sees no CUDA device), but the roofline "
+    "prior predicts its step as the board's GPU would train it: these figures will not hold until "
+    "it trains on CUDA (on a Jetson, NVIDIA's torch for its JetPack; a torch wheel from PyPI has "
+    "no CUDA for the Jetson's GPU), and a profile (--count N) would time CPU training")
 OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
@@ -642,7 +649,7 @@ class ScriptSource:
                 self.device_kind = line.split()[1]
                 self.on_info({"trains_on": self.device_kind})
                 if self.device_kind == "cpu" and not self.backend.simulated:
-                    self.notify(CPU_TRAINING_WARNING)
+                    self.notify(PRIOR_CPU_TRAINING_WARNING if self.whatif else CPU_TRAINING_WARNING)
             else:
                 yield "", None
 
