@@ -72,6 +72,7 @@ class PtuiApp(App):
           for name, key, label in AREAS],
         Binding("question_mark,f1", "app.push_screen('help')", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),     # what a terminal user types to stop
         Binding("escape", "leave_field", "Done typing"),
     ]
 
@@ -106,13 +107,16 @@ class PtuiApp(App):
         self.check_size(self.size)
 
     def _catch_stop_signals(self) -> None:
-        """SIGTERM and SIGHUP (kill, systemd, a closed SSH session) quit the app as `q` does: a
-        running profile is aborted and the board's original mode restored before it exits."""
+        """SIGTERM, SIGHUP and SIGINT (kill, systemd, a closed SSH session, kill -INT) quit the app
+        as `q` does: a running profile is aborted and the board's original mode restored before it
+        exits.  SIGINT was Python's KeyboardInterrupt, which Textual's loop swallowed: the screen
+        went blank, the profile ran on and the board stayed in its mode until kill -9 (a user's
+        trial).  (Ctrl-C typed in the app is a key, not a signal: bound to quit, as q.)"""
         import asyncio
         import signal
         try:
             loop = asyncio.get_running_loop()
-            for s in (signal.SIGTERM, signal.SIGHUP):
+            for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 loop.add_signal_handler(s, self._on_stop_signal, s)
         except (RuntimeError, NotImplementedError, ValueError):   # not the main thread (tests)
             pass
