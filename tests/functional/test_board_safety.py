@@ -75,6 +75,29 @@ def test_board_lock_is_per_board_and_reentrant(tree, tmp_path):
     assert locks.holder(locks.board_key(a)) is None
 
 
+def test_a_link_to_the_boards_tree_is_the_same_board(tree, tmp_path, cli, nvpmodel_on_path):
+    """The key was the path as given: through a symbolic link to the tree a second ptui applied a
+    mode while a profile held the board, and its undo record was another board's (a user's
+    trial)."""
+    from ptui.core.board import locks
+    link = tmp_path / "link"
+    link.symlink_to(tree)
+    assert locks.board_key(SysfsBackend(ORIN, root=link)) == locks.board_key(SysfsBackend(ORIN, root=tree))
+    before = fakesys.read_mode(tree)
+    p = _hold(locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree))))
+    try:
+        rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", link, *MODE, "--yes")
+        assert rc == 1 and f"pid {p.pid}" in err and fakesys.read_mode(tree) == before, err
+    finally:
+        p.kill()
+        p.wait()
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", link, *MODE, "--yes")
+    assert rc == 0, err
+    rc, out, err = cli("restore", "--backend", "sysfs", "--sysfs-root", tree)    # the same record
+    assert rc == 0 and "restored" in out, err
+    assert fakesys.read_mode(tree) == before
+
+
 def test_second_restore_does_not_move_the_board(tree, cli, nvpmodel_on_path):
     sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
     rc, _, err = cli("apply", *sysfs, *MODE, "--yes")

@@ -186,12 +186,14 @@ BOARD_PREFIX = "ptui-"
 def board_key(backend) -> str | None:
     """One key per physical board (sysfs and jtop drive the same one): ``ptui-<board>``, with the
     tree's path for an emulated board under another root; None for the simulator, whose board lives
-    inside one process."""
+    inside one process.  The path is the tree's real one (symbolic links resolved): a link to the
+    tree was another key, and a second ptui drove the board through it while the first held the
+    lock (a user's trial)."""
     if getattr(backend, "simulated", False):
         return None
     root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
-    root = str(root or "/")
-    tag = "" if root in ("/", "") else "-" + _safe(os.path.abspath(root)).strip("_")[-60:]
+    real = os.path.realpath(str(root or "/"))
+    tag = "" if real == "/" else "-" + _safe(real).strip("_")[-60:]
     return f"{BOARD_PREFIX}{backend.device.name}{tag}"
 
 
