@@ -330,11 +330,32 @@ class SysfsBackend(Backend):
             LOG.debug("write %s <- %s", wr.path, wr.value)
             try:
                 self._write(wr.path, wr.value)
-            except PermissionError:
-                raise BackendError("applying a mode needs root: run it again with sudo, e.g. "
-                                   "`sudo $(which ptui) apply ...`") from None
+            except PermissionError as e:
+                if os.geteuid() != 0:
+                    raise BackendError("applying a mode needs root: run it again with sudo, e.g. "
+                                       "`sudo $(which ptui) apply ...`") from None
+                # root refused: an immutable file (chattr +i), a read-only mount, a security
+                # module; said as such, not as a missing sudo (a user's trial)
+                raise ApplyError(f"writing {wr.value} to {wr.path} failed: {e.strerror or e} "
+                                 f"(as root: an immutable file or a read-only file system?)") from None
             except OSError as e:
                 raise ApplyError(f"writing {wr.value} to {wr.path} failed: {e.strerror or e}") from None
+
+    def _do_all(self, writes: list[Write]) -> list[str]:
+        """A restore's writes, each one tried: a write that fails on a file already holding its
+        value is no failure, another is noted and the rest still made (returned: (path, what
+        could not be written)).  The rollback of a failed apply stopped at its first failure,
+        rewriting a GPU limit it had never changed on a file that refused writes, and left four
+        cores online (a user's trial)."""
+        failed = []
+        for wr in writes:
+            LOG.debug("restore %s <- %s", wr.path, wr.value)
+            try:
+                self._write(wr.path, wr.value)
+            except OSError as e:
+                if _read_text(wr.path) != wr.value:
+                    failed.append((wr.path, f"writing {wr.value} to {wr.path} failed: {e.strerror or e}"))
+        return failed
 
     def _check_emulator(self, every_s: float = 0.0) -> None:
         """An emulated tree whose emulator stopped since the backend opened is only files (nothing
@@ -415,10 +436,14 @@ class SysfsBackend(Backend):
         for c, v in sorted(online.items(), reverse=True):
             if v == "0":
                 ws.append(Write(self._cpu(c) / "online", "0", "restore"))
-        self._do(ws)
-        bad = self._not_read_back(ws)
-        if bad:
-            raise ApplyError("restore did not read back: " + "; ".join(bad[:3]))
+        failed = self._do_all(ws)
+        gone = {p for p, _ in failed}
+        bad = self._not_read_back([w for w in ws if w.path not in gone])
+        if failed or bad:
+            said = [m for _, m in failed[:3]]
+            if bad:
+                said.append("did not read back: " + "; ".join(bad[:3]))
+            raise ApplyError(("restore: " if failed else "restore ") + "; ".join(said))
 
     # -- nvpmodel presets and persistence ---------------------------------------------------------
     def run_nvpmodel(self, mode_id: int) -> None:
