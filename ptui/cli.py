@@ -1210,13 +1210,25 @@ def cmd_apply(a) -> int:
         if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
-    res = core.apply(backend, mode)
+    try:
+        res = core.apply(backend, mode)
+    except KeyboardInterrupt as e:
+        done = _applied_before_stop(e)
+        if done is not None:
+            print(_applied(done.message, backend))
+        raise
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
     print(_applied(res.message, backend))
     if a.persist:
         print(core.persist(backend, mode))
     return EXIT_OK
+
+
+def _applied_before_stop(e: BaseException):
+    """The verified apply a stop signal waited for (board.apply.apply_mode), or None."""
+    done = getattr(e, "applied", None)
+    return done if done is not None and done.ok and done.readback is not None else None
 
 
 def _apply_json(a, backend, current, target, holds, steps, do, preset: str | None = None) -> int:
@@ -1239,7 +1251,16 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
     try:
         with core.board_lock(backend):         # nothing is said or written while another ptui drives it
             if not holds():
-                got, msg = do()
+                try:
+                    got, msg = do()
+                except KeyboardInterrupt as e:
+                    done = _applied_before_stop(e)
+                    if done is not None:           # the document of what was done, then the stop
+                        body.update(changed=True, applied=True, message=_applied(done.message, backend),
+                                    readback=done.readback.as_dict(), readback_key=done.readback.key,
+                                    stopped_by=str(e) or "SIGINT")
+                        print(core.document("apply", body))
+                    raise
                 body.update(changed=True, applied=True, message=msg)
             else:
                 got = backend.current_mode()

@@ -3,6 +3,7 @@
 The board is an emulated Orin AGX sysfs tree kept alive by the simulator (conftest's emulate);
 ptui runs as a separate process, as a user's would, on a small real torch training script.
 """
+import json
 import os
 import shlex
 import shutil
@@ -166,10 +167,13 @@ def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulate):
     assert rc == 2 and "nothing to restore" in err            # the resumed run left nothing behind
 
 
-def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path):
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     """SIGTERM between two sysfs writes of an apply: the apply finishes (read back and verified),
-    then ptui stops, saying so; the board is never left half-written."""
+    then ptui stops, saying both; the board is never left half-written.  It said only 'stopped by
+    SIGTERM', and --json printed nothing, though the mode was applied (a user's trial)."""
     root = fakesys.build(tmp_path / "root")
+    extra = ["--json"] if json_ else []
     code = textwrap.dedent(f"""
         import os, signal, sys
         from ptui.core.board.backends.sysfs import SysfsBackend
@@ -181,12 +185,18 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path):
             real(self, path, value)
         SysfsBackend._write = write
         from ptui.cli import main
-        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes"]))
+        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes",
+                       *{extra!r}]))
     """)
     r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 128 + signal.SIGTERM, r.stderr
     assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    if json_:
+        d = json.loads(r.stdout)
+        assert d["applied"] is True and d["stopped_by"] == "SIGTERM" and d["readback_key"]
+    else:
+        assert "applied and verified" in r.stdout
     assert _mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
     rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0 and _mode(root) == ORIN.preset("MODE_30W").mode, err

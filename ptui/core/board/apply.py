@@ -63,11 +63,20 @@ def plan(backend: Backend, target: Mode) -> Plan:
 def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
     """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
     process is changing this board's mode)."""
+    result = None
     try:
         with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
-            return _apply_mode(backend, target)
+            result = _apply_mode(backend, target)
+        return result
     except LockError as e:                   # nothing was touched
         return ApplyResult(False, target, None, None, f"not applied: {e}")
+    except KeyboardInterrupt as e:
+        # a stop signal held until the mode was whole: the exception carries what was done, so
+        # that the caller says it before stopping (it said only 'stopped by SIGTERM', and --json
+        # printed nothing, while the mode was applied and verified: a user's trial)
+        if result is not None:
+            e.applied = result  # type: ignore[attr-defined]
+        raise
 
 
 def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:

@@ -341,13 +341,13 @@ class SysfsBackend(Backend):
             except OSError as e:
                 raise ApplyError(f"writing {wr.value} to {wr.path} failed: {e.strerror or e}") from None
 
-    def _do_all(self, writes: list[Write]) -> list[str]:
+    def _do_all(self, writes: list[Write]) -> list[tuple[Path, str]]:
         """A restore's writes, each one tried: a write that fails on a file already holding its
         value is no failure, another is noted and the rest still made (returned: (path, what
         could not be written)).  The rollback of a failed apply stopped at its first failure,
         rewriting a GPU limit it had never changed on a file that refused writes, and left four
         cores online (a user's trial)."""
-        failed = []
+        failed: list[tuple[Path, str]] = []
         for wr in writes:
             LOG.debug("restore %s <- %s", wr.path, wr.value)
             try:
