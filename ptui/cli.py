@@ -1211,7 +1211,7 @@ def cmd_apply(a) -> int:
             print("not applied")
             return EXIT_OK
     try:
-        res = core.apply(backend, mode)
+        res = core.apply(backend, mode, expect_from=p.current)   # the plan shown, or nothing
     except KeyboardInterrupt as e:
         done = _applied_before_stop(e)
         if done is not None:

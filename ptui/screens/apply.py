@@ -179,12 +179,12 @@ class ApplyScreen(Screen):
             return
         self.busy = "rolling back"
         self.query_one("#result", Static).update("rolling back…")
-        self.do_rollback(self.snapshot)
+        self.do_rollback(self.snapshot, self.result.readback if self.result is not None else None)
 
     @work(thread=True, group="device", exit_on_error=False)
-    def do_rollback(self, snap) -> None:
+    def do_rollback(self, snap, expect=None) -> None:
         try:
-            self.post_message(RollbackFinished(core.rollback(self.app.state.backend, snap)))
+            self.post_message(RollbackFinished(core.rollback(self.app.state.backend, snap, expect)))
         except Exception as e:  # noqa: BLE001
             self.post_message(RollbackFinished(None, str(e)))
 

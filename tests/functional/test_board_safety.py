@@ -240,3 +240,27 @@ def test_a_board_in_the_mode_but_not_held_there_is_a_change(tree, cli):
     assert rc == 0 and d["changed"] is True and d["applied"] is True, err
     assert low.read_text().strip() == str(int(mode.cpu_mhz * 1000))
     assert json.loads(cli("apply", *sysfs, *args, "--dry-run", "--json")[1])["changed"] is False
+
+
+def test_a_board_changed_since_the_plan_or_the_apply_is_not_written(tree, nvpmodel_on_path):
+    """apply waited at its [y/N] without the lock, and then made writes another plan's (another
+    ptui had applied meanwhile); the app's `r` rolled back over another ptui's later apply without
+    a word (a user's trial).  Both check the board under the lock and write nothing."""
+    from ptui.core.board.apply import BoardChanged
+    from ptui.core.board.apply import plan as plan_apply
+    from ptui.core.usecases.board import apply, rollback
+    me, other = SysfsBackend(ORIN, root=tree), SysfsBackend(ORIN, root=tree)
+    plan = plan_apply(me, ORIN.mode(4, 729.6, 318.75, 665.6))
+    assert apply(other, ORIN.preset("MODE_15W").mode).ok            # meanwhile, someone else
+    res = apply(me, ORIN.mode(4, 729.6, 318.75, 665.6), expect_from=plan.current)
+    assert not res.ok and "changed since the plan" in res.message
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_15W").mode
+    res = apply(me, ORIN.mode(4, 729.6, 318.75, 665.6))             # the app applies...
+    assert res.ok
+    assert apply(other, ORIN.preset("MODE_30W").mode).ok            # ...someone else after it
+    with pytest.raises(BoardChanged, match="rolling back would undo that change"):
+        rollback(me, res.snapshot, expect=res.readback)
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_30W").mode
+    assert apply(other, res.readback).ok                            # back in the app's mode: fine
+    rollback(me, res.snapshot, expect=res.readback)
+    assert fakesys.read_mode(tree) == ORIN.preset("MODE_15W").mode

@@ -60,12 +60,26 @@ def plan(backend: Backend, target: Mode) -> Plan:
     return Plan(cur, target, steps)
 
 
-def apply_mode(backend: Backend, target: Mode) -> ApplyResult:
+class BoardChanged(ApplyError):
+    """The board is not in the mode a plan (or a rollback) was made from: someone changed it since;
+    nothing was written."""
+
+
+def apply_mode(backend: Backend, target: Mode, expect_from: Mode | None = None) -> ApplyResult:
     """Apply, verify, roll back on mismatch; holds the board's lock (LockError when another ptui
-    process is changing this board's mode)."""
+    process is changing this board's mode).  expect_from: the mode the user's confirmed plan
+    started from; under the lock, a board in another mode is not touched (the plan shown is no
+    longer what the writes would do: a user's trial, another ptui applied while apply waited at
+    its [y/N])."""
     result = None
     try:
         with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
+            now = backend.current_mode() if expect_from is not None else None
+            if now is not None and now != expect_from:
+                return ApplyResult(False, target, None, None,
+                                   f"not applied: the board changed since the plan was shown (it is "
+                                   f"in {now.key} now, the plan started from {expect_from.key}): run "
+                                   f"apply again to see the new plan")
             result = _apply_mode(backend, target)
         return result
     except LockError as e:                   # nothing was touched
@@ -136,8 +150,17 @@ def select_preset(backend: Backend, preset):
     return snap
 
 
-def restore_snapshot(backend: Backend, snap) -> Mode:
-    """Return the board to a saved state under the board's lock; the mode it is in after."""
+def restore_snapshot(backend: Backend, snap, expect: Mode | None = None) -> Mode:
+    """Return the board to a saved state under the board's lock; the mode it is in after.
+    expect: the mode the board must be in (the one an apply left, for the app's rollback); in
+    another, someone changed it since and BoardChanged is raised, nothing written (the app's `r`
+    undid another ptui's later apply without a word: a user's trial)."""
     with board_lock(backend), shielded():
+        now = backend.current_mode() if expect is not None else None
+        if now is not None and now != expect:
+            raise BoardChanged(f"the board is in {now.describe()} now, not the mode this apply left "
+                               f"({expect.describe()}): it was changed since, and rolling back would "
+                               f"undo that change; nothing written (ptui restore undoes the last "
+                               f"apply, whoever made it)")
         backend.restore(snap)
         return backend.current_mode()

@@ -66,10 +66,11 @@ def _applying(backend: Backend, change):
                         undo.clear(backend, undo.APPLY, rec)
 
 
-def apply(backend: Backend, mode: Mode) -> ApplyResult:
-    """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore."""
+def apply(backend: Backend, mode: Mode, expect_from: Mode | None = None) -> ApplyResult:
+    """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore.
+    expect_from: the mode the plan the user confirmed started from (board.apply.apply_mode)."""
     try:
-        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode)))
+        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode, expect_from)))
     except _NotApplied as e:
         return e.result
     except LockError as e:                   # nothing was touched
@@ -97,9 +98,10 @@ def apply_preset(backend: Backend, key) -> Mode:
     return backend.current_mode()
 
 
-def rollback(backend: Backend, snapshot) -> Mode:
-    """Return to the state before an apply; `ptui restore` then has nothing left to undo."""
-    now = restore_snapshot(backend, snapshot)
+def rollback(backend: Backend, snapshot, expect: Mode | None = None) -> Mode:
+    """Return to the state before an apply; `ptui restore` then has nothing left to undo.
+    expect: the mode that apply left (board.apply.restore_snapshot)."""
+    now = restore_snapshot(backend, snapshot, expect)
     rec = undo.load(backend, undo.APPLY)
     if rec is not None and backend.snapshot_json(rec.state) == backend.snapshot_json(snapshot):
         undo.clear(backend, undo.APPLY, rec)
