@@ -105,6 +105,23 @@ class PtuiApp(App):
         self.switch_mode("dashboard")
         self._catch_stop_signals()
         self.check_size(self.size)
+        self._warn_interrupted_profile()
+
+    def _warn_interrupted_profile(self) -> None:
+        """A profile killed before it put the board back (kill -9, a power cut of the host) left the
+        board in a mode nobody chose: said when the app opens, with the way back (the app opened
+        on it without a word, its dashboard naming the preset the clocks had left: a user's
+        trial)."""
+        try:
+            st = core.board_status(self.state.backend)
+        except Exception:  # noqa: BLE001 - a board that cannot say is the dashboard's to show
+            return
+        r = st.restore
+        if r is None or r.kind != "profile" or r.in_progress:
+            return
+        self.notify(f"a profile (session {r.session}) was stopped before it put the board back: the "
+                    f"board is in {st.mode.key}, not the mode before it ({r.mode}). Put it back with: "
+                    f"ptui restore", severity="warning", timeout=60)
 
     def _catch_stop_signals(self) -> None:
         """SIGTERM, SIGHUP and SIGINT (kill, systemd, a closed SSH session, kill -INT) quit the app

@@ -38,6 +38,20 @@ class DashboardScreen(Screen):
         self._lines[wid] = lines
         self.query_one(wid, Static).update(text, layout=layout)
 
+    def _preset_words(self, name: str | None, knobs) -> str:
+        """nvpmodel's preset, and whether the clocks are still that preset's: a profile or an apply
+        changes the clocks and leaves nvpmodel's status as it was (the dashboard said MODE_30W
+        over a profiling mode's clocks: a user's trial)."""
+        if not name:
+            return "custom mode"
+        try:
+            preset = self.app.state.backend.device.preset(name)
+        except Exception:  # noqa: BLE001 - a name ptui's tables do not know: shown as read
+            return name
+        if None in knobs or all(abs(a - b) < 0.5 for a, b in zip(preset.mode.as_tuple(), knobs)):
+            return name
+        return f"{name}, clocks changed since (a custom mode)"
+
     @staticmethod
     def _minibatch(mb: float | None, t) -> str:
         """Minibatch times are known only while ptui profiles; otherwise say so, and call the
@@ -77,7 +91,7 @@ class DashboardScreen(Screen):
         cores, cpu, gpu, mem = (Mode(*knobs).words() if None not in knobs else
                                 ("cores n/a", "CPU n/a", "GPU n/a", "memory n/a"))
         self._set("#clocks",
-            f"[b]Mode[/b] nvpmodel {t.nvpmodel or 'custom mode'}\n"
+            f"[b]Mode[/b] nvpmodel {self._preset_words(t.nvpmodel, knobs)}\n"
             f"{cores}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
             f"{cpu}\n{gpu}\n{mem}\n"
             f"minibatch {self._minibatch(mb, t)}")

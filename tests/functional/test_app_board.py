@@ -117,3 +117,26 @@ async def test_an_emulated_board_is_labelled_on_screen(tmp_path):
         banner = str(app.screen.query_one("#banner").render())
         assert banner.startswith("EMULATED (SIMULATED)") and "made by ptui emulate" in banner
         assert "[EMULATED, SIMULATED]" in app.sub_title
+
+
+async def test_the_app_opened_after_a_killed_profile_says_the_board_was_left_and_how_back(tmp_path):
+    """kill -9 of the app mid-profile, then the app again: it opened without a word, and its
+    dashboard said 'nvpmodel MODE_30W' over a profiling mode's clocks (a user's trial)."""
+    from ptui.core.board import undo
+    from ptui.core.usecases.board import apply
+    root = fakesys.build(tmp_path / "root")              # MODE_30W
+    be = SysfsBackend(ORIN, root=root)
+    before = be.snapshot()
+    assert apply(be, ORIN.mode(4, 729.6, 318.75, 665.6)).ok     # the killed profile's last mode
+    undo.clear(be, undo.APPLY)
+    undo.save(be, undo.PROFILE, before, session="killed", pid=2 ** 22 + 7)    # no such process
+    app, _ = board_app(root)
+    async with app.run_test(size=(110, 36)) as pilot:
+        await pilot.pause(0.8)
+        said = " ".join(str(n.message) for n in app._notifications)
+        assert "a profile (session killed) was stopped before it put the board back" in said, said
+        assert "ptui restore" in said
+        clocks = str(app.screen.query_one("#clocks").render())
+        assert "clocks changed since" in clocks, clocks
+    rc, out, err = run_cli("restore", "--backend", "sysfs", "--sysfs-root", root)
+    assert rc == 0 and fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode, err
