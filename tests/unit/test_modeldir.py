@@ -157,3 +157,32 @@ def test_pareto_json_is_strict_json(tmp_path, ref, cli):
     rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
     assert rc == 0, err
     json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("batches_per_epoch", float("nan"), "NaN"), ("batch_size", "x", "invalid literal"),
+    ("metrics", "x", "'metrics' is not a table"), ("trained_on", [1], "'trained_on' is not a table"),
+    ("time_basis", "weird", "not step or cycle"), ("batch_size", -3, "not a count"),
+    ("batches_per_epoch", -1, "not a count"),
+])
+def test_a_damaged_meta_without_a_digest_is_one_error_not_a_traceback(tmp_path, field, value, says):
+    """A model of the format before digests has no checksum to refuse an edit: a NaN, a word or a
+    negative count in its meta.json was a ValueError or TypeError traceback in pareto and predict,
+    or an epoch of -0.00 min (a fuzzing trial).  With a digest, a NaN is an edit like any other."""
+    import shutil
+    src = tmp_path / "m"
+    shutil.copytree(bundled_reference(), src)
+    meta = json.loads((src / "meta.json").read_text())
+    for keep in (False, True):
+        d = tmp_path / f"m{int(keep)}"
+        shutil.copytree(src, d)
+        m = dict(meta)
+        if not keep:
+            m.pop("digest", None)
+            m.pop("files", None)
+        m[field] = value
+        (d / "meta.json").write_text(json.dumps(m))
+        with pytest.raises(ModelError, match="damaged" if not keep else "edited|damaged") as e:
+            load_model(d)
+        if not keep:
+            assert says in str(e.value) and "\n" not in str(e.value)

@@ -55,8 +55,13 @@ def finite_json(obj):
 
 
 def meta_digest(meta: dict) -> str:
+    """The digest of meta.json's content; a NaN or infinity (which ptui never writes) gives a
+    digest no model has, so the model reads as damaged (it was a ValueError traceback)."""
     body = {k: v for k, v in meta.items() if k != "digest"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return "not-finite"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

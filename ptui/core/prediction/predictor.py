@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,7 @@ def load_model(directory: str | Path) -> Model:
         raise ModelError(f"{d}: no model directory here (build one with ptui fit or ptui reference build)")
     meta = _read_meta(d)
     verify_model_dir(d, meta)
+    _check_about(d, meta)
     if not isinstance(meta.get("device", ""), str):
         raise ModelError(f"{d}/meta.json: its device {meta['device']!r} is not a device name")
     try:
@@ -233,6 +235,31 @@ def load_model(directory: str | Path) -> Model:
         probe = model.predict(_probe_modes(device))
     check_predictions(probe, f"{d}")
     return model
+
+
+def _check_about(d: Path, meta: dict) -> None:
+    """ModelError unless meta.json's facts read as About's types and make sense: a model of an
+    older format (no digest to check) with a NaN, a word or a negative number where a count
+    belongs was a traceback, or an epoch of -0.00 min (a fuzzing trial)."""
+    def bad(why: str) -> ModelError:
+        return ModelError(f"{d}/meta.json is damaged: {why}; fit the model again")
+    for k in ("metrics", "trained_on", "peak_mem_gb"):
+        if meta.get(k) is not None and not isinstance(meta[k], dict):
+            raise bad(f"{k!r} is not a table")
+    if meta.get("time_basis") not in (None, "", "step", "cycle"):
+        raise bad(f"'time_basis' is {meta['time_basis']!r}, not step or cycle")
+    try:
+        about = About.of(meta)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise bad(str(e)) from None
+    counts = [("batch_size", about.batch_size), ("batches_per_epoch", about.batches_per_epoch),
+              *(("batch_sizes", b) for b in about.batch_sizes)]
+    for k, v in counts:
+        if v is not None and v < 1:
+            raise bad(f"{k!r} is {v}, not a count")
+    spe = about.samples_per_epoch
+    if spe is not None and not (math.isfinite(spe) and spe > 0):
+        raise bad(f"'samples_per_epoch' is {spe}")
 
 
 def _read_meta(d: Path) -> dict:
