@@ -66,7 +66,7 @@ EOF
 "$PT" profile --device orin-agx --count 3 --sample-interval 0.1 --out script.csv -- "$SCRIPT_PYTHON" train.py
 [ "$(wc -l < script.csv)" -eq 4 ] || fail "script.csv has $(wc -l < script.csv) lines, not a header and 3 modes"
 
-step "fit (needs at least 10 modes: a 12-mode simulated profile) and pareto"
+step "fit (needs at least 6 modes: a 12-mode simulated profile) and pareto"
 "$PT" profile --device orin-agx --workload resnet18 --count 12 --out sim12.csv
 "$PT" fit --device orin-agx --profile sim12.csv --workload resnet18 --out model
 "$PT" pareto --model model --budget-w 30 --epochs 10

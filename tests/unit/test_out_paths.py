@@ -406,3 +406,21 @@ def test_colocate_save_profiles_writes_only_its_own_file(tmp_path, cli):
     rc, _, err = cli("colocate", "--device", "orin-agx", "--rate", "20", "--latency-ms", "100",
                      "--budget-w", "30", "--profiles", bad)
     assert rc == 2 and "not a ptui standalone-profiles file" in err
+
+
+def test_settings_that_name_no_folder_or_no_pool_file_are_bad_input(tmp_path, cli, monkeypatch):
+    """Exit 1 ('the device or the run failed') for what were the user's settings: a data
+    directory that is a file, a pool URL naming a folder or /dev/null (opened, 'disk I/O
+    error'), the replay backend without its recording (a fuzzing trial)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    monkeypatch.setenv("PTUI_DATA_DIR", str(afile / "sub"))
+    rc, _, err = cli(*PROFILE, "--out", tmp_path / "p.csv")
+    assert rc == 2 and "session store" in err and err.count("\n") == 1, err
+    monkeypatch.delenv("PTUI_DATA_DIR")
+    for url, says in ((f"sqlite://{tmp_path}", "is a directory"), ("sqlite:///dev/null", "character device")):
+        rc, _, err = cli("pool", "list", "--pool-url", url)
+        assert rc == 2 and says in err, err
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    rc, _, err = cli("--backend", "replay", "status")
+    assert rc == 2 and "needs --corpus" in err

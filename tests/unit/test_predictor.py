@@ -167,3 +167,21 @@ def test_stacked_members_keep_their_own_data_and_scaling():
     assert np.allclose(a.x_mean, b[0].x_mean) and a.y_mean == b[0].y_mean
     assert np.allclose(b[1].x_mean, X[:20].mean(axis=0)) and b[1].y_mean == np.log(y[:20]).mean()
     assert not np.allclose(b[0].layers[0][0], b[1].layers[0][0])
+
+
+def test_fit_takes_the_six_modes_tune_fits(tmp_path, cli):
+    """A profile of 6 modes (what `tune --count 6` profiles and fits) was refused by `ptui fit`:
+    '6 distinct modes; at least 10 are needed' (a fuzzing trial).  fit's minimum is the fit's."""
+    from ptui.core.board.physics import steady_state
+    from ptui.core.catalogue.workloads import get_workload
+    modes = ORIN.pt_grid()[::700][:6]
+    op = steady_state(ORIN, get_workload("resnet18"), *np.array([m.as_tuple() for m in modes]).T)
+    rows = "".join(f"{m.cores},{m.cpu_mhz},{m.gpu_mhz},{m.mem_mhz},{t:.3f},{p:.3f}\n"
+                   for m, t, p in zip(modes, op.time_ms, op.power_w))
+    six = write(tmp_path / "six.csv", "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n" + rows)
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", six, "--out", tmp_path / "m6")
+    assert rc == 0, err
+    five = write(tmp_path / "five.csv", "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n"
+                 + "".join(rows.splitlines(keepends=True)[:5]))
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", five, "--out", tmp_path / "m5")
+    assert rc == 2 and "5 distinct modes; at least 6 are needed" in err, err

@@ -263,7 +263,7 @@ def _merge_rows(path, keyed, min_count: int, what: str = "modes") -> dict:
         seen[key] = (v, v)
     if len(seen) < min_count:
         raise CSVError(f"{path}: {len(seen)} distinct {what}; at least {min_count} are needed "
-                       f"(profile more with: ptui profile --count 50)")
+                       f"(profile more with: ptui profile --count {max(min_count, 50)})")
     return seen
 
 

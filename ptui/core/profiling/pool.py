@@ -16,12 +16,14 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..board.files import kind_name
 from ..errors import InputError, RuntimeFailure
 
 POOL_ENV = "PTUI_POOL"
@@ -125,6 +127,15 @@ def check_url(url: str) -> tuple[str, str]:
             raise InputError(f"bad pool URL {url!r}: sqlite:///PATH takes an absolute path "
                              f"(three slashes), {URL_HELP}")
         path = rest[1:] if rest.startswith("//") else rest
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # a folder, /dev/null, a FIFO: no pool file (it was 'unable to open database file' or
+            # 'disk I/O error', exit 1, after opening the device: a fuzzing trial)
+            raise InputError(f"bad pool URL {url!r}: {path} is {kind_name(st.st_mode)}, not an SQLite "
+                             f"pool file")
         return "sqlite", path
     raise InputError(f"bad pool URL {url!r}: a pool is {URL_HELP}")
 

@@ -16,7 +16,14 @@ from ..catalogue.devices import get_device
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, RuntimeFailure
 from ..paths import model_dir
-from ..prediction.fit import MIN_MODES_PRIOR, check_model_rest, fit_batch_profile, fit_model, fit_rows
+from ..prediction.fit import (
+    MIN_MODES,
+    MIN_MODES_PRIOR,
+    check_model_rest,
+    fit_batch_profile,
+    fit_model,
+    fit_rows,
+)
 from ..prediction.gp import raw_modes
 from ..prediction.predictor import Model, bundled_reference, load_model
 from ..prediction.roofline import RooflinePrior, RooflineTarget, WorkloadSpec, anchored_spec
@@ -179,6 +186,10 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     else:
         if spec is not None and not scratch:      # a few modes refine the prior (fit.prior_fit)
             min_modes = MIN_MODES_PRIOR
+        elif min_modes is None:
+            # the fit's own minimum, as tune's (a profile of 6 modes that tune fitted was refused
+            # by fit: 'at least 10 are needed', a fuzzing trial)
+            min_modes = MIN_MODES
         modes, t, p, measured = read_profile_measured(
             profile, device, time=basis, **({} if min_modes is None else {"min_modes": min_modes}))
         n = len(modes)

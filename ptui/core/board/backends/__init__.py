@@ -26,7 +26,7 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
                          f"replay, not {kind}")
     if kind == "replay" or (corpus and kind in (None, "auto")):
         if not corpus:
-            raise BackendError("the replay backend needs --corpus FILE.csv (a recorded profile)")
+            raise InputError("the replay backend needs --corpus FILE.csv (a recorded profile)")
         from .replay import ReplayJetson  # lazy: the app starts without the backends (above)
         # the interval only where one is given (the backends have their own default)
         kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
