@@ -264,3 +264,23 @@ def test_a_board_changed_since_the_plan_or_the_apply_is_not_written(tree, nvpmod
     assert apply(other, res.readback).ok                            # back in the app's mode: fine
     rollback(me, res.snapshot, expect=res.readback)
     assert fakesys.read_mode(tree) == ORIN.preset("MODE_15W").mode
+
+
+def test_a_profile_refused_by_the_lock_starts_nothing_and_says_nothing_else(tree, cli):
+    """It said it was running the probe's loop and had restored the board, and left an
+    interrupted 0/N session, though no script started and the board was never touched (a user's
+    trial)."""
+    from ptui.core.board import locks
+    from ptui.core.profiling.store import Store
+    p = _hold(locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree))))
+    try:
+        for cmd in (["profile", "--count", "2", "--out", str(tree.parent / "p.csv")],
+                    ["tune", "--count", "6", "--budget-w", "30"]):
+            rc, out, err = cli("--backend", "sysfs", "--sysfs-root", tree, *cmd, "--workload",
+                               "resnet18", "--session", f"s-{cmd[0]}")
+            assert rc == 1 and f"pid {p.pid}" in err and "nothing was started" in err, err
+            assert "running" not in err and "restored" not in err and "resume" not in err, err
+    finally:
+        p.kill()
+        p.wait()
+    assert Store().list_sessions() == []

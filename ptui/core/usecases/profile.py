@@ -3,6 +3,7 @@ run class: ProfileRun), resumable, and the board goes back to its mode whatever 
 from __future__ import annotations
 
 import math
+import os
 import random
 import sys
 import time
@@ -30,7 +31,7 @@ from ..board.csvio import (
     write_csv,
 )
 from ..board.files import WriteError, write_error
-from ..board.locks import lock_session, unlock_session
+from ..board.locks import LockError, board_key, holder, lock_session, unlock_session
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
@@ -137,6 +138,19 @@ class ProfileOutcome:
     stop_reason: str = ""                 # active profiling: why it stopped
     best: tuple | None = None             # active profiling: (best measured mode, P(meets goal))
     time_note: str = ""                   # a large share of the wall time outside the timed steps
+
+
+def _board_free(backend: Backend) -> None:
+    """LockError, before a session is opened or a script started, when another live process
+    drives this board: the profile would stop at its first mode anyway, after saying it was
+    running the script and had restored the board, and leave an interrupted 0/N session (a
+    user's trial).  The lock itself is still taken where the board is written."""
+    key = board_key(backend)
+    pid = holder(key) if key else None
+    if pid is not None and pid != os.getpid():
+        raise LockError(f"another ptui process (pid {pid}) is changing the power mode of this "
+                        f"{backend.device.name}; wait for it to finish or stop it, then try again "
+                        f"(nothing was started)")
 
 
 class ProfileRun:
@@ -557,6 +571,7 @@ class ProfileRun:
         be = self.backend
         if be is None:
             raise SessionError("no backend to profile on")
+        _board_free(be)
         if self.batch_sizes is not None:
             return self._prepare_sizes(be.device)
         dev = be.device
