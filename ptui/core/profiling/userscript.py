@@ -390,6 +390,7 @@ class ScriptSource:
         self._drained = threading.Event()    # ... and no connection of it is left to accept
         self._step_conn = None
         self._timed_said: str | None = None
+        self._timed_changed = ""             # what one step was before it changed mid-profile
 
     @property
     def steps(self) -> int:
@@ -591,10 +592,23 @@ class ScriptSource:
     def _say_timed(self) -> None:
         timed = self.it.timed()
         if timed != self._timed_said:
-            self._timed_said = timed
+            before, self._timed_said = self._timed_said, timed
             label = f"{WHATIF_LABEL}: " if self.whatif else ""
-            self.on_info({"timed": label + "one " + timed})
-            self.notify(f"timing one {timed}: time_ms is the time of one such unit")
+            if before and not self._timed_changed and self.it.n_iter >= self.steps_per_mode:
+                # the work of one step changed under a profile already measuring (LBFGS whose line
+                # search needs fewer closure evaluations as it converges: 5 then 1 per step, the
+                # modes 18.6, 19.6 and 3.8 ms, every row labelled 'one optimizer step' and no
+                # warning: a user's trial): said, in the CSV's timed column too
+                self._timed_changed = f"changed during the profile, from one {before}"
+                self.notify(f"warning: what one step does changed during the profile (it was one "
+                            f"{before}, now one {timed}): the modes measured before and after are "
+                            f"not the same work, so their times cannot be compared; fix the "
+                            f"optimizer's work per step (e.g. LBFGS's max_iter and line search) and "
+                            f"profile again")
+            tail = f" ({self._timed_changed})" if self._timed_changed else ""
+            self.on_info({"timed": label + "one " + timed + tail})
+            if not self._timed_changed:          # once warned, the changes go on unsaid
+                self.notify(f"timing one {timed}: time_ms is the time of one such unit")
 
     # -- the probe's lines ------------------------------------------------------------------------
     def _lines(self, deadline_fn):
