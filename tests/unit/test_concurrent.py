@@ -11,6 +11,7 @@ from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.inference import INFER_BATCHES, INFERENCE, MAXN_SWEEP, POWER_GLITCHES
 from ptui.core.catalogue.workloads import WORKLOADS, get_workload
 from ptui.core.decision import concurrent as C
+from ptui.core.decision.goals import TIE_REL
 from ptui.core.decision.pareto import InfeasibleError
 from ptui.core.usecases.colocate import WALK_BUDGET, exhaustive, standalone, walk
 
@@ -136,7 +137,8 @@ def test_walk_profiles_at_most_15_modes_and_its_pick_holds_in_the_event_run(tw, 
     opt, _st, _ = exhaustive(DEV, train, iw, rate, lat, pw)
     pick, n = walk(DEV, train, iw, rate, lat, pw)
     assert n <= WALK_BUDGET
-    assert pick.prediction.train_sps <= opt.prediction.train_sps * (1 + 1e-9)
+    # throughputs within TIE_REL are one figure to a decision (the lower power wins the tie)
+    assert pick.prediction.train_sps <= opt.prediction.train_sps * (1 + TIE_REL)
     assert pick.prediction.train_sps >= 0.8 * opt.prediction.train_sps
     st = standalone(DEV, train, iw, [pick.mode])
     sm = C.simulate(st, 0, C.poisson_arrivals(rate, 200.0, seed=1), lat, pick.batch)

@@ -90,14 +90,13 @@ class Goal:
 
     def best(self, idx: np.ndarray, time_ms: np.ndarray, power_w: np.ndarray) -> int:
         """The best of rows idx for this goal, on the values given (a median or an upper bound).
-        Values within TIE_REL of the best are a tie, broken by the other figure: a CPU-bound
+        For a budget or a deadline, values within TIE_REL of the best are a tie, broken by the
+        other figure (energy: the first least, as before): a CPU-bound
         prior's modes differ in time by a millionth of a millisecond across GPU clocks, and
         `--risk mean` picked the one 9 W hungrier for it (a user's trial)."""
         t, p = time_ms[idx], power_w[idx]
         if self.kind == "energy":
-            e = t * p
-            near = np.flatnonzero(e <= e.min() * (1 + TIE_REL))
-            return int(idx[near[np.lexsort((t[near], p[near]))[0]]])
+            return int(idx[np.argmin(t * p)])
         first, then = (p, t) if self.kind == "deadline" else (t, p)
         near = np.flatnonzero(first <= first.min() * (1 + TIE_REL))
         return int(idx[near[np.lexsort((first[near], then[near]))[0]]])

@@ -349,7 +349,7 @@ class SysfsBackend(Backend):
         cores online (a user's trial)."""
         failed: list[tuple[Path, str]] = []
         for wr in writes:
-            LOG.debug("restore %s <- %s", wr.path, wr.value)
+            LOG.debug("write %s <- %s", wr.path, wr.value)
             try:
                 self._write(wr.path, wr.value)
             except OSError as e:
