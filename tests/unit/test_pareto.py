@@ -372,3 +372,18 @@ def test_a_mode_a_millionth_faster_for_more_watts_is_neither_on_the_front_nor_ch
     tab = Table(modes[:2], t[:2], p[:2], np.zeros(2), np.zeros(2))
     assert choose(tab, budget_w=33.0, risk=None).index == 0       # the same time for less power
     assert choose(tab, deadline_ms=200.0, risk=None).index == 0
+
+
+def test_an_infeasible_goal_names_the_cheaper_of_two_modes_of_one_time():
+    """`pareto --deadline-ms 100` on a prior named 'the fastest' a mode 9 W hungrier than another
+    of the same time (a user's trial): the closest option follows the decisions' tie rule."""
+    modes = get_device("orin-agx").pt_grid()[:3]
+    t = np.array([134.6464, 134.6464 - 1e-6, 300.0])
+    p = np.array([23.87, 32.46, 10.0])
+    tab = Table(modes, t, p, np.zeros(3), np.zeros(3))
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, deadline_ms=100.0, risk=None)
+    assert "23.9 W" in str(e.value) and e.value.closest == 0
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, deadline_ms=100.0, budget_w=40.0, risk=None)
+    assert "23.9 W" in str(e.value)
