@@ -104,8 +104,11 @@ def _apply_mode(backend: Backend, target: Mode) -> ApplyResult:
         if got != target or rb != target:
             raise ApplyError(f"read-back {rb.key} does not match {target.key}")
     except Exception as e:  # noqa: BLE001 - any failure means roll back
+        # the backend's own rollback is checked and said once, here ('rolled back to the previous
+        # state; rolled back to the previous mode: ...' was said twice)
+        why = str(e).removesuffix("; rolled back to the previous state")
         return ApplyResult(False, target, None, snap,
-                           f"apply failed: {e}; {_roll_back(backend, snap, before)}")
+                           f"apply failed: {why}; {_roll_back(backend, snap, before)}")
     return ApplyResult(True, target, rb, snap, f"applied and verified: {rb.describe()}")
 
 
