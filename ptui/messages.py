@@ -114,6 +114,7 @@ class ApplyFinished(Message):
 class RollbackFinished(Message):
     mode: object | None
     error: str | None = None
+    changed: bool = False          # refused: someone changed the board since the apply
 
 
 @dataclass

@@ -185,6 +185,8 @@ class ApplyScreen(Screen):
     def do_rollback(self, snap, expect=None) -> None:
         try:
             self.post_message(RollbackFinished(core.rollback(self.app.state.backend, snap, expect)))
+        except core.BoardChanged as e:
+            self.post_message(RollbackFinished(None, str(e), changed=True))
         except Exception as e:  # noqa: BLE001
             self.post_message(RollbackFinished(None, str(e)))
 
@@ -192,6 +194,11 @@ class ApplyScreen(Screen):
     def rolled_back(self, msg: RollbackFinished) -> None:
         self.busy = None
         if msg.error is not None:
+            if msg.changed:
+                # the board is no longer in the mode this apply left: the panels stop saying it is
+                # (they said 'the board runs this mode now; r rolls back' over another's mode)
+                self.snapshot = self.result = self.measure_from = None
+                self.show_plan()
             self.query_one("#result", Static).update(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
             return
         self.snapshot = None

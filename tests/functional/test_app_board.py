@@ -140,3 +140,28 @@ async def test_the_app_opened_after_a_killed_profile_says_the_board_was_left_and
         assert "clocks changed since" in clocks, clocks
     rc, out, err = run_cli("restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0 and fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode, err
+
+
+async def test_a_rollback_refused_because_the_board_changed_leaves_no_claim_behind(tmp_path):
+    """Another ptui applied after the app: `r` is refused (nothing written), and the panels no
+    longer say 'the board runs this mode now; r rolls back' over the other's mode (a
+    verification of the user's trial)."""
+    from ptui.core.usecases.board import apply
+    root = fakesys.build(tmp_path / "root")
+    app, be = board_app(root)
+    app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        assert apply(SysfsBackend(ORIN, root=root), ORIN.preset("MODE_50W").mode).ok   # another ptui
+        await pilot.press("r")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        said = str(app.screen.query_one("#result").render())
+        assert "rollback failed" in said and "nothing written" in said, said
+        assert app.screen.result is None and app.screen.snapshot is None
+        plan = str(app.screen.query_one("#plan").render())
+        assert "runs this mode now" not in plan, plan
+    assert fakesys.read_mode(root) == ORIN.preset("MODE_50W").mode
