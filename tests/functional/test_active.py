@@ -175,7 +175,7 @@ def test_apply_dry_run_and_restore_work_on_replay(tmp_path, cli):
 def test_replay_needs_a_corpus(cli, tmp_path):
     rc, _, err = cli("profile", "--backend", "replay", "--device", "orin-agx", "--workload",
                      "resnet18", "--count", "3", "--out", tmp_path / "p.csv")
-    assert rc == 1 and "--corpus" in err
+    assert rc == 2 and "--corpus" in err          # the user's setting: bad input (it was exit 1)
 
 
 @pytest.mark.parametrize("strategy", ["random", "space-filling", "active"])
