@@ -74,8 +74,7 @@ def apply_mode(backend: Backend, target: Mode, expect_from: Mode | None = None) 
     result = None
     try:
         with board_lock(backend), shielded():      # applied and checked whole, whatever signal comes
-            now = backend.current_mode() if expect_from is not None else None
-            if now is not None and expect_from is not None and now != expect_from:
+            if expect_from is not None and (now := backend.current_mode()) != expect_from:
                 return ApplyResult(False, target, None, None,
                                    f"not applied: the board changed since the plan was shown (it is "
                                    f"in {now.key} now, the plan started from {expect_from.key}): run "
@@ -159,8 +158,7 @@ def restore_snapshot(backend: Backend, snap, expect: Mode | None = None) -> Mode
     another, someone changed it since and BoardChanged is raised, nothing written (the app's `r`
     undid another ptui's later apply without a word: a user's trial)."""
     with board_lock(backend), shielded():
-        now = backend.current_mode() if expect is not None else None
-        if now is not None and expect is not None and now != expect:
+        if expect is not None and (now := backend.current_mode()) != expect:
             raise BoardChanged(f"the board is in {now.describe()} now, not the mode this apply left "
                                f"({expect.describe()}): it was changed since, and rolling back would "
                                f"undo that change; nothing written (ptui restore undoes the last "

@@ -28,6 +28,15 @@ NO_GOAL = ("a decision needs a goal: a power budget (--budget-w W), a deadline (
            "the energy objective (--objective energy)")
 
 
+def least(first: np.ndarray, then: np.ndarray, idx: np.ndarray | None = None) -> int:
+    """The row (of idx, default all) least in `first`; rows within TIE_REL of it are a tie, broken
+    by `then` (the decisions' tie rule: Goal.best, and the closest option a goal no mode meets)."""
+    idx = np.arange(len(first)) if idx is None else np.asarray(idx)
+    f = first[idx]
+    near = idx[f <= f.min() * (1 + TIE_REL)]
+    return int(near[np.lexsort((first[near], then[near]))[0]])
+
+
 @dataclass(frozen=True)
 class Goal:
     budget_w: float | None = None
@@ -94,12 +103,11 @@ class Goal:
         other figure (energy: the first least, as before): a CPU-bound
         prior's modes differ in time by a millionth of a millisecond across GPU clocks, and
         `--risk mean` picked the one 9 W hungrier for it (a user's trial)."""
-        t, p = time_ms[idx], power_w[idx]
         if self.kind == "energy":
-            return int(idx[np.argmin(t * p)])
-        first, then = (p, t) if self.kind == "deadline" else (t, p)
-        near = np.flatnonzero(first <= first.min() * (1 + TIE_REL))
-        return int(idx[near[np.lexsort((first[near], then[near]))[0]]])
+            return int(idx[np.argmin(time_ms[idx] * power_w[idx])])
+        if self.kind == "deadline":
+            return least(power_w, time_ms, idx)
+        return least(time_ms, power_w, idx)
 
     def as_dict(self) -> dict:
         return {"budget_w": self.budget_w, "deadline_ms": self.deadline_ms, "objective": self.objective}

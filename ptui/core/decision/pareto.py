@@ -15,7 +15,7 @@ import numpy as np
 
 from ..catalogue.modes import Mode
 from ..errors import Infeasible, InputError
-from .goals import TIE_REL, Goal, goal_from
+from .goals import TIE_REL, Goal, goal_from, least
 
 if TYPE_CHECKING:
     from ..catalogue.devices import Preset
@@ -438,23 +438,13 @@ def _against_measured(d: Decision, table: Table, g: Goal, ok, rt, rp, prob, prob
                            f"power +-{sp:.0%}): profile it before relying on it")
 
 
-def _least(first: np.ndarray, then: np.ndarray, idx: np.ndarray | None = None) -> int:
-    """The row (of idx, default all) least in `first`, rows within TIE_REL of it a tie broken by
-    `then` (Goal.best's rule: the fastest an infeasible deadline named was 9 W hungrier than a
-    mode of the same time, a user's trial)."""
-    idx = np.arange(len(first)) if idx is None else idx
-    f = first[idx]
-    near = idx[f <= f.min() * (1 + TIE_REL)]
-    return int(near[np.lexsort((first[near], then[near]))[0]])
-
-
 def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
     """The closest option to a goal no mode meets: the lowest-power mode under a budget, else the
     fastest under a deadline."""
     if budget_w is not None:
-        return _least(table.power_w, table.time_ms)
+        return least(table.power_w, table.time_ms)
     if deadline_ms is not None:
-        return _least(table.time_ms, table.power_w)
+        return least(table.time_ms, table.power_w)
     return None
 
 
@@ -466,19 +456,19 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
     if within.size:
         # both limits, and modes within the budget: the deadline is what none of them meets ("no
         # mode stays within 30 W" was said of a budget half the modes met: the user's trial)
-        i = _least(t, p, within)
+        i = least(t, p, within)
         return (f"no mode meets {deadline_ms:g} ms within {budget_w:g} W"
                 + (f" with risk <= {risk:g}" if risk is not None else "")
                 + f"; the fastest within the budget is {table.modes[i].describe()} at {t[i]:.1f} ms, "
                   f"{p[i]:.1f} W")
     if budget_w is not None:
-        i = _least(p, t)
+        i = least(p, t)
         parts.append(f"no mode stays within {budget_w:g} W"
                      + (f" with risk <= {risk:g}" if risk is not None else "")
                      + f"; the lowest-power mode is {table.modes[i].describe()} at {p[i]:.1f} W "
                        f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms")
     if deadline_ms is not None:
-        i = _least(t, p)
+        i = least(t, p)
         ts = table.time_ms_std
         risky = risk is not None and bool(np.any(ts > 0))        # as choose() holds a deadline
         msg = (f"no mode meets {deadline_ms:g} ms" + (f" with risk <= {risk:g}" if risky else "")

@@ -352,7 +352,7 @@ def anchored_spec(workload: Workload) -> WorkloadSpec:
     peak = 2.0 * dev.gpu_cuda_cores * dev.gpu_mhz[-1] / 1000.0          # GFLOP/s
     if s16.gflop_per_step / (t_pub / 1000.0) <= peak:
         return spec
-    top = np.array([[dev.max_cores, dev.cpu_mhz[-1], dev.gpu_mhz[-1], dev.mem_mhz[-1]]], np.float64)
+    top = np.array([dev.maxn.as_tuple()], np.float64)
     host, serial, loader, workers, fref = _cpu_work(s16, BOARDS[dev.name], dev)
 
     def scaled(base: WorkloadSpec, g: float, c: float, batch_x: float = 1.0) -> WorkloadSpec:

@@ -176,18 +176,9 @@ class Store:
         try:
             existing(self.path, "PTUI_DATA_DIR")       # a device node, FIFO or socket: refused
         except PathError as e:
+            # also a data directory that is a file or a device ('a part of the path is not a
+            # folder'): the user's setting, exit 2 (it was exit 1: a fuzzing trial)
             raise StoreError(f"cannot open session store: {e}", exit_code=EXIT_INPUT) from None
-        if path is None:
-            # $PTUI_DATA_DIR (or the default) that is a file or a device, not a folder: the
-            # user's setting, said as such (exit 2; it was exit 1, 'a part of the path is not a
-            # folder': a fuzzing trial)
-            for up in (self.path.parent, *self.path.parent.parents):
-                if up.exists():
-                    if not up.is_dir():
-                        raise StoreError(f"cannot open session store: {up} is not a folder (the data "
-                                         f"directory is {self.path.parent}: set PTUI_DATA_DIR to a "
-                                         f"folder)", exit_code=EXIT_INPUT)
-                    break
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
