@@ -93,7 +93,8 @@ def cmd_profile(a) -> int:
         deadline_ms=a.deadline_ms, objective=a.objective, startup_timeout=a.startup_timeout,
         noise_scale=getattr(a, "noise_scale", None),
         samples_to_target=getattr(a, "samples_to_target", None), corpus=a.corpus,
-        time_basis=a.time, workload_spec=getattr(a, "workload_spec", None))
+        time_basis=a.time, workload_spec=getattr(a, "workload_spec", None),
+        tune=getattr(a, "tune_hint", None) is not None)
     sizes = getattr(a, "batch_sizes", None)
     _check_profile(a, req, sizes)
     run = core.profile_run(req, sizes, notify=_info)

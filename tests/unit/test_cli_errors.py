@@ -238,3 +238,16 @@ def test_an_interrupted_tune_resumes_with_its_own_risk(risk, want):
     argv = shlex.split(_tune_hint(a))
     got = argv[argv.index("--risk"):argv.index("--risk") + 2] if "--risk" in argv else []
     assert got == want, argv
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["tune", "--budget-w", "30"], "--count must be 0 (no profile) or between 6 and 18096 here"),
+    (["profile", "--strategy", "active", "--budget-w", "30"], "--count must be between 3 and 18096 here"),
+    (["profile", "--strategy", "random"], "--count must be between 1 and 4368 here"),
+])
+def test_a_count_out_of_range_names_the_range_the_command_accepts(argv, want, tmp_path, cli):
+    """tune refuses --count 1..5 (its fit needs 6) and active profiling fewer than 3: the message
+    for --count 99999 said 'between 1 and N' for both."""
+    rc, out, err = cli("--device", "orin-agx", "--backend", "sim", *argv, "--workload", "resnet18",
+                       "--count", "99999", "--out", tmp_path / "p.csv")
+    assert rc == 2 and f"ptui: error: {want}, got 99999\n" in err and out == "", err

@@ -529,15 +529,21 @@ def plan_candidates(device: Device, strategy: str, candidates=None) -> list:
 
 
 def make_plan(device: Device, strategy: str, *, count: int | None, seed: int, candidates=None,
-              goal: Goal | None = None, reference=None, prior=None):
+              goal: Goal | None = None, reference=None, prior=None, tune: bool = False):
     """The initial plan for a strategy and, for ``active``, the planner that extends it.
     candidates: the modes a strategy may choose (default: the device's PowerTrain grid; on the
     replay device, the recorded modes).  prior: the workload's roofline prior (the active
-    planner's initial design)."""
+    planner's initial design).  tune: the profile of `ptui tune`, whose fit needs MIN_MODES modes
+    (its --count 0, the prior alone, profiles nothing and never comes here)."""
     cands = plan_candidates(device, strategy, candidates)
     n = 50 if count is None else count
-    if not 1 <= n <= len(cands):
-        raise PtuiInputError(f"--count must be between 1 and {len(cands)} here, got {n}")
+    least = fitting.MIN_MODES if tune else ACTIVE_MIN_COUNT if strategy == "active" else 1
+    if not least <= n <= len(cands):
+        zero = "0 (no profile) or " if tune else ""
+        raise PtuiInputError(f"--count must be {zero}between {least} and {len(cands)} here, got {n}"
+                             if least <= len(cands) else
+                             f"--count: only {len(cands)} modes here, fewer than the {least} "
+                             f"{'the fit after profiling needs' if tune else 'active profiling needs'}")
     if strategy == "active":
         if goal is None:
             raise PtuiInputError("--strategy active needs a goal: --budget-w W, --deadline-ms T "

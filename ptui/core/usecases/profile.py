@@ -111,6 +111,7 @@ class ProfileRequest:
     time_basis: str = "auto"              # what decides: step | cycle | auto (csvio.choose_time);
                                           # recorded in the CSV's time_basis when not auto
     workload_spec: str | None = None      # SPEC.json: the step's counts (roofline prior, active start)
+    tune: bool = False                    # the profile of `ptui tune` (its fit needs MIN_MODES modes)
 
 
 def default_seed() -> int:
@@ -543,7 +544,7 @@ class ProfileRun:
             first, planner = make_plan(dev, strategy, count=count, seed=self.seed,
                                        candidates=cands, goal=goal,
                                        reference=load_bundled() if strategy == "active" else None,
-                                       prior=prior)
+                                       prior=prior, tune=req.tune)
         params = {"strategy": strategy, "count": count, "goal": goal.as_dict() if goal else None,
                   **({"workload_spec": spec.as_dict()} if spec is not None else {})}
 
