@@ -197,3 +197,21 @@ def test_a_nan_spread_reads_as_missing(tmp_path):
     p = csv(tmp_path, HEAD + ",power_w_std", "4,729.6,318.75,665.6,120,20,nan")
     ((_, v),) = read_csv(p, ORIN, need=PROFILE_COLS, extras=("power_w_std",))
     assert "power_w_std" not in v
+
+
+def test_a_modes_file_past_the_cap_is_refused_as_it_is_read(tmp_path, cli):
+    """`ptui predict --modes` read a 3-million-row file whole (past a minute, 2.5 GB): more than
+    MAX_MODE_ROWS rows are refused in one line, at the first row past the cap."""
+    from ptui.core.board.csvio import MAX_MODE_ROWS
+    from ptui.core.prediction.predictor import bundled_reference
+    row = ",".join(mode_cells(ORIN.full_space()[0]))
+    p = tmp_path / "modes.csv"
+    p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n" + f"{row}\n" * (MAX_MODE_ROWS + 1) + "not,a,mode,row\n")
+    rc, out, err = cli("predict", "--model", bundled_reference(), "--modes", p)
+    assert rc == 2 and out == "" and err.count("\n") == 1, err
+    assert err == (f"ptui: error: {p}: more than {MAX_MODE_ROWS} rows; a modes file holds at most "
+                   f"{MAX_MODE_ROWS} (several times the largest board's mode space)\n")
+    with pytest.raises(CSVError, match="more than"):
+        read_modes(p, ORIN)
+    p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n" + f"{row}\n" * MAX_MODE_ROWS)
+    assert len(read_modes(p, ORIN)) == MAX_MODE_ROWS

@@ -76,9 +76,17 @@ def _extra(text: str, col: str, where: str) -> float | None:
     return v
 
 
+# A modes file (--modes) names modes to profile or predict: the largest board's mode space is
+# 29 232 modes (xavier-agx), so 200 000 rows is every one of them several times over (at several
+# batch sizes).  More is a broken or wrong file, refused as it is read: a 3-million-row file ran
+# past a minute at 2.5 GB before.
+MAX_MODE_ROWS = 200_000
+
+
 def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COLS,
-             extras: Sequence[str] = ()) -> list[tuple[Mode, dict]]:
-    """Rows as (mode, {column: float}) for the `need` and known `extras` columns present."""
+             extras: Sequence[str] = (), max_rows: int | None = None) -> list[tuple[Mode, dict]]:
+    """Rows as (mode, {column: float}) for the `need` and known `extras` columns present; more
+    than `max_rows` rows are refused as they are read."""
     path = Path(path)
     check_input(path, "a CSV file")
     try:
@@ -109,6 +117,9 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
                 if not rec or all(not x.strip() for x in rec):
                     continue
                 where = f"{path}:{lineno}"
+                if max_rows is not None and len(rows) >= max_rows:
+                    raise CSVError(f"{path}: more than {max_rows} rows; a modes file holds at most "
+                                   f"{max_rows} (several times the largest board's mode space)")
                 if len(rec) < len(header):
                     raise CSVError(f"{where}: expected {len(header)} fields, found {len(rec)}")
                 vals = {}
@@ -132,7 +143,7 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
 
 
 def read_modes(path, device: Device) -> list[Mode]:
-    rows = read_csv(path, device)
+    rows = read_csv(path, device, max_rows=MAX_MODE_ROWS)
     if not rows:
         raise CSVError(f"{path}: no modes in file")
     return [m for m, _ in rows]

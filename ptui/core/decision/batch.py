@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..board.csvio import CSVError, profile_tags, read_batch_profile, read_csv
+from ..board.csvio import MAX_MODE_ROWS, CSVError, profile_tags, read_batch_profile, read_csv
 from ..board.physics import footprint_gb, memory_gb
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, PtuiInputError
@@ -282,7 +282,7 @@ def predict_table(model, modes_csv=None):
     (rows without one are at the model's batch size); without a file, every mode of the device."""
     dev = model.device
     if modes_csv:
-        rows = read_csv(modes_csv, dev, extras=("batch_size",))
+        rows = read_csv(modes_csv, dev, extras=("batch_size",), max_rows=MAX_MODE_ROWS)
         if not rows:
             raise CSVError(f"{modes_csv}: no modes in file")
         modes = [m for m, _ in rows]
