@@ -51,3 +51,16 @@ def test_a_goal_or_its_flags_not_both():
     assert goal_from(g) is g and goal_from(budget_w=10) == g
     with pytest.raises(ValueError, match="not both"):
         goal_from(g, budget_w=10)
+
+
+def test_a_goal_with_a_budget_and_a_deadline_says_both(cli):
+    """--budget-w with --deadline-ms: the decision holds both limits, and the goal line said only
+    the budget ('fastest within 30 W')."""
+    assert (Goal(budget_w=30, deadline_ms=200).describe(0.05)
+            == "fastest within 30 W meeting 200 ms per minibatch (risk 0.05)")
+    assert (Goal(budget_w=30, deadline_ms=200, objective="energy").describe()
+            == "least energy per minibatch within 30 W meeting 200 ms")
+    assert Goal(deadline_ms=200, objective="energy").describe() == "least energy per minibatch meeting 200 ms"
+    from ptui.core.prediction.predictor import bundled_reference
+    rc, out, err = cli("pareto", "--model", bundled_reference(), "--budget-w", "30", "--deadline-ms", "200")
+    assert rc == 0 and out.splitlines()[0] == "goal: fastest within 30 W meeting 200 ms per minibatch (risk 0.05)", out

@@ -77,14 +77,18 @@ class Goal:
         return "budget"
 
     def describe(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:
-        """The goal in words; with a risk, the chance of exceeding the budget it allows."""
+        """The goal in words, each limit it has (a budget and a deadline together: both); with a
+        risk, the chance of exceeding the budget it allows."""
+        meeting = f" meeting {self.deadline_ms:g} ms" if self.deadline_ms is not None else ""
         if self.kind == "energy":
-            return "least energy per minibatch" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+            return ("least energy per minibatch" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+                    + meeting)
         if self.kind == "deadline":
-            return f"lowest power meeting {self.deadline_ms:g} ms per minibatch"
+            return f"lowest power{meeting} per minibatch"
         assert self.budget_w is not None    # the kind is 'budget' only with a budget (see kind)
         over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
-        return f"fastest within {self.budget_w:g} W" + (f" (risk {risk:g}{over})" if risk is not None else "")
+        return (f"fastest within {self.budget_w:g} W" + (f"{meeting} per minibatch" if meeting else "")
+                + (f" (risk {risk:g}{over})" if risk is not None else ""))
 
     def describe_per_target(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:
         """The goal of a decision over batch sizes, in words: per target (the time or energy to
