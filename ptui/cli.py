@@ -290,7 +290,7 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
     if prior:
         print(PRIOR_LINE)
     print(f"mode: {d.mode}")
-    print(_figures_line(td.source, d, td.timed or _timed(td.model)))
+    print(_figures_line(td.source, d, td.timed or _timed(td.model), prior=prior))
     if td.source == "measured":
         print(f"the model predicts {td.predicted['time_ms']:.1f} ms, {td.predicted['power_w']:.2f} W "
               f"for it (model {td.model_dir})")
@@ -384,7 +384,7 @@ def _tune_prior(a) -> int:
                profiled=0, profile=None, model=str(td.model_dir), best_measured=None,
                prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
                       "gbytes_per_step": spec.gbytes_per_step, "batch_size": bs_said},
-               notes=list(d.notes), applied=False)
+               notes=list(d.notes), applied=False, interval90=_interval90(d))
     if a.command_line and not a.workload_spec:
         _trains_on(res, info.get("device"), on_board=not backend.simulated, prior=True)
     _warn(_prior_only_note(model))
@@ -816,6 +816,8 @@ def cmd_pareto(a) -> int:
                             profiled=core.profiled_modes(model))
     res = core.decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                              epochs=a.epochs)
+    if prior_note:
+        res["interval90"] = _interval90(d)
     if a.epochs and not res["epoch_s"]:
         _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
               "minibatches an epoch has; give --batches-per-epoch N")
@@ -829,7 +831,7 @@ def cmd_pareto(a) -> int:
     if model.batch_sizes:
         print(f"batch size: {model.about.batch_size} (the model's default; add --batch-sizes "
               f"{','.join(map(str, model.batch_sizes))} to choose it too)")
-    print(_figures_line(tab.source(d.index), d, res.get("timed")))
+    print(_figures_line(tab.source(d.index), d, res.get("timed"), prior=bool(prior_note)))
     if tab.measured.any():
         print(f"({int(tab.measured.sum())} profiled modes count with their measurements)")
     if res["epoch_s"]:
@@ -846,16 +848,23 @@ def cmd_pareto(a) -> int:
 PRIOR_LINE = "no mode profiled: predicted by the roofline prior of the workload's counts"
 
 
-def _figures_line(source: str, d, timed: str) -> str:
+def _figures_line(source: str, d, timed: str, *, prior: bool = False) -> str:
     """A decision's time and power with their spreads (tune's and pareto's line); a spread of half
     the value or more says its 90 % interval too ("135.2 ms (+-219.8)" read as if the time could
-    be negative; a user trial)."""
+    be negative; a user trial), and a prediction from the roofline prior alone always does."""
     def spread(v: float, sd: float, fmt: str, unit: str) -> str:
-        words = core.wide_interval(v, sd, unit)
+        words = core.wide_interval(v, sd, unit, always=prior)
         return f"(+-{sd:{fmt}}" + (f"; {words})" if words else ")")
     return (f"{source}: {d.time_ms:.1f} ms per {core.time_unit(timed)} "
             f"{spread(d.time_ms, d.time_ms_std, '.1f', 'ms')}, "
             f"{d.power_w:.2f} W {spread(d.power_w, d.power_w_std, '.2f', 'W')}")
+
+
+def _interval90(d) -> dict:
+    """A decision's 90 % intervals of time and power (a prediction from the roofline prior alone
+    says them in its document, as its figures line does)."""
+    return {k: [round(x, 4) for x in core.interval90(getattr(d, k), getattr(d, f"{k}_std"))]
+            for k in ("time_ms", "power_w")}
 
 
 def _timed(model) -> str:

@@ -42,7 +42,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "decision.energy": ("Energy", "EnergyPoint",),
     "decision.goals": ("Goal",),
     "decision.pareto": ("choose", "DEFAULT_RISK", "InfeasibleError", "parse_risk", "RISK_MEAN", "Table",
-                        "log_sd", "upper_bound", "upper_z", "wide_interval",),
+                        "interval90", "log_sd", "upper_bound", "upper_z", "wide_interval",),
     # prediction
     "prediction.fit": ("outlier_note", "subset_note",),
     "prediction.modeldir": ("check_out_dir",),
@@ -113,6 +113,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         InfeasibleError,
         Table,
         choose,
+        interval90,
         log_sd,
         parse_risk,
         upper_bound,

@@ -39,9 +39,10 @@ OBJECTIVES = [("fastest", "budget"), ("least power", "deadline"), ("least energy
 BATCH_COLOURS = ["blue", "magenta", "cyan", "orange", "white", "gray"]
 
 
-def _wide_line(value: float, sd: float, unit: str) -> list[str]:
-    """A spread of half the value or more: its 90 % interval on a line of its own (core.wide_interval)."""
-    words = core.wide_interval(value, sd, unit)
+def _wide_line(value: float, sd: float, unit: str, *, prior: bool = False) -> list[str]:
+    """A spread of half the value or more (any, for the roofline prior alone): its 90 % interval
+    on a line of its own (core.wide_interval)."""
+    words = core.wide_interval(value, sd, unit, always=prior)
     return [f"  {words}"] if words else []
 
 
@@ -480,12 +481,13 @@ class ParetoScreen(Screen):
                       f"to target {hms(job_s)}  {wh:.1f} Wh"]
         else:
             epochs = int(self._num("#epochs") or 1)
+            prior = self.model is not None and self.model.about.kind == core.PRIOR_KIND
             lines += [f"[b]{goal}[/b]" if goal else "[b]selected mode[/b]",
                       f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
                       f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
-                      *_wide_line(t, ts, "ms"),
+                      *_wide_line(t, ts, "ms", prior=prior),
                       f"power {p:.2f} W ± {ps:.2f}",
-                      *_wide_line(p, ps, "W"),
+                      *_wide_line(p, ps, "W", prior=prior),
                       f"{self.unit} {float(v.x_s[v.pos(i)]) / 60:.2f} min",
                       f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
                       f"{job_s / 3600:.2f} h, {wh:.0f} Wh",

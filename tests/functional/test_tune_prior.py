@@ -189,6 +189,30 @@ def test_a_spread_as_wide_as_the_value_says_its_interval(tmp_path, cli):
     assert 0 < lo < ms < hi
 
 
+def test_a_prediction_from_the_prior_alone_always_says_its_intervals(tmp_path, cli):
+    """The prior's 90 % interval was said only where its spread was half the value or more: the
+    power of the pick (+-4.02 W of 22.2 W) came without one.  A prediction from the prior alone
+    says both, in the text and in --json (interval90), as tune and pareto on its model."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 120.0, "gbytes_per_step": 6.0, "batch_size": 32}))
+    argv = ("tune", "--count", "0", "--workload-spec", spec, "--budget-w", "30", "--device",
+            "orin-agx", "--backend", "sim")
+    rc, out, err = cli(*argv)
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("predicted:"))
+    w, sd = (float(v) for v in re.search(r"([\d.]+) W \(\+-([\d.]+)", line).groups())
+    assert sd < 0.5 * w, line                   # not wide: said because the prior alone decided
+    lo, hi = (float(v) for v in re.search(r"90 % within ([\d.]+)-([\d.]+) W\)$", line).groups())
+    assert 0 < lo < w < hi, line
+    rc, out, err = cli(*argv, "--json")
+    d = json.loads(out)
+    for k in ("time_ms", "power_w"):
+        lo, hi = d["interval90"][k]
+        assert 0 < lo < d[k] < hi, d["interval90"]
+    rc, out, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--json")
+    assert rc == 0 and json.loads(out)["interval90"] == d["interval90"], err
+
+
 def test_a_python_script_that_is_not_there_is_bad_input(cli, tmp_path):
     """`ptui profile -- python nosuch.py` started python, which exited 2 at once: ptui said the
     training script crashed, exited 1 and offered to resume a session that could only fail again

@@ -259,14 +259,20 @@ def log_sd(v, sd) -> np.ndarray:
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
 
-def wide_interval(value: float, sd: float, unit: str) -> str:
-    """"90 % within LO-HI unit" (log-normal: median x exp(+-1.645 log-sd)) for a figure whose
-    spread is half its value or more, else "": "135.2 ms +- 219.8" reads as if the time could be
-    negative, so the faces say the interval beside such a spread."""
-    if not (value > 0 and sd >= 0.5 * value):
-        return ""
+def interval90(value: float, sd: float) -> tuple[float, float]:
+    """A figure's 90 % interval (log-normal: median x exp(+-1.645 log-sd))."""
     k = upper_z(0.05) * float(log_sd(np.array(value, float), np.array(sd, float)))
-    return f"90 % within {value * math.exp(-k):.3g}-{value * math.exp(k):.3g} {unit}"
+    return value * math.exp(-k), value * math.exp(k)
+
+
+def wide_interval(value: float, sd: float, unit: str, *, always: bool = False) -> str:
+    """"90 % within LO-HI unit" for a figure whose spread is half its value or more (or `always`:
+    a prediction from the roofline prior alone), else "": "135.2 ms +- 219.8" reads as if the time
+    could be negative, so the faces say the interval beside such a spread."""
+    if not (value > 0 and (always or sd >= 0.5 * value)):
+        return ""
+    lo, hi = interval90(value, sd)
+    return f"90 % within {lo:.3g}-{hi:.3g} {unit}"
 
 
 def upper_bound(v, sd, risk: float | None) -> np.ndarray:
