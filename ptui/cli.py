@@ -813,7 +813,7 @@ def cmd_pareto(a) -> int:
     if prior_note:                     # before the decision: a goal no mode meets says it too
         _warn(prior_note)
     d = _choose_or_document(a, "pareto", tab, goal, batch_size=bs, mb_per_epoch=wl_mb, epochs=a.epochs,
-                            profiled=core.profiled_modes(model))
+                            profiled=core.profiled_modes(model), unit=core.time_unit(_timed(model)))
     res = core.decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                              epochs=a.epochs)
     if prior_note:
@@ -869,16 +869,16 @@ def _interval90(d) -> dict:
 
 def _timed(model) -> str:
     """What one time_ms of a model is (its profile's `timed`; a script's step, else a minibatch)."""
-    return model.about.timed or ("optimizer step (of the user's script)"
-                                 if model.about.workload == "script" else "minibatch")
+    return core.model_timed(model)
 
 
-def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, profiled=None, **per_epoch):
-    """pareto.choose; with --json a goal no mode meets prints its document (feasible: false, the
-    closest option, and with `profiled` how many profiled modes it rests on) before the one-line
-    error (exit 3)."""
+def _choose_or_document(a, command: str, tab, goal: dict, batch_size=None, profiled=None,
+                        unit: str = "minibatch", **per_epoch):
+    """pareto.choose (the goal's words per `unit`, the model's); with --json a goal no mode meets
+    prints its document (feasible: false, the closest option, and with `profiled` how many
+    profiled modes it rests on) before the one-line error (exit 3)."""
     try:
-        return core.choose(tab, **goal)
+        return core.choose(tab, unit=unit, **goal)
     except core.InfeasibleError as e:
         if getattr(a, "json", False):
             _infeasible_document(command, e, goal, batch_size, profiled=profiled, **per_epoch)
@@ -893,7 +893,7 @@ def _infeasible_document(command: str, e, goal: dict, batch_size=None, *, words:
     closest = (core.point(e.table, e.closest, batch_size=batch_size, **per_epoch)
                if getattr(e, "table", None) is not None and e.closest is not None else None)
     words = words or core.Goal(goal.get("budget_w"), goal.get("deadline_ms"), goal.get("objective")).describe(
-        goal.get("risk"), goal.get("tolerance_w") or 0.0)
+        goal.get("risk"), goal.get("tolerance_w") or 0.0, getattr(e, "unit", "minibatch"))
     print(core.document(command, {**core.infeasible(words, str(e), closest, profiled), **(extra or {})}))
 
 

@@ -50,7 +50,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
     # profiling
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
-    "profiling.profiler": ("Control", "RestoreFailed", "time_unit", "Timed",),
+    "profiling.profiler": ("Control", "model_timed", "RestoreFailed", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
@@ -138,7 +138,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .prediction.pooled import pooled_note
     from .prediction.predictor import bundled_reference, check_predictions, load_model
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
-    from .profiling.profiler import Control, RestoreFailed, Timed, time_unit
+    from .profiling.profiler import Control, RestoreFailed, Timed, model_timed, time_unit
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import (
         CPU_TRAINING_WARNING,

@@ -64,3 +64,26 @@ def test_a_goal_with_a_budget_and_a_deadline_says_both(cli):
     from ptui.core.prediction.predictor import bundled_reference
     rc, out, err = cli("pareto", "--model", bundled_reference(), "--budget-w", "30", "--deadline-ms", "200")
     assert rc == 0 and out.splitlines()[0] == "goal: fastest within 30 W meeting 200 ms per minibatch (risk 0.05)", out
+
+
+def test_the_goal_says_the_models_unit_of_time(tmp_path, cli):
+    """A script's model times an optimizer step: its goal line said 'per minibatch' beside figures
+    'per optimizer step (of the user's script)'.  The goal's words take the model's unit (tune,
+    pareto, the preset baseline and a goal no mode meets)."""
+    import json
+
+    from ptui import core
+    step = "optimizer step (of the user's script)"
+    spec = core.workload_spec(workload="resnet18", batch_size=16)
+    td = core.tune_prior(core.get_device("orin-agx"), spec, deadline_ms=2000, model_dir=tmp_path / "m",
+                         workload="script", timed=step)
+    assert td.decision.goal == f"lowest power meeting 2000 ms per {step}"
+    m = tmp_path / "m"
+    rc, out, err = cli("pareto", "--model", m, "--budget-w", "30", "--deadline-ms", "2000")
+    assert rc == 0 and out.splitlines()[0] == f"goal: fastest within 30 W meeting 2000 ms per {step} (risk 0.05)", out
+    rc, out, err = cli("pareto", "--model", m, "--objective", "energy", "--deadline-ms", "2000", "--json")
+    d = json.loads(out)
+    assert d["goal"] == d["baselines"]["best_preset"]["goal"] == f"least energy per {step} meeting 2000 ms"
+    rc, out, err = cli("pareto", "--model", m, "--deadline-ms", "0.01", "--json")
+    assert rc == 3 and json.loads(out)["goal"] == f"lowest power meeting 0.01 ms per {step}", out
+    assert Goal(deadline_ms=5).describe() == "lowest power meeting 5 ms per minibatch"

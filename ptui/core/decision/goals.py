@@ -76,18 +76,20 @@ class Goal:
             return "deadline"
         return "budget"
 
-    def describe(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:
+    def describe(self, risk: float | None = None, tolerance_w: float = 0.0,
+                 unit: str = "minibatch") -> str:
         """The goal in words, each limit it has (a budget and a deadline together: both); with a
-        risk, the chance of exceeding the budget it allows."""
+        risk, the chance of exceeding the budget it allows.  unit: what one time is (a model's:
+        profiler.time_unit, e.g. a script's optimizer step)."""
         meeting = f" meeting {self.deadline_ms:g} ms" if self.deadline_ms is not None else ""
         if self.kind == "energy":
-            return ("least energy per minibatch" + (f" within {self.budget_w:g} W" if self.budget_w else "")
+            return (f"least energy per {unit}" + (f" within {self.budget_w:g} W" if self.budget_w else "")
                     + meeting)
         if self.kind == "deadline":
-            return f"lowest power{meeting} per minibatch"
+            return f"lowest power{meeting} per {unit}"
         assert self.budget_w is not None    # the kind is 'budget' only with a budget (see kind)
         over = f" of exceeding {self.budget_w + tolerance_w:g} W" if tolerance_w else ""
-        return (f"fastest within {self.budget_w:g} W" + (f"{meeting} per minibatch" if meeting else "")
+        return (f"fastest within {self.budget_w:g} W" + (f"{meeting} per {unit}" if meeting else "")
                 + (f" (risk {risk:g}{over})" if risk is not None else ""))
 
     def describe_per_target(self, risk: float | None = None, tolerance_w: float = 0.0) -> str:

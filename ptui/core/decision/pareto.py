@@ -49,9 +49,10 @@ class InfeasibleError(Infeasible):
     """No mode meets the goal (exit code 3); `table` and `closest` (a row of it, or None) name the
     closest option for a --json document."""
 
-    def __init__(self, message: str = "", table: "Table | None" = None, closest: int | None = None):
+    def __init__(self, message: str = "", table: "Table | None" = None, closest: int | None = None,
+                 unit: str = "minibatch"):
         super().__init__(message)
-        self.table, self.closest = table, closest
+        self.table, self.closest, self.unit = table, closest, unit     # unit: as choose's
 
 
 _UNSET = np.zeros(0, dtype=bool)      # a column not given (Table fills it in)
@@ -160,9 +161,9 @@ def presets_table(device, model=None, table: Table | None = None):
     return table.subset([where[p.mode] for p in ps]), ps
 
 
-def best_preset(presets, **goal) -> tuple[Decision, Preset] | None:
-    """The NVIDIA preset a user would pick for the same goal (choose() over presets_table's rows),
-    with its Preset; None when no preset meets it."""
+def best_preset(presets, unit: str = "minibatch", **goal) -> tuple[Decision, Preset] | None:
+    """The NVIDIA preset a user would pick for the same goal (choose() over presets_table's rows;
+    unit as choose's), with its Preset; None when no preset meets it."""
     if presets is None:
         return None
     tab, ps = presets
@@ -171,7 +172,7 @@ def best_preset(presets, **goal) -> tuple[Decision, Preset] | None:
         return Decision(i, tab.modes[i], float(tab.time_ms[i]), float(tab.power_w[i]),
                         float(tab.time_ms_std[i]), float(tab.power_w_std[i]), "fastest"), ps[i]
     try:
-        d = choose(tab, **goal)
+        d = choose(tab, unit=unit, **goal)
     except InfeasibleError:
         return None
     return d, ps[d.index]
@@ -291,8 +292,9 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
            deadline_ms: float | None = None, objective: str | None = None,
            risk: float | None = DEFAULT_RISK, tolerance_w: float = 0.0,
            cautious: bool = False, relation=None, samples: float = 1.0,
-           restrict: np.ndarray | None = None) -> Decision:
-    """Pick the point for a goal; raises InfeasibleError naming the closest option.
+           restrict: np.ndarray | None = None, unit: str = "minibatch") -> Decision:
+    """Pick the point for a goal; raises InfeasibleError naming the closest option.  unit: what
+    one time of the table is, for the goal's words (a model's: profiler.time_unit).
 
     With a `relation` (batch.SamplesToTarget: the relative samples each batch size needs) the
     decision is per target: the least time (or energy) to process `samples` x relative samples,
@@ -334,11 +336,11 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
             ok &= t <= deadline_ms
     if not ok.any():
         raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk), table,
-                              _closest_row(table, budget_w, deadline_ms))
+                              _closest_row(table, budget_w, deadline_ms), unit)
     idx = np.flatnonzero(ok)
     i = g.best(idx, rt, rp)
     d = Decision(int(i), table.modes[i], float(t[i]), float(p[i]), float(ts[i]), float(ps[i]),
-                 g.describe(risk if prob is not None else None, tolerance_w),
+                 g.describe(risk if prob is not None else None, tolerance_w, unit),
                  None if prob is None else float(prob[i]), batch_size=table.batch_of(i),
                  source=table.source(i))
     if cautious:

@@ -512,6 +512,13 @@ def time_unit(timed: str | None) -> str:
     return Timed.of(timed).unit
 
 
+def model_timed(model) -> str:
+    """What one time_ms of a model is (its profile's `timed`; a script's optimizer step, else a
+    minibatch)."""
+    return model.about.timed or ("optimizer step (of the user's script)"
+                                 if model.about.workload == "script" else "minibatch")
+
+
 def cycle_timed(timed: str | None) -> str:
     """`timed` for a time taken over the whole cycle (csvio.with_time 'cycle')."""
     t = (timed or "").strip() or "one minibatch"

@@ -65,6 +65,7 @@ from ..catalogue.modes import Mode
 from ..decision import energy
 from ..decision.pareto import best_preset, front_indices, presets_table
 from ..prediction.modeldir import finite_json
+from ..profiling.profiler import time_unit
 
 SCHEMA_VERSION = 2
 
@@ -110,13 +111,13 @@ def point(tab, i: int, *, mb_per_epoch: int | None = None, epochs: int | None = 
             "energy_to_target_wh": None if target is None else round(target[1], 4)}
 
 
-def _presets(model, goal: dict) -> tuple:
-    """(pareto.presets_table's presets, pareto.best_preset's pick among them for `goal`), each
-    predicted by `model`; (None, None) without a model."""
+def _presets(model, goal: dict, timed: str = "") -> tuple:
+    """(pareto.presets_table's presets, pareto.best_preset's pick among them for `goal`, in words
+    per `timed`'s unit), each predicted by `model`; (None, None) without a model."""
     if model is None:
         return None, None
     presets = presets_table(model.device, model)
-    return presets, best_preset(presets, **goal)
+    return presets, best_preset(presets, time_unit(timed), **goal)
 
 
 def _preset_baselines(presets, bp, pt) -> dict:
@@ -182,7 +183,7 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
 
     def pt(t, i: int) -> dict:
         return point(t, i, mb_per_epoch=mb_per_epoch, epochs=epochs, batch_size=batch_size)
-    presets, bp = _presets(model, goal)
+    presets, bp = _presets(model, goal, timed)
     return _body(pt(tab, d.index), d, timed=timed,
                  front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
                  baselines=_preset_baselines(presets, bp, pt), default_batch=batch_size,

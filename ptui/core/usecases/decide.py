@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..paths import models_dir, profiles_dir
 from ..prediction.fit import outlier_note, subset_note
 from ..prediction.predictor import load_model
-from ..profiling.profiler import cycle_timed
+from ..profiling.profiler import cycle_timed, model_timed, time_unit
 from ..progress import stage
 
 if TYPE_CHECKING:
@@ -216,8 +216,9 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     front = front_indices(tab.time_ms, tab.power_w)
     d = error = None
     try:
-        d = None if goal is None else choose(tab, Goal.of(goal, budget_w, None if deadline_s is None
-                                else deadline_s * 1000.0 / mb_per_epoch), risk=risk)
+        deadline_ms = None if deadline_s is None else deadline_s * 1000.0 / mb_per_epoch
+        d = None if goal is None else choose(tab, Goal.of(goal, budget_w, deadline_ms), risk=risk,
+                                             unit=time_unit(pred.timed))
     except InfeasibleError as e:
         error = str(e)
     base: tuple = ()
@@ -323,7 +324,7 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
     # model.measured: the profile's measurements, those the fit left out as outliers not exact
     tab = Table.from_prediction(space, model.predict(space)).with_measurements(model.measured)
     d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
-               cautious=True)
+               cautious=True, unit=time_unit(model_timed(model)))
     pred = model.predict([d.mode])
     return TuneDecision(d, tab.source(d.index), {"time_ms": float(pred["time_ms"][0]),
                                                  "power_w": float(pred["power_w"][0])},
@@ -341,7 +342,8 @@ def tune_prior(device, spec, *, budget_w: float | None = None, deadline_ms: floa
     model = res.model
     space, _ = model.decision_space()
     tab = Table.from_prediction(space, model.predict(space))
-    d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk)
+    d = choose(tab, budget_w=budget_w, deadline_ms=deadline_ms, objective=objective, risk=risk,
+               unit=time_unit(model_timed(model)))
     pred = model.predict([d.mode])
     return TuneDecision(d, "predicted", {"time_ms": float(pred["time_ms"][0]),
                                          "power_w": float(pred["power_w"][0])},
