@@ -165,7 +165,10 @@ def run_seed(a, seed: int, ctx: dict):
                 pinfo = fitted["pooled-5"].about.trained_on["pooled"]
                 if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):
                     fitted["pooled-5"].power.reach_log = None
-                factors.append((bd["up"], pinfo["power_factor"], pinfo["power_factor_se_pct"]))
+                # the factor is against the other boards' typical unit (the geometric mean of
+                # theirs): the true one is this unit's over theirs, not the unit's own factor
+                typical = np.exp(np.mean([np.log(o["up"]) for o in boards if o is not bd]))
+                factors.append((bd["up"] / typical, pinfo["power_factor"], pinfo["power_factor_se_pct"]))
             for k, n in (("alone-6", 6), ("alone-50", 50)):
                 if k not in methods:
                     continue
@@ -332,12 +335,12 @@ def main() -> None:
     factors = [f for *_, fs, _ in runs.values() for f in fs]
     if not factors:
         return
-    err = [100 * (f / u - 1) for u, f, _ in factors]
-    rel = [f / u for u, f, _ in factors]
-    print(f"power factor estimated vs true unit factor (up to the fleet's mean unit): "
-          f"ratio sd {100 * np.std(rel):.2f} %, range {100 * (min(rel) / np.mean(rel) - 1):+.2f} % .. "
-          f"{100 * (max(rel) / np.mean(rel) - 1):+.2f} %; stated se median "
-          f"{np.median([s for _, _, s in factors]):.2f} %; raw error median {np.median(np.abs(err)):.2f} %")
+    err = np.array([100 * np.log(f / u) for u, f, _ in factors])
+    se = np.array([s for _, _, s in factors])
+    print(f"power factor estimated vs true (this unit's over the other boards' typical unit): error "
+          f"rms {np.sqrt(np.mean(err ** 2)):.2f} %, median |error| {np.median(np.abs(err)):.2f} %, range "
+          f"{err.min():+.2f} % .. {err.max():+.2f} %; stated se median {np.median(se):.2f} %, "
+          f"error / se rms {np.sqrt(np.mean((err / np.maximum(se, 1e-9)) ** 2)):.2f}")
 
 
 def parse_seeds(text: str) -> list[int]:
