@@ -87,3 +87,31 @@ def test_the_goal_says_the_models_unit_of_time(tmp_path, cli):
     rc, out, err = cli("pareto", "--model", m, "--deadline-ms", "0.01", "--json")
     assert rc == 3 and json.loads(out)["goal"] == f"lowest power meeting 0.01 ms per {step}", out
     assert Goal(deadline_ms=5).describe() == "lowest power meeting 5 ms per minibatch"
+
+
+def test_a_goal_no_mode_meets_for_its_uncertainty_says_so_with_a_budget_too():
+    """`tune --count 0 --budget-w 30 --deadline-ms 400` on the prior alone said 'no mode meets 400
+    ms within 30 W; the fastest within the budget is ... at 134.6 ms, 25.1 W', a mode that meets
+    both, without the reason: its time's spread (+-219 ms).  The deadline alone said it."""
+    import numpy as np
+    import pytest
+
+    from ptui.core.catalogue.modes import Mode
+    from ptui.core.decision.pareto import InfeasibleError, Table, choose
+    modes = [Mode(4, 1000.0, 600.0, 2000.0), Mode(8, 2000.0, 1000.0, 3000.0)]
+    tab = Table(modes, np.array([134.6, 90.0]), np.array([25.1, 40.0]),
+                np.array([218.9, 150.0]), np.array([1.0, 1.5]))
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, budget_w=30, deadline_ms=400)
+    msg = str(e.value)
+    assert "the fastest within the budget is" in msg and "134.6 ms" in msg
+    assert "so uncertain that it may exceed 400 ms with probability" in msg, msg
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, deadline_ms=400)
+    assert "so uncertain that it may exceed 400 ms with probability" in str(e.value)
+    # a mode whose power is the uncertain figure says the budget
+    tab = Table(modes, np.array([134.6, 90.0]), np.array([29.0, 40.0]),
+                np.array([1.0, 1.0]), np.array([3.0, 1.5]))
+    with pytest.raises(InfeasibleError) as e:
+        choose(tab, budget_w=30, deadline_ms=400)
+    assert "may exceed 30 W with probability" in str(e.value), str(e.value)

@@ -335,7 +335,7 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
         else:
             ok &= t <= deadline_ms
     if not ok.any():
-        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk), table,
+        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk, tolerance_w), table,
                               _closest_row(table, budget_w, deadline_ms), unit)
     idx = np.flatnonzero(ok)
     i = g.best(idx, rt, rp)
@@ -456,7 +456,31 @@ def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
     return None
 
 
-def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
+def _uncertain(table: Table, i: int, budget_w, deadline_ms, risk, tolerance_w: float = 0.0) -> str:
+    """Why row i, whose predicted figures are within the limits, is no pick: the limits its
+    uncertainty may take it over, with their probabilities (as choose holds them); "" when its
+    figures are not within them or certain enough."""
+    if risk is None:
+        return ""
+    over = []
+    for v, sd, limit, unit in ((table.time_ms, table.time_ms_std, deadline_ms, "ms"),
+                               (table.power_w, table.power_w_std, None if budget_w is None
+                                else budget_w + tolerance_w, "W")):
+        if limit is None or not sd[i] > 0 or v[i] > limit:
+            continue
+        pr = float(_exceed_prob(v[i:i + 1], sd[i:i + 1], limit)[0])
+        if pr > risk:
+            over.append(f"{limit:g} {unit} with probability {pr:.0%}")
+    within = (all(lim is None or v[i] <= lim for v, lim in ((table.time_ms, deadline_ms),
+                                                           (table.power_w, budget_w))))
+    if not over or not within:
+        return ""
+    return (f": its predicted figures meet the goal, but are so uncertain that it may exceed "
+            f"{' and '.join(over)} (profile modes to narrow it, or decide on the median with "
+            "--risk mean)")
+
+
+def _closest(table: Table, budget_w, deadline_ms, risk, tolerance_w: float = 0.0) -> str:
     t, p = table.time_ms, table.power_w
     parts = []
     within = (np.flatnonzero(p <= budget_w) if budget_w is not None and deadline_ms is not None
@@ -468,7 +492,7 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
         return (f"no mode meets {deadline_ms:g} ms within {budget_w:g} W"
                 + (f" with risk <= {risk:g}" if risk is not None else "")
                 + f"; the fastest within the budget is {table.modes[i].describe()} at {t[i]:.1f} ms, "
-                  f"{p[i]:.1f} W")
+                  f"{p[i]:.1f} W" + _uncertain(table, i, budget_w, deadline_ms, risk, tolerance_w))
     if budget_w is not None:
         i = least(p, t)
         parts.append(f"no mode stays within {budget_w:g} W"
@@ -482,10 +506,5 @@ def _closest(table: Table, budget_w, deadline_ms, risk) -> str:
         msg = (f"no mode meets {deadline_ms:g} ms" + (f" with risk <= {risk:g}" if risky else "")
                + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
                + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W")
-        if risky and t[i] <= deadline_ms:
-            pr = float(_exceed_prob(t[i:i + 1], ts[i:i + 1], deadline_ms)[0])
-            msg += (f": its predicted time is within {deadline_ms:g} ms, but so uncertain that it may "
-                    f"exceed it with probability {pr:.0%} (profile modes to narrow it, or decide on "
-                    "the median with --risk mean)")
-        parts.append(msg)
+        parts.append(msg + (_uncertain(table, i, None, deadline_ms, risk) if risky else ""))
     return "; ".join(parts) or "no feasible mode"
