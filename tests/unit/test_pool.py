@@ -453,3 +453,30 @@ def test_a_fleet_without_a_reference_of_its_device_finds_each_boards_factor(devi
     assert p["time_factor"] == pytest.approx(ut / typical_t, rel=0.04), p
     assert p["power_resid_sd_pct"] < 4.0 and p["time_resid_sd_pct"] < 8.0, p
     assert p["shape"].startswith("the roofline prior (catalog resnet18"), p["shape"]   # said in the model
+
+
+@pytest.mark.slow
+def test_the_readmes_one_host_pool_runs_as_written(tmp_path):
+    """The README's pool block started with a board's own profile and a pooled fit of it, which a
+    new user on one host could only meet with 'nothing to pool' (a user trial of the README).  Its
+    one-host block (three simulated units in one SQLite pool, then the third's pooled fit and a
+    decision from it) runs here as written, the pool moved into tmp_path."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"three simulated units of a fleet\n.*?```bash\n(.*?)```", text, re.S)
+    assert block, "the README's one-host pool block"
+    script = block.group(1).replace("sqlite:////tmp/pool.sqlite", f"sqlite:///{tmp_path}/pool.sqlite")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           **{k: str(tmp_path / k) for k in ("PTUI_DATA_DIR", "PTUI_LOCK_DIR", "PTUI_STATE_DIR")}}
+    env.pop("PTUI_POOL", None)
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "goal: fastest within 30 W" in r.stdout and "15 profiled modes count" in r.stdout, r.stdout
+    meta = json.loads((tmp_path / "unit3-pooled" / "meta.json").read_text())
+    pooled = meta["trained_on"]["pooled"]
+    assert pooled["boards"] == 2 and pooled["own_rows"] == 5 and pooled["power_factor"] > 1.05
