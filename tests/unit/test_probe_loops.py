@@ -38,6 +38,7 @@ def test_a_step_whose_work_changes_mid_profile_is_warned_once_and_labelled():
     run.it, run.steps_per_mode, run.whatif = It(), 42, False
     run.notify, run.on_info = said.append, info.append
     run._timed_said, run._timed_changed = None, ""
+    run._timed_unsaved, run._timed_saved_at = None, float("-inf")
     run._say_timed()
     run.it.label = "optimizer step with a closure (4 closure evaluations per step)"
     run._say_timed()                           # before a mode's worth of steps: a warm-up, no warning
@@ -48,5 +49,56 @@ def test_a_step_whose_work_changes_mid_profile_is_warned_once_and_labelled():
         run._say_timed()
     warnings = [s for s in said if s.startswith("warning")]
     assert len(warnings) == 1 and "cannot be compared" in warnings[0]
+    run._save_timed(force=True)                # the store has the last one (at most once a second)
     assert info[-1]["timed"] == ("one optimizer step (changed during the profile, from one optimizer "
                                  "step with a closure (4 closure evaluations per step))")
+
+
+def test_a_step_label_that_flickers_is_not_written_to_the_store_at_every_step(tmp_path):
+    """A step whose closure evaluations vary (1 or 2 a step) changes its label, a median over the
+    last 20 steps, at about a fifth of its steps; each change was a durable session-store write
+    on the thread that reads the probe (7800 writes, 17.7 of 22 s, in a 3-mode profile of a
+    0.2 ms step on an emulated board: the reader fell behind, each mode slower than the last).
+    Now the label goes to the store at most once a TIMED_SAVE_S, and its last change at stop."""
+    import random
+    import time
+
+    from ptui.core.board.backends.base import MinibatchEvent
+    from ptui.core.profiling import userscript
+    from ptui.core.profiling.userscript import ScriptSource
+
+    class Board:
+        simulated = False
+
+        class clock:                             # noqa: N801 - a backend's clock attribute
+            now = staticmethod(time.monotonic)
+
+        def read(self):
+            return None
+
+    writes = []
+    src = ScriptSource(Board(), ["python", "train.py"], tmp_path / "log", on_info=writes.append,
+                       whatif=False, steps_per_mode=42)
+    class Proc:                                  # the script, running
+        pid = 0
+
+        def poll(self):
+            return None
+
+    src.proc, src.t_start = Proc(), time.monotonic()
+    rng, n = random.Random(0), 3000
+    for k in range(n):
+        src.q.put((1, f"S {k * 0.0002:.6f} 0 0 {rng.choice((1, 2))} c0.0"))
+    t0 = time.monotonic()
+    events = src._board_events(0.5)
+    got = 0
+    for ev in events:
+        got += isinstance(ev, MinibatchEvent)
+        if got == n - 1:
+            break
+    events.close()
+    elapsed = time.monotonic() - t0
+    assert len(writes) <= 2 + elapsed / getattr(userscript, "TIMED_SAVE_S", 1.0), (len(writes), elapsed)
+    src.proc = None
+    src.stop()
+    assert writes[-1]["timed"].startswith("one " + src.it.timed() + " (changed during the profile")
