@@ -540,14 +540,14 @@ def cmd_sessions(a) -> int:
     if not rows:
         _info(f"no profiling sessions in {store.path}")
         return EXIT_OK
-    print(f"{'session':<44} {'device':<10} {'workload':<12} {'batch':<11} {'done':>11} {'status':<8} "
+    print(f"{'session':<44} {'device':<10} {'workload':<12} {'batch':<11} {'done':>11} {'status':<11} "
           f"device time")
     for s in rows:
         # an active profile's plan grows as it goes: its most points, not what is planned so far
         planned = f"{len(s.plan)}" if s.up_to is None or s.status == "done" else f"<={s.up_to}"
         print(f"{s.name:<44} {s.device:<10} {s.workload:<12} "
               f"{','.join(map(str, _session_sizes(s))):<11} {s.n_done:>5}/{planned:<5} "
-              f"{s.status:<8} {hms(s.device_time_s)}")
+              f"{s.status:<11} {hms(s.device_time_s)}")
     return EXIT_OK
 
 

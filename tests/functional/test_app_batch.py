@@ -238,7 +238,7 @@ async def test_the_app_resumes_a_profile_over_batch_sizes(tmp_path, monkeypatch)
     monkeypatch.setattr(P.Profiler, "measure", real)
     store = Store()
     [s] = store.list_sessions()
-    assert s.n_done == 3 and len(s.plan) == 6 and s.status == "aborted"
+    assert s.n_done == 3 and len(s.plan) == 6 and s.status == "interrupted"
     store.close()
     app, sim = make_app()
     original = sim.current_mode()

@@ -79,7 +79,7 @@ def test_ctrl_c_restores(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         prof.run(info, boom)
     assert sim.current_mode() == ORIN.preset("MODE_30W").mode
-    assert store.get_session("c").status == "aborted"
+    assert store.get_session("c").status == "interrupted"
 
 
 def test_abort_from_control(tmp_path):

@@ -441,7 +441,7 @@ def test_batch_group_interrupted_then_resumed_equals_uninterrupted(tmp_path, cli
     store = Store()
     assert sorted(x.name for x in store.list_sessions()) == ["full", "part"]    # no part per size
     part = store.get_session("part")
-    assert part.status == "aborted" and (part.n_done, len(part.plan)) == (9, 18)
+    assert part.status == "interrupted" and (part.n_done, len(part.plan)) == (9, 18)
     assert sorted(set(part.plan_sizes)) == [8, 16, 32]            # what is left, at every size
     store.close()
     rc, _, err = cli("profile", "--backend", "sim", "--session", "part", "--resume",

@@ -260,6 +260,38 @@ def test_killed_sessions_show_as_interrupted_and_live_ones_as_running(tmp_path, 
     assert s.get_session("live").status == "interrupted"      # its process is gone
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "SIGTERM"])
+def test_a_profile_stopped_by_ctrl_c_or_a_signal_is_listed_as_interrupted(tmp_path, cli, monkeypatch, stop):
+    """Ctrl-C (and SIGTERM) left the session 'aborted' in `ptui sessions`, while the CLI said
+    'interrupted ... resume with:' and --resume resumed it; a kill -9 reads 'interrupted'.  Now it
+    is listed as interrupted (its JSON too), and --resume still finishes it."""
+    import signal
+
+    import ptui.core.profiling.profiler as P
+    from ptui.core.board.signals import Terminated
+    real, calls = P.Profiler.measure, []
+
+    def measure(self, events, mode, record=True):
+        if record:
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt if stop == "ctrl-c" else Terminated(signal.SIGTERM)
+        return real(self, events, mode, record=record)
+    monkeypatch.setattr(P.Profiler, "measure", measure)
+    rc, _, err = cli(*PROFILE, "--session", "cut", "--out", tmp_path / "p.csv")
+    assert rc == (130 if stop == "ctrl-c" else 143), err
+    assert "resume with: ptui profile --session cut --resume" in err
+    monkeypatch.setattr(P.Profiler, "measure", real)
+    rc, out, _ = cli("sessions")
+    assert rc == 0 and out.splitlines()[1].split()[:1] == ["cut"] and " interrupted " in out
+    rc, out, _ = cli("sessions", "--json")
+    import json
+    assert [x["status"] for x in json.loads(out)["sessions"]] == ["interrupted"]
+    rc, _, err = cli(*PROFILE, "--session", "cut", "--resume", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    assert Store().get_session("cut").status == "done"
+
+
 # -- B3: one process per session ----------------------------------------------------------------
 def test_second_run_of_a_session_is_refused(tmp_path, cli):
     from ptui.core.board.locks import lock_path, session_key

@@ -232,7 +232,7 @@ def test_resume_skips_finished_modes_and_warms_up_in_the_previous_one(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         prof.run(info, stop)
-    assert store.get_session("s").status == "aborted"
+    assert store.get_session("s").status == "interrupted"
     info = open_session(store, "s", resume=True, device=ORIN, workload=WL, seed=1, backend_kind="sim",
                         plan_fn=list, original_mode=START, params={})
     assert info.n_done == 1

@@ -407,8 +407,11 @@ class Profiler:
                     break
                 plan = self.store.get_session(self.session).plan
             status = "done"
-        except (KeyboardInterrupt, ProfileAborted):
+        except ProfileAborted:                  # the app's stop
             status = "aborted"
+            raise
+        except KeyboardInterrupt:               # Ctrl-C, SIGTERM, SIGHUP: said with the resume hint,
+            status = "interrupted"              # and listed as a killed one is (store.get_session)
             raise
         finally:
             try:

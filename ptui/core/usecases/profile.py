@@ -923,7 +923,8 @@ class ProfileRun:
                 if several:
                     self.profiler = None
                     self.workload = self._whole_workload()
-                    self.store.set_status(self.name, status)    # done: a later --resume only exports
+                    # done: a later --resume only exports; a stop signal lists it as interrupted
+                    self.store.set_status(self.name, "interrupted" if interrupted else status)
                 dev_s = self._device_s()
                 n_rows, saved, unsaved = self._save(status)
             if not several:
