@@ -1,6 +1,8 @@
 """The probe's built-in training loops (`ptui profile --workload W` on a real board runs
 `python -m ptui.probe.loops W`): each builds and trains one minibatch.  The end-to-end test of the
 probe on a board runs one of them (tests/functional/test_userscript.py); this runs every one."""
+import time
+
 import pytest
 
 from ptui.probe.names import BUILTIN
@@ -54,6 +56,47 @@ def test_a_step_whose_work_changes_mid_profile_is_warned_once_and_labelled():
                                  "step with a closure (4 closure evaluations per step))")
 
 
+class _Board:
+    """A board whose script's steps are fed by hand (ScriptSource on a board, not a what-if)."""
+    simulated = False
+
+    class clock:                                 # noqa: N801 - a backend's clock attribute
+        now = staticmethod(time.monotonic)
+
+    def read(self):
+        return None
+
+
+class _Proc:
+    """The script, running."""
+    pid = 0
+
+    def poll(self):
+        return None
+
+
+def _fed_source(tmp_path, closures, **kw):
+    """A ScriptSource on a board whose probe has sent one step 0.2 ms long per closure count."""
+    from ptui.core.profiling.userscript import ScriptSource
+    src = ScriptSource(_Board(), ["python", "train.py"], tmp_path / "log", whatif=False,
+                       steps_per_mode=42, **kw)
+    src.proc, src.t_start = _Proc(), time.monotonic()
+    for k, ncl in enumerate(closures):
+        src.q.put((1, f"S {k * 0.0002:.6f} 0 0 {ncl} c0.0"))
+    return src
+
+
+def _take(src, n):
+    """The minibatch events of the first n iterations the source reads."""
+    from ptui.core.board.backends.base import MinibatchEvent
+    events, got = src._board_events(0.5), 0
+    for ev in events:
+        got += isinstance(ev, MinibatchEvent)
+        if got == n:
+            break
+    events.close()
+
+
 def test_a_step_label_that_flickers_is_not_written_to_the_store_at_every_step(tmp_path):
     """A step whose closure evaluations vary (1 or 2 a step) changes its label, a median over the
     last 20 steps, at about a fifth of its steps; each change was a durable session-store write
@@ -61,44 +104,27 @@ def test_a_step_label_that_flickers_is_not_written_to_the_store_at_every_step(tm
     0.2 ms step on an emulated board: the reader fell behind, each mode slower than the last).
     Now the label goes to the store at most once a TIMED_SAVE_S, and its last change at stop."""
     import random
-    import time
 
-    from ptui.core.board.backends.base import MinibatchEvent
     from ptui.core.profiling import userscript
-    from ptui.core.profiling.userscript import ScriptSource
-
-    class Board:
-        simulated = False
-
-        class clock:                             # noqa: N801 - a backend's clock attribute
-            now = staticmethod(time.monotonic)
-
-        def read(self):
-            return None
-
     writes = []
-    src = ScriptSource(Board(), ["python", "train.py"], tmp_path / "log", on_info=writes.append,
-                       whatif=False, steps_per_mode=42)
-    class Proc:                                  # the script, running
-        pid = 0
-
-        def poll(self):
-            return None
-
-    src.proc, src.t_start = Proc(), time.monotonic()
     rng, n = random.Random(0), 3000
-    for k in range(n):
-        src.q.put((1, f"S {k * 0.0002:.6f} 0 0 {rng.choice((1, 2))} c0.0"))
+    src = _fed_source(tmp_path, [rng.choice((1, 2)) for _ in range(n)], on_info=writes.append)
     t0 = time.monotonic()
-    events = src._board_events(0.5)
-    got = 0
-    for ev in events:
-        got += isinstance(ev, MinibatchEvent)
-        if got == n - 1:
-            break
-    events.close()
+    _take(src, n - 1)
     elapsed = time.monotonic() - t0
     assert len(writes) <= 2 + elapsed / getattr(userscript, "TIMED_SAVE_S", 1.0), (len(writes), elapsed)
     src.proc = None
     src.stop()
     assert writes[-1]["timed"].startswith("one " + src.it.timed() + " (changed during the profile")
+
+
+def test_the_first_estimate_counts_each_mode_s_settling(tmp_path):
+    """'one iteration took 0.00 s: a mode needs at least 42 iterations, about 0 s plus settling;
+    about 0 s for 3 modes', then 5 s a mode in the ETA: the settling (and the power samples a
+    mode records) was left out of the sum."""
+    said = []
+    src = _fed_source(tmp_path, [1] * 100, notify=said.append, modes_todo=3)
+    _take(src, 50)
+    [est] = [s for s in said if s.startswith("one iteration took")]
+    total = est.rsplit("about ", 1)[1]
+    assert total.endswith(" s for 3 modes") and 12 <= float(total.split()[0]) <= 20, est

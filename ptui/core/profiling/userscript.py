@@ -44,7 +44,7 @@ from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import Workload, get_workload
 from ..errors import EXIT_INPUT
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops, loading_ms
-from .profiler import ProfileError, SessionError
+from .profiler import ProfileConfig, ProfileError, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
@@ -76,6 +76,9 @@ STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer ste
 NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
 TIMED_SAVE_S = 1.0             # what one step is goes to the session store at most this often
+SETTLE_S = 2.5                 # a mode's switch and power settling before its steps are timed
+                               # (2.0-3.5 s on an emulated Orin AGX), then at least
+                               # ProfileConfig.min_power_samples power samples are recorded
 
 
 # -- session helpers (resume) --------------------------------------------------------------------
@@ -721,10 +724,14 @@ class ScriptSource:
                     if not said_estimate and self.modes_todo:
                         said_estimate = True
                         per = dur * self.steps_per_mode
+                        # the settling counted too: it was left out ('about 0 s for 3 modes' of
+                        # 1 ms steps, then 5 s a mode in the ETA)
+                        mode_s = SETTLE_S + max(per, ProfileConfig.min_power_samples * interval)
                         self.notify(f"one iteration took {dur:.2f} s: a mode needs at least "
-                                    f"{self.steps_per_mode} iterations, about {duration_words(per)} "
-                                    f"plus settling; about {duration_words(per * self.modes_todo)} "
-                                    f"for {self.modes_todo} modes")
+                                    f"{self.steps_per_mode} iterations ({duration_words(per)}) once "
+                                    f"its power has settled, about {duration_words(mode_s)} in all; "
+                                    f"about {duration_words(mode_s * self.modes_todo)} for "
+                                    f"{self.modes_todo} modes")
                     yield MinibatchEvent(t_end=t + to_clock, ms=dur * 1000.0, index=self.it.n_iter)
             if clock.now() >= next_sample:
                 next_sample += interval
