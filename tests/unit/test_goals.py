@@ -115,3 +115,23 @@ def test_a_goal_no_mode_meets_for_its_uncertainty_says_so_with_a_budget_too():
     with pytest.raises(InfeasibleError) as e:
         choose(tab, budget_w=30, deadline_ms=400)
     assert "may exceed 30 W with probability" in str(e.value), str(e.value)
+
+
+def test_a_goal_no_mode_meets_says_its_unit_of_time(tmp_path, cli):
+    """'no mode meets 0.01 ms' said of a script's model, whose times are per optimizer step: the
+    reason (the error line and the --json reason) says the model's unit, as the goal's words do."""
+    import json
+
+    from ptui import core
+    step = "optimizer step (of the user's script)"
+    spec = core.workload_spec(workload="resnet18", batch_size=16)
+    core.tune_prior(core.get_device("orin-agx"), spec, budget_w=30, model_dir=tmp_path / "m",
+                    workload="script", timed=step)
+    m = tmp_path / "m"
+    rc, _, err = cli("pareto", "--model", m, "--deadline-ms", "0.01")
+    assert rc == 3 and f"no mode meets 0.01 ms per {step} with risk <= 0.05; the fastest is" in err, err
+    rc, out, _ = cli("pareto", "--model", m, "--deadline-ms", "0.01", "--budget-w", "30", "--json")
+    assert rc == 3 and json.loads(out)["reason"].startswith(f"no mode meets 0.01 ms per {step} within 30 W")
+    with pytest.raises(core.InfeasibleError, match=r"^no mode meets 0\.5 ms per minibatch; the fastest"):
+        core.choose(core.Table([core.Mode(4, 729.6, 318.75, 665.6)], np.array([9.0]), np.array([10.0]),
+                               np.zeros(1), np.zeros(1)), deadline_ms=0.5, risk=None)

@@ -85,7 +85,7 @@ def test_infeasible_names_closest():
     with pytest.raises(InfeasibleError) as e:
         choose(tab, budget_w=budget, deadline_ms=0.5, risk=None)
     msg = str(e.value)
-    assert msg.startswith(f"no mode meets 0.5 ms within {budget:g} W; the fastest within the budget"), msg
+    assert msg.startswith(f"no mode meets 0.5 ms per minibatch within {budget:g} W; the fastest within the budget"), msg
     assert "no mode stays within" not in msg
 
 

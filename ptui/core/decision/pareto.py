@@ -335,7 +335,7 @@ def choose(table: Table, goal: Goal | None = None, *, budget_w: float | None = N
         else:
             ok &= t <= deadline_ms
     if not ok.any():
-        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk, tolerance_w), table,
+        raise InfeasibleError(_closest(table, budget_w, deadline_ms, risk, unit, tolerance_w), table,
                               _closest_row(table, budget_w, deadline_ms), unit)
     idx = np.flatnonzero(ok)
     i = g.best(idx, rt, rp)
@@ -480,7 +480,10 @@ def _uncertain(table: Table, i: int, budget_w, deadline_ms, risk, tolerance_w: f
             "--risk mean)")
 
 
-def _closest(table: Table, budget_w, deadline_ms, risk, tolerance_w: float = 0.0) -> str:
+def _closest(table: Table, budget_w, deadline_ms, risk, unit: str = "minibatch",
+             tolerance_w: float = 0.0) -> str:
+    """Why no mode meets the goal, and the closest option; a deadline in the table's unit of time
+    (choose's: 'no mode meets 200 ms' said of a script's optimizer step did not say which)."""
     t, p = table.time_ms, table.power_w
     parts = []
     within = (np.flatnonzero(p <= budget_w) if budget_w is not None and deadline_ms is not None
@@ -489,7 +492,7 @@ def _closest(table: Table, budget_w, deadline_ms, risk, tolerance_w: float = 0.0
         # both limits, and modes within the budget: the deadline is what none of them meets ("no
         # mode stays within 30 W" was said of a budget half the modes met: the user's trial)
         i = least(t, p, within)
-        return (f"no mode meets {deadline_ms:g} ms within {budget_w:g} W"
+        return (f"no mode meets {deadline_ms:g} ms per {unit} within {budget_w:g} W"
                 + (f" with risk <= {risk:g}" if risk is not None else "")
                 + f"; the fastest within the budget is {table.modes[i].describe()} at {t[i]:.1f} ms, "
                   f"{p[i]:.1f} W" + _uncertain(table, i, budget_w, deadline_ms, risk, tolerance_w))
@@ -503,7 +506,7 @@ def _closest(table: Table, budget_w, deadline_ms, risk, tolerance_w: float = 0.0
         i = least(t, p)
         ts = table.time_ms_std
         risky = risk is not None and bool(np.any(ts > 0))        # as choose() holds a deadline
-        msg = (f"no mode meets {deadline_ms:g} ms" + (f" with risk <= {risk:g}" if risky else "")
+        msg = (f"no mode meets {deadline_ms:g} ms per {unit}" + (f" with risk <= {risk:g}" if risky else "")
                + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
                + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W")
         parts.append(msg + (_uncertain(table, i, None, deadline_ms, risk) if risky else ""))
