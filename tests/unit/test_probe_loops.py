@@ -128,3 +128,14 @@ def test_the_first_estimate_counts_each_mode_s_settling(tmp_path):
     [est] = [s for s in said if s.startswith("one iteration took")]
     total = est.rsplit("about ", 1)[1]
     assert total.endswith(" s for 3 modes") and 12 <= float(total.split()[0]) <= 20, est
+
+
+def test_a_modes_time_limit_does_not_grow_with_the_profiles_age(tmp_path):
+    """Each step set a mode's time limit to 3x its iterations at that pace plus the time since the
+    script started: 2 h into a profile a hung script held its profiling mode over 2 h before the
+    one-line error and the restore.  The start-up counts once: the time to the first step."""
+    src = _fed_source(tmp_path, [1] * 50)
+    _take(src, 1)                                    # the script stepped at once (start-up ~0)
+    src.t_start = time.monotonic() - 7200.0           # ... and has run for 2 h since
+    _take(src, 40)
+    assert src.mode_timeout_s < 60.0, src.mode_timeout_s

@@ -386,6 +386,7 @@ class ScriptSource:
         # the Profiler's per-mode limit: none while starting (--startup-timeout applies), then
         # raised for slow steps
         self.mode_timeout_s = float("inf")
+        self.startup_s = 0.0                         # start to the first step (s)
         self._readers: list[threading.Thread] = []
         self._srv: socket.socket | None = None
         self._dir: str | None = None
@@ -716,11 +717,14 @@ class ScriptSource:
                     if self.it.n_iter > 1:                   # the first iteration warms up
                         self._recent.append(dur)
                     # slow steps: a mode may take as long as 3x its iterations at this pace
-                    # (plus the start-up, which the first mode's clock also counted)
+                    # (plus the start-up, which the first mode's clock also counted: the time to
+                    # the first step, not the time since the start, which grew with every mode;
+                    # a script hung 2 h into a profile held its mode 2 h before the restore)
                     if self.it.n_iter == 1 or self.mode_timeout_s == float("inf"):
                         self.mode_timeout_s = 0.0
+                        self.startup_s = time.monotonic() - self.t_start
                     self.mode_timeout_s = max(self.mode_timeout_s, 3.0 * dur * self.steps_per_mode
-                                              + time.monotonic() - self.t_start)
+                                              + self.startup_s)
                     if not said_estimate and self.modes_todo:
                         said_estimate = True
                         per = dur * self.steps_per_mode
