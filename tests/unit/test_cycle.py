@@ -153,3 +153,20 @@ def test_a_scripts_optimizer_step_is_a_step_not_a_minibatch():
                  "iteration of 2 optimizers (2 optimizer steps, 2 backward passes)"):
         assert Timed.of(text).per_step, text
     assert not Timed.of("minibatch").per_step and not Timed.of("").per_step
+
+
+def test_the_outside_warning_gives_one_modes_figures_that_agree_with_its_share():
+    """'48 % of the wall time is outside the optimizer steps (median step 18.5 ms, whole cycle
+    19.2 ms per step)': the share is the median of the modes' shares, the two times were medians
+    taken apart, from different modes (a helper's trial).  The figures are now those of the mode
+    whose share is the median, and say so."""
+    import re
+
+    from ptui.core.board.csvio import outside_warning
+    rows = [{"time_ms": t, "cycle_ms": c} for t, c in
+            ((10.0, 20.0), (12.0, 24.0), (18.5, 19.2), (100.0, 101.0), (200.0, 400.0))]
+    w = outside_warning(rows)
+    share = int(re.search(r"(\d+) % of the wall time", w).group(1))
+    step, cyc = map(float, re.search(r"median step ([\d.]+) ms, whole cycle ([\d.]+) ms", w).groups())
+    assert share == 50 and abs(100 * (1 - step / cyc) - share) < 1, w
+    assert "in the median mode" in w
