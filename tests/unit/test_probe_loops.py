@@ -139,3 +139,19 @@ def test_a_modes_time_limit_does_not_grow_with_the_profiles_age(tmp_path):
     src.t_start = time.monotonic() - 7200.0           # ... and has run for 2 h since
     _take(src, 40)
     assert src.mode_timeout_s < 60.0, src.mode_timeout_s
+
+
+def test_the_first_estimate_is_not_the_warm_up_iteration(tmp_path):
+    """The first iteration warms up (0.25 s of a script whose steps take 16 ms): the estimate
+    was taken from it, and overstated the profile by the warm-up x the iterations of each mode."""
+    from ptui.core.profiling.userscript import ScriptSource
+    said = []
+    src = ScriptSource(_Board(), ["python", "train.py"], tmp_path / "log", whatif=False,
+                       steps_per_mode=400, notify=said.append, modes_todo=3)
+    src.proc, src.t_start = _Proc(), time.monotonic()
+    t = [0.0, 0.25] + [0.25 + 0.016 * k for k in range(1, 40)]
+    for x in t:
+        src.q.put((1, f"S {x:.6f} 0 0 1 c0.0"))
+    _take(src, 20)
+    [est] = [s for s in said if s.startswith("one iteration took")]
+    assert est.startswith("one iteration took 0.02 s"), est

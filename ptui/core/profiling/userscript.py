@@ -725,7 +725,9 @@ class ScriptSource:
                         self.startup_s = time.monotonic() - self.t_start
                     self.mode_timeout_s = max(self.mode_timeout_s, 3.0 * dur * self.steps_per_mode
                                               + self.startup_s)
-                    if not said_estimate and self.modes_todo:
+                    # the estimate from the first iteration after the warm-up (the first took
+                    # 0.25 s of a 16 ms step: a helper's trial)
+                    if not said_estimate and self.modes_todo and self.it.n_iter > 1:
                         said_estimate = True
                         per = dur * self.steps_per_mode
                         # the settling counted too: it was left out ('about 0 s for 3 modes' of
