@@ -321,6 +321,7 @@ def _tune_prior(a) -> int:
     if a.out:
         raise CLIError("--count 0 profiles no mode, so there is no profile CSV for --out to hold "
                        "(the model is saved in the data directory, and said)")
+    _one_source_of_counts(a)
     if a.workload_spec and a.batch_size:
         raise CLIError("--workload-spec gives the batch size (its batch_size field); drop "
                        "--batch-size, or write the counts of that batch in the spec")
@@ -635,9 +636,21 @@ def cmd_fit(a) -> int:
     return EXIT_OK
 
 
+def _one_source_of_counts(a) -> None:
+    """A model from the prior alone takes its counts from --workload-spec or a catalog --workload,
+    not both: with both, the spec's counts were used and the model was named after the catalog
+    workload (its published counts, its epoch), a model labelled ResNet-18 that was not.  Another
+    name (--workload my-model) only names the spec's model."""
+    if a.workload_spec and str(a.workload) in core.WORKLOADS:
+        raise CLIError(f"--workload {a.workload} is a catalog workload with published counts of its "
+                       f"own, and --workload-spec gives others: drop one (or name the spec's model "
+                       f"otherwise, e.g. --workload my-model)")
+
+
 def _fit_prior(a, dev, spec) -> int:
     """fit without --profile: the roofline prior of --workload-spec (or of a catalog --workload)
     alone, saved as a model that predict and pareto read like any other."""
+    _one_source_of_counts(a)
     if spec is None:
         spec = core.workload_spec(None, a.workload)
     if spec is None:

@@ -90,6 +90,9 @@ def test_count_0_from_a_spec_times_a_minibatch_not_a_script_step(tmp_path, scrip
      "no profile CSV for --out"),
     (["--count", "0", "--workload-spec", "SPEC", "--batch-size", "64", "--budget-w", "30"],
      "drop --batch-size"),
+    # both were taken: the spec's counts, in a model named after ResNet-18 (its epoch, its label)
+    (["--count", "0", "--workload-spec", "SPEC", "--workload", "resnet18", "--budget-w", "30"],
+     "--workload resnet18 is a catalog workload"),
 ])
 def test_count_0_bad_input_is_one_line(args, says, cli, tmp_path):
     spec = tmp_path / "spec.json"
@@ -259,3 +262,18 @@ def test_fit_without_a_profile_refuses_the_flags_of_a_fit_on_one(tmp_path, cli):
                            tmp_path / "m", *flags)
         assert rc == 2 and "without --profile the model is the roofline prior alone" in err, flags
         assert not (tmp_path / "m").exists()
+
+
+def test_a_prior_model_takes_its_counts_from_one_source(tmp_path, cli):
+    """`fit --workload resnet18 --workload-spec spec.json` saved the spec's prior as a model of
+    ResNet-18; another name only names the spec's model."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload", "resnet18", "--workload-spec", spec,
+                     "--out", tmp_path / "m")
+    assert rc == 2 and "--workload resnet18 is a catalog workload" in err, err
+    assert not (tmp_path / "m").exists()
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload", "my-model", "--workload-spec", spec,
+                     "--out", tmp_path / "m")
+    assert rc == 0, err
+    assert json.loads((tmp_path / "m" / "meta.json").read_text())["workload"] == "my-model"
