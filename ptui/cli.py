@@ -1214,6 +1214,9 @@ def cmd_apply(a) -> int:
         raise CLIError("give --cores, --cpu-mhz, --gpu-mhz and --mem-mhz, or --preset NAME")
     mode = dev.mode(a.cores, a.cpu_mhz, a.gpu_mhz, a.mem_mhz)
     p = core.plan_apply(backend, mode)
+    tpc = core.tpc_note(backend)
+    if tpc:
+        _warn(tpc)
     if a.json:
         def run():
             res = core.apply(backend, mode)
@@ -1372,11 +1375,14 @@ def cmd_status(a) -> int:
             "restore": None if r is None else {"kind": r.kind, "mode": r.mode, "session": r.session,
                                                "created": r.created, "pid": r.pid,
                                                "in_progress": r.in_progress},
-            "restore_problem": st.restore_problem}))
+            "restore_problem": st.restore_problem, "gpu_tpcs_on": st.gpu_tpcs_on}))
         return EXIT_OK
     label = " (EMULATED, SIMULATED)" if st.emulated else " (SIMULATED)" if st.simulated else ""
     print(f"board: {st.device}, {st.backend} backend{label}")
     print(f"mode: {st.mode}" + (f" ({st.preset})" if st.preset else " (not an nvpmodel preset)"))
+    if st.gpu_tpcs_on is not None:
+        print(f"GPU: {st.gpu_tpcs_on} of its {core.get_device(st.device).gpu_tpcs} TPCs powered (set at boot "
+              f"by the nvpmodel mode's TPC power gating; every mode runs on {st.gpu_tpcs_on})")
     if st.board is None:
         print("lock: none (this board lives in each ptui process)")
     else:

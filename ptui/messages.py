@@ -102,6 +102,7 @@ class ColocateRunEnded(Message):
 class PlanReady(Message):
     plan: object | None              # core.apply.Plan
     error: str | None = None
+    note: str | None = None          # what the plan cannot change (core.tpc_note), read with it
 
 
 @dataclass

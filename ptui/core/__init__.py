@@ -55,7 +55,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
     # the board
-    "board.apply": ("ApplyResult", "BoardChanged",),
+    "board.apply": ("ApplyResult", "BoardChanged", "tpc_note",),
     "board.backends": ("open_backend",),
     "board.backends.base": ("Backend",),
     "board.backends.replay": ("corpus_workload",),
@@ -86,7 +86,7 @@ __all__ = sorted(list(_WHERE) + list(_MODULES))
 
 if TYPE_CHECKING:       # for a type checker; at run time each name is imported on first use
     from .board import logs
-    from .board.apply import ApplyResult, BoardChanged
+    from .board.apply import ApplyResult, BoardChanged, tpc_note
     from .board.backends import open_backend
     from .board.backends.base import Backend
     from .board.backends.replay import corpus_workload

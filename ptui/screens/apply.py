@@ -35,12 +35,21 @@ class ApplyScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="plan", classes="panel")
+        # the result above the plan: a board's plan of writes runs to 30 lines, and at 80x24 the
+        # result of an apply or a roll back below it could not be reached from the keyboard
         yield Static(id="result", classes="panel")
+        yield Static(id="plan", classes="panel")
         yield PowerPlot(id="power-plot")
         yield Footer(show_command_palette=False)
 
+    def _result(self, text: str) -> None:
+        """The result panel, shown from the first thing it says (empty, it took three rows)."""
+        panel = self.query_one("#result", Static)
+        panel.update(text)
+        panel.display = bool(text)
+
     def on_mount(self) -> None:
+        self.query_one("#result", Static).display = False
         self.tick()
         self.set_interval(0.5, self.tick)
 
@@ -60,7 +69,8 @@ class ApplyScreen(Screen):
     def make_plan(self, mode) -> None:
         """Reads the device's current state (sysfs on a real board): off the UI thread."""
         try:
-            self.post_message(PlanReady(core.plan_apply(self.app.state.backend, mode)))
+            be = self.app.state.backend
+            self.post_message(PlanReady(core.plan_apply(be, mode), note=core.tpc_note(be)))
         except Exception as e:  # noqa: BLE001
             self.post_message(PlanReady(None, str(e)))
 
@@ -88,9 +98,11 @@ class ApplyScreen(Screen):
                      if done else "the board already runs this mode: nothing to apply"]
             self.query_one("#plan", Static).update("\n".join(lines))
             return
-        lines = [f"[b]Apply[/b] {p.target.describe()}", f"now:  {p.current.describe()}", expect, ""]
-        lines += [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
-        lines += ["", f"press [b]y[/b] to apply{sim}, [b]r[/b] to roll back afterwards"]
+        lines = [f"[b]Apply[/b] {p.target.describe()}", f"now:  {p.current.describe()}", expect,
+                 f"press [b]y[/b] to apply{sim}, [b]r[/b] to roll back afterwards"]
+        if msg.note:
+            lines.append(f"[yellow]{escape(msg.note)}[/yellow]")
+        lines += [""] + [f"{k + 1}. {s}" for k, s in enumerate(p.steps)]
         self.query_one("#plan", Static).update("\n".join(lines))
 
     def basis(self) -> str:
@@ -113,7 +125,7 @@ class ApplyScreen(Screen):
         if self._device_busy():
             return
         self.busy = "applying"
-        self.query_one("#result", Static).update("applying…")
+        self._result("applying…")
         be = st.backend
         stand_in = st.workload if be.simulated and be.workload is None else None
         self.do_apply(st.selected, stand_in)
@@ -144,8 +156,8 @@ class ApplyScreen(Screen):
             self.snapshot = res.snapshot
             self.measure_from = time.monotonic()
         # said in the result panel only: a toast would sit over the plot's axis
-        self.query_one("#result", Static).update(("[green]" if res.ok else "[red]") + escape(res.message)
-                                                 + ("[/green]" if res.ok else "[/red]"))
+        self._result(("[green]" if res.ok else "[red]") + escape(res.message)
+                     + ("[/green]" if res.ok else "[/red]"))
         self.show_plan()
 
     def tick(self) -> None:
@@ -168,7 +180,7 @@ class ApplyScreen(Screen):
         if el >= 10:
             txt += "   (10 s measurement done)"
             self.measure_from = None
-        self.query_one("#result", Static).update(txt + "\n[dim]r: roll back   s: persist[/dim]")
+        self._result(txt + "\n[dim]r: roll back   s: persist[/dim]")
 
     # -- roll back, persist -------------------------------------------------------------------
     def action_rollback(self) -> None:
@@ -178,7 +190,7 @@ class ApplyScreen(Screen):
         if self._device_busy():
             return
         self.busy = "rolling back"
-        self.query_one("#result", Static).update("rolling back…")
+        self._result("rolling back…")
         self.do_rollback(self.snapshot, self.result.readback if self.result is not None else None)
 
     @work(thread=True, group="device", exit_on_error=False)
@@ -199,12 +211,12 @@ class ApplyScreen(Screen):
                 # (they said 'the board runs this mode now; r rolls back' over another's mode)
                 self.snapshot = self.result = self.measure_from = None
                 self.show_plan()
-            self.query_one("#result", Static).update(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
+            self._result(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
             return
         self.snapshot = None
         self.result = None
         self.measure_from = None
-        self.query_one("#result", Static).update(f"rolled back to {msg.mode.describe()}")
+        self._result(f"rolled back to {msg.mode.describe()}")
         self.show_plan()
 
     def action_persist(self) -> None:

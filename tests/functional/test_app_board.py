@@ -1,5 +1,7 @@
 """The app on a real-board backend (the emulated Orin AGX sysfs tree): it profiles and applies
 through the same use cases as the CLI."""
+import json
+
 import pytest
 
 from ptui.app import AppState, PtuiApp
@@ -165,3 +167,34 @@ async def test_a_rollback_refused_because_the_board_changed_leaves_no_claim_behi
         plan = str(app.screen.query_one("#plan").render())
         assert "runs this mode now" not in plan, plan
     assert fakesys.read_mode(root) == ORIN.preset("MODE_50W").mode
+
+
+async def test_a_gpu_whose_tpcs_are_gated_is_said_where_a_mode_is_applied(tmp_path):
+    """MODE_30W gates 4 of an Orin AGX's 8 TPCs (tpc_pg_mask 240), a mask set at boot that no
+    apply changes: the app applied a mode, verified it and compared 16.3 W measured with 19.3 W
+    predicted for all 8 TPCs, and nothing said half the GPU was off (a user's trial on an emulated
+    board).  The plan, ptui apply and ptui status say it; MAXN's mask (0) says nothing."""
+    root = fakesys.build(tmp_path / "root")                     # MODE_30W: 4 of 8 TPCs
+    app, be = board_app(root)
+    assert be.gated_tpcs() == 4
+    app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("5")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        plan = str(app.screen.query_one("#plan").render())
+        assert "the GPU has 4 of its 8 TPCs powered" in plan and "press y to apply" in plan, plan
+    sysfs = ("--backend", "sysfs", "--sysfs-root", root)
+    rc, out, err = run_cli(*sysfs, "apply", "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75",
+                           "--mem-mhz", "665.6", "--dry-run")
+    assert rc == 0 and "the GPU has 4 of its 8 TPCs powered" in err and "MAXN" in err, err
+    rc, out, _ = run_cli(*sysfs, "status")
+    assert rc == 0 and "GPU: 4 of its 8 TPCs powered" in out, out
+    rc, out, _ = run_cli(*sysfs, "status", "--json")
+    assert json.loads(out)["gpu_tpcs_on"] == 4
+    maxn = fakesys.build(tmp_path / "maxn", nvp_id=0)            # all 8 powered
+    assert SysfsBackend(ORIN, root=maxn).gated_tpcs() is None
+    rc, out, err = run_cli("--backend", "sysfs", "--sysfs-root", maxn, "apply", "--cores", "4",
+                           "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--dry-run")
+    assert rc == 0 and "TPCs" not in err and "GPU:" not in run_cli("--backend", "sysfs", "--sysfs-root",
+                                                                    maxn, "status")[1]

@@ -165,3 +165,21 @@ def restore_snapshot(backend: Backend, snap, expect: Mode | None = None) -> Mode
                                f"apply, whoever made it)")
         backend.restore(snap)
         return backend.current_mode()
+
+
+def tpc_note(backend: Backend) -> str | None:
+    """A board whose nvpmodel mode gates some of the GPU's TPCs (Orin AGX MODE_30W: 4 of 8) keeps
+    them off in every mode ptui applies: the mask is set at boot, and only a reboot into a mode
+    that powers them changes it.  An apply there was verified at its clocks while half the GPU
+    was off (16.3 W measured against 19.3 W predicted for all 8: a user's trial on an emulated
+    board), and nothing said so.  None when every TPC is powered or it cannot be read."""
+    on = backend.gated_tpcs()
+    if on is None:
+        return None
+    dev = backend.device
+    full = [p.name for p in dev.presets if p.tpc == dev.gpu_tpcs]
+    return (f"the GPU has {on} of its {dev.gpu_tpcs} TPCs powered (the TPC power gating of the "
+            f"nvpmodel mode the board booted in): every mode ptui applies runs on {on} until a reboot "
+            f"into a mode that powers all {dev.gpu_tpcs} ({' or '.join(full) or 'MAXN'}); ptui's "
+            f"predictions without a profile of this board assume all {dev.gpu_tpcs}, and a profile "
+            f"measured now holds for {on}")

@@ -256,6 +256,7 @@ class BoardStatus:
     lock_holder: int | None               # the pid of the process driving the board, if any
     restore: PendingRestore | None        # what `ptui restore` would undo
     restore_problem: str | None = None    # a saved state restore would refuse, in one line
+    gpu_tpcs_on: int | None = None        # the GPU's TPCs powered where some are gated (else None)
 
 
 def board_status(backend: Backend) -> BoardStatus:
@@ -278,4 +279,4 @@ def board_status(backend: Backend) -> BoardStatus:
                                  and pid_alive(rec.pid))
     return BoardStatus(backend.device.name, backend.kind, backend.not_live, backend.emulated, key, mode,
                        pick.name if pick else None, nvp, holder(key) if key else None, pending,
-                       problem)
+                       problem, backend.gated_tpcs())

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...probe.names import BUILTIN
 from ..board import backends  # open_backend looked up when called (tests patch it)
+from ..board.apply import tpc_note
 from ..board.backends.base import Backend
 from ..board.backends.replay import ReplayJetson, corpus_workload, replay_workload
 from ..board.csvio import (
@@ -573,6 +574,9 @@ class ProfileRun:
         if be is None:
             raise SessionError("no backend to profile on")
         _board_free(be)
+        tpc = tpc_note(be)                        # the mask every profiled mode runs under
+        if tpc:
+            self.notes.append(f"warning: {tpc}")
         if self.batch_sizes is not None:
             return self._prepare_sizes(be.device)
         dev = be.device

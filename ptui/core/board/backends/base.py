@@ -127,6 +127,13 @@ class Backend(ABC):
         """The nvpmodel mode the board's status file names (None: no nvpmodel here)."""
         return None
 
+    def gated_tpcs(self) -> int | None:
+        """How many of the GPU's TPCs are powered while the board's power gating (nvpmodel's
+        TPC_PG_MASK, set at boot: a reboot-level knob) holds them off, which no apply changes;
+        None when none is gated or it cannot be read (the simulator, whose custom modes power
+        them all)."""
+        return None
+
     def holds(self, target: Mode) -> bool:
         """The board is in `target` and held there: applying it would change nothing."""
         return self.current_mode() == target

@@ -34,6 +34,11 @@ GPU_DEVFREQ = ("sys/class/devfreq/17000000.gpu",
 GPU_LOAD = ("sys/devices/platform/gpu.0/load", "sys/devices/gpu.0/load",
             "sys/devices/platform/bus@0/17000000.gpu/load")
 EMC_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
+# the GPU's TPC power-gating mask (one bit a TPC, set = off): nvpmodel writes it at boot for modes
+# that power fewer TPCs (Orin AGX MODE_15W 248, MODE_30W 240), and only a reboot changes it
+TPC_MASK = ("sys/devices/platform/bus@0/17000000.gpu/tpc_pg_mask", "sys/devices/17000000.ga10b/tpc_pg_mask",
+            "sys/devices/17000000.gv11b/tpc_pg_mask", "sys/devices/gpu.0/tpc_pg_mask",
+            "sys/devices/platform/gpu.0/tpc_pg_mask")
 NVPMODEL_STATUS = "var/lib/nvpmodel/status"
 
 
@@ -71,6 +76,7 @@ class SysfsBackend(Backend):
         self.gpu_dir = next((self.root / p for p in GPU_DEVFREQ if (self.root / p).is_dir()), None)
         self.gpu_load = next((self.root / p for p in GPU_LOAD if (self.root / p).exists()), None)
         self.emc_dir = self.root / EMC_DIR if (self.root / EMC_DIR).is_dir() else None
+        self.tpc_mask = next((self.root / p for p in TPC_MASK if (self.root / p).is_file()), None)
         self.rails = self._find_rails()
         self.zones = self._find_zones()
         self._online = [(c, self._cpu(c) / "online") for c in range(device.max_cores)
@@ -211,6 +217,15 @@ class SysfsBackend(Backend):
         gpu = self._freq(self.gpu_dir / "max_freq")
         emc = self._freq(self.emc_dir / "rate")
         return _nearest_mode(dev, self.online_cores(), cpu / 1000.0, gpu / 1e6, emc / 1e6)
+
+    def gated_tpcs(self) -> int | None:
+        text = self._pread(self.tpc_mask) if self.tpc_mask is not None else None
+        try:
+            mask = int(text.split()[0], 0) if text else 0
+        except ValueError:
+            return None
+        on = sum(1 for i in range(self.device.gpu_tpcs) if not (mask >> i) & 1)
+        return on if on < self.device.gpu_tpcs else None
 
     def nvpmodel_id(self) -> int | None:
         """The nvpmodel mode in the board's own status file (None where there is none)."""
