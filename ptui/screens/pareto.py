@@ -83,6 +83,9 @@ class ParetoScreen(Screen):
         self.foreign = False
         """The model is for another board: a what-if, never applied here."""
         self.goal_error: str | None = None
+        # the selected mode is the pick of a goal before this one, which no mode meets: shown, not
+        # applied on enter (it offered 'enter: apply this mode' under 'no mode stays within 5 W')
+        self.sel_stale = False
         """What is wrong with the goal as typed, shown in the details panel."""
         self.drawn_budget: float | None = None
         self.timed = ""
@@ -414,6 +417,7 @@ class ParetoScreen(Screen):
             return
         v = self.view = msg.view
         self.goal_error = v.error
+        self.sel_stale = False
         self.fill_front(v)
         if v.decision is not None:
             self.goal_idx, self.goal_text = v.decision.index, v.decision.goal
@@ -422,6 +426,7 @@ class ParetoScreen(Screen):
         self.goal_idx = None
         rows = set(int(r) for r in v.rows)
         keep = self.sel if self.sel in rows else (int(v.front[-1]) if len(v.front) else None)
+        self.sel_stale = bool(v.error) and keep is not None
         if keep is None:                            # nothing to choose from: nothing selected
             self.sel = None
             self.query_one("#details", Static).update(f"[red]{escape(v.error or '')}[/red]")
@@ -482,7 +487,8 @@ class ParetoScreen(Screen):
         else:
             epochs = int(self._num("#epochs") or 1)
             prior = self.model is not None and self.model.about.kind == core.PRIOR_KIND
-            lines += [f"[b]{goal}[/b]" if goal else "[b]selected mode[/b]",
+            lines += [f"[b]{goal}[/b]" if goal else "[b]the goal before's mode[/b]" if self.sel_stale
+                      else "[b]selected mode[/b]",
                       f"{w[0]} · {w[1]}", f"{w[2]} · {w[3]}",
                       f"{self.step_word()} {t:.1f} ms ± {ts:.1f}",
                       *_wide_line(t, ts, "ms", prior=prior),
@@ -513,6 +519,7 @@ class ParetoScreen(Screen):
         # the footer says enter applies: the line stays where it adds something (the batch size)
         # or where the energy lines have not taken its row at 80x24
         hint = ("[dim]what-if only: not for this board[/dim]" if self.foreign
+                else "[dim]arrows: choose a mode on the front[/dim]" if self.sel_stale
                 else f"[dim]enter: apply, train at batch {v.batch_of(i)}[/dim]" if v.per_target
                 else None if v.energy is not None else "[dim]enter: apply this mode[/dim]")
         if hint:
@@ -602,6 +609,7 @@ class ParetoScreen(Screen):
             return          # stale: the table was rebuilt or moved to the goal since this was sent
         i = int(self.front[event.cursor_row])
         if i != self.sel:
+            self.sel_stale = False          # the user's own choice on the front
             self.select(i)
 
     def redraw(self) -> None:
@@ -624,6 +632,10 @@ class ParetoScreen(Screen):
         err = self.field_error()
         if err:                      # the pick on screen is for the goal before this typing
             self.app.notify_error(f"{err}: fix it first (the selected mode is for the goal before)")
+            return
+        if self.sel_stale:
+            self.app.notify_error("no mode meets this goal: the mode shown is the goal before's; "
+                                  "choose one on the front with the arrows, or change the goal")
             return
         if self.foreign:
             self.app.notify(f"this model predicts {self.model.device.name}, not this board "

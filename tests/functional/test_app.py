@@ -681,3 +681,36 @@ async def test_finetune_fits_a_profile_over_batch_sizes_over_batch_size(tmp_path
         await pilot.press("3")
         res = " ".join(str(app.screen.query_one("#result").render()).split())
         assert "Fitted on 16 profiled (mode, batch size) pairs, batch sizes 8,32" in res, res
+
+
+async def test_a_goal_no_mode_meets_does_not_offer_the_goal_befores_mode_to_apply():
+    """Budget 15 W, then 5 W (no mode meets it): the panel said 'no mode stays within 5 W' over
+    'selected mode ... 14.72 W' and 'enter: apply this mode', and enter opened Apply with it (a
+    user's trial).  That mode is now said to be the goal before's, enter refuses it, and a mode
+    chosen on the front with the arrows is the user's and applies."""
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        budget = scr.query_one("#budget")
+        budget.value = "15"
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        assert "fastest within 15 W" in str(scr.query_one("#details").render())
+        budget.value = "5"
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        details = str(scr.query_one("#details").render())
+        assert "no mode stays within 5 W" in details and "the goal before's mode" in details, details
+        assert "enter: apply this mode" not in details
+        scr.action_pick()
+        await pilot.pause(0.2)
+        assert app.state.selected is None and any("no mode meets this goal" in m for m in seen), seen
+        scr.query_one("#front").move_cursor(row=0)
+        await pilot.pause(0.3)
+        scr.action_pick()
+        await pilot.pause(0.3)
+        assert app.state.selected is not None
