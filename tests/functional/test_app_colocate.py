@@ -42,7 +42,7 @@ async def test_decides_like_the_cli_and_draws_the_region_with_the_pick():
         for w, sps in edges.values():
             assert (w[1:] >= w[:-1]).all() and (sps[1:] > sps[:-1]).all()
         w, sps = edges[p["batch_size"]]
-        under = sps[w <= p["power_w"] + 1e-9]
+        under = sps[w <= p["power_w"] + 1e-3]         # the body's figures are rounded to 1 mW
         assert len(under) and under.max() >= p["train_samples_per_s"] * 0.999
         plot = str(scr.query_one("#colo-plot").render())
         assert "SIMULATED" in plot and f"b{p['batch_size']} edge" in plot and "b1 " not in plot

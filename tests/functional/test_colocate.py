@@ -92,13 +92,14 @@ def test_saved_profiles_re_decide_a_new_rate_with_nothing_profiled(tmp_path, mon
     assert len(st.modes) == first["profiled_modes"] and about["train_workload"] == "resnet18"
     calls = []
     monkeypatch.setattr(colocate, "standalone", lambda *a, **k: calls.append(a))
-    rc, out, err = run_cli("colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "40",
+    # 60/s: another mode and inference batch than 20/s (40/s kept the mode, with the tie rule)
+    rc, out, err = run_cli("colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "60",
                            "--latency-ms", "250", "--budget-w", "35", "--json")
     assert rc == 0, err
     doc = json.loads(out)
     assert calls == [] and doc["profiled_modes"] == 0 and doc["strategy"] == "saved profiles"
     assert doc["decided_in_s"] < 1.0
-    want = decide(st, 40.0, 250.0, 35.0)
+    want = decide(st, 60.0, 250.0, 35.0)
     assert doc["pick"]["key"] == want.mode.key and doc["pick"]["batch_size"] == want.batch
     assert (doc["pick"]["key"], doc["pick"]["batch_size"]) != (first["pick"]["key"], first["pick"]["batch_size"])
 

@@ -39,3 +39,20 @@ def test_spread_explores_among_the_allowed_modes(allowed):
     assert (allow[j] if allowed else (U[j, 1:] >= CO.SEED_FLOOR).all())
     if allowed:
         assert j != TOP
+
+
+def test_colocate_and_its_demo_pick_one_mode_from_the_same_profiles():
+    """ResNet-18 beside ResNet-50 at 20 requests/s, 250 ms, 35 W: colocate picked 12 cores at
+    208.8 samples/s and 34.6 W, its demo (the same walk's profiles, decided together) 6 cores at
+    the same 208.8 and 34.3 W: the walk took the first of the equally fast picks (a user's trial).
+    Both now keep the decisions' tie rule: the least power."""
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.decision.concurrent import decide
+    from ptui.core.usecases.colocate import colocate
+    from ptui.core.usecases.interleave import walk_profiles
+    dev, train = get_device("orin-agx"), get_workload("resnet18")
+    body = colocate(dev, train, "resnet50", 20.0, 250.0, 35.0)
+    st, _ = walk_profiles(dev, train, "resnet50", 20.0, 250.0, 35.0)
+    demo = decide(st, 20.0, 250.0, 35.0)
+    assert body["pick"]["key"] == demo.mode.key, (body["pick"]["key"], demo.mode.key)
