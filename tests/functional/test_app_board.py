@@ -139,7 +139,7 @@ async def test_the_app_opened_after_a_killed_profile_says_the_board_was_left_and
         assert "a profile (session killed) was stopped before it put the board back" in said, said
         assert "ptui restore" in said
         clocks = str(app.screen.query_one("#clocks").render())
-        assert "clocks changed since" in clocks, clocks
+        assert "custom clocks (nvpmodel: MODE_30W)" in clocks, clocks
     rc, out, err = run_cli("restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0 and fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode, err
 
