@@ -295,4 +295,20 @@ def run_app(args) -> int:
         except OSError:
             pass
         return core.exit_code_for(app.stopped_by)
+    left = quit_words(state)
+    if left:
+        import sys
+        try:
+            print(left, file=sys.stderr, flush=True)
+        except OSError:
+            pass
     return 0
+
+
+def quit_words(state) -> str:
+    """What the app leaves on a board it applied a mode to (the user's choice: it stays, said with
+    the way back); "" on the simulated board, which ends with the app."""
+    if state.applied is None or state.backend.kind in ("sim", "replay"):
+        return ""
+    return (f"ptui: the board stays in {state.applied.describe()}, applied in the app; "
+            f"ptui restore puts back the mode before it")

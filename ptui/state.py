@@ -34,6 +34,9 @@ class AppState:
     """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
     selected_unit: str = "minibatch"
     """What one of its times is: a minibatch, or what the probe timed in a script."""
+    applied: Mode | None = None
+    """The mode an apply made here left the board in (None: none, or rolled back): said when the
+    app quits, with the way back (quitting after an apply said nothing: a user's trial)."""
     log: list[str] = field(default_factory=list)
 
 

@@ -155,6 +155,7 @@ class ApplyScreen(Screen):
         if res.ok:
             self.snapshot = res.snapshot
             self.measure_from = time.monotonic()
+            self.app.state.applied = res.readback or res.target
         # said in the result panel only: a toast would sit over the plot's axis
         self._result(("[green]" if res.ok else "[red]") + escape(res.message)
                      + ("[/green]" if res.ok else "[/red]"))
@@ -210,12 +211,14 @@ class ApplyScreen(Screen):
                 # the board is no longer in the mode this apply left: the panels stop saying it is
                 # (they said 'the board runs this mode now; r rolls back' over another's mode)
                 self.snapshot = self.result = self.measure_from = None
+                self.app.state.applied = None
                 self.show_plan()
             self._result(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
             return
         self.snapshot = None
         self.result = None
         self.measure_from = None
+        self.app.state.applied = None
         self._result(f"rolled back to {msg.mode.describe()}")
         self.show_plan()
 

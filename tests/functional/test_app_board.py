@@ -68,6 +68,10 @@ async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
         await pilot.pause(0.1)
         assert "applied and verified" in str(app.screen.query_one("#result").render())
         assert fakesys.read_mode(root) == target
+    # quitting said nothing of the mode it leaves (a user's trial): it says it, and the way back
+    from ptui.app import quit_words
+    said = quit_words(app.state)
+    assert target.describe() in said and "ptui restore" in said, said
     rc, out, err = run_cli("restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0, err
     assert "restored the state before the last ptui apply" in out
@@ -91,6 +95,8 @@ async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
         assert "rolled back to" in str(app.screen.query_one("#result").render())
     assert fakesys.read_mode(root) == ORIN.preset("MODE_30W").mode
     assert undo.load(app.state.backend, undo.APPLY) is None
+    from ptui.app import quit_words
+    assert quit_words(app.state) == ""                  # rolled back: nothing left to say
 
 
 def test_the_app_opens_the_board_under_sysfs_root(tmp_path, monkeypatch):
