@@ -108,6 +108,10 @@ def test_profile_against_the_emulator(tmp_path, emulate, cli):
     rows = (tmp_path / "p.csv").read_text().splitlines()[1:]
     assert len(rows) == 2 and all(float(r.split(",")[5]) > 5 for r in rows)   # watts from the tree
     assert "emulated" in err and "SIMULATED" in err
+    # where the times come from, and the GPU's gated TPCs (MODE_30W's), said before it starts
+    # (nothing said either: a user's trial)
+    assert "the training runs on this machine, so each mode's step times are this machine's" in err
+    assert "the GPU has 4 of its 8 TPCs powered" in err, err
     assert emulator.read_mode(root) == before                                 # restored
     rc, _, err = emu.stop(signal.SIGTERM)
     assert rc == 0, err

@@ -70,6 +70,9 @@ from ..profiling.userscript import (
 )
 from ..profiling.userscript import resume_hint as resume_command
 
+EMULATED_TIMES = ("an emulated board: the training runs on this machine, so each mode's step times "
+                  "are this machine's (the emulator sets the clocks and the power, not the speed); "
+                  "the power is SIMULATED")
 PLACEHOLDER = "{bs}"        # where a user script's command takes the batch size, over several sizes
 ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes by default
 ACTIVE_MIN = 10            # fewest: `ptui fit` over (mode, batch size) needs 10 pairs
@@ -577,6 +580,10 @@ class ProfileRun:
         tpc = tpc_note(be)                        # the mask every profiled mode runs under
         if tpc:
             self.notes.append(f"warning: {tpc}")
+        if be.emulated:
+            # nothing said where the times come from: 900 ms steps of this machine's CPU beside the
+            # emulated board's watts (a user's trial)
+            self.notes.append(EMULATED_TIMES)
         if self.batch_sizes is not None:
             return self._prepare_sizes(be.device)
         dev = be.device
@@ -898,7 +905,7 @@ class ProfileRun:
         if be.kind == "replay":
             return "replayed from recorded data"
         if be.emulated:
-            return "power and clocks from an emulated board (SIMULATED); step times measured"
+            return "power and clocks from an emulated board (SIMULATED); step times this machine's"
         return "simulated" if be.simulated else ""
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:
