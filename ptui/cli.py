@@ -1511,6 +1511,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 MAX_BATCH = 4096   # no Jetson holds a bigger minibatch of any catalogued model in memory
+MAX_EPOCHS = core.MAX_EPOCHS
 # Every numeric option, by destination, validated where it enters: a bad value is one line and exit 2
 # before any work starts.  Bounds as for core.errors.number (ge/gt/le/lt; integer=True for counts).
 NUMERIC = {
@@ -1524,8 +1525,10 @@ NUMERIC = {
     "budget_w": dict(gt=0),
     "deadline_ms": dict(gt=0),
     "tolerance_w": dict(ge=0),
-    "epochs": dict(integer=True, ge=1),
-    "batches_per_epoch": dict(integer=True, ge=1),
+    # a training job's epochs and an epoch's minibatches: beyond these no job is (the app showed
+    # 7806768471854214144.00 h for 1e20 epochs: a user's trial)
+    "epochs": dict(integer=True, ge=1, le=MAX_EPOCHS),
+    "batches_per_epoch": dict(integer=True, ge=1, le=10**9),
     "noise_scale": dict(gt=0, le=1e9),
     "cores": dict(integer=True, ge=1),
     "cpu_mhz": dict(gt=0),

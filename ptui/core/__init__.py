@@ -37,7 +37,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                          "ProfileRun", "random_pairs", "resumable_sessions",),
     # decisions
     "decision.concurrent": ("Standalone",),
-    "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "parse_batch_sizes",
+    "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "MAX_EPOCHS", "parse_batch_sizes",
                        "predict_table",),
     "decision.energy": ("Energy", "EnergyPoint",),
     "decision.goals": ("Goal",),
@@ -103,7 +103,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .catalogue.modes import Mode, cpu_ghz, whole_mhz
     from .catalogue.workloads import WORKLOADS, get_workload
     from .clock import Clock, RealClock, VirtualClock, hms
-    from .decision.batch import MAX_BATCH, BatchError, decide, joint_goal, parse_batch_sizes, predict_table
+    from .decision.batch import (
+        MAX_BATCH,
+        MAX_EPOCHS,
+        BatchError,
+        decide,
+        joint_goal,
+        parse_batch_sizes,
+        predict_table,
+    )
     from .decision.concurrent import Standalone
     from .decision.energy import Energy, EnergyPoint
     from .decision.goals import Goal

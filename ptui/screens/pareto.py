@@ -335,6 +335,8 @@ class ParetoScreen(Screen):
             return None, f"{self.LABELS[wid]} must be a {'whole number' if whole else 'number'}, got {v!r}"
         if not math.isfinite(x) or x <= 0:
             return None, f"{self.LABELS[wid]} must be a positive number, got {v}"
+        if wid == "#epochs" and x > core.MAX_EPOCHS:
+            return None, f"{self.LABELS[wid]} must be at most {core.MAX_EPOCHS}, got {v}"
         return x, None
 
     def field_error(self) -> str | None:

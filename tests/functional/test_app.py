@@ -714,3 +714,22 @@ async def test_a_goal_no_mode_meets_does_not_offer_the_goal_befores_mode_to_appl
         scr.action_pick()
         await pilot.pause(0.3)
         assert app.state.selected is not None
+
+
+async def test_epochs_past_any_job_are_refused_inline():
+    """1e20 epochs showed '7806768471854214144.00 h' (a user's trial): the field is bounded as
+    the CLI's --epochs is."""
+    from ptui.core.prediction.predictor import bundled_reference
+    from tests.support.cli import run_cli
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        scr.query_one("#epochs").value = "99999999999999999999"
+        await pilot.pause(0.3)
+        details = str(scr.query_one("#details").render())
+        assert "the number of epochs must be at most 100000" in details, details
+    rc, _, err = run_cli("pareto", "--model", bundled_reference(), "--budget-w", "30",
+                         "--epochs", "99999999999999999999")
+    assert rc == 2 and "--epochs" in err and len(err.strip().splitlines()) == 1, err

@@ -32,6 +32,7 @@ from .goals import Goal
 from .pareto import DEFAULT_RISK, Decision, InfeasibleError, Table, choose, front_indices
 
 MAX_BATCH = 4096
+MAX_EPOCHS = 100_000    # a training job's epochs, at most (the faces' bound)
 
 
 class BatchError(InputError):
