@@ -86,6 +86,7 @@ class ParetoScreen(Screen):
         # the selected mode is the pick of a goal before this one, which no mode meets: shown, not
         # applied on enter (it offered 'enter: apply this mode' under 'no mode stays within 5 W')
         self.sel_stale = False
+        self.source_values: set[str] = set()     # the saved-sources list's paths
         """What is wrong with the goal as typed, shown in the details panel."""
         self.drawn_budget: float | None = None
         self.timed = ""
@@ -156,12 +157,14 @@ class ParetoScreen(Screen):
             self.app.notify_error(f"cannot list saved models and profiles: {e}")
         ref = core.bundled_reference(dev)
         if (ref / "meta.json").exists():
-            opts.append(("bundled ResNet-18 reference (what-if)", str(ref)))
+            opts.append(("ResNet-18 reference (what-if)", str(ref)))     # one line at 80 columns
+        self.source_values = {v for _, v in opts}
         self.query_one("#source", Select).set_options(opts)
 
     @on(Select.Changed, "#source")
     def source_chosen(self, event: Select.Changed) -> None:
-        if event.value is Select.BLANK or str(event.value) == self.loaded_path:
+        if event.select.is_blank() or (self.loaded_path is not None and Path(str(event.value)).resolve()
+                                        == Path(self.loaded_path).resolve()):
             return
         self.query_one("#path", Input).value = str(event.value)
         self.action_load()
@@ -211,7 +214,19 @@ class ParetoScreen(Screen):
         self.app.notify_error(msg.error)
         self.query_one("#details", Static).update(f"[red]{escape(msg.error)}[/red]")
 
+    def _sync_source(self, path: str | None) -> None:
+        """The saved-sources list names what is loaded (the loaded path among its options), or
+        nothing: it kept reading 'bundled ResNet-18 reference (what-if)' over a CSV loaded by
+        path, or after a load failed (a user's trial)."""
+        sel = self.query_one("#source", Select)
+        want = next((v for v in self.source_values if path is not None
+                     and Path(v).resolve() == Path(path).resolve()), Select.NULL)
+        if sel.value != want:
+            with self.prevent(Select.Changed):
+                sel.value = want
+
     def clear_source(self) -> None:
+        self._sync_source(None)
         self.table = self.model = self.space = self.view = self.pred = None
         self.front = np.array([], dtype=int)
         self.sel = self.goal_idx = self.front_key = None
@@ -240,6 +255,7 @@ class ParetoScreen(Screen):
                 self.sel is not None and self.sel >= len(p.space.table if p.space is not None else p.table)):
             self.sel = None                  # an index into the previous source's rows
         self.pred, self.space, self.view, self.front_key = p, p.space, None, None
+        self._sync_source(str(msg.path))
         self.show_batch_form(p.space is not None)
         self.loaded(p.table, p.model, p.batches_per_epoch)
 

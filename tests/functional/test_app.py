@@ -733,3 +733,28 @@ async def test_epochs_past_any_job_are_refused_inline():
     rc, _, err = run_cli("pareto", "--model", bundled_reference(), "--budget-w", "30",
                          "--epochs", "99999999999999999999")
     assert rc == 2 and "--epochs" in err and len(err.strip().splitlines()) == 1, err
+
+
+async def test_the_saved_sources_list_names_what_is_loaded(tmp_path):
+    """The list kept reading 'bundled ResNet-18 reference (what-if)' over a profile loaded by its
+    path, and after a load that failed (a user's trial)."""
+    from textual.widgets import Select
+
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        src = scr.query_one("#source", Select)
+        assert src.value == str(bundled_reference())
+        scr.query_one("#path").value = str(tmp_path / "nothing.csv")
+        scr.action_load()
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert src.is_blank(), src.value
+        scr.query_one("#path").value = str(bundled_reference())
+        scr.action_load()
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert src.value == str(bundled_reference())
