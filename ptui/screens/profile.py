@@ -142,7 +142,8 @@ class ProfileScreen(Screen):
             yield Select([("budget W", "budget"), ("deadline ms", "deadline"),
                           ("least energy", "energy")], value="budget", allow_blank=False, id="goal")
             yield Input("30", id="goal-value")
-        with Horizontal(classes="form"):
+        # hidden while a profile runs: at 80x24 the run's notes and its results need its rows
+        with Horizontal(classes="form", id="start-row"):
             yield Button("Start (s)", id="start", variant="primary")
             yield Select([], id="resume", prompt="resume a session…")
             yield Button("Resume", id="resume-btn")
@@ -420,11 +421,17 @@ class ProfileScreen(Screen):
         self._done0 = len(msg.finished)
         for idx, r in msg.finished:
             self._add_row(idx + 1, r, r.get("batch_size"))
-        self.query_one("#status", Static).update("\n".join(msg.notes))
-        # the form's plan is for the next profile, not this one (a resumed one has its own)
+        # the run's plan and warnings stay in the plan panel while it runs: the status below is
+        # its progress, which replaced them at the first poll (a gated GPU's warning flashed)
+        self.query_one("#start-row").display = False
+        # the focus leaves the hidden row for the results, not for a field that would take the
+        # keys (space pauses, x aborts)
+        self.query_one("#results", DataTable).focus()
+        self.query_one("#status", Static).update("starting…")
+        notes = "\n".join(escape(n) if not n.startswith("warning:") else f"[yellow]{escape(n)}[/yellow]"
+                          for n in msg.notes)
         self.query_one("#plan", Static).update(
-            f"[b]Running[/b] session {msg.session}: its plan is in the status below; the form is "
-            f"for the next profile")
+            f"[b]Running[/b] session {msg.session} (the form is for the next profile)\n{notes}")
 
     def _add_row(self, i, r, batch: int | None = None) -> None:
         bs = (str(batch or ""),) if self.over_sizes else ()
@@ -443,6 +450,7 @@ class ProfileScreen(Screen):
     def run_finished(self, msg: ProfileFinished) -> None:
         st = self.app.state
         self.control = self.run = None
+        self.query_one("#start-row").display = True
         st.sampler.minibatch_ms = None
         if msg.out is not None and msg.status == "done" and not msg.error:
             # only a complete profile becomes the one to fine-tune on; a partial one stays on disk

@@ -758,3 +758,32 @@ async def test_the_saved_sources_list_names_what_is_loaded(tmp_path):
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
         assert src.value == str(bundled_reference())
+
+
+async def test_a_running_profiles_notes_stay_on_screen(slower_profiler):
+    """The run's notes (its plan, a warning) went to the status panel, which its first progress
+    line replaced; the plan panel said they were there.  They now stay in the plan panel while it
+    runs, and the start row gives its rows to the results (at 80x24 they showed none: a trial)."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
+                break
+            await pilot.pause(0.01)
+        scr.poll()
+        await pilot.pause(0.1)
+        plan = str(scr.query_one("#plan").render())
+        assert "Running session" in plan and len(plan.splitlines()) > 1, plan
+        assert "/50" in str(scr.query_one("#status").render())
+        assert not scr.query_one("#start-row").display
+        results = scr.query_one("#results")
+        assert results.region.height >= 3 and results.region.bottom <= app.size.height - 1, results.region
+        await pilot.press("space")                       # the key pauses (the focus left no field)
+        assert scr.control.paused
+        scr.shutdown()
+        await wait_workers(app, pilot)
+        assert scr.query_one("#start-row").display
