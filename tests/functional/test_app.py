@@ -23,6 +23,20 @@ async def wait_workers(app, pilot):
     await pilot.pause(0.1)
 
 
+async def start_profile(app, pilot, done: int):
+    """Start the Profile screen's default profile (2, s); its screen once `done` modes finished
+    (or after about 4 s)."""
+    await pilot.press("2")
+    await pilot.pause(0.1)
+    await pilot.press("s")
+    scr = app.screen
+    for _ in range(400):
+        if scr.run is not None and scr.run.progress and scr.run.progress.done >= done:
+            break
+        await pilot.pause(0.01)
+    return scr
+
+
 async def type_path_on_pareto(app, pilot, path):
     """Open Pareto, type `path` in its path field and press Enter there; the screen, loaded."""
     await pilot.press("4")
@@ -364,14 +378,7 @@ async def test_eta_does_not_grow_while_paused(slower_profiler, monkeypatch):
     import ptui.screens.profile as P
     app, _ = make_app()
     async with app.run_test(size=(120, 32)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        scr = app.screen
-        for _ in range(400):
-            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 2:
-                break
-            await pilot.pause(0.01)
+        scr = await start_profile(app, pilot, 2)
         await pilot.press("space")
         try:
             assert scr.control.paused
@@ -766,14 +773,7 @@ async def test_a_running_profiles_notes_stay_on_screen(slower_profiler):
     runs, and the start row gives its rows to the results (at 80x24 they showed none: a trial)."""
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        scr = app.screen
-        for _ in range(400):
-            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
-                break
-            await pilot.pause(0.01)
+        scr = await start_profile(app, pilot, 1)
         scr.poll()
         await pilot.pause(0.1)
         plan = str(scr.query_one("#plan").render())
