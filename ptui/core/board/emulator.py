@@ -29,7 +29,7 @@ from ..catalogue.workloads import get_workload
 from ..errors import InputError, RuntimeFailure, number
 from . import locks, signals
 from .backends.sim import SimJetson
-from .backends.sysfs import NVPMODEL_STATUS, nvpmodel_block
+from .backends.sysfs import NVPMODEL_STATUS, nvpmodel_block, tpcs_on
 from .detect import EMULATED_MARKER, detect
 
 EMC_DIR = "sys/kernel/debug/bpmp/debug/clk/emc"
@@ -102,10 +102,6 @@ def tpc_mask(device: Device, tpc: int) -> int:
     """nvpmodel's TPC_PG_MASK for `tpc` powered TPCs: one bit per gated TPC of an 8-bit field
     (Orin AGX: 8 TPCs -> 0, 4 -> 240, 3 -> 248; Orin Nano: 4 -> 240, 2 -> 252)."""
     return (0xFF << tpc) & 0xFF
-
-
-def tpcs_on(device: Device, mask: int) -> int:
-    return sum(1 for i in range(device.gpu_tpcs) if not (mask >> i) & 1)
 
 
 # -- files ------------------------------------------------------------------------------------------

@@ -42,6 +42,11 @@ TPC_MASK = ("sys/devices/platform/bus@0/17000000.gpu/tpc_pg_mask", "sys/devices/
 NVPMODEL_STATUS = "var/lib/nvpmodel/status"
 
 
+def tpcs_on(device: Device, mask: int) -> int:
+    """The TPCs a TPC_PG_MASK leaves powered (one bit a TPC, set = gated)."""
+    return sum(1 for i in range(device.gpu_tpcs) if not (mask >> i) & 1)
+
+
 @dataclass
 class Write:
     path: Path
@@ -224,7 +229,7 @@ class SysfsBackend(Backend):
             mask = int(text.split()[0], 0) if text else 0
         except ValueError:
             return None
-        on = sum(1 for i in range(self.device.gpu_tpcs) if not (mask >> i) & 1)
+        on = tpcs_on(self.device, mask)
         return on if on < self.device.gpu_tpcs else None
 
     def nvpmodel_id(self) -> int | None:
