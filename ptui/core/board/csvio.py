@@ -291,12 +291,18 @@ class TimeChoice:
     note: str                   # what was chosen and why, for the user ("" when nothing to say)
 
 
+def _shares(rows) -> list[tuple[dict, float]]:
+    """(row, its share of the wall time outside the timed steps, 1 - step / cycle) for the rows
+    (dicts with time_ms and cycle_ms) that have a cycle."""
+    return [(r, max(0.0, 1.0 - float(r["time_ms"]) / float(r["cycle_ms"]))) for r in rows
+            if r.get("cycle_ms") and float(r["cycle_ms"]) > 0 and r.get("time_ms")]
+
+
 def outside_share(rows) -> float | None:
     """The median over rows (dicts with time_ms and cycle_ms) of the share of the wall time spent
     outside the timed steps, 1 - step / cycle; None when no row has a cycle."""
     import statistics
-    got = [max(0.0, 1.0 - float(r["time_ms"]) / float(r["cycle_ms"])) for r in rows
-           if r.get("cycle_ms") and float(r["cycle_ms"]) > 0 and r.get("time_ms")]
+    got = [x for _, x in _shares(rows)]
     return statistics.median(got) if got else None
 
 
@@ -349,8 +355,7 @@ def outside_warning(rows, basis: str = "auto") -> str:
     # the figures of the mode whose share is the median: the medians of the steps and of the
     # cycles, taken apart, came from different modes ('48 % ... (median step 18.5 ms, whole cycle
     # 19.2 ms per step)', a helper's trial)
-    with_cycle = [r for r in rows if r.get("cycle_ms") and float(r["cycle_ms"]) > 0 and r.get("time_ms")]
-    mid = min(with_cycle, key=lambda r: abs(1.0 - float(r["time_ms"]) / float(r["cycle_ms"]) - share))
+    mid = min(_shares(rows), key=lambda rx: abs(rx[1] - share))[0]
     step, cyc = float(mid["time_ms"]), float(mid["cycle_ms"])
     then = ("it was asked to decide on the median step (--time step), which understates what a "
             "step costs" if basis == "step" else
