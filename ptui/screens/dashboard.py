@@ -44,21 +44,16 @@ class DashboardScreen(Screen):
         over a profiling mode's clocks: a user's trial)."""
         if not name:
             return "a custom mode"
+        said = f"nvpmodel {name}"
         try:
             preset = self.app.state.backend.device.preset(name)
         except Exception:  # noqa: BLE001 - a name ptui's tables do not know: shown as read
-            return name
+            return said
         if None in knobs or all(abs(a - b) < 0.5 for a, b in zip(preset.mode.as_tuple(), knobs)):
-            return name
+            return said
         # two lines at 80 columns (three, 'MODE_30W, clocks changed since (a custom mode)', with
         # the emulated board's banner pushed the box's last lines off an 80x24 screen: a trial)
         return f"custom clocks (nvpmodel: {name})"
-
-    def _mode_words(self, name: str | None, knobs) -> str:
-        """The Mode line's words: 'nvpmodel MODE_30W', or the custom clocks a profile or an apply
-        left, and the preset nvpmodel still names."""
-        words = self._preset_words(name, knobs)
-        return words if words.startswith(("custom", "a custom")) else f"nvpmodel {words}"
 
     @staticmethod
     def _minibatch(mb: float | None, t) -> str:
@@ -99,7 +94,7 @@ class DashboardScreen(Screen):
         cores, cpu, gpu, mem = (Mode(*knobs).words() if None not in knobs else
                                 ("cores n/a", "CPU n/a", "GPU n/a", "memory n/a"))
         self._set("#clocks",
-            f"[b]Mode[/b] {self._mode_words(t.nvpmodel, knobs)}\n"
+            f"[b]Mode[/b] {self._preset_words(t.nvpmodel, knobs)}\n"
             f"{cores}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
             f"{cpu}\n{gpu}\n{mem}\n"
             f"minibatch {self._minibatch(mb, t)}")
