@@ -20,6 +20,14 @@ def board_app(root) -> tuple[PtuiApp, SysfsBackend]:
     return PtuiApp(AppState(be, "backend sysfs (test)", Sampler(be, interval=0.2))), be
 
 
+async def apply_in_app(app, pilot) -> None:
+    """The selected mode applied from the Apply screen (5, then y), its worker done."""
+    await pilot.press("5")
+    await pilot.pause(0.2)
+    await pilot.press("y")
+    await app.workers.wait_for_complete()
+
+
 @pytest.mark.slow
 async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
     """A real board cannot train a catalog workload itself: the app, like `ptui profile`, runs
@@ -61,10 +69,7 @@ async def test_apply_in_the_app_is_undone_by_ptui_restore(tmp_path):
     target = ORIN.mode(4, 729.6, 318.75, 665.6)
     app.state.selected = target
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("5")
-        await pilot.pause(0.2)
-        await pilot.press("y")
-        await app.workers.wait_for_complete()
+        await apply_in_app(app, pilot)
         await pilot.pause(0.1)
         assert "applied and verified" in str(app.screen.query_one("#result").render())
         assert fakesys.read_mode(root) == target
@@ -84,10 +89,7 @@ async def test_rollback_in_the_app_leaves_nothing_for_restore(tmp_path):
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
     from ptui.core.board import undo
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("5")
-        await pilot.pause(0.2)
-        await pilot.press("y")
-        await app.workers.wait_for_complete()
+        await apply_in_app(app, pilot)
         assert undo.load(app.state.backend, undo.APPLY) is not None
         await pilot.press("r")
         await app.workers.wait_for_complete()
@@ -159,10 +161,7 @@ async def test_a_rollback_refused_because_the_board_changed_leaves_no_claim_behi
     app, be = board_app(root)
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("5")
-        await pilot.pause(0.2)
-        await pilot.press("y")
-        await app.workers.wait_for_complete()
+        await apply_in_app(app, pilot)
         assert apply(SysfsBackend(ORIN, root=root), ORIN.preset("MODE_50W").mode).ok   # another ptui
         await pilot.press("r")
         await app.workers.wait_for_complete()
