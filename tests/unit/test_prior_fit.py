@@ -187,7 +187,13 @@ def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
     modes = AGX.full_space()[::211]
     p0, got = prior.predict(modes), m.predict(modes)
     ratio_t, ratio_p = np.median(got["time_ms"] / p0["time_ms"]), np.median(got["power_w"] / p0["power_w"])
-    assert 1.2 < ratio_t < 1.45 and 1.05 < ratio_p < 1.16, (ratio_t, ratio_p)
+    # the board's own median ratio to the prior (1.23 and 1.12: the scales and _profile_rows's
+    # tilt): the model within 5 % of it, where the prior alone is 19 % and 11 % off
+    A = np.array([m.as_tuple() for m in modes], float)
+    tilt = 0.25 * np.log(A[:, 2] / AGX.gpu_mhz[-1]) - 0.1 * np.log(A[:, 3] / AGX.mem_mhz[-1])
+    true_t, true_p = np.median(1.3 * np.exp(tilt)), np.median(1.1 * np.exp(-0.3 * tilt))
+    assert abs(ratio_t / true_t - 1) < 0.05 and abs(ratio_p / true_p - 1) < 0.05, \
+        (ratio_t, true_t, ratio_p, true_p)
     # its spread: at least the floor calibrated for 3 modes (a share of the prior's), and narrower
     # than the unprofiled prior's (which held 98-100 % of the held-out errors in its 90 % interval)
     from ptui.core.prediction.fit import FEW_MODES_SD_SHARE
