@@ -247,6 +247,8 @@ class PtuiApp(App):
         if ft is not None:
             ft.cancel.set()
         co = self._screen_for("colocate")
+        if co is not None:
+            co.quitting.set()                  # a decision under way ends at its next profile
         if co is not None and co.running:      # the demo ends and its worker restores the board
             co.stop.set()
         try:

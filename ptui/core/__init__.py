@@ -75,7 +75,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     # the rest
     "clock": ("Clock", "hms", "RealClock", "VirtualClock",),
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
-               "known_errors", "number", "PtuiError",),
+               "Interrupted", "known_errors", "number", "PtuiError",),
     "paths": ("data_dir", "script_log",),
     "progress": ("SAVING", "STAGE", "Step",),
 }
@@ -134,6 +134,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         EXIT_OK,
         EXIT_RUNTIME,
         InputError,
+        Interrupted,
         PtuiError,
         exit_code,
         known_errors,

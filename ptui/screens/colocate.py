@@ -51,6 +51,9 @@ class ColocateScreen(Screen):
         """The demo pair runs (a worker drives the board)."""
         self.stop = threading.Event()
         """Set to end the running demo (r again, or the app quits); the board is then restored."""
+        self.quitting = threading.Event()
+        """Set when the app quits: a decision under way ends at its next profile (core.colocate's
+        stop) instead of keeping the app's process alive for its 10-20 s."""
         self.live: list[dict] = []
         """The running demo's snapshots (core.live_snapshot), oldest first."""
         self.ran: dict | None = None
@@ -134,7 +137,9 @@ class ColocateScreen(Screen):
         train, infer, rate, latency, budget = goal
         try:
             view = core.colocate_view(self.app.state.backend.device, core.get_workload(train), infer,
-                                      rate, latency, budget)
+                                      rate, latency, budget, stop=self.quitting.is_set)
+        except core.Interrupted:
+            return                                  # the app is quitting (quit_now)
         except Exception as e:  # noqa: BLE001 - shown in the app
             self.post_message(ColocateDecided(goal, None, str(e)))
             return

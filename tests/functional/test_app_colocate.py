@@ -149,3 +149,39 @@ async def test_quitting_while_the_demo_runs_stops_it_first():
         # (the screen's own message about it may never be handled: the app is exiting)
         assert scr.stop.is_set() and run.is_finished and run.result is not None
         assert run.result["stopped"] is True and run.result["restored"] is True
+
+
+async def test_quitting_while_a_decision_runs_ends_it_at_its_next_profile(monkeypatch):
+    """q during a decision: the walk stops before its next profile, where quitting (and the app's
+    process, after its terminal closed) waited for the whole walk, 10-20 s."""
+    import threading
+    import time
+
+    from ptui.core.usecases import colocate as CO
+    calls, second = [0], threading.Event()
+    real = CO.standalone
+
+    def profiled(*a, **k):
+        calls[0] += 1
+        if calls[0] == 2:                       # the decision is under way: hold it until the quit
+            second.set()
+            end = time.monotonic() + 5
+            while time.monotonic() < end and not getattr(scr, "quitting", threading.Event()).is_set():
+                time.sleep(0.01)
+        return real(*a, **k)
+    monkeypatch.setattr(CO, "standalone", profiled)
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("d")
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if second.is_set():
+                break
+        assert second.is_set()
+        decide = [w for w in app.workers if w.group == "colocate"][0]
+        await app.quit_now()
+        assert decide.is_finished and calls[0] == 2

@@ -129,3 +129,17 @@ def test_power_se_travels_through_stack():
     assert st.power_se is not None and st.power_se.tolist() == [0.015, 0.0]
     assert np.allclose(st.power_margin(), [1.03, 1.0])
     assert Standalone.stack([b, b]).power_se is None
+
+
+def test_a_stopped_decision_ends_at_its_next_profile():
+    """`stop` is asked before each profile: once it says so the decision ends with Interrupted and
+    profiles nothing more (the app's quit waited 10-20 s for a walk that could not be stopped)."""
+    import pytest
+
+    from ptui.core.errors import Interrupted
+    m = Counting("resnet50")
+    with pytest.raises(Interrupted):
+        CO.colocate(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, measure=m, stop=lambda: m.calls >= 3)
+    assert m.calls == 3
+    with pytest.raises(Interrupted):
+        CO.colocate_view(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, stop=lambda: True)

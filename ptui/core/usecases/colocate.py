@@ -30,7 +30,7 @@ from ..decision.concurrent import (
 )
 from ..decision.goals import least
 from ..decision.pareto import InfeasibleError
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..profiling.userscript import WHATIF_LABEL, command_text, count_script, describe_model, whatif_workload
 from .contract import infeasible
 
@@ -408,18 +408,21 @@ def colocate_goal(rate: float, latency_ms: float, budget_w: float) -> dict:
 
 def colocate(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
              budget_w: float, strategy: str = "walk", keep: dict | None = None,
-             train_script: dict | None = None, measure: Measure | None = None) -> dict:
+             train_script: dict | None = None, measure: Measure | None = None,
+             stop: Callable[[], bool] | None = None) -> dict:
     """The decision's body (contract shape): feasible, goal, the pick, baselines, profiled modes.
     InfeasibleError carries the closest option's point in .closest_point.  `keep` (a dict), when
     given, gets the standalone profiles the decision took under "profiles" (a Standalone).
     `train_script`: what script_train counted, when the training workload is a user's script (the
     body's `train_script`; its `unit` says whether throughputs are samples or iterations).
-    `measure`: where every profile comes from (default the simulator; `source`)."""
+    `measure`: where every profile comes from (default the simulator; `source`).  `stop`, when
+    given, is asked before each profile: true ends the decision with Interrupted (the app's quit:
+    a walk runs 10-20 s on an Orin AGX's grid, and quitting waited for it)."""
     goal = colocate_goal(rate, latency_ms, budget_w)
     if strategy not in ("walk", "exhaustive"):
         raise InputError(f"--strategy must be walk or exhaustive, got {strategy!r}")
     infer = get_inference(infer_name).name
-    measure = source(device, train, infer, measure)
+    measure = _stoppable(source(device, train, infer, measure), stop)
     meas: dict = {}
     try:
         if strategy == "exhaustive":
@@ -567,17 +570,31 @@ def _edge(st: Standalone, tab, k: np.ndarray, rate, latency_ms) -> tuple[np.ndar
     return np.array(w), np.array(y)
 
 
+def _stoppable(measure: Measure, stop: Callable[[], bool] | None) -> Measure:
+    """`measure`, asking `stop` first (None: as it is)."""
+    if stop is None:
+        return measure
+
+    def asked(modes):
+        if stop():
+            raise Interrupted("the colocate decision was stopped")
+        return measure(modes)
+    return asked
+
+
 def colocate_view(device: Device, train: Workload, infer_name: str, rate: float, latency_ms: float,
-                  budget_w: float, strategy: str = "walk") -> ColocateView:
+                  budget_w: float, strategy: str = "walk",
+                  stop: Callable[[], bool] | None = None) -> ColocateView:
     """The decision (or, where nothing meets the budgets, its infeasible body with the closest
-    option) and the feasible region's edges over PowerTrain's grid x every inference batch."""
+    option) and the feasible region's edges over PowerTrain's grid x every inference batch.
+    `stop`: as colocate's (Interrupted when it says so)."""
     try:
-        body = colocate(device, train, infer_name, rate, latency_ms, budget_w, strategy)
+        body = colocate(device, train, infer_name, rate, latency_ms, budget_w, strategy, stop=stop)
     except InfeasibleError as e:
         closest = getattr(e, "closest_point", None)
         body = {**infeasible(goal_text(rate, latency_ms, budget_w), str(e), closest), "simulated": True}
     infer = get_inference(infer_name).name
-    st = standalone(device, train, infer, list(device.pt_grid()))
+    st = _stoppable(lambda modes: standalone(device, train, infer, list(modes)), stop)(device.pt_grid())
     tab, ok = candidates(st, rate, latency_ms)
     edges = {}
     for b in INFER_BATCHES:
