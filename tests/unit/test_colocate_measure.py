@@ -143,3 +143,22 @@ def test_a_stopped_decision_ends_at_its_next_profile():
     assert m.calls == 3
     with pytest.raises(Interrupted):
         CO.colocate_view(DEV, TRAIN, "resnet50", 20.0, 250.0, 35.0, stop=lambda: True)
+
+
+def test_a_latency_nothing_meets_says_what_misses_in_plain_figures():
+    """The closest option's line said 'p99 inf ms, 100.0 % late, 100.0 % inside the margin': an
+    infinite p99 is a queue that grows, and the second share is of requests later than the budget
+    less the tail margin, not inside it."""
+    import pytest
+
+    from ptui.core.decision.pareto import InfeasibleError
+    with pytest.raises(InfeasibleError) as e:
+        CO.colocate(DEV, TRAIN, "resnet50", 200.0, 20.0, 40.0)
+    msg = str(e.value)
+    assert "inf ms" not in msg and "inside the margin" not in msg
+    assert "requests arrive faster than inference serves them" in msg
+    assert "% of requests later than 20 ms (the decision allows 0.5 %)" in msg
+    assert "later than 20 ms less the tail margin (it allows 2 %)" in msg
+    with pytest.raises(InfeasibleError) as e:
+        CO.colocate(DEV, TRAIN, "resnet50", 30.0, 12.0, 40.0)
+    assert " ms; " in str(e.value) and "p99 " in str(e.value) and "no p99" not in str(e.value)
