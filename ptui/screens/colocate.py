@@ -127,6 +127,12 @@ class ColocateScreen(Screen):
             goal = self.goal()
         except core.InputError as e:
             self.app.notify_error(str(e))
+            # the panel says it too: the toast went and the decision before stayed, as if it
+            # answered the fields now on screen
+            before = ("" if self.asked is None else
+                      f"\n[dim]the plot is the decision for the fields before: "
+                      f"{escape(core.goal_text(*self.asked[2:]))}[/dim]")
+            self.query_one("#colo-details", Static).update(f"[red]{escape(str(e))}[/red]{before}")
             return None
         self.query_one("#colo-spinner").display = True
         self.query_one("#colo-details", Static).update(doing)
@@ -285,8 +291,10 @@ def details(body: dict, goal: tuple) -> list[str]:
         lines = head + [f"[red]{escape(body.get('reason') or 'nothing meets the budgets')}[/red]"]
         c = body.get("closest")
         if c:
-            lines.append(f"closest: {escape(c['key'])} b{c['batch_size']}: p99 "
-                         f"{c['latency_p99_ms']:.0f} ms, {c['power_w']:.1f} W")
+            p99 = c["latency_p99_ms"]
+            tail = (f"p99 {p99:.0f} ms" if p99 is not None and p99 < float("inf")
+                    else "no p99 (a growing queue)")
+            lines.append(f"closest: {escape(c['key'])} b{c['batch_size']}: {tail}, {c['power_w']:.1f} W")
         return lines
     p = body["pick"]
     late = 100 * p["over_budget"]

@@ -185,3 +185,23 @@ async def test_quitting_while_a_decision_runs_ends_it_at_its_next_profile(monkey
         decide = [w for w in app.workers if w.group == "colocate"][0]
         await app.quit_now()
         assert decide.is_finished and calls[0] == 2
+
+
+async def test_a_bad_field_after_a_decision_says_the_plot_is_the_decision_before():
+    """A bad field flashed a toast while the decision before stayed in the panel, as if it answered
+    the fields on screen; the panel now says the error and whose decision the plot is.  A closest
+    option whose queue grows says so (it read 'p99 inf ms')."""
+    app, _ = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await _decide(app, pilot, "200", "20", "40")
+        text = str(scr.query_one("#colo-details").render())
+        assert "inf ms" not in text and "no p99 (a growing queue)" in text, text
+        view = scr.view
+        scr.query_one("#rate").value = "lots"
+        scr.query_one("#go").focus()
+        await pilot.press("d")
+        await wait_workers(app, pilot)
+        text = str(scr.query_one("#colo-details").render())
+        assert "requests/s: give a number, got 'lots'" in text
+        assert "the plot is the decision for the fields before" in text and "at 200 req/s" in text
+        assert scr.view is view
