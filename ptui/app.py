@@ -84,8 +84,10 @@ class PtuiApp(App):
         self.board_left = ""          # a profile could not put the board back: why
         dev = state.backend.device
         be = state.backend
-        self.base_sub_title = dev.title + ("  [SIMULATED]" if be.simulated else
-                                           "  [EMULATED, SIMULATED]" if be.emulated else "")
+        # the label first: at 80 columns the header's end is cut ('[EMULATED, SIM…'), and what a
+        # board is must always show; the device's name may lose its end
+        label = "[SIMULATED] " if be.simulated else "[EMULATED, SIMULATED] " if be.emulated else ""
+        self.base_sub_title = label + dev.title
         self.sub_title = self.base_sub_title
 
     def get_driver_class(self):
