@@ -34,7 +34,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                       "pool_url", "pull_rows", "push_profile", "redact",),
     "usecases.profile": ("ACTIVE_MIN", "check_memory", "default_seed", "estimate_device_s",
                          "estimate_pairs_device_s", "latest_outputs", "profile_run", "ProfileRequest",
-                         "ProfileRun", "random_pairs", "resumable_sessions",),
+                         "ProfileRun", "random_pairs", "resumable_sessions", "unfinished_after",),
     # decisions
     "decision.concurrent": ("Standalone",),
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "MAX_EPOCHS", "parse_batch_sizes",
@@ -253,6 +253,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         profile_run,
         random_pairs,
         resumable_sessions,
+        unfinished_after,
     )
 
 

@@ -33,6 +33,8 @@ class FinetuneScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.busy = False
+        self.filled = ""
+        """The profile the field was filled in with (the newest finished one): replaced by a newer."""
         self.cancel = threading.Event()
         """Set to stop a fine-tune under way (the app quits)."""
 
@@ -54,14 +56,24 @@ class FinetuneScreen(Screen):
     def on_screen_resume(self) -> None:
         st = self.app.state
         inp = self.query_one("#profile", Input)
-        if st.profile_csv and not inp.value:
-            inp.value = str(st.profile_csv)
-        self.query_one("#info", Static).update(
-            "Fits time and power to your profile: stacked Gaussian processes (no prior, a physical "
-            "prior mean, the bundled ResNet-18 reference as an input; power also takes the "
-            "predicted time) and PowerTrain's transfer-learned networks (§3.2); 5-fold "
-            "cross-validation keeps the best per target, says how often its 90 % interval covered "
-            "held-out modes and names any measurement it left out as an outlier.")
+        # the newest finished profile, also when one finished since it was filled in (a value the
+        # user typed stays)
+        if st.profile_csv and (not inp.value or inp.value == self.filled):
+            inp.value = self.filled = str(st.profile_csv)
+        info = ("Fits time and power to your profile: stacked Gaussian processes (no prior, a physical "
+                "prior mean, the bundled ResNet-18 reference as an input; power also takes the "
+                "predicted time) and PowerTrain's transfer-learned networks (§3.2); 5-fold "
+                "cross-validation keeps the best per target, says how often its 90 % interval covered "
+                "held-out modes and names any measurement it left out as an outlier.")
+        if inp.value and inp.value == self.filled:
+            # it was an older profile than the newest, without a word (a user's trial)
+            passed = core.unfinished_after(self.app.state.backend.device.name, st.profile_csv)
+            info += f"\n\nThe field holds the newest finished profile, {escape(Path(self.filled).name)}."
+            if passed:
+                names = ", ".join(escape(p.name) for p in passed[-3:])
+                info += (f" Newer, but not finished (stopped, failed or still running): {names}; "
+                         f"type its path to fine-tune on the modes it measured.")
+        self.query_one("#info", Static).update(info)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()

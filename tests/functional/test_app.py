@@ -417,6 +417,60 @@ async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler
     assert latest_outputs("orin-agx") == (None, None)      # nor at the next start
 
 
+async def test_fine_tune_says_which_profile_it_holds_and_the_newer_unfinished_one(slower_profiler):
+    """Fine-tune pre-filled an older profile than the newest without a word (the newest had been
+    stopped); it now says it holds the newest finished profile and names the newer unfinished one,
+    and a profile finished since the field was filled in replaces it (a typed value stays)."""
+    import os
+
+    from ptui.core.paths import profiles_dir
+    old = profiles_dir() / "orin-agx-older.csv"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
+    os.utime(old, (1e9, 1e9))
+    app, sim = make_app()
+    app.state.profile_csv = old
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        scr = app.screen
+        for _ in range(400):
+            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
+                break
+            await pilot.pause(0.01)
+        await pilot.press("x")
+        await wait_workers(app, pilot)
+        stopped = [p for p in profiles_dir().glob("orin-agx-*.csv") if p != old]
+        assert len(stopped) == 1 and app.state.profile_csv == old
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        ft = app.screen
+        assert ft.query_one("#profile").value == str(old)
+        info = str(ft.query_one("#info").render())
+        assert "newest finished profile, orin-agx-older.csv" in info
+        assert f"Newer, but not finished (stopped, failed or still running): {stopped[0].name}" in info
+        # a profile that finished since replaces the one filled in
+        newer = profiles_dir() / "orin-agx-newer.csv"
+        newer.write_text(old.read_text())
+        app.state.profile_csv = newer
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        assert ft.query_one("#profile").value == str(newer)
+        info = str(ft.query_one("#info").render())
+        assert "newest finished profile, orin-agx-newer.csv" in info and "Newer, but" not in info
+        # ... but not a path the user typed
+        ft.query_one("#profile").value = "/tmp/mine.csv"
+        app.state.profile_csv = old
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        assert ft.query_one("#profile").value == "/tmp/mine.csv"
+
+
 async def test_pareto_opens_on_the_bundled_reference_as_a_what_if():
     app, _ = make_app()
     async with app.run_test(size=(110, 36)) as pilot:

@@ -40,7 +40,7 @@ from ..catalogue.workloads import WORKLOADS, Workload, get_workload
 from ..decision.batch import BatchError, relation
 from ..errors import Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
-from ..paths import profile_csv, script_log
+from ..paths import profile_csv, profiles_dir, script_log
 from ..prediction.predictor import load_bundled
 from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
 from ..profiling.active import ActivePlanner, Goal, Space, make_plan
@@ -1201,6 +1201,19 @@ def latest_outputs(device: str) -> tuple[Path | None, Path | None]:
     or failed profile is never offered as the one to fine-tune on."""
     profile, model = latest_paths(device, complete=_complete_profile)
     return profile, model
+
+
+def unfinished_after(device: str, profile: Path | None) -> list[Path]:
+    """The app's profiles of this device newer than `profile` (every one where it is None) that
+    did not finish (stopped, failed or still running): what the Fine-tune screen's pre-filled
+    profile passed over, said beside it."""
+    newest, _ = latest_paths(device)
+    if newest is None or (profile is not None and newest == profile):
+        return []
+    since = profile.stat().st_mtime if profile is not None and profile.exists() else -1.0
+    return sorted((p for p in profiles_dir().glob(f"{device}-*.csv")
+                   if p.stat().st_mtime > since and not _complete_profile(p)),
+                  key=lambda p: p.stat().st_mtime)
 
 
 def _complete_profile(csv: Path) -> bool:
