@@ -109,7 +109,7 @@ def board_state_dirs() -> list[Path]:
                       and first != Path(SYSTEM_STATE_DIR) else [])
 
 
-def _model_of(path: Path, device: str) -> bool:
+def model_of(path: Path, device: str) -> bool:
     """A saved model directory (its meta.json written: complete) for `device`."""
     import json
     try:
@@ -128,5 +128,5 @@ def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None
                       key=lambda p: p.stat().st_mtime)
     # newest first, reading meta.json files only until one is this device's (app start-up)
     newest = next((p for p in reversed(sorted(models_dir().glob("*"), key=lambda p: p.stat().st_mtime))
-                   if _model_of(p, device)), None)
+                   if model_of(p, device)), None)
     return (profiles[-1] if profiles else None), newest

@@ -150,7 +150,9 @@ class ParetoScreen(Screen):
         try:
             for kind, p in core.saved_sources(dev):
                 label = f"{kind} {short_name(p.name.removesuffix('.csv'), dev)}"
-                if not p.name.startswith(f"{dev}-") and kind == "model":
+                # the model's meta.json says its board: by the name, tune's own models
+                # (tune-orin-agx-...) were another board's on the board they were made for
+                if kind == "model" and not core.model_of(p, dev):
                     label += " (other board)"
                 opts.append((label, str(p)))
         except Exception as e:  # noqa: BLE001 - an unreadable store: say so, keep the typed path

@@ -45,3 +45,30 @@ async def test_the_profile_screens_seed_is_the_boards_own_with_a_pool(monkeypatc
         await pilot.pause(0.2)
         want = zlib.crc32(b"orin-07") % 100_000          # the Flower node's too
         assert app.screen.query_one("#seed", Input).value == str(want)
+
+
+async def test_the_source_list_marks_another_boards_model_by_its_device_not_its_name(cli, tmp_path):
+    """ptui tune saves its model as tune-orin-agx-...: the Pareto screen's list marked it
+    '(other board)' on the Orin AGX it was made for, as it did any model whose name did not begin
+    with the device's (a user trial).  The model's meta.json says its device."""
+    import os
+    from pathlib import Path
+
+    from textual.widgets import Select
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 32}))
+    rc, _, err = cli("--device", "orin-agx", "tune", "--count", "0", "--budget-w", "30",
+                     "--workload-spec", spec)
+    assert rc == 0, err
+    models = Path(os.environ["PTUI_DATA_DIR"]) / "models"
+    rc, _, err = cli("fit", "--device", "xavier-agx", "--workload-spec", spec,
+                     "--out", models / "mine")
+    assert rc == 0, err
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        scr = await type_path_on_pareto(app, pilot, tmp_path / "nothing")
+        labels = {Path(v).name: str(label) for label, v in scr.query_one("#source", Select)._options
+                  if isinstance(v, str)}
+        tuned = next(k for k in labels if k.startswith("tune-orin-agx-"))
+        assert "other board" not in labels[tuned], labels
+        assert "other board" in labels["mine"], labels
