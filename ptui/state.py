@@ -27,7 +27,9 @@ class AppState:
     selected: Mode | None = None
     """The mode picked on Pareto for Apply."""
     selected_pred: dict[str, float] = field(default_factory=dict)
-    """Its predicted (or measured) time_ms, power_w and power_w_std."""
+    """Its predicted (or measured) time_ms, power_w and their spreads (time_ms_std, power_w_std)."""
+    selected_prior: bool = False
+    """Those figures are the roofline prior's alone (no mode profiled): Apply says so."""
     selected_basis: str = "predicted"
     selected_batch: int | None = None
     """The batch size picked with it (a source with several batch sizes), else None."""

@@ -84,10 +84,23 @@ class ApplyScreen(Screen):
         if st.selected is None or p.target != st.selected:
             return                                  # stale: another mode was picked since
         pred = st.selected_pred
-        spread = (f" ± {pred.get('power_w_std', 0):.2f}" if st.selected_basis == "predicted" else "")
-        expect = (f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms per {st.selected_unit}"
-                  f"{f' of {st.selected_batch}' if st.selected_batch else ''}, "
-                  f"{pred.get('power_w', float('nan')):.2f} W{spread}")
+
+        def spread(k: str, fmt: str, unit: str) -> tuple[str, str]:
+            """A prediction's spread and, where it is wide (or the prior's alone), its 90 %
+            interval, as the Pareto screen says them (Apply said the power's spread alone: a
+            prior's '135.2 ms' hid its 20.8-877 ms)."""
+            v, sd = pred.get(k, float("nan")), pred.get(f"{k}_std")
+            if st.selected_basis != "predicted" or sd is None:
+                return "", ""
+            wide = core.wide_interval(v, sd, unit, always=st.selected_prior)
+            return f" ± {sd:{fmt}}", f" ({wide})" if wide else ""
+        t_sd, t_wide = spread("time_ms", ".1f", "ms")
+        p_sd, p_wide = spread("power_w", ".2f", "W")
+        expect = (f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms{t_sd} per {st.selected_unit}"
+                  f"{f' of {st.selected_batch}' if st.selected_batch else ''}{t_wide}, "
+                  f"{pred.get('power_w', float('nan')):.2f} W{p_sd}{p_wide}")
+        if st.selected_prior and st.selected_basis == "predicted":
+            expect += "\n(roofline prior alone: no mode profiled, no measurement)"
         sim = " (simulated device)" if st.backend.simulated else ""
         if p.noop:
             # the board runs the mode: applied here (y, read back), or it already did

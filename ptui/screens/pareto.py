@@ -668,7 +668,9 @@ class ParetoScreen(Screen):
         st.selected_basis = "predicted" if self.model is not None else "measured"
         st.selected_unit = Timed.of(self.timed).unit
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
+                            "time_ms_std": float(self.table.time_ms_std[i]),
                             "power_w_std": float(self.table.power_w_std[i])}
+        st.selected_prior = self.model is not None and self.model.about.kind == core.PRIOR_KIND
         st.selected_batch = self.view.batch_of(i) if self.view is not None else None
         self.app.switch_mode("apply")
 

@@ -72,3 +72,25 @@ async def test_the_source_list_marks_another_boards_model_by_its_device_not_its_
         tuned = next(k for k in labels if k.startswith("tune-orin-agx-"))
         assert "other board" not in labels[tuned], labels
         assert "other board" in labels["mine"], labels
+
+
+async def test_apply_says_the_priors_time_spread_and_what_it_rests_on(cli, tmp_path):
+    """Enter on a prior model's pick: Apply said 'predicted 135.2 ms per minibatch of 32, 22.31 W
+    ± 4.04', the time's spread (± 219.8, 90 % within 20.8-877 ms) left out and nothing saying the
+    figures rest on no measurement, where the Pareto screen beside it said both (a user trial)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90.0, "gbytes_per_step": 6.0, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
+    assert rc == 0, err
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        scr = await type_path_on_pareto(app, pilot, tmp_path / "m")
+        scr.query_one("#front").focus()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        plan = " ".join(str(app.screen.query_one("#plan").render()).split())
+        assert re.search(r"[\d.]+ ms ± [\d.]+ per minibatch of 32 \(90 % within [\d.]+-[\d.]+ ms\)",
+                         plan), plan
+        assert re.search(r"W ± [\d.]+ \(90 % within [\d.]+-[\d.]+ W\)", plan), plan
+        assert "roofline prior alone" in plan, plan
