@@ -327,6 +327,8 @@ def _tune_prior(a) -> int:
                        "--batch-size, or write the counts of that batch in the spec")
     if a.command_line and not a.workload_spec:
         core.check_command(a.command_line)    # before a board is opened or a log written for it
+    if a.session is not None:
+        _check_prior_session(a.session)
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
@@ -390,6 +392,29 @@ def _tune_prior(a) -> int:
         _trains_on(res, info.get("device"), on_board=not backend.simulated, prior=True)
     _warn(_prior_only_note(model))
     return _tune_report(a, dev, td, goal, res, batch_size=bs_said, prior=True)
+
+
+def _check_prior_session(name: str) -> None:
+    """--count 0 --session NAME saves its model as NAME in the data directory (and a script's
+    output as NAME.log): the name of a profiling session, or of a model that is not the prior
+    alone, is refused, as a profiled tune refuses a session that exists (--count 0 replaced a
+    profiled tune's model with the prior's, silently: a user trial).  A prior model of its own
+    under that name is replaced, as asked."""
+    import json
+    store = core.Store()
+    try:
+        had = store.get_session(name) is not None
+    finally:
+        store.close()
+    meta = core.data_dir() / "models" / name / "meta.json"
+    if not had and meta.exists():
+        try:
+            had = json.loads(meta.read_text(encoding="utf-8")).get("kind") != core.PRIOR_KIND
+        except (OSError, ValueError, AttributeError):
+            had = True
+    if had:
+        raise CLIError(f"session {name!r} already exists, with a model of its profiled modes; "
+                       f"--count 0 would replace it: pick another --session name")
 
 
 def _trains_on(res: dict, device: str | None, *, on_board: bool, prior: bool = False) -> None:

@@ -277,3 +277,26 @@ def test_a_prior_model_takes_its_counts_from_one_source(tmp_path, cli):
                      "--out", tmp_path / "m")
     assert rc == 0, err
     assert json.loads((tmp_path / "m" / "meta.json").read_text())["workload"] == "my-model"
+
+
+def test_count_0_keeps_a_profiled_sessions_model(tmp_path, cli):
+    """tune --count 0 --session bar, where bar was a profiled tune, replaced bar's model (its 6
+    measured modes) with the roofline prior's, silently (a user trial): a profiled tune refuses
+    the name of a session that exists, and so does --count 0 now.  Its own prior model of a name
+    it made before is replaced, as asked."""
+    import os
+    from pathlib import Path
+    models = Path(os.environ["PTUI_DATA_DIR"]) / "models"
+    rc, _, err = cli("tune", "--count", "6", "--budget-w", "30", "--workload", "resnet18",
+                     "--session", "bar")
+    assert rc == 0, err
+    meta = (models / "bar" / "meta.json").read_text()
+    rc, out, err = cli("tune", "--count", "0", "--budget-w", "30", "--workload", "resnet18",
+                       "--session", "bar")
+    assert rc == 2 and not out and len(err.strip().splitlines()) == 1, (rc, err)
+    assert "'bar'" in err and "--session" in err, err
+    assert (models / "bar" / "meta.json").read_text() == meta
+    for _ in range(2):
+        rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--workload", "resnet18",
+                         "--session", "mine")
+        assert rc == 0, err
