@@ -951,6 +951,11 @@ def _check_time_basis(a, model) -> None:
     have = model.about.time_basis
     if getattr(a, "time", "auto") in ("step", "cycle") and a.time != have:
         what = {"step": "the median step", "cycle": "the whole cycle"}
+        if model.about.kind == core.PRIOR_KIND:
+            # fit refuses --time without a profile: its advice would fail
+            raise CLIError(f"model {a.model} is the roofline prior alone (no mode profiled), which "
+                           f"predicts {what[have]}; {what[a.time]} needs a fit on a profile: "
+                           f"ptui fit --profile P.csv ... --time {a.time}")
         raise CLIError(f"model {a.model} was fitted on {what[have]}, not {what[a.time]}; refit it "
                        f"with: ptui fit ... --time {a.time}")
 

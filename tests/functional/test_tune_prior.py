@@ -300,3 +300,16 @@ def test_count_0_keeps_a_profiled_sessions_model(tmp_path, cli):
         rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--workload", "resnet18",
                          "--session", "mine")
         assert rc == 0, err
+
+
+def test_pareto_time_cycle_on_a_prior_model_says_what_would_work(tmp_path, cli):
+    """pareto --time cycle on a model of the prior alone said 'refit it with: ptui fit ... --time
+    cycle', which fit refuses without a profile (a user trial): the advice is a fit on a profile."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
+    assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--time", "cycle")
+    assert rc == 2 and not out, err
+    line = err.strip().splitlines()[-1]
+    assert "roofline prior alone" in line and "--profile" in line, line
