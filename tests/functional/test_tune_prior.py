@@ -313,3 +313,16 @@ def test_pareto_time_cycle_on_a_prior_model_says_what_would_work(tmp_path, cli):
     assert rc == 2 and not out, err
     line = err.strip().splitlines()[-1]
     assert "roofline prior alone" in line and "--profile" in line, line
+
+
+def test_pareto_batch_sizes_on_a_prior_model_does_not_call_it_a_profiles_fit(tmp_path, cli):
+    """pareto --batch-sizes on a model of the prior alone said 'the model was fitted on a profile
+    at batch size 32 only', where no mode was profiled (a user trial)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
+    assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--batch-sizes", "16,32")
+    assert rc == 2 and not out, err
+    line = err.strip().splitlines()[-1]
+    assert "fitted on a profile" not in line and "roofline prior" in line and "32" in line, line

@@ -246,7 +246,14 @@ def check_batch_model(model, batch_sizes) -> None:
     b = model.about.batch_size
     other = [x for x in batch_sizes if b is None or int(x) != int(b)]
     if other:
+        # imported here: the usecases import this module
+        from ..usecases.fit import PRIOR_KIND
         at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
+        if getattr(model.about, "kind", None) == PRIOR_KIND:
+            # no profile there: 'fitted on a profile' misled a user about what the model rests on
+            raise PtuiInputError(f"the model is the roofline prior of {at} alone (no mode profiled); "
+                                 f"to compare batch sizes profile them (ptui profile --batch-sizes "
+                                 f"...) and fit that profile")
         raise PtuiInputError(f"the model was fitted on a profile at {at}; to compare batch sizes "
                              f"profile them (ptui profile --batch-sizes ...) and fit that profile")
 
