@@ -28,6 +28,7 @@ from ..board.physics import footprint_gb, memory_gb
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, PtuiInputError
 from ..prediction.nets import check_predictions, measured_at
+from ..prediction.roofline import PRIOR_KIND
 from .goals import Goal
 from .pareto import DEFAULT_RISK, Decision, InfeasibleError, Table, choose, front_indices
 
@@ -246,8 +247,6 @@ def check_batch_model(model, batch_sizes) -> None:
     b = model.about.batch_size
     other = [x for x in batch_sizes if b is None or int(x) != int(b)]
     if other:
-        # imported here: the usecases import this module
-        from ..usecases.fit import PRIOR_KIND
         at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
         if getattr(model.about, "kind", None) == PRIOR_KIND:
             # no profile there: 'fitted on a profile' misled a user about what the model rests on

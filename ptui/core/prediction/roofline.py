@@ -94,6 +94,8 @@ def loading_ms(info: dict) -> float | None:
 
 
 SPEC_MAX_BYTES = 100_000
+# About.kind of a model that is the roofline prior alone (no mode profiled: usecases.fit.prior_model)
+PRIOR_KIND = "roofline-prior"
 
 
 class SpecError(InputError):

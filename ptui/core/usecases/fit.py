@@ -26,7 +26,7 @@ from ..prediction.fit import (
 )
 from ..prediction.gp import raw_modes
 from ..prediction.predictor import Model, bundled_reference, load_model
-from ..prediction.roofline import RooflinePrior, RooflineTarget, WorkloadSpec, anchored_spec
+from ..prediction.roofline import PRIOR_KIND, RooflinePrior, RooflineTarget, WorkloadSpec, anchored_spec
 from ..profiling.profiler import keep_timed
 from ..profiling.userscript import compiled_step_bytes
 from ..progress import SAVING, SAVING_STEP, Step
@@ -64,7 +64,6 @@ class FitOutcome:
         return f"{self.n_modes} profiled modes"
 
 
-PRIOR_KIND = "roofline-prior"      # About.kind of a model that is the roofline prior alone
 
 
 def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
