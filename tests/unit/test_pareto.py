@@ -387,3 +387,22 @@ def test_an_infeasible_goal_names_the_cheaper_of_two_modes_of_one_time():
     with pytest.raises(InfeasibleError) as e:
         choose(tab, deadline_ms=100.0, budget_w=40.0, risk=None)
     assert "23.9 W" in str(e.value)
+
+
+def test_the_closest_option_says_its_figures_are_predicted_or_measured():
+    """'no mode stays within 5 W; the lowest-power mode is ... at 10.1 W (+-1.8), 8018 ms' did not
+    say whether those figures were measured or a prior's prediction."""
+    import numpy as np
+    import pytest
+
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.decision.pareto import InfeasibleError, Table, choose
+    modes = list(get_device("orin-agx").pt_grid())[:3]
+    t, p = np.array([300.0, 200.0, 100.0]), np.array([10.0, 20.0, 30.0])
+    sd = np.zeros(3)
+    for measured, word in ((np.zeros(3, bool), "predicted"), (np.ones(3, bool), "measured")):
+        tab = Table(modes, t, p, sd, sd, measured=measured)
+        for goal in ({"budget_w": 5.0}, {"deadline_ms": 50.0}, {"budget_w": 25.0, "deadline_ms": 50.0}):
+            with pytest.raises(InfeasibleError) as e:
+                choose(tab, risk=None, **goal)
+            assert f"({word})" in str(e.value), (goal, str(e.value))

@@ -482,7 +482,8 @@ def _uncertain(table: Table, i: int, budget_w, deadline_ms, risk, tolerance_w: f
 
 def _closest(table: Table, budget_w, deadline_ms, risk, unit: str = "minibatch",
              tolerance_w: float = 0.0) -> str:
-    """Why no mode meets the goal, and the closest option; a deadline in the table's unit of time
+    """Why no mode meets the goal, and the closest option, its figures said predicted or measured
+    (a prior's '10.1 W (+-1.8), 8018 ms' did not say); a deadline in the table's unit of time
     (choose's: 'no mode meets 200 ms' said of a script's optimizer step did not say which)."""
     t, p = table.time_ms, table.power_w
     parts = []
@@ -495,19 +496,20 @@ def _closest(table: Table, budget_w, deadline_ms, risk, unit: str = "minibatch",
         return (f"no mode meets {deadline_ms:g} ms per {unit} within {budget_w:g} W"
                 + (f" with risk <= {risk:g}" if risk is not None else "")
                 + f"; the fastest within the budget is {table.modes[i].describe()} at {t[i]:.1f} ms, "
-                  f"{p[i]:.1f} W" + _uncertain(table, i, budget_w, deadline_ms, risk, tolerance_w))
+                  f"{p[i]:.1f} W ({table.source(i)})"
+                + _uncertain(table, i, budget_w, deadline_ms, risk, tolerance_w))
     if budget_w is not None:
         i = least(p, t)
         parts.append(f"no mode stays within {budget_w:g} W"
                      + (f" with risk <= {risk:g}" if risk is not None else "")
                      + f"; the lowest-power mode is {table.modes[i].describe()} at {p[i]:.1f} W "
-                       f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms")
+                       f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms ({table.source(i)})")
     if deadline_ms is not None:
         i = least(t, p)
         ts = table.time_ms_std
         risky = risk is not None and bool(np.any(ts > 0))        # as choose() holds a deadline
         msg = (f"no mode meets {deadline_ms:g} ms per {unit}" + (f" with risk <= {risk:g}" if risky else "")
                + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
-               + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W")
+               + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W ({table.source(i)})")
         parts.append(msg + (_uncertain(table, i, None, deadline_ms, risk) if risky else ""))
     return "; ".join(parts) or "no feasible mode"
