@@ -284,3 +284,20 @@ def test_a_profile_refused_by_the_lock_starts_nothing_and_says_nothing_else(tree
         p.kill()
         p.wait()
     assert Store().list_sessions() == []
+
+
+@pytest.mark.parametrize("again", [MODE + ["--yes"], ["--preset", "MODE_15W", "--yes"]])
+def test_an_apply_that_changes_nothing_keeps_the_way_back(tree, cli, nvpmodel_on_path, again):
+    """The same apply run twice (a retried script, a boot hook): the second writes the values the
+    board already holds, so `ptui restore` must still go back to where the board was before the
+    first.  It named the mode the first apply left as the way back, and the board's own mode was
+    lost (apply --json, which writes nothing then, kept it)."""
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    before = fakesys.read_mode(tree)
+    for _ in range(2):
+        rc, _, err = cli("apply", *sysfs, *again)
+        assert rc == 0, err
+    assert fakesys.read_mode(tree) != before
+    rc, out, err = cli("restore", *sysfs)
+    assert rc == 0 and "restored" in out, err
+    assert fakesys.read_mode(tree) == before

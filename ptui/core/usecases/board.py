@@ -59,6 +59,15 @@ def _applying(backend: Backend, change):
             if rec is not None:
                 if stale is not None:
                     undo.clear(backend, undo.PROFILE, stale)
+                elif done and backend.snapshot_json(backend.snapshot()) == backend.snapshot_json(pre):
+                    # nothing changed (the same apply run twice): the way back stays the one the
+                    # board had; it named the mode the first apply left, and restore lost the
+                    # board's own mode
+                    if before is not None:
+                        undo.save(backend, undo.APPLY, before.state, pid=before.pid,
+                                  created=before.created)
+                    else:
+                        undo.clear(backend, undo.APPLY, rec)
                 elif not done and backend.current_mode() == backend.snapshot_mode(pre):
                     if before is not None:
                         undo.save(backend, undo.APPLY, before.state)
