@@ -202,8 +202,11 @@ def cmd_tune(a) -> int:
     if a.session is None:
         name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
         a.session = f"tune-{a.device or 'auto'}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    out = Path(a.out) if a.out else core.data_dir() / "tune" / f"{a.session}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if a.out is not None:
+        out = Path(a.out)           # checked as profile's --out is: tune made a mistyped folder
+    else:
+        out = core.data_dir() / "tune" / f"{a.session}.csv"
+        out.parent.mkdir(parents=True, exist_ok=True)
     a.out = str(out)
     a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
     a.best_line = False                         # the best measured mode is said with the decision

@@ -424,3 +424,20 @@ def test_settings_that_name_no_folder_or_no_pool_file_are_bad_input(tmp_path, cl
     assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
     rc, _, err = cli("--backend", "replay", "status")
     assert rc == 2 and "needs --corpus" in err
+
+
+def test_tune_out_in_a_missing_or_file_folder_is_refused_like_profiles(tmp_path, cli):
+    """tune --out is checked as profile's is: a folder that does not exist is refused (tune made
+    it, and every folder above it, from a mistyped path) and a file in the middle of the path is
+    one line of bad input (it was '[Errno 17] File exists', exit 1), before any mode is profiled."""
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    tune = ["tune", "--device", "orin-agx", "--workload", "mobilenetv3", "--budget-w", "20",
+            "--count", "6", "--seed", "1"]
+    rc, _, err = cli(*tune, "--out", tmp_path / "new" / "deeper" / "t.csv")
+    assert rc == 2 and "does not exist" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "new").exists()
+    rc, _, err = cli(*tune, "--out", afile / "t.csv")
+    assert rc == 2 and "not a folder" in err and err.count("\n") == 1, err
+    assert afile.read_text() == "x\n"
+    assert Store().list_sessions() == []                        # refused before a session exists
