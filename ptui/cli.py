@@ -1372,7 +1372,13 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    got = core.apply_preset(backend, p.id)
+    try:
+        got = core.apply_preset(backend, p.id)
+    except KeyboardInterrupt as e:
+        done = _applied_before_stop(e)
+        if done is not None:
+            print(_applied(done.message, backend))
+        raise
     print(_applied(f"selected {p.name}: {got}", backend))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")

@@ -202,6 +202,40 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     assert rc == 0 and _mode(root) == ORIN.preset("MODE_30W").mode, err
 
 
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_preset_waits_for_it_and_says_it(tmp_path, json_):
+    """SIGTERM while nvpmodel selects a preset: the preset is selected and read back, then ptui
+    stops, saying both, as a custom mode's apply does.  It said only 'stopped by SIGTERM', and
+    --json printed nothing, though the board was in the preset."""
+    root = fakesys.build(tmp_path / "root")
+    nvp = fakesys.install_nvpmodel(tmp_path / "bin", root)
+    extra = ["--json"] if json_ else []
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from ptui.core.board.backends.sysfs import SysfsBackend
+        real = SysfsBackend.run_nvpmodel
+        def run(self, mode_id):
+            os.kill(os.getpid(), signal.SIGTERM)
+            real(self, mode_id)
+        SysfsBackend.run_nvpmodel = run
+        from ptui.cli import main
+        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, "--preset",
+                       "MODE_15W", "--yes", *{extra!r}]))
+    """)
+    env = _env(tmp_path, "data")
+    env["PATH"] = f"{nvp.parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    if json_:
+        d = json.loads(r.stdout)
+        assert d["applied"] is True and d["stopped_by"] == "SIGTERM" and d["preset"] == "MODE_15W"
+        assert d["readback_key"] == ORIN.preset("MODE_15W").mode.key
+    else:
+        assert "selected MODE_15W" in r.stdout
+    assert _mode(root) == ORIN.preset("MODE_15W").mode
+
+
 def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
     p = subprocess.Popen([PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
                           "--grid", "pt", "--session", "sim", "--out", str(tmp_path / "p.csv")],

@@ -146,9 +146,18 @@ def select_preset(backend: Backend, preset):
     """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
     if not backend.can_select_presets:
         raise NotSupported(f"the {backend.kind} backend cannot select presets")
-    with board_lock(backend), shielded():
-        snap = backend.snapshot()
-        backend.apply_preset(preset.id)
+    got = None
+    try:
+        with board_lock(backend), shielded():
+            snap = backend.snapshot()
+            got = backend.apply_preset(preset.id)
+    except KeyboardInterrupt as e:
+        # a stop signal held until the preset was selected and read back: said before stopping,
+        # as apply_mode's (it said only 'stopped by SIGTERM', and --json printed nothing)
+        if got is not None:
+            e.applied = ApplyResult(True, preset.mode, got, snap,  # type: ignore[attr-defined]
+                                    f"selected {preset.name}: {got}")
+        raise
     return snap
 
 
