@@ -448,7 +448,13 @@ def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
     backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    r = core.apply(backend, mode)
+    try:
+        r = core.apply(backend, mode)
+    except KeyboardInterrupt as e:
+        done = _applied_before_stop(e)
+        if done is not None:            # the pick is on the board: said before the stop (on stderr,
+            _say(_applied(done.message, backend))     # where --json's stdout stays a document)
+        raise
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
     return _applied(r.message, backend)

@@ -236,6 +236,35 @@ def test_a_signal_mid_preset_waits_for_it_and_says_it(tmp_path, json_):
     assert _mode(root) == ORIN.preset("MODE_15W").mode
 
 
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_tune_apply_says_the_pick_was_applied(tmp_path, json_):
+    """SIGTERM while tune --apply applies its pick: the apply finishes (verified), and ptui says
+    so before 'stopped by SIGTERM'; it said only that, and the board was in the tuned mode."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        import ptui.core as core
+        from ptui.core.board.backends.sim import SimJetson
+        decided, real_decide, real_apply = [False], core.tune_decide, SimJetson.apply_mode
+        def decide(*a, **k):
+            got = real_decide(*a, **k)
+            decided[0] = True
+            return got
+        def apply_mode(self, *a, **k):
+            if decided[0]:                      # the pick's apply, after the profile's modes
+                os.kill(os.getpid(), signal.SIGTERM)
+            return real_apply(self, *a, **k)
+        core.tune_decide, SimJetson.apply_mode = decide, apply_mode
+        from ptui.cli import main
+        sys.exit(main(["tune", "--device", "orin-agx", "--workload", "mobilenetv3", "--budget-w", "20",
+                       "--count", "6", "--seed", "1", "--apply", *{(["--json"] if json_ else [])!r}]))
+    """)
+    r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "applied and verified" in r.stderr and "SIMULATED" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("stopped by SIGTERM") and "Traceback" not in r.stderr
+
+
 def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
     p = subprocess.Popen([PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
                           "--grid", "pt", "--session", "sim", "--out", str(tmp_path / "p.csv")],
