@@ -1286,7 +1286,12 @@ def cmd_apply(a) -> int:
         raise CLIError(res.message, EXIT_ERR)
     print(_applied(res.message, backend))
     if a.persist:
-        print(core.persist(backend, mode))
+        try:
+            print(core.persist(backend, mode))
+        except KeyboardInterrupt as e:
+            if getattr(e, "persisted", None):   # nvpmodel selected it before the stop: said
+                print(e.persisted)
+            raise
     return EXIT_OK
 
 
@@ -1331,10 +1336,18 @@ def _apply_json(a, backend, current, target, holds, steps, do, preset: str | Non
                 got = backend.current_mode()
                 body.update(changed=persists, message="nothing to change: the board is already "
                                                       "held in this mode")
-            if a.persist:
-                body["persist"] = (core.persist(backend, target) if persists else
-                                   f"--persist: nvpmodel keeps the selected preset {preset} across reboots"
-                                   if preset is not None else
+            if a.persist and persists:
+                try:
+                    body["persist"] = core.persist(backend, target)
+                except KeyboardInterrupt as e:
+                    if getattr(e, "persisted", None):   # the document of what was done, then the stop
+                        body.update(persist=e.persisted, readback=got.as_dict(), readback_key=got.key,
+                                    stopped_by=str(e) or "SIGINT")
+                        print(core.document("apply", body))
+                    raise
+            elif a.persist:
+                body["persist"] = (f"--persist: nvpmodel keeps the selected preset {preset} across "
+                                   f"reboots" if preset is not None else
                                    f"--persist: nvpmodel already keeps {target.key} across reboots "
                                    f"(nvpmodel {backend.nvpmodel_id()})")
     except core.LockError as e:

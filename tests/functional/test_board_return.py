@@ -265,6 +265,39 @@ def test_a_signal_mid_tune_apply_says_the_pick_was_applied(tmp_path, json_):
     assert r.stderr.rstrip().endswith("stopped by SIGTERM") and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_persist_waits_for_nvpmodel_and_says_it(tmp_path, json_):
+    """SIGTERM while --persist selects ptui's nvpmodel mode: the selection finishes and is said,
+    then ptui stops.  The signal cut it between writing nvpmodel.conf and running nvpmodel -m 99
+    (on a board, it would have killed nvpmodel half-way): the conf held a mode nvpmodel never
+    selected, and nothing said so."""
+    root = fakesys.build(tmp_path / "root")
+    nvp = fakesys.install_nvpmodel(tmp_path / "bin", root)
+    extra = ["--json"] if json_ else []
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from ptui.core.board.backends.sysfs import SysfsBackend
+        real = SysfsBackend.run_nvpmodel
+        def run(self, mode_id):
+            if mode_id == 99:
+                os.kill(os.getpid(), signal.SIGTERM)
+            real(self, mode_id)
+        SysfsBackend.run_nvpmodel = run
+        from ptui.cli import main
+        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes",
+                       "--persist", *{extra!r}]))
+    """)
+    env = _env(tmp_path, "data")
+    env["PATH"] = f"{nvp.parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    said = json.loads(r.stdout)["persist"] if json_ else r.stdout
+    assert "saved as nvpmodel 99" in said, r.stdout
+    assert "pmode:0099" in (root / "var/lib/nvpmodel/status").read_text()
+    assert _mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
+
+
 def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
     p = subprocess.Popen([PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
                           "--grid", "pt", "--session", "sim", "--out", str(tmp_path / "p.csv")],

@@ -12,6 +12,7 @@ from ..board.apply import check_persist as _check_persist
 from ..board.backends.base import Backend, BackendError, DamagedSnapshot
 from ..board.backends.replay import ReplayJetson
 from ..board.locks import LockError, board_key, board_lock, holder, pid_alive
+from ..board.signals import shielded
 from ..catalogue.modes import Mode
 
 if TYPE_CHECKING:
@@ -196,8 +197,20 @@ def check_persist(backend: Backend) -> None:
 
 
 def persist(backend: Backend, mode: Mode) -> str:
+    """Keep `mode` across reboots (nvpmodel.conf, then nvpmodel -m), under the board's lock and
+    whole: a stop signal cut it between the conf written and nvpmodel run (or killed nvpmodel
+    half-way), and the conf held a mode nvpmodel never selected.  A signal held until it was done
+    carries what was said (`persisted`), for the caller to say before stopping."""
     check_persist(backend)
-    return backend.persist(mode)
+    said = None
+    try:
+        with board_lock(backend), shielded():
+            said = backend.persist(mode)
+    except KeyboardInterrupt as e:
+        if said is not None:
+            e.persisted = said  # type: ignore[attr-defined]
+        raise
+    return said
 
 
 class NothingToRestore(BackendError):
