@@ -146,7 +146,7 @@ def select_preset(backend: Backend, preset):
     """Select an nvpmodel preset under the board's lock; return the snapshot taken before."""
     if not backend.can_select_presets:
         raise NotSupported(f"the {backend.kind} backend cannot select presets")
-    got = None
+    got = snap = None
     try:
         with board_lock(backend), shielded():
             snap = backend.snapshot()
