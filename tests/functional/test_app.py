@@ -398,14 +398,7 @@ async def test_eta_does_not_grow_while_paused(slower_profiler, monkeypatch):
 async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler):
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        scr = app.screen
-        for _ in range(400):
-            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
-                break
-            await pilot.pause(0.01)
+        scr = await start_profile(app, pilot, 1)
         await pilot.press("x")
         await wait_workers(app, pilot)
         assert "aborted" in str(scr.query_one("#status").render())
@@ -431,14 +424,7 @@ async def test_fine_tune_says_which_profile_it_holds_and_the_newer_unfinished_on
     app, sim = make_app()
     app.state.profile_csv = old
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        scr = app.screen
-        for _ in range(400):
-            if scr.run is not None and scr.run.progress and scr.run.progress.done >= 1:
-                break
-            await pilot.pause(0.01)
+        await start_profile(app, pilot, 1)
         await pilot.press("x")
         await wait_workers(app, pilot)
         stopped = [p for p in profiles_dir().glob("orin-agx-*.csv") if p != old]

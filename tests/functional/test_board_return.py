@@ -202,31 +202,40 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     assert rc == 0 and _mode(root) == ORIN.preset("MODE_30W").mode, err
 
 
-@pytest.mark.parametrize("json_", [False, True])
-def test_a_signal_mid_preset_waits_for_it_and_says_it(tmp_path, json_):
-    """SIGTERM while nvpmodel selects a preset: the preset is selected and read back, then ptui
-    stops, saying both, as a custom mode's apply does.  It said only 'stopped by SIGTERM', and
-    --json printed nothing, though the board was in the preset."""
-    root = fakesys.build(tmp_path / "root")
+def _signal_in_nvpmodel(tmp_path, root, args: list, only_mode=None):
+    """`ptui apply ARGS` on the fake sysfs tree `root` with a fake nvpmodel on PATH, SIGTERM sent
+    to ptui as nvpmodel starts (for mode `only_mode` only, when given); it stopped by the signal,
+    without a traceback.  The finished process."""
     nvp = fakesys.install_nvpmodel(tmp_path / "bin", root)
-    extra = ["--json"] if json_ else []
+    when = "True" if only_mode is None else f"mode_id == {only_mode!r}"
     code = textwrap.dedent(f"""
         import os, signal, sys
         from ptui.core.board.backends.sysfs import SysfsBackend
         real = SysfsBackend.run_nvpmodel
         def run(self, mode_id):
-            os.kill(os.getpid(), signal.SIGTERM)
+            if {when}:
+                os.kill(os.getpid(), signal.SIGTERM)
             real(self, mode_id)
         SysfsBackend.run_nvpmodel = run
         from ptui.cli import main
-        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, "--preset",
-                       "MODE_15W", "--yes", *{extra!r}]))
+        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{args!r}]))
     """)
     env = _env(tmp_path, "data")
     env["PATH"] = f"{nvp.parent}:{env.get('PATH', '/usr/bin:/bin')}"
     r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 128 + signal.SIGTERM, r.stderr
     assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    return r
+
+
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_preset_waits_for_it_and_says_it(tmp_path, json_):
+    """SIGTERM while nvpmodel selects a preset: the preset is selected and read back, then ptui
+    stops, saying both, as a custom mode's apply does.  It said only 'stopped by SIGTERM', and
+    --json printed nothing, though the board was in the preset."""
+    root = fakesys.build(tmp_path / "root")
+    r = _signal_in_nvpmodel(tmp_path, root, ["--preset", "MODE_15W", "--yes",
+                                             *(["--json"] if json_ else [])])
     if json_:
         d = json.loads(r.stdout)
         assert d["applied"] is True and d["stopped_by"] == "SIGTERM" and d["preset"] == "MODE_15W"
@@ -272,26 +281,8 @@ def test_a_signal_mid_persist_waits_for_nvpmodel_and_says_it(tmp_path, json_):
     (on a board, it would have killed nvpmodel half-way): the conf held a mode nvpmodel never
     selected, and nothing said so."""
     root = fakesys.build(tmp_path / "root")
-    nvp = fakesys.install_nvpmodel(tmp_path / "bin", root)
-    extra = ["--json"] if json_ else []
-    code = textwrap.dedent(f"""
-        import os, signal, sys
-        from ptui.core.board.backends.sysfs import SysfsBackend
-        real = SysfsBackend.run_nvpmodel
-        def run(self, mode_id):
-            if mode_id == 99:
-                os.kill(os.getpid(), signal.SIGTERM)
-            real(self, mode_id)
-        SysfsBackend.run_nvpmodel = run
-        from ptui.cli import main
-        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes",
-                       "--persist", *{extra!r}]))
-    """)
-    env = _env(tmp_path, "data")
-    env["PATH"] = f"{nvp.parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    r = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 128 + signal.SIGTERM, r.stderr
-    assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    r = _signal_in_nvpmodel(tmp_path, root, [*OTHER, "--yes", "--persist", *(["--json"] if json_ else [])],
+                            only_mode=99)
     said = json.loads(r.stdout)["persist"] if json_ else r.stdout
     assert "saved as nvpmodel 99" in said, r.stdout
     assert "pmode:0099" in (root / "var/lib/nvpmodel/status").read_text()

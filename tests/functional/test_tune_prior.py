@@ -302,13 +302,18 @@ def test_count_0_keeps_a_profiled_sessions_model(tmp_path, cli):
         assert rc == 0, err
 
 
-def test_pareto_time_cycle_on_a_prior_model_says_what_would_work(tmp_path, cli):
-    """pareto --time cycle on a model of the prior alone said 'refit it with: ptui fit ... --time
-    cycle', which fit refuses without a profile (a user trial): the advice is a fit on a profile."""
+def _prior_model(tmp_path, cli):
+    """`ptui fit --workload-spec` without a profile (the roofline prior alone) into tmp_path/m."""
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
     rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
     assert rc == 0, err
+
+
+def test_pareto_time_cycle_on_a_prior_model_says_what_would_work(tmp_path, cli):
+    """pareto --time cycle on a model of the prior alone said 'refit it with: ptui fit ... --time
+    cycle', which fit refuses without a profile (a user trial): the advice is a fit on a profile."""
+    _prior_model(tmp_path, cli)
     rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--time", "cycle")
     assert rc == 2 and not out, err
     line = err.strip().splitlines()[-1]
@@ -318,10 +323,7 @@ def test_pareto_time_cycle_on_a_prior_model_says_what_would_work(tmp_path, cli):
 def test_pareto_batch_sizes_on_a_prior_model_does_not_call_it_a_profiles_fit(tmp_path, cli):
     """pareto --batch-sizes on a model of the prior alone said 'the model was fitted on a profile
     at batch size 32 only', where no mode was profiled (a user trial)."""
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
-    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
-    assert rc == 0, err
+    _prior_model(tmp_path, cli)
     rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--batch-sizes", "16,32")
     assert rc == 2 and not out, err
     line = err.strip().splitlines()[-1]
