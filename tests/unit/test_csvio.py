@@ -17,6 +17,7 @@ from ptui.core.board.csvio import (
     write_csv,
 )
 from ptui.core.catalogue.devices import get_device
+from ptui.core.prediction.predictor import bundled_reference
 
 ORIN = get_device("orin-agx")
 HEAD = "cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"
@@ -215,3 +216,15 @@ def test_a_modes_file_past_the_cap_is_refused_as_it_is_read(tmp_path, cli):
         read_modes(p, ORIN)
     p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n" + f"{row}\n" * MAX_MODE_ROWS)
     assert len(read_modes(p, ORIN)) == MAX_MODE_ROWS
+
+
+def test_a_column_named_twice_is_refused_in_one_line(tmp_path, cli):
+    """A modes file with 'cores' twice was read from its first 'cores' without a word (a user's
+    trial); a column ptui does not read may repeat."""
+    p = csv(tmp_path, "cores,cores,cpu_mhz,gpu_mhz,mem_mhz,note,note", "4,8,729.6,318.75,665.6,a,b")
+    with pytest.raises(CSVError, match=rf"^{p}:1: column\(s\) cores appear more than once"):
+        read_modes(p, ORIN)
+    rc, out, err = cli("predict", "--model", bundled_reference(), "--modes", p)
+    assert rc == 2 and not out and len(err.strip().splitlines()) == 1 and "more than once" in err, err
+    ok = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz,note,note", "4,729.6,318.75,665.6,a,b", name="ok.csv")
+    assert read_modes(ok, ORIN)[0].cores == 4

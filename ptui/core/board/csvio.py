@@ -112,6 +112,11 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
             if missing:
                 raise CSVError(f"{path}:1: missing column(s) {', '.join(missing)} "
                                f"(need {', '.join(need)})")
+            # a column ptui reads named twice: the first was taken without a word (a user's trial)
+            twice = [c for c in dict.fromkeys(header) if header.count(c) > 1 and (c in need or c in extras)]
+            if twice:
+                raise CSVError(f"{path}:1: column(s) {', '.join(twice)} appear more than once; which "
+                               f"one to read is unclear: keep one of each")
             pos = {c: header.index(c) for c in list(need) + [e for e in extras if e in header]}
             for lineno, rec in enumerate(reader, start=2):
                 if not rec or all(not x.strip() for x in rec):
