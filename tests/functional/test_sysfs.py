@@ -278,3 +278,20 @@ def test_a_frequency_file_caught_mid_write_is_read_again(tree, monkeypatch):
     with pytest.raises(BackendError, match="max_freq is missing or not a number"):
         be.current_mode()
     be.close()
+
+
+def test_nvpmodel_runs_in_a_session_of_its_own(tmp_path):
+    """Ctrl-C in the terminal reaches the whole foreground process group: nvpmodel, run in ptui's,
+    could be cut half-way through a preset while ptui held the signal until the switch was done.
+    It now runs in a session of its own, out of the terminal's reach."""
+    import os
+    import stat
+    root = fakesys.build(tmp_path / "root")
+    seen = tmp_path / "sid"
+    fake = tmp_path / "nvpmodel"
+    # the session id is /proc/PID/stat's sixth field (read with the shell's builtin alone)
+    fake.write_text(f"#!/bin/sh\nread -r _ _ _ _ _ sid _ < /proc/$$/stat\necho $sid > {seen}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    SysfsBackend(get_device("orin-agx"), root=root, nvpmodel_cmd=str(fake)).run_nvpmodel(2)
+    sid = int(seen.read_text().split()[0])
+    assert sid != os.getsid(0) and sid > 0

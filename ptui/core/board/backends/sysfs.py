@@ -467,10 +467,13 @@ class SysfsBackend(Backend):
 
     # -- nvpmodel presets and persistence ---------------------------------------------------------
     def run_nvpmodel(self, mode_id: int) -> None:
-        """Run `nvpmodel -m mode_id` (also the jtop backend's fallback when its service cannot)."""
+        """Run `nvpmodel -m mode_id` (also the jtop backend's fallback when its service cannot), in
+        a session of its own: Ctrl-C in the terminal went to the whole foreground process group,
+        nvpmodel included, and could cut it half-way through a preset while ptui itself held the
+        signal until the switch was done (board.signals.shielded)."""
         try:
             r = subprocess.run([self.nvpmodel_cmd, "-m", str(mode_id)], capture_output=True, text=True,
-                               timeout=20, input="NO\n")
+                               timeout=20, input="NO\n", start_new_session=True)
         except FileNotFoundError:
             raise BackendError(f"nvpmodel was not found (looked for {self.nvpmodel_cmd!r}); it comes with "
                                f"JetPack (package nvidia-l4t-nvpmodel)") from None
