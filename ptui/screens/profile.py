@@ -54,14 +54,17 @@ def best_text(best) -> str:
 
 def short_name(name: str, device: str) -> str:
     """'resnet18 bs16 11-22 15:54:58' for ptui's automatic names ('<device>-resnet18-bs16-<date>-<time>',
-    'resnet18 bs8,16 ...' for '...-bs8-16-...' over batch sizes); any other name as it is."""
+    'resnet18 bs8,16 ...' for '...-bs8-16-...' over batch sizes), 'tune spec 11-22 15:54:58' for
+    tune's ('tune-<device or auto>-spec-<date>-<time>': it wrapped over three rows at 80 columns);
+    any other name as it is."""
     import re
     stamp = r"(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(-\d+)?"      # auto names end in a time
-    m = re.fullmatch(rf"{re.escape(device)}-(.+)-{stamp}", name)
+    m = re.fullmatch(rf"(tune-(?:{re.escape(device)}|auto)-|{re.escape(device)}-)(.+)-{stamp}", name)
     if not m:
         return name
-    what = re.sub(r"-bs(\d+(?:-\d+)*)$", lambda b: " bs" + b[1].replace("-", ","), m[1])
-    return f"{what} {m[3]}-{m[4]} {m[5]}:{m[6]}:{m[7]}{m[8] or ''}"
+    what = re.sub(r"-bs(\d+(?:-\d+)*)$", lambda b: " bs" + b[1].replace("-", ","), m[2])
+    tune = "tune " if m[1].startswith("tune-") else ""
+    return f"{tune}{what} {m[4]}-{m[5]} {m[6]}:{m[7]}:{m[8]}{m[9] or ''}"
 
 
 def session_label(s, width: int = 42) -> str:

@@ -420,3 +420,14 @@ async def test_screens_show_modes_in_plain_words():
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
         assert "6 cores · CPU 1.50 GHz" in " ".join(_text(app, "#result").split())
+
+
+def test_tunes_automatic_names_are_shortened_like_profiles():
+    """The Pareto screen's list wrapped 'tune-orin-agx-spec-20261127-131013' over three rows at 80
+    columns: only '<device>-...' names were shortened (a user's trial)."""
+    from ptui.screens.profile import short_name
+    assert short_name("tune-orin-agx-spec-20261127-131013", "orin-agx") == "tune spec 11-27 13:10:13"
+    assert short_name("tune-auto-script-20261127-131013-2", "orin-agx") == "tune script 11-27 13:10:13-2"
+    assert short_name("orin-agx-resnet18-bs8-16-20261127-131013", "orin-agx") == "resnet18 bs8,16 11-27 13:10:13"
+    assert short_name("tune-xavier-agx-spec-20261127-131013", "orin-agx") == "tune-xavier-agx-spec-20261127-131013"
+    assert short_name("mine", "orin-agx") == "mine"
