@@ -189,7 +189,21 @@ def cmd_tune(a) -> int:
     _workload_or_script(a)
     if a.session is not None:                   # it names the profile and the model too
         core.check_session_name(a.session)
+    elif a.resume:
+        # a made-up name was 'no session named tune-orin-agx-resnet18-<now> to resume'
+        raise CLIError("--resume needs --session NAME (list them with: ptui sessions)")
+    method_given = a.method is not None
+    a.method = a.method or "auto"
     if a.count == 0 and not a.resume:
+        ignored = [flag for flag, on in (("--seed", a.seed is not None), ("--method", method_given),
+                                         ("--sample-interval", a.sample_interval is not None),
+                                         ("--noise-scale", a.noise_scale is not None),
+                                         ("--samples-to-target", a.samples_to_target is not None))
+                   if on]
+        if ignored:
+            # they were accepted and ignored (a user's trial)
+            raise CLIError(f"--count 0 profiles and fits nothing, so {', '.join(ignored)} would do "
+                           f"nothing; drop {'it' if len(ignored) == 1 else 'them'}")
         if getattr(a, "batch_sizes", None) is not None:
             raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
                            "sizes is not there yet); drop --batch-sizes")
@@ -1755,7 +1769,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser("tune", help="active profile + fit + decision for one goal (+ --apply)",
                         epilog=_words(*WORDS))
     _profile_args(tu, tune=True)
-    tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default="auto")
+    tu.add_argument("--method", choices=("auto", "gp", "powertrain"), default=None,
+                    help="the fit after profiling (default auto)")
     _add_risk(tu)
     tu.add_argument("--apply", action="store_true", help="apply the chosen mode (verified)")
     tu.add_argument("--json", action="store_true", help=JSON_HELP)

@@ -328,3 +328,21 @@ def test_pareto_batch_sizes_on_a_prior_model_does_not_call_it_a_profiles_fit(tmp
     assert rc == 2 and not out, err
     line = err.strip().splitlines()[-1]
     assert "fitted on a profile" not in line and "roofline prior" in line and "32" in line, line
+
+
+def test_count_0_refuses_the_flags_it_would_ignore_and_resume_needs_a_session(cli):
+    """tune --count 0 accepted --seed, --method and --sample-interval and did nothing with them;
+    tune --resume without --session looked for a session named after the moment it ran (a user's
+    trial)."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "30",
+                       "--count", "0", "--seed", "5", "--method", "gp", "--sample-interval", "0.1")
+    assert rc == 2 and not out, err
+    assert err.strip().splitlines()[-1].endswith(
+        "--count 0 profiles and fits nothing, so --seed, --method, --sample-interval would do "
+        "nothing; drop them")
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "30",
+                       "--resume")
+    assert rc == 2 and "--resume needs --session NAME" in err, err
+    rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "30",
+                     "--count", "0")
+    assert rc == 0, err
