@@ -402,8 +402,7 @@ def _tune_prior(a) -> int:
                              batch_size=bs_said, mb_per_epoch=model.about.batches_per_epoch)
     res.update(simulated=simulated, predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=0, profile=None, model=str(td.model_dir), best_measured=None,
-               prior={"source": spec.source or "workload spec", "gflop_per_step": spec.gflop_per_step,
-                      "gbytes_per_step": spec.gbytes_per_step, "batch_size": bs_said},
+               prior=_prior_counts(spec.source, spec.as_dict(), bs_said),
                notes=list(d.notes), applied=False, interval90=_interval90(d))
     if a.command_line and not a.workload_spec:
         _trains_on(res, info.get("device"), on_board=not backend.simulated, prior=True)
@@ -727,6 +726,12 @@ def _fit_prior(a, dev, spec) -> int:
     return EXIT_OK
 
 
+def _prior_counts(source, spec: dict, batch_size) -> dict:
+    """The counts a decision from the roofline prior alone rests on (--json's `prior`)."""
+    return {"source": source or "workload spec", "gflop_per_step": spec.get("gflop_per_step"),
+            "gbytes_per_step": spec.get("gbytes_per_step"), "batch_size": batch_size}
+
+
 def _prior_only_note(model, what: str = "this decision rests") -> str | None:
     """The line a decision (or `what`) from a model with no profiled mode says (stderr), else None."""
     if model.about.kind != core.PRIOR_KIND:
@@ -878,7 +883,9 @@ def cmd_pareto(a) -> int:
     res = core.decision_body(tab, d, model, goal, timed=_timed(model), batch_size=bs, mb_per_epoch=wl_mb,
                              epochs=a.epochs)
     if prior_note:
-        res["interval90"] = _interval90(d)
+        # the counts too, as tune --count 0 says them (README: a prior model's pareto --json)
+        res.update(interval90=_interval90(d), prior=_prior_counts(
+            model.about.trained_on.get("source"), model.meta.get("roofline_spec") or {}, bs))
     if a.epochs and not res["epoch_s"]:
         _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
               "minibatches an epoch has; give --batches-per-epoch N")

@@ -346,3 +346,16 @@ def test_count_0_refuses_the_flags_it_would_ignore_and_resume_needs_a_session(cl
     rc, _, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--budget-w", "30",
                      "--count", "0")
     assert rc == 0, err
+
+
+def test_pareto_json_on_a_prior_model_carries_its_counts_as_tune_does(tmp_path, cli):
+    """tune --count 0 --json said the counts under `prior`; pareto --json on the same kind of model
+    said its intervals but not the counts it rests on (a user's trial)."""
+    import json as js
+    _prior_model(tmp_path, cli)
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--json")
+    assert rc == 0, err
+    d = js.loads(out)
+    assert d["profiled"] == 0 and d["interval90"]
+    assert d["prior"] == {"source": str(tmp_path / "spec.json"), "gflop_per_step": 90.0,
+                          "gbytes_per_step": 6.0, "batch_size": 32}
