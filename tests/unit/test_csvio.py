@@ -228,3 +228,16 @@ def test_a_column_named_twice_is_refused_in_one_line(tmp_path, cli):
     assert rc == 2 and not out and len(err.strip().splitlines()) == 1 and "more than once" in err, err
     ok = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz,note,note", "4,729.6,318.75,665.6,a,b", name="ok.csv")
     assert read_modes(ok, ORIN)[0].cores == 4
+
+
+def test_a_folder_no_file_can_be_made_in_is_refused_up_front(tmp_path):
+    """As root, access() says yes to /proc, and a profile to /proc/x.csv ran every mode before
+    failing with 'folder /proc does not exist'; the check now makes (and removes) a file of its
+    own, and leaves nothing behind where it can."""
+    import os
+
+    from ptui.core.board.csvio import check_out_file
+    with pytest.raises(CSVError, match=r"^/proc/x.csv: cannot write in /proc"):
+        check_out_file("/proc/x.csv")
+    check_out_file(tmp_path / "p.csv")
+    assert os.listdir(tmp_path) == []

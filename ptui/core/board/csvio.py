@@ -624,6 +624,21 @@ def check_out_file(path) -> None:
         raise CSVError(f"{p}: folder {d} does not exist")
     if not os.access(d, os.W_OK | os.X_OK):
         raise CSVError(f"{p}: cannot write in {d} (permission denied)")
+    # a file of ptui's own, made and removed at once: access() says yes to root everywhere, and a
+    # pseudo-filesystem (/proc, /sys) or a read-only mount refused only the finished profile,
+    # after every mode had run ('folder /proc does not exist', a user's trial)
+    probe = d / f".{p.name}.{TMP_TAG}-{os.getpid()}-probe"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as e:
+        raise CSVError(f"{p}: cannot write in {d} ({e.strerror or e})") from None
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
 
 
 # -- profiles over several batch sizes -----------------------------------------------------------
