@@ -159,6 +159,8 @@ def test_a_latency_nothing_meets_says_what_misses_in_plain_figures():
     assert "requests arrive faster than inference serves them" in msg
     assert "% of requests later than 20 ms (the decision allows 0.5 %)" in msg
     assert "later than 20 ms less the tail margin (it allows 2 %)" in msg
+    # --json's closest option names that share for what it is (it was 'within_margin': 1.0)
+    assert e.value.closest_point["over_margin"] == 1.0 and "within_margin" not in e.value.closest_point
     with pytest.raises(InfeasibleError) as e:
         CO.colocate(DEV, TRAIN, "resnet50", 30.0, 12.0, 40.0)
     assert " ms; " in str(e.value) and "p99 " in str(e.value) and "no p99" not in str(e.value)

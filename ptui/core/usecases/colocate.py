@@ -461,14 +461,14 @@ def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str
     near = f"{closest['key']} with inference batch {closest['batch_size']}"
     if not closest["meets_latency"]:
         p99 = closest["latency_p99_ms"]
-        # 'within_margin' is the share of requests later than the budget less ptui's tail margin
+        # 'over_margin' is the share of requests later than the budget less ptui's tail margin
         # (decide's second test); it read '100 % late, 100 % inside the margin', a contradiction
         tail = (f"p99 {p99:.1f} ms" if math.isfinite(p99) else
                 "no p99: requests arrive faster than inference serves them, and the queue grows")
         return (f"no mode and inference batch keeps p99 latency within {latency_ms:g} ms at {rate:g} "
                 f"requests/s with ptui's tail margin; closest: {near}: {tail}; "
                 f"{100 * closest['over_budget']:.1f} % of requests later than {latency_ms:g} ms (the "
-                f"decision allows {100 * MISS_MAX:g} %) and {100 * closest['within_margin']:.1f} % later "
+                f"decision allows {100 * MISS_MAX:g} %) and {100 * closest['over_margin']:.1f} % later "
                 f"than {latency_ms:g} ms less the tail margin (it allows {100 * MISS_MARGIN:g} %) "
                 f"(SIMULATED)")
     return (f"no mode within {budget_w:g} W keeps p99 latency within {latency_ms:g} ms at "
@@ -543,7 +543,7 @@ def _closest(device: Device, train: Workload | None, infer: str, rate, latency_m
     best = min((Pick(i, st.modes[i], b, predict(st, i, rate, latency_ms, b)) for b in st.batches),
                key=lambda p: p.prediction.p99_ms)
     return {**(_point(best, tb) or {}), "meets_latency": False,
-            "within_margin": round(best.prediction.over_margin, 5)}
+            "over_margin": round(best.prediction.over_margin, 5)}
 
 
 def goal_text(rate: float, latency_ms: float, budget_w: float) -> str:
