@@ -192,7 +192,7 @@ def cmd_tune(a) -> int:
     elif a.resume:
         # a made-up name was 'no session named tune-orin-agx-resnet18-<now> to resume'
         raise CLIError("--resume needs --session NAME (list them with: ptui sessions)")
-    method_given = a.method is not None
+    method_given = a.method not in (None, "auto")          # auto, the default, changes nothing
     a.method = a.method or "auto"
     if a.count == 0 and not a.resume:
         ignored = [flag for flag, on in (("--seed", a.seed is not None), ("--method", method_given),
@@ -419,18 +419,21 @@ def _check_prior_session(name: str) -> None:
     import json
     store = core.Store()
     try:
-        had = store.get_session(name) is not None
+        profiled = store.get_session(name) is not None
     finally:
         store.close()
     meta = core.data_dir() / "models" / name / "meta.json"
-    if not had and meta.exists():
+    fitted = False
+    if not profiled and meta.exists():
         try:
-            had = json.loads(meta.read_text(encoding="utf-8")).get("kind") != core.PRIOR_KIND
+            fitted = json.loads(meta.read_text(encoding="utf-8")).get("kind") != core.PRIOR_KIND
         except (OSError, ValueError, AttributeError):
-            had = True
-    if had:
-        raise CLIError(f"session {name!r} already exists, with a model of its profiled modes; "
-                       f"--count 0 would replace it: pick another --session name")
+            fitted = True
+    if profiled or fitted:
+        what = ("a profiling session of that name exists (ptui sessions lists it), and --count 0 "
+                "would write over its model" if profiled else
+                f"{meta.parent} holds a fitted model, which --count 0 would replace")
+        raise CLIError(f"--session {name}: {what}; pick another --session name")
 
 
 def _trains_on(res: dict, device: str | None, *, on_board: bool, prior: bool = False) -> None:
