@@ -129,8 +129,9 @@ class ColocateScreen(Screen):
             self.app.notify_error(str(e))
             # the panel says it too: the toast went and the decision before stayed, as if it
             # answered the fields now on screen
+            shown = "the demo run" if self.ran is not None or self.running else "the decision"
             before = ("" if self.asked is None else
-                      f"\n[dim]the plot is the decision for the fields before: "
+                      f"\n[dim]the plot is {shown} for the fields before: "
                       f"{escape(core.goal_text(*self.asked[2:]))}[/dim]")
             self.query_one("#colo-details", Static).update(f"[red]{escape(str(e))}[/red]{before}")
             return None

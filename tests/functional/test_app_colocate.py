@@ -127,6 +127,11 @@ async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
         text = str(scr.query_one("#colo-details").render())
         assert "demo stopped" in text and "board back in its starting mode" in text
         assert sim.current_mode() == before
+        # a bad field now says the plot is the demo's run, not a decision (a review's trial)
+        scr.query_one("#rate").value = "x"
+        await pilot.press("d")
+        text = str(scr.query_one("#colo-details").render())
+        assert "the plot is the demo run for the fields before" in text, text
 
 
 async def test_quitting_while_the_demo_runs_stops_it_first():

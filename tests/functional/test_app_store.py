@@ -41,3 +41,5 @@ def test_latest_outputs_with_a_busy_store(busy_store):
     p.parent.mkdir(parents=True)
     p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
     assert core.latest_outputs("orin-agx") == (None, None)     # not known to be complete
+    # ... nor said to be unfinished beside Fine-tune's profile (a review's trial)
+    assert core.unfinished_after("orin-agx", None) == []

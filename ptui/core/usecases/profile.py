@@ -1211,9 +1211,23 @@ def unfinished_after(device: str, profile: Path | None) -> list[Path]:
     if newest is None or (profile is not None and newest == profile):
         return []
     since = profile.stat().st_mtime if profile is not None and profile.exists() else -1.0
-    return sorted((p for p in profiles_dir().glob(f"{device}-*.csv")
-                   if p.stat().st_mtime > since and not _complete_profile(p)),
-                  key=lambda p: p.stat().st_mtime)
+    newer = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if p.stat().st_mtime > since),
+                   key=lambda p: p.stat().st_mtime)
+    try:
+        store = Store()
+    except StoreError:
+        return []                       # not known (another process holds the store): not said
+    try:
+        return [p for p in newer if not _finished(store.get_session(p.stem))]
+    except StoreError:
+        return []
+    finally:
+        store.close()
+
+
+def _finished(s) -> bool:
+    """A profile's session (None: gone from the store) finished every mode of its plan."""
+    return s is None or (s.status == "done" and s.n_done == len(s.plan))
 
 
 def _complete_profile(csv: Path) -> bool:
@@ -1229,7 +1243,7 @@ def _complete_profile(csv: Path) -> bool:
         return False
     finally:
         store.close()
-    return s is None or (s.status == "done" and s.n_done == len(s.plan))
+    return _finished(s)
 
 
 def resumable_sessions(device: str) -> list[SessionInfo]:
