@@ -754,8 +754,8 @@ class RooflinePrior:
             starts = starts[np.argsort(cost[tuple(starts.T)], kind="stable")][:ADAPT_STARTS]
             best = (math.inf, 0.0, 0.0, 0.0, math.inf)
             for ijk in starts:
-                here = (float(cost[tuple(ijk)]), *(float(coarse[k][ijk[k]]) for k in range(3)),
-                        float(sse[tuple(ijk)]))
+                here = (float(cost[tuple(ijk)]), float(coarse[0][ijk[0]]), float(coarse[1][ijk[1]]),
+                        float(coarse[2][ijk[2]]), float(sse[tuple(ijk)]))
                 for span in (math.log(64) / 16, math.log(64) / 64, math.log(64) / 256):
                     axes = [np.clip(here[k + 1] + np.linspace(-span, span, 9), lo, hi) for k in range(3)]
                     c2, s2 = grid(s_ms, axes)
