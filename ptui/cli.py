@@ -888,7 +888,7 @@ def cmd_pareto(a) -> int:
     if prior_note:
         # the counts too, as tune --count 0 says them (README: a prior model's pareto --json)
         res.update(interval90=_interval90(d), prior=_prior_counts(
-            model.about.trained_on.get("source"), model.meta.get("roofline_spec") or {}, bs))
+            model.about.trained_on.get("source"), model.about.roofline_spec, bs))
     if a.epochs and not res["epoch_s"]:
         _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
               "minibatches an epoch has; give --batches-per-epoch N")

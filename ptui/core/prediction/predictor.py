@@ -74,6 +74,7 @@ class About:
     metrics: dict[str, Any] = field(default_factory=dict)        # per target: CV scores, outliers
     trained_on: dict[str, Any] = field(default_factory=dict)     # source, modes, device
     created: str = ""                     # when it was fitted (UTC, ISO 8601)
+    roofline_spec: dict[str, Any] = field(default_factory=dict)  # the counts of its roofline prior
 
     @classmethod
     def of(cls, meta: dict) -> "About":
@@ -89,7 +90,8 @@ class About:
                    peak_mem_gb={int(k): float(v) for k, v in (meta.get("peak_mem_gb") or {}).items()},
                    timed=str(meta.get("timed") or ""), time_basis=str(meta.get("time_basis") or "step"),
                    metrics=dict(meta.get("metrics") or {}), trained_on=dict(meta.get("trained_on") or {}),
-                   created=str(meta.get("created") or ""))
+                   created=str(meta.get("created") or ""),
+                   roofline_spec=dict(meta.get("roofline_spec") or {}))
 
 
 ABOUT_FIELDS = frozenset(f.name for f in fields(About))
