@@ -96,7 +96,8 @@ class ApplyScreen(Screen):
             return f" ± {sd:{fmt}}", f" ({wide})" if wide else ""
         t_sd, t_wide = spread("time_ms", ".1f", "ms")
         p_sd, p_wide = spread("power_w", ".2f", "W")
-        expect = (f"{self.basis()} {pred.get('time_ms', float('nan')):.1f} ms{t_sd} per {st.selected_unit}"
+        # '11.1 ± 0.4 ms per iteration': the spread before the unit keeps the unit's words whole
+        expect = (f"{self.basis()} {pred.get('time_ms', float('nan')):.1f}{t_sd} ms per {st.selected_unit}"
                   f"{f' of {st.selected_batch}' if st.selected_batch else ''}{t_wide}, "
                   f"{pred.get('power_w', float('nan')):.2f} W{p_sd}{p_wide}")
         if st.selected_prior and st.selected_basis == "predicted":

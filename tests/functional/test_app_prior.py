@@ -90,7 +90,7 @@ async def test_apply_says_the_priors_time_spread_and_what_it_rests_on(cli, tmp_p
         await app.workers.wait_for_complete()
         await pilot.pause(0.2)
         plan = " ".join(str(app.screen.query_one("#plan").render()).split())
-        assert re.search(r"[\d.]+ ms ± [\d.]+ per minibatch of 32 \(90 % within [\d.]+-[\d.]+ ms\)",
+        assert re.search(r"[\d.]+ ± [\d.]+ ms per minibatch of 32 \(90 % within [\d.]+-[\d.]+ ms\)",
                          plan), plan
         assert re.search(r"W ± [\d.]+ \(90 % within [\d.]+-[\d.]+ W\)", plan), plan
         assert "roofline prior alone" in plan, plan
