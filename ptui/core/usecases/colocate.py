@@ -603,7 +603,7 @@ def colocate_view(device: Device, train: Workload, infer_name: str, rate: float,
         closest = getattr(e, "closest_point", None)
         body = {**infeasible(goal_text(rate, latency_ms, budget_w), str(e), closest), "simulated": True}
     infer = get_inference(infer_name).name
-    st = _stoppable(lambda modes: standalone(device, train, infer, list(modes)), stop)(device.pt_grid())
+    st = _stoppable(source(device, train, infer), stop)(list(device.pt_grid()))
     tab, ok = candidates(st, rate, latency_ms)
     edges = {}
     for b in INFER_BATCHES:
