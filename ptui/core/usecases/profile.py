@@ -1207,12 +1207,11 @@ def unfinished_after(device: str, profile: Path | None) -> list[Path]:
     """The app's profiles of this device newer than `profile` (every one where it is None) that
     did not finish (stopped, failed or still running): what the Fine-tune screen's pre-filled
     profile passed over, said beside it."""
-    newest, _ = latest_paths(device)
-    if newest is None or (profile is not None and newest == profile):
-        return []
     since = profile.stat().st_mtime if profile is not None and profile.exists() else -1.0
     newer = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if p.stat().st_mtime > since),
                    key=lambda p: p.stat().st_mtime)
+    if not newer:
+        return []
     try:
         store = Store()
     except StoreError:
