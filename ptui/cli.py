@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 runtime error, 2 bad input, 3 no feasible mode, 130 interrup
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -464,13 +465,8 @@ def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
     backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    try:
+    with _said_before_stop(backend, _say):      # on stderr, where --json's stdout stays a document
         r = core.apply(backend, mode)
-    except KeyboardInterrupt as e:
-        done = _applied_before_stop(e)
-        if done is not None:            # the pick is on the board: said before the stop (on stderr,
-            _say(_applied(done.message, backend))     # where --json's stdout stays a document)
-        raise
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
     return _applied(r.message, backend)
@@ -1299,13 +1295,8 @@ def cmd_apply(a) -> int:
         if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
-    try:
+    with _said_before_stop(backend):
         res = core.apply(backend, mode, expect_from=p.current)   # the plan shown, or nothing
-    except KeyboardInterrupt as e:
-        done = _applied_before_stop(e)
-        if done is not None:
-            print(_applied(done.message, backend))
-        raise
     if not res.ok:
         raise CLIError(res.message, EXIT_ERR)
     print(_applied(res.message, backend))
@@ -1323,6 +1314,19 @@ def _applied_before_stop(e: BaseException):
     """The verified apply a stop signal waited for (board.apply.apply_mode), or None."""
     done = getattr(e, "applied", None)
     return done if done is not None and done.ok and done.readback is not None else None
+
+
+@contextlib.contextmanager
+def _said_before_stop(backend, say=print):
+    """A stop signal that waited for a verified apply (or a preset's selection) says what was
+    applied, then stops: the custom mode's apply, the preset's and tune --apply's."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        done = _applied_before_stop(e)
+        if done is not None:
+            say(_applied(done.message, backend))
+        raise
 
 
 def _apply_json(a, backend, current, target, holds, steps, do, preset: str | None = None) -> int:
@@ -1415,13 +1419,8 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
-    try:
+    with _said_before_stop(backend):
         got = core.apply_preset(backend, p.id)
-    except KeyboardInterrupt as e:
-        done = _applied_before_stop(e)
-        if done is not None:
-            print(_applied(done.message, backend))
-        raise
     print(_applied(f"selected {p.name}: {got}", backend))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
