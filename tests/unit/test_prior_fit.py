@@ -433,13 +433,11 @@ def test_the_time_and_power_fits_refit_the_prior_once_per_set_of_rows(monkeypatc
     """Each GP of gp-roofmean refits the prior to its training rows (the whole profile, and each
     fold's rows); the power fit asked for the same refits again.  Refitting, three scales searched
     on a grid, is the slow part of a fit with a spec."""
-    from ptui.core.prediction import fit as fitmod
     from ptui.core.prediction.fit import fit_model, n_folds
     prior = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC, "test"))
     sub, t, w = _profile_rows(prior, 12, 4)
     calls = []
     real = RooflinePrior.adapted
     monkeypatch.setattr(RooflinePrior, "adapted", lambda self, *a: calls.append(1) or real(self, *a))
-    fitmod._ADAPTED.clear()
     fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
     assert len(calls) == 1 + n_folds(12)

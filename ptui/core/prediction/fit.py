@@ -20,7 +20,7 @@ the others checking the result (fit_rows, "large profiles" below).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -129,6 +129,10 @@ class ProfiledPrior:
     prior: RooflinePrior
     time_ms: np.ndarray | None = None
     power_w: np.ndarray | None = None
+    # _prior_on's refits, by the rows' bytes: the time and the power fit refit the prior to the
+    # same rows, fold by fold, and once is enough (it is deterministic; three scales searched on a
+    # grid take 0.2 s for 50 modes)
+    refits: dict = field(default_factory=dict, compare=False, repr=False)
 
     def take(self, rows) -> "ProfiledPrior":
         """The same prior with the measurements of `rows` only (a mask or indices), for a fit given
@@ -156,18 +160,10 @@ def _prior_on(roof: ProfiledPrior | None, A: np.ndarray, rows=None) -> RooflineP
         return roof.prior
     sel = slice(None) if rows is None else rows
     args = (np.asarray(A, np.float64)[sel, :4], roof.time_ms[sel], roof.power_w[sel])
-    # the time and the power fit refit it to the same rows, fold by fold: once is enough (it is
-    # deterministic; three scales searched on a grid take 0.2 s for 50 modes)
-    key = (id(roof.prior), *(np.ascontiguousarray(a).tobytes() for a in args))
-    got = _ADAPTED.get(key)
-    if got is None or got[0] is not roof.prior:
-        if len(_ADAPTED) >= 64:
-            _ADAPTED.clear()
-        got = _ADAPTED[key] = (roof.prior, roof.prior.adapted(*args))
-    return got[1]
-
-
-_ADAPTED: dict = {}         # _prior_on's refits: key -> (the prior, its refit)
+    key = tuple(np.ascontiguousarray(a).tobytes() for a in args)
+    if key not in roof.refits:
+        roof.refits[key] = roof.prior.adapted(*args)
+    return roof.refits[key]
 
 
 # fit_model refits the workload's roofline prior to the profiled modes a GP trains on (_prior_on);
