@@ -417,23 +417,20 @@ def _check_prior_session(name: str) -> None:
     alone, is refused, as a profiled tune refuses a session that exists (--count 0 replaced a
     profiled tune's model with the prior's, silently: a user trial).  A prior model of its own
     under that name is replaced, as asked."""
-    import json
     store = core.Store()
     try:
         profiled = store.get_session(name) is not None
     finally:
         store.close()
-    meta = core.data_dir() / "models" / name / "meta.json"
+    model = core.data_dir() / "models" / name
     fitted = False
-    if not profiled and meta.exists():
-        try:
-            fitted = json.loads(meta.read_text(encoding="utf-8")).get("kind") != core.PRIOR_KIND
-        except (OSError, ValueError, AttributeError):
-            fitted = True
+    if not profiled and (model / "meta.json").exists():
+        meta = core.model_meta(model)          # unreadable: not known to be the prior's, kept
+        fitted = meta is None or meta.get("kind") != core.PRIOR_KIND
     if profiled or fitted:
         what = ("a profiling session of that name exists (ptui sessions lists it), and --count 0 "
                 "would write over its model" if profiled else
-                f"{meta.parent} holds a fitted model, which --count 0 would replace")
+                f"{model} holds a fitted model, which --count 0 would replace")
         raise CLIError(f"--session {name}: {what}; pick another --session name")
 
 

@@ -109,14 +109,20 @@ def board_state_dirs() -> list[Path]:
                       and first != Path(SYSTEM_STATE_DIR) else [])
 
 
-def model_of(path: Path, device: str) -> bool:
-    """A saved model directory (its meta.json written: complete) for `device`."""
+def model_meta(path: Path) -> dict | None:
+    """A saved model directory's meta.json (None: not written, or not one ptui can read)."""
     import json
     try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        meta = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and meta.get("device") == device
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def model_of(path: Path, device: str) -> bool:
+    """A saved model directory (its meta.json written: complete) for `device`."""
+    meta = model_meta(path)
+    return meta is not None and meta.get("device") == device
 
 
 def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:
