@@ -358,3 +358,13 @@ def test_certain_mode_exactly_at_the_budget_qualifies_under_risk():
 def test_front_of_nothing_is_an_empty_index_array():
     f = front_indices(np.array([]), np.array([]))
     assert f.dtype.kind == "i" and f.size == 0
+
+
+def test_a_wide_interval_above_a_thousand_is_written_without_an_exponent():
+    """A prior alone's time for a slow workload: "90 % within 31.3-1.32e+03 ms" on the Apply
+    screen and in pareto; now "31.3-1320"."""
+    from ptui.core.decision.pareto import sig3, wide_interval
+    words = wide_interval(202.9, 329.9, "ms", always=True)
+    assert "e+" not in words and words.startswith("90 % within 31.3-13") and words.endswith(" ms")
+    assert [sig3(v) for v in (0.0123, 31.26, 999.4, 1316.2, 123456.0)] == \
+        ["0.0123", "31.3", "999", "1316", "123456"]

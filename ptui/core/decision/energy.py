@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalogue.modes import Mode
-from .pareto import Decision, Table
+from .pareto import Decision, Table, sig3
 
 PER_STEP = "J per step"
 TO_TARGET = "Wh to target"
@@ -68,7 +68,7 @@ class Energy:
         return None if bp is None or (self.maxn is not None and bp.tag == self.maxn.tag) else bp
 
     def _amount(self, p: EnergyPoint) -> str:
-        return f"{p.energy:.3g} {SHORT[self.unit]}"
+        return f"{sig3(p.energy)} {SHORT[self.unit]}"
 
     def _vs(self, p: EnergyPoint | None) -> tuple[str, str]:
         """(how much, which way) of `p` against the least: ('44%', 'more'), ('', 'as much')."""
@@ -84,7 +84,7 @@ class Energy:
         lst = self.least
         at = f" at batch {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else ""
         where = f"Least energy: {lst.mode.describe()}{at}"
-        amount = f"{self._amount(lst)} ({self.source}: {lst.time_ms:.3g} ms, {lst.power_w:.1f} W)."
+        amount = f"{self._amount(lst)} ({self.source}: {sig3(lst.time_ms)} ms, {lst.power_w:.1f} W)."
         first = f"{where}, {amount}"         # one line where it fits, else the figures on their own
         if len(first) > 80:
             first = f"{where}.\n{amount[0].upper()}{amount[1:]}"
@@ -135,7 +135,7 @@ class Energy:
                  (("MAXN", self.more_pct(self.maxn)), (bp.tag if bp else "", self.more_pct(bp)))
                  if x is not None]
         # to target: the panel says 'to target ... Wh' just above
-        amount = self._amount(lst) if self.unit == PER_STEP else f"{lst.energy:.3g} Wh"
+        amount = self._amount(lst) if self.unit == PER_STEP else f"{sig3(lst.energy)} Wh"
         second = amount + ("; " + ", ".join(parts) if parts else "")
         if self.pick is not None and not (self.pick.row is not None and self.pick.row == lst.row):
             x = self.more_pct(self.pick)

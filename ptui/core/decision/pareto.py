@@ -260,6 +260,13 @@ def log_sd(v, sd) -> np.ndarray:
         return np.nan_to_num(np.sqrt(np.log1p((sd / v) ** 2)))
 
 
+def sig3(v: float) -> str:
+    """A figure to three significant digits without an exponent: "31.3", "1320" (the %g form
+    wrote a prior's 90 % interval as "31.3-1.32e+03 ms")."""
+    s = f"{v:.3g}"
+    return f"{v:.0f}" if "e+" in s else s
+
+
 def interval90(value: float, sd: float) -> tuple[float, float]:
     """A figure's 90 % interval (log-normal: median x exp(+-1.645 log-sd))."""
     k = upper_z(0.05) * float(log_sd(np.array(value, float), np.array(sd, float)))
@@ -273,7 +280,7 @@ def wide_interval(value: float, sd: float, unit: str, *, always: bool = False) -
     if not (value > 0 and (always or sd >= 0.5 * value)):
         return ""
     lo, hi = interval90(value, sd)
-    return f"90 % within {lo:.3g}-{hi:.3g} {unit}"
+    return f"90 % within {sig3(lo)}-{sig3(hi)} {unit}"
 
 
 def upper_bound(v, sd, risk: float | None) -> np.ndarray:
