@@ -84,7 +84,7 @@ def predict_arm(arm: str, k: int, dev, modes, idx, tm, pm, prior, ref):
     """The prediction of every grid mode by one arm from the k profiled modes idx (None: the arm
     has no model at k)."""
     if k == 0:
-        return prior.predict(modes) if arm == "prior" else ref.predict(modes)
+        return prior.predictive(modes) if arm == "prior" else ref.predict(modes)
     sub = [modes[i] for i in idx]
     if arm == "no prior":
         if k < 5:

@@ -31,9 +31,10 @@ def test_fit_without_a_profile_is_the_prior_alone_and_pareto_reads_it(cli, tmp_p
     model = load_model(tmp_path / "m")
     assert model.about.kind == "roofline-prior" and model.about.trained_on["modes"] == 0
     assert model.about.batch_size == 32
-    # its predictions are the prior's, spreads included
+    # its predictions are the prior's median over the scales the spec leaves unknown, spreads
+    # included
     modes = AGX.full_space()[::997]
-    want = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC)).predict(modes)
+    want = RooflinePrior(AGX, WorkloadSpec.from_dict(SPEC)).predictive(modes)
     got = model.predict(modes)
     for k in ("time_ms", "power_w", "time_ms_std", "power_w_std"):
         assert np.allclose(got[k], want[k]), k
