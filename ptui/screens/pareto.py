@@ -95,6 +95,8 @@ class ParetoScreen(Screen):
         """What the epoch figures count: an epoch, or 1000 optimizer steps of a script whose epoch
         ptui does not know."""
         self.loaded_path: str | None = None
+        self.newest_seen = None
+        """The app's newest model (else profile) when the screen last opened: a newer one is loaded."""
         self.space = None
         """core.decision.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
         self.pred = None
@@ -165,8 +167,11 @@ class ParetoScreen(Screen):
 
     @on(Select.Changed, "#source")
     def source_chosen(self, event: Select.Changed) -> None:
-        if event.select.is_blank() or (self.loaded_path is not None and Path(str(event.value)).resolve()
-                                        == Path(self.loaded_path).resolve()):
+        # the event's own value: the list may name the loaded source again by the time a blank
+        # one (set_options) arrives, which then loaded a file named 'Select.NULL'
+        if event.value is Select.NULL or event.select.is_blank() or (
+                self.loaded_path is not None
+                and Path(str(event.value)).resolve() == Path(self.loaded_path).resolve()):
             return
         self.query_one("#path", Input).value = str(event.value)
         self.action_load()
@@ -174,9 +179,17 @@ class ParetoScreen(Screen):
     def on_screen_resume(self) -> None:
         st = self.app.state
         self.refresh_sources()
+        # refresh_sources emptied the list's choice: it names what is loaded again (it read
+        # 'saved models and profiles…' over a loaded model after every visit elsewhere)
+        self._sync_source(self.loaded_path)
         inp = self.query_one("#path", Input)
         src = st.model_dir or st.profile_csv
-        if src and inp.value != str(src) and (self.table is None or not inp.value):
+        # a model (or profile) made since the last visit is opened: back from Fine-tune, the
+        # screen kept the previous source's front as if it were the new fit's (a user's trial);
+        # a source the user loaded stays until then
+        new = src is not None and src != self.newest_seen
+        self.newest_seen = src
+        if src and inp.value != str(src) and (new or self.table is None or not inp.value):
             inp.value = str(src)
             self.action_load()
         elif self.table is None and not inp.value:

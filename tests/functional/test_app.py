@@ -827,3 +827,42 @@ async def test_a_running_profiles_notes_stay_on_screen(slower_profiler):
         scr.shutdown()
         await wait_workers(app, pilot)
         assert scr.query_one("#start-row").display
+
+
+async def test_pareto_opens_on_the_model_fitted_since_and_names_it(tmp_path):
+    """A model fitted after Pareto had been visited: back on Pareto, the screen kept the previous
+    source's front and figures, and the saved-sources list read 'saved models and profiles…'
+    (a user's trial).  It now loads the new model and the list names it."""
+    from textual.widgets import Select
+
+    from ptui.core.prediction.predictor import bundled_reference
+    from tests.support.cli import run_cli
+    new = tmp_path / "m-prior"
+    rc, _, err = run_cli("fit", "--device", "orin-agx", "--workload", "resnet18", "--out", new)
+    assert rc == 0, err
+    app, _ = make_app(model_dir=bundled_reference())
+    seen = record_notifications(app)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        assert scr.query_one("#source", Select).value == str(bundled_reference())
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        app.state.model_dir = new                  # what Fine-tune sets once its fit is saved
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.loaded_path == str(new), scr.loaded_path
+        assert "roofline prior alone" in str(scr.query_one("#details").render())
+        # a source the user loads stays loaded over visits, and the list keeps naming it
+        scr.query_one("#path").value = str(bundled_reference())
+        scr.action_load()
+        await wait_workers(app, pilot)
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.loaded_path == str(bundled_reference()), seen
+        assert scr.query_one("#source", Select).value == str(bundled_reference())
