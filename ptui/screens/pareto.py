@@ -6,6 +6,7 @@ measured modes only), without any device.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,29 @@ def _knob_cells(m) -> tuple[str, str, str, str]:
     """A mode's knobs as the front table shows them, in Mode.describe's units: cores, CPU GHz,
     GPU and memory MHz."""
     return str(m.cores), cpu_ghz(m.cpu_mhz), whole_mhz(m.gpu_mhz), whole_mhz(m.mem_mhz)
+
+
+def fit_labels(labels: list[str], room: int) -> list[str]:
+    """The saved-sources list's labels, each at most `room` columns, so that each reads on one
+    line ('model resnet18 bs16 11-27 15:19:08' wrapped over two at 80 columns): a label too long
+    loses its seconds (unless another label then reads the same), then the end of its name before
+    the time (the kind and the time stay: what tells two apart)."""
+    stamp = re.compile(r"(.*) (\d\d-\d\d \d\d:\d\d)(:\d\d)(-\d+)?((?: \(other board\))?)")
+    out = list(labels)
+    for i, label in enumerate(labels):
+        if len(label) <= room:
+            continue
+        m = stamp.fullmatch(label)
+        if m is None:
+            out[i] = label[:max(1, room - 1)] + "…"
+            continue
+        head, short_tail = m[1], f" {m[2]}{m[4] or ''}{m[5]}"
+        # without its seconds where no other label then reads the same
+        tail = short_tail if head + short_tail not in out[:i] + out[i + 1:] else label[len(head):]
+        keep = room - len(tail) - 1
+        out[i] = (head + tail if len(head + tail) <= room else head[:keep] + "…" + tail if keep >= 8
+                  else label[:max(1, room - 1)] + "…")
+    return out
 
 
 class ParetoScreen(Screen):
@@ -162,8 +186,14 @@ class ParetoScreen(Screen):
         ref = core.bundled_reference(dev)
         if (ref / "meta.json").exists():
             opts.append(("ResNet-18 reference (what-if)", str(ref)))     # one line at 80 columns
+        sel = self.query_one("#source", Select)
+        # the list's text room: its width less its border, padding and arrow (the width the
+        # layout gives it at 2/3 of the row beside the Load button, before it is laid out)
+        width = sel.size.width or int((self.app.size.width - 12) * 2 / 3)
+        opts = list(zip(fit_labels([label for label, _ in opts], max(12, width - 8)),
+                        (v for _, v in opts)))
         self.source_values = {v for _, v in opts}
-        self.query_one("#source", Select).set_options(opts)
+        sel.set_options(opts)
 
     @on(Select.Changed, "#source")
     def source_chosen(self, event: Select.Changed) -> None:

@@ -252,3 +252,39 @@ async def test_while_a_profile_runs_the_plan_panel_says_which_one():
         scr.post_message(ProfileFinished("done", None, 6, "resnet18"))
         await pilot.pause(0.2)
         assert str(scr.query_one("#plan").render()).startswith("Plan "), scr.query_one("#plan").render()
+
+
+async def test_saved_sources_fit_on_one_line_at_80_columns(tmp_path):
+    """The Pareto screen's saved models and profiles read on one line each at 80 columns: 'model
+    resnet18 bs16 11-27 15:19:08' wrapped over two, the closed list took a fourth row and the front
+    table lost its only row on screen (a user's trial).  Labels that must shorten stay apart."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from textual.widgets import Select
+
+    from ptui.core.prediction.predictor import bundled_reference
+    models = Path(os.environ["PTUI_DATA_DIR"]) / "models"
+    names = ["orin-agx-resnet18-bs16-20261127-151908", "orin-agx-resnet18-bs16-20261127-151951",
+             "orin-agx-resnet18-bs8-16-32-20261127-152134"]
+    for n in names:
+        shutil.copytree(bundled_reference(), models / n)
+    app, _ = make_app(model_dir=models / names[0])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        sel = scr.query_one("#source", Select)
+        assert sel.value == str(models / names[0])
+        labels = [str(label) for label, _ in sel._options[1:]]
+        assert len(labels) == 4 and len(set(labels)) == 4, labels
+        assert all("resnet18 bs" in label and "11-27" in label for label in labels[:3]), labels
+        assert sel.region.height == 3, sel.region                # one line of text
+        front = scr.query_one("#front")
+        assert front.region.y + 2 <= app.size.height - 1, front.region   # its header and a row
+        await pilot.click("#source")
+        await pilot.pause(0.3)
+        overlay = sel.query_one("SelectOverlay")
+        assert overlay.virtual_size.height == 5, overlay.virtual_size    # one line per choice
