@@ -20,7 +20,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Input, Label, LoadingIndicator, Select, Static
 
@@ -76,7 +76,9 @@ class ColocateScreen(Screen):
             yield Input("35", id="budget")
         with Horizontal():
             yield SafePlot(id="colo-plot", redraw=self.redraw)
-            with Vertical(id="colo-side"):
+            # scrolls: at 80x24 a decision's details run past the screen's bottom (the last
+            # baseline and the plot's legend were cut off, out of reach)
+            with VerticalScroll(id="colo-side"):
                 yield Static(id="colo-details", classes="panel")
                 yield LoadingIndicator(id="colo-spinner")
         yield Footer(show_command_palette=False)

@@ -210,3 +210,21 @@ async def test_a_bad_field_after_a_decision_says_the_plot_is_the_decision_before
         assert "requests/s: give a number, got 'lots'" in text
         assert "the plot is the decision for the fields before" in text and "at 200 req/s" in text
         assert scr.view is view
+
+
+async def test_the_details_can_be_read_to_their_end_at_80x24():
+    """At 80x24 the details of a decision ran past the bottom of the screen: the training-alone
+    baseline's 'over budget' and the plot's legend were cut off, and nothing scrolled to them (a
+    user's trial).  The side panel scrolls (mouse, or Tab to it and the arrow keys)."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _decide(app, pilot, "20", "250", "35")
+        details, side = scr.query_one("#colo-details"), scr.query_one("#colo-side")
+        assert "lines: per inference batch" in str(details.render())
+        hidden = details.outer_size.height - side.scrollable_content_region.height
+        assert hidden > 0                                        # taller than the screen's room
+        assert side.focusable and side.max_scroll_y >= hidden, (side.max_scroll_y, hidden)
+        side.focus()
+        await pilot.press("end")
+        await pilot.pause(0.2)
+        assert side.scroll_y >= hidden
