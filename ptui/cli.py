@@ -354,6 +354,7 @@ def _tune_prior(a) -> int:
     name = a.workload or ("spec" if a.workload_spec else "script")
     session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     timed, t0, simulated = "", time.monotonic(), backend.not_live
+    time_note: str | None = None
     bs_known = True
     if a.command_line and a.workload_spec:
         _info(f"--count 0 with --workload-spec: the counts are {a.workload_spec}'s; "
@@ -370,7 +371,10 @@ def _tune_prior(a) -> int:
     if a.workload_spec:
         spec = core.workload_spec(a.workload_spec)
     elif a.command_line:
-        spec = core.probe_spec(info, a.batch_size)
+        basis, time_note = core.probe_time(info, getattr(a, "time", "auto"))
+        spec = core.probe_spec(info, a.batch_size, basis)
+        if basis == "cycle":
+            timed = core.cycle_timed(timed)
         bs_known = bool(info.get("samples") or a.batch_size)
         of = f" of {spec.batch_size} samples" if bs_known else ""
         _info(f"counted in {time.monotonic() - t0:.1f} s: {spec.gflop_per_step:.3g} GFLOP and "
@@ -407,6 +411,9 @@ def _tune_prior(a) -> int:
                notes=list(d.notes), applied=False, interval90=_interval90(d))
     if a.command_line and not a.workload_spec:
         _trains_on(res, info.get("device"), on_board=not backend.simulated, prior=True)
+        if time_note:
+            res["notes"].append(time_note)
+            _warn(time_note)
     _warn(_prior_only_note(model))
     return _tune_report(a, dev, td, goal, res, batch_size=bs_said, prior=True)
 

@@ -29,7 +29,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.decide": ("load_predictions", "model_predictions", "saved_sources", "tune_decide",
                         "tune_decide_batches", "tune_prior", "view",),
     "usecases.fit": ("fit", "fit_cancellable", "fit_prior", "PRIOR_KIND", "prior_model", "probe_spec",
-                     "workload_spec",),
+                     "probe_time", "workload_spec",),
     "usecases.pool": ("board_id", "board_seed", "check_url", "fit_with_pool", "pool_holds", "pool_summary",
                       "pool_url", "pull_rows", "push_profile", "redact",),
     "usecases.profile": ("ACTIVE_MIN", "check_memory", "default_seed", "estimate_device_s",
@@ -50,7 +50,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
     # profiling
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
-    "profiling.profiler": ("Control", "model_timed", "RestoreFailed", "time_unit", "Timed",),
+    "profiling.profiler": ("Control", "cycle_timed", "model_timed", "RestoreFailed", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
@@ -147,7 +147,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .prediction.pooled import pooled_note
     from .prediction.predictor import bundled_reference, check_predictions, load_model
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
-    from .profiling.profiler import Control, RestoreFailed, Timed, model_timed, time_unit
+    from .profiling.profiler import Control, RestoreFailed, Timed, cycle_timed, model_timed, time_unit
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import (
         CPU_TRAINING_WARNING,
@@ -209,6 +209,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         fit_prior,
         prior_model,
         probe_spec,
+        probe_time,
         workload_spec,
     )
     from .usecases.interleave import (

@@ -350,3 +350,27 @@ def test_a_busy_machines_stalls_are_not_work_outside_the_steps(tmp_path, cli):
     assert "outside the optimizer steps" not in err or "warning: on this machine" not in err, err
     row = _rows(out)[0]
     assert float(row["outside_pct"] or 0) < 25, row           # under the share that decides on cycles
+
+
+@pytest.mark.slow
+def test_tune_count_0_on_a_ppo_like_script_decides_on_the_whole_cycle(cli):
+    """tune --count 0 counted one iteration of a PPO-like loop (8 short optimizer steps per CPU
+    rollout) from 5 host iterations with no rollout in them, and predicted the step alone (3.9 ms
+    per optimizer step) without a word, where a profile of the same script says 72 % of its wall
+    time is outside the steps and decides on the whole cycle.  The count now times the host over
+    the profile's window, warns, and prices the work between the steps as the script's CPU work
+    (--time step keeps the step alone, and says what it leaves out)."""
+    import json
+    rc, out, err = cli("tune", "--device", "orin-agx", "--count", "0", "--budget-w", "30", "--json",
+                       "--", sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert "whole cycle" in d["timed"], d["timed"]
+    assert "% of the wall time is outside the optimizer steps" in err, err
+    assert any("outside the optimizer steps" in n for n in d["notes"]), d["notes"]
+    rc, out, err = cli("tune", "--device", "orin-agx", "--count", "0", "--budget-w", "30", "--json",
+                       "--time", "step", "--", sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    s = json.loads(out)
+    assert "whole cycle" not in s["timed"] and "leaves out" in err, err
+    assert d["predicted"]["time_ms"] > 1.5 * s["predicted"]["time_ms"], (d["predicted"], s["predicted"])

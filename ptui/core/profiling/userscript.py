@@ -876,8 +876,23 @@ def count_script(backend: Backend, argv, log_path: Path, *, startup_timeout: flo
                        notify=notify, whatif=True)
     src.start()
     try:
-        # a few iterations past the measured one: the loading of its batches is timed by then
-        info, _ = src._measure_model(lambda host: len(host) >= COUNT_ITERATIONS, "one whole iteration")
+        # a few iterations past the measured one (the loading of its batches is timed by then),
+        # over the what-if profile's host window: the work between some steps only (a PPO
+        # rollout every 8 steps) is in it (5 iterations alone held none, and the step was
+        # predicted without it)
+        info, host = src._measure_model(
+            lambda host: len(host) >= COUNT_ITERATIONS and _host_window_done(host),
+            "one whole iteration")
     finally:
         src.stop()
+    if host and not info.get("error"):
+        info = dict(info, host_step_ms=statistics.median(host) * 1000.0,
+                    host_cycle_ms=host_cycle_ms(host, src.host_cpu))
     return info, src.it.timed()
+
+
+def count_outside_share(info: dict) -> float:
+    """The share of the host's wall time outside the optimizer steps in a count (count_script's
+    host_step_ms and host_cycle_ms); 0 where it was not timed."""
+    step, cycle = info.get("host_step_ms"), info.get("host_cycle_ms")
+    return max(0.0, 1.0 - step / cycle) if step and cycle else 0.0

@@ -7,11 +7,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..board.csvio import profile_batch_sizes, profile_tags, profile_time, read_profile_measured
+from ..board.csvio import (
+    OUTSIDE_WARN,
+    outside_note,
+    profile_batch_sizes,
+    profile_tags,
+    profile_time,
+    read_profile_measured,
+)
 from ..catalogue.devices import get_device
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, RuntimeFailure
@@ -26,9 +33,16 @@ from ..prediction.fit import (
 )
 from ..prediction.gp import raw_modes
 from ..prediction.predictor import Model, bundled_reference, load_model
-from ..prediction.roofline import PRIOR_KIND, RooflinePrior, RooflineTarget, WorkloadSpec, anchored_spec
+from ..prediction.roofline import (
+    HOST_REF_MHZ,
+    PRIOR_KIND,
+    RooflinePrior,
+    RooflineTarget,
+    WorkloadSpec,
+    anchored_spec,
+)
 from ..profiling.profiler import keep_timed
-from ..profiling.userscript import compiled_step_bytes
+from ..profiling.userscript import compiled_step_bytes, count_outside_share
 from ..progress import SAVING, SAVING_STEP, Step
 
 if TYPE_CHECKING:
@@ -81,14 +95,40 @@ def workload_spec(spec_path=None, workload: str | None = None, batch_size=None):
     return anchored_spec(w)
 
 
-def probe_spec(info: dict, batch_size: int | None = None):
+def probe_spec(info: dict, batch_size: int | None = None, basis: str = "step"):
     """The roofline spec of one iteration the probe counted (profiling.userscript.count_script):
     its FLOPs and bytes (plus what a compiled optimizer step touches unseen) over its samples.
-    A count with no FLOPs or bytes (a compiled or non-torch model) is a SpecError line."""
+    basis 'cycle': the host's work between the steps (count_script's host_cycle_ms over its
+    host_step_ms: rollouts, validation) is main-thread work while the GPU waits (serial_ms, at this
+    machine's clock stated at the reference clock, as host_ms is), so the prior predicts the whole
+    cycle.  A count with no FLOPs or bytes (a compiled or non-torch model) is a SpecError line."""
     info = dict(info)
     if batch_size and not info.get("samples"):
         info["batch_size"] = int(batch_size)
-    return WorkloadSpec.from_probe(info, extra_bytes=compiled_step_bytes(info))
+    spec = WorkloadSpec.from_probe(info, extra_bytes=compiled_step_bytes(info))
+    step, cycle = info.get("host_step_ms"), info.get("host_cycle_ms")
+    if basis == "cycle" and step and cycle and cycle > step:
+        mhz = float(info.get("host_mhz") or HOST_REF_MHZ)
+        spec = replace(spec, serial_ms=(spec.serial_ms or 0.0) + (cycle - step) * mhz / HOST_REF_MHZ,
+                       cpu_mhz=HOST_REF_MHZ)
+    return spec
+
+
+def probe_time(info: dict, time_basis: str = "auto") -> tuple[str, str | None]:
+    """What a decision on a probe's count predicts: 'step' (the optimizer step alone) or 'cycle'
+    (the whole cycle, the work between the steps included), as --time asks, else the whole cycle
+    where more than OUTSIDE_WARN of the host's wall time was outside the steps, as a profile's fit
+    decides; with the warning to say where that share is large (None: nothing to say)."""
+    share = count_outside_share(info)
+    basis = time_basis if time_basis in ("step", "cycle") else ("cycle" if share > OUTSIDE_WARN else "step")
+    if share <= OUTSIDE_WARN:
+        return basis, None
+    said = outside_note(share, info.get("host_step_ms"), info.get("host_cycle_ms"))
+    if basis == "cycle":
+        return basis, (f"on this machine {said}: the prediction is per step over the whole cycle, "
+                       f"that work priced as the script's CPU work (--time step: the step alone)")
+    return basis, (f"on this machine {said}: the prediction is the optimizer step alone, as --time "
+                   f"step asks, and leaves out that work (rollouts, validation, data waits)")
 
 
 def roofline_of(device, spec):
