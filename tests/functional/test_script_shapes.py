@@ -48,6 +48,42 @@ def test_closure_words_in_time_unit():
     assert time_unit("one " + it.timed()).startswith("optimizer step with a closure (5 closure")
 
 
+def test_optimizers_stepping_at_different_rates_are_named():
+    """A WGAN's critic (the first optimizer used) steps 5 times per generator step: the unit was
+    labelled 'iteration of 2 optimizers (1 optimizer steps, 1 backward passes)'."""
+    from ptui.core.profiling.profiler import time_unit
+    from ptui.core.profiling.userscript import _Iterations
+    it = _Iterations()
+    t = 0.0
+    for _ in range(4):
+        for _ in range(5):
+            it.step(t, 0, 1, False)
+            t += 1.0
+        it.step(t, 1, 1, False)
+    assert it.uneven
+    assert it.timed().startswith("step of the first of 2 optimizers, which step at different rates")
+    assert time_unit("one " + it.timed()).startswith("step of the first of 2 optimizers")
+    gan = _Iterations()                          # a plain GAN: one step of each per iteration
+    for k in range(6):
+        gan.step(float(k), 0, 1, False)
+        gan.step(k + 0.5, 1, 1, False)
+    assert not gan.uneven and gan.timed().startswith("iteration of 2 optimizers (2 optimizer steps")
+
+
+@pytest.mark.slow
+def test_a_wgan_whose_critic_steps_more_often_is_warned(tmp_path, cli):
+    """The WGAN script profiled: the unit is named and warned of (it was timed per critic step as
+    'one iteration of 2 optimizers (1 optimizer steps, 1 backward passes)', silently)."""
+    out = tmp_path / "w.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "1", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "wgan_critic.py")
+    assert rc == 0, err
+    assert "warning: the script's 2 optimizers step at different rates" in err, err
+    assert "1 optimizer steps" not in err, err
+    (r,) = _rows(out)
+    assert "step of the first of 2 optimizers" in r["timed"], r["timed"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("board", ["simulated", "emulated"])
 def test_a_manual_update_without_an_optimizer_step_is_named_quickly(tmp_path, cli, monkeypatch,

@@ -295,6 +295,15 @@ class _Iterations:
         self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
         return done
 
+    @property
+    def uneven(self) -> bool:
+        """Several optimizers, and some recent step-to-step interval of the first holds no step of
+        another: the first steps more often (a WGAN's critic, n_critic times per generator step),
+        so the unit timed and counted (from the first's step to its next) is not a whole
+        iteration."""
+        return self.optimizers > 1 and bool(self.per_iter_steps) and \
+            min(self.per_iter_steps[-20:]) < self.optimizers
+
     def timed(self) -> str:
         """What one timed unit is, in words (CSV column `timed`, CLI)."""
         if not self.per_iter_steps:
@@ -302,6 +311,11 @@ class _Iterations:
         k = statistics.median(self.per_iter_steps[-20:])
         bw = statistics.median(self.per_step_bw[-20:])
         cl = statistics.median(self.per_step_cl[-20:])
+        if self.uneven:
+            mean = statistics.mean(self.per_iter_steps[-20:])
+            return (f"step of the first of {self.optimizers} optimizers, which step at different "
+                    f"rates ({mean:.3g} optimizer steps per step of the first: not a whole "
+                    f"iteration of all of them)")
         if self.optimizers > 1:
             return (f"iteration of {self.optimizers} optimizers ({k:g} optimizer steps, "
                     f"{(bw + cl) * k:g} backward passes)")
@@ -398,6 +412,7 @@ class ScriptSource:
         self._timed_changed = ""             # what one step was before it changed mid-profile
         self._timed_unsaved: dict | None = None   # the label not yet in the session store ...
         self._timed_saved_at = float("-inf")      # ... and when the last one went there
+        self._uneven_said = False            # the optimizers' different rates were warned of
 
     @property
     def steps(self) -> int:
@@ -621,6 +636,16 @@ class ScriptSource:
             self._timed_unsaved = {"timed": label + "one " + timed + tail}
             if not self._timed_changed:          # once warned, the changes go on unsaid
                 self.notify(f"timing one {timed}: time_ms is the time of one such unit")
+            if self.it.uneven and not self._uneven_said:
+                # a WGAN (5 critic steps per generator step) was timed and counted per critic
+                # step, labelled 'one iteration of 2 optimizers (1 optimizer steps, 1 backward
+                # passes)', with no word (the probe trial)
+                self._uneven_said = True
+                self.notify(f"warning: the script's {self.it.optimizers} optimizers step at "
+                            f"different rates (the first, in order of use, more often than the "
+                            f"others): ptui times and counts from one step of the first to its "
+                            f"next, not a whole iteration of all of them; a decision's times are "
+                            f"per step of the first")
         self._save_timed()
 
     def _save_timed(self, force: bool = False) -> None:
