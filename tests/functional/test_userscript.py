@@ -92,6 +92,30 @@ def test_script_that_never_steps(tmp_path):
     assert src.proc.poll() is not None
 
 
+def test_a_script_that_only_runs_inference_is_not_only_told_to_wait_longer(tmp_path):
+    """An inference-only script (forward passes, no backward(), no step) was told only that it may
+    need longer to start and to raise --startup-timeout (600 s by default)."""
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.clock import RealClock
+    from ptui.core.profiling.profiler import ProfileError
+    from ptui.core.profiling.userscript import ScriptSource
+    infer = tmp_path / "infer.py"
+    infer.write_text("import torch\nm = torch.nn.Linear(8, 2).eval()\nwith torch.no_grad():\n"
+                     "    while True:\n        m(torch.randn(4, 8))\n")
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(infer)], tmp_path / "log", first_step_timeout=1.5,
+                       whatif=False)
+    src.start()
+    try:
+        with pytest.raises(ProfileError, match="called no backward.. either: a script that only "
+                           "runs inference or evaluation has no training step"):
+            for _ in src.events(0.1):
+                pass
+    finally:
+        src.stop()
+
+
 @pytest.mark.slow
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
     from tests.support import fakesys

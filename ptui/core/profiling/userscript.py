@@ -611,10 +611,15 @@ class ScriptSource:
             + f"; full log: {self.log_path}")
 
     def _never_stepped(self) -> ProfileError:
+        # a script that only runs inference (forward passes, no backward()) was told only to
+        # raise --startup-timeout, as if it were slow to start (the probe trial)
+        none = ("" if self.backward_calls else
+                "; it called no backward() either: a script that only runs inference or "
+                "evaluation has no training step for ptui to time")
         return ProfileError(f"the training script is still running but has taken no optimizer step "
                             f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
-                            f"(torch.compile, data preparation) raise --startup-timeout; its output "
-                            f"is in {self.log_path}")
+                            f"(torch.compile, data preparation) raise --startup-timeout{none}; its "
+                            f"output is in {self.log_path}")
 
     def _say_timed(self) -> None:
         timed = self.it.timed()
