@@ -309,7 +309,10 @@ def test_a4_still_starting_is_not_never_stepping(tmp_path):
     src = _source(tmp_path, [sys.executable, slow, "100000"], first_step_timeout=60,
                   notify=said.append, progress_every=0.5)
     assert len(_minibatches(src, 2)) == 2
-    assert any(m.startswith("still starting: the script is running") for m in said)
+    starting = [m for m in said if m.startswith("still starting: the script is running")]
+    assert starting
+    # before its first backward() the user is told what an inference-only script would mean
+    assert "no backward() either" in starting[0] and "only runs inference" in starting[0]
 
 
 def test_a4_startup_timeout_flag(tmp_path, script, cli):

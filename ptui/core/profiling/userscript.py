@@ -589,7 +589,11 @@ class ScriptSource:
             limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
                      f"first backward() without a step")
         else:
-            bw, limit = "", f"limit --startup-timeout {self.first_step_timeout:.0f} s"
+            # nor a backward(): a script that only runs inference waited out the whole start-up
+            # timeout (600 s) told only that it was starting (the probe trial)
+            bw, limit = "", (f"limit --startup-timeout {self.first_step_timeout:.0f} s; no "
+                             f"backward() either: a script that only runs inference or evaluation "
+                             f"has no training step to time")
         self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
                     f"no optimizer step after {waited:.0f} s ({limit})"
                     + (f"; last output: {tail}" if tail else ""))
