@@ -480,3 +480,34 @@ def test_the_readmes_one_host_pool_runs_as_written(tmp_path):
     meta = json.loads((tmp_path / "unit3-pooled" / "meta.json").read_text())
     pooled = meta["trained_on"]["pooled"]
     assert pooled["boards"] == 2 and pooled["own_rows"] == 5 and pooled["power_factor"] > 1.05
+
+
+def test_a_pulled_csv_of_other_boards_is_not_pushed_or_fitted_as_this_boards(monkeypatch, tmp_path, cli):
+    """`ptui pool pull` writes the fleet's rows with a `board` column; `ptui pool push --profile
+    fleet.csv` then added every other board's rows again as this board's (a fleet trial: the pool
+    held 15 rows of 3 boards twice, and the next pooled fit read this board's factor off them).
+    A CSV naming other boards is refused in one line (exit 2) by push and by `fit --pool`, and the
+    pool is left as it was; a CSV of this board's own rows still goes."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    for board in ("orin-01", "orin-02"):
+        monkeypatch.setenv("PTUI_BOARD_ID", board)
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                         "--count", "3", "--session", f"s-{board}", "--out", tmp_path / f"{board}.csv")
+        assert rc == 0, err
+    rc, _, err = cli("pool", "pull", "--device", "orin-agx", "--out", tmp_path / "fleet.csv")
+    assert rc == 0, err
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-03")
+    for args in (("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "fleet.csv"),
+                 ("fit", "--device", "orin-agx", "--profile", tmp_path / "fleet.csv", "--pool",
+                  "--out", tmp_path / "m")):
+        rc, out, err = cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+        assert "orin-01" in err and "orin-02" in err and "not this board's" in err, err
+    assert len(Pool(url).rows(device="orin-agx")) == 6 and not (tmp_path / "m").exists()
+    rc, _, err = cli("pool", "pull", "--device", "orin-agx", "--board", "orin-01", "--out", tmp_path / "o1.csv")
+    assert rc == 0, err
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-01")
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "o1.csv", "--pool",
+                       "--out", tmp_path / "m1")
+    assert rc == 0, out + err

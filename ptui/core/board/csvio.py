@@ -534,6 +534,17 @@ def profile_tags(path) -> dict[str, str]:
     return out
 
 
+def profile_boards(path) -> set[str]:
+    """The boards a CSV's `board` column names (a `ptui pool pull` CSV has one; a profile has
+    none: an empty set)."""
+    got = _text_rows(Path(path))
+    if got is None or "board" not in got[0]:
+        return set()
+    header, rows = got
+    i = header.index("board")
+    return {r[i].strip() for r in rows if len(r) > i and r[i].strip()}
+
+
 def is_profile_of(path, session: str) -> bool:
     """True when `path` is a ptui profile CSV whose every row belongs to `session` (a file too big
     to read whole is not: it is kept aside rather than overwritten)."""

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..board.csvio import SPREAD_COLS, _distinct_rows, measured_uncertainty, profile_batch_sizes, profile_tags
+from ..board.csvio import (
+    SPREAD_COLS,
+    _distinct_rows,
+    measured_uncertainty,
+    profile_batch_sizes,
+    profile_boards,
+    profile_tags,
+)
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError
 from ..paths import model_dir
@@ -52,6 +59,18 @@ def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
     return rows, tags
 
 
+def _check_board(profile, board: str) -> None:
+    """A CSV whose `board` column names other boards (a `ptui pool pull` of the fleet) is not this
+    board's profile: pushed or fitted as this board's, it would add the fleet's rows again under
+    this board's id."""
+    others = sorted(profile_boards(profile) - {board})
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise InputError(f"{profile} holds rows of board{'s' * (len(others) > 1)} {shown}, not this "
+                         f"board's ({board!r}): give a profile this board made (a `ptui pool pull` "
+                         f"CSV is the fleet's), or --board naming the board that made it")
+
+
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
     wl = workload or tags.get("workload")
     if not wl:
@@ -85,8 +104,10 @@ def push_profile(profile: Path | str, device, *, url: str | None = None, board: 
     the pool's name)."""
     rows, tags = _profile_rows(profile, device)     # a bad profile is refused before connecting
     _what(profile, tags, workload, batch_size)
+    me = board or board_id()
+    _check_board(profile, me)
     with open_pool(url) as pool:
-        added, had = push_to(pool, profile, device, board=board or board_id(), workload=workload,
+        added, had = push_to(pool, profile, device, board=me, workload=workload,
                              batch_size=batch_size, simulated=simulated)
         return added, had, pool.where
 
@@ -94,6 +115,7 @@ def push_profile(profile: Path | str, device, *, url: str | None = None, board: 
 def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: str | None = None,
             batch_size: int | None = None, simulated: bool | None = None) -> tuple[int, int]:
     """Send a profile CSV's rows to an open pool as `board`'s; (added, already there)."""
+    _check_board(profile, board)
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, batch_size)
     sim = _simulated(profile) if simulated is None else simulated
@@ -192,6 +214,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     own rows; the model says it was pooled (trained_on.pooled)."""
     t0 = time.perf_counter()
     me = board or board_id()
+    _check_board(profile, me)
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, None)
     check_spec_batch(spec, b)
