@@ -186,6 +186,22 @@ def test_role_stops_a_host_whose_goal_no_mode_meets_and_keeps_no_decision(tmp_pa
     assert emulator.read_mode(root) == before
 
 
+def test_role_refuses_tune_args_given_as_one_string(tmp_path):
+    """`-e ptui_tune_args='["--count","3"]'` (key=value: a string, not a list) was passed to ptui
+    tune one character at a time: "one workload at a time: --workload resnet18 ... or -- '[' '"'
+    - - c o u n t ..." (a fleet trial).  The role now stops the host first, saying the variable is
+    a list and how to give one, and nothing runs."""
+    data = tmp_path / "data"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sim", "ptui_device": "orin-agx",
+        "ptui_data_dir": str(data), "ptui_budget_w": 20}}}}))
+    counts, out, _ = play(tmp_path, inventory, "-e", 'ptui_tune_args=["--count","3"]', rc=2)
+    assert counts["b"]["failed"] == 1 and "ptui_tune_args is a list" in out, out
+    assert not data.exists()
+
+
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).is_file()), None)
 
 
