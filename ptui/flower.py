@@ -61,6 +61,8 @@ METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "
 SETTLE_WINDOW_S, SETTLE_TOL, SETTLE_MIN_S = 1.0, 0.03, 1.0
 FIT_MODES = 20                    # modes profiled for a node's first model of a workload (tune's
                                   # default count; 12 left the split's round times 20 % off)
+MIN_FIT_MODES = 3                 # the fewest a node's fit takes: its catalog workload's roofline prior
+                                  # and 3 modes (ptui fit --workload-spec's minimum)
 POOL_MODES = 5                    # modes a node profiles when the fleet's pool holds FIT_MODES rows or
                                   # more of its type (benchmarks/eval_pool.py: 5 a board + the fleet's)
 HOLD_STEPS = 3                    # the most a round steps down to hold its watts (_Hold)
@@ -279,6 +281,9 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     with a power budget whose board, once its power settled, draws more than the budget (a unit
     that draws more than its model's typical unit) steps down to the mode its measured watts allow
     and trains on in it (said in the reply's notes); the watts reported are the new mode's."""
+    if fit_modes < MIN_FIT_MODES:
+        raise core.InputError(f"fit_modes must be at least {MIN_FIT_MODES} (the modes a node profiles for "
+                              f"its first model, beside its workload's roofline prior), got {fit_modes}")
     if pool_modes < 1:
         raise core.InputError(f"pool_modes must be at least 1 (a board's factor needs a mode of its own), "
                               f"got {pool_modes}")

@@ -33,7 +33,7 @@ from flwr.serverapp.strategy import FedAvg
 from flwr.simulation import run_simulation
 
 from ptui import core
-from ptui.flower import FIT_MODES, UNIT_SPREAD, PtuiFleet, ptui_power_mod
+from ptui.flower import FIT_MODES, MIN_FIT_MODES, UNIT_SPREAD, PtuiFleet, ptui_power_mod
 
 # partition k runs on DEVICES[k]: four Orin AGX, three AGX Xavier, three Orin Nano
 DEVICES = ["orin-agx", "xavier-agx", "orin-nano", "orin-agx", "xavier-agx", "orin-nano", "orin-agx",
@@ -80,6 +80,9 @@ def parse() -> argparse.Namespace:
         p.exit(2, f"{p.prog}: --reserve-spread must be within 0-1, got {a.reserve_spread:g}\n")
     if not 0 <= a.margin <= 1:
         p.exit(2, f"{p.prog}: --margin must be within 0-1, got {a.margin:g}\n")
+    if a.fit_modes < MIN_FIT_MODES:
+        p.exit(2, f"{p.prog}: --fit-modes must be at least {MIN_FIT_MODES} (a node's fit), "
+                  f"got {a.fit_modes}\n")
     if a.rounds < 1 or a.cap_w <= 0:
         p.exit(2, f"{p.prog}: --rounds must be >= 1 and --cap-w > 0\n")
     # what would fail only after the whole run, or in every node: refused before Ray starts

@@ -1209,6 +1209,18 @@ def test_fleet_sim_refuses_bad_input_before_flower_starts(args, said):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
 
+@pytest.mark.parametrize("fit_modes", [0, 2, -1])
+def test_a_mod_asked_to_fit_on_too_few_modes_is_refused_when_made(fit_modes):
+    """`fleet_sim.py --fit-modes 0` started Ray and every node's round raised ("--count must be
+    between 1 and 4368 here, got 0", a traceback a node), exit 1; 2 would profile 2 modes a node
+    and fail the fit.  The mod refuses it when made, and fleet_sim.py before Flower starts."""
+    with pytest.raises(flower.core.InputError, match="fit_modes must be at least 3"):
+        flower.ptui_power_mod(fit_modes=fit_modes)
+    r = _script("fleet_sim.py", "--rounds", "1", "--fit-modes", str(fit_modes))
+    assert r.returncode == 2 and "--fit-modes must be at least 3" in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+
+
 def test_fleet_sims_nodes_send_nothing_to_the_users_pool_unless_named():
     """$PTUI_POOL left set by the pool's README section sent the SIMULATED nodes' rows to that pool."""
     import importlib.util
