@@ -1014,6 +1014,13 @@ class PtuiFleet(Strategy):
             raise core.InputError("PtuiFleet needs a goal: cap_w, deadline_s or objective='energy'")
         if cap_w is not None and deadline_s is not None:
             raise core.InputError("give a fleet power cap or a round deadline, not both")
+        # a goal that is no goal is refused here, not in every node's round (nan was split and sent)
+        if cap_w is not None:
+            cap_w = core.number(cap_w, "cap_w", gt=0)
+        if deadline_s is not None:
+            deadline_s = core.number(deadline_s, "deadline_s", gt=0)
+        if objective is not None and objective != "energy":
+            raise core.InputError(f"objective must be 'energy', got {objective!r}")
         self.strategy = strategy
         self.cap_w, self.deadline_s, self.objective = cap_w, deadline_s, objective
         self.devices = devices

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -83,8 +84,8 @@ def parse() -> argparse.Namespace:
     if a.fit_modes < MIN_FIT_MODES:
         p.exit(2, f"{p.prog}: --fit-modes must be at least {MIN_FIT_MODES} (a node's fit), "
                   f"got {a.fit_modes}\n")
-    if a.rounds < 1 or a.cap_w <= 0:
-        p.exit(2, f"{p.prog}: --rounds must be >= 1 and --cap-w > 0\n")
+    if a.rounds < 1 or not (math.isfinite(a.cap_w) and a.cap_w > 0):
+        p.exit(2, f"{p.prog}: --rounds must be >= 1 and --cap-w > 0 (a finite number of watts)\n")
     # what would fail only after the whole run, or in every node: refused before Ray starts
     if a.pool:
         try:

@@ -1221,6 +1221,32 @@ def test_a_mod_asked_to_fit_on_too_few_modes_is_refused_when_made(fit_modes):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
 
+@pytest.mark.parametrize("kw, said", [
+    ({"cap_w": float("nan")}, "cap_w must be a finite number"),
+    ({"cap_w": float("inf")}, "cap_w must be a finite number"),
+    ({"cap_w": 0}, "cap_w must be above 0"),
+    ({"cap_w": -150}, "cap_w must be above 0"),
+    ({"cap_w": "150 W"}, "cap_w must be a number"),
+    ({"deadline_s": 0}, "deadline_s must be above 0"),
+    ({"objective": "enrgy"}, "objective must be 'energy'"),
+])
+def test_a_fleet_goal_that_is_no_goal_is_refused_when_the_strategy_is_made(kw, said):
+    """PtuiFleet(cap_w=nan) split a nan cap and sent every node 'power-budget-w' nan; -150 gave every
+    node its least mode; objective='enrgy' went to every node, whose round then raised.  The
+    strategy now refuses them when made, in one line."""
+    with pytest.raises(core.InputError, match=said):
+        flower.PtuiFleet(FedAvg(fraction_train=1.0), **kw)
+
+
+@pytest.mark.parametrize("cap", ["nan", "inf"])
+def test_fleet_sim_refuses_a_cap_that_is_no_number_of_watts(cap):
+    """`--cap-w nan` ran the fleet and exited 0 with 'nan W share each'; `--cap-w inf` put every
+    node at its fastest and called MAXN's 348.6 W 'within the cap'."""
+    r = _script("fleet_sim.py", "--rounds", "1", "--cap-w", cap)
+    assert r.returncode == 2 and "--cap-w" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+
+
 def test_fleet_sims_nodes_send_nothing_to_the_users_pool_unless_named():
     """$PTUI_POOL left set by the pool's README section sent the SIMULATED nodes' rows to that pool."""
     import importlib.util
