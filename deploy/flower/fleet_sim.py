@@ -89,12 +89,18 @@ def parse() -> argparse.Namespace:
     # what would fail only after the whole run, or in every node: refused before Ray starts
     if a.pool:
         try:
-            core.check_url(a.pool)
+            kind, path = core.check_url(a.pool)
+            if kind == "sqlite" and os.path.exists(path):
+                core.pool_summary(a.pool)      # a file of another program: refused, left as it is
         except core.PtuiError as e:
             p.exit(2, f"{p.prog}: --pool: {e}\n")
     if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
         p.exit(2, f"{p.prog}: --json: no folder {os.path.dirname(os.path.abspath(a.json))} to write "
                   f"{os.path.basename(a.json)} in\n")
+    if a.json and os.path.isdir(a.json):
+        p.exit(2, f"{p.prog}: --json: {a.json} is a folder: name a file to write the rounds to\n")
+    if os.path.exists(a.data_dir) and not os.path.isdir(a.data_dir):
+        p.exit(2, f"{p.prog}: --data-dir: {a.data_dir} is not a folder\n")
     import importlib.util
     if importlib.util.find_spec("ray") is None:
         p.exit(2, f"{p.prog}: Flower's simulation engine needs Ray: "

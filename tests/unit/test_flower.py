@@ -1247,6 +1247,23 @@ def test_fleet_sim_refuses_a_cap_that_is_no_number_of_watts(cap):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
 
+@pytest.mark.parametrize("what", ["json-folder", "data-dir-file", "pool-not-a-pool"])
+def test_fleet_sim_refuses_paths_that_fail_only_in_the_run(tmp_path, what):
+    """`--json DIR` (a folder) ran the whole simulation and then ended in a traceback
+    (IsADirectoryError), exit 1; `--data-dir FILE` and `--pool sqlite:///FILE` (a file that is no
+    ptui pool) ran every round with every node raising, exit 1.  Each is one line, exit 2, before
+    Flower starts, and the file is left as it was."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine\n")
+    args = {"json-folder": ("--json", str(tmp_path)),
+            "data-dir-file": ("--data-dir", str(afile)),
+            "pool-not-a-pool": ("--pool", f"sqlite:///{afile}")}[what]
+    r = _script("fleet_sim.py", "--rounds", "1", *args)
+    assert r.returncode == 2 and args[0] in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+    assert afile.read_text() == "mine\n"
+
+
 def test_fleet_sims_nodes_send_nothing_to_the_users_pool_unless_named():
     """$PTUI_POOL left set by the pool's README section sent the SIMULATED nodes' rows to that pool."""
     import importlib.util
