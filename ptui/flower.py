@@ -115,6 +115,13 @@ def _node_env(spec: NodeSpec):
                     os.environ[k] = v
 
 
+def round_steps(config: Mapping) -> int | None:
+    """The minibatches a round's config asks for (ptui-steps), None when it names none; a value that
+    is no count of minibatches is refused (it was clamped to 1, or 0 read as one epoch)."""
+    v = config.get(STEPS_KEY)
+    return None if v is None else core.number(v, STEPS_KEY, integer=True, ge=1)
+
+
 def round_goal(config: Mapping) -> dict:
     """The goal in a round's config as ptui.core.choose takes it ({} when it sets none); deadline-s
     stays in seconds (the mod turns it into ms per minibatch with the round's steps)."""
@@ -163,8 +170,10 @@ class NodeSpec:
         unit = get("sim-unit-power", defaults.unit_power)
         return cls(str(get("device", defaults.device)), str(get("backend", defaults.backend)),
                    get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
-                   str(get("workload", defaults.workload)), int(get("batch-size", defaults.batch_size)),
-                   get("model", defaults.model), None if steps is None else int(steps),
+                   str(get("workload", defaults.workload)),
+                   core.number(get("batch-size", defaults.batch_size), "batch-size", integer=True, ge=1),
+                   get("model", defaults.model),
+                   None if steps is None else core.number(steps, "steps", integer=True, ge=1),
                    None if unit is None else core.number(unit, "sim-unit-power", ge=0.5, le=2),
                    _text(node_config.get("pool-url", defaults.pool)),
                    _text(get("board-id", defaults.board)))
@@ -204,7 +213,7 @@ class Node:
         return bool(self.backend.not_live)
 
     def steps(self, config: Mapping) -> int:
-        s = config.get(STEPS_KEY) or self.spec.steps or self.predictions.batches_per_epoch or 1
+        s = round_steps(config) or self.spec.steps or self.predictions.batches_per_epoch or 1
         return max(1, int(s))
 
 
@@ -373,7 +382,7 @@ class PowerMod:
         try:
             pred, where = self._predictions(ctx, spec)
             if pred is not None:
-                steps = max(1, int(config.get(STEPS_KEY) or spec.steps or pred.batches_per_epoch or 1))
+                steps = max(1, int(round_steps(config) or spec.steps or pred.batches_per_epoch or 1))
                 fw, fms = front_of(pred.table, self.risk)
                 info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw,
                              "front-s": [t * steps / 1000.0 for t in fms]})
@@ -1021,6 +1030,8 @@ class PtuiFleet(Strategy):
             deadline_s = core.number(deadline_s, "deadline_s", gt=0)
         if objective is not None and objective != "energy":
             raise core.InputError(f"objective must be 'energy', got {objective!r}")
+        if steps is not None:
+            steps = core.number(steps, "steps", integer=True, ge=1)
         self.strategy = strategy
         self.cap_w, self.deadline_s, self.objective = cap_w, deadline_s, objective
         self.devices = devices

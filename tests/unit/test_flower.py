@@ -1221,6 +1221,29 @@ def test_a_mod_asked_to_fit_on_too_few_modes_is_refused_when_made(fit_modes):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
 
+@pytest.mark.parametrize("node_config, config, said", [
+    ({"steps": -3}, {}, "steps must be at least 1"),
+    ({"steps": "abc"}, {}, "steps must be a whole number"),
+    ({"batch-size": "x"}, {}, "batch-size must be a whole number"),
+    ({"batch-size": 0}, {}, "batch-size must be at least 1"),
+    ({}, {"ptui-steps": -1}, "ptui-steps must be at least 1"),
+    ({}, {"ptui-steps": 0}, "ptui-steps must be at least 1"),
+    ({}, {"ptui-steps": 2.5}, "ptui-steps must be a whole number"),
+])
+def test_a_rounds_steps_or_batch_size_that_is_no_count_is_refused(node_data, node_config, config, said):
+    """Node config steps=-3 and a round's ptui-steps=-1 trained 1 minibatch and 0 one epoch, 2.5
+    trained 2, all without a word; batch-size='x' failed with "invalid literal for int() with base
+    10: 'x'" (naming no key) and 0 with "the model ...-bs0 is for batch size 16, not 0".  Each is
+    now refused naming its key, before the round applies anything; PtuiFleet(steps=-1) is refused
+    when made."""
+    mod = flower.ptui_power_mod(data_dir=node_data)
+    with pytest.raises(core.InputError, match=said):
+        mod(instruction({"power-budget-w": 15.0, **config}), context(7, device="orin-agx", **node_config),
+            trainer([]))
+    with pytest.raises(core.InputError, match="steps must be at least 1"):
+        flower.PtuiFleet(FedAvg(fraction_train=1.0), cap_w=100, steps=-1)
+
+
 @pytest.mark.parametrize("kw, said", [
     ({"cap_w": float("nan")}, "cap_w must be a finite number"),
     ({"cap_w": float("inf")}, "cap_w must be a finite number"),
