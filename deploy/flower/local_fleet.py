@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -417,11 +418,16 @@ def main(argv: list[str] | None = None) -> int:
             core.get_device(d)
         except core.PtuiError as e:
             p.exit(2, f"{p.prog}: --devices: {e}\n")
-    if a.rounds < 1 or a.cap_w <= 0 or a.steps < 1 or a.timeout <= 0:
-        p.exit(2, f"{p.prog}: --rounds and --steps must be >= 1, --cap-w and --timeout > 0\n")
+    if (a.rounds < 1 or a.steps < 1 or not (math.isfinite(a.cap_w) and a.cap_w > 0)
+            or not (math.isfinite(a.timeout) and a.timeout > 0)):
+        p.exit(2, f"{p.prog}: --rounds and --steps must be >= 1, --cap-w and --timeout > 0 (finite)\n")
     if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
         p.exit(2, f"{p.prog}: --json: no folder {os.path.dirname(os.path.abspath(a.json))} to write "
                   f"{os.path.basename(a.json)} in\n")
+    if a.json and os.path.isdir(a.json):
+        p.exit(2, f"{p.prog}: --json: {a.json} is a folder: name a file to write the figures to\n")
+    if a.work and os.path.exists(a.work) and not os.path.isdir(a.work):
+        p.exit(2, f"{p.prog}: --work: {a.work} is not a folder\n")
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="ptui-fleet-"))
     t0 = time.monotonic()
     try:

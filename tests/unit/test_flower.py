@@ -1311,10 +1311,17 @@ def test_fleet_sims_nodes_send_nothing_to_the_users_pool_unless_named():
     (("--devices", "orin-agx,tx2"), "--devices: unknown device 'tx2'"),
     (("--cap-w", "0"), "--cap-w and --timeout > 0"),
     (("--json", "/nonexistent-ptui-dir/f.json"), "--json: no folder /nonexistent-ptui-dir"),
+    (("--cap-w", "nan"), "--cap-w and --timeout > 0"),
+    (("--timeout", "nan"), "--cap-w and --timeout > 0"),
+    (("--json", "/"), "--json: / is a folder"),
+    (("--work", __file__), "--work: "),
 ])
 def test_local_fleet_refuses_bad_input_before_any_process_starts(args, said):
     """An unknown device ended in a traceback; --cap-w 0 ran a fleet 'within' a 0 W cap; --json to a
-    missing folder failed only after the run."""
+    missing folder failed only after the run.  --cap-w nan started the boards, SuperLink and
+    SuperNodes and then the ServerApp's traceback; --timeout nan never timed out; --json naming a
+    folder ran the whole fleet, then IsADirectoryError; --work naming a file, FileExistsError (a
+    fleet trial)."""
     r = _script("local_fleet.py", *args)
     assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert len(r.stderr.strip().splitlines()) == 1
