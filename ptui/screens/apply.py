@@ -8,12 +8,21 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from .. import core
 from ..messages import ApplyFinished, PersistFinished, PlanReady, RollbackFinished
 from ..widgets.powerplot import PowerPlot
+
+PLOT_ROWS = 12
+"""The power plot's least height: its border, title, axes and labels take 7 rows, five rows of data
+are left to read the line by.  The result and plan panels above it scroll in what the plot leaves
+(at 80x24 they took all but 8 rows: one row of data, its y-axis read '30.5' for a line from 10 to
+28 W)."""
+CHROME_ROWS = 2
+"""The header and the footer."""
 
 
 class ApplyScreen(Screen):
@@ -37,8 +46,9 @@ class ApplyScreen(Screen):
         yield Header()
         # the result above the plan: a board's plan of writes runs to 30 lines, and at 80x24 the
         # result of an apply or a roll back below it could not be reached from the keyboard
-        yield Static(id="result", classes="panel")
-        yield Static(id="plan", classes="panel")
+        with VerticalScroll(id="apply-top"):
+            yield Static(id="result", classes="panel")
+            yield Static(id="plan", classes="panel")
         yield PowerPlot(id="power-plot")
         yield Footer(show_command_palette=False)
 
@@ -50,11 +60,22 @@ class ApplyScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#result", Static).display = False
+        self.fit_panels()
         self.tick()
         self.set_interval(0.5, self.tick)
 
     def on_screen_resume(self) -> None:
+        self.fit_panels()
         self.show_plan()
+
+    def on_resize(self) -> None:
+        self.fit_panels()
+
+    def fit_panels(self) -> None:
+        """The panels above the plot take what they need up to what leaves the plot PLOT_ROWS;
+        beyond that they scroll (the result, above the plan, stays in view)."""
+        room = self.app.size.height - CHROME_ROWS - PLOT_ROWS
+        self.query_one("#apply-top", VerticalScroll).styles.max_height = max(4, room)
 
     # -- plan ---------------------------------------------------------------------------------
     def show_plan(self) -> None:

@@ -288,3 +288,37 @@ async def test_saved_sources_fit_on_one_line_at_80_columns(tmp_path):
         await pilot.pause(0.3)
         overlay = sel.query_one("SelectOverlay")
         assert overlay.virtual_size.height == 5, overlay.virtual_size    # one line per choice
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_apply_leaves_the_power_plot_rows_to_read(size):
+    """After y on Apply, the result and plan panels took all but 8 rows at 80x24: the measured
+    power plot had one row of data and its y-axis read '30.5' for a line from 10 to 28 W (a user's
+    trial).  The plot keeps five rows of data, whole on screen; the panels above it scroll, the
+    result first."""
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.6)
+        scr = app.screen
+        scr.measure_from -= 10                       # the 10 s measurement done: its longest text
+        await pilot.pause(0.8)
+        result = scr.query_one("#result")
+        assert "10 s measurement done" in str(result.render())
+        plot = scr.query_one("#power-plot")
+        ticks = [line for line in str(plot.render()).splitlines() if "┤" in line]
+        assert len(ticks) >= 4, (plot.region, ticks)
+        assert plot.region.bottom <= size[1] - 1, plot.region          # above the footer
+        assert result.region.y == 1 and result.region.height >= 5, result.region   # in view
+        top = scr.query_one("#apply-top")
+        plan = scr.query_one("#plan")
+        # the plan below it is reached by scrolling, not cut off
+        assert top.virtual_size.height >= result.outer_size.height + plan.outer_size.height
