@@ -14,7 +14,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import (
     Button,
@@ -156,7 +156,10 @@ class ParetoScreen(Screen):
         with Horizontal():
             yield SafePlot(id="pareto-plot", redraw=self.redraw)
             with Vertical(id="pareto-side"):
-                yield Static(id="details", classes="panel")
+                # scrolls beyond its share of the side (app.tcss): a model of several batch sizes
+                # says 13 lines, and at 80x24 the front table below it showed its header alone
+                with VerticalScroll(id="details-box"):
+                    yield Static(id="details", classes="panel")
                 yield DataTable(id="front", cursor_type="row")
         yield Footer(show_command_palette=False)
 

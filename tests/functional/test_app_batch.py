@@ -101,10 +101,36 @@ async def test_batch_model_shows_sizes_core_pick_and_batch_16_saving(batch_files
             scr.draw()                   # plotext builds a log-scale figure once per draw
             legend = str(PlotextPlot.render(scr.query_one("#pareto-plot")))
             assert all(f"bs {b}" in legend for b in SIZES), legend
-        details = scr.query_one("#details")
-        assert details.region.bottom <= dt.region.y           # the whole panel shows
+        # above the table, the rest of it reached by scrolling (it took the table's rows: the
+        # test below)
+        assert scr.query_one("#details-box").region.bottom <= dt.region.y
         assert scr.query_one("#pareto-plot").region.width >= 32
 
+
+
+async def test_the_front_shows_rows_beside_a_batch_models_details_at_80x24(batch_files):
+    """A model of several batch sizes: its details took 15 of the side's 16 rows at 80x24 and the
+    front table showed its header alone (a user's trial).  The details take at most their share and
+    scroll (from the keyboard: tab to them, then the arrows); the table shows several rows."""
+    app, _ = make_app(model_dir=batch_files["model"])
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _open(app, pilot)
+        assert scr.space is not None
+        dt = scr.query_one("#front")
+        assert dt.row_count >= 5
+        assert dt.region.bottom <= 23, dt.region                   # above the footer
+        shown = dt.scrollable_content_region.height - dt.header_height
+        assert shown >= 4, (shown, dt.region)
+        box = scr.query_one("#details-box")
+        assert box.region.bottom <= dt.region.y, (box.region, dt.region)
+        # the pick's first lines in view, the rest reached by scrolling
+        details = scr.query_one("#details")
+        assert details.region.y == box.region.y and box.max_scroll_y > 0
+        assert box.virtual_size.height >= details.outer_size.height
+        box.focus()
+        await pilot.press("end")
+        await pilot.pause(0.2)
+        assert box.scroll_y == box.max_scroll_y
 
 async def test_b_restricts_to_one_batch_size(batch_files):
     """b cycles all sizes -> 8 -> 16 -> 32 -> all; with one size the pick is decide's over that size
