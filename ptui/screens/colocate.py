@@ -297,12 +297,13 @@ def details(body: dict, goal: tuple) -> list[str]:
             p99 = c["latency_p99_ms"]
             tail = (f"p99 {p99:.0f} ms" if p99 is not None and p99 < float("inf")
                     else "no p99 (a growing queue)")
-            lines.append(f"closest: {escape(c['key'])} b{c['batch_size']}: {tail}, {c['power_w']:.1f} W")
+            lines += [f"closest: {_knobs(c['key'])}",
+                      f"  inference batch {c['batch_size']}: {tail}, {c['power_w']:.1f} W"]
         return lines
     p = body["pick"]
     late = 100 * p["over_budget"]
     lines = head + [
-        f"[b]pick[/b] {escape(p['key'])}, inference batch {p['batch_size']}",
+        f"[b]pick[/b] {_knobs(p['key'])}", f"  inference batch {p['batch_size']}",
         f"  training {p['train_samples_per_s']:.1f} samples/s",
         f"  latency p50 {p['latency_p50_ms']:.0f} / p99 {p['latency_p99_ms']:.0f} ms "
         f"(budget {latency:g}), {late:.2f} % late",
@@ -331,7 +332,7 @@ def live_lines(snap: dict, goal: tuple | None) -> list[str]:
     label = "SIMULATED" if m.get("simulated") else "measured"
     lines = [f"[b]demo running[/b] ({label}; r stops it and restores the board)",
              f"{snap['clock_s']:.0f} s of the board's clock at {snap['rate_per_s']:g} req/s",
-             f"mode {escape(snap['key'])}, inference batch {snap['batch']}",
+             f"mode {_knobs(snap['key'])}", f"  inference batch {snap['batch']}",
              f"  requests {m['requests']}, p50 {_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])} ms"
              + (f" (budget {goal[3]:g})" if goal else ""),
              f"  {100 * m['over_budget']:.2f} % late, mean inference batch {m['mean_batch']:.2f}",
@@ -349,12 +350,32 @@ def ran_lines(res: dict) -> list[str]:
     lines = [f"[b]demo {how}[/b]: {label}{res['device']}, torch on {res['torch_device']}"]
     for ph in res["phases"]:
         m = ph["measured"]
-        lines += [f"{ph['rate_per_s']:g} req/s: {escape(ph['key'])}, b{ph['batch']}",
+        lines += [f"{ph['rate_per_s']:g} req/s: {_knobs(ph['key'])}", f"  inference batch {ph['batch']}",
                   f"  p99 {_ms(m['p99_ms'])} ms, {100 * m['over_budget']:.2f} % late, "
                   f"{m['train_sps']:.1f} samples/s, {_w(m['power_w'])}"]
     back = ("board back in its starting mode" if res["restored"]
-            else f"[red]the board is in {escape(res['end_mode'])}, not its starting mode[/red]")
+            else f"[red]the board is in {escape(_words(res['end_mode']))}, not its starting mode[/red]")
     return lines + [back]
+
+
+def _words(key: str) -> str:
+    """A mode key of the decision's document ('6c/2201.6/726.75/3199') as the README and the CLI
+    say a mode: '6 cores · CPU 2.20 GHz · GPU 727 MHz · memory 3199 MHz' (the key itself where it
+    is not one)."""
+    try:
+        return core.Mode.from_key(key).describe()
+    except ValueError:
+        return key
+
+
+def _knobs(key: str) -> str:
+    """The mode in words over two lines, its clocks indented under its cores and CPU: the panel is
+    36 columns at 80x24, and the whole description wrapped anywhere."""
+    try:
+        w = core.Mode.from_key(key).words()
+    except ValueError:
+        return escape(key)
+    return f"{w[0]} · {w[1]}\n  {w[2]} · {w[3]}"
 
 
 def _ms(v) -> str:

@@ -622,8 +622,10 @@ async def test_pareto_details_say_the_least_energy_mode_beside_maxn_and_the_pres
         assert en is not None and en.maxn is not None and en.best_preset is not None
         details = scr.query_one("#details")
         lines = str(details.render()).splitlines()
-        k = lines.index(f"least energy: {en.least.mode.key}")
-        assert lines[k + 1].startswith(f"{en.least.energy:.3g} J/step; MAXN {en.more_pct(en.maxn):+.0f}%, "
+        w = en.least.mode.words()                        # in words, over two lines at 80x24
+        k = lines.index(f"least energy: {w[0]} · {w[1]}")
+        assert lines[k + 1] == f"  {w[2]} · {w[3]}"
+        assert lines[k + 2].startswith(f"{en.least.energy:.3g} J/step; MAXN {en.more_pct(en.maxn):+.0f}%, "
                                        f"{en.best_preset.tag} {en.more_pct(en.best_preset):+.0f}%")
         assert "(what-if" in " ".join(lines)             # the figures are said to be predicted
         assert all(Text.from_markup(ln).cell_len <= details.content_size.width for ln in lines)

@@ -422,6 +422,49 @@ async def test_screens_show_modes_in_plain_words():
         assert "6 cores · CPU 1.50 GHz" in " ".join(_text(app, "#result").split())
 
 
+
+KEY = re.compile(r"\d+c/[\d.]+/[\d.]+/[\d.]+")
+"""A compact mode key, '6c/2112/522.75/3199': for files and JSON, not for people."""
+
+
+async def test_pareto_and_colocate_details_say_modes_in_plain_words():
+    """Pareto's details said 'least energy: 6c/2112/522.75/3199' and Colocate's 'pick
+    6c/2201.6/726.75/3199' (a user's trial), where the README and the CLI say a mode in words.
+    Both say Mode.describe()'s words, on lines that fit their panels at 80x24."""
+    from rich.text import Text
+
+    from ptui.core import Mode
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        details = scr.query_one("#details")
+        text = str(details.render())
+        assert not KEY.search(text), text
+        w = scr.view.energy.least.mode.words()
+        lines = text.splitlines()
+        k = next(i for i, ln in enumerate(lines) if ln.startswith("least energy: "))
+        assert all(x in " ".join(lines[k:k + 2]) for x in w), lines[k:k + 2]
+        assert all(Text.from_markup(ln).cell_len <= details.content_size.width for ln in lines)
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        scr.query_one("#go").focus()
+        await pilot.press("d")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        colo = scr.query_one("#colo-details")
+        text = str(colo.render())
+        pick = Mode.from_key(scr.view.body["pick"]["key"])
+        assert not KEY.search(text), text
+        lines = text.splitlines()
+        k = next(i for i, ln in enumerate(lines) if ln.startswith("pick "))
+        assert all(x in " ".join(lines[k:k + 2]) for x in pick.words()), lines[k:k + 2]
+        assert all(Text.from_markup(ln).cell_len <= colo.content_size.width for ln in lines[k:k + 3])
+
 def test_tunes_automatic_names_are_shortened_like_profiles():
     """The Pareto screen's list wrapped 'tune-orin-agx-spec-20261127-131013' over three rows at 80
     columns: only '<device>-...' names were shortened (a user's trial)."""

@@ -128,8 +128,13 @@ class Energy:
         per cent ('+44%': 44 % more), each line at most `width` columns (the pick left out where it
         does not fit; the panel says predicted or measured beside its figures)."""
         lst = self.least
-        first = f"least energy: {lst.mode.key}" + (
-            f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else "")
+        # the mode in the words the CLI and the README use (it said '6c/2112/522.75/3199'): on one
+        # line where it fits, else its knobs over two, as the panel's selected mode is
+        bs = f" bs {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else ""
+        w = lst.mode.words()
+        first = f"least energy: {lst.mode.describe()}{bs}"
+        if len(first) > width:
+            first = f"least energy: {w[0]} · {w[1]}\n  {w[2]} · {w[3]}{bs}"
         bp = self._other_preset
         parts = [f"{tag} {x:+.0f}%" for tag, x in
                  (("MAXN", self.more_pct(self.maxn)), (bp.tag if bp else "", self.more_pct(bp)))
@@ -143,7 +148,8 @@ class Energy:
             second = with_pick if len(with_pick) <= width else second
         elif self.pick is not None:
             second += f"{', ' if parts else '; '}the pick"
-        return [line for s in (first, second) for line in textwrap.wrap(s, width)]
+        return [line for s in (*first.split("\n"), second)
+                for line in textwrap.wrap(s, width)]
 
     def as_dict(self) -> dict:
         """The `energy` object of a decision's --json document."""
