@@ -202,6 +202,42 @@ def test_role_refuses_tune_args_given_as_one_string(tmp_path):
     assert not data.exists()
 
 
+def one_board(tmp_path, emulate, **goal) -> tuple[Path, Path, Path]:
+    """One emulated Orin AGX as a local-connection host "b", deciding on the simulator with
+    --count 6: (inventory, its board's root, its data directory)."""
+    root, data = tmp_path / "board", tmp_path / "data"
+    emulate(root, "orin-agx", "--interval", "1")
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sysfs", "ptui_device": "orin-agx",
+        "ptui_sysfs_root": str(root), "ptui_data_dir": str(data), "ptui_tune_backend": "sim",
+        "ptui_tune_args": ["--count", "6", "--seed", "1"], **goal}}}}))
+    return inventory, root, data
+
+
+def report(out: str, host: str) -> str:
+    """The line site.yml's "Report the mode each board is in" printed for `host`."""
+    m = re.search(rf'"msg": "({re.escape(host)}: [^"]*)"', out[out.rindex("Report the mode"):])
+    assert m, out[-3000:]
+    return m.group(1)
+
+
+def test_report_says_the_decision_and_the_board_are_simulated(tmp_path, emulate):
+    """On the emulated inventory the report read "b: 8c/... (...), decided for fastest within 20 W
+    (risk 0.05): 8c/..." although the decision file said simulated: true and the board was an
+    emulated one (a fleet trial).  The line now says so, as ptui's own output does."""
+    inventory, _, data = one_board(tmp_path, emulate, ptui_budget_w=20)
+    counts, out, _ = play(tmp_path, inventory)
+    assert counts["b"]["failed"] == 0, counts
+    d = json.loads(next((data / "ansible-decisions").glob("*.json")).read_text())
+    assert d["simulated"]
+    line = report(out, "b")
+    assert line.startswith(f"b: {d['key']} (") and line.endswith(f": {d['key']}"), line
+    assert "; EMULATED, SIMULATED), decided" in line, line             # the board
+    assert "decided on the SIMULATED orin-agx for fastest within 20 W" in line, line  # the decision
+
+
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).is_file()), None)
 
 
