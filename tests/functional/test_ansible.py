@@ -238,6 +238,25 @@ def test_report_says_the_decision_and_the_board_are_simulated(tmp_path, emulate)
     assert "decided on the SIMULATED orin-agx for fastest within 20 W" in line, line  # the decision
 
 
+def test_a_goal_written_differently_reuses_the_decision(tmp_path, emulate):
+    """`-e '{"ptui_budget_w":25.0}'` after a run with ptui_budget_w=25 profiled the board again,
+    beside the first decision a second one (budget25.0w), and reported changed=2 (a fleet trial).
+    Equal goals now name one decision file: 25, 25.0 and "25" (what `-e ptui_budget_w=25` gives)
+    decide once."""
+    inventory, root, data = one_board(tmp_path, emulate, ptui_budget_w=25)
+    counts, _, _ = play(tmp_path, inventory)
+    assert counts["b"]["changed"] >= 1 and counts["b"]["failed"] == 0, counts
+    files = list((data / "ansible-decisions").glob("*.json"))
+    assert len(files) == 1 and "-budget25w-" in files[0].name, files
+    key = json.loads(files[0].read_text())["key"]
+    for given in ('{"ptui_budget_w": 25.0}', '{"ptui_budget_w": "25"}', "ptui_budget_w=25.00"):
+        counts, _, _ = play(tmp_path, inventory, "-e", given)
+        assert counts["b"]["changed"] == 0 and counts["b"]["failed"] == 0, (given, counts)
+        assert list((data / "ansible-decisions").glob("*.json")) == files, given
+    assert len(list((data / "tune").glob("*.csv"))) == 1                  # profiled once
+    assert emulator.read_mode(root).key == key
+
+
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).is_file()), None)
 
 
