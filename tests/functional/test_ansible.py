@@ -202,6 +202,32 @@ def test_role_refuses_tune_args_given_as_one_string(tmp_path):
     assert not data.exists()
 
 
+def test_role_refuses_a_bad_goal_before_it_changes_anything(tmp_path):
+    """`-e ptui_budget_w=abc` made the decision directory and ran ptui tune, which refused it:
+    changed=1, failed=1 (a fleet trial).  A goal that is no number above 0 (or an objective other
+    than energy) now stops the host first, one line naming the variable: changed=0, nothing
+    written."""
+    data = tmp_path / "data"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sim", "ptui_device": "orin-agx",
+        "ptui_data_dir": str(data), "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "6"],
+        "ptui_budget_w": 20}}}}))
+    for given, says in (("ptui_budget_w=abc", 'ptui_budget_w is a power budget in W, a number above 0 '
+                                              '(e.g. 25); given "abc"'),
+                        ('{"ptui_budget_w": -5}', "ptui_budget_w is a power budget in W, a number above 0"),
+                        ('{"ptui_budget_w": "nan"}', "ptui_budget_w is a power budget in W, a number above 0"),
+                        ('{"ptui_budget_w": "", "ptui_deadline_ms": "1e999"}',
+                         "ptui_deadline_ms is a minibatch deadline in ms, a number above 0"),
+                        ('{"ptui_budget_w": "", "ptui_objective": "speed"}',
+                         'ptui_objective is "energy" (the least energy per minibatch); given "speed"')):
+        counts, out, _ = play(tmp_path, inventory, "-e", given, rc=2)
+        assert counts["b"]["failed"] == 1 and counts["b"]["changed"] == 0, (given, counts, out[-3000:])
+        assert says in out, (given, out[-3000:])
+        assert not data.exists(), given
+
+
 def one_board(tmp_path, emulate, **goal) -> tuple[Path, Path, Path]:
     """One emulated Orin AGX as a local-connection host "b", deciding on the simulator with
     --count 6: (inventory, its board's root, its data directory)."""
