@@ -355,6 +355,7 @@ def _tune_prior(a) -> int:
     session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     timed, t0, simulated = "", time.monotonic(), backend.not_live
     time_note: str | None = None
+    basis = "step"                  # what the prior's time is: a probe's whole cycle, else the step
     bs_known = True
     if a.command_line and a.workload_spec:
         _info(f"--count 0 with --workload-spec: the counts are {a.workload_spec}'s; "
@@ -392,7 +393,8 @@ def _tune_prior(a) -> int:
     model_dir = core.data_dir() / "models" / session
     try:
         td = core.tune_prior(dev, spec, **goal, workload=a.workload or name, model_dir=model_dir,
-                             timed=(f"{timed} (of the user's script)" if timed else ""))
+                             timed=(f"{timed} (of the user's script)" if timed else ""),
+                             time_basis=basis)
     except core.InfeasibleError as e:
         # the prior is saved all the same: say where, so that pareto can decide again from it
         if a.json:

@@ -410,3 +410,25 @@ def test_tune_count_0_on_a_ppo_like_script_decides_on_the_whole_cycle(cli):
     s = json.loads(out)
     assert "whole cycle" not in s["timed"] and "leaves out" in err, err
     assert d["predicted"]["time_ms"] > 1.5 * s["predicted"]["time_ms"], (d["predicted"], s["predicted"])
+
+
+def test_tune_count_0_on_the_whole_cycle_keeps_the_basis_in_the_model(cli, monkeypatch):
+    """tune --count 0 that decided on the whole cycle (75 % of a count's wall time outside the
+    steps) saved a prior whose meta said the median step: pareto --time cycle on it was refused
+    ('predicts the median step') and --time step was taken for a time that is the cycle's."""
+    import json
+
+    from ptui import core
+    info = {"flops": 2e10, "bytes": 5e9, "samples": 32, "ops": 300, "batches": 1, "device": "cuda",
+            "host_mhz": 2201.6, "host_step_ms": 10.0, "host_cycle_ms": 40.0}
+    monkeypatch.setattr(core, "count_script", lambda *a, **k: (dict(info), "optimizer step"))
+    rc, out, err = cli("tune", "--device", "orin-agx", "--count", "0", "--budget-w", "30", "--json",
+                       "--", sys.executable, HERE / "ppo_like.py")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert "whole cycle" in d["timed"], d["timed"]
+    assert json.loads((Path(d["model"]) / "meta.json").read_text())["time_basis"] == "cycle"
+    rc, _, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--time", "cycle")
+    assert rc == 0, err
+    rc, _, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--time", "step")
+    assert rc == 2 and "predicts the whole cycle" in err, err

@@ -333,12 +333,14 @@ def tune_decide(profile: Path | str, device, *, budget_w: float | None = None,
 
 def tune_prior(device, spec, *, budget_w: float | None = None, deadline_ms: float | None = None,
                objective: str | None = None, risk: float | None = DEFAULT_RISK,
-               workload: str | None = None, model_dir: Path, timed: str = "") -> TuneDecision:
+               workload: str | None = None, model_dir: Path, timed: str = "",
+               time_basis: str = "step") -> TuneDecision:
     """`ptui tune --count 0`: no mode profiled; the roofline prior of `spec` (the probe's counts of
     one iteration of the user's script, a --workload-spec, or a catalog workload's published
     counts) is the model (saved to model_dir, as `ptui fit --workload-spec` saves it), and the
-    decision is made on its predictions with their spreads at the goal's risk."""
-    res = fit_prior(device, spec, out=model_dir, workload=workload, timed=timed)
+    decision is made on its predictions with their spreads at the goal's risk.  time_basis: what
+    the spec's time is (usecases.fit.probe_time), kept in the model."""
+    res = fit_prior(device, spec, out=model_dir, workload=workload, timed=timed, time_basis=time_basis)
     model = res.model
     space, _ = model.decision_space()
     tab = Table.from_prediction(space, model.predict(space))

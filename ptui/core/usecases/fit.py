@@ -136,10 +136,12 @@ def roofline_of(device, spec):
     return None if spec is None else RooflinePrior(device, spec)
 
 
-def prior_model(device, spec, *, workload: str | None = None, timed: str = "") -> Model:
+def prior_model(device, spec, *, workload: str | None = None, timed: str = "",
+                time_basis: str = "step") -> Model:
     """A model that is the roofline prior alone: no mode profiled, its spreads the prior's (the
     board calibration's residual, widened for each assumption the spec leaves to the reference).
-    Its About says so: kind PRIOR_KIND, trained_on modes 0."""
+    Its About says so: kind PRIOR_KIND, trained_on modes 0.  time_basis: what its time is ('cycle':
+    a probe's spec with the work between the steps in it, probe_spec), kept as a fit keeps it."""
     prior = RooflinePrior(device, spec)
     note = ("the roofline prior alone: no mode profiled; the spread is the prior's on the "
             "board's calibration data" + (f" (assumed: {'; '.join(prior.assumed)})"
@@ -155,6 +157,10 @@ def prior_model(device, spec, *, workload: str | None = None, timed: str = "") -
     model.tell(batch_size=spec.batch_size)
     if timed:                                 # what one time is, where the counts said (a script's step)
         model.tell(timed=timed)
+    # a probe's whole-cycle spec said 'the median step' (pareto --time cycle refused it, and took
+    # --time step)
+    if time_basis != "step":
+        model.tell(time_basis=time_basis)
     w = WORKLOADS.get(str(workload)) if workload else None
     if w is not None:
         w = w.with_batch(spec.batch_size)
@@ -163,10 +169,10 @@ def prior_model(device, spec, *, workload: str | None = None, timed: str = "") -
 
 
 def fit_prior(device, spec, *, out: Path | str, workload: str | None = None,
-              timed: str = "") -> FitOutcome:
+              timed: str = "", time_basis: str = "step") -> FitOutcome:
     """`ptui fit` without a profile: the roofline prior alone (prior_model), saved to `out`."""
     t0 = time.perf_counter()
-    model = prior_model(device, spec, workload=workload, timed=timed)
+    model = prior_model(device, spec, workload=workload, timed=timed, time_basis=time_basis)
     model.save(Path(out))
     return FitOutcome(model, Path(out), 0, time.perf_counter() - t0, [spec.batch_size],
                       workload or "spec")
