@@ -658,3 +658,32 @@ def test_an_adapted_prior_predicts_its_fitted_scales_and_the_predictive_figures_
     again = prior.predictive(grid)
     assert np.all(again["time_ms"] > 0)
     assert np.array_equal(again["power_w"], RooflinePrior(dev, _counts_spec("resnet18")).predictive(grid)["power_w"])
+
+
+def test_predictive_reads_its_last_figures_once():
+    """predictive() checked its cache's key and then read the cache again for the figures: a worker
+    thread that replaced it in between (another set of modes) had its figures returned."""
+    dev = get_device("orin-agx")
+    grid = dev.pt_grid()
+    A, B = raw_modes(grid)[:3], raw_modes(grid)[10:15]
+
+    class Racing(RooflinePrior):
+        """Each read of _last after the key was checked sees another thread's call on B."""
+        other = None
+
+        @property
+        def _last(self):
+            got, self.reads = self._kept, getattr(self, "reads", 0) + 1
+            return got if self.reads <= 2 or self.other is None else self.other
+
+        @_last.setter
+        def _last(self, v):
+            self._kept = v
+
+    prior = Racing(dev, _counts_spec("resnet18"))
+    prior.predictive(B)
+    Racing.other = prior._kept                      # B's key and figures
+    prior.predictive(A)                             # A's in the cache
+    prior.reads = 0
+    got = prior.predictive(A)
+    assert len(got["time_ms"]) == 3

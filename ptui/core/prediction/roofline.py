@@ -832,8 +832,11 @@ class RooflinePrior:
             return self.predict(modes)
         A = _knobs(self.device, modes)
         key = (A.shape, hash(A.tobytes()))
-        if self._last is not None and self._last[0] == key:   # a model's time, then its power
-            return {k: v.copy() for k, v in self._last[1].items()}
+        # read once: the app predicts in worker threads, and another's call may replace it between
+        # the key's check and the figures' read (another set of modes' figures came back)
+        last = self._last
+        if last is not None and last[0] == key:   # a model's time, then its power
+            return {k: v.copy() for k, v in last[1].items()}
         host, serial, loader, workers, fref = _cpu_work(self.spec, self.roof, self.device)
         a = np.asarray(self.roof.power)
         lt = np.zeros(len(A))
