@@ -81,6 +81,15 @@ def fit_labels(labels: list[str], room: int) -> list[str]:
     return out
 
 
+def _written(src) -> int | None:
+    """When a model was last saved (its meta.json, ns); None for a profile CSV (a running profile
+    writes it all the time: a source the user loaded stays) or where unreadable."""
+    try:
+        return (Path(src) / "meta.json").stat().st_mtime_ns if Path(src).is_dir() else None
+    except OSError:
+        return None
+
+
 class ParetoScreen(Screen):
     TITLE = "ptui · 4 Pareto"
     AUTO_FOCUS = "#front"
@@ -119,8 +128,9 @@ class ParetoScreen(Screen):
         """What the epoch figures count: an epoch, or 1000 optimizer steps of a script whose epoch
         ptui does not know."""
         self.loaded_path: str | None = None
-        self.newest_seen = None
-        """The app's newest model (else profile) when the screen last opened: a newer one is loaded."""
+        self.newest_seen: tuple | None = None
+        """The app's newest model (else profile) when the screen last opened, and when it was
+        written: a newer one, or one written again since, is loaded."""
         self.space = None
         """core.decision.batch.JointSpace when the source holds several batch sizes (else None: one size)."""
         self.pred = None
@@ -220,9 +230,12 @@ class ParetoScreen(Screen):
         # a model (or profile) made since the last visit is opened: back from Fine-tune, the
         # screen kept the previous source's front as if it were the new fit's (a user's trial);
         # a source the user loaded stays until then
-        new = src is not None and src != self.newest_seen
-        self.newest_seen = src
-        if src and inp.value != str(src) and (new or self.table is None or not inp.value):
+        # (a model saved again since, too: Fine-tune saves a profile's model under the profile's
+        # name, so a fit again has the path of the one shown, whose front stayed)
+        seen = (src, _written(src)) if src is not None else None
+        new = seen is not None and seen != self.newest_seen
+        self.newest_seen = seen
+        if src and (new or (inp.value != str(src) and (self.table is None or not inp.value))):
             inp.value = str(src)
             self.action_load()
         elif self.table is None and not inp.value:

@@ -868,3 +868,28 @@ async def test_pareto_opens_on_the_model_fitted_since_and_names_it(tmp_path):
         await pilot.pause(0.2)
         assert scr.loaded_path == str(bundled_reference()), seen
         assert scr.query_one("#source", Select).value == str(bundled_reference())
+
+
+async def test_pareto_reloads_a_model_fitted_again_into_the_same_folder(tmp_path):
+    """Fine-tune saves a profile's model under the profile's name: fitted again (the profile
+    extended or resumed), the new model has the path of the one Pareto showed, and back on Pareto
+    the screen kept the previous fit's front and figures."""
+    from tests.support.cli import run_cli
+    m = tmp_path / "m"
+    rc, _, err = run_cli("fit", "--device", "orin-agx", "--workload", "resnet18", "--out", m)
+    assert rc == 0, err
+    app, _ = make_app(model_dir=m)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        scr = app.screen
+        assert scr.model.about.workload == "resnet18"
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        rc, _, err = run_cli("fit", "--device", "orin-agx", "--workload", "mobilenetv3", "--out", m)
+        assert rc == 0, err
+        app.state.model_dir = m                    # what Fine-tune sets once its fit is saved
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert scr.model.about.workload == "mobilenetv3"
