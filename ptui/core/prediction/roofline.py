@@ -147,6 +147,7 @@ class WorkloadSpec:
     source: str = ""
     bytes_estimated: bool = False     # gbytes_per_step is an estimate, not a count
     cpu_scaled: bool = False          # the CPU work is the reference's, scaled (anchored_spec)
+    published: bool = False           # a catalog workload with a published MAXN step (anchored_spec)
 
     REQUIRED = ("gflop_per_step", "gbytes_per_step", "batch_size")
     OPTIONAL = ("host_ms", "loader_ms", "workers", "cpu_mhz", "serial_ms", "input_mb")
@@ -172,7 +173,7 @@ class WorkloadSpec:
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items()
-                if v is not None and k not in ("source", "bytes_estimated", "cpu_scaled")}
+                if v is not None and k not in ("source", "bytes_estimated", "cpu_scaled", "published")}
 
     @classmethod
     def from_dict(cls, d, where: str = "workload spec") -> "WorkloadSpec":
@@ -360,6 +361,7 @@ def anchored_spec(workload: Workload) -> WorkloadSpec:
     t_pub = published_step_ms(workload)
     if t_pub is None:
         return spec
+    spec = replace(spec, published=True)
     dev = get_device(PUBLISHED_DEVICE)
     s16 = WorkloadSpec.from_workload(workload.with_batch(PUBLISHED_BATCH))
     peak = 2.0 * dev.gpu_cuda_cores * dev.gpu_mhz[-1] / 1000.0          # GFLOP/s
@@ -652,7 +654,8 @@ class RooflinePrior:
         same after BOARDS is recalibrated)."""
         return {"kind": self.kind, "device": self.device.name,
                 "spec": dict(self.spec.as_dict(), bytes_estimated=self.spec.bytes_estimated,
-                             **({"cpu_scaled": True} if self.spec.cpu_scaled else {})),
+                             **({"cpu_scaled": True} if self.spec.cpu_scaled else {}),
+                             **({"published": True} if self.spec.published else {})),
                 "roof": {k: list(v) if isinstance(v, tuple) else v
                          for k, v in roof_constants(self.roof, 17).items()},
                 **({"spread": list(self.spread)} if self.spread is not None else {})}
@@ -665,9 +668,9 @@ class RooflinePrior:
             roof = BoardRoof(**fields_)
             spec = cfg["spec"]
             return cls(cfg["device"], replace(WorkloadSpec.from_dict(
-                {k: v for k, v in spec.items() if k not in ("bytes_estimated", "cpu_scaled")},
+                {k: v for k, v in spec.items() if k not in ("bytes_estimated", "cpu_scaled", "published")},
                 "roofline prior"), bytes_estimated=bool(spec.get("bytes_estimated")),
-                cpu_scaled=bool(spec.get("cpu_scaled"))), roof,
+                cpu_scaled=bool(spec.get("cpu_scaled")), published=bool(spec.get("published"))), roof,
                 spread=tuple(cfg["spread"]) if cfg.get("spread") is not None else None)
         except (KeyError, TypeError, ValueError) as e:
             raise SpecError(f"roofline prior: incomplete configuration ({e})") from None
@@ -808,8 +811,11 @@ class RooflinePrior:
 
     def scale_sd(self) -> tuple[float, float, float]:
         """(FLOPs, bytes, CPU work) log-sd of the scales this spec leaves unknown (SCALE_SD); 0
-        for a prior adapted to profiled modes, whose scales are fitted."""
-        if self.spread is not None:
+        for a prior adapted to profiled modes, whose scales are fitted, and for a catalog workload
+        with a published MAXN step, whose level is that measurement (the median over the scales
+        put the LSTM's MAXN step at 18.3 ms, BERT-base's at 1096 ms and ResNet-18's at 95 ms,
+        published 10.7, 942 and 60 ms; the point prior 10.7, 942 and 67 ms: a review)."""
+        if self.spread is not None or self.spec.published:
             return 0.0, 0.0, 0.0
         cpu = SCALE_SD["cpu_given"] if self.spec.has_host_work and not self.spec.cpu_scaled \
             else SCALE_SD["cpu_assumed"]
@@ -820,12 +826,12 @@ class RooflinePrior:
         (scale_sd: 27 members, three Gauss-Hermite nodes a scale, the log figures averaged):
         what a model of the prior alone predicts.  The point prediction (every scale 1) is exact
         only where the figure is linear in the scales; at a knee, where one roof takes over from
-        another, it is the optimistic end.  A spec of counts puts YOLOv8n's step on the CPU with
-        the GPU's time a fraction of it, so every GPU clock down to the knee predicts the same time
-        and the lowest (least power) wins a budget, while the truth is GPU-bound there: 0-mode
-        budget decisions a median 72.9 % from the optimum on the simulator (eval_prior_fit:
+        another, it is the optimistic end.  A spec of counts gives YOLOv8n the reference's CPU
+        work, so the point prior barely sees the CPU clock and a 30 W budget took 576 MHz, 80 %
+        slower than the optimum on the simulator, whose YOLOv8n holds the GPU up on its main
+        thread: 0-mode budget decisions a median 72.9 % from the optimum (eval_prior_fit:
         mobilenetv3, yolov8n, bert-base), 44.3 % on the independent generator.  The median over
-        the scales prices the chance that the GPU's work is larger.  The spread is predict()'s;
+        the scales prices the chance that the CPU's (or the GPU's) work is larger.  The spread is predict()'s;
         a prior adapted to modes (scales fitted) predicts as predict()."""
         sg, sm, sc = self.scale_sd()
         if not (sg or sm or sc):
