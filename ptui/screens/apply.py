@@ -52,11 +52,16 @@ class ApplyScreen(Screen):
         yield PowerPlot(id="power-plot")
         yield Footer(show_command_palette=False)
 
-    def _result(self, text: str) -> None:
-        """The result panel, shown from the first thing it says (empty, it took three rows)."""
+    def _result(self, text: str, *, home: bool = False) -> None:
+        """The result panel, shown from the first thing it says (empty, it took three rows).
+        `home`: what a key (y, r) did, so the panels scroll back to the top, the result in view (a
+        user who scrolled down to read the plan and pressed y saw no result); the measurement's
+        updates every half second leave the scroll where the user put it."""
         panel = self.query_one("#result", Static)
         panel.update(text)
         panel.display = bool(text)
+        if home:
+            self.query_one("#apply-top", VerticalScroll).scroll_home(animate=False)
 
     def on_mount(self) -> None:
         self.query_one("#result", Static).display = False
@@ -160,7 +165,7 @@ class ApplyScreen(Screen):
         if self._device_busy():
             return
         self.busy = "applying"
-        self._result("applying…")
+        self._result("applying…", home=True)
         be = st.backend
         stand_in = st.workload if be.simulated and be.workload is None else None
         self.do_apply(st.selected, stand_in)
@@ -193,7 +198,7 @@ class ApplyScreen(Screen):
             self.app.state.applied = res.readback or res.target
         # said in the result panel only: a toast would sit over the plot's axis
         self._result(("[green]" if res.ok else "[red]") + escape(res.message)
-                     + ("[/green]" if res.ok else "[/red]"))
+                     + ("[/green]" if res.ok else "[/red]"), home=True)
         self.show_plan()
 
     def tick(self) -> None:
@@ -226,7 +231,7 @@ class ApplyScreen(Screen):
         if self._device_busy():
             return
         self.busy = "rolling back"
-        self._result("rolling back…")
+        self._result("rolling back…", home=True)
         self.do_rollback(self.snapshot, self.result.readback if self.result is not None else None)
 
     @work(thread=True, group="device", exit_on_error=False)
@@ -248,13 +253,13 @@ class ApplyScreen(Screen):
                 self.snapshot = self.result = self.measure_from = None
                 self.app.state.applied = None
                 self.show_plan()
-            self._result(f"[red]rollback failed: {escape(str(msg.error))}[/red]")
+            self._result(f"[red]rollback failed: {escape(str(msg.error))}[/red]", home=True)
             return
         self.snapshot = None
         self.result = None
         self.measure_from = None
         self.app.state.applied = None
-        self._result(f"rolled back to {msg.mode.describe()}")
+        self._result(f"rolled back to {msg.mode.describe()}", home=True)
         self.show_plan()
 
     def action_persist(self) -> None:

@@ -322,3 +322,36 @@ async def test_apply_leaves_the_power_plot_rows_to_read(size):
         plan = scr.query_one("#plan")
         # the plan below it is reached by scrolling, not cut off
         assert top.virtual_size.height >= result.outer_size.height + plan.outer_size.height
+
+
+@pytest.mark.parametrize("key", ["y", "r"])
+async def test_apply_shows_the_result_after_a_key_read_below_it(key):
+    """On Apply at 80x24 the result and plan panels scroll above the power plot: a user who
+    scrolled down to read the plan and pressed y (or r) saw no result, it was out of view above.
+    After y and r the panels go back to the top, the result's first line on screen."""
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        top = scr.query_one("#apply-top")
+        if key == "r":
+            await pilot.press("y")
+            await wait_workers(app, pilot)
+            await pilot.pause(0.6)
+        top.scroll_end(animate=False)                 # read the plan, below the result
+        await pilot.pause(0.2)
+        assert top.scroll_y > 0, (top.virtual_size, top.region)
+        await pilot.press(key)
+        await wait_workers(app, pilot)
+        await pilot.pause(0.6)
+        result = scr.query_one("#result")
+        words = "rolled back to" if key == "r" else "measured"
+        assert words in str(result.render()), result.render()
+        assert top.scroll_y == 0, top.scroll_y
+        assert result.region.height > 0 and result.region.y >= top.region.y, (result.region, top.region)
