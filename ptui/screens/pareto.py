@@ -58,26 +58,78 @@ def _knob_cells(m) -> tuple[str, str, str, str]:
     return str(m.cores), cpu_ghz(m.cpu_mhz), whole_mhz(m.gpu_mhz), whole_mhz(m.mem_mhz)
 
 
+_STAMP = re.compile(r"(.*) (\d\d-\d\d \d\d:\d\d)(:\d\d)(-\d+)?((?: \(other board\))?)")
+"""A saved source's label: its kind and name, its time, its seconds, a second save's number in the
+same second, and whether it is another board's."""
+
+
+def _common(a: str, b: str) -> int:
+    """How many characters two texts start alike with."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _cut_head(head: str, room: int, diff: int | None) -> str:
+    """A label's kind and name in `room` columns: its end cut ('…'), or with `diff` (where it first
+    reads otherwise than the label it is most alike to) its middle, so the characters from there
+    stay in view ('profile my-lon…ript-v1', not 'profile my-long-train…' twice)."""
+    if len(head) <= room:
+        return head
+    if diff is None:
+        return head[:room - 1] + "…"
+    lead = min(len(head), max(8, room // 3))         # the kind and the name's start stay
+    end = max(len(head) - diff, room // 3)           # what follows the difference, with some before
+    if lead + 1 + end <= room:
+        return head[:room - 1 - end] + "…" + head[len(head) - end:]
+    # the difference far before the end: a window around it between two '…'
+    width = room - lead - 2
+    start = max(lead, min(diff - width // 2, len(head) - width))
+    return head[:lead] + "…" + head[start:start + width] + "…"
+
+
 def fit_labels(labels: list[str], room: int) -> list[str]:
     """The saved-sources list's labels, each at most `room` columns, so that each reads on one
-    line ('model resnet18 bs16 11-27 15:19:08' wrapped over two at 80 columns): a label too long
-    loses its seconds (unless another label then reads the same), then the end of its name before
-    the time (the kind and the time stay: what tells two apart)."""
-    stamp = re.compile(r"(.*) (\d\d-\d\d \d\d:\d\d)(:\d\d)(-\d+)?((?: \(other board\))?)")
-    out = list(labels)
-    for i, label in enumerate(labels):
+    line ('model resnet18 bs16 11-27 15:19:08' wrapped over two at 80 columns), and no two alike
+    (two names that differed at their ends, saved in the same minute, both read 'profile
+    my-long-training… 11-27 15:19').  A label too long loses its seconds and the end of its name
+    (the kind and the time stay); where two then read the same, they keep their seconds, then the
+    part of their names that tells them apart."""
+    parts: list[tuple[str, list[str]]] = []          # the kind and name; the time, short then whole
+    for label in labels:
+        m = _STAMP.fullmatch(label)
+        parts.append((label, [""]) if m is None else
+                     (m[1], [f" {m[2]}{m[4] or ''}{m[5]}", label[len(m[1]):]]))
+    heads = [head for head, _ in parts]
+
+    def fit(i: int, level: int) -> str:
+        label, (head, tails) = labels[i], parts[i]
         if len(label) <= room:
-            continue
-        m = stamp.fullmatch(label)
-        if m is None:
-            out[i] = label[:max(1, room - 1)] + "…"
-            continue
-        head, short_tail = m[1], f" {m[2]}{m[4] or ''}{m[5]}"
-        # without its seconds where no other label then reads the same
-        tail = short_tail if head + short_tail not in out[:i] + out[i + 1:] else label[len(head):]
-        keep = room - len(tail) - 1
-        out[i] = (head + tail if len(head + tail) <= room else head[:keep] + "…" + tail if keep >= 8
-                  else label[:max(1, room - 1)] + "…")
+            return label
+        tail = tails[min(level, len(tails) - 1)]
+        keep = room - len(tail)
+        if keep < 9:                                 # too little room for the name: its start
+            return label[:max(1, room - 1)] + "…"
+        diff = (max(_common(head, h) for j, h in enumerate(heads) if j != i)
+                if level >= 2 and len(heads) > 1 else None)
+        return _cut_head(head, keep, diff) + tail
+
+    levels = [0] * len(labels)
+    out = [fit(i, 0) for i in range(len(labels))]
+    while True:
+        seen: dict[str, list[int]] = {}
+        for i, text in enumerate(out):
+            seen.setdefault(text, []).append(i)
+        more = [i for same in seen.values() if len(same) > 1 for i in same
+                if len(labels[i]) > room and levels[i] < 2]
+        if not more:
+            break
+        for i in more:
+            levels[i] += 1
+            out[i] = fit(i, levels[i])
     return out
 
 

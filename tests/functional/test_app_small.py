@@ -355,3 +355,41 @@ async def test_apply_shows_the_result_after_a_key_read_below_it(key):
         assert words in str(result.render()), result.render()
         assert top.scroll_y == 0, top.scroll_y
         assert result.region.height > 0 and result.region.y >= top.region.y, (result.region, top.region)
+
+
+def test_saved_source_labels_that_must_shorten_stay_apart():
+    """Two long labels that differ only at the end of their names, saved in the same minute, were
+    cut to the same text at 80 columns ('profile my-long-training-scr… 11-27 15:19' twice): the
+    list could not tell them apart.  Every label stays distinct and fits its room."""
+    from ptui.screens.pareto import fit_labels
+    room = 37                                     # the list's text room at 80 columns
+    cases = [
+        # same minute, other seconds
+        ["profile my-long-training-script-v1 11-27 15:19:08",
+         "profile my-long-training-script-v2 11-27 15:19:51"],
+        # same second: the names' ends tell them apart
+        ["profile my-long-training-script-v1 11-27 15:19:08",
+         "profile my-long-training-script-v2 11-27 15:19:08"],
+        # a name that differs in its middle, and one that fits beside them
+        ["model resnet18-alpha-finetuned-large bs8,16,32 11-27 15:21:34",
+         "model resnet18-omega-finetuned-large bs8,16,32 11-27 15:21:34",
+         "model resnet18 bs16 11-27 15:19:08", "ResNet-18 reference (what-if)"],
+        # same second, names that differ far from their ends
+        ["model resnet18-finetuned-large-alpha bs8,16,32 11-27 15:21:34",
+         "model resnet18-finetuned-large-omega bs8,16,32 11-27 15:21:34"],
+        # no time stamp at all
+        ["profile a-name-the-user-chose-for-this-one-run-v1",
+         "profile a-name-the-user-chose-for-this-one-run-v2"],
+    ]
+    for labels in cases:
+        out = fit_labels(labels, room)
+        assert len(set(out)) == len(labels), out
+        assert all(len(label) <= room for label in out), out
+        # what fits stays as it is; a stamped label keeps its kind and its date
+        assert all(o == label for o, label in zip(out, labels) if len(label) <= room), out
+        assert all(o.split()[0] == label.split()[0] for o, label in zip(out, labels)), out
+        assert all("11-27 15:" in o for o, label in zip(out, labels) if "11-27" in label), out
+    # where nothing collides the seconds still go first ('... 11-27 15:19', as before)
+    out = fit_labels(["profile my-long-training-script-v1 11-27 15:19:08",
+                      "profile my-long-training-script-v2 11-28 09:02:51"], room)
+    assert out[0].endswith(" 11-27 15:19") and out[1].endswith(" 11-28 09:02"), out
