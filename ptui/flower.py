@@ -296,6 +296,11 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     if pool_modes < 1:
         raise core.InputError(f"pool_modes must be at least 1 (a board's factor needs a mode of its own), "
                               f"got {pool_modes}")
+    # a node's minibatch size and a round's minibatches, as a node config's batch-size and steps are
+    # (NodeSpec.of): refused here, naming the argument, not at every node's every round
+    batch_size = core.number(batch_size, "batch_size", integer=True, ge=1)
+    if steps is not None:
+        steps = core.number(steps, "steps", integer=True, ge=1)
     # the environment's defaults are read here, once: a node's ptui work later sets these variables
     # to its own while it runs (_node_env), and another node reading them then would take its pool
     if pool is None:

@@ -1221,6 +1221,24 @@ def test_a_mod_asked_to_fit_on_too_few_modes_is_refused_when_made(fit_modes):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
 
 
+@pytest.mark.parametrize("kw, said", [
+    ({"steps": -3}, "steps must be at least 1, got -3"),
+    ({"steps": 0}, "steps must be at least 1, got 0"),
+    ({"steps": 2.5}, "steps must be a whole number, got '2.5'"),
+    ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+    ({"batch_size": 2.5}, "batch_size must be a whole number, got '2.5'"),
+    ({"batch_size": "x"}, "batch_size must be a whole number, got 'x'"),
+])
+def test_a_mod_made_with_steps_or_batch_size_that_is_no_count_is_refused_when_made(kw, said):
+    """ptui_power_mod(steps=-3) or batch_size=0 / 2.5 / 'x' was made without a word, and every
+    node's every round then raised (naming the node config's key, not the argument).  The mod
+    refuses it when made, naming the argument, as it does fit_modes."""
+    with pytest.raises(core.InputError, match=f"^{said}"):
+        flower.ptui_power_mod(**kw)
+    d = flower.ptui_power_mod(steps="4", batch_size=8.0).defaults       # whole numbers, as a node config's
+    assert (d.steps, d.batch_size) == (4, 8)
+
+
 @pytest.mark.parametrize("node_config, config, said", [
     ({"steps": -3}, {}, "steps must be at least 1"),
     ({"steps": "abc"}, {}, "steps must be a whole number"),
