@@ -377,22 +377,33 @@ class PowerMod:
         """The reply to the strategy's QUERY, from the node's config (no board opened, no model
         fitted): its device, backend, workload, whether it has a model of the workload and, when
         it has, the model's predicted front for the round's steps (the query's ptui-steps, else
-        the node's), as a train reply carries it."""
+        the node's), as a train reply carries it; a ptui-steps that is no count of minibatches gets
+        no front and notes naming it."""
         spec = self.spec_for(ctx)
         info = {"device": spec.device, "backend": spec.backend, "workload": spec.workload,
                 "batch-size": spec.batch_size, "has-model": False, "model": "", "own-unit": spec.own_unit}
         config: dict = {}
         for rec in msg.content.config_records.values():
             config.update(rec)
+        notes: list[str] = []
+        try:                                  # the query's own fault, not the model's: said as such
+            asked, steps_ok = round_steps(config), True
+        except core.InputError as e:
+            asked, steps_ok = None, False
+            notes.append(f"the query's {e}: no front sent (its seconds are for the steps asked)")
         try:
             pred, where = self._predictions(ctx, spec)
-            if pred is not None:
-                steps = max(1, int(round_steps(config) or spec.steps or pred.batches_per_epoch or 1))
+            if pred is not None and not steps_ok:
+                info.update({"has-model": True, "model": where})
+            elif pred is not None:
+                steps = max(1, int(asked or spec.steps or pred.batches_per_epoch or 1))
                 fw, fms = front_of(pred.table, self.risk)
                 info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw,
                              "front-s": [t * steps / 1000.0 for t in fms]})
         except (core.PtuiError, OSError, ValueError) as e:
-            info["notes"] = f"the node's model could not be read: {e}"
+            notes.append(f"the node's model could not be read: {e}")
+        if notes:
+            info["notes"] = "; ".join(notes)
         return Message(RecordDict({RECORD: ConfigRecord(info)}), reply_to=msg)
 
     def _predictions(self, ctx: Context, spec: NodeSpec):

@@ -511,6 +511,34 @@ def test_the_mod_answers_a_query_without_training_or_opening_the_board(node_data
     assert r.metadata.reply_to_message_id == "m7" and not r.has_error()
 
 
+@pytest.mark.parametrize("steps, said", [(-1, "ptui-steps must be at least 1, got -1"),
+                                         (2.5, "ptui-steps must be a whole number, got '2.5'"),
+                                         ("x", "ptui-steps must be a whole number, got 'x'")])
+@pytest.mark.parametrize("with_model", [True, False])
+def test_a_query_with_a_bad_ptui_steps_is_answered_naming_it(tmp_path, steps, said, with_model):
+    """A custom strategy's QUERY with ptui-steps=-1 was answered "the node's model could not be
+    read: ptui-steps must be at least 1, got -1" and has-model False from a node whose model read
+    fine (and without a word from a node without one).  The answer names the bad key and value,
+    says whether the node has a model, and sends no front (its seconds are for the steps asked)."""
+    node: dict = {"device": "orin-agx"}
+    if with_model:
+        prior = core.fit_prior(core.get_device("orin-agx"), core.workload_spec(workload="resnet18", batch_size=16),
+                               out=tmp_path / "model", workload="resnet18")
+        node["model"] = str(prior.out)
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "nodes"))
+    called: list = []
+    r = mod(instruction({"ptui-steps": steps}, mtype=flower.QUERY), context(7, **node),
+            lambda m, c: called.append(m))
+    info = r.content["ptui"]
+    assert not called and not mod.nodes and not r.has_error() and info["device"] == "orin-agx"
+    assert said in info.get("notes", "") and "could not be read" not in info.get("notes", "")
+    assert info["has-model"] is with_model and "front-w" not in info and "front-s" not in info
+    # the same node asked for whole steps answers its front as before
+    r = mod(instruction({"ptui-steps": 50}, mtype=flower.QUERY), context(7, **node), lambda m, c: None)
+    info = r.content["ptui"]
+    assert not info.get("notes") and info["has-model"] is with_model and ("front-w" in info) is with_model
+
+
 def test_a_grid_that_cannot_be_asked_falls_back_to_the_split_of_before(task_identity):
     logs: list[str] = []
     fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=40.0, devices=DEVICES,
