@@ -283,6 +283,55 @@ def test_a_goal_written_differently_reuses_the_decision(tmp_path, emulate):
     assert emulator.read_mode(root).key == key
 
 
+
+def test_a_risk_or_batch_size_written_differently_reuses_the_decision(tmp_path, emulate):
+    """`-e ptui_risk=0.050` (or `-e '{"ptui_risk": " 5e-2"}'`) after a run with ptui_risk 0.05 gave a
+    second decision file and profiled the board again, changed reported; so did a batch size of
+    16 written "016" or 16.0 (ptui refused the "16.0" only after the role had made its decision
+    directory) (a fleet trial).  Equal values now name one decision, as equal budgets do; the
+    already-normal 0.05 and 16 keep the file name they had (sha1 of the same tune command)."""
+    import hashlib
+    inventory, root, data = one_board(tmp_path, emulate, ptui_budget_w=25, ptui_risk=0.05,
+                                      ptui_batch_size=16)
+    counts, _, _ = play(tmp_path, inventory)
+    assert counts["b"]["changed"] >= 1 and counts["b"]["failed"] == 0, counts
+    files = list((data / "ansible-decisions").glob("*.json"))
+    argv = ["tune", "--json", "--device", "orin-agx", "--backend", "sim", "--workload", "resnet18",
+            "--batch-size", "16", "--budget-w", "25", "--risk", "0.05", "--count", "6", "--seed", "1"]
+    name = f"resnet18-orin-agx-budget25w-{hashlib.sha1(' '.join(argv).encode()).hexdigest()[:12]}.json"
+    assert [f.name for f in files] == [name], files             # the name it had before the fix
+    for given in ("ptui_risk=0.050 ptui_batch_size=016",
+                  '{"ptui_risk": " 5e-2", "ptui_batch_size": 16.0}',
+                  '{"ptui_risk": "0.05", "ptui_batch_size": "+16"}'):
+        counts, out, _ = play(tmp_path, inventory, "-e", given)
+        assert counts["b"]["changed"] == 0 and counts["b"]["failed"] == 0, (given, counts, out[-3000:])
+        assert list((data / "ansible-decisions").glob("*.json")) == files, given
+    assert len(list((data / "tune").glob("*.csv"))) == 1                  # profiled once
+
+
+def test_role_refuses_a_bad_risk_or_batch_size_before_it_changes_anything(tmp_path):
+    """`-e ptui_risk=abc` (or a risk of 0 or 1.5, a batch size of 0, -1, 2.5 or x) reached ptui
+    tune, which refused it only after the role had made its decision directory: changed=1,
+    failed=1 (a fleet trial).  They now stop the host in the goal's check, one line naming the
+    variable: changed=0, nothing written."""
+    data = tmp_path / "data"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
+        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sim", "ptui_device": "orin-agx",
+        "ptui_data_dir": str(data), "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "6"],
+        "ptui_budget_w": 20}}}}))
+    risk = "ptui_risk is the allowed probability of missing the goal, a number strictly between 0 and 1"
+    batch = "ptui_batch_size is a batch size, a whole number above 0 (e.g. 16); given "
+    for given, says in (("ptui_risk=abc", risk + ' (e.g. 0.05), or "mean"; given "abc"'),
+                        ('{"ptui_risk": 0}', risk), ('{"ptui_risk": 1.5}', risk),
+                        ("ptui_batch_size=0", batch + '"0"'), ('{"ptui_batch_size": -1}', batch + '"-1"'),
+                        ('{"ptui_batch_size": 2.5}', batch + '"2.5"'), ("ptui_batch_size=x", batch + '"x"')):
+        counts, out, _ = play(tmp_path, inventory, "-e", given, rc=2)
+        assert counts["b"]["failed"] == 1 and counts["b"]["changed"] == 0, (given, counts, out[-3000:])
+        assert says in out, (given, out[-3000:])
+        assert not data.exists(), given
+
 SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd",) if Path(p).is_file()), None)
 
 
