@@ -111,7 +111,9 @@ def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[st
             t.keys("6")
             t.wait_for("Decide (d)")
             t.keys("d")
-            caps["colocate"] = t.wait_for("training alone", timeout=240)
+            # the decision's last lines (the baselines) are below the fold of the details panel,
+            # which scrolls; the pick and its profiled-mode count are on screen once it is made
+            caps["colocate"] = t.wait_for("modes profiled", timeout=240)
             assert "SIMULATED" in caps["colocate"] and "pick" in caps["colocate"], caps["colocate"]
             t.keys("?")
             caps["help"] = t.wait_for("Screens")

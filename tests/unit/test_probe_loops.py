@@ -30,7 +30,7 @@ def test_a_step_whose_work_changes_mid_profile_is_warned_once_and_labelled():
     from ptui.core.profiling.userscript import ScriptSource
 
     class It:
-        label, n_iter = "optimizer step with a closure (5 closure evaluations per step)", 0
+        label, n_iter, uneven = "optimizer step with a closure (5 closure evaluations per step)", 0, False
 
         def timed(self):
             return self.label
