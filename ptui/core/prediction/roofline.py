@@ -516,6 +516,30 @@ def _operating(device: Device, rows: np.ndarray, **given) -> dict:
 
 # the power coefficients by domain: static (a0, a1), the GPU's (a2, a4), the CPU's (a3, a5);
 # a6 (DRAM traffic) is the remainder.  transfer() scales them by domain (adapted(): _refit_power)
+def _power(roof: BoardRoof, comp: dict) -> np.ndarray:
+    """The board's power (W) at the operating points `comp` (_components), at least 0.5 W."""
+    a = np.asarray(roof.power)
+    return np.maximum(_power_features(roof, comp)[:, :len(a)] @ a, 0.5)
+
+
+def _with_spread(t: np.ndarray, p: np.ndarray, log_sd: tuple[float, float]) -> dict[str, np.ndarray]:
+    """time_ms, power_w and their sds from (time, power) log-sds (median x sqrt(e^(sd^2) - 1))."""
+    ts, ps = log_sd
+    return {"time_ms": t, "power_w": p,
+            "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
+            "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
+
+
+def _scaled_spec(spec: WorkloadSpec, cpu_work: tuple, g: float, m: float, c: float) -> WorkloadSpec:
+    """`spec` with its FLOPs x g, its bytes x m and every CPU stage (_cpu_work's, given or the
+    reference's) x c, stated at the clock _cpu_work took them at."""
+    host, serial, loader, workers, fref = cpu_work
+    return replace(spec, gflop_per_step=spec.gflop_per_step * g,
+                   gbytes_per_step=spec.gbytes_per_step * m, host_ms=host * c,
+                   serial_ms=serial * c, loader_ms=loader * c, workers=workers,
+                   cpu_mhz=fref, input_mb=None)
+
+
 STATIC_IDX = (0, 1)
 GPU_IDX = (2, 4)
 CPU_IDX = (3, 5)
@@ -715,15 +739,11 @@ class RooflinePrior:
         lp = np.log(np.asarray(power_w, float))
         if len(A) == 0 or lt.shape != (len(A),) or lp.shape != (len(A),):
             raise ValueError("adapted() needs a time and a power per profiled mode")
-        host, serial, loader, workers, fref = _cpu_work(self.spec, self.roof, self.device)
+        cpu_work = _cpu_work(self.spec, self.roof, self.device)
         timed = np.isfinite(lt)             # a NaN time (a time outlier) refits the power only
 
         def spec_of(lg: float, lm: float, lc: float) -> WorkloadSpec:
-            g, m, c = math.exp(lg), math.exp(lm), math.exp(lc)
-            return replace(self.spec, gflop_per_step=self.spec.gflop_per_step * g,
-                           gbytes_per_step=self.spec.gbytes_per_step * m, host_ms=host * c,
-                           serial_ms=serial * c, loader_ms=loader * c, workers=workers,
-                           cpu_mhz=fref, input_mb=None)
+            return _scaled_spec(self.spec, cpu_work, math.exp(lg), math.exp(lm), math.exp(lc))
         base = _components(self.device, self.roof, spec_of(0.0, 0.0, 0.0), A)
         t_h, t_s, t_l = base["stages"]
         kfac = base["kfac"]                 # the CPU stages' slow-down at each mode (1 at the top)
@@ -843,25 +863,17 @@ class RooflinePrior:
         last = self._last
         if last is not None and last[0] == key:   # a model's time, then its power
             return {k: v.copy() for k, v in last[1].items()}
-        host, serial, loader, workers, fref = _cpu_work(self.spec, self.roof, self.device)
-        a = np.asarray(self.roof.power)
+        cpu_work = _cpu_work(self.spec, self.roof, self.device)
         lt = np.zeros(len(A))
         lp = np.zeros(len(A))
         for (x, wx), (y, wy), (z, wz) in itertools.product(zip(_NODES, _WEIGHTS), repeat=3):
-            g, m, c = math.exp(sg * x), math.exp(sm * y), math.exp(sc * z)
-            spec = replace(self.spec, gflop_per_step=self.spec.gflop_per_step * g,
-                           gbytes_per_step=self.spec.gbytes_per_step * m, host_ms=host * c,
-                           serial_ms=serial * c, loader_ms=loader * c, workers=workers,
-                           cpu_mhz=fref, input_mb=None)
+            spec = _scaled_spec(self.spec, cpu_work, math.exp(sg * x), math.exp(sm * y),
+                                math.exp(sc * z))
             comp = _components(self.device, self.roof, spec, A)
             w = wx * wy * wz
             lt += w * np.log(comp["t"])
-            lp += w * np.log(np.maximum(_power_features(self.roof, comp)[:, :len(a)] @ a, 0.5))
-        t, p = np.exp(lt), np.exp(lp)
-        ts, ps = self.log_sd()
-        out = {"time_ms": t, "power_w": p,
-               "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
-               "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
+            lp += w * np.log(_power(self.roof, comp))
+        out = _with_spread(np.exp(lt), np.exp(lp), self.log_sd())
         self._last = (key, out)
         return {k: v.copy() for k, v in out.items()}
 
@@ -877,13 +889,7 @@ class RooflinePrior:
     def predict(self, modes) -> dict[str, np.ndarray]:
         """time_ms, power_w and their sds (log-normal spread: median x sqrt(e^(sd^2) - 1))."""
         comp = self.components(modes)
-        t = comp["t"]
-        a = np.asarray(self.roof.power)
-        p = np.maximum(_power_features(self.roof, comp)[:, :len(a)] @ a, 0.5)
-        ts, ps = self.log_sd()
-        return {"time_ms": t, "power_w": p,
-                "time_ms_std": t * math.sqrt(math.expm1(ts ** 2)),
-                "power_w_std": p * math.sqrt(math.expm1(ps ** 2))}
+        return _with_spread(comp["t"], _power(self.roof, comp), self.log_sd())
 
 
 class RooflineTarget:
@@ -1233,9 +1239,7 @@ def spread_calibration(device: Device, roof: BoardRoof) -> BoardRoof:
             if kind == "counts":
                 n_assumed = len(RooflinePrior(device, spec, roof).assumed)
             c = _components(device, roof, spec, A)
-            a = np.asarray(roof.power)
-            p = np.maximum(_power_features(roof, c)[:, :len(a)] @ a, 0.5)
-            errs[kind].append((np.log(op.time_ms / c["t"]), np.log(op.power_w / p)))
+            errs[kind].append((np.log(op.time_ms / c["t"]), np.log(op.power_w / _power(roof, c))))
 
     def q(e) -> float:
         return float(np.quantile(np.abs(np.concatenate(e)), 0.9)) / Z90
