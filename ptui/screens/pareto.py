@@ -6,6 +6,7 @@ measured modes only), without any device.
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 
@@ -63,16 +64,6 @@ _STAMP = re.compile(r"(.*) (\d\d-\d\d \d\d:\d\d)(:\d\d)(-\d+)?((?: \(other board
 same second, and whether it is another board's."""
 
 
-def _common(a: str, b: str) -> int:
-    """How many characters two texts start alike with."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _cut_head(head: str, room: int, diff: int | None) -> str:
     """A label's kind and name in `room` columns: its end cut ('…'), or with `diff` (where it first
     reads otherwise than the label it is most alike to) its middle, so the characters from there
@@ -113,7 +104,7 @@ def fit_labels(labels: list[str], room: int) -> list[str]:
         keep = room - len(tail)
         if keep < 9:                                 # too little room for the name: its start
             return label[:max(1, room - 1)] + "…"
-        diff = (max(_common(head, h) for j, h in enumerate(heads) if j != i)
+        diff = (max(len(os.path.commonprefix([head, h])) for j, h in enumerate(heads) if j != i)
                 if level >= 2 and len(heads) > 1 else None)
         return _cut_head(head, keep, diff) + tail
 
