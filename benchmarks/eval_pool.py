@@ -27,6 +27,10 @@ its workload, resnet50 by default), times the same unit factors; ptui's bundled 
 simulator's Orin AGX ResNet-18) is then a mismatched prior, as on a real board.  Nothing in ptui
 is tuned on it.
 
+--oracle factor tells each pooled fit its unit's true power factor (against the other boards'
+typical unit) in place of the one its regression estimates, its stated error kept; --oracle
+factor-se0 also sets that error to 0: what the factor's error and what its margin cost (A/B).
+
 --plan fleet gives each board its share of one space-filling design (profiling.active.fleet_share)
 instead of its own random draw; --methods runs a subset (pooled-5 alone takes ~1 min on 2 cores);
 --risk the decisions' risk; --detail says each pick over budget + 1 W.
@@ -34,12 +38,13 @@ instead of its own random draw; --methods runs a subset (pooled-5 alone takes ~1
 Run: python benchmarks/eval_pool.py [--boards 10] [--own 5] [--device orin-agx]
          [--workload resnet18] [--spread 0.10] [--seed 0] [--truth sim|indep] [--job resnet50]
          [--plan random|fleet] [--methods pooled-5,alone-5,alone-6,alone-50] [--risk 0.05]
-         [--detail]
+         [--detail] [--oracle none|factor|factor-se0]
 Prints numbers only; nothing is written outside a temporary folder.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
@@ -56,6 +61,7 @@ from ptui.core.board.physics import steady_state  # noqa: E402
 from ptui.core.catalogue.devices import get_device  # noqa: E402
 from ptui.core.catalogue.workloads import get_workload  # noqa: E402
 from ptui.core.decision.pareto import DEFAULT_RISK, InfeasibleError, Table, choose, parse_risk  # noqa: E402
+from ptui.core.prediction import pooled  # noqa: E402
 from ptui.core.prediction.fit import fit_model  # noqa: E402
 from ptui.core.prediction.predictor import bundled_reference, load_model  # noqa: E402
 from ptui.core.profiling.active import fleet_share  # noqa: E402
@@ -113,6 +119,29 @@ def pick_model(model, budget: float, risk=DEFAULT_RISK):
     return d.mode.as_tuple()
 
 
+@contextlib.contextmanager
+def oracle_factor(true_factor: float | None, zero_se: bool):
+    """An A/B of the pooled fit with this unit's true power factor (and, zero_se, no stated error)
+    in place of its regression's estimate (pooled.board_corrections), the other boards' kept."""
+    if true_factor is None:
+        yield
+        return
+    estimate = pooled.board_corrections
+
+    def told(device, rows, reference, **kw):
+        out = estimate(device, rows, reference, **kw)
+        c, per_row = out["power"]
+        own = np.asarray(rows.boards, dtype=object) == pooled.OWN
+        out["power"] = (pooled.Correction(true_factor, 0.0 if zero_se else c.log_se, c.board_factors,
+                                          c.resid_sd), np.where(own, np.log(true_factor), per_row))
+        return out
+    pooled.board_corrections = told
+    try:
+        yield
+    finally:
+        pooled.board_corrections = estimate
+
+
 def run_seed(a, seed: int, ctx: dict):
     """One fleet (the boards' units and modes drawn from `seed`): each method's penalties, the
     picks over budget + 1 W, the budgets with no pick, the power left, per budget, the fit
@@ -157,17 +186,19 @@ def run_seed(a, seed: int, ctx: dict):
                      if r.board != bd["id"]]
             fitted = {}
             if "pooled-5" in methods:
+                # the factor is against the other boards' typical unit (the geometric mean of
+                # theirs): the true one is this unit's over theirs, not the unit's own factor
+                typical = np.exp(np.mean([np.log(o["up"]) for o in boards if o is not bd]))
                 t = time.perf_counter()
-                fitted["pooled-5"] = fit_pooled_rows(dev, mine, fleet, workload=wl_name,
-                                                     batch_size=wl.batch_size, reference=ref, method="gp",
-                                                     seed=seed, spec=spec)
+                with oracle_factor(bd["up"] / typical if a.oracle != "none" else None,
+                                   a.oracle == "factor-se0"):
+                    fitted["pooled-5"] = fit_pooled_rows(dev, mine, fleet, workload=wl_name,
+                                                         batch_size=wl.batch_size, reference=ref,
+                                                         method="gp", seed=seed, spec=spec)
                 fit_s["pooled-5"].append(time.perf_counter() - t)
                 pinfo = fitted["pooled-5"].about.trained_on["pooled"]
                 if a.no_reach_sd and hasattr(fitted["pooled-5"].power, "reach_log"):
                     fitted["pooled-5"].power.reach_log = None
-                # the factor is against the other boards' typical unit (the geometric mean of
-                # theirs): the true one is this unit's over theirs, not the unit's own factor
-                typical = np.exp(np.mean([np.log(o["up"]) for o in boards if o is not bd]))
                 factors.append((bd["up"] / typical, pinfo["power_factor"], pinfo["power_factor_se_pct"]))
             for k, n in (("alone-6", 6), ("alone-50", 50)):
                 if k not in methods:
@@ -247,6 +278,9 @@ def main() -> None:
                          "fit does for a catalog workload")
     ap.add_argument("--no-reach-sd", action="store_true",
                     help="the pooled model without its power sd beyond the rows' reach (A/B)")
+    ap.add_argument("--oracle", choices=("none", "factor", "factor-se0"), default="none",
+                    help="A/B: the pooled fit told its unit's true power factor (factor), and also "
+                         "no stated error for it (factor-se0)")
     a = ap.parse_args()
     risk = parse_risk(a.risk)
     try:
@@ -337,10 +371,11 @@ def main() -> None:
         return
     err = np.array([100 * np.log(f / u) for u, f, _ in factors])
     se = np.array([s for _, _, s in factors])
+    ratio = f"{np.sqrt(np.mean((err / se) ** 2)):.2f}" if np.all(se > 0) else "- (an se of 0)"
     print(f"power factor estimated vs true (this unit's over the other boards' typical unit): error "
           f"rms {np.sqrt(np.mean(err ** 2)):.2f} %, median |error| {np.median(np.abs(err)):.2f} %, range "
           f"{err.min():+.2f} % .. {err.max():+.2f} %; stated se median {np.median(se):.2f} %, "
-          f"error / se rms {np.sqrt(np.mean((err / np.maximum(se, 1e-9)) ** 2)):.2f}")
+          f"error / se rms {ratio}")
 
 
 def parse_seeds(text: str) -> list[int]:
