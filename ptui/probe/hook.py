@@ -8,6 +8,11 @@ global optimizer-step post-hook and writes one line per event:
 ``H <pid> <t>``            hello (t: CLOCK_MONOTONIC seconds)
 ``D <cpu|cuda|...>``       where the script trains: the device of its optimizer's parameters (sent
                            at the first optimizer step; torch seeing a GPU is not enough)
+``F <n> <t>``              the script has run n forward passes of a model (a module with parameters,
+                           outermost calls only, not a DataLoader's) and has neither called
+                           backward() nor stepped (sent at the first, then at most once a second;
+                           counted until the first backward() or step, or until dynamo is loaded:
+                           torch.compile guards on the global module hooks that count them)
 ``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
                            at the first call, then at most once a second, until the first step)
 ``S <t> <opt> <nbw> <ncl> c<cpu> [x]``
@@ -163,6 +168,9 @@ class _State:
         self.stepped = False                         # some optimizer has stepped
         self.backward_total = 0                      # backward() calls before the first step
         self.backward_said = 0.0                     # when the last B line went out
+        self.forward_total = 0                       # forward passes before any backward() or step
+        self.forward_said = 0.0                      # when the last F line went out
+        self.forward_depth = 0                       # module calls running (outermost: 1)
         self.opt0_steps = 0
         self.window: _Window | None = None
         self.pending: str | None = None              # "open" / "close" the window at a safe point
@@ -456,6 +464,7 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
     if st.device_tries >= 0:
         _say_device(st, optimizer if optimizer is not None else _find_optimizer(key))
     st.stepped = True
+    _stop_counting_forwards()
     ref = st.optimizers.get(key)
     if optimizer is not None and (ref is None or ref() is not optimizer):
         st.optimizers[key] = weakref.ref(optimizer)   # new (or a new one reusing a dead one's id)
@@ -512,6 +521,7 @@ def _patch_backward() -> None:
             if st.window is not None:
                 st.window.backward += 1
             if not st.stepped:
+                _stop_counting_forwards()
                 _backward_before_any_step(st)
             _drain_steps()
         out = orig(*args, **kwargs)
@@ -528,10 +538,61 @@ def _backward_before_any_step(st: _State) -> None:
     """Tell ptui that the script trains (calls backward()) while no optimizer has stepped: a
     parameter update without torch.optim (Keras on torch, a hand-written SGD) is never timed."""
     st.backward_total += 1
+    st.backward_said = _say_count("B", st.backward_total, st.backward_said)
+
+
+def _say_count(kind: str, n: int, said: float) -> float:
+    """The line `kind n t` at the first event, then at most once a second; returns when the last
+    one went out."""
     now = time.monotonic()
-    if st.backward_total == 1 or now - st.backward_said >= 1.0:
-        st.backward_said = now
-        _send(f"B {st.backward_total} {now:.6f}\n")
+    if n == 1 or now - said >= 1.0:
+        _send(f"{kind} {n} {now:.6f}\n")
+        return now
+    return said
+
+
+_forward_hooks: list = []         # the global module hooks counting forward passes (F lines)
+
+
+def _count_forwards() -> None:
+    """Count the model's forward passes until the script calls backward() or steps: a script that
+    only runs inference is then named as such once it has run them a while (the F lines), not
+    after the whole start-up timeout.  Only a process's own outermost calls of a module with
+    parameters count (not a DataLoader's transforms, nor a forked worker's)."""
+    from torch.nn.modules import module as nn_module
+
+    def pre(module, args) -> None:
+        if _state is not None and not getattr(_loading, "n", 0):
+            _state.forward_depth += 1
+
+    def post(module, args, out) -> None:
+        st = _state
+        if st is None or getattr(_loading, "n", 0):
+            return
+        st.forward_depth = max(0, st.forward_depth - 1)
+        try:
+            if st.forward_depth == 0 and next(module.parameters(), None) is not None:
+                st.forward_total += 1
+                st.forward_said = _say_count("F", st.forward_total, st.forward_said)
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
+
+    _forward_hooks.append(nn_module.register_module_forward_pre_hook(pre))
+    try:
+        _forward_hooks.append(nn_module.register_module_forward_hook(post, always_call=True))
+    except TypeError:                 # an older torch: a forward that raises leaves the depth up
+        _forward_hooks.append(nn_module.register_module_forward_hook(post))
+    os.register_at_fork(after_in_child=_stop_counting_forwards)
+
+
+def _stop_counting_forwards() -> None:
+    """The script trains (backward(), a step), or may compile (dynamo guards on global module
+    hooks: removed later they would recompile its model), or is a forked worker: stop counting."""
+    while _forward_hooks:
+        try:
+            _forward_hooks.pop().remove()
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
 
 
 _loading = threading.local()      # this thread is inside a DataLoader's __next__ (n deep)
@@ -771,6 +832,11 @@ def _install_torch() -> None:
     register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(hook)
     _patch_backward()
+    if "torch._dynamo" not in sys.modules:
+        try:
+            _count_forwards()
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            _stop_counting_forwards()
     try:
         _patch_dataloader()
     except Exception:  # noqa: BLE001, S110 - never break the user's script
@@ -788,7 +854,9 @@ def _skip_in_dynamo() -> None:
     """Once dynamo is loaded: it runs the probe's backward() and DataLoader wrappers as they are,
     never compiling their frames nor inlining them (a graph breaks there anyway: torch's backward
     and a DataLoader's iteration cannot be traced).  The step hooks stay traceable: they add only
-    the compiled-step marker."""
+    the compiled-step marker.  The forward passes are no longer counted (dynamo would guard on
+    their global module hooks, and removing them later would recompile the model)."""
+    _stop_counting_forwards()
     from torch._dynamo import decorators
     for fn in _UNTRACED:
         decorators.skip(fn)

@@ -116,6 +116,32 @@ def test_a_script_that_only_runs_inference_is_not_only_told_to_wait_longer(tmp_p
         src.stop()
 
 
+def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_path, cli, monkeypatch):
+    """An inference-only script waited the whole start-up timeout (600 s) before its error, though
+    every progress note said it had called no backward().  Now, once it has run its model's forward
+    passes for NO_STEP_S seconds with no backward() and no step, ptui stops it and says why: one
+    error line, exit 1, its forward passes, its last output and log named."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 2.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
+    infer = _write(tmp_path, "infer.py", textwrap.dedent("""
+        import torch
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                    torch.nn.Linear(8 * 14 * 14, 10)).eval()
+        print("evaluating", flush=True)
+        with torch.no_grad():
+            while True:
+                model(torch.randn(4, 3, 16, 16))
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, infer)
+    assert rc == 1, err
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "forward passes of its model in" in errors[0], err          # not the 60 s timeout's
+    assert "called no backward() and stepped no optimizer" in errors[0], err
+    assert "only runs inference or evaluation" in errors[0] and "--startup-timeout" in errors[0], err
+    assert "last output: evaluating" in errors[0] and "full log:" in errors[0], err
+
+
 @pytest.mark.slow
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
     from tests.support import fakesys

@@ -73,8 +73,12 @@ PRIOR_CPU_TRAINING_WARNING = (
 OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
-NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
+NO_STEP_S = 60.0               # backward() called this long without any optimizer step, or forward
+                               # passes run this long without a backward() (inference only): say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
+FORWARD_GAP_S = 10.0           # forward passes this far apart are not one run of them (a warm-up
+                               # pass, then minutes of data preparation, is no inference loop)
+INFERENCE_ONLY = "a script that only runs inference or evaluation has no training step for ptui to time"
 TIMED_SAVE_S = 1.0             # what one step is goes to the session store at most this often
 SETTLE_S = 2.5                 # a mode's switch and power settling before its steps are timed
                                # (2.0-3.5 s on an emulated Orin AGX), then at least
@@ -358,7 +362,7 @@ def host_cycle_ms(wall: list[float], cpu: list[float]) -> float | None:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 
 
 class ScriptSource:
@@ -380,6 +384,9 @@ class ScriptSource:
             first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
         self.backward_calls = 0                      # before the first step (the probe's B lines)
         self.t_backward: float | None = None         # when the first came
+        self.forward_passes = 0                      # before any backward() or step (F lines)
+        self.t_forwards: float | None = None         # when the present run of them began ...
+        self.t_forward: float | None = None          # ... and when the last F line came
         self.notify = notify or (lambda msg: None)
         self.on_info = on_info or (lambda d: None)
         self.progress_every = progress_every
@@ -588,18 +595,41 @@ class ScriptSource:
             bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
             limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
                      f"first backward() without a step")
+        elif self.forward_passes:
+            bw = f"has run {_plural(self.forward_passes, 'forward pass')} of its model, no backward(), and "
+            limit = (f"stopped after {min(self._no_step_limit(), self.first_step_timeout):.0f} s of "
+                     f"forward passes without a backward(): {INFERENCE_ONLY}")
         else:
             # nor a backward(): a script that only runs inference waited out the whole start-up
             # timeout (600 s) told only that it was starting (the probe trial)
             bw, limit = "", (f"limit --startup-timeout {self.first_step_timeout:.0f} s; no "
-                             f"backward() either: a script that only runs inference or evaluation "
-                             f"has no training step to time")
+                             f"backward() either: {INFERENCE_ONLY}")
         self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
                     f"no optimizer step after {waited:.0f} s ({limit})"
                     + (f"; last output: {tail}" if tail else ""))
 
     def _no_step_limit(self) -> float:
         return NO_STEP_S if self.no_step_s is None else self.no_step_s
+
+    def _inference_only(self, now: float) -> bool:
+        """The script has run forward passes, one run of them still going, for the no-step limit
+        with no backward() (an inference loop waited out the whole start-up timeout, 600 s, though
+        every progress note said it had called no backward(): the probe trial)."""
+        return (not self.backward_calls and self.t_forwards is not None and self.t_forward is not None
+                and now - self.t_forward <= FORWARD_GAP_S
+                and now - self.t_forwards > min(self._no_step_limit(), self.first_step_timeout))
+
+    def _only_forwards(self, now: float) -> ProfileError:
+        """The script runs forward passes but neither calls backward() nor steps."""
+        tail = self._tail()
+        waited = now - (self.t_forwards or now)
+        return ProfileError(
+            f"the training script ran {_plural(self.forward_passes, 'forward pass')} of its model in "
+            f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
+            f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
+            f"long before it trains (a validation pass first, features computed in advance), give "
+            f"--startup-timeout" + (f"; last output: {tail}" if tail else "")
+            + f"; full log: {self.log_path}")
 
     def _no_optimizer_step(self, waited: float) -> ProfileError:
         """The script trains (calls backward()) but never steps a torch.optim optimizer."""
@@ -617,9 +647,7 @@ class ScriptSource:
     def _never_stepped(self) -> ProfileError:
         # a script that only runs inference (forward passes, no backward()) was told only to
         # raise --startup-timeout, as if it were slow to start (the probe trial)
-        none = ("" if self.backward_calls else
-                "; it called no backward() either: a script that only runs inference or "
-                "evaluation has no training step for ptui to time")
+        none = "" if self.backward_calls else f"; it called no backward() either: {INFERENCE_ONLY}"
         return ProfileError(f"the training script is still running but has taken no optimizer step "
                             f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
                             f"(torch.compile, data preparation) raise --startup-timeout{none}; its "
@@ -689,11 +717,18 @@ class ScriptSource:
             if line.startswith("B "):
                 self.backward_calls = max(self.backward_calls, int(line.split()[1]))
                 self.t_backward = self.t_backward or now
+            elif line.startswith("F "):
+                self.forward_passes = max(self.forward_passes, int(line.split()[1]))
+                if self.t_forward is None or now - self.t_forward > FORWARD_GAP_S:
+                    self.t_forwards = now
+                self.t_forward = now
             if self.it.steps == 0 and self.proc.poll() is None:
                 waited = now - self.t_start
                 if self.t_backward is not None and (now - self.t_backward > self._no_step_limit()
                                                     or waited > self.first_step_timeout):
                     raise self._no_optimizer_step(now - self.t_backward)
+                if self._inference_only(now):
+                    raise self._only_forwards(now)
                 if waited > self.first_step_timeout:
                     raise self._never_stepped()
                 if now >= next_note:
