@@ -459,6 +459,13 @@ class ScriptSource:
         env.pop("PTUI_PROBE_FD", None)
         if self.whatif:
             env["PTUI_PROBE_WHATIF"] = "1"
+            # the host's work between the steps is the main thread's CPU time (host_cycle_ms), and
+            # OpenMP's threads spin where they wait for each other at a parallel operator's end: on
+            # a loaded machine torch's main thread then spun for its descheduled worker, tens of ms
+            # in some iterations, and a plain loop with 2 threads read as mostly work outside the
+            # steps (3 of 4 counts: the probe trial).  Waiting passively, they wait without CPU time
+            # (unless the user chose a policy); a what-if times the host only for its work
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         else:
             env.pop("PTUI_PROBE_WHATIF", None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
