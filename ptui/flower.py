@@ -213,8 +213,13 @@ class Node:
         return bool(self.backend.not_live)
 
     def steps(self, config: Mapping) -> int:
-        s = round_steps(config) or self.spec.steps or self.predictions.batches_per_epoch or 1
-        return max(1, int(s))
+        return steps_for(round_steps(config), self.spec, self.predictions)
+
+
+def steps_for(asked: int | None, spec: NodeSpec, predictions) -> int:
+    """The minibatches a node's round trains (or a query's front is for): those `asked` (a round's
+    or a query's ptui-steps), else the node's steps, else one epoch of its model's workload, else 1."""
+    return max(1, int(asked or spec.steps or predictions.batches_per_epoch or 1))
 
 
 def model_dir_for(spec: NodeSpec, backend_kind: str) -> Path:
@@ -396,10 +401,9 @@ class PowerMod:
             if pred is not None and not steps_ok:
                 info.update({"has-model": True, "model": where})
             elif pred is not None:
-                steps = max(1, int(asked or spec.steps or pred.batches_per_epoch or 1))
-                fw, fms = front_of(pred.table, self.risk)
-                info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw,
-                             "front-s": [t * steps / 1000.0 for t in fms]})
+                steps = steps_for(asked, spec, pred)
+                fw, fs = round_front(pred.table, self.risk, steps)
+                info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw, "front-s": fs})
         except (core.PtuiError, OSError, ValueError) as e:
             notes.append(f"the node's model could not be read: {e}")
         if notes:
@@ -584,6 +588,13 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
     return pw, ms
 
 
+def round_front(table, risk: float | None, steps: int) -> tuple[list[float], list[float]]:
+    """front_of with each time as the seconds of a round of `steps` minibatches: the front a
+    node's reply (or answer to a query) carries and the server splits a cap by."""
+    pw, ms = front_of(table, risk)
+    return pw, [t * steps / 1000.0 for t in ms]
+
+
 def bound_w(p, sd, risk: float | None):
     """Modes' power at the risk's upper bound (core.upper_bound: the bound core.choose holds a
     budget to), a hair above it so that a node given that much as its budget can pick the mode; the
@@ -711,7 +722,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         target = reply.content["metrics"] = MetricRecord()
     for k, v in figures.items():
         target[k] = float(v)
-    fw, fms = front_of(node.predictions.table, risk)
+    fw, fs = round_front(node.predictions.table, risk, steps)
     reply.content[RECORD] = ConfigRecord({
         "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
@@ -726,7 +737,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         "seconds-from": (f"the SIMULATED board's clock, {steps} minibatches of {node.spec.workload}"
                          if be.clock.virtual else "the round's wall time on this host"),
         # the front the server splits a cap by: W at the risk's upper bound, round seconds
-        "front-w": fw, "front-s": [t * steps / 1000.0 for t in fms], "notes": "; ".join(notes)})
+        "front-w": fw, "front-s": fs, "notes": "; ".join(notes)})
     return reply
 
 
@@ -1096,8 +1107,7 @@ class PtuiFleet(Strategy):
             pred = core.model_predictions(core.prior_model(core.get_device(device), spec,
                                                            workload=self.workload))
             steps = self.steps or pred.batches_per_epoch or 1
-            pw, ms = front_of(pred.table, self.risk)
-            c = self._priors[device] = (pw, [t * steps / 1000.0 for t in ms])
+            c = self._priors[device] = round_front(pred.table, self.risk, steps)
         return c
 
     def unit_factor(self, node_id: int) -> tuple[float, float]:
