@@ -46,6 +46,7 @@ HOLD_KEY = "ptui-hold-w"          # the watts the node may draw as measured, hel
                                   # absent, the budget; 0, none (PtuiFleet holds the cap by its split,
                                   # sending each budget in the node's model's watts)
 RECORD = "ptui"                   # the reply's ConfigRecord: mode, device, backend, goal, model, notes
+MOD_BACKENDS = ("sim", "sysfs", "jtop")   # the boards a node opens (node config backend)
 QUERY = "query.ptui"              # the message type the strategy asks each node's board and model with
 QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' answers (a SuperNode of
                                   # the Deployment Engine starts a ClientApp process per message: ~10 s)
@@ -306,6 +307,17 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     batch_size = core.number(batch_size, "batch_size", integer=True, ge=1)
     if steps is not None:
         steps = core.number(steps, "steps", integer=True, ge=1)
+    # and so are a board no node could open (a device or backend ptui does not know, a SIMULATED unit
+    # factor the simulator refuses), a risk no rule takes and a pool URL that names no pool
+    for d in [device, *(devices or [])]:
+        core.get_device(d)
+    if backend not in MOD_BACKENDS:
+        raise core.InputError(f"backend must be {', '.join(MOD_BACKENDS[:-1])} or {MOD_BACKENDS[-1]}, "
+                              f"got {backend!r}")
+    unit_power = [core.number(u, "unit_power", ge=0.5, le=2) for u in unit_power or []]
+    risk = risk_arg(risk)
+    if pool:
+        core.check_url(pool)
     # the environment's defaults are read here, once: a node's ptui work later sets these variables
     # to its own while it runs (_node_env), and another node reading them then would take its pool
     if pool is None:
@@ -315,8 +327,14 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
     mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
                             None, pool, board),
                    devices, risk, fit_modes, sample_interval, say, int(pool_modes), bool(hold_budget))
-    mod.unit_power = list(unit_power) if unit_power else None
+    mod.unit_power = unit_power or None
     return mod
+
+
+def risk_arg(risk) -> float | None:
+    """A mod's or PtuiFleet's risk: a probability strictly between 0 and 1 (core.DEFAULT_RISK by
+    default), or None to decide on the predicted value alone (ptui's --risk mean)."""
+    return None if risk is None else core.number(risk, "risk (None: decide on the mean)", gt=0, lt=1)
 
 
 class PowerMod:

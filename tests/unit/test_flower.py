@@ -1267,6 +1267,28 @@ def test_a_mod_made_with_steps_or_batch_size_that_is_no_count_is_refused_when_ma
     assert (d.steps, d.batch_size) == (4, 8)
 
 
+@pytest.mark.parametrize("kw, said", [
+    ({"device": "orin-agxx"}, "unknown device 'orin-agxx'; known devices: orin-agx, xavier-agx, orin-nano"),
+    ({"devices": ["orin-agx", "tx2"]}, "unknown device 'tx2'"),
+    ({"backend": "sysf"}, "backend must be sim, sysfs or jtop, got 'sysf'"),
+    ({"unit_power": [1.0, 5.0]}, "unit_power must be at most 2, got 5.0"),
+    ({"risk": 2}, r"risk \(None: decide on the mean\) must be below 1, got 2"),
+    ({"risk": 0}, r"risk \(None: decide on the mean\) must be above 0"),
+    ({"pool": "mysql://fleet"}, "bad pool URL 'mysql://fleet'"),
+])
+def test_a_mod_made_with_a_board_risk_or_pool_no_node_can_use_is_refused_when_made(kw, said):
+    """ptui_power_mod(device="orin-agxx") (or devices=["tx2"], backend="sysf", unit_power=[5.0],
+    risk=2, pool="mysql://fleet") was made without a word, and every node's every round then
+    raised ("unknown device", "unit factors must be within 0.5-2", "--risk must be between 0 and
+    1", naming a command-line flag the mod has not) (a fleet trial).  The mod refuses it when made,
+    as it does steps and batch_size."""
+    with pytest.raises(core.InputError, match=f"^{said}"):
+        flower.ptui_power_mod(**kw)
+    mod = flower.ptui_power_mod(devices=["xavier-agx"], backend="sysfs", unit_power=["1.1"], risk=None,
+                                pool="sqlite:////nonexistent/pool.sqlite")
+    assert (mod.unit_power, mod.risk, mod.defaults.backend) == ([1.1], None, "sysfs")
+
+
 @pytest.mark.parametrize("node_config, config, said", [
     ({"steps": -3}, {}, "steps must be at least 1"),
     ({"steps": "abc"}, {}, "steps must be a whole number"),
