@@ -1077,6 +1077,14 @@ class PtuiFleet(Strategy):
             raise core.InputError(f"objective must be 'energy', got {objective!r}")
         if steps is not None:
             steps = core.number(steps, "steps", integer=True, ge=1)
+        # and so is what a node's prior curve is made of (a device ptui does not know, a workload
+        # without the published counts the prior takes, a batch size that is no count) and a risk no
+        # rule takes, not in the first round a node is split by its device
+        for d in [default_device, *(devices.values() if isinstance(devices, Mapping) else [])]:
+            core.get_device(d)
+        core.get_workload(workload)
+        batch_size = core.number(batch_size, "batch_size", integer=True, ge=1)
+        risk = risk_arg(risk)
         self.strategy = strategy
         self.cap_w, self.deadline_s, self.objective = cap_w, deadline_s, objective
         self.devices = devices

@@ -1289,6 +1289,26 @@ def test_a_mod_made_with_a_board_risk_or_pool_no_node_can_use_is_refused_when_ma
     assert (mod.unit_power, mod.risk, mod.defaults.backend) == ([1.1], None, "sysfs")
 
 
+@pytest.mark.parametrize("kw, said", [
+    ({"default_device": "nano9"}, "unknown device 'nano9'"),
+    ({"devices": {1: "orin-agx", 2: "tx2"}}, "unknown device 'tx2'"),
+    ({"workload": "resnet99"}, "unknown workload 'resnet99'; built-in workloads: resnet18"),
+    ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+    ({"risk": 2}, r"risk \(None: decide on the mean\) must be below 1, got 2"),
+])
+def test_a_fleet_made_with_a_device_workload_or_risk_it_cannot_split_by_is_refused_when_made(kw, said):
+    """PtuiFleet(..., default_device="nano9") (or devices naming "tx2", workload="resnet99",
+    risk=2) was made without a word, and the ServerApp then raised in the round that split a node
+    by its device's prior ("unknown device", "'NoneType' object has no attribute
+    'bytes_estimated'", "p must be in the range 0.0 < p < 1.0"); batch_size=0 was taken as the
+    workload's default (a fleet trial).  The strategy refuses each when made, as it does steps."""
+    with pytest.raises(core.InputError, match=f"^{said}"):
+        flower.PtuiFleet(FedAvg(fraction_train=1.0), cap_w=100, **kw)
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0), cap_w=100, devices=lambda n: "tx2", risk=None,
+                             batch_size="32")
+    assert (fleet.risk, fleet.batch_size) == (None, 32)
+
+
 @pytest.mark.parametrize("node_config, config, said", [
     ({"steps": -3}, {}, "steps must be at least 1"),
     ({"steps": "abc"}, {}, "steps must be a whole number"),
