@@ -30,6 +30,9 @@ from ..messages import ColocateDecided, ColocateLive, ColocateRunEnded
 from ..widgets.safeplot import SafePlot
 
 FIELDS = (("#rate", "requests/s"), ("#latency", "p99 ms"), ("#budget", "budget W"))
+BASELINES = (("maxn_largest_feasible_batch", "MAXN"), ("best_preset", "preset"),
+             ("training_alone", "training alone"))
+"""The decision's baselines (keys of its body's "baselines") and their names in the details."""
 
 
 class ColocateScreen(Screen):
@@ -303,27 +306,34 @@ def details(body: dict, goal: tuple) -> list[str]:
     p = body["pick"]
     late = 100 * p["over_budget"]
     lines = head + [
-        f"[b]pick[/b] {_knobs(p['key'])}", f"  inference batch {p['batch_size']}",
-        f"  training {p['train_samples_per_s']:.1f} samples/s",
-        f"  latency p50 {p['latency_p50_ms']:.0f} / p99 {p['latency_p99_ms']:.0f} ms "
-        f"(budget {latency:g}), {late:.2f} % late",
-        f"  power {p['power_w']:.1f} W (budget {budget:g}); GPU {100 * p['inference_share']:.0f} % "
-        f"on inference",
-        f"  {body['profiled_modes']} modes profiled ({body['strategy']})"]
-    names = {"maxn_largest_feasible_batch": "MAXN", "best_preset": "best preset",
-             "training_alone": "training alone"}
-    for key, name in names.items():
+        f"[b]pick[/b] {_knobs(p['key'])}",
+        f"  inference batch {p['batch_size']}, {100 * p['inference_share']:.0f} % of GPU",
+        f"  p99 {p['latency_p99_ms']:.0f} ms (budget {latency:g}), p50 {p['latency_p50_ms']:.0f}",
+        f"  {p['power_w']:.1f} W (budget {budget:g}), {late:.2f} % late",
+        # the pick against the baselines in one table, each row a line: at 80x24 the panel
+        # holds 14 lines, and a line per figure put the baselines below its fold
+        f"{'':5}{'training samples/s':>18}{'W':>6}",
+        _row(f"pick b{p['batch_size']}", p, budget)]
+    for key, name in BASELINES:
         b = body["baselines"].get(key)
         if b is None:
-            lines.append(f"{name}: none meets the budgets")
+            lines.append(f"  {name:<14} [dim]none meets both[/dim]")
             continue
-        over = "" if b.get("within_power_budget", True) else " [red]over budget[/red]"
-        batch = f" b{b['batch_size']}" if "batch_size" in b else ""
-        named = f" {b['preset']}" if b.get("preset") else ""
-        lines.append(f"{name}{named}{batch}: {b['train_samples_per_s']:.1f}/s, {b['power_w']:.1f} W{over}")
-    lines.append("[dim]lines: per inference batch, the most training at each power whose latency "
-                 "holds (cyan: the pick's batch)[/dim]")
+        lines.append(_row(f"{name} b{b['batch_size']}" if "batch_size" in b else name, b, budget))
+    preset = (body["baselines"].get("best_preset") or {}).get("preset")
+    if preset:
+        lines.append(f"  [dim](best preset: {escape(preset)})[/dim]")
+    lines += [f"{body['profiled_modes']} modes profiled ({body['strategy']})",
+              "[dim]lines: per inference batch, the most training at each power whose latency "
+              "holds (cyan: the pick's batch)[/dim]"]
     return lines
+
+
+def _row(label: str, point: dict, budget: float) -> str:
+    """One row of the details' table: its training samples/s and mean W, '> budget' in red where
+    the watts are over the power budget (35 columns: the panel's width at 80x24 with its scrollbar)."""
+    over = "" if point.get("within_power_budget", True) else f" [red]> {budget:g}[/red]"
+    return f"  {label:<14}{point['train_samples_per_s']:>7.1f}{point['power_w']:>6.1f}{over}"
 
 
 def live_lines(snap: dict, goal: tuple | None) -> list[str]:

@@ -1,6 +1,10 @@
 """The app's Colocate screen (issue 27): training beside inference decided on the simulated board,
 the region whose latency holds drawn with the pick and the budget, the figures against the budgets
 in the details, a budget nothing meets named with its closest option, and bad fields in one line."""
+import re
+
+import pytest
+
 from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.modes import Mode
 from ptui.core.catalogue.workloads import get_workload
@@ -232,3 +236,30 @@ async def test_the_details_can_be_read_to_their_end_at_80x24():
         await pilot.press("end")
         await pilot.pause(0.2)
         assert side.scroll_y >= hidden
+
+
+def _on_screen(app) -> str:
+    """The terminal's text as the user sees it, row by row (what a panel shows, not what it holds
+    below its fold)."""
+    return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_the_baselines_show_without_scrolling(size):
+    """A user's trial: at 80x24 the decision's baselines (MAXN's, the best preset's, training
+    alone) were below the fold of the details panel, a line of figures each wrapped over two, and
+    nothing said to scroll.  The pick and the baselines are now rows of one table, all on screen
+    with the best preset named, as the CLI gives them."""
+    app, _ = make_app()
+    async with app.run_test(size=size) as pilot:
+        scr = await _decide(app, pilot, "20", "250", "35")
+        base = scr.view.body["baselines"]
+        seen = _on_screen(app)
+        maxn, preset, alone = (base[k] for k in ("maxn_largest_feasible_batch", "best_preset",
+                                                 "training_alone"))
+        for label, b in ((f"MAXN b{maxn['batch_size']}", maxn), (f"preset b{preset['batch_size']}", preset),
+                         ("training alone", alone)):
+            row = f"{label} +{b['train_samples_per_s']:.1f} +{b['power_w']:.1f}"
+            assert re.search(row, seen), (row, seen)
+        assert f"(best preset: {preset['preset']})" in seen, seen
+        assert re.search(r"MAXN b\d+ +[\d.]+ +[\d.]+ > 35", seen), seen        # over the budget

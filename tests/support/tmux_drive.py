@@ -111,9 +111,9 @@ def journey(out: Path | None = None, cols: int = 110, rows: int = 36) -> dict[st
             t.keys("6")
             t.wait_for("Decide (d)")
             t.keys("d")
-            # the decision's last lines (the baselines) are below the fold of the details panel,
-            # which scrolls; the pick and its profiled-mode count are on screen once it is made
-            caps["colocate"] = t.wait_for("modes profiled", timeout=240)
+            # the pick and its baselines' table are on screen once it is made (the panel's last
+            # lines, the profiled-mode count and the plot's legend, are below its fold at 80x24)
+            caps["colocate"] = t.wait_for("training alone", timeout=240)
             assert "SIMULATED" in caps["colocate"] and "pick" in caps["colocate"], caps["colocate"]
             t.keys("?")
             caps["help"] = t.wait_for("Screens")
