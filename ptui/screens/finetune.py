@@ -35,6 +35,12 @@ class FinetuneScreen(Screen):
         self.busy = False
         self.filled = ""
         """The profile the field was filled in with (the newest finished one): replaced by a newer."""
+        self.fitted = ""
+        """The profile the result panel shows a fit of ("" before one): while the field holds it,
+        the introduction gives the result its rows (at 80x24 the from-scratch baseline and the
+        notes were below the screen's fold, out of reach of any key)."""
+        self.fitting = ""
+        """The profile being fitted (the field as t was pressed)."""
         self.cancel = threading.Event()
         """Set to stop a fine-tune under way (the app quits)."""
 
@@ -74,6 +80,14 @@ class FinetuneScreen(Screen):
                 info += (f" Newer, but not finished (stopped, failed or still running): {names}; "
                          f"type its path to fine-tune on the modes it measured.")
         self.query_one("#info", Static).update(info)
+        self.show_info()
+
+    def show_info(self) -> None:
+        """The introduction, unless the result below is a fit of the profile in the field (said
+        as the screen shows and as a fit ends: hidden or shown as the field is typed in, the
+        whole screen drew blank for a frame)."""
+        inp = self.query_one("#profile", Input)
+        self.query_one("#info").display = not self.fitted or inp.value.strip() != self.fitted
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.action_train()
@@ -92,6 +106,7 @@ class FinetuneScreen(Screen):
         self.busy = True
         self.query_one("#spinner").display = True
         self.query_one("#result", Static).update("loading the profile…")
+        self.fitted, self.fitting = "", path
         self.fit(Path(path))
 
     @work(thread=True, exclusive=True, group="finetune", exit_on_error=False)
@@ -122,6 +137,8 @@ class FinetuneScreen(Screen):
         self.busy = False
         self.query_one("#spinner").display = False
         self.query_one("#result", Static).update("\n".join(result_lines(metrics, fitted_on, seconds, out)))
+        self.fitted = self.fitting
+        self.show_info()
 
     def failed(self, msg: str) -> None:
         self.busy = False

@@ -23,6 +23,12 @@ async def wait_workers(app, pilot):
     await pilot.pause(0.1)
 
 
+def on_screen(app) -> str:
+    """The terminal's text as the user sees it, row by row (what a panel shows, not what it holds
+    below its fold)."""
+    return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
+
+
 async def start_profile(app, pilot, done: int):
     """Start the Profile screen's default profile (2, s); its screen once `done` modes finished
     (or after about 4 s)."""

@@ -9,7 +9,7 @@ from ptui.core.catalogue.devices import get_device
 from ptui.core.catalogue.modes import Mode
 from ptui.core.catalogue.workloads import get_workload
 from ptui.core.usecases.colocate import colocate
-from tests.functional.test_app import make_app, wait_workers
+from tests.functional.test_app import make_app, on_screen, wait_workers
 
 AGX = get_device("orin-agx")
 
@@ -238,12 +238,6 @@ async def test_the_details_can_be_read_to_their_end_at_80x24():
         assert side.scroll_y >= hidden
 
 
-def _on_screen(app) -> str:
-    """The terminal's text as the user sees it, row by row (what a panel shows, not what it holds
-    below its fold)."""
-    return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
-
-
 @pytest.mark.parametrize("size", [(80, 24), (100, 30)])
 async def test_the_baselines_show_without_scrolling(size):
     """A user's trial: at 80x24 the decision's baselines (MAXN's, the best preset's, training
@@ -254,7 +248,7 @@ async def test_the_baselines_show_without_scrolling(size):
     async with app.run_test(size=size) as pilot:
         scr = await _decide(app, pilot, "20", "250", "35")
         base = scr.view.body["baselines"]
-        seen = _on_screen(app)
+        seen = on_screen(app)
         maxn, preset, alone = (base[k] for k in ("maxn_largest_feasible_batch", "best_preset",
                                                  "training_alone"))
         for label, b in ((f"MAXN b{maxn['batch_size']}", maxn), (f"preset b{preset['batch_size']}", preset),

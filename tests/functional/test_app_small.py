@@ -2,7 +2,7 @@
 import pytest
 
 from ptui.core.catalogue.devices import get_device
-from tests.functional.test_app import make_app, wait_workers
+from tests.functional.test_app import make_app, on_screen, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -393,3 +393,34 @@ def test_saved_source_labels_that_must_shorten_stay_apart():
     out = fit_labels(["profile my-long-training-script-v1 11-27 15:19:08",
                       "profile my-long-training-script-v2 11-28 09:02:51"], room)
     assert out[0].endswith(" 11-27 15:19") and out[1].endswith(" 11-28 09:02"), out
+
+
+async def test_finetune_shows_its_whole_result_at_80x24(tmp_path):
+    """A user's trial: after a fit at 80x24 the introduction kept its nine lines above the result,
+    and the from-scratch baseline (and any outlier note) lay below the screen's fold, where no key
+    reached.  While the result is a fit of the profile in the field, the introduction gives way to
+    it; a newer profile filled in brings it back."""
+    app, _ = make_app()
+    app.state.profile_csv = tmp_path / "orin-agx-resnet18-bs16.csv"
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        scr = app.screen
+        assert "Fits time and power to your profile" in on_screen(app)
+        scr.fitting = str(app.state.profile_csv)           # as t sets it; the fit's figures below
+        fit = {"cv_mape": 1.7, "cv_coverage90": 100.0, "choice": "gp-stack",
+               "candidates_cv_mape": {"scratch": 9.4}}
+        scr.done({"time": fit, "power": {**fit, "candidates_cv_mape": {"scratch": 12.5}}}, "50 profiled modes", 31.2,
+                 tmp_path / "models" / "orin-agx-resnet18-bs16-20261127-180332")
+        await pilot.pause(0.2)
+        seen = on_screen(app)
+        assert "baseline from scratch" in seen and "power 12.5%" in seen, seen
+        assert "Fits time and power" not in seen
+        # a newer profile finished since: the field holds it, and the introduction names it
+        app.state.profile_csv = tmp_path / "orin-agx-resnet18-bs16-newer.csv"
+        await pilot.press("1")
+        await pilot.pause(0.1)
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        seen = on_screen(app)
+        assert "Fits time and power to your profile" in seen and "bs16-newer.csv" in seen, seen
