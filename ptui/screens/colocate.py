@@ -231,7 +231,8 @@ class ColocateScreen(Screen):
         plt.clear_figure()
         latency = self.asked[3]
         live = [s for s in self.live if s["measured"]["p99_ms"] is not None]
-        plt.title("demo: running p99 ms (SIMULATED board)" if self.app.state.backend.not_live
+        # titles within 36 columns: the plot is 40 at 80x24, and plotext leaves out a longer one
+        plt.title("SIMULATED demo: running p99 ms" if self.app.state.backend.not_live
                   else "demo: running p99 ms")
         plt.xlabel("board clock s")
         if live:
@@ -253,7 +254,7 @@ class ColocateScreen(Screen):
         plt = self.query_one("#colo-plot", SafePlot).plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title("SIMULATED: training samples/s vs mean power W")
+        plt.title("SIMULATED: train samples/s vs W")
 
     def draw(self) -> None:
         assert self.view is not None and self.asked is not None
@@ -264,7 +265,7 @@ class ColocateScreen(Screen):
         _, _, rate, latency, budget = self.asked
         plt.title(f"SIMULATED: p99 <= {latency:g} ms at {rate:g}/s")
         plt.xlabel("mean power W")
-        plt.ylabel("train samples/s")
+        plt.ylabel("samples/s")     # beside the x label: "train samples/s mean power W" read as one
         body = self.view.body
         # the pick's batch in colour and named; the other batches' edges in gray, unnamed (a
         # legend of seven sizes covered half the plot at 80x24)

@@ -257,3 +257,33 @@ async def test_the_baselines_show_without_scrolling(size):
             assert re.search(row, seen), (row, seen)
         assert f"(best preset: {preset['preset']})" in seen, seen
         assert re.search(r"MAXN b\d+ +[\d.]+ +[\d.]+ > 35", seen), seen        # over the budget
+
+
+async def test_the_plot_says_simulated_at_80x24():
+    """At 80x24 the plot is 40 columns, and plotext leaves out a title longer than that room
+    without a word: before a decision ('SIMULATED: training samples/s vs mean power W') and while
+    the demo ran ('demo: running p99 ms (SIMULATED board)') the plot had no title, nothing on it
+    said SIMULATED.  And its axis labels ran together ('train samples/s mean power W')."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.2)
+        scr = app.screen
+        plot = scr.query_one("#colo-plot")
+        assert "SIMULATED" in str(plot.render())
+        scr = await _decide(app, pilot, "20", "250", "35")
+        drawn = str(plot.render())
+        assert "SIMULATED" in drawn and "samples/s mean power" not in drawn, drawn
+        _hold_after(scr, 2)
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if len(scr.live) >= 2:
+                break
+        assert scr.running
+        await pilot.pause(0.2)
+        assert "SIMULATED" in str(plot.render()), str(plot.render())
+        await pilot.press("r")
+        await wait_workers(app, pilot)
+        assert not scr.running and scr.ran is not None
+        assert "SIMULATED" in str(plot.render())
