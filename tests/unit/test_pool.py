@@ -511,3 +511,35 @@ def test_a_pulled_csv_of_other_boards_is_not_pushed_or_fitted_as_this_boards(mon
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "o1.csv", "--pool",
                        "--out", tmp_path / "m1")
     assert rc == 0, out + err
+
+
+def test_a_profile_the_pool_holds_as_another_boards_is_not_pushed_or_fitted_as_this_boards(
+        monkeypatch, tmp_path, cli):
+    """The README's one-host fleet, then `ptui fit --pool --profile unit-3.csv` in a shell without
+    the PTUI_BOARD_ID=orin-03 it was profiled with: the host's name was this board, and unit-3's
+    rows, already in the pool as orin-03's, were pooled twice, as this board's and as the fleet's
+    ("5 rows of this board + 24 from 5 other boards"; power x1.059 where orin-03 is x1.107), and
+    `pool push --board orin-01` of orin-02's profile added its rows again as orin-01's (a fleet
+    trial).  Both are refused in one line naming the board that made it (exit 2), the pool left
+    as it was; under that board's id they go as before."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    for board in ("orin-01", "orin-02", "orin-03"):
+        monkeypatch.setenv("PTUI_BOARD_ID", board)
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                         "--count", "3", "--session", f"s-{board}", "--out", tmp_path / f"{board}.csv")
+        assert rc == 0, err
+    monkeypatch.setenv("PTUI_BOARD_ID", "the-host")
+    for args in (("fit", "--device", "orin-agx", "--profile", tmp_path / "orin-03.csv", "--pool",
+                  "--out", tmp_path / "m"),
+                 ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "orin-03.csv"),
+                 ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "orin-02.csv",
+                  "--board", "orin-01")):
+        rc, out, err = cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+        assert "as those of board 'orin-0" in err and "not of this board" in err, err
+        assert "give --board orin-0" in err, err
+    assert len(Pool(url).rows(device="orin-agx")) == 9 and not (tmp_path / "m").exists()
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "orin-03.csv", "--pool",
+                       "--board", "orin-03", "--out", tmp_path / "m3")
+    assert rc == 0 and "3 rows of this board + 6 from 2 other boards" in out, out + err

@@ -257,11 +257,12 @@ class Pool:
 
     # -- reading ---------------------------------------------------------------------------------
     def rows(self, *, device: str | None = None, workload: str | None = None,
-             batch_size: int | None = None, board: str | None = None) -> list[PoolRow]:
+             batch_size: int | None = None, board: str | None = None,
+             source: str | None = None) -> list[PoolRow]:
         """The pool's rows that match, oldest first."""
         where, args = [], []
         for col, v in (("device", device), ("workload", workload), ("batch_size", batch_size),
-                       ("board", board)):
+                       ("board", board), ("source", source)):
             if v is not None:
                 where.append(f"{col} = ?")
                 args.append(v)

@@ -2,6 +2,7 @@
 pooled fit (a board's model from its own few rows and the fleet's, prediction/pooled.py)."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,34 @@ def _check_board(profile, board: str) -> None:
                          f"CSV is the fleet's), or --board naming the board that made it")
 
 
+def _source(profile, tags: dict, batch_size: int) -> str:
+    """The pool's name for where a profile's rows were measured: a ptui profile's run, as its run
+    sent them (PoolingStore: session@bsB), else the CSV's file name."""
+    return f"{tags['session']}@bs{batch_size}" if tags.get("session") else f"csv:{Path(profile).name}"
+
+
+def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, board: str) -> None:
+    """A ptui profile whose run's rows the pool holds as another board's (the same run, a mode with
+    the same time and power) is that board's: pushed or fitted under another id (a shell without
+    the PTUI_BOARD_ID it was profiled with, a host whose name is not that id) its rows would count
+    twice, as this board's and as the fleet's, and the board's factors would be drawn towards
+    the fleet's."""
+    if source.startswith("csv:"):
+        return
+    mine: dict[tuple, list[tuple[float, float]]] = {}
+    for r in rows:
+        mode = (int(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"]))
+        mine.setdefault(mode, []).append((float(r["time_ms"]), float(r["power_w"])))
+    owners = sorted({p.board for p in pool.rows(source=source) if p.board != board
+                     and any(math.isclose(p.time_ms, t, rel_tol=1e-4)
+                             and math.isclose(p.power_w, w, rel_tol=1e-4)
+                             for t, w in mine.get((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []))})
+    if owners:
+        raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {owners[0]!r} "
+                         f"(its run {source.rsplit('@', 1)[0]}), not of this board ({board!r}): give "
+                         f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
+
+
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
     wl = workload or tags.get("workload")
     if not wl:
@@ -119,9 +148,10 @@ def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: st
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, batch_size)
     sim = _simulated(profile) if simulated is None else simulated
-    # a ptui profile's rows as its run sent them (PoolingStore: session@bsB, in plan order), so
-    # pushing a profile that already went to the pool adds nothing
-    source = f"{tags['session']}@bs{b}" if tags.get("session") else f"csv:{Path(profile).name}"
+    # a ptui profile's rows as its run sent them (in plan order), so pushing a profile that
+    # already went to the pool adds nothing
+    source = _source(profile, tags, b)
+    _check_sent_as_other(pool, profile, rows, source, board)
     now = time.time()
     added = 0
     for i, r in enumerate(rows):
@@ -222,6 +252,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
                      source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
     with open_pool(url, create=False) as pool:
+        _check_sent_as_other(pool, profile, rows, _source(profile, tags, b), me)
         fleet = fleet_rows(pool, device, wl, b, board=me)
         where = pool.where
     if not fleet:
