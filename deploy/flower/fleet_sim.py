@@ -188,6 +188,18 @@ def baselines(cap_w: float, workload: str = "resnet18", units: list[float] | Non
     return {"maxn": run(lambda dev: (dev.maxn, "MAXN")), "preset": run(preset), "share_w": share}
 
 
+def baseline_lines(base: dict) -> list[str]:
+    """What baselines() found, as the run prints it."""
+    names = ", ".join(sorted(set(base["preset"]["modes"])))
+    lines = ["without ptui (SIMULATED, noise-free, one round):"]
+    for key, what in (("maxn", "every node at MAXN"),
+                      ("preset", f"one NVIDIA preset for all ({base['share_w']:.3g} W share each: {names})")):
+        b = base[key]
+        lines.append(f"  {what}: fleet {b['w']:.1f} W ({'within' if b['within_cap'] else 'OVER'} the cap), "
+                     f"slowest node {b['s']:.0f} s, {b['j'] / 1000:.1f} kJ")
+    return lines
+
+
 if __name__ == "__main__":
     print(f"SIMULATED unit power factors (spread +-{ARGS.unit_spread:.0%}, seed {ARGS.seed}): "
           + ", ".join(f"{d} {u:.3f}" for d, u in zip(DEVICES, UNITS))
@@ -228,13 +240,7 @@ if __name__ == "__main__":
                   f"{x['w']:5.1f} W  {x['s']:6.0f} s (predicted {x['predicted_s']:6.0f} s)  "
                   f"{x['j'] / 1000:6.1f} kJ")
     base = baselines(ARGS.cap_w, units=UNITS)
-    print("without ptui (SIMULATED, noise-free, one round):")
-    names = ", ".join(sorted(set(base["preset"]["modes"])))
-    for key, what in (("maxn", "every node at MAXN"),
-                      ("preset", f"one NVIDIA preset for all ({base['share_w']:.0f} W share each: {names})")):
-        b = base[key]
-        print(f"  {what}: fleet {b['w']:.1f} W ({'within' if b['within_cap'] else 'OVER'} the cap), "
-              f"slowest node {b['s']:.0f} s, {b['j'] / 1000:.1f} kJ")
+    print("\n".join(baseline_lines(base)))
     if ARGS.json:
         with open(ARGS.json, "w") as fh:
             json.dump({"wall_s": wall, "cap_w": ARGS.cap_w, "unit_spread": ARGS.unit_spread,

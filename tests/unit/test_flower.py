@@ -1425,3 +1425,17 @@ def test_a_round_no_node_reported_says_so_not_zero_watts(task_identity):
     fleet.aggregate_train(1, replies)
     assert any("no node reported ptui's figures" in s for s in logs), logs
     assert not any("fleet 0.00 W" in s for s in logs)
+
+
+def test_fleet_sims_preset_baseline_says_a_share_under_one_watt():
+    """`fleet_sim.py --cap-w 5` printed "one NVIDIA preset for all (0 W share each: 7W, MODE_10W,
+    MODE_15W)": its 0.5 W share rounded to 0 (a fleet trial).  The share is said to three
+    figures (15 W at the README's 150 W cap, as before)."""
+    import importlib.util
+
+    from tests.support.cli import ROOT
+    spec = importlib.util.spec_from_file_location("fleet_sim", ROOT / "deploy" / "flower" / "fleet_sim.py")
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    assert "(0.5 W share each: " in sim.baseline_lines(sim.baselines(5.0))[2]
+    assert "(15 W share each: " in sim.baseline_lines(sim.baselines(150.0))[2]
