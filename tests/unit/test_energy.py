@@ -125,3 +125,28 @@ def test_where_no_preset_meets_the_goal_the_line_says_so():
     assert got.maxn is not None and got.best_preset is None
     assert got.sentences()[1].endswith("(no preset meets the goal).")
     assert any("MAXN +" in line for line in got.panel_lines(40))
+
+
+def test_a_budget_pick_slower_than_the_least_energy_mode_says_why_that_mode_was_not_picked():
+    """`ptui pareto --budget-w 10` on an Orin Nano prior printed a least-energy mode faster than
+    the pick (471 ms at 6.1 W against 547 ms at 5.5 W) and nothing said why 'fastest within 10 W'
+    did not take it: its power was too likely to go over 10 W at the risk.  Now a line says so,
+    in the CLI's sentences and the app's panel; other goals and a pick that is faster say nothing."""
+    modes = list(ORIN.full_space()[:3])
+    t, p = np.array([400.0, 500.0, 900.0]), np.array([9.0, 8.0, 12.0])
+    psd = np.array([0.15, 0.01, 0.01]) * p             # the least-energy row's power is uncertain
+    tab = Table(modes, t, p, np.zeros(3), psd)
+    d = choose(tab, budget_w=10.0)                     # risk 0.05: row 0 may go over 10 W
+    assert d.index == 1
+    got = energy.per_step(tab, d, budget_w=10.0)
+    assert got.least.row == 0 and got.least.time_ms < got.pick.time_ms
+    text = " ".join(got.lines(80))
+    assert "faster than the pick, but at the decision's risk its predicted power may go over 10 W" in text
+    assert any("faster than the pick: may go over 10 W" == line for line in got.panel_lines(40))
+    # predicted over the budget on its mean
+    over = energy.per_step(tab, choose(tab, budget_w=8.5), budget_w=8.5)
+    assert "its predicted power is over 8.5 W" in " ".join(over.lines(80))
+    assert "faster than the pick: over 8.5 W" in over.panel_lines(40)
+    # a deadline's pick (least power) is not for speed: nothing to say; nor without a goal's budget
+    dl = energy.per_step(tab, choose(tab, deadline_ms=600.0))
+    assert "faster than the pick" not in " ".join(dl.lines(80) + dl.panel_lines(40))

@@ -47,6 +47,7 @@ class Energy:
     pick: EnergyPoint | None = None
     maxn: EnergyPoint | None = None
     best_preset: EnergyPoint | None = None
+    budget_w: float | None = None         # the goal's power budget (None: another goal)
 
     def more_pct(self, p: EnergyPoint | None) -> float | None:
         """How much more energy `p` takes than the least-energy candidate, in per cent (negative:
@@ -115,7 +116,28 @@ class Energy:
         second = ", ".join(said)
         if self.maxn is not None and self.best_preset is None:      # presets, none meets the goal
             second += " (no preset meets the goal)"
-        return first, second[0].upper() + second[1:] + "."
+        second = second[0].upper() + second[1:] + "."
+        why = self._why_not_least()
+        return first, f"{second}\n{why}" if why else second
+
+    def _least_not_picked(self) -> str | None:
+        """Why a budget's pick is not the least-energy mode where that mode is the faster one:
+        'over' (it is predicted over the budget) or 'risk' (too likely to go over it at the
+        decision's risk); None where that is not so.  A user read 'fastest within 10 W' beside a
+        faster least-energy mode predicted at 6.1 W, and nothing said why it was not picked."""
+        lst, pk, b = self.least, self.pick, self.budget_w
+        if b is None or pk is None or pk.row == lst.row or not lst.time_ms < pk.time_ms * 0.995:
+            return None
+        return "over" if lst.power_w > b else "risk"
+
+    def _why_not_least(self) -> str:
+        why = self._least_not_picked()
+        if why is None:
+            return ""
+        head, b = "The least-energy mode is faster than the pick, but", self.budget_w
+        if why == "over":
+            return f"{head} its {self.least.source} power is over {b:g} W."
+        return f"{head} at the decision's risk its {self.least.source} power may go over {b:g} W."
 
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns."""
@@ -148,7 +170,10 @@ class Energy:
             second = with_pick if len(with_pick) <= width else second
         elif self.pick is not None:
             second += f"{', ' if parts else '; '}the pick"
-        return [line for s in (*first.split("\n"), second)
+        why = self._least_not_picked()
+        third = "" if why is None else \
+            f"faster than the pick: {'over' if why == 'over' else 'may go over'} {self.budget_w:g} W"
+        return [line for s in (*first.split("\n"), second, third) if s
                 for line in textwrap.wrap(s, width)]
 
     def as_dict(self) -> dict:
@@ -184,11 +209,13 @@ def _maxn_row(presets) -> int | None:
 
 
 def per_step(table: Table, pick: Decision | None, presets=None,
-             best: tuple | None = None, batch_size: int | None = None) -> Energy | None:
+             best: tuple | None = None, batch_size: int | None = None,
+             budget_w: float | None = None) -> Energy | None:
     """The energy per step (J: time per step x power) of a decision of one batch size: the
     least-energy row of `table` among those that fit in memory, the pick (a row of it), MAXN
     (from `presets`, pareto.presets_table's (Table, presets)) and the best preset (`best`,
-    pareto.best_preset's (Decision, Preset)).  None when no row is eligible."""
+    pareto.best_preset's (Decision, Preset)); budget_w: the goal's budget, if it is one.  None
+    when no row is eligible."""
     e = table.time_ms * table.power_w / 1000.0
     i = _least_row(e, table.fits)
     if i is None:
@@ -207,7 +234,8 @@ def per_step(table: Table, pick: Decision | None, presets=None,
         d, pre = best
         bp = row(pre.name, presets[0], d.index, None)
     return Energy(PER_STEP, row("least energy", table, i, i),
-                  None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp)
+                  None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp,
+                  budget_w)
 
 
 def to_target(r, presets=None, best: tuple | None = None) -> Energy | None:

@@ -214,11 +214,11 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
     job_s = x_s * epochs
     job_wh = tab.power_w * job_s / 3600.0
     front = front_indices(tab.time_ms, tab.power_w)
-    d = error = None
+    d = error = g = None
     try:
         deadline_ms = None if deadline_s is None else deadline_s * 1000.0 / mb_per_epoch
-        d = None if goal is None else choose(tab, Goal.of(goal, budget_w, deadline_ms), risk=risk,
-                                             unit=time_unit(pred.timed))
+        g = None if goal is None else Goal.of(goal, budget_w, deadline_ms)
+        d = None if g is None else choose(tab, g, risk=risk, unit=time_unit(pred.timed))
     except InfeasibleError as e:
         error = str(e)
     base: tuple = ()
@@ -229,7 +229,7 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
             b, pre = bp
             js = b.time_ms * mb_per_epoch / 1000.0 * epochs
             base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
-    en = None if d is None else energy.per_step(tab, d, presets, bp, pred.batch_size)
+    en = None if d is None or g is None else energy.per_step(tab, d, presets, bp, pred.batch_size, g.budget_w)
     return View(tab, False, rows, x_s, job_s, job_wh, front, d, error, base, batch_size=pred.batch_size,
                 energy=en)
 
