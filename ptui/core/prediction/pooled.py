@@ -20,7 +20,7 @@ c_board + noise):
    median time penalty 4.43 / 2.82 -> 2.87 / 1.90 % on the simulator, none over budget + 1 W;
    8.65 / 7.12 -> 5.13 / 4.53 % on the independent generator, where seed 1 goes over budget + 1 W
    at the high-power corner in 14 picks of 80 (5 before): the shape there is off by 10-20 %, more
-   than any widening by the factor error covers (README, Fleets);
+   than any widening by the factor error covers (docs/fleets.md);
 3. above the most power any row drew on this unit (measured_power_max_w) the power prediction is
    extrapolated: its extrapolated part, log(predicted / reach), is one more sd in quadrature
    (GPStack.reach_log).  Indep seed 1: 14 -> 2 over budget + 1 W, median unchanged; the
@@ -95,7 +95,7 @@ def fleet_shape(device: Device, rows: "Rows", reference,
     Xavier's rows 6-14 % (power) and 22-28 % (time) off, each board's factor 3-7 % and 10-12 %
     off; with the adapted roofline 1-2 % and 3-4 %, the factors within about 1 %.  On the Orin
     AGX, beside the reference, the adapted roofline moved the decisions both ways, 0.2-1.9 points
-    (benchmarks/eval_pool.py, README: Fleets)."""
+    (benchmarks/eval_pool.py, docs/fleets.md)."""
     if prior is None or (reference is not None and reference.device == device):
         return None
     return prior.adapted(rows.A[:, :4], rows.time_ms, rows.power_w)
