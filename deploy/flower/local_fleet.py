@@ -345,6 +345,11 @@ class LocalFleet:
                 self.killed.append(f"pid {pid} (a child)")
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        # a SIGKILLed process is gone only once the kernel has torn it down (seconds on a loaded
+        # machine): stop returns when nothing it started runs
+        end = time.monotonic() + 10.0
+        while any(alive(pid) for pid in self.seen) and time.monotonic() < end:
+            time.sleep(0.05)
         return codes
 
     def __enter__(self) -> LocalFleet:
