@@ -217,7 +217,9 @@ class ApplyScreen(Screen):
                if st.backend.simulated and st.backend.workload else "")
         txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
         if pred:
-            txt += f"   {self.basis()} {pred:.2f} W   difference {100 * (meas - pred) / pred:+.1f} %"
+            # a line of its own: after the measured figures it wrapped at 80x24 between the
+            # expected watts and their unit ('predicted 28.93' / 'W')
+            txt += f"\n{self.basis()} {pred:.2f} W, difference {100 * (meas - pred) / pred:+.1f} %"
         if el >= 10:
             txt += "   (10 s measurement done)"
             self.measure_from = None

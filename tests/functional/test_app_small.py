@@ -424,3 +424,30 @@ async def test_finetune_shows_its_whole_result_at_80x24(tmp_path):
         await pilot.pause(0.2)
         seen = on_screen(app)
         assert "Fits time and power to your profile" in seen and "bs16-newer.csv" in seen, seen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_apply_says_each_figure_with_its_unit_on_one_row(size):
+    """After y on Apply the measured and the expected watts were one line, which wrapped at 80x24
+    between the prediction and its unit ('predicted 28.93' / 'W   difference -0.7 %').  The
+    expected watts and the difference are a line of their own."""
+    import re
+
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.6)
+        app.screen.measure_from -= 10                # the 10 s measurement done: its longest text
+        await pilot.pause(0.8)
+        rows = on_screen(app).splitlines()
+        assert any("10 s measurement done" in r for r in rows), rows
+        assert any(re.search(r"measured [\d.]+ W over 10 s", r) for r in rows), rows
+        assert any(re.search(r"predicted [\d.]+ W, difference [-+][\d.]+ %", r) for r in rows), rows
