@@ -287,3 +287,21 @@ async def test_the_plot_says_simulated_at_80x24():
         await wait_workers(app, pilot)
         assert not scr.running and scr.ran is not None
         assert "SIMULATED" in str(plot.render())
+
+
+@pytest.mark.parametrize("goal", [("20", "250", "4"), ("200", "5", "40")])
+async def test_a_budget_nothing_meets_names_the_closest_option_in_words_on_screen(goal):
+    """A user's trial: where nothing met the budgets the panel gave the core's whole reason, the
+    closest option by its compact key ('4c/1344/522.75/2133 with inference batch 1') and, for a
+    latency nothing keeps, 13 lines at 80x24, the closest option in words below the fold.  Now
+    the budget that binds, then the closest option in words with its figures, all on screen."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _decide(app, pilot, *goal)
+        c = scr.view.body["closest"]
+        seen = on_screen(app)
+        assert c["key"] not in str(scr.query_one("#colo-details").render())
+        w = Mode.from_key(c["key"]).words()
+        assert f"closest: {w[0]} · {w[1]}" in seen and f"{w[2]} · {w[3]}" in seen, seen
+        assert f"inference batch {c['batch_size']}: " in seen and f"{c['power_w']:.1f} W" in seen, seen
+        assert f"% of requests over {goal[1]} ms" in seen, seen
