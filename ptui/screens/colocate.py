@@ -350,16 +350,19 @@ def live_lines(snap: dict, goal: tuple | None) -> list[str]:
     """The details panel while the demo runs: the phase's decision and its figures so far."""
     m = snap["measured"]
     label = "SIMULATED" if m.get("simulated") else "measured"
+    # a figure a line (the panel is 36 columns at 80x24): longer lines wrapped between a number
+    # and its unit ('209.8' / 'samples/s')
     lines = [f"[b]demo running[/b] ({label}; r stops it and restores the board)",
              f"{snap['clock_s']:.0f} s of the board's clock at {snap['rate_per_s']:g} req/s",
              f"mode {_knobs(snap['key'])}", f"  inference batch {snap['batch']}",
-             f"  requests {m['requests']}, p50 {_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])} ms"
+             f"  requests {m['requests']}, {100 * m['over_budget']:.2f} % late",
+             f"  p50 {_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])} ms"
              + (f" (budget {goal[3]:g})" if goal else ""),
-             f"  {100 * m['over_budget']:.2f} % late, mean inference batch {m['mean_batch']:.2f}",
-             f"  training {m['train_sps']:.1f} samples/s, power {_w(m['power_w'])}"
-             + (f" (budget {goal[4]:g})" if goal else ""),
-             f"  predicted: p99 {snap['predicted_p99_ms']:.0f} ms, {snap['predicted_train_sps']:.1f}/s, "
-             f"{snap['predicted_power_w']:.1f} W"]
+             f"  mean inference batch {m['mean_batch']:.2f}",
+             f"  training {m['train_sps']:.1f} samples/s",
+             f"  power {_w(m['power_w'])}" + (f" (budget {goal[4]:g})" if goal else ""),
+             f"  predicted p99 {snap['predicted_p99_ms']:.0f} ms, {snap['predicted_power_w']:.1f} W",
+             f"  predicted training {snap['predicted_train_sps']:.1f}/s"]
     return lines
 
 
@@ -371,8 +374,8 @@ def ran_lines(res: dict) -> list[str]:
     for ph in res["phases"]:
         m = ph["measured"]
         lines += [f"{ph['rate_per_s']:g} req/s: {_knobs(ph['key'])}", f"  inference batch {ph['batch']}",
-                  f"  p99 {_ms(m['p99_ms'])} ms, {100 * m['over_budget']:.2f} % late, "
-                  f"{m['train_sps']:.1f} samples/s, {_w(m['power_w'])}"]
+                  f"  p99 {_ms(m['p99_ms'])} ms, {100 * m['over_budget']:.2f} % late",
+                  f"  {m['train_sps']:.1f} samples/s, {_w(m['power_w'])}"]
     back = ("board back in its starting mode" if res["restored"]
             else f"[red]the board is in {escape(_words(res['end_mode']))}, not its starting mode[/red]")
     return lines + [back]

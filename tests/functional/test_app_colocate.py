@@ -305,3 +305,38 @@ async def test_a_budget_nothing_meets_names_the_closest_option_in_words_on_scree
         assert f"closest: {w[0]} · {w[1]}" in seen and f"{w[2]} · {w[3]}" in seen, seen
         assert f"inference batch {c['batch_size']}: " in seen and f"{c['power_w']:.1f} W" in seen, seen
         assert f"% of requests over {goal[1]} ms" in seen, seen
+
+
+def _units_apart(seen: str) -> list[str]:
+    """Rows of the screen that start with a unit its number was wrapped away from."""
+    return [r for r in seen.splitlines()
+            if re.search(r"│ +(samples/s|W|ms)\b", r) or re.search(r"│ +\d[\d.]* *│", r)]
+
+
+async def test_the_demo_keeps_each_figure_with_its_unit_at_80x24():
+    """While the demo ran and after it stopped, its lines wrapped at 80x24 between a number and
+    its unit ('209.8' / 'samples/s'), or left a number alone on a row ('3.33')."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.1)
+        scr = app.screen
+        _hold_after(scr, 3)
+        scr.query_one("#go").focus()
+        await pilot.press("r")
+        for _ in range(600):
+            await pilot.pause(0.1)
+            if len(scr.live) >= 3:
+                break
+        await pilot.pause(0.3)
+        running = on_screen(app)
+        await pilot.press("r")                # stopped before any check: a failing one left the
+        for _ in range(600):                  # demo's worker held, and the test hung
+            await pilot.pause(0.1)
+            if not scr.running:
+                break
+        await pilot.pause(0.3)
+        assert "demo running" in running and not _units_apart(running), running
+        seen = on_screen(app)
+        assert "demo stopped" in seen and re.search(r"[\d.]+ samples/s, [\d.]+ W", seen), seen
+        assert not _units_apart(seen), seen
