@@ -1100,6 +1100,7 @@ class PtuiFleet(Strategy):
         self._priors: dict[str, tuple[list[float], list[float]]] = {}
         self.history: list[dict] = []          # one entry per round: per-node figures and totals
         self.last_budgets: dict[int, float] = {}
+        self.last_nodes: list[int] = []        # the nodes this round's train messages went to
         self.last_split: dict[int, tuple[str, str]] = {}
         self.last_predicted_w: float | None = None
         self.correct = correct
@@ -1277,6 +1278,7 @@ class PtuiFleet(Strategy):
                         grid: Grid) -> Iterable[Message]:
         msgs = list(self.strategy.configure_train(server_round, arrays, config, grid))
         nodes = [m.metadata.dst_node_id for m in msgs]
+        self.last_nodes = nodes
         budgets: dict[int, float] = {}
         if self.cap_w is not None:
             if self.query:
@@ -1379,6 +1381,12 @@ class PtuiFleet(Strategy):
                          "split_by": self.last_split.get(n, (None, None))[1],
                          "w_n": int(met.get("ptui-w-n", 0)), "w_settled": bool(met.get("ptui-w-settled", 0)),
                          "feasible": bool(met["ptui-feasible"])})
+        replied = {r.metadata.src_node_id for r in replies}
+        for n in self.last_nodes:
+            if n not in replied:               # killed mid-round, cut off, or past the round's timeout
+                rows.append({"node": n, "error": "no reply: a node killed mid-round leaves its board in the "
+                                                 "round's mode (`ptui restore` on it, or its next round puts "
+                                                 "it back); its watts are not in the fleet's"})
         ok = [x for x in rows if "error" not in x]
         for x in ok:
             pw, bw, w = x["predicted_w"], x["bound_w"], x["w"]

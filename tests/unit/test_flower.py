@@ -1439,3 +1439,20 @@ def test_fleet_sims_preset_baseline_says_a_share_under_one_watt():
     spec.loader.exec_module(sim)
     assert "(0.5 W share each: " in sim.baseline_lines(sim.baselines(5.0))[2]
     assert "(15 W share each: " in sim.baseline_lines(sim.baselines(150.0))[2]
+
+
+def test_a_node_that_sends_no_reply_is_said_in_the_round(task_identity):
+    """A node killed mid-round (kill -9 of its SuperNode) sends no reply: the round's log said
+    "fleet 20.00 W (cap 40 W), ..." over the two nodes left, as if the fleet were two, and
+    `fleet.history` had no row for the third (a fleet trial).  It is now a row with an error, said
+    in the log, and the round says how many nodes gave no figures."""
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), cap_w=40.0, devices=DEVICES,
+                             query=False, log=logs.append)
+    msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+    fleet.aggregate_train(1, [_reply(m, 10.0, 10.0, 11.0, DEVICES[m.metadata.dst_node_id]) for m in msgs
+                              if m.metadata.dst_node_id != 3])
+    rows = {x["node"]: x for x in fleet.history[-1]["nodes"]}
+    assert set(rows) == {1, 2, 3} and rows[3]["error"].startswith("no reply: a node killed mid-round")
+    assert fleet.history[-1]["fleet"]["w"] == pytest.approx(20.0)
+    assert any("node 3: no reply" in s for s in logs) and any("(1 of 3 nodes without figures)" in s for s in logs)
