@@ -1380,7 +1380,7 @@ class PtuiFleet(Strategy):
                          "split_device": self.last_split.get(n, (None, None))[0],
                          "split_by": self.last_split.get(n, (None, None))[1],
                          "w_n": int(met.get("ptui-w-n", 0)), "w_settled": bool(met.get("ptui-w-settled", 0)),
-                         "feasible": bool(met["ptui-feasible"])})
+                         "feasible": bool(met["ptui-feasible"]), "goal": str(info.get("goal") or "")})
         replied = {r.metadata.src_node_id for r in replies}
         for n in self.last_nodes:
             if n not in replied:               # killed mid-round, cut off, or past the round's timeout
@@ -1425,6 +1425,9 @@ class PtuiFleet(Strategy):
                 back = f"; back in {x['end_mode']}" if x["restored"] else ""
                 self.log(f"ptui fleet round {server_round}: node {x['node']} {x['device']} {x['mode']}: "
                          f"{x['w']:.2f} W{sim}, {x['s']:.2f} s, {x['j']:.1f} J{back}")
+                if not x["feasible"]:         # a deadline or share no mode of its meets: the closest
+                    self.log(f"ptui fleet round {server_round}: node {x['node']} did not meet its goal: "
+                             f"{x['goal'] or 'no mode meets it'}")
                 if x["notes"]:                # e.g. a killed round it undid first
                     self.log(f"ptui fleet round {server_round}: node {x['node']} says: {x['notes']}")
         cap = f" (cap {self.cap_w:g} W)" if self.cap_w is not None else ""
@@ -1436,7 +1439,9 @@ class PtuiFleet(Strategy):
             self.log(f"ptui fleet round {server_round}: fleet {totals['w']:.2f} W{cap}, "
                      f"{totals['j']:.1f} J, round {totals['s']:.2f} s"
                      + (f" ({len(rows) - len(ok)} of {len(rows)} nodes without figures)"
-                        if len(ok) < len(rows) else ""))
+                        if len(ok) < len(rows) else "")
+                     + (f"; {missed} of {len(ok)} nodes could not meet their goal (each above)"
+                        if (missed := sum(not x["feasible"] for x in ok)) else ""))
         return self.strategy.aggregate_train(server_round, replies)
 
     def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,

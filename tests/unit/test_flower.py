@@ -1456,3 +1456,24 @@ def test_a_node_that_sends_no_reply_is_said_in_the_round(task_identity):
     assert set(rows) == {1, 2, 3} and rows[3]["error"].startswith("no reply: a node killed mid-round")
     assert fleet.history[-1]["fleet"]["w"] == pytest.approx(20.0)
     assert any("node 3: no reply" in s for s in logs) and any("(1 of 3 nodes without figures)" in s for s in logs)
+
+
+def test_a_node_that_could_not_meet_its_goal_is_said_in_the_round(task_identity):
+    """PtuiFleet(deadline_s=1.0, steps=5) on an Orin AGX, an AGX Xavier and an Orin Nano: the
+    Xavier's fastest mode is predicted 156 ms a minibatch, over the 200 ms due, so it trained in
+    the closest mode and said ptui-feasible 0, but the round's log gave its watts and seconds
+    as the others' and nothing said a node missed the deadline (a fleet trial).  The log now
+    says which node did not meet its goal, with the node's reason, and the round how many."""
+    logs: list[str] = []
+    fleet = flower.PtuiFleet(FedAvg(fraction_train=1.0, min_available_nodes=3), deadline_s=1.0, steps=5,
+                             query=False, log=logs.append)
+    msgs = list(fleet.configure_train(1, ArrayRecord([np.zeros(3)]), ConfigRecord(), FakeGrid()))
+    replies = [_reply(m, 10.0, 10.0, 11.0, DEVICES[m.metadata.dst_node_id]) for m in msgs]
+    late = next(r for r in replies if r.content["ptui"]["device"] == "xavier-agx")
+    late.content["metrics"]["ptui-feasible"] = 0.0
+    late.content["ptui"]["goal"] = "infeasible, closest mode: no mode meets 200 ms per minibatch"
+    fleet.aggregate_train(1, replies)
+    assert any("node 2 did not meet its goal: infeasible, closest mode: no mode meets 200 ms" in s for s in logs)
+    assert not any("node 1 did not" in s or "node 3 did not" in s for s in logs)
+    assert "1 of 3 nodes could not meet their goal" in logs[-1], logs[-1]
+    assert {x["node"]: x["goal"] for x in fleet.history[-1]["nodes"]}[2].startswith("infeasible")
