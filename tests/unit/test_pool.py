@@ -543,3 +543,31 @@ def test_a_profile_the_pool_holds_as_another_boards_is_not_pushed_or_fitted_as_t
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "orin-03.csv", "--pool",
                        "--board", "orin-03", "--out", tmp_path / "m3")
     assert rc == 0 and "3 rows of this board + 6 from 2 other boards" in out, out + err
+
+
+def test_a_workload_or_batch_size_the_profile_does_not_say_is_refused(monkeypatch, tmp_path, cli):
+    """`ptui pool push --profile old.csv --workload mobilenetv3` of a ResNet-18 profile (its
+    workload column says resnet18) sent its rows to the pool as MobileNetV3's, where the fleet's
+    MobileNetV3 fits would pool them; --batch-size 32 of a batch-16 profile did the same, and
+    `fit --pool --workload mobilenetv3` pooled it with MobileNetV3's rows (a fleet trial).  Each is
+    refused in one line (exit 2), the pool left as it was; the column's own workload, however
+    written (ResNet-18), goes under the column's name."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-07")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--out", tmp_path / "old.csv")
+    assert rc == 0, err
+    monkeypatch.setenv("PTUI_POOL", url)
+    push = ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "old.csv")
+    for extra, said in ((("--workload", "mobilenetv3"), "is a profile of resnet18 (its workload column), "
+                                                         "not mobilenetv3"),
+                        (("--batch-size", "32"), "was profiled at batch size 16 (its batch_size column), not 32")):
+        rc, out, err = cli(*push, *extra)
+        assert rc == 2 and said in err and len(err.strip().splitlines()) == 1, out + err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "old.csv", "--pool",
+                       "--workload", "mobilenetv3", "--out", tmp_path / "m")
+    assert rc == 2 and "not mobilenetv3" in err and not (tmp_path / "m").exists(), out + err
+    assert not (tmp_path / "pool.sqlite").exists()
+    rc, out, err = cli(*push, "--workload", "ResNet-18", "--batch-size", "16")
+    assert rc == 0, out + err
+    assert {(r.workload, r.batch_size) for r in Pool(url).rows()} == {("resnet18", 16)}

@@ -17,7 +17,7 @@ from ..board.csvio import (
     profile_boards,
     profile_tags,
 )
-from ..catalogue.workloads import WORKLOADS
+from ..catalogue.workloads import WORKLOADS, get_workload
 from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
@@ -100,11 +100,32 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
                          f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
 
 
+def _workload_key(name: str) -> str:
+    """A workload's name as one: a catalog workload's own (resnet, ResNet-18: resnet18), else the
+    name in lower case."""
+    try:
+        return get_workload(name).name
+    except InputError:
+        return name.strip().lower()
+
+
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
-    wl = workload or tags.get("workload")
+    """The workload and batch size of a profile's rows: its workload and batch_size columns, else
+    --workload and --batch-size; given beside a column that says another, they are refused (the
+    rows would go to the pool, or be pooled, as another workload's)."""
+    said = tags.get("workload")
+    if workload and said and _workload_key(workload) != _workload_key(said):
+        raise InputError(f"{profile} is a profile of {said} (its workload column), not {workload}: leave "
+                         f"--workload out (it names the workload of a CSV without that column)")
+    wl = said or workload
     if not wl:
         raise InputError(f"{profile} does not say its workload: give --workload")
-    b = batch_size or (int(tags["batch_size"]) if str(tags.get("batch_size", "")).isdigit() else None)
+    said_b = int(tags["batch_size"]) if str(tags.get("batch_size", "")).isdigit() else None
+    if batch_size and said_b and int(batch_size) != said_b:
+        raise InputError(f"{profile} was profiled at batch size {said_b} (its batch_size column), not "
+                         f"{batch_size}: leave --batch-size out (it names the batch size of a CSV "
+                         f"without that column)")
+    b = batch_size or said_b
     if b is None:
         w = WORKLOADS.get(wl)
         if w is None:
