@@ -21,6 +21,7 @@ import pytest
 
 from ptui.core.board import emulator
 from ptui.core.catalogue.devices import get_device
+from ptui.core.catalogue.workloads import WORKLOADS
 from ptui.core.decision.pareto import DEFAULT_RISK
 from tests.support.cli import ROOT
 
@@ -289,9 +290,9 @@ def test_a_risk_or_batch_size_written_differently_reuses_the_decision(tmp_path, 
     """`-e ptui_risk=0.050` (or `-e '{"ptui_risk": " 5e-2"}'`) after a run with ptui_risk 0.05 gave a
     second decision file and profiled the board again, changed reported; so did a batch size of
     16 written "016" or 16.0 (ptui refused the "16.0" only after the role had made its decision
-    directory) (a fleet trial).  Equal values now name one decision, as equal budgets do; the
-    already-normal 16 keeps the file name it had (sha1 of the same tune command), and 0.05, ptui's
-    default risk, is left out of it (one decision with an empty ptui_risk)."""
+    directory) (a fleet trial).  Equal values now name one decision, as equal budgets do; 0.05,
+    ptui's default risk, and 16, the workload's default batch size, are left out of the tune
+    command (one decision with an empty ptui_risk and ptui_batch_size)."""
     import hashlib
     inventory, root, data = one_board(tmp_path, emulate, ptui_budget_w=25, ptui_risk=0.05,
                                       ptui_batch_size=16)
@@ -299,7 +300,7 @@ def test_a_risk_or_batch_size_written_differently_reuses_the_decision(tmp_path, 
     assert counts["b"]["changed"] >= 1 and counts["b"]["failed"] == 0, counts
     files = list((data / "ansible-decisions").glob("*.json"))
     argv = ["tune", "--json", "--device", "orin-agx", "--backend", "sim", "--workload", "resnet18",
-            "--batch-size", "16", "--budget-w", "25", "--count", "6", "--seed", "1"]
+            "--budget-w", "25", "--count", "6", "--seed", "1"]
     name = f"resnet18-orin-agx-budget25w-{hashlib.sha1(' '.join(argv).encode()).hexdigest()[:12]}.json"
     assert [f.name for f in files] == [name], files
     for given in ("ptui_risk=0.050 ptui_batch_size=016",
@@ -329,6 +330,26 @@ def test_an_empty_risk_and_the_default_risk_share_one_decision(tmp_path, emulate
     import yaml  # ansible-core's
     role_vars = yaml.safe_load((SITE.parent / "roles" / "ptui_mode" / "vars" / "main.yml").read_text())
     assert role_vars["_ptui_default_risk"] == DEFAULT_RISK       # the role's copy of ptui's default
+
+
+def test_an_empty_batch_size_and_the_workloads_default_share_one_decision(tmp_path, emulate):
+    """`-e ptui_batch_size=16` after a run with the role's empty ptui_batch_size (ResNet-18's
+    default batch size, 16: ptui tune decides the same mode) made a second decision file, profiled
+    the board again and reported changed (a fleet trial), as the default risk did.  A batch size
+    equal to the workload's default is now left out of the tune command: one decision."""
+    inventory, _, data = one_board(tmp_path, emulate, ptui_budget_w=25)
+    counts, _, _ = play(tmp_path, inventory)
+    assert counts["b"]["changed"] >= 1 and counts["b"]["failed"] == 0, counts
+    files = list((data / "ansible-decisions").glob("*.json"))
+    assert len(files) == 1, files
+    for given in ("ptui_batch_size=16", '{"ptui_batch_size": 16.0}'):
+        counts, out, _ = play(tmp_path, inventory, "-e", given)
+        assert counts["b"]["changed"] == 0 and counts["b"]["failed"] == 0, (given, counts, out[-3000:])
+        assert list((data / "ansible-decisions").glob("*.json")) == files, given
+    assert len(list((data / "tune").glob("*.csv"))) == 1                  # profiled once
+    import yaml  # ansible-core's
+    role_vars = yaml.safe_load((SITE.parent / "roles" / "ptui_mode" / "vars" / "main.yml").read_text())
+    assert role_vars["_ptui_default_batch_sizes"] == {k: w.batch_size for k, w in WORKLOADS.items()}
 
 
 def test_role_refuses_a_bad_risk_or_batch_size_before_it_changes_anything(tmp_path):
