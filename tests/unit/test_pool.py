@@ -571,3 +571,17 @@ def test_a_workload_or_batch_size_the_profile_does_not_say_is_refused(monkeypatc
     rc, out, err = cli(*push, "--workload", "ResNet-18", "--batch-size", "16")
     assert rc == 0, out + err
     assert {(r.workload, r.batch_size) for r in Pool(url).rows()} == {("resnet18", 16)}
+
+
+def test_a_pooled_fit_on_one_row_of_its_own_says_row():
+    """`ptui fit --pool` of a one-mode profile said "pooled: 1 rows of this board + 10 from 2
+    other boards" (a fleet trial); it says "1 row" now, and "5 rows" as before."""
+    from types import SimpleNamespace
+
+    from ptui.core.prediction.pooled import pooled_note
+    p = {"fleet_rows": 10, "boards": 2, "power_factor": 1.0, "power_factor_se_pct": 2.0, "time_factor": 1.0,
+         "time_factor_se_pct": 4.0}
+    for own, said in ((1, "pooled: 1 row of this board + 10 from 2 other boards"),
+                      (5, "pooled: 5 rows of this board + 10 from 2 other boards")):
+        model = SimpleNamespace(about=SimpleNamespace(trained_on={"pooled": {**p, "own_rows": own}}))
+        assert pooled_note(model).startswith(said), pooled_note(model)

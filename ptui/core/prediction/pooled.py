@@ -256,7 +256,8 @@ def pooled_note(model) -> str | None:
     if not p:
         return None
     sim = f", {p['simulated_rows']} of them SIMULATED" if p.get("simulated_rows") else ""
-    return (f"pooled: {p['own_rows']} rows of this board + {p['fleet_rows']} from {p['boards']} other "
+    return (f"pooled: {p['own_rows']} row{'s' * (p['own_rows'] != 1)} of this board + {p['fleet_rows']} "
+            f"from {p['boards']} other "
             f"board{'s' * (p['boards'] != 1)} of the fleet{sim}; this board's power x{p['power_factor']:.3f} "
             f"(± {p['power_factor_se_pct']:.1f} %), time x{p['time_factor']:.3f} "
             f"(± {p['time_factor_se_pct']:.1f} %) against the fleet's typical unit{_reach(p)}")
