@@ -13,8 +13,9 @@ global optimizer-step post-hook and writes one line per event:
                            backward() nor stepped (sent at the first, then at most once a second;
                            counted until the first backward() or step, or until dynamo is loaded:
                            torch.compile guards on the global module hooks that count them)
-``B <n> <t>``              backward() has been called n times and no optimizer has stepped yet (sent
-                           at the first call, then at most once a second, until the first step)
+``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
+                           loop) has been called n times and no optimizer has stepped yet (sent at
+                           the first call, then at most once a second, until the first step)
 ``S <t> <opt> <nbw> <ncl> c<cpu> [x]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = backward() calls since the previous
@@ -168,6 +169,7 @@ class _State:
         self.stepped = False                         # some optimizer has stepped
         self.backward_total = 0                      # backward() calls before the first step
         self.backward_said = 0.0                     # when the last B line went out
+        self.grad_called = False                     # some were torch.autograd.grad calls
         self.forward_total = 0                       # forward passes before any backward() or step
         self.forward_said = 0.0                      # when the last F line went out
         self.forward_depth = 0                       # module calls running (outermost: 1)
@@ -521,7 +523,6 @@ def _patch_backward() -> None:
             if st.window is not None:
                 st.window.backward += 1
             if not st.stepped:
-                _stop_counting_forwards()
                 _backward_before_any_step(st)
             _drain_steps()
         out = orig(*args, **kwargs)
@@ -534,19 +535,40 @@ def _patch_backward() -> None:
     _UNTRACED.append(backward)
 
 
-def _backward_before_any_step(st: _State) -> None:
-    """Tell ptui that the script trains (calls backward()) while no optimizer has stepped: a
-    parameter update without torch.optim (Keras on torch, a hand-written SGD) is never timed."""
+def _patch_grad() -> None:
+    """torch.autograd.grad before any step: the script trains (a functional loop whose update is
+    made by hand, MAML), said as a backward() is; never counted in a step's backward passes (a
+    WGAN-GP's gradient penalty is no micro-batch)."""
+    import torch
+    orig = torch.autograd.grad
+
+    def grad(*args, **kwargs):
+        st = _state
+        if st is not None and not st.stepped and not _is_compiling():
+            _backward_before_any_step(st, grad=True)
+        return orig(*args, **kwargs)
+
+    grad.__wrapped__ = orig
+    torch.autograd.grad = grad
+    _UNTRACED.append(grad)
+
+
+def _backward_before_any_step(st: _State, grad: bool = False) -> None:
+    """Tell ptui that the script trains (calls backward(), or torch.autograd.grad: `grad`) while no
+    optimizer has stepped: a parameter update without torch.optim (Keras on torch, a hand-written
+    SGD) is never timed."""
+    _stop_counting_forwards()
     st.backward_total += 1
-    st.backward_said = _say_count("B", st.backward_total, st.backward_said)
+    st.grad_called = st.grad_called or grad
+    st.backward_said = _say_count("B", st.backward_total, st.backward_said, " g" if st.grad_called else "")
 
 
-def _say_count(kind: str, n: int, said: float) -> float:
-    """The line `kind n t` at the first event, then at most once a second; returns when the last
-    one went out."""
+def _say_count(kind: str, n: int, said: float, tail: str = "") -> float:
+    """The line `kind n t` (and tail) at the first event, then at most once a second; returns when
+    the last one went out."""
     now = time.monotonic()
     if n == 1 or now - said >= 1.0:
-        _send(f"{kind} {n} {now:.6f}\n")
+        _send(f"{kind} {n} {now:.6f}{tail}\n")
         return now
     return said
 
@@ -832,6 +854,7 @@ def _install_torch() -> None:
     register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(hook)
     _patch_backward()
+    _patch_grad()
     if "torch._dynamo" not in sys.modules:
         try:
             _count_forwards()

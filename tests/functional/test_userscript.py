@@ -142,6 +142,33 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
     assert "last output: evaluating" in errors[0] and "full log:" in errors[0], err
 
 
+def test_a_script_that_trains_through_autograd_grad_is_not_told_it_only_runs_inference(tmp_path, cli,
+                                                                                    monkeypatch):
+    """A functional training loop (torch.autograd.grad, the parameters updated by hand: no
+    backward(), no optimizer step) was told that it only runs inference, once its forward passes
+    had gone on for NO_STEP_S; it trains, with no torch.optim step to time, and is told that."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 2.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
+    functional = _write(tmp_path, "functional.py", textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(16, 2)
+        x, y = torch.randn(32, 16), torch.randn(32, 2)
+        print("training", flush=True)
+        while True:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+            with torch.no_grad():
+                for p, g in zip(model.parameters(), grads):
+                    p -= 0.01 * g
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, functional)
+    assert rc == 1, err
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "torch.autograd.grad" in errors[0] and "stepped no torch.optim optimizer" in errors[0], err
+    assert "made by hand" in errors[0] and "only runs inference" not in errors[0], err
+
+
 @pytest.mark.slow
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
     from tests.support import fakesys

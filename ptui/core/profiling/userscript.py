@@ -384,6 +384,7 @@ class ScriptSource:
             first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
         self.backward_calls = 0                      # before the first step (the probe's B lines)
         self.t_backward: float | None = None         # when the first came
+        self.grad_called = False                     # some were torch.autograd.grad calls (B ... g)
         self.forward_passes = 0                      # before any backward() or step (F lines)
         self.t_forwards: float | None = None         # when the present run of them began ...
         self.t_forward: float | None = None          # ... and when the last F line came
@@ -599,7 +600,7 @@ class ScriptSource:
         assert self.proc is not None          # asked while the script runs
         tail = self._tail()
         if self.backward_calls:
-            bw = f"has called backward() {_plural(self.backward_calls, 'time')} but "
+            bw = f"has {self._gradients_said()} but "
             limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
                      f"first backward() without a step")
         elif self.forward_passes:
@@ -614,6 +615,13 @@ class ScriptSource:
         self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
                     f"no optimizer step after {waited:.0f} s ({limit})"
                     + (f"; last output: {tail}" if tail else ""))
+
+    def _gradients_said(self) -> str:
+        """What the script did before any step, in words: its backward() calls (or gradients
+        taken with torch.autograd.grad: a functional loop)."""
+        n = _plural(self.backward_calls, "time")
+        return (f"called backward() {n}" if not self.grad_called else
+                f"computed gradients {n} (backward(), torch.autograd.grad)")
 
     def _no_step_limit(self) -> float:
         return NO_STEP_S if self.no_step_s is None else self.no_step_s
@@ -642,7 +650,7 @@ class ScriptSource:
         """The script trains (calls backward()) but never steps a torch.optim optimizer."""
         tail = self._tail()
         return ProfileError(
-            f"the training script called backward() {_plural(self.backward_calls, 'time')} in "
+            f"the training script {self._gradients_said()} in "
             f"{waited:.0f} s but stepped no torch.optim optimizer: ptui times torch.optim optimizer "
             f"steps (optimizer.step()), and a parameter update made by hand (p.data -= lr * p.grad) "
             f"or by a framework's own optimizer (Keras) has none to time; to profile the script, use "
@@ -723,6 +731,7 @@ class ScriptSource:
             now = time.monotonic()
             if line.startswith("B "):
                 self.backward_calls = max(self.backward_calls, int(line.split()[1]))
+                self.grad_called = self.grad_called or "g" in line.split()[3:]
                 self.t_backward = self.t_backward or now
             elif line.startswith("F "):
                 self.forward_passes = max(self.forward_passes, int(line.split()[1]))
