@@ -11,8 +11,8 @@ global optimizer-step post-hook and writes one line per event:
 ``F <n> <t>``              the script has run n forward passes of a model (a module with parameters,
                            outermost calls only, not a DataLoader's) and has neither called
                            backward() nor stepped (sent at the first, then at most once a second;
-                           counted until the first backward() or step, or until dynamo is loaded:
-                           torch.compile guards on the global module hooks that count them)
+                           counted until the first backward() or step, or until torch.compile is
+                           called: dynamo guards on the global module hooks that count them)
 ``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
                            loop) has been called n times and no optimizer has stepped yet (sent at
                            the first call, then at most once a second, until the first step)
@@ -584,12 +584,12 @@ def _count_forwards() -> None:
     from torch.nn.modules import module as nn_module
 
     def pre(module, args) -> None:
-        if _state is not None and not getattr(_loading, "n", 0):
+        if not _is_compiling() and _state is not None and not getattr(_loading, "n", 0):
             _state.forward_depth += 1
 
     def post(module, args, out) -> None:
         st = _state
-        if st is None or getattr(_loading, "n", 0):
+        if _is_compiling() or st is None or getattr(_loading, "n", 0):
             return
         st.forward_depth = max(0, st.forward_depth - 1)
         try:
@@ -605,11 +605,31 @@ def _count_forwards() -> None:
     except TypeError:                 # an older torch: a forward that raises leaves the depth up
         _forward_hooks.append(nn_module.register_module_forward_hook(post))
     os.register_at_fork(after_in_child=_stop_counting_forwards)
+    _stop_counting_at_compile()
+
+
+def _stop_counting_at_compile() -> None:
+    """torch.compile stops the counting before it compiles anything (dynamo guards on the global
+    module hooks: removed later, they would recompile the model).  Not the import of dynamo: every
+    torch.optim optimizer's constructor imports it, and a script that built one before its
+    inference loop was never counted."""
+    import functools
+
+    import torch
+    orig = torch.compile
+
+    @functools.wraps(orig)
+    def compile(*args, **kwargs):
+        _stop_counting_forwards()
+        torch.compile = orig
+        return orig(*args, **kwargs)
+
+    torch.compile = compile
 
 
 def _stop_counting_forwards() -> None:
-    """The script trains (backward(), a step), or may compile (dynamo guards on global module
-    hooks: removed later they would recompile its model), or is a forked worker: stop counting."""
+    """The script trains (backward(), a step), or compiles, or is a forked worker: stop
+    counting."""
     while _forward_hooks:
         try:
             _forward_hooks.pop().remove()
@@ -877,9 +897,7 @@ def _skip_in_dynamo() -> None:
     """Once dynamo is loaded: it runs the probe's backward() and DataLoader wrappers as they are,
     never compiling their frames nor inlining them (a graph breaks there anyway: torch's backward
     and a DataLoader's iteration cannot be traced).  The step hooks stay traceable: they add only
-    the compiled-step marker.  The forward passes are no longer counted (dynamo would guard on
-    their global module hooks, and removing them later would recompile the model)."""
-    _stop_counting_forwards()
+    the compiled-step marker."""
     from torch._dynamo import decorators
     for fn in _UNTRACED:
         decorators.skip(fn)

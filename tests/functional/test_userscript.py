@@ -116,22 +116,27 @@ def test_a_script_that_only_runs_inference_is_not_only_told_to_wait_longer(tmp_p
         src.stop()
 
 
-def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_path, cli, monkeypatch):
+@pytest.mark.parametrize("optimizer", ["", "torch.optim.Adam(model.parameters())"])
+def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_path, cli, monkeypatch,
+                                                                          optimizer):
     """An inference-only script waited the whole start-up timeout (600 s) before its error, though
     every progress note said it had called no backward().  Now, once it has run its model's forward
     passes for NO_STEP_S seconds with no backward() and no step, ptui stops it and says why: one
-    error line, exit 1, its forward passes, its last output and log named."""
+    error line, exit 1, its forward passes, its last output and log named.  A script that builds
+    an optimizer it never steps (a training script told only to evaluate) too: the optimizer's
+    constructor imports dynamo, which once stopped the counting."""
     monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 2.0)
     monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
     infer = _write(tmp_path, "infer.py", textwrap.dedent("""
         import torch
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
                                     torch.nn.Linear(8 * 14 * 14, 10)).eval()
+        OPTIMIZER
         print("evaluating", flush=True)
         with torch.no_grad():
             while True:
                 model(torch.randn(4, 3, 16, 16))
-    """))
+    """).replace("OPTIMIZER", optimizer))
     rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, infer)
     assert rc == 1, err
     errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
