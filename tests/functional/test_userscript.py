@@ -121,11 +121,11 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
                                                                           optimizer):
     """An inference-only script waited the whole start-up timeout (600 s) before its error, though
     every progress note said it had called no backward().  Now, once it has run its model's forward
-    passes for NO_STEP_S seconds with no backward() and no step, ptui stops it and says why: one
-    error line, exit 1, its forward passes, its last output and log named.  A script that builds
-    an optimizer it never steps (a training script told only to evaluate) too: the optimizer's
-    constructor imports dynamo, which once stopped the counting."""
-    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 2.0)
+    passes for FORWARD_ONLY_S seconds with no backward() and no step, ptui stops it and says why:
+    one error line, exit 1, its forward passes, its last output and log named.  A script that
+    builds an optimizer it never steps (a training script told only to evaluate) too: the
+    optimizer's constructor imports dynamo, which once stopped the counting."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 2.0)
     monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
     infer = _write(tmp_path, "infer.py", textwrap.dedent("""
         import torch
@@ -145,6 +145,33 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
     assert "called no backward() and stepped no optimizer" in errors[0], err
     assert "only runs inference or evaluation" in errors[0] and "--startup-timeout" in errors[0], err
     assert "last output: evaluating" in errors[0] and "full log:" in errors[0], err
+
+
+def test_forward_passes_before_training_are_waited_for_longer_than_backward_without_a_step(
+        tmp_path, cli, monkeypatch):
+    """A DQN-style loop fills its replay buffer with its policy's forward passes before it trains:
+    stopped as inference only after NO_STEP_S (60 s), the limit for backward() without a step.
+    Forward passes alone are waited for FORWARD_ONLY_S (120 s), then the script is counted."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 1.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 60.0, raising=False)
+    warm = _write(tmp_path, "warm.py", textwrap.dedent("""
+        import time, torch
+        policy = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+        opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+        replay, t0 = [], time.monotonic()
+        with torch.no_grad():
+            while time.monotonic() - t0 < 4.0:       # the warm-up: acting, no learning yet
+                s = torch.randn(8)
+                replay.append((s, int(policy(s).argmax())))
+        print("warm-up done", len(replay), flush=True)
+        while True:
+            opt.zero_grad()
+            policy(torch.stack([s for s, _ in replay[:32]])).pow(2).mean().backward()
+            opt.step()
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, warm)
+    assert rc == 0, err
+    assert "counted in" in err, err
 
 
 def test_a_script_that_trains_through_autograd_grad_is_not_told_it_only_runs_inference(tmp_path, cli,

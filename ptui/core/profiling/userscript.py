@@ -73,9 +73,11 @@ PRIOR_CPU_TRAINING_WARNING = (
 OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
-NO_STEP_S = 60.0               # backward() called this long without any optimizer step, or forward
-                               # passes run this long without a backward() (inference only): say it
+NO_STEP_S = 60.0               # backward() called this long without any optimizer step: say it
                                # cannot be timed (unless --startup-timeout asks to wait longer)
+FORWARD_ONLY_S = 120.0         # forward passes run this long without a backward(): inference only
+                               # (60 s stopped a DQN-style loop filling its replay buffer with its
+                               # policy's forward passes before it trained), as NO_STEP_S
 FORWARD_GAP_S = 10.0           # forward passes this far apart are not one run of them (a warm-up
                                # pass, then minutes of data preparation, is no inference loop)
 INFERENCE_ONLY = "a script that only runs inference or evaluation has no training step for ptui to time"
@@ -605,7 +607,7 @@ class ScriptSource:
                      f"first backward() without a step")
         elif self.forward_passes:
             bw = f"has run {_plural(self.forward_passes, 'forward pass')} of its model, no backward(), and "
-            limit = (f"stopped after {min(self._no_step_limit(), self.first_step_timeout):.0f} s of "
+            limit = (f"stopped after {min(self._forward_limit(), self.first_step_timeout):.0f} s of "
                      f"forward passes without a backward(): {INFERENCE_ONLY}")
         else:
             # nor a backward(): a script that only runs inference waited out the whole start-up
@@ -626,13 +628,17 @@ class ScriptSource:
     def _no_step_limit(self) -> float:
         return NO_STEP_S if self.no_step_s is None else self.no_step_s
 
+    def _forward_limit(self) -> float:
+        return FORWARD_ONLY_S if self.no_step_s is None else self.no_step_s
+
     def _inference_only(self, now: float) -> bool:
-        """The script has run forward passes, one run of them still going, for the no-step limit
-        with no backward() (an inference loop waited out the whole start-up timeout, 600 s, though
-        every progress note said it had called no backward(): the probe trial)."""
+        """The script has run forward passes, one run of them still going, for FORWARD_ONLY_S (or
+        --startup-timeout) with no backward() (an inference loop waited out the whole start-up
+        timeout, 600 s, though every progress note said it had called no backward(): the probe
+        trial)."""
         return (not self.backward_calls and self.t_forwards is not None and self.t_forward is not None
                 and now - self.t_forward <= FORWARD_GAP_S
-                and now - self.t_forwards > min(self._no_step_limit(), self.first_step_timeout))
+                and now - self.t_forwards > min(self._forward_limit(), self.first_step_timeout))
 
     def _only_forwards(self, now: float) -> ProfileError:
         """The script runs forward passes but neither calls backward() nor steps."""
@@ -642,8 +648,9 @@ class ScriptSource:
             f"the training script ran {_plural(self.forward_passes, 'forward pass')} of its model in "
             f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
             f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
-            f"long before it trains (a validation pass first, features computed in advance), give "
-            f"--startup-timeout" + (f"; last output: {tail}" if tail else "")
+            f"long before it trains (a validation pass first, a reinforcement-learning warm-up, "
+            f"features computed in advance), give --startup-timeout"
+            + (f"; last output: {tail}" if tail else "")
             + f"; full log: {self.log_path}")
 
     def _no_optimizer_step(self, waited: float) -> ProfileError:
