@@ -18,7 +18,8 @@ global optimizer-step post-hook and writes one line per event:
                            the first call, then at most once a second, until the first step)
 ``S <t> <opt> <nbw> <ncl> c<cpu> [x]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
-                           first use (several for GANs); nbw = backward() calls since the previous
+                           first use (several for GANs); nbw = the script's own backward() calls
+                           (not those a running backward makes: checkpointing) since the previous
                            step, before this one began (>1: gradient accumulation); ncl = backward()
                            calls inside this step (a closure the optimizer evaluated itself: LBFGS);
                            cpu = the script's main thread's CPU seconds at the step (its work,
@@ -511,9 +512,16 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
 def _patch_backward() -> None:
     import torch
     orig = torch.autograd.backward
+    # the graph task the calling thread is running (-1: none); a torch without it: -1
+    running = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
     def backward(*args, **kwargs):
         if _is_compiling():           # traced inside a compiled function: no guards on the probe
+            return orig(*args, **kwargs)
+        if running() != -1:
+            # called by a backward that is running (reentrant activation checkpointing runs each
+            # block's backward inside the loss's, on autograd's threads): part of the script's
+            # backward(), not one of its own (it read as gradient accumulation)
             return orig(*args, **kwargs)
         st = _state
         if st is not None:

@@ -37,6 +37,20 @@ def test_lbfgs_closure_evaluations_are_not_gradient_accumulation(tmp_path, cli):
                                    "the optimizer's own forward and backward passes)"), r["timed"]
 
 
+def test_activation_checkpointing_is_not_gradient_accumulation(tmp_path, cli):
+    """Reentrant activation checkpointing calls torch.autograd.backward for each checkpointed block
+    inside the loss's backward(): one step with one backward() was labelled 'optimizer step over 5
+    micro-batches (gradient accumulation: 5 backward passes per step)'."""
+    out = tmp_path / "c.csv"
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "1", "--sample-interval", "0.1",
+                     "--out", out, "--", sys.executable, HERE / "checkpointed.py")
+    assert rc == 0, err
+    assert "accumulation" not in err and "micro-batches" not in err, err
+    assert "timing one optimizer step: time_ms" in err, err
+    (r,) = _rows(out)
+    assert r["timed"].endswith(": one optimizer step"), r["timed"]
+
+
 def test_closure_words_in_time_unit():
     from ptui.core.profiling.profiler import time_unit
     from ptui.core.profiling.userscript import _Iterations
