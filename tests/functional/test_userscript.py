@@ -201,6 +201,17 @@ def test_a_script_that_trains_through_autograd_grad_is_not_told_it_only_runs_inf
     assert "made by hand" in errors[0] and "only runs inference" not in errors[0], err
 
 
+def test_a_script_that_ends_before_its_model_is_counted_is_told_how_many_steps_it_needs(tmp_path, cli):
+    """A script that ended by itself after 2 optimizer steps was told only that it had ended (exit
+    code 0, after 2 optimizer steps), not that ptui counts the model over the third."""
+    two = _write(tmp_path, "two.py", TRAIN)
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, two, "2")
+    assert rc == 1, err
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(errors) == 1 and "ended (exit code 0) after 2 optimizer steps" in errors[0], err
+    assert "it must run at least 3 iterations" in errors[0], err
+
+
 @pytest.mark.slow
 def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, emulated_board, cli):
     from tests.support import fakesys

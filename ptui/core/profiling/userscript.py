@@ -583,7 +583,8 @@ class ScriptSource:
         except OSError:
             return ""
 
-    def _ended(self) -> ProfileError:
+    def _ended(self, why: str = "") -> ProfileError:
+        """The script ended; why: what that means for ptui, said before its last output."""
         rc = self.proc.wait() if self.proc else None
         tail = self._tail()
         what = "crashed" if rc else "ended"
@@ -596,7 +597,7 @@ class ScriptSource:
                                 f"optimizer step{hint}{last}")
         return ProfileError(f"the training script {what} (exit code {rc}) after "
                             f"{_plural(self.it.steps, 'optimizer step')} "
-                            f"({_plural(self.it.n_iter, 'whole iteration')}){last}")
+                            f"({_plural(self.it.n_iter, 'whole iteration')}){why}{last}")
 
     def _still_starting(self, waited: float) -> None:
         assert self.proc is not None          # asked while the script runs
@@ -913,6 +914,12 @@ class ScriptSource:
         try:
             yield from self._lines(lambda: self.progress_every)
         except ProfileError:
+            if self.model_info is None and self.it.steps and self.proc is not None \
+                    and self.proc.poll() == 0:
+                # a script that ended by itself after 2 optimizer steps was told only that it had
+                # ended, not why 2 were not enough (the probe trial)
+                raise self._ended("; ptui counts the model over its third iteration (the first two "
+                                  "warm up), so it must run at least 3 iterations") from None
             if self.model_info is None or (self.proc is not None and self.proc.wait() != 0):
                 raise
             return
