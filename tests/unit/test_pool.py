@@ -585,3 +585,24 @@ def test_a_pooled_fit_on_one_row_of_its_own_says_row():
                       (5, "pooled: 5 rows of this board + 10 from 2 other boards")):
         model = SimpleNamespace(about=SimpleNamespace(trained_on={"pooled": {**p, "own_rows": own}}))
         assert pooled_note(model).startswith(said), pooled_note(model)
+
+
+def test_a_boards_own_profile_is_pooled_though_another_board_sent_the_same_rows(monkeypatch, tmp_path, cli):
+    """Two identical simulated units profiled with one --seed under one session name send the
+    same rows; the second board's `fit --pool` and `pool push` of its own profile were refused as
+    the first board's ("give --board a"), though the pool held them as its own too (review).
+    They are this board's: pooled and re-pushed (nothing added) as before."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    for board in ("a", "b"):                     # two boards: a session store each
+        monkeypatch.setenv("PTUI_BOARD_ID", board)
+        monkeypatch.setenv("PTUI_DATA_DIR", str(tmp_path / f"data-{board}"))
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                         "--count", "6", "--seed", "3", "--session", "same", "--out", tmp_path / f"{board}.csv")
+        assert rc == 0, err
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "b.csv")
+    assert rc == 0, out + err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--pool",
+                       "--out", tmp_path / "mb")
+    assert rc == 0 and "6 rows of this board + 6 from 1 other board" in out, out + err
+    assert len(Pool(url).rows(device="orin-agx")) == 12

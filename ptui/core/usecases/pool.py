@@ -83,18 +83,19 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
     the same time and power) is that board's: pushed or fitted under another id (a shell without
     the PTUI_BOARD_ID it was profiled with, a host whose name is not that id) its rows would count
     twice, as this board's and as the fleet's, and the board's factors would be drawn towards
-    the fleet's."""
+    the fleet's.  Where the pool holds them as this board's too (identical simulated units with
+    one --seed and one session name: each board sent the same rows), they are this board's."""
     if source.startswith("csv:"):
         return
     mine: dict[tuple, list[tuple[float, float]]] = {}
     for r in rows:
         mode = (int(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"]))
         mine.setdefault(mode, []).append((float(r["time_ms"]), float(r["power_w"])))
-    owners = sorted({p.board for p in pool.rows(source=source) if p.board != board
-                     and any(math.isclose(p.time_ms, t, rel_tol=1e-4)
-                             and math.isclose(p.power_w, w, rel_tol=1e-4)
-                             for t, w in mine.get((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []))})
-    if owners:
+    holders = {p.board for p in pool.rows(source=source)
+               if any(math.isclose(p.time_ms, t, rel_tol=1e-4) and math.isclose(p.power_w, w, rel_tol=1e-4)
+                      for t, w in mine.get((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []))}
+    owners = sorted(holders - {board})
+    if owners and board not in holders:
         raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {owners[0]!r} "
                          f"(its run {source.rsplit('@', 1)[0]}), not of this board ({board!r}): give "
                          f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
