@@ -150,3 +150,23 @@ def test_a_budget_pick_slower_than_the_least_energy_mode_says_why_that_mode_was_
     # a deadline's pick (least power) is not for speed: nothing to say; nor without a goal's budget
     dl = energy.per_step(tab, choose(tab, deadline_ms=600.0))
     assert "faster than the pick" not in " ".join(dl.lines(80) + dl.panel_lines(40))
+
+
+def test_a_least_energy_mode_that_qualifies_is_not_said_to_go_over_the_budget():
+    """Under tune's cautious ranking (each mode at its time's upper bound) a least-energy mode
+    well within the budget (6 W of 10, its power certain) but with an uncertain time loses to a
+    slower certain one; the line said "at the decision's risk its predicted power may go over
+    10 W", which it may not (review).  It now says the ranking at the upper bound is why; at
+    --risk mean (no risk on power) neither says power."""
+    modes = list(ORIN.full_space()[:2])
+    t, p = np.array([400.0, 500.0]), np.array([6.0, 8.0])
+    tsd = np.array([0.4, 0.0]) * t                      # the least-energy row's time is uncertain
+    tab = Table(modes, t, p, tsd, np.array([0.01, 0.01]))
+    for risk in (0.05, None):
+        d = choose(tab, budget_w=10.0, risk=risk, cautious=True)
+        assert d.index == 1
+        got = energy.per_step(tab, d, budget_w=10.0, risk=risk)
+        text = " ".join(got.lines(80))
+        assert "power may go over" not in text and "power is over" not in text, text
+        assert "not at its upper bound" in text, text
+        assert "faster than the pick: not at upper bound" in got.panel_lines(40)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalogue.modes import Mode
-from .pareto import Decision, Table, sig3
+from .pareto import DEFAULT_RISK, Decision, Table, _uncertain, sig3
 
 PER_STEP = "J per step"
 TO_TARGET = "Wh to target"
@@ -48,6 +48,7 @@ class Energy:
     maxn: EnergyPoint | None = None
     best_preset: EnergyPoint | None = None
     budget_w: float | None = None         # the goal's power budget (None: another goal)
+    least_risky: bool = False             # the least-energy row may go over it at the decision's risk
 
     def more_pct(self, p: EnergyPoint | None) -> float | None:
         """How much more energy `p` takes than the least-energy candidate, in per cent (negative:
@@ -122,13 +123,15 @@ class Energy:
 
     def _least_not_picked(self) -> str | None:
         """Why a budget's pick is not the least-energy mode where that mode is the faster one:
-        'over' (it is predicted over the budget) or 'risk' (too likely to go over it at the
-        decision's risk); None where that is not so.  A user read 'fastest within 10 W' beside a
-        faster least-energy mode predicted at 6.1 W, and nothing said why it was not picked."""
+        'over' (it is predicted over the budget), 'risk' (too likely to go over it at the
+        decision's risk) or 'upper' (within the budget, but slower at its time's upper bound,
+        which tune's cautious ranking ranks by); None where that is not so.  A user read 'fastest
+        within 10 W' beside a faster least-energy mode predicted at 6.1 W, and nothing said why
+        it was not picked."""
         lst, pk, b = self.least, self.pick, self.budget_w
         if b is None or pk is None or pk.row == lst.row or not lst.time_ms < pk.time_ms * 0.995:
             return None
-        return "over" if lst.power_w > b else "risk"
+        return "over" if lst.power_w > b else "risk" if self.least_risky else "upper"
 
     def _why_not_least(self) -> str:
         why = self._least_not_picked()
@@ -137,7 +140,10 @@ class Energy:
         head, b = "The least-energy mode is faster than the pick, but", self.budget_w
         if why == "over":
             return f"{head} its {self.least.source} power is over {b:g} W."
-        return f"{head} at the decision's risk its {self.least.source} power may go over {b:g} W."
+        if why == "risk":
+            return f"{head} at the decision's risk its {self.least.source} power may go over {b:g} W."
+        return (f"{head} not at its upper bound, which the decision ranks by (its "
+                f"{self.least.source} time is uncertain).")
 
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns."""
@@ -171,8 +177,9 @@ class Energy:
         elif self.pick is not None:
             second += f"{', ' if parts else '; '}the pick"
         why = self._least_not_picked()
-        third = "" if why is None else \
-            f"faster than the pick: {'over' if why == 'over' else 'may go over'} {self.budget_w:g} W"
+        third = "" if why is None else "faster than the pick: " + {
+            "over": f"over {self.budget_w:g} W", "risk": f"may go over {self.budget_w:g} W",
+            "upper": "not at upper bound"}[why]
         return [line for s in (*first.split("\n"), second, third) if s
                 for line in textwrap.wrap(s, width)]
 
@@ -210,12 +217,14 @@ def _maxn_row(presets) -> int | None:
 
 def per_step(table: Table, pick: Decision | None, presets=None,
              best: tuple | None = None, batch_size: int | None = None,
-             budget_w: float | None = None) -> Energy | None:
+             budget_w: float | None = None, risk: float | None = DEFAULT_RISK,
+             tolerance_w: float = 0.0) -> Energy | None:
     """The energy per step (J: time per step x power) of a decision of one batch size: the
     least-energy row of `table` among those that fit in memory, the pick (a row of it), MAXN
     (from `presets`, pareto.presets_table's (Table, presets)) and the best preset (`best`,
-    pareto.best_preset's (Decision, Preset)); budget_w: the goal's budget, if it is one.  None
-    when no row is eligible."""
+    pareto.best_preset's (Decision, Preset)); budget_w: the goal's budget, if it is one (risk and
+    tolerance_w as the decision's, to say why the least-energy row was not picked).  None when no
+    row is eligible."""
     e = table.time_ms * table.power_w / 1000.0
     i = _least_row(e, table.fits)
     if i is None:
@@ -235,7 +244,8 @@ def per_step(table: Table, pick: Decision | None, presets=None,
         bp = row(pre.name, presets[0], d.index, None)
     return Energy(PER_STEP, row("least energy", table, i, i),
                   None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp,
-                  budget_w)
+                  budget_w, budget_w is not None and bool(_uncertain(table, i, budget_w, None, risk,
+                                                                     tolerance_w)))
 
 
 def to_target(r, presets=None, best: tuple | None = None) -> Energy | None:

@@ -165,7 +165,8 @@ def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None)
     least-energy mode of `tab` beside the pick, MAXN and the best preset for `goal` (predicted by
     `model`); None where no mode is eligible.  The faces print its lines()."""
     presets, bp = _presets(model, goal)
-    return energy.per_step(tab, d, presets, bp, batch_size, goal.get("budget_w"))
+    return energy.per_step(tab, d, presets, bp, batch_size, goal.get("budget_w"), goal.get("risk"),
+                           goal.get("tolerance_w") or 0.0)
 
 
 def batch_decision_energy(r, model, goal: dict):
