@@ -606,3 +606,35 @@ def test_a_boards_own_profile_is_pooled_though_another_board_sent_the_same_rows(
                        "--out", tmp_path / "mb")
     assert rc == 0 and "6 rows of this board + 6 from 1 other board" in out, out + err
     assert len(Pool(url).rows(device="orin-agx")) == 12
+
+
+def test_a_profile_of_sub_millisecond_steps_the_pool_holds_as_another_boards_is_refused(
+        monkeypatch, tmp_path, cli):
+    """The CSV writes a time to 4 decimals and the pool keeps it whole: a step of 0.3 ms differs
+    by up to 1.7e-4 of itself, over the 1e-4 the check allowed, so a tiny script's profile pushed
+    under another board's id went into the pool again, its rows counted twice (review).  It is
+    refused as a larger step's is."""
+    import csv
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-03")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--session", "tiny", "--out", tmp_path / "tiny.csv")
+    assert rc == 0, err
+    # as if its steps took a 2000th of the time (0.4 ms or less), each 0.0000437 ms off its 4 decimals
+    with sqlite3.connect(tmp_path / "pool.sqlite") as db:
+        db.execute("UPDATE ptui_pool_rows SET time_ms = ROUND(time_ms / 2000, 4) + 0.0000437")
+        tiny = {(c, float(g)): t for c, g, t in db.execute("SELECT cores, gpu_mhz, time_ms FROM ptui_pool_rows")}
+    with open(tmp_path / "tiny.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(tiny) == 3 and all(t < 0.5 for t in tiny.values()), tiny
+    for r in rows:
+        r["time_ms"] = f"{tiny[(int(r['cores']), float(r['gpu_mhz']))]:.4f}"
+    with open(tmp_path / "tiny.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "tiny.csv",
+                       "--board", "orin-01")
+    assert rc == 2 and "as those of board 'orin-03'" in err, out + err
+    assert len(Pool(url).rows(device="orin-agx")) == 3

@@ -78,6 +78,12 @@ def _source(profile, tags: dict, batch_size: int) -> str:
     return f"{tags['session']}@bs{batch_size}" if tags.get("session") else f"csv:{Path(profile).name}"
 
 
+def _same(pooled: float, written: float) -> bool:
+    """A pooled figure (as measured) and the profile's (a CSV's, to 4 decimals: a 0.3 ms step is
+    off by up to 1.7e-4 of itself) are one measurement."""
+    return math.isclose(pooled, written, rel_tol=1e-4, abs_tol=1e-4)
+
+
 def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, board: str) -> None:
     """A ptui profile whose run's rows the pool holds as another board's (the same run, a mode with
     the same time and power) is that board's: pushed or fitted under another id (a shell without
@@ -92,7 +98,7 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
         mode = (int(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"]))
         mine.setdefault(mode, []).append((float(r["time_ms"]), float(r["power_w"])))
     holders = {p.board for p in pool.rows(source=source)
-               if any(math.isclose(p.time_ms, t, rel_tol=1e-4) and math.isclose(p.power_w, w, rel_tol=1e-4)
+               if any(_same(p.time_ms, t) and _same(p.power_w, w)
                       for t, w in mine.get((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []))}
     owners = sorted(holders - {board})
     if owners and board not in holders:
