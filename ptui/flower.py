@@ -309,12 +309,14 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
         steps = core.number(steps, "steps", integer=True, ge=1)
     # and so are a board no node could open (a device or backend ptui does not know, a SIMULATED unit
     # factor the simulator refuses), a risk no rule takes and a pool URL that names no pool
+    devices = _listed(devices, "devices", "'orin-agx', 'orin-nano'") or None
     for d in [device, *(devices or [])]:
         core.get_device(d)
     if backend not in MOD_BACKENDS:
         raise core.InputError(f"backend must be {', '.join(MOD_BACKENDS[:-1])} or {MOD_BACKENDS[-1]}, "
                               f"got {backend!r}")
-    unit_power = [core.number(u, "unit_power", ge=0.5, le=2) for u in unit_power or []]
+    unit_power = [core.number(u, "unit_power", ge=0.5, le=2)
+                  for u in _listed(unit_power, "unit_power", "0.95, 1.05")]
     risk = risk_arg(risk)
     if pool:
         core.check_url(pool)
@@ -329,6 +331,18 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
                    devices, risk, fit_modes, sample_interval, say, int(pool_modes), bool(hold_budget))
     mod.unit_power = unit_power or None
     return mod
+
+
+def _listed(value, name: str, example: str) -> list:
+    """A mod argument given per partition (partition k takes item k % len): a list.  A lone name
+    or number was iterated: devices="orin-agx" refused as "unknown device 'o'", unit_power=1.05
+    raised "'float' object is not iterable"."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise core.InputError(f"{name} must be a list, an item for each partition in turn "
+                              f"({name}=[{example}]), got {value!r}")
+    return list(value)
 
 
 def risk_arg(risk) -> float | None:

@@ -1274,6 +1274,10 @@ def test_a_mod_made_with_steps_or_batch_size_that_is_no_count_is_refused_when_ma
     ({"risk": 2}, r"risk \(None: decide on the mean\) must be below 1, got 2"),
     ({"risk": 0}, r"risk \(None: decide on the mean\) must be above 0"),
     ({"pool": "mysql://fleet"}, "bad pool URL 'mysql://fleet'"),
+    # a lone name or factor, not a list (review: "unknown device 'o'", a TypeError)
+    ({"devices": "orin-agx"}, r"devices must be a list, an item for each partition in turn "
+                              r"\(devices=\['orin-agx', 'orin-nano'\]\), got 'orin-agx'"),
+    ({"unit_power": 1.05}, r"unit_power must be a list, .* got 1.05"),
 ])
 def test_a_mod_made_with_a_board_risk_or_pool_no_node_can_use_is_refused_when_made(kw, said):
     """ptui_power_mod(device="orin-agxx") (or devices=["tx2"], backend="sysf", unit_power=[5.0],
