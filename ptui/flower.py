@@ -1094,6 +1094,10 @@ class PtuiFleet(Strategy):
         # and so is what a node's prior curve is made of (a device ptui does not know, a workload
         # without the published counts the prior takes, a batch size that is no count) and a risk no
         # rule takes, not in the first round a node is split by its device
+        if devices is not None and not (isinstance(devices, Mapping) or callable(devices)):
+            # a list (the mod's devices=) matched no node id: every node split as default_device
+            raise core.InputError(f"devices must map node ids to devices ({{node_id: 'orin-nano'}}) or be "
+                                  f"a function of the node id, got {devices!r}")
         for d in [default_device, *(devices.values() if isinstance(devices, Mapping) else [])]:
             core.get_device(d)
         core.get_workload(workload)

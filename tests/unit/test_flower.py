@@ -1295,6 +1295,9 @@ def test_a_mod_made_with_a_board_risk_or_pool_no_node_can_use_is_refused_when_ma
 @pytest.mark.parametrize("kw, said", [
     ({"default_device": "nano9"}, "unknown device 'nano9'"),
     ({"devices": {1: "orin-agx", 2: "tx2"}}, "unknown device 'tx2'"),
+    # the mod's list, which matched no node id: every node was split as default_device (review)
+    ({"devices": ["orin-nano", "orin-agx"]}, r"devices must map node ids to devices \({node_id: 'orin-nano'}\) "
+                                             r"or be a function of the node id, got \['orin-nano', 'orin-agx'\]"),
     ({"workload": "resnet99"}, "unknown workload 'resnet99'; built-in workloads: resnet18"),
     ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
     ({"risk": 2}, r"risk \(None: decide on the mean\) must be below 1, got 2"),
