@@ -109,8 +109,18 @@ def test_read_profile_merges_identical_duplicates_and_refuses_conflicts(tmp_path
     c2 = csv(tmp_path, HEAD, *GOOD, "8,1728,624.75,3199,61,30", name="c2.csv")
     with pytest.raises(CSVError, match="appears twice"):
         read_profile(c2, ORIN, min_modes=1)
-    with pytest.raises(CSVError, match=r"3 distinct modes; at least 4 are needed"):
+    with pytest.raises(CSVError, match=r"3 distinct modes; at least 4 are needed \(profile more with: "
+                                       r"ptui profile --count 5\)"):
         read_profile(p, ORIN, min_modes=4)
+    # one mode is enough (a pooled fit's board, a profile's measurements): 'is', not 'are'; a board
+    # of a pool needs 5 modes, not the 50 a fit alone takes (a fleet trial read 'at least 1 are
+    # needed (profile more with: ptui profile --count 50)')
+    empty = csv(tmp_path, HEAD, name="empty.csv")
+    with pytest.raises(CSVError, match=r"0 distinct modes; at least 1 is needed \(profile more with: "
+                                       r"ptui profile --count 5\)"):
+        read_profile(empty, ORIN, min_modes=1)
+    with pytest.raises(CSVError, match=r"at least 10 are needed \(profile more with: ptui profile --count 50\)"):
+        read_profile(p, ORIN, min_modes=10)
     assert len(read_profile(p, ORIN, min_modes=3)[0]) == 3
 
 

@@ -278,8 +278,10 @@ def _merge_rows(path, keyed, min_count: int, what: str = "modes") -> dict:
             continue
         seen[key] = (v, v)
     if len(seen) < min_count:
-        raise CSVError(f"{path}: {len(seen)} distinct {what}; at least {min_count} are needed "
-                       f"(profile more with: ptui profile --count {max(min_count, 50)})")
+        need = f"at least {min_count} {'is' if min_count == 1 else 'are'} needed"
+        more = max(min_count, 5 if min_count <= 5 else 50)    # 5 a pooled fit's board, 50 a fit alone
+        raise CSVError(f"{path}: {len(seen)} distinct {what}; {need} (profile more with: "
+                       f"ptui profile --count {more})")
     return seen
 
 
