@@ -14,13 +14,14 @@ HELP = """\
 are text: `escape` leaves it (`ctrl+q` quits from anywhere).
 
 1. **Dashboard**: live power per rail, clocks, temperatures.
-2. **Profile** ~50 modes (batch `8,16,32`: (mode, batch) pairs): `s` start,
-   `space` pause, `x` abort (the original mode comes back); or resume one.
+2. **Profile** ~50 modes (batch `8,16,32`: pairs): `s` start, `space` pause,
+   `x` abort (the original mode comes back); or resume one.
 3. **Fine-tune** (`t`) predictors of time and power on that profile.
-4. **Pareto**: a goal picks a mode (batch sizes: time to target, `b` cycles
-   them); arrows move on the front; `enter` takes it to Apply.
-5. **Apply**: the exact plan, `y` applies and reads back, `r` rolls back.
-6. **Colocate**: training beside inference: `d` picks mode + inference batch.
+4. **Pareto**: `l` loads, `g` sets the goal that picks a mode (`b`: batch
+   sizes); arrows move on the front; `enter` takes it to Apply.
+5. **Apply**: `y` applies and reads back, `r` rolls back, `s` keeps it at boot.
+6. **Colocate**: `d` picks mode + inference batch for training beside
+   inference; `r` runs the demo.
 
 **CV MAPE**: mean absolute percentage error of predictions for modes held out of
 the fit (5-fold cross-validation). **risk 0.05**: a mode is chosen only if the

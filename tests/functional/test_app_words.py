@@ -474,3 +474,25 @@ def test_tunes_automatic_names_are_shortened_like_profiles():
     assert short_name("orin-agx-resnet18-bs8-16-20261127-131013", "orin-agx") == "resnet18 bs8,16 11-27 13:10:13"
     assert short_name("tune-xavier-agx-spec-20261127-131013", "orin-agx") == "tune-xavier-agx-spec-20261127-131013"
     assert short_name("mine", "orin-agx") == "mine"
+
+
+async def test_help_names_every_key_a_screen_binds():
+    """Help (`?`) left out Pareto's `l` and `g`, Apply's `s` and Colocate's `r`, which only the
+    footers showed (an app trial).  Every key a screen binds is now in that screen's item."""
+    import importlib
+
+    from ptui.app import AREAS
+    from ptui.screens.help import HELP
+    items = dict(re.findall(r"^(\d)\. (.*?)(?=^\d\. |^\s*$)", HELP, flags=re.M | re.S))
+    missing = []
+    for module, number, _ in AREAS:
+        mod = importlib.import_module(f"ptui.screens.{module}")
+        said = " ".join(items[number].split())
+        for cls in vars(mod).values():
+            if not (isinstance(cls, type) and cls.__module__ == mod.__name__):
+                continue
+            for b in getattr(cls, "BINDINGS", []):
+                if getattr(b, "show", True) and b.key not in ("enter", "escape") and \
+                        not any(f"`{k}`" in said for k in b.key.split(",")):
+                    missing.append((module, b.key))
+    assert not missing, missing
