@@ -231,12 +231,21 @@ class ProfileScreen(Screen):
 
     def on_input_changed(self, _event) -> None:
         self.update_plan()
+        self._show_plan()
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id in ("strategy", "goal"):
             self.show_used_fields()
         if event.select.id in ("workload", "strategy", "goal"):
             self.update_plan()
+            self._show_plan()
+
+    def _show_plan(self) -> None:
+        """The plan panel back (a run's end hid it): only where it is hidden, so an edit does not
+        redraw the screen."""
+        plan = self.query_one("#plan", Static)
+        if not plan.display:
+            plan.display = True
 
     def show_used_fields(self) -> None:
         """The goal is used by an active search only, and its number by a budget or a deadline:
@@ -427,6 +436,7 @@ class ProfileScreen(Screen):
         # the run's plan and warnings stay in the plan panel while it runs: the status below is
         # its progress, which replaced them at the first poll (a gated GPU's warning flashed)
         self.query_one("#start-row").display = False
+        self._show_plan()
         # the focus leaves the hidden row for the results, not for a field that would take the
         # keys (space pauses, x aborts)
         self.query_one("#results", DataTable).focus()
@@ -475,6 +485,9 @@ class ProfileScreen(Screen):
         self.query_one("#status", Static).update(f"[b]{text}[/b]{where}. {nxt}{err}{note}")
         self.refresh_sessions()
         self.update_plan()
+        # at 80x24 the next profile's plan left the results table its header alone: the plan
+        # gives way to the results until the form is edited (or a profile starts)
+        self.query_one("#plan", Static).display = False
 
     def poll(self) -> None:
         run, control = self.run, self.control

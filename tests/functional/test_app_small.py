@@ -451,3 +451,27 @@ async def test_apply_says_each_figure_with_its_unit_on_one_row(size):
         assert any("10 s measurement done" in r for r in rows), rows
         assert any(re.search(r"measured [\d.]+ W over 10 s", r) for r in rows), rows
         assert any(re.search(r"predicted [\d.]+ W, difference [-+][\d.]+ %", r) for r in rows), rows
+
+
+@pytest.mark.slow
+async def test_a_finished_profile_leaves_its_results_on_screen_at_80x24():
+    """At 80x24 a finished profile's results table showed its header alone: the next profile's
+    plan, the status and the form took the rows (an app trial).  The plan now gives way to the
+    results until the form is edited, and comes back with the edit."""
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.1)
+        app.screen.query_one("#count").value = "4"
+        app.screen.query_one("#results").focus()
+        await pilot.pause(0.1)
+        await pilot.press("s")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        assert "profile finished" in str(app.screen.query_one("#status").render())
+        shown = on_screen(app)
+        rows = [line for line in shown.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"])]
+        assert len(rows) >= 3, shown                     # the first three modes' rows, not the header alone
+        app.screen.query_one("#count").value = "6"       # the next profile: its plan comes back
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#plan").display and "Plan" in on_screen(app), on_screen(app)
