@@ -20,8 +20,7 @@ are text: `escape` leaves it (`ctrl+q` quits from anywhere).
 4. **Pareto**: `l` loads, `g` sets the goal that picks a mode (`b`: batch
    sizes); arrows move on the front; `enter` takes it to Apply.
 5. **Apply**: `y` applies and reads back, `r` rolls back, `s` keeps it at boot.
-6. **Colocate**: `d` picks mode + inference batch for training beside
-   inference; `r` runs the demo.
+6. **Colocate** training + inference: `d` picks mode and batch, `r` demo.
 
 **CV MAPE**: mean absolute percentage error of predictions for modes held out of
 the fit (5-fold cross-validation). **risk 0.05**: a mode is chosen only if the
