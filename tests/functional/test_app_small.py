@@ -98,6 +98,20 @@ async def test_no_toast_repeats_a_status_panel():
         assert len(app._notifications) == 0, [n.message for n in app._notifications]
 
 
+async def _pick_to_apply(app, pilot, confirm: bool = False) -> None:
+    """Pareto's pick on the bundled reference taken to Apply (4, enter); with confirm, applied (y)."""
+    await pilot.press("4")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.3)
+    await pilot.press("enter")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.3)
+    if confirm:
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.6)
+
+
 def _lstm_profile(path, count=20):
     from tests.support.cli import run_cli
     rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", str(count),
@@ -299,15 +313,7 @@ async def test_apply_leaves_the_power_plot_rows_to_read(size):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=size) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        await pilot.press("y")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.6)
+        await _pick_to_apply(app, pilot, confirm=True)
         scr = app.screen
         scr.measure_from -= 10                       # the 10 s measurement done: its longest text
         await pilot.pause(0.8)
@@ -332,12 +338,7 @@ async def test_apply_shows_the_result_after_a_key_read_below_it(key):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
+        await _pick_to_apply(app, pilot)
         scr = app.screen
         top = scr.query_one("#apply-top")
         if key == "r":
@@ -436,15 +437,7 @@ async def test_apply_says_each_figure_with_its_unit_on_one_row(size):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=size) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        await pilot.press("y")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.6)
+        await _pick_to_apply(app, pilot, confirm=True)
         app.screen.measure_from -= 10                # the 10 s measurement done: its longest text
         await pilot.pause(0.8)
         rows = on_screen(app).splitlines()
