@@ -206,11 +206,9 @@ def test_role_refuses_tune_args_given_as_one_string(tmp_path):
     assert not data.exists()
 
 
-def test_role_refuses_a_bad_goal_before_it_changes_anything(tmp_path):
-    """`-e ptui_budget_w=abc` made the decision directory and ran ptui tune, which refused it:
-    changed=1, failed=1 (a fleet trial).  A goal that is no number above 0 (or an objective other
-    than energy) now stops the host first, one line naming the variable: changed=0, nothing
-    written."""
+def sim_host(tmp_path) -> tuple[Path, Path]:
+    """An inventory of one local host "b" on the simulated Orin AGX (a 20 W budget, tune counting 6
+    modes), and its data directory."""
     data = tmp_path / "data"
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
@@ -218,6 +216,15 @@ def test_role_refuses_a_bad_goal_before_it_changes_anything(tmp_path):
         "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sim", "ptui_device": "orin-agx",
         "ptui_data_dir": str(data), "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "6"],
         "ptui_budget_w": 20}}}}))
+    return inventory, data
+
+
+def test_role_refuses_a_bad_goal_before_it_changes_anything(tmp_path):
+    """`-e ptui_budget_w=abc` made the decision directory and ran ptui tune, which refused it:
+    changed=1, failed=1 (a fleet trial).  A goal that is no number above 0 (or an objective other
+    than energy) now stops the host first, one line naming the variable: changed=0, nothing
+    written."""
+    inventory, data = sim_host(tmp_path)
     for given, says in (("ptui_budget_w=abc", 'ptui_budget_w is a power budget in W, a number above 0 '
                                               '(e.g. 25); given "abc"'),
                         ('{"ptui_budget_w": -5}', "ptui_budget_w is a power budget in W, a number above 0"),
@@ -359,13 +366,7 @@ def test_role_refuses_a_bad_risk_or_batch_size_before_it_changes_anything(tmp_pa
     tune, which refused it only after the role had made its decision directory: changed=1,
     failed=1 (a fleet trial).  They now stop the host in the goal's check, one line naming the
     variable: changed=0, nothing written."""
-    data = tmp_path / "data"
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(json.dumps({"jetsons": {"hosts": {"b": {
-        "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-        "ptui_bin": [sys.executable, "-m", "ptui"], "ptui_backend": "sim", "ptui_device": "orin-agx",
-        "ptui_data_dir": str(data), "ptui_tune_backend": "sim", "ptui_tune_args": ["--count", "6"],
-        "ptui_budget_w": 20}}}}))
+    inventory, data = sim_host(tmp_path)
     risk = "ptui_risk is the allowed probability of missing the goal, a number strictly between 0 and 1"
     batch = "ptui_batch_size is a batch size, a whole number above 0 (e.g. 16); given "
     for given, says in (("ptui_risk=abc", risk + ' (e.g. 0.05), or "mean"; given "abc"'),
