@@ -73,13 +73,7 @@ async def test_no_toast_repeats_a_status_panel():
     axis.  What a panel already says (profile finished, applied, rolled back) gets no toast."""
     app, sim = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        app.screen.query_one("#count").value = "3"
-        app.screen.query_one("#results").focus()
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        await wait_workers(app, pilot)
+        await _profile(app, pilot, 3)
         assert "profile finished" in str(app.screen.query_one("#status").render())
         assert len(app._notifications) == 0, [n.message for n in app._notifications]
         app.state.selected = ORIN.presets[0].mode
@@ -96,6 +90,18 @@ async def test_no_toast_repeats_a_status_panel():
         await pilot.pause(0.2)
         assert "rolled back to" in str(app.screen.query_one("#result").render())
         assert len(app._notifications) == 0, [n.message for n in app._notifications]
+
+
+async def _profile(app, pilot, count: int) -> None:
+    """A profile of `count` modes from the Profile screen (2, the count, s), run to its end; the
+    keys go to the results table, not to a field."""
+    await pilot.press("2")
+    await pilot.pause(0.1)
+    app.screen.query_one("#count").value = str(count)
+    app.screen.query_one("#results").focus()
+    await pilot.pause(0.1)
+    await pilot.press("s")
+    await wait_workers(app, pilot)
 
 
 async def _pick_to_apply(app, pilot, confirm: bool = False) -> None:
@@ -453,13 +459,7 @@ async def test_a_finished_profile_leaves_its_results_on_screen_at_80x24():
     results until the form is edited, and comes back with the edit."""
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.1)
-        app.screen.query_one("#count").value = "4"
-        app.screen.query_one("#results").focus()
-        await pilot.pause(0.1)
-        await pilot.press("s")
-        await wait_workers(app, pilot)
+        await _profile(app, pilot, 4)
         await pilot.pause(0.3)
         assert "profile finished" in str(app.screen.query_one("#status").render())
         shown = on_screen(app)
