@@ -9,10 +9,11 @@ global optimizer-step post-hook and writes one line per event:
 ``D <cpu|cuda|...>``       where the script trains: the device of its optimizer's parameters (sent
                            at the first optimizer step; torch seeing a GPU is not enough)
 ``F <n> <t>``              the script has run n forward passes of a model (a module with parameters,
-                           outermost calls only, not a DataLoader's) and has neither called
-                           backward() nor stepped (sent at the first, then at most once a second;
-                           counted until the first backward() or step, or until torch.compile is
-                           called: dynamo guards on the global module hooks that count them)
+                           a frozen or loaded TorchScript one, outermost calls only, not a
+                           DataLoader's) and has neither called backward() nor stepped (sent at the
+                           first, then at most once a second; counted until the first backward()
+                           or step; from torch.compile on, only compiled models' calls, counted
+                           outside the compiled code: dynamo guards on the global module hooks)
 ``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
                            loop) has been called n times and no optimizer has stepped yet (sent at
                            the first call, then at most once a second, until the first step)
@@ -582,45 +583,97 @@ def _say_count(kind: str, n: int, said: float, tail: str = "") -> float:
 
 
 _forward_hooks: list = []         # the global module hooks counting forward passes (F lines)
+_model_hooks: list = []           # ... and the hooks on compiled modules, once torch.compile is called
+_counting = False                 # forward passes are counted (until a backward(), a step, a fork)
+_models = None                    # TorchScript models without parameters (frozen: folded into the
+                                  # graph), a weakref.WeakSet once torch is hooked
+
+
+def _forward_pre(module, args) -> None:
+    if not _is_compiling() and _counting and _state is not None and not getattr(_loading, "n", 0):
+        _state.forward_depth += 1
+
+
+def _forward_post(module, args, out) -> None:
+    """An outermost call of a model ended: one forward pass (module: what was called, or a
+    compiled function's model; None: not a model)."""
+    st = _state
+    if _is_compiling() or not _counting or st is None or getattr(_loading, "n", 0):
+        return
+    st.forward_depth = max(0, st.forward_depth - 1)
+    try:
+        if st.forward_depth == 0 and module is not None and _is_model(module):
+            st.forward_total += 1
+            st.forward_said = _say_count("F", st.forward_total, st.forward_said)
+    except Exception:  # noqa: BLE001, S110 - never break the user's script
+        pass
+
+
+def _is_model(module) -> bool:
+    """A module with parameters, or a TorchScript model whose parameters were folded into its graph
+    (torch.jit.freeze, optimize_for_inference) or that was loaded from a file."""
+    return next(module.parameters(), None) is not None or (_models is not None and module in _models)
 
 
 def _count_forwards() -> None:
     """Count the model's forward passes until the script calls backward() or steps: a script that
     only runs inference is then named as such once it has run them a while (the F lines), not
-    after the whole start-up timeout.  Only a process's own outermost calls of a module with
-    parameters count (not a DataLoader's transforms, nor a forked worker's)."""
+    after the whole start-up timeout.  Only a process's own outermost calls of a model count (not a
+    DataLoader's transforms, nor a forked worker's): an eager or TorchScript module's, and from
+    torch.compile on, a compiled model's (_counted_compile)."""
+    global _counting
     from torch.nn.modules import module as nn_module
 
-    def pre(module, args) -> None:
-        if not _is_compiling() and _state is not None and not getattr(_loading, "n", 0):
-            _state.forward_depth += 1
-
-    def post(module, args, out) -> None:
-        st = _state
-        if _is_compiling() or st is None or getattr(_loading, "n", 0):
-            return
-        st.forward_depth = max(0, st.forward_depth - 1)
-        try:
-            if st.forward_depth == 0 and next(module.parameters(), None) is not None:
-                st.forward_total += 1
-                st.forward_said = _say_count("F", st.forward_total, st.forward_said)
-        except Exception:  # noqa: BLE001, S110 - never break the user's script
-            pass
-
-    _forward_hooks.append(nn_module.register_module_forward_pre_hook(pre))
+    _counting = True
+    _forward_hooks.append(nn_module.register_module_forward_pre_hook(_forward_pre))
     try:
-        _forward_hooks.append(nn_module.register_module_forward_hook(post, always_call=True))
+        _forward_hooks.append(nn_module.register_module_forward_hook(_forward_post, always_call=True))
     except TypeError:                 # an older torch: a forward that raises leaves the depth up
-        _forward_hooks.append(nn_module.register_module_forward_hook(post))
+        _forward_hooks.append(nn_module.register_module_forward_hook(_forward_post))
     os.register_at_fork(after_in_child=_stop_counting_forwards)
     _stop_counting_at_compile()
+    try:
+        _mark_torchscript_models()
+    except Exception:  # noqa: BLE001, S110 - never break the user's script
+        pass
+
+
+def _mark_torchscript_models() -> None:
+    """A frozen TorchScript model (torch.jit.freeze, optimize_for_inference: the usual way to
+    deploy one) has no parameters left, and one loaded from a file may have none: each is marked
+    as a model when the script makes it (an inference loop over one waited out the whole start-up
+    timeout, 600 s: the probe trial)."""
+    import functools
+    import weakref
+
+    import torch
+    global _models
+    _models = weakref.WeakSet()
+
+    def marking(orig):
+        @functools.wraps(orig)
+        def make(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            try:
+                if _counting and isinstance(out, torch.nn.Module):
+                    _models.add(out)
+            except Exception:  # noqa: BLE001, S110 - never break the user's script
+                pass
+            return out
+        return make
+
+    for name in ("freeze", "optimize_for_inference", "load"):
+        if callable(getattr(torch.jit, name, None)):
+            setattr(torch.jit, name, marking(getattr(torch.jit, name)))
 
 
 def _stop_counting_at_compile() -> None:
-    """torch.compile stops the counting before it compiles anything (dynamo guards on the global
-    module hooks: removed later, they would recompile the model).  Not the import of dynamo: every
+    """torch.compile stops the global hooks' counting before it compiles anything (dynamo guards
+    on them: removed later, they would recompile the model).  Not the import of dynamo: every
     torch.optim optimizer's constructor imports it, and a script that built one before its
-    inference loop was never counted."""
+    inference loop was never counted.  What it compiles is counted from outside the compiled code
+    instead (_counted_compile): a compiled model's inference loop waited out the whole start-up
+    timeout, 600 s (the probe trial)."""
     import functools
 
     import torch
@@ -628,21 +681,90 @@ def _stop_counting_at_compile() -> None:
 
     @functools.wraps(orig)
     def compile(*args, **kwargs):
-        _stop_counting_forwards()
-        torch.compile = orig
-        return orig(*args, **kwargs)
+        _remove(_forward_hooks)
+        out = orig(*args, **kwargs)
+        if not _counting or (not args and kwargs.get("model") is None):
+            return out          # training already, or a decorator: its compile comes back here
+        try:
+            return _counted_compile(out, args[0] if args else kwargs["model"])
+        except Exception:  # noqa: BLE001 - never break the user's script
+            return out
 
     torch.compile = compile
 
 
-def _stop_counting_forwards() -> None:
-    """The script trains (backward(), a step), or compiles, or is a forked worker: stop
-    counting."""
-    while _forward_hooks:
+def _counted_compile(out, model):
+    """What torch.compile made of `model`, its calls counted as forward passes where it is a model
+    (a compiled module; a module's compiled method: Module.compile(); a compiled function whose code
+    names a module with parameters), outside the compiled code: the hooks on a compiled module's
+    wrapper run before dynamo's frame (dynamo traces the module inside), and a compiled function's
+    wrapper passes straight through while dynamo traces it or once counting stops.  Any other
+    compiled callable (an optimizer's step, a function on tensors alone) is returned as it is."""
+    import functools
+
+    import torch
+    if isinstance(out, torch.nn.Module):
+        if out is model:              # compiling disabled: the module itself, which dynamo may
+            return out                # trace later (its own hooks would be guarded on)
+        _model_hooks.append(out.register_forward_pre_hook(_forward_pre))
         try:
-            _forward_hooks.pop().remove()
+            _model_hooks.append(out.register_forward_hook(_forward_post, always_call=True))
+        except TypeError:
+            _model_hooks.append(out.register_forward_hook(_forward_post))
+        return out
+    target = _model_of(model)
+    if target is None or not callable(out):
+        return out
+
+    @functools.wraps(out)
+    def counted(*args, **kwargs):
+        if _is_compiling() or not _counting:
+            return out(*args, **kwargs)
+        _forward_pre(target, args)
+        try:
+            return out(*args, **kwargs)
+        finally:
+            _forward_post(target, args, None)
+
+    return counted
+
+
+def _model_of(fn):
+    """The model a compiled callable runs: the module whose method it is, or a module with
+    parameters its code names (a global, a closure's variable); None: none (a function on tensors
+    alone is no model: data preparation looks the same; a model passed in is not seen)."""
+    import torch
+    Module = torch.nn.Module
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        return owner if isinstance(owner, Module) else None
+    found = []
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        glob = getattr(fn, "__globals__", {})
+        found += [glob.get(n) for n in code.co_names]
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                found.append(cell.cell_contents)
+            except ValueError:        # a variable not yet assigned
+                pass
+    return next((m for m in found if isinstance(m, Module) and _is_model(m)), None)
+
+
+def _remove(hooks: list) -> None:
+    while hooks:
+        try:
+            hooks.pop().remove()
         except Exception:  # noqa: BLE001, S110 - never break the user's script
             pass
+
+
+def _stop_counting_forwards() -> None:
+    """The script trains (backward(), a step), or is a forked worker: stop counting."""
+    global _counting
+    _counting = False
+    _remove(_forward_hooks)
+    _remove(_model_hooks)
 
 
 _loading = threading.local()      # this thread is inside a DataLoader's __next__ (n deep)

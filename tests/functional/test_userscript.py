@@ -147,6 +147,71 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
     assert "last output: evaluating" in errors[0] and "full log:" in errors[0], err
 
 
+# the model of an inference loop, made as a compiled or TorchScript model is made
+MODELS = {
+    "torch.compile(module)": "model = torch.compile(net, backend='eager')",
+    "module.compile()": "net.compile(backend='eager'); model = net",
+    "compiled function naming it": "model = torch.compile(lambda x: net(x).softmax(-1), backend='eager')",
+    "frozen TorchScript": "model = torch.jit.freeze(torch.jit.script(net))",
+    "frozen TorchScript file": "import os, tempfile\nf = os.path.join(tempfile.mkdtemp(), 'm.pt')\n"
+                               "torch.jit.save(torch.jit.freeze(torch.jit.script(net)), f)\n"
+                               "model = torch.jit.load(f)",
+    "optimize_for_inference": "model = torch.jit.optimize_for_inference(torch.jit.trace(net, torch.randn(4, 8)))",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", list(MODELS.values()), ids=list(MODELS))
+def test_a_compiled_or_torchscript_inference_loop_is_named_as_an_eager_one_is(tmp_path, cli, monkeypatch,
+                                                                             make):
+    """An inference loop over a compiled model (torch.compile stopped the counting of forward
+    passes) or a frozen TorchScript one (its parameters folded into its graph: no module with
+    parameters was called) waited out the whole start-up timeout (600 s); an eager model's was
+    stopped after FORWARD_ONLY_S.  Now they end the same way."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 2.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 25.0)
+    infer = _write(tmp_path, "infer.py", textwrap.dedent("""
+        import torch
+        net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).eval()
+        MAKE
+        print("evaluating", flush=True)
+        with torch.no_grad():
+            while True:
+                model(torch.randn(4, 8))
+    """).replace("MAKE", make))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, infer)
+    assert rc == 1, err
+    errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "forward passes of its model in" in errors[0], err          # not the 25 s timeout's
+    assert "only runs inference or evaluation" in errors[0] and "last output: evaluating" in errors[0], err
+
+
+@pytest.mark.slow
+def test_a_compiled_function_without_a_model_before_training_is_not_inference(tmp_path, cli, monkeypatch):
+    """A compiled function on tensors alone (data preparation, augmentation) is no model's forward
+    pass: run longer than FORWARD_ONLY_S before training, the script is still counted."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 1.5)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
+    prep = _write(tmp_path, "prep.py", textwrap.dedent("""
+        import time, torch
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        normalise = torch.compile(lambda x: (x - x.mean(0)) / (x.std(0) + 1e-6), backend="eager")
+        data, t0 = [], time.monotonic()
+        while time.monotonic() - t0 < 4.0:           # features prepared in advance
+            data.append(normalise(torch.randn(64, 8)))
+        while True:
+            for x in data:
+                opt.zero_grad()
+                model(x).pow(2).mean().backward()
+                opt.step()
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, prep)
+    assert rc == 0, err
+    assert "counted in" in err, err
+
+
 def test_forward_passes_before_training_are_waited_for_longer_than_backward_without_a_step(
         tmp_path, cli, monkeypatch):
     """A DQN-style loop fills its replay buffer with its policy's forward passes before it trains:
