@@ -147,6 +147,34 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
     assert "last output: evaluating" in errors[0] and "full log:" in errors[0], err
 
 
+@pytest.mark.slow
+def test_the_forward_passes_said_are_those_of_the_run_timed(tmp_path, cli, monkeypatch):
+    """The inference-only error said "ran N forward passes in X s" with N counted over every run of
+    passes (a burst, a pause, then the loop) but X the last run's time only.  Now N is the passes
+    of the run that lasted X s."""
+    import re
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 2.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_GAP_S", 2.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 30.0)
+    infer = _write(tmp_path, "infer.py", textwrap.dedent("""
+        import time, torch
+        model = torch.nn.Linear(8, 2).eval()
+        with torch.no_grad():
+            for _ in range(5000):                    # a warm-up burst
+                model(torch.randn(1, 8))
+            time.sleep(3.5)                          # longer than FORWARD_GAP_S: another run
+            while True:                              # at most 50 passes a second
+                model(torch.randn(1, 8))
+                time.sleep(0.02)
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, infer)
+    assert rc == 1, err
+    got = re.search(r"ran (\d+) forward passes of its model in (\d+) s", err)
+    assert got, err
+    n, s = int(got[1]), int(got[2])
+    assert 0 < n <= 50 * (s + 1), err
+
+
 # the model of an inference loop, made as a compiled or TorchScript model is made
 MODELS = {
     "torch.compile(module)": "model = torch.compile(net, backend='eager')",

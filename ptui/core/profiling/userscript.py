@@ -389,6 +389,7 @@ class ScriptSource:
         self.grad_called = False                     # some were torch.autograd.grad calls (B ... g)
         self.forward_passes = 0                      # before any backward() or step (F lines)
         self.t_forwards: float | None = None         # when the present run of them began ...
+        self.forwards_before = 0                     # (those run before it) ...
         self.t_forward: float | None = None          # ... and when the last F line came
         self.notify = notify or (lambda msg: None)
         self.on_info = on_info or (lambda d: None)
@@ -645,8 +646,11 @@ class ScriptSource:
         """The script runs forward passes but neither calls backward() nor steps."""
         tail = self._tail()
         waited = now - (self.t_forwards or now)
+        # the passes of the run timed, not every run's (1,000 passes of a warm-up, minutes before,
+        # read as run in this one's 120 s)
+        run = self.forward_passes - self.forwards_before
         return ProfileError(
-            f"the training script ran {_plural(self.forward_passes, 'forward pass')} of its model in "
+            f"the training script ran {_plural(run, 'forward pass')} of its model in "
             f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
             f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
             f"long before it trains (a validation pass first, a reinforcement-learning warm-up, "
@@ -742,9 +746,11 @@ class ScriptSource:
                 self.grad_called = self.grad_called or "g" in line.split()[3:]
                 self.t_backward = self.t_backward or now
             elif line.startswith("F "):
-                self.forward_passes = max(self.forward_passes, int(line.split()[1]))
+                n = int(line.split()[1])
+                self.forward_passes = max(self.forward_passes, n)
                 if self.t_forward is None or now - self.t_forward > FORWARD_GAP_S:
-                    self.t_forwards = now
+                    # a run's first pass is sent at once (the probe's last line was >= 1 s ago)
+                    self.t_forwards, self.forwards_before = now, n - 1
                 self.t_forward = now
             if self.it.steps == 0 and self.proc.poll() is None:
                 waited = now - self.t_start
