@@ -143,8 +143,14 @@ def cmd_profile(a) -> int:
         where = ("the board is NOT back in its original mode (see the error below)"
                  if isinstance(res.error, core.RestoreFailed) else
                  "the device was restored to its original mode")
-        _info(f"{where}; finished modes are kept in session {res.session} "
-              f"(resume with: {hint})")
+        if isinstance(res.error, core.ScriptUnprofilable):
+            # a resume runs the script the same way, and it fails the same way: no hint that
+            # cannot help (the user's trial)
+            kept = f"; finished modes are kept in session {res.session}" if res.n_rows else ""
+            _info(f"{where}{kept}")
+        else:
+            _info(f"{where}; finished modes are kept in session {res.session} "
+                  f"(resume with: {hint})")
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")

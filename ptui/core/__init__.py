@@ -50,7 +50,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
     # profiling
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
-    "profiling.profiler": ("Control", "cycle_timed", "model_timed", "RestoreFailed", "time_unit", "Timed",),
+    "profiling.profiler": ("Control", "cycle_timed", "model_timed", "RestoreFailed", "ScriptUnprofilable",
+                            "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
@@ -147,7 +148,15 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .prediction.pooled import pooled_note
     from .prediction.predictor import bundled_reference, check_predictions, load_model
     from .profiling.active import ACTIVE_MIN_COUNT, make_plan, plan_candidates
-    from .profiling.profiler import Control, RestoreFailed, Timed, cycle_timed, model_timed, time_unit
+    from .profiling.profiler import (
+        Control,
+        RestoreFailed,
+        ScriptUnprofilable,
+        Timed,
+        cycle_timed,
+        model_timed,
+        time_unit,
+    )
     from .profiling.store import Store, check_session_name
     from .profiling.userscript import (
         CPU_TRAINING_WARNING,

@@ -532,6 +532,31 @@ def test_a6_script_that_never_steps_gets_a_hint(tmp_path, emulated_board, cli):
     assert "each mode needs at least 42 training iterations" in err
 
 
+UNPROFILABLE = {
+    "inference only": "m = torch.nn.Linear(8, 2).eval()\nwith torch.no_grad():\n    while True:\n"
+                      "        m(torch.randn(4, 8))\n",
+    "no training at all": "print('nothing to train', flush=True)\n",
+    "an update made by hand": "m = torch.nn.Linear(8, 2)\nwhile True:\n    m(torch.randn(4, 8)).sum()"
+                              ".backward()\n    with torch.no_grad():\n        m.weight -= 0.01 * m.weight.grad\n",
+}
+
+
+@pytest.mark.parametrize("body", list(UNPROFILABLE.values()), ids=list(UNPROFILABLE))
+@pytest.mark.slow
+def test_a_script_ptui_cannot_profile_is_offered_no_resume(tmp_path, cli, monkeypatch, body):
+    """A script ptui cannot profile (it trains no step ptui can time) was told to resume with the
+    same command, which runs it the same way and fails the same way.  Now no resume is offered;
+    a crash still gets one (test_a7_resume_needs_the_same_command_and_the_hint_has_it)."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 1.5)
+    monkeypatch.setattr("ptui.core.profiling.userscript.NO_STEP_S", 1.5)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 30.0)
+    bad = _write(tmp_path, "bad.py", "import torch\n" + body)
+    rc, _, err = cli("profile", "--device", "orin-agx", "--count", "2", "--session", "s1",
+                     "--out", tmp_path / "s.csv", "--", sys.executable, bad)
+    assert rc == 1 and "ptui: error: the training script" in err, err
+    assert "resume" not in err, err
+
+
 @pytest.mark.slow
 def test_a7_resume_needs_the_same_command_and_the_hint_has_it(tmp_path, script, emulated_board, cli):
     root, _ = emulated_board

@@ -52,6 +52,13 @@ class SessionError(ProfileError):
     exit_code = 2
 
 
+class ScriptUnprofilable(ProfileError):
+    """The training script cannot be profiled as it is: it trains no step ptui can time (inference
+    only, an update made by hand, no step within --startup-timeout, no training at all) or its
+    model cannot be measured.  A resume runs it again the same way and fails the same way, so none
+    is offered."""
+
+
 class ModeDisturbed(ProfileError):
     """Something other than ptui changed the board's mode while a mode was being measured."""
 

@@ -44,7 +44,7 @@ from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import Workload, get_workload
 from ..errors import EXIT_INPUT
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops, loading_ms
-from .profiler import ProfileConfig, ProfileError, SessionError
+from .profiler import ProfileConfig, ProfileError, ScriptUnprofilable, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
@@ -175,11 +175,11 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
     GPU idle); host work scales with the operator count (launches, Python); the data pipeline with
     the bytes each sample brings in."""
     if info.get("error"):
-        raise ProfileError(f"could not measure the script's model: {info['error']}; no what-if for "
+        raise ScriptUnprofilable(f"could not measure the script's model: {info['error']}; no what-if for "
                            f"the simulated board (on a Jetson ptui times its steps directly)")
     flops = float(info.get("flops") or 0)
     if flops <= 0:
-        raise ProfileError("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
+        raise ScriptUnprofilable("torch's FLOP counter saw no FLOPs in one iteration of the script (a "
                            "torch.compile'd or non-torch model?): no what-if for the simulated board; "
                            "profile it on a Jetson")
     samples = int(info.get("samples") or 0)
@@ -594,11 +594,16 @@ class ScriptSource:
             hint = ("; ptui times optimizer.step() calls of torch.optim optimizers: does the script "
                     "train (not only evaluate), and does it train in this process or one started by "
                     "a launcher (torchrun, accelerate launch)?" if not rc else "")
-            return ProfileError(f"the training script {what} (exit code {rc}) before its first "
-                                f"optimizer step{hint}{last}")
-        return ProfileError(f"the training script {what} (exit code {rc}) after "
-                            f"{_plural(self.it.steps, 'optimizer step')} "
-                            f"({_plural(self.it.n_iter, 'whole iteration')}){why}{last}")
+            # one that ended by itself (exit code 0) without training ends so again; a crash
+            # may not (out of memory, killed)
+            return (ProfileError if rc else ScriptUnprofilable)(
+                f"the training script {what} (exit code {rc}) before its first optimizer "
+                f"step{hint}{last}")
+        # why: the script ended too soon for ptui, as it will again
+        return (ScriptUnprofilable if why else ProfileError)(
+            f"the training script {what} (exit code {rc}) after "
+            f"{_plural(self.it.steps, 'optimizer step')} "
+            f"({_plural(self.it.n_iter, 'whole iteration')}){why}{last}")
 
     def _still_starting(self, waited: float) -> None:
         assert self.proc is not None          # asked while the script runs
@@ -649,7 +654,7 @@ class ScriptSource:
         # the passes of the run timed, not every run's (1,000 passes of a warm-up, minutes before,
         # read as run in this one's 120 s)
         run = self.forward_passes - self.forwards_before
-        return ProfileError(
+        return ScriptUnprofilable(
             f"the training script ran {_plural(run, 'forward pass')} of its model in "
             f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
             f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
@@ -661,7 +666,7 @@ class ScriptSource:
     def _no_optimizer_step(self, waited: float) -> ProfileError:
         """The script trains (calls backward()) but never steps a torch.optim optimizer."""
         tail = self._tail()
-        return ProfileError(
+        return ScriptUnprofilable(
             f"the training script {self._gradients_said()} in "
             f"{waited:.0f} s but stepped no torch.optim optimizer: ptui times torch.optim optimizer "
             f"steps (optimizer.step()), and a parameter update made by hand (p.data -= lr * p.grad) "
@@ -675,7 +680,7 @@ class ScriptSource:
         # a script that only runs inference (forward passes, no backward()) was told only to
         # raise --startup-timeout, as if it were slow to start (the probe trial)
         none = "" if self.backward_calls else f"; it called no backward() either: {INFERENCE_ONLY}"
-        return ProfileError(f"the training script is still running but has taken no optimizer step "
+        return ScriptUnprofilable(f"the training script is still running but has taken no optimizer step "
                             f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
                             f"(torch.compile, data preparation) raise --startup-timeout{none}; its "
                             f"output is in {self.log_path}")
@@ -892,7 +897,7 @@ class ScriptSource:
             if (self.model_info is None and t_first is not None
                     and time.monotonic() - t_first > self.first_step_timeout):
                 self._kill()
-                raise ProfileError(
+                raise ScriptUnprofilable(
                     f"the script took {_plural(self.it.steps, 'optimizer step')} in "
                     f"{self.first_step_timeout:.0f} s but ptui needs {need} to measure "
                     f"its model; raise --startup-timeout for slow steps")
