@@ -695,11 +695,12 @@ def _stop_counting_at_compile() -> None:
 
 def _counted_compile(out, model):
     """What torch.compile made of `model`, its calls counted as forward passes where it is a model
-    (a compiled module; a module's compiled method: Module.compile(); a compiled function whose code
-    names a module with parameters), outside the compiled code: the hooks on a compiled module's
-    wrapper run before dynamo's frame (dynamo traces the module inside), and a compiled function's
-    wrapper passes straight through while dynamo traces it or once counting stops.  Any other
-    compiled callable (an optimizer's step, a function on tensors alone) is returned as it is."""
+    (a compiled module; a module's compiled method: Module.compile(), @torch.compile on forward; a
+    compiled function whose code names a module with parameters), outside the compiled code: the
+    hooks on a compiled module's wrapper run before dynamo's frame (dynamo traces the module
+    inside), and a compiled function's wrapper passes straight through while dynamo traces it or
+    once counting stops.  Any other compiled callable (an optimizer's step, a function on tensors
+    alone) is returned as it is."""
     import functools
 
     import torch
@@ -713,18 +714,26 @@ def _counted_compile(out, model):
             _model_hooks.append(out.register_forward_hook(_forward_post))
         return out
     target = _model_of(model)
-    if target is None or not callable(out):
+    code = getattr(model, "__code__", None)
+    # a method compiled where its class is defined (@torch.compile on forward): its module comes
+    # with each call
+    method = (target is None and code is not None and not hasattr(model, "__self__")
+              and code.co_argcount >= 1 and code.co_varnames[0] == "self")
+    if (target is None and not method) or not callable(out):
         return out
 
     @functools.wraps(out)
     def counted(*args, **kwargs):
         if _is_compiling() or not _counting:
             return out(*args, **kwargs)
-        _forward_pre(target, args)
+        who = target
+        if method and args and isinstance(args[0], torch.nn.Module):
+            who = args[0]
+        _forward_pre(who, args)
         try:
             return out(*args, **kwargs)
         finally:
-            _forward_post(target, args, None)
+            _forward_post(who, args, None)
 
     return counted
 

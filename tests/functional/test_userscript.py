@@ -180,6 +180,10 @@ MODELS = {
     "torch.compile(module)": "model = torch.compile(net, backend='eager')",
     "module.compile()": "net.compile(backend='eager'); model = net",
     "compiled function naming it": "model = torch.compile(lambda x: net(x).softmax(-1), backend='eager')",
+    "@torch.compile on forward": "class Net(torch.nn.Module):\n    def __init__(self):\n"
+                                 "        super().__init__()\n        self.fc = torch.nn.Linear(8, 2)\n"
+                                 "    @torch.compile(backend='eager')\n    def forward(self, x):\n"
+                                 "        return self.fc(x).relu()\nmodel = Net().eval()",
     "frozen TorchScript": "model = torch.jit.freeze(torch.jit.script(net))",
     "frozen TorchScript file": "import os, tempfile\nf = os.path.join(tempfile.mkdtemp(), 'm.pt')\n"
                                "torch.jit.save(torch.jit.freeze(torch.jit.script(net)), f)\n"
