@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import logging
 import math
 import os
@@ -53,7 +54,13 @@ QUERY_TIMEOUT_S = 120.0           # how long the strategy waits for the nodes' a
 # the numbers merged into the reply's MetricRecord (the same keys on every node, every round)
 METRICS = ("ptui-s", "ptui-w", "ptui-j", "ptui-simulated", "ptui-predicted-w", "ptui-predicted-s",
            "ptui-feasible", "ptui-applied", "ptui-host-s", "ptui-w-n", "ptui-w-span-s", "ptui-w-settled",
-           "ptui-settle-s", "ptui-bound-w", "ptui-power-log-sd")
+           "ptui-settle-s", "ptui-bound-w", "ptui-power-log-sd", "ptui-train-s", "ptui-overhead-s")
+# A round pays more than its minibatches at the mode's steady pace: its training starts afresh (the
+# first minibatch autotunes: cuDNN, 4-15 x a steady one on the simulator), and a step down stalls
+# one.  Each node measures that overhead of its rounds (ptui-overhead-s) and keeps it, in steady
+# minibatches of the round's mode, in its data directory: a deadline and the front it sends are for
+# its steps plus that many.  OVERHEAD_ROUNDS: the rounds it looks back on
+OVERHEAD_ROUNDS = 5
 # the round's watts are the mean of the readings taken once the board's power settled in the round's
 # mode: the last SETTLE_WINDOW_S seconds of readings within SETTLE_TOL of their mean, no sooner than
 # SETTLE_MIN_S after the mode read back (the profiler's rule, over a time window so that it does not
@@ -434,7 +441,8 @@ class PowerMod:
                 info.update({"has-model": True, "model": where})
             elif pred is not None:
                 steps = steps_for(asked, spec, pred)
-                fw, fs = round_front(pred.table, self.risk, steps)
+                fw, fs = round_front(pred.table, self.risk,
+                                     steps + (round_overhead(spec, spec.backend) or 0.0))
                 info.update({"has-model": True, "model": where, "steps": steps, "front-w": fw, "front-s": fs})
         except (core.PtuiError, OSError, ValueError) as e:
             notes.append(f"the node's model could not be read: {e}")
@@ -572,9 +580,10 @@ def _fit_lock(out: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _pick(node: Node, goal: dict, steps: int, risk):
+def _pick(node: Node, goal: dict, steps: float, risk):
     """(decision or None, feasible, goal in words): the mode for the goal; a goal nothing meets
-    takes the closest mode (feasible False); no goal keeps the board's mode (decision None)."""
+    takes the closest mode (feasible False); no goal keeps the board's mode (decision None).
+    `steps`: the round's minibatches plus its overhead (round_overhead), in steady minibatches."""
     if not goal:
         return None, True, "none (the board's mode kept)"
     kw = dict(goal)
@@ -590,6 +599,37 @@ def _pick(node: Node, goal: dict, steps: int, risk):
         i = int(e.closest)
         return _Closest(i, tab.modes[i], float(tab.time_ms[i]), float(tab.power_w[i])), False, \
             f"infeasible, closest mode: {e}"
+
+
+def _overhead_file(spec: NodeSpec, backend_kind: str) -> Path:
+    """Where a node keeps its rounds' overhead (in its data directory, beside its models)."""
+    return core.data_dir() / "models" / f".{model_dir_for(spec, backend_kind).name}.round-overhead.json"
+
+
+def round_overhead(spec: NodeSpec, backend_kind: str) -> float | None:
+    """The node's per-round overhead in steady minibatches of the round's mode (the mean of its last
+    OVERHEAD_ROUNDS rounds' measurements), None before its first measured round."""
+    with _node_env(spec):
+        try:
+            seen = json.loads(_overhead_file(spec, backend_kind).read_text()).get("minibatches")
+        except (OSError, ValueError, AttributeError):
+            return None
+    seen = [float(k) for k in seen or [] if isinstance(k, (int, float)) and math.isfinite(k) and k >= 0]
+    return sum(seen) / len(seen) if seen else None
+
+
+def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> None:
+    with _node_env(spec):
+        f = _overhead_file(spec, backend_kind)
+        try:
+            seen = list(json.loads(f.read_text()).get("minibatches") or [])
+        except (OSError, ValueError, AttributeError):
+            seen = []
+        seen = (seen + [round(minibatches, 4)])[-OVERHEAD_ROUNDS:]
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"minibatches": seen}))
+        os.replace(tmp, f)
 
 
 @dataclass
@@ -620,9 +660,10 @@ def front_of(table, risk: float | None = None) -> tuple[list[float], list[float]
     return pw, ms
 
 
-def round_front(table, risk: float | None, steps: int) -> tuple[list[float], list[float]]:
-    """front_of with each time as the seconds of a round of `steps` minibatches: the front a
-    node's reply (or answer to a query) carries and the server splits a cap by."""
+def round_front(table, risk: float | None, steps: float) -> tuple[list[float], list[float]]:
+    """front_of with each time as the seconds of a round of `steps` minibatches (its overhead
+    included: round_overhead): the front a node's reply (or answer to a query) carries and the
+    server splits a cap by."""
     pw, ms = front_of(table, risk)
     return pw, [t * steps / 1000.0 for t in ms]
 
@@ -657,8 +698,13 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     hold_w = hold_watts(config, goal)       # bad input is refused before the board is touched
     steps = node.steps(config)
     be = node.backend
-    d, feasible, goal_words = _pick(node, goal, steps, risk)
+    extra = round_overhead(node.spec, be.kind)   # the round's start-up, in steady minibatches
+    span = steps + (extra or 0.0)
+    d, feasible, goal_words = _pick(node, goal, span, risk)
     notes: list[str] = []
+    if "deadline_s" in goal and extra is None:
+        notes.append("the round's overhead (its training's start-up: the first minibatch autotunes) is not "
+                     "known before the node's first round: the deadline was held by its minibatches alone")
     if hold_w and "budget_w" not in goal:
         notes.append(f"{HOLD_KEY} {hold_w:g} W without {BUDGET_KEY}: nothing held (the hold steps down "
                      f"to a mode within a budget)")
@@ -690,7 +736,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
         # the round's mode reads back from here: its power readings count once settled after it
         since = be.clock.now() if be.clock.virtual else time.monotonic()
         if hold_budget and applied and feasible and d is not None and "budget_w" in goal and hold_w:
-            hold = _Hold(node, d, goal, hold_w, steps, risk, since, snap, record)
+            hold = _Hold(node, d, goal, hold_w, span, risk, since, snap, record)
         elif hold_budget and not feasible and "budget_w" in goal and hold_w:
             notes.append("no mode meets the goal: the round trains in the closest mode, not held "
                          "as measured")
@@ -723,7 +769,7 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     if reply.has_error():
         return reply
     pred_w = float(d.power_w) if d is not None else math.nan
-    pred_s = float(d.time_ms) * steps / 1000.0 if d is not None else math.nan
+    step_s = float(d.time_ms) / 1000.0 if d is not None else math.nan   # a steady minibatch, predicted
     tab = node.predictions.table
     bound = (float(bound_w(tab.power_w[d.index], tab.power_w_std[d.index], risk))
              if d is not None else math.nan)
@@ -734,7 +780,20 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     if d is None:                            # no goal: the model's figures for the board's mode
         p = node.predictions.model.predict([mode]) if node.predictions.model is not None else None
         if p is not None:
-            pred_w, pred_s = float(p["power_w"][0]), float(p["time_ms"][0]) * steps / 1000.0
+            pred_w, step_s = float(p["power_w"][0]), float(p["time_ms"][0]) / 1000.0
+    pred_s = step_s * span                   # the round's minibatches and its overhead known so far
+    # the round's overhead: its seconds beyond its minibatches at the mode's steady pace (measured on
+    # a simulated board; on a live one, beyond the model's pace for the mode)
+    pace = timed.mb_s if math.isfinite(timed.mb_s) else step_s
+    overhead_s = max(0.0, timed.s - steps * pace) if math.isfinite(pace) and pace > 0 else math.nan
+    if math.isfinite(overhead_s):
+        _keep_overhead(node.spec, be.kind, overhead_s / pace)
+    if "deadline_s" in goal and timed.s > goal["deadline_s"] * (1 + 1e-9):
+        feasible = False
+        over = (f"overran its deadline: {timed.s:.2f} s on the board against {goal['deadline_s']:g} s"
+                + (f" ({overhead_s:.2f} s of it the round's overhead)" if math.isfinite(overhead_s) else ""))
+        goal_words = f"{goal_words}; {over}"
+        notes.append(over)
     if not w.settled:
         notes.append(f"the board's power had not settled in {mode.key} during the round: its watts are "
                      f"the mean of the round's last {w.n} readings ({w.span_s:.1f} s)")
@@ -747,14 +806,15 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
                "ptui-predicted-s": pred_s, "ptui-feasible": 1.0 if feasible else 0.0,
                "ptui-applied": 1.0 if applied else 0.0, "ptui-host-s": timed.host_s,
                "ptui-w-n": float(w.n), "ptui-w-span-s": w.span_s, "ptui-w-settled": 1.0 if w.settled else 0.0,
-               "ptui-settle-s": w.settle_s, "ptui-bound-w": bound, "ptui-power-log-sd": log_sd}
+               "ptui-settle-s": w.settle_s, "ptui-bound-w": bound, "ptui-power-log-sd": log_sd,
+               "ptui-train-s": timed.s - overhead_s, "ptui-overhead-s": overhead_s}
     metrics = list(reply.content.metric_records.values())
     target = metrics[0] if metrics else None
     if target is None:
         target = reply.content["metrics"] = MetricRecord()
     for k, v in figures.items():
         target[k] = float(v)
-    fw, fs = round_front(node.predictions.table, risk, steps)
+    fw, fs = round_front(node.predictions.table, risk, steps + (round_overhead(node.spec, be.kind) or 0.0))
     reply.content[RECORD] = ConfigRecord({
         "mode": mode.key, "device": node.spec.device, "backend": be.kind, "goal": goal_words,
         "workload": node.spec.workload, "model": node.model_note, "steps": steps,
@@ -778,6 +838,7 @@ class _Timed:
     s: float                              # the round's seconds on the board (simulated: its clock)
     host_s: float                         # the host's wall seconds for the ClientApp's round
     reply: Message
+    mb_s: float = math.nan                # a steady minibatch's seconds, measured (simulated: the median)
 
 
 @dataclass
@@ -849,7 +910,7 @@ class _Hold:
     mode with the model's own error), then a mode still over is said.  check() is called with the
     readings so far (a list that only grows); `since` moves to when the new mode read back."""
 
-    def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: int, risk, since: float,
+    def __init__(self, node: Node, d, goal: dict, hold_w: float, steps: float, risk, since: float,
                  snap, record) -> None:
         self.node, self.decision, self.goal, self.hold_w = node, d, goal, hold_w
         self.steps, self.risk, self.since = steps, risk, since
@@ -944,8 +1005,8 @@ def _measure(be, node: Node, run: Callable[[], Message], interval: float,
         t0 = time.perf_counter()
         reply = run()
         host = time.perf_counter() - t0
-        s, w, whole = _simulated_round(be, node, steps, interval, since, hold)
-        return _Timed(s, host, reply), w, whole
+        s, w, whole, mb_s = _simulated_round(be, node, steps, interval, since, hold)
+        return _Timed(s, host, reply, mb_s), w, whole
     # history for a week of samples: the mean is over the whole round (the default keeps 60 s)
     sampler = core.Sampler(be, interval=min(interval, 0.5), history_s=7 * 86400.0)
     sampler.sample_once()
@@ -992,19 +1053,21 @@ def _mean_since(readings: list[tuple[float, float]], since: float) -> float:
 
 
 def _simulated_round(be, node: Node, steps: int, interval: float, since: float,
-                     hold: _Hold | None = None) -> tuple[float, Watts, float]:
-    """(seconds, settled watts, the mean of every reading) of `steps` minibatches of the node's
-    workload on the simulated board."""
+                     hold: _Hold | None = None) -> tuple[float, Watts, float, float]:
+    """(seconds, settled watts, the mean of every reading, a steady minibatch's seconds: the median
+    of the round's, nan under 3) of `steps` minibatches of the node's workload on the simulated
+    board, from the start of its training (the first minibatch's autotuning included)."""
     own = be.trains_builtin and be.workload is None
     if own:
         be.start_training(core.get_workload(node.spec.workload, node.spec.batch_size))
     try:
         t0 = be.clock.now()
-        n, ws = 0, []
+        n, ws, mbs = 0, [], []
         for ev in be.events(interval):
             p = getattr(ev, "power_w", ...)
             if p is ...:                  # a minibatch finished
                 n += 1
+                mbs.append(ev.ms / 1000.0)
                 if n >= steps:
                     break
             elif p is not None:
@@ -1014,7 +1077,9 @@ def _simulated_round(be, node: Node, steps: int, interval: float, since: float,
         if not ws:
             t = be.read()
             ws = [(t.t, t.power_w)] if t.power_w is not None else []
-        return be.clock.now() - t0, settled_power(ws, hold.since if hold else since), _mean_since(ws, since)
+        mb_s = float(np.median(mbs)) if len(mbs) >= 3 else math.nan
+        return (be.clock.now() - t0, settled_power(ws, hold.since if hold else since), _mean_since(ws, since),
+                mb_s)
     finally:
         if own:
             be.stop_training()

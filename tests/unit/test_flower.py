@@ -1484,3 +1484,35 @@ def test_a_node_that_could_not_meet_its_goal_is_said_in_the_round(task_identity)
     assert not any("node 1 did not" in s or "node 3 did not" in s for s in logs)
     assert "1 of 3 nodes could not meet their goal" in logs[-1], logs[-1]
     assert {x["node"]: x["goal"] for x in fleet.history[-1]["nodes"]}[2].startswith("infeasible")
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+def test_a_deadline_holds_the_rounds_overhead_the_node_measured(node_data, tmp_path):
+    """A round on the simulator trains afresh: its first minibatch autotunes (12 x a steady one for
+    ResNet-18), so 5 minibatches take about 3 x their steady seconds.  The reply says the round's
+    seconds, its training's and its overhead apart; a round over its deadline is not feasible, and
+    the node's next rounds pick (and predict) for their minibatches and the overhead it measured."""
+    made = flower.ptui_power_mod(data_dir=node_data)
+    made(instruction({}), context(7, device="xavier-agx"), trainer([]))     # the module's model
+    model = str(next(iter(made.nodes.values())).model_dir)
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"))                # no round measured yet
+    ctx = context(7, device="xavier-agx", model=model)
+    goal = {"deadline-s": 4.0, "ptui-steps": 5}
+    first = mod(instruction(goal), ctx, trainer([]))
+    m, info = first.content["metrics"], first.content["ptui"]
+    assert m["ptui-s"] > 4.0 and m["ptui-feasible"] == 0.0 and "overran its deadline" in info["goal"]
+    assert "not known before the node's first round" in info["notes"]
+    assert m["ptui-overhead-s"] > m["ptui-train-s"] > 0
+    assert m["ptui-train-s"] + m["ptui-overhead-s"] == pytest.approx(m["ptui-s"])
+    assert m["ptui-train-s"] == pytest.approx(m["ptui-predicted-s"], rel=0.1)   # no overhead known yet
+    for _ in range(2):
+        r = mod(instruction(goal), ctx, trainer([]))
+        m = r.content["metrics"]
+        assert m["ptui-s"] == pytest.approx(m["ptui-predicted-s"], rel=0.1)    # the overhead predicted too
+        assert m["ptui-s"] <= 4.0 * 1.1 and (m["ptui-feasible"] == 0.0 or m["ptui-s"] <= 4.0)
+    # the front the node sends (its replies and its answer to a query) is for the rounds it takes
+    q = mod.answer(instruction({"ptui-steps": 5}, mtype=flower.QUERY), ctx).content["ptui"]
+    assert list(q["front-s"]) == pytest.approx(list(r.content["ptui"]["front-s"]), rel=0.05)
+    tab = next(iter(mod.nodes.values())).predictions.table
+    fastest = min(float(t) for t in tab.time_ms) * 5 / 1000.0
+    assert min(q["front-s"]) > 2 * fastest
