@@ -638,3 +638,46 @@ def test_a_profile_of_sub_millisecond_steps_the_pool_holds_as_another_boards_is_
                        "--board", "orin-01")
     assert rc == 2 and "as those of board 'orin-03'" in err, out + err
     assert len(Pool(url).rows(device="orin-agx")) == 3
+
+
+def _bare(src, dest, keep: int = 11) -> None:
+    """A copy of a ptui profile with only its first `keep` columns (mode, time, power and their
+    spreads): a CSV that names no run (session), workload or batch size, as an older tool wrote."""
+    import csv
+    with open(src, newline="") as fh:
+        rows = [r[:keep] for r in csv.reader(fh)]
+    with open(dest, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+
+
+def test_a_workload_however_written_is_one_group_in_the_pool(monkeypatch, tmp_path, cli):
+    """`pool push --workload RESNET18` of a CSV without a workload column was refused ("does not
+    say its batch size") and, with --batch-size, its rows went to the pool as workload 'RESNET18',
+    a group of their own beside the profiles' resnet18 that no fit pooled; `pool pull --workload
+    ResNet-18` found nothing.  The name is the catalogue's, however written (as `ptui profile`
+    takes it)."""
+    monkeypatch.setenv("PTUI_BOARD_ID", "a")
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--out", tmp_path / "a.csv")
+    assert rc == 0, err
+    monkeypatch.setenv("PTUI_POOL", "")
+    monkeypatch.setenv("PTUI_BOARD_ID", "b")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--out", tmp_path / "b-full.csv")
+    assert rc == 0, err
+    _bare(tmp_path / "b-full.csv", tmp_path / "b.csv")
+    monkeypatch.setenv("PTUI_POOL", url)
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--workload",
+                       "RESNET18")
+    assert rc == 0, out + err
+    assert {(r.workload, r.batch_size) for r in Pool(url).rows()} == {("resnet18", 16)}
+    rc, out, err = cli("pool", "list")
+    assert rc == 0 and out.count("resnet18") == 1 and "RESNET18" not in out, out
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--workload", "ResNet-18", "--out",
+                       tmp_path / "fleet.csv")
+    assert rc == 0 and "6 rows of 2 boards" in out, out + err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--workload", "Resnet18",
+                       "--pool", "--out", tmp_path / "mb")
+    assert rc == 0 and "3 rows of this board + 3 from 1 other board" in out, out + err

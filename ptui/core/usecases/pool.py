@@ -107,6 +107,15 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
                          f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
 
 
+def pool_workload(name: str) -> str:
+    """A workload's name in the pool: a catalog workload's own, however written (RESNET18, ResNet-18,
+    resnet: resnet18, as `ptui profile` sends it), else the name as given."""
+    try:
+        return get_workload(name).name
+    except InputError:
+        return name.strip()
+
+
 def _workload_key(name: str) -> str:
     """A workload's name as one: a catalog workload's own (resnet, ResNet-18: resnet18), else the
     name in lower case."""
@@ -124,7 +133,7 @@ def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> 
     if workload and said and _workload_key(workload) != _workload_key(said):
         raise InputError(f"{profile} is a profile of {said} (its workload column), not {workload}: leave "
                          f"--workload out (it names the workload of a CSV without that column)")
-    wl = said or workload
+    wl = pool_workload(said or workload or "")
     if not wl:
         raise InputError(f"{profile} does not say its workload: give --workload")
     said_b = int(tags["batch_size"]) if str(tags.get("batch_size", "")).isdigit() else None
@@ -239,7 +248,7 @@ def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None
     except NoPoolFile:                      # no board has sent a row yet: it holds nothing
         return 0, 0, redact(pool_url(url) or "")
     with pool:
-        rows = fleet_rows(pool, device, workload, batch_size, board=me)
+        rows = fleet_rows(pool, device, pool_workload(workload), batch_size, board=me)
         return len(rows), len({r.board for r in rows}), pool.where
 
 
@@ -302,7 +311,8 @@ def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str 
               board: str | None = None) -> tuple[list[PoolRow], str]:
     """The pool's rows that match (and the pool's name, password left out)."""
     with open_pool(url, create=False) as pool:
-        return pool.rows(device=device.name if device else None, workload=workload,
+        return pool.rows(device=device.name if device else None,
+                         workload=pool_workload(workload) if workload else None,
                          batch_size=batch_size, board=board), pool.where
 
 
