@@ -650,6 +650,38 @@ def _bare(src, dest, keep: int = 11) -> None:
         csv.writer(fh).writerows(rows)
 
 
+def test_a_csv_that_names_no_run_is_not_pushed_again_as_another_boards(monkeypatch, tmp_path, cli):
+    """A CSV without a session column was checked against nothing: `pool push --board a` of it,
+    then `--board b` of the same rows (or of a renamed copy) added them again as b's, so the
+    fleet counted one board's rows twice under two names; `--board a` again under another file
+    name added them twice as a's.  The other board's push (and `fit --pool`) is refused in one
+    line naming the board that holds them, as for a ptui profile's run; this board's adds
+    nothing; and the profile with its session column pushed as b is refused too."""
+    import shutil
+    monkeypatch.setenv("PTUI_BOARD_ID", "a")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--out", tmp_path / "full.csv")
+    assert rc == 0, err
+    _bare(tmp_path / "full.csv", tmp_path / "old.csv")
+    shutil.copy(tmp_path / "old.csv", tmp_path / "copy.csv")
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    push = ("pool", "push", "--device", "orin-agx", "--workload", "resnet18", "--profile")
+    rc, out, err = cli(*push, tmp_path / "old.csv")
+    assert rc == 0 and "3 rows" in out, out + err
+    for args in ((*push, tmp_path / "old.csv", "--board", "b"), (*push, tmp_path / "copy.csv", "--board", "b"),
+                 ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "full.csv", "--board", "b"),
+                 ("fit", "--device", "orin-agx", "--workload", "resnet18", "--profile", tmp_path / "copy.csv",
+                  "--pool", "--board", "b", "--out", tmp_path / "m")):
+        rc, out, err = cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+        assert "as those of board 'a'" in err and "give --board a" in err, err
+    rc, out, err = cli(*push, tmp_path / "copy.csv")
+    assert rc == 0 and "0 rows" in out and "3 were there already" in out, out + err
+    assert {(r.board, r.source) for r in Pool(url).rows()} == {("a", "csv:old.csv")}
+    assert len(Pool(url).rows()) == 3 and not (tmp_path / "m").exists()
+
+
 def test_a_workload_however_written_is_one_group_in_the_pool(monkeypatch, tmp_path, cli):
     """`pool push --workload RESNET18` of a CSV without a workload column was refused ("does not
     say its batch size") and, with --batch-size, its rows went to the pool as workload 'RESNET18',

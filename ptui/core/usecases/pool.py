@@ -84,27 +84,40 @@ def _same(pooled: float, written: float) -> bool:
     return math.isclose(pooled, written, rel_tol=1e-4, abs_tol=1e-4)
 
 
-def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, board: str) -> None:
-    """A ptui profile whose run's rows the pool holds as another board's (the same run, a mode with
-    the same time and power) is that board's: pushed or fitted under another id (a shell without
-    the PTUI_BOARD_ID it was profiled with, a host whose name is not that id) its rows would count
-    twice, as this board's and as the fleet's, and the board's factors would be drawn towards
-    the fleet's.  Where the pool holds them as this board's too (identical simulated units with
-    one --seed and one session name: each board sent the same rows), they are this board's."""
-    if source.startswith("csv:"):
-        return
-    mine: dict[tuple, list[tuple[float, float]]] = {}
-    for r in rows:
+def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, board: str, *,
+                         device: str, workload: str, batch_size: int) -> set[int]:
+    """A profile whose rows the pool holds as another board's (a mode with the same time and power,
+    of the same run or of any row of its device, workload and batch size: a CSV that names no run,
+    or names another than the pool's) is that board's: pushed or fitted under another id (a shell
+    without the PTUI_BOARD_ID it was profiled with, a host whose name is not that id, a copy of the
+    CSV without its session column) its rows would count twice, as this board's and as the
+    fleet's, and the board's factors would be drawn towards the fleet's.  Where the pool holds them
+    as this board's too (identical simulated units with one --seed and one session name: each
+    board sent the same rows), they are this board's.  Returns the indices of `rows` the pool
+    holds as this board's already (under any source: a push adds them again as nothing new)."""
+    held = pool.rows(device=device, workload=workload, batch_size=batch_size)
+    if not source.startswith("csv:"):         # the run's rows, whatever workload they were sent as
+        held += pool.rows(source=source)
+    by_mode: dict[tuple, list[PoolRow]] = {}
+    for p in held:
+        by_mode.setdefault((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []).append(p)
+    holders: dict[str, set[str]] = {}           # board: the sources it sent them under
+    mine = set()
+    for i, r in enumerate(rows):
         mode = (int(r["cores"]), float(r["cpu_mhz"]), float(r["gpu_mhz"]), float(r["mem_mhz"]))
-        mine.setdefault(mode, []).append((float(r["time_ms"]), float(r["power_w"])))
-    holders = {p.board for p in pool.rows(source=source)
-               if any(_same(p.time_ms, t) and _same(p.power_w, w)
-                      for t, w in mine.get((p.cores, p.cpu_mhz, p.gpu_mhz, p.mem_mhz), []))}
-    owners = sorted(holders - {board})
+        for p in by_mode.get(mode, []):
+            if _same(p.time_ms, float(r["time_ms"])) and _same(p.power_w, float(r["power_w"])):
+                holders.setdefault(p.board, set()).add(p.source)
+                if p.board == board:
+                    mine.add(i)
+    owners = sorted(set(holders) - {board})
     if owners and board not in holders:
+        run = (f"its run {source.rsplit('@', 1)[0]}" if source in holders[owners[0]]
+               else "the same modes with the same times and power")
         raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {owners[0]!r} "
-                         f"(its run {source.rsplit('@', 1)[0]}), not of this board ({board!r}): give "
+                         f"({run}), not of this board ({board!r}): give "
                          f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
+    return mine
 
 
 def pool_workload(name: str) -> str:
@@ -188,10 +201,13 @@ def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: st
     # a ptui profile's rows as its run sent them (in plan order), so pushing a profile that
     # already went to the pool adds nothing
     source = _source(profile, tags, b)
-    _check_sent_as_other(pool, profile, rows, source, board)
+    had = _check_sent_as_other(pool, profile, rows, source, board, device=device.name, workload=wl,
+                               batch_size=b)
     now = time.time()
     added = 0
     for i, r in enumerate(rows):
+        if i in had:                          # this board's already (as its run sent it, or a copy)
+            continue
         added += pool.add(_pool_row(r, board=board, device=device.name, workload=wl, batch_size=b,
                                     simulated=sim, source=source, idx=i, measured_at=now))
     return added, len(rows) - added
@@ -289,7 +305,8 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
                      source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
     with open_pool(url, create=False) as pool:
-        _check_sent_as_other(pool, profile, rows, _source(profile, tags, b), me)
+        _check_sent_as_other(pool, profile, rows, _source(profile, tags, b), me, device=device.name,
+                             workload=wl, batch_size=b)
         fleet = fleet_rows(pool, device, wl, b, board=me)
         where = pool.where
     if not fleet:
