@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,13 +29,16 @@ SIM = ROOT / "deploy" / "flower" / "fleet_sim.py"
 
 
 def seeds(text: str) -> list[int]:
+    """'0-9', '0,3,9' or '' (none): the seeds; anything else is a ValueError naming the part."""
     out: list[int] = []
     for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out += list(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        if not (lo.isdigit() and (not hi or hi.isdigit())) or (hi and int(hi) < int(lo)):
+            raise ValueError(f"{part!r} is no seed nor range of seeds (0-9, 0,3,9)")
+        out += list(range(int(lo), int(hi or lo) + 1))
     return out
 
 
@@ -66,6 +71,18 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable, help="the interpreter with flwr[simulation]")
     a, extra = ap.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
+    def refuse(msg: str):
+        ap.exit(2, f"{ap.prog}: {msg}\n")
+    try:
+        todo = {"cached": seeds(a.seeds), "fresh": seeds(a.fresh_seeds)}
+    except ValueError as e:
+        refuse(f"--seeds/--fresh-seeds: {e}")
+    if not todo["cached"] and not todo["fresh"]:
+        refuse("no seeds to run: give --seeds or --fresh-seeds")
+    if a.rounds < 1 or not math.isfinite(a.cap_w) or a.cap_w <= 0:
+        refuse("--rounds must be >= 1 and --cap-w a finite number of watts > 0")
+    if shutil.which(a.python) is None:
+        refuse(f"--python: {a.python} is no interpreter that can be run")
     print(f"fleet_sim.py, 10 SIMULATED Jetsons, cap {a.cap_w:g} W, units within +-{a.unit_spread:.0%}, "
           f"{a.rounds} rounds{', ' + ' '.join(extra) if extra else ''}")
     print("| models | seed | fleet W per round | rounds over the cap | slowest node s per round |")
@@ -75,8 +92,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         cached = tmp / "cached"
-        for kind, todo in (("cached", seeds(a.seeds)), ("fresh", seeds(a.fresh_seeds))):
-            for s in todo:
+        for kind in ("cached", "fresh"):
+            for s in todo[kind]:
                 data = cached if kind == "cached" else tmp / f"fresh-{s}"
                 if kind == "cached" and not (cached / "models").exists():
                     run(a.python, s, cached, a, extra, tmp)          # fits the models once
