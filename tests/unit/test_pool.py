@@ -713,3 +713,42 @@ def test_a_workload_however_written_is_one_group_in_the_pool(monkeypatch, tmp_pa
     rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--workload", "Resnet18",
                        "--pool", "--out", tmp_path / "mb")
     assert rc == 0 and "3 rows of this board + 3 from 1 other board" in out, out + err
+
+
+_OPEN_AT_ONCE = """
+import sys, time
+from ptui.core.profiling.pool import Pool
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+try:
+    Pool(sys.argv[1]).close()
+except Exception as e:
+    print(type(e).__name__, e)
+    sys.exit(3)
+"""
+
+
+def test_nodes_that_make_a_fresh_sqlite_pool_at_once_all_open_it(tmp_path):
+    """Ten simulated nodes of `fleet_sim.py --pool sqlite:///NEW` open the pool at once: one
+    process had made its rows table but not yet its meta table when another looked, and the other
+    refused the file as "not a ptui pool: it holds other tables (ptui_pool_rows)", failing its
+    node's round (a user's run of the README's command).  The pool is made in one transaction, and
+    a file holding only ptui's tables is ptui's."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.cli import ROOT
+    half = tmp_path / "half.sqlite"              # as another process left it between two statements
+    with sqlite3.connect(half) as db:
+        db.execute(__import__("ptui.core.profiling.pool", fromlist=["SCHEMA"]).SCHEMA[0])
+    Pool(f"sqlite:///{half}").close()
+    assert Pool(f"sqlite:///{half}").summary() == []
+    for k in range(4):
+        url = f"sqlite:///{tmp_path}/fresh-{k}.sqlite"
+        start = f"{time.time() + 1.5:.3f}"
+        procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, url, start], cwd=ROOT,
+                                  stdout=subprocess.PIPE, text=True) for _ in range(8)]
+        said = [p.communicate(timeout=60)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), said

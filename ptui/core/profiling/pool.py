@@ -153,7 +153,8 @@ def _refuse_foreign_db(db, where: str) -> None:
     except sqlite3.DatabaseError as e:
         db.close()
         raise InputError(f"{where} is not a ptui pool ({e}); name another file") from None
-    if names and "ptui_pool_meta" not in names:
+    # a pool another process is making (its tables come one statement at a time) is ptui's
+    if names and "ptui_pool_meta" not in names and not names <= {TABLE, "ptui_pool_meta"}:
         db.close()
         raise InputError(f"{where} is not a ptui pool: it holds other tables "
                          f"({', '.join(sorted(names)[:3])}); ptui writes nothing to it, name another file")
@@ -212,14 +213,24 @@ class Pool:
             raise
 
     def _schema(self) -> None:
-        for stmt in SCHEMA:
+        if self.kind == "sqlite":             # made whole or not at all: another process (a node of
+            self._run("BEGIN IMMEDIATE")      # a simulated fleet) opening it meanwhile waits
             try:
-                self._run(stmt)
-            except PoolError:
-                # two boards creating the table at once on PostgreSQL: the loser's IF NOT EXISTS
-                # can fail on the catalogue; by the time it tries again the table is there
-                time.sleep(0.2)
-                self._run(stmt)
+                for stmt in SCHEMA:
+                    self._run(stmt)
+                self._run("COMMIT")
+            except BaseException:
+                self.db.rollback()
+                raise
+        else:
+            for stmt in SCHEMA:
+                try:
+                    self._run(stmt)
+                except PoolError:
+                    # two boards creating the table at once on PostgreSQL: the loser's IF NOT EXISTS
+                    # can fail on the catalogue; by the time it tries again the table is there
+                    time.sleep(0.2)
+                    self._run(stmt)
         got = self._run("SELECT value FROM ptui_pool_meta WHERE key='schema_version'", fetch=True)
         if not got:
             self._run("INSERT INTO ptui_pool_meta (key, value) VALUES ('schema_version', ?) "
