@@ -752,3 +752,28 @@ def test_nodes_that_make_a_fresh_sqlite_pool_at_once_all_open_it(tmp_path):
                                   stdout=subprocess.PIPE, text=True) for _ in range(8)]
         said = [p.communicate(timeout=60)[0] for p in procs]
         assert all(p.returncode == 0 for p in procs), said
+
+
+def test_a_csv_of_two_workloads_is_not_pushed_as_one(monkeypatch, tmp_path, cli):
+    """A CSV holding a ResNet-18 profile's rows and a MobileNetV3 profile's (one file of a board's
+    runs) was refused as "does not say its workload", and with `--workload resnet18` all its rows
+    went to the pool as ResNet-18's, the MobileNetV3 modes among them (fit --pool pooled them too).
+    Push and fit --pool refuse it in one line naming both, exit 2, before the pool is touched."""
+    for seed, wl in enumerate(("resnet18", "mobilenetv3")):      # modes of their own
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", wl,
+                         "--count", "3", "--seed", str(seed), "--out", tmp_path / f"{wl}.csv")
+        assert rc == 0, err
+    lines = (tmp_path / "resnet18.csv").read_text().splitlines()
+    lines += (tmp_path / "mobilenetv3.csv").read_text().splitlines()[1:]
+    (tmp_path / "mixed.csv").write_text("\n".join(lines) + "\n")
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    monkeypatch.setenv("PTUI_BOARD_ID", "z")
+    for args in (("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "mixed.csv",
+                  "--workload", "resnet18"),
+                 ("fit", "--device", "orin-agx", "--profile", tmp_path / "mixed.csv", "--pool",
+                  "--workload", "resnet18", "--out", tmp_path / "m")):
+        rc, out, err = cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+        assert "holds rows of workloads mobilenetv3, resnet18" in err, err
+    assert not (tmp_path / "pool.sqlite").exists() and not (tmp_path / "m").exists()

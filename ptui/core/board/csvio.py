@@ -539,11 +539,16 @@ def profile_tags(path) -> dict[str, str]:
 def profile_boards(path) -> set[str]:
     """The boards a CSV's `board` column names (a `ptui pool pull` CSV has one; a profile has
     none: an empty set)."""
+    return column_values(path, "board")
+
+
+def column_values(path, col: str) -> set[str]:
+    """The distinct values of a CSV's column `col` (an empty set when it has none)."""
     got = _text_rows(Path(path))
-    if got is None or "board" not in got[0]:
+    if got is None or col not in got[0]:
         return set()
     header, rows = got
-    i = header.index("board")
+    i = header.index(col)
     return {r[i].strip() for r in rows if len(r) > i and r[i].strip()}
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from ..board.csvio import (
     SPREAD_COLS,
     _distinct_rows,
+    column_values,
     measured_uncertainty,
     profile_batch_sizes,
     profile_boards,
@@ -48,6 +49,10 @@ def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
     if len(sizes) > 1:
         raise InputError(f"{profile} holds batch sizes {','.join(map(str, sizes))}; the pool takes a "
                          f"profile of one batch size")
+    workloads = sorted({_workload_key(w) for w in column_values(profile, "workload")})
+    if len(workloads) > 1:
+        raise InputError(f"{profile} holds rows of workloads {', '.join(workloads)}; the pool takes a "
+                         f"profile of one workload")
     seen = _distinct_rows(profile, device, 1, SPREAD_COLS)
     rows = []
     for m in seen:
