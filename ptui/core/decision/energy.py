@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalogue.modes import Mode
-from .pareto import DEFAULT_RISK, Decision, Table, _uncertain, sig3
+from .pareto import DEFAULT_RISK, Decision, Table, exceeds_risk, sig3
 
 PER_STEP = "J per step"
 TO_TARGET = "Wh to target"
@@ -244,8 +244,8 @@ def per_step(table: Table, pick: Decision | None, presets=None,
         bp = row(pre.name, presets[0], d.index, None)
     return Energy(PER_STEP, row("least energy", table, i, i),
                   None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp,
-                  budget_w, budget_w is not None and bool(_uncertain(table, i, budget_w, None, risk,
-                                                                     tolerance_w)))
+                  budget_w, budget_w is not None and exceeds_risk(table, i, budget_w, None, risk,
+                                                                   tolerance_w))
 
 
 def to_target(r, presets=None, best: tuple | None = None) -> Energy | None:

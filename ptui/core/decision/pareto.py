@@ -463,6 +463,13 @@ def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
     return None
 
 
+def exceeds_risk(table: Table, i: int, budget_w, deadline_ms=None, risk=DEFAULT_RISK,
+                 tolerance_w: float = 0.0) -> bool:
+    """Whether row i's predicted figures are within the limits but so uncertain that, at `risk`,
+    it may go over them (why choose passes such a row over; _uncertain says it in words)."""
+    return bool(_uncertain(table, i, budget_w, deadline_ms, risk, tolerance_w))
+
+
 def _uncertain(table: Table, i: int, budget_w, deadline_ms, risk, tolerance_w: float = 0.0) -> str:
     """Why row i, whose predicted figures are within the limits, is no pick: the limits its
     uncertainty may take it over, with their probabilities (as choose holds them); "" when its
