@@ -99,6 +99,35 @@ def _hold_after(scr, n: int) -> None:
     scr.post_message = held
 
 
+async def _start_demo(app, pilot, n: int):
+    """Open Colocate, run the demo (r) held after its n-th snapshot, and wait for n of them."""
+    await pilot.press("6")
+    await pilot.pause(0.1)
+    return await _run_demo(app.screen, pilot, n)
+
+
+async def _run_demo(scr, pilot, n: int):
+    """Run the demo (r) on the Colocate screen `scr`, held after its n-th snapshot, and wait for
+    n of them."""
+    _hold_after(scr, n)
+    scr.query_one("#go").focus()
+    await pilot.press("r")
+    for _ in range(600):
+        await pilot.pause(0.1)
+        if len(scr.live) >= n:
+            break
+    return scr
+
+
+async def _stop_demo(scr, pilot) -> None:
+    """r again: the demo stops; wait until it has."""
+    await pilot.press("r")
+    for _ in range(600):
+        await pilot.pause(0.1)
+        if not scr.running:
+            break
+
+
 async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
     """r runs the demo pair under the interleaving: snapshots arrive as the board's clock runs (the
     phase's p99, throughput and power so far), r again stops it at the next training minibatch and
@@ -106,16 +135,7 @@ async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
     app, sim = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         before = sim.current_mode()
-        await pilot.press("6")
-        await pilot.pause(0.1)
-        scr = app.screen
-        _hold_after(scr, 3)
-        scr.query_one("#go").focus()
-        await pilot.press("r")
-        for _ in range(600):
-            await pilot.pause(0.1)
-            if len(scr.live) >= 3:
-                break
+        scr = await _start_demo(app, pilot, 3)
         assert len(scr.live) >= 3 and scr.running
         snap = scr.live[-1]
         assert snap["measured"]["simulated"] is True and snap["measured"]["requests"] > 0
@@ -124,11 +144,7 @@ async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
         assert "demo running" in text and "(budget 250)" in text
         assert all(w in text for w in Mode.from_key(snap["key"]).words())
         assert "running p99" in str(scr.query_one("#colo-plot").render())
-        await pilot.press("r")                          # stop
-        for _ in range(600):
-            await pilot.pause(0.1)
-            if not scr.running:
-                break
+        await _stop_demo(scr, pilot)                    # stop
         assert not scr.running and scr.ran is not None
         assert scr.ran["stopped"] is True and scr.ran["restored"] is True
         assert scr.ran["phases"][0]["measured"]["span_s"] < 60       # it did not run its whole minute
@@ -145,16 +161,7 @@ async def test_the_demo_runs_live_and_r_stops_it_with_the_board_restored():
 async def test_quitting_while_the_demo_runs_stops_it_first():
     app, _ = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("6")
-        await pilot.pause(0.1)
-        scr = app.screen
-        _hold_after(scr, 1)
-        scr.query_one("#go").focus()
-        await pilot.press("r")
-        for _ in range(600):
-            await pilot.pause(0.1)
-            if scr.live:
-                break
+        scr = await _start_demo(app, pilot, 1)
         assert scr.running
         run = [w for w in app.workers if w.group == "colocate-run"][0]
         await app.quit_now()
@@ -274,12 +281,7 @@ async def test_the_plot_says_simulated_at_80x24():
         scr = await _decide(app, pilot, "20", "250", "35")
         drawn = str(plot.render())
         assert "SIMULATED" in drawn and "samples/s mean power" not in drawn, drawn
-        _hold_after(scr, 2)
-        await pilot.press("r")
-        for _ in range(600):
-            await pilot.pause(0.1)
-            if len(scr.live) >= 2:
-                break
+        await _run_demo(scr, pilot, 2)
         assert scr.running
         await pilot.pause(0.2)
         assert "SIMULATED" in str(plot.render()), str(plot.render())
@@ -318,23 +320,11 @@ async def test_the_demo_keeps_each_figure_with_its_unit_at_80x24():
     its unit ('209.8' / 'samples/s'), or left a number alone on a row ('3.33')."""
     app, _ = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("6")
-        await pilot.pause(0.1)
-        scr = app.screen
-        _hold_after(scr, 3)
-        scr.query_one("#go").focus()
-        await pilot.press("r")
-        for _ in range(600):
-            await pilot.pause(0.1)
-            if len(scr.live) >= 3:
-                break
+        scr = await _start_demo(app, pilot, 3)
         await pilot.pause(0.3)
         running = on_screen(app)
-        await pilot.press("r")                # stopped before any check: a failing one left the
-        for _ in range(600):                  # demo's worker held, and the test hung
-            await pilot.pause(0.1)
-            if not scr.running:
-                break
+        # stopped before any check: a failing one left the demo's worker held, and the test hung
+        await _stop_demo(scr, pilot)
         await pilot.pause(0.3)
         assert "demo running" in running and not _units_apart(running), running
         seen = on_screen(app)
