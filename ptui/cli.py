@@ -1199,17 +1199,19 @@ def _colocate_report(a, dev, body: dict, counted: dict | None) -> None:
     if counted:
         print(f"counted by the probe (one iteration, {counted['timed']}): {counted['counted']}; "
               f"its time and power at each mode are the simulator's for that model, not measured")
-    print(f"pick: {p['key']}  inference batch {p['batch_size']}: {p['train_samples_per_s']:.1f} "
-          f"training {unit}/s, latency p50 {p['latency_p50_ms']:.1f} / p99 {p['latency_p99_ms']:.1f} "
-          f"ms, {100 * p['over_budget']:.2f}% over budget, {p['power_w']:.1f} W")
+    # each mode in words, as pareto and tune name one (the JSON keeps its key for machines)
+    print(f"pick: {core.Mode.from_key(p['key']).describe()}, inference batch {p['batch_size']}")
+    print(f"  {p['train_samples_per_s']:.1f} training {unit}/s, latency p50 {p['latency_p50_ms']:.1f} "
+          f"/ p99 {p['latency_p99_ms']:.1f} ms, {100 * p['over_budget']:.2f}% over budget, "
+          f"{p['power_w']:.1f} W")
     for name, b in body["baselines"].items():
         if b is None:
             print(f"  {name}: none meets the budgets")
             continue
         extra = f", inference batch {b['batch_size']}" if "batch_size" in b else ""
         over = "" if b.get("within_power_budget", True) else " (over the power budget)"
-        print(f"  {name}: {b['key']}{extra}: {b['train_samples_per_s']:.1f} {unit}/s, "
-              f"{b['power_w']:.1f} W{over}")
+        print(f"  {name}: {core.Mode.from_key(b['key']).describe()}{extra}")
+        print(f"    {b['train_samples_per_s']:.1f} {unit}/s, {b['power_w']:.1f} W{over}")
 
 
 def cmd_interleave_demo(a) -> int:

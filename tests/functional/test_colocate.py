@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from ptui.core.catalogue.modes import Mode
 from tests.support.cli import run_cli
 
 BASE = ["colocate", "--device", "orin-agx", "--train-workload", "resnet18",
@@ -31,6 +32,23 @@ def test_text_output_says_simulated_and_names_the_baselines():
     assert "pick:" in out and "best_preset" in out and "training_alone" in out
 
 
+def test_text_names_each_mode_in_words_as_pareto_and_tune_do():
+    """pareto and tune name a mode in words ('6 cores · CPU 2.20 GHz · ...'); colocate's text named
+    the pick and each baseline by its compact key ('6c/2201.6/726.75/3199'), a form for machines.
+    The JSON keeps the key (and the mode's knobs) for them."""
+    rc, out, err = run_cli(*BASE, "--budget-w", "35", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    rc, out, err = run_cli(*BASE, "--budget-w", "35")
+    assert rc == 0, err
+    points = [doc["pick"], *(b for b in doc["baselines"].values() if b)]
+    assert len(points) == 4
+    for p in points:
+        assert p["key"] not in out, out
+        assert Mode.from_key(p["key"]).describe() in out, out
+    assert set(doc["pick"]) >= {"mode", "key", "batch_size", "power_w", "train_samples_per_s"}
+
+
 def test_infeasible_budget_is_a_document_with_the_closest_option_and_exit_3():
     rc, out, err = run_cli(*BASE, "--budget-w", "4", "--json")
     assert rc == 3
@@ -50,7 +68,10 @@ def test_infeasible_text_names_the_binding_budget_and_a_closest_option_that_meet
     rc, out, _ = run_cli(*BASE, "--budget-w", "4", "--json")
     c = json.loads(out)["closest"]
     assert c["meets_latency"] is True and c["latency_p99_ms"] <= 250 and c["over_budget"] <= 0.005
-    assert f"{c['power_w']:.1f} W, {c['key']} with inference batch {c['batch_size']}" in err
+    # the closest mode in words, as pareto and tune name a mode (its key is the JSON's)
+    words = Mode.from_key(c["key"]).describe()
+    assert f"{c['power_w']:.1f} W, {words} with inference batch {c['batch_size']}" in err
+    assert c["key"] not in err
 
 
 def test_infeasible_by_latency_says_so_whatever_the_power_budget():

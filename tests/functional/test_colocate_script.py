@@ -70,12 +70,12 @@ def test_the_text_says_what_was_counted_and_an_unknown_batch(tmp_path, cli):
     mlp.write_text(MLP)
     rc, out, err = cli(*GOAL, "--budget-w", "35", "--", PY, mlp)
     assert rc == 0, err
-    first, counted, pick = out.splitlines()[:3]
+    first, counted, pick, figures = out.splitlines()[:4]
     assert first.startswith("SIMULATED orin-agx: train the script's counted model of")
     assert "mlp.py" in first and "batch: unknown: one iteration is the unit" in first
     assert counted.startswith("counted by the probe (one iteration, optimizer step):")
     assert "GFLOP" in counted and "9,610 parameters" in counted and "not measured" in counted
-    assert pick.startswith("pick:") and "training iterations/s" in pick
+    assert pick.startswith("pick:") and "training iterations/s" in figures
     assert "--batch-size N" in err
     # the profiles it took keep what was counted: a re-decision says it too, profiling nothing
     saved = tmp_path / "p.json"

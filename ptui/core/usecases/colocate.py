@@ -458,7 +458,8 @@ def _why_infeasible(closest: dict | None, rate, latency_ms, budget_w, found: str
     simulator's whole grid) with the figure that misses."""
     if closest is None:
         return found
-    near = f"{closest['key']} with inference batch {closest['batch_size']}"
+    # the mode in words, as pareto and tune name one (the document's closest keeps its key)
+    near = f"{Mode.from_key(closest['key']).describe()} with inference batch {closest['batch_size']}"
     if not closest["meets_latency"]:
         p99 = closest["latency_p99_ms"]
         # 'over_margin' is the share of requests later than the budget less ptui's tail margin
