@@ -600,12 +600,16 @@ class ParetoScreen(Screen):
         job_s, wh = v.job(i)
         lines = [f"[red]{escape(self.goal_error)}[/red]"] if self.goal_error else []
         goal = self.goal_text if d is not None and i == self.goal_idx else None
+        # the least-energy mode against MAXN and the best preset follows the selection's own
+        # figures: below the rest it sat under the panel's fold at 80x24 and 100x30, unseen
+        energy = ([] if v.energy is None else
+                  v.energy.panel_lines(self.query_one("#details", Static).content_size.width or 40))
         if v.per_target:
             b = v.batch_of(i)
             lines += [f"[b]{goal}[/b]" if goal else "[b]selected pair[/b]",
                       f"{w[0]} · {w[1]}   [b]batch {b}[/b]", f"{w[2]} · {w[3]}",
                       f"step {t:.1f}±{ts:.1f} ms  {p:.1f}±{ps:.1f} W",
-                      f"to target {hms(job_s)}  {wh:.1f} Wh"]
+                      f"to target {hms(job_s)}  {wh:.1f} Wh", *energy]
         else:
             epochs = int(self._num("#epochs") or 1)
             prior = self.model is not None and self.model.about.kind == core.PRIOR_KIND
@@ -616,6 +620,7 @@ class ParetoScreen(Screen):
                       *_wide_line(t, ts, "ms", prior=prior),
                       f"power {p:.2f} W ± {ps:.2f}",
                       *_wide_line(p, ps, "W", prior=prior),
+                      *energy,
                       f"{self.unit} {float(v.x_s[v.pos(i)]) / 60:.2f} min",
                       f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
                       f"{job_s / 3600:.2f} h, {wh:.0f} Wh",
@@ -630,8 +635,6 @@ class ParetoScreen(Screen):
             else:
                 lines.append(f"vs {q.tag} ({q.time_ms:.0f} ms, {q.power_w:.1f} W):")
                 lines.append(f"time {pct(t, q.time_ms)}, energy {pct(wh, q.energy_wh)}")
-        if v.energy is not None:
-            lines += v.energy.panel_lines(self.query_one("#details", Static).content_size.width or 40)
         if v.per_target:
             if v.dropped:
                 lines.append(f"bs {','.join(map(str, v.dropped))}: does not fit in memory")

@@ -468,3 +468,29 @@ async def test_a_finished_profile_leaves_its_results_on_screen_at_80x24():
         app.screen.query_one("#count").value = "6"       # the next profile: its plan comes back
         await pilot.pause(0.2)
         assert app.screen.query_one("#plan").display and "Plan" in on_screen(app), on_screen(app)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_pareto_shows_the_pick_and_its_energy_savings_without_scrolling(size):
+    """At 80x24 (and 100x30) the savings line, the least-energy mode against MAXN and the best
+    preset ('2.06 J/step; MAXN +44%, MODE_15W +43%'), sat below the details panel's fold, and
+    nothing on screen said it was there.  Now it shows with the pick: its goal, its mode in words,
+    its time and power."""
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        scr = app.screen
+        en, d = scr.view.energy, scr.view.decision
+        seen = on_screen(app)
+        savings = (f"{en.least.energy:.3g} J/step; MAXN {en.more_pct(en.maxn):+.0f}%, "
+                   f"{en.best_preset.tag} {en.more_pct(en.best_preset):+.0f}%")
+        assert savings in seen, seen
+        w = scr.table.modes[d.index].words()
+        assert d.goal in seen and f"{w[0]} · {w[1]}" in seen and f"{w[2]} · {w[3]}" in seen, seen
+        assert f"power {scr.table.power_w[d.index]:.2f} W ±" in seen, seen
+        assert "least energy: " in seen, seen
+        dt = scr.query_one("#front")                  # the front keeps rows to choose from
+        assert dt.scrollable_content_region.height - dt.header_height >= 4, dt.region
