@@ -933,7 +933,7 @@ def _figures_line(source: str, d, timed: str, *, prior: bool = False) -> str:
     be negative; a user trial), and a prediction from the roofline prior alone always does."""
     def spread(v: float, sd: float, fmt: str, unit: str) -> str:
         words = core.wide_interval(v, sd, unit, always=prior)
-        return f"(+-{sd:{fmt}}" + (f"; {words})" if words else ")")
+        return f"(±{sd:{fmt}}" + (f"; {words})" if words else ")")
     return (f"{source}: {d.time_ms:.1f} ms per {core.time_unit(timed)} "
             f"{spread(d.time_ms, d.time_ms_std, '.1f', 'ms')}, "
             f"{d.power_w:.2f} W {spread(d.power_w, d.power_w_std, '.2f', 'W')}")
@@ -1058,8 +1058,8 @@ def _print_batch_decision(r, energy=None) -> None:
                 f"{q.energy_wh:8.1f} Wh  ({pen:+.1f} %)\n  {'':<28} {q.mode.describe()}")
     print(f"goal: {r.goal}")
     print(f"mode: {p.mode}   batch size: {p.batch_size}")
-    print(f"{p.source}: {p.time_ms:.1f} ms per step (+-{p.time_ms_std:.1f}), {p.power_w:.2f} W "
-          f"(+-{p.power_w_std:.2f})")
+    print(f"{p.source}: {p.time_ms:.1f} ms per step (±{p.time_ms_std:.1f}), {p.power_w:.2f} W "
+          f"(±{p.power_w_std:.2f})")
     print(f"time to target: {hms(p.target_s)}, energy {p.energy_wh:.1f} Wh ({r.samples_note}; "
           f"samples to target: {r.rel.source})")
     print("compared with (time to target, power, energy, vs this choice):")

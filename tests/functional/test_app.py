@@ -29,6 +29,14 @@ def on_screen(app) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips())
 
 
+async def open_pareto(app, pilot):
+    """Open the Pareto screen (4) and wait for its first decision; the screen."""
+    await pilot.press("4")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.3)
+    return app.screen
+
+
 async def start_profile(app, pilot, done: int):
     """Start the Profile screen's default profile (2, s); its screen once `done` modes finished
     (or after about 4 s)."""

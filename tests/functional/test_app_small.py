@@ -2,7 +2,7 @@
 import pytest
 
 from ptui.core.catalogue.devices import get_device
-from tests.functional.test_app import make_app, on_screen, wait_workers
+from tests.functional.test_app import make_app, on_screen, open_pareto, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -479,10 +479,7 @@ async def test_pareto_shows_the_pick_and_its_energy_savings_without_scrolling(si
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=size) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.3)
-        scr = app.screen
+        scr = await open_pareto(app, pilot)
         en, d = scr.view.energy, scr.view.decision
         seen = on_screen(app)
         savings = (f"{en.least.energy:.3g} J/step; MAXN {en.more_pct(en.maxn):+.0f}%, "

@@ -10,7 +10,7 @@ from ptui.core.board.backends.sim import SimJetson
 from ptui.core.board.telemetry import Sampler
 from ptui.core.catalogue.devices import get_device
 from ptui.core.clock import RealClock
-from tests.functional.test_app import footer_keys, make_app, record_notifications, wait_workers
+from tests.functional.test_app import footer_keys, make_app, open_pareto, record_notifications, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -496,3 +496,26 @@ async def test_help_names_every_key_a_screen_binds():
                         not any(f"`{k}`" in said for k in b.key.split(",")):
                     missing.append((module, b.key))
     assert not missing, missing
+
+
+async def test_pareto_says_a_spread_with_one_sign_when_nothing_meets_the_goal():
+    """Pareto's details say a spread as '± 0.69'; where no mode met the budget its message said
+    the lowest-power mode's as '(+-0.2)', another sign for the same thing on the same panel.
+    The CLI's figures and its 'no mode stays within' line say '±' alike."""
+    from ptui.core.prediction.predictor import bundled_reference
+    from tests.support.cli import run_cli
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await open_pareto(app, pilot)
+        scr.query_one("#budget").value = "3"
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        text = str(scr.query_one("#details").render())
+        assert "no mode stays within 3 W" in text and re.search(r"W \(±[\d.]+\)", text), text
+        assert "+-" not in text, text
+    model = str(bundled_reference())
+    rc, out, err = run_cli("pareto", "--model", model, "--budget-w", "3")
+    assert rc == 3 and "no mode stays within 3 W" in err and "(±" in err and "+-" not in err, err
+    rc, out, err = run_cli("pareto", "--model", model, "--budget-w", "30")
+    assert rc == 0 and re.search(r"ms per minibatch \(±[\d.]+\), [\d.]+ W \(±[\d.]+\)", out), out
+    assert "+-" not in out, out

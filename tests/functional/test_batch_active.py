@@ -291,7 +291,7 @@ def test_an_infeasible_budget_over_batch_sizes_names_a_pair_per_step():
     t = Table([grid[0], grid[1]], np.array([160.0, 300.0]), np.array([12.0, 11.0]),
               np.array([1.0, 1.0]), np.array([0.2, 0.2]), np.array([True, True]), np.array([16, 32]))
     with pytest.raises(InfeasibleError, match=rf"lowest-power pair is {re.escape(grid[1].describe())} at batch 32: "
-                                              r"11.0 W \(\+-0.2\), 300 ms per step"):
+                                              r"11.0 W \(±0.2\), 300 ms per step"):
         choose(t, relation=SamplesToTarget.throughput(), budget_w=5)
 
 

@@ -186,7 +186,7 @@ def test_a_spread_as_wide_as_the_value_says_its_interval(tmp_path, cli):
     rc, out, err = cli("tune", "--count", "0", "--workload-spec", spec, "--budget-w", "30")
     assert rc == 0, err
     line = next(x for x in out.splitlines() if x.startswith("predicted:"))
-    ms, sd = (float(v) for v in re.search(r"([\d.]+) ms per minibatch \(\+-([\d.]+)", line).groups())
+    ms, sd = (float(v) for v in re.search(r"([\d.]+) ms per minibatch \(±([\d.]+)", line).groups())
     assert sd >= 0.5 * ms and "; 90 % within " in line
     lo, hi = (float(v) for v in re.search(r"90 % within ([\d.]+)-([\d.]+) ms", line).groups())
     assert 0 < lo < ms < hi
@@ -203,7 +203,7 @@ def test_a_prediction_from_the_prior_alone_always_says_its_intervals(tmp_path, c
     rc, out, err = cli(*argv)
     assert rc == 0, err
     line = next(x for x in out.splitlines() if x.startswith("predicted:"))
-    w, sd = (float(v) for v in re.search(r"([\d.]+) W \(\+-([\d.]+)", line).groups())
+    w, sd = (float(v) for v in re.search(r"([\d.]+) W \(±([\d.]+)", line).groups())
     assert sd < 0.5 * w, line                   # not wide: said because the prior alone decided
     lo, hi = (float(v) for v in re.search(r"90 % within ([\d.]+)-([\d.]+) W\)$", line).groups())
     assert 0 < lo < w < hi, line

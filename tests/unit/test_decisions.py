@@ -288,7 +288,7 @@ def test_infeasible_names_the_closest_modes():
     msg = str(ei.value)
     assert ei.value.exit_code == 3
     assert "no mode stays within 10 W with risk <= 0.05" in msg
-    assert f"lowest-power mode is {m[0].describe()} at 12.0 W (+-0.5), 100 ms" in msg
+    assert f"lowest-power mode is {m[0].describe()} at 12.0 W (±0.5), 100 ms" in msg
     with pytest.raises(InfeasibleError) as ei:
         choose(tab, deadline_ms=20, risk=None)
     assert f"the fastest is {m[1].describe()} at 50.0 ms, 30.0 W" in str(ei.value)

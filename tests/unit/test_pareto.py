@@ -67,7 +67,7 @@ def test_a_deadline_refused_by_the_risk_rule_says_so():
         choose(tab, deadline_ms=fastest * 1.5, risk=0.05)
     msg = str(e.value)
     assert "with risk <= 0.05" in msg and "probability" in msg and "--risk mean" in msg
-    assert "(+-" in msg
+    assert "(±" in msg
     with pytest.raises(InfeasibleError) as e:                       # without spreads: as before
         choose(table(), deadline_ms=1.0, risk=0.05)
     assert "risk" not in str(e.value) and "the fastest is" in str(e.value)
@@ -233,7 +233,7 @@ def test_a_wide_prediction_beats_a_measured_mode_only_when_its_gain_beats_its_un
     assert d.index == 1 and d.best_measured == 0
     assert d.why.startswith("not taken: the pick is faster than it by ") and "95% upper bound" in d.why
     assert "predicted, not measured" in d.why
-    assert len(d.notes) == 1 and "uncertain (time +-14%" in d.notes[0] and "profile it" in d.notes[0]
+    assert len(d.notes) == 1 and "uncertain (time ±14%" in d.notes[0] and "profile it" in d.notes[0]
     narrow = _caution_table([measured, (100.0, 3.0, 15.0, 0.5, False)])
     d = choose(narrow, budget_w=20, risk=0.05, cautious=True)
     assert d.index == 1 and d.notes == []                    # well predicted: no warning

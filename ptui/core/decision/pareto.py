@@ -389,7 +389,7 @@ def _choose_per_target(table: Table, g: Goal, rel, samples: float, *, risk, tole
             f"no (mode, batch size) pair stays within {g.budget_w:g} W"
             + (f" with risk <= {risk:g}" if risk is not None else "")
             + f"; the lowest-power pair is {table.modes[i].describe()} at batch {int(batch[i])}: "
-              f"{table.power_w[i]:.1f} W (+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms per step",
+              f"{table.power_w[i]:.1f} W (±{table.power_w_std[i]:.1f}), {t[i]:.0f} ms per step",
             table, i) from None
     i = int(idx[d.index])
     target = float(t[i]) / 1000.0 / float(batch[i]) * float(r[d.index]) * samples
@@ -441,16 +441,16 @@ def _against_measured(d: Decision, table: Table, g: Goal, ok, rt, rp, prob, prob
     else:
         d.why = (f"not taken: the pick is {gain_over(j, 'it')}"
                  + (" (the pick is predicted, not measured)" if not meas[i] else
-                    f" (this mode's figure is uncertain: +-{ts[j] / t[j]:.0%} time, "
-                    f"+-{ps[j] / p[j]:.0%} power)"))
+                    f" (this mode's figure is uncertain: ±{ts[j] / t[j]:.0%} time, "
+                    f"±{ps[j] / p[j]:.0%} power)"))
     if not meas[i]:
         st, sp = ts[i] / t[i], ps[i] / p[i]
         if j is None:
             d.notes.append("nothing profiled meets the goal on its measurement: the pick is "
                            "predicted, not measured")
         if max(st, sp) > WIDE_SD:
-            d.notes.append(f"the pick is predicted, not measured, and uncertain (time +-{st:.0%}, "
-                           f"power +-{sp:.0%}): profile it before relying on it")
+            d.notes.append(f"the pick is predicted, not measured, and uncertain (time ±{st:.0%}, "
+                           f"power ±{sp:.0%}): profile it before relying on it")
 
 
 def _closest_row(table: Table, budget_w, deadline_ms) -> int | None:
@@ -517,13 +517,13 @@ def _closest(table: Table, budget_w, deadline_ms, risk, unit: str = "minibatch",
         parts.append(f"no mode stays within {budget_w:g} W"
                      + (f" with risk <= {risk:g}" if risk is not None else "")
                      + f"; the lowest-power mode is {table.modes[i].describe()} at {p[i]:.1f} W "
-                       f"(+-{table.power_w_std[i]:.1f}), {t[i]:.0f} ms ({table.source(i)})")
+                       f"(±{table.power_w_std[i]:.1f}), {t[i]:.0f} ms ({table.source(i)})")
     if deadline_ms is not None:
         i = least(t, p)
         ts = table.time_ms_std
         risky = risk is not None and bool(np.any(ts > 0))        # as choose() holds a deadline
         msg = (f"no mode meets {deadline_ms:g} ms per {unit}" + (f" with risk <= {risk:g}" if risky else "")
                + f"; the fastest is {table.modes[i].describe()} at {t[i]:.1f} ms"
-               + (f" (+-{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W ({table.source(i)})")
+               + (f" (±{ts[i]:.1f})" if risky else "") + f", {p[i]:.1f} W ({table.source(i)})")
         parts.append(msg + (_uncertain(table, i, None, deadline_ms, risk) if risky else ""))
     return "; ".join(parts) or "no feasible mode"
