@@ -22,6 +22,8 @@ from .pareto import DEFAULT_RISK, Decision, Table, exceeds_risk, sig3
 PER_STEP = "J per step"
 TO_TARGET = "Wh to target"
 SHORT = {PER_STEP: "J/step", TO_TARGET: "Wh to target"}
+NOT_PICKED = "faster than the pick, but"
+"""Said before Energy._not_picked_reason, in the CLI's sentence and the app's panel alike."""
 
 
 @dataclass(frozen=True)
@@ -133,17 +135,21 @@ class Energy:
             return None
         return "over" if lst.power_w > b else "risk" if self.least_risky else "upper"
 
-    def _why_not_least(self) -> str:
-        why = self._least_not_picked()
+    def _not_picked_reason(self) -> str:
+        """Why the least-energy mode, faster than a budget's pick, is not the pick, in the words
+        both the CLI's sentence and the app's panel say after 'faster than the pick, but'; ""
+        where there is nothing to say (_least_not_picked)."""
+        why, b, src = self._least_not_picked(), self.budget_w, self.least.source
         if why is None:
             return ""
-        head, b = "The least-energy mode is faster than the pick, but", self.budget_w
-        if why == "over":
-            return f"{head} its {self.least.source} power is over {b:g} W."
-        if why == "risk":
-            return f"{head} at the decision's risk its {self.least.source} power may go over {b:g} W."
-        return (f"{head} not at its upper bound, which the decision ranks by (its "
-                f"{self.least.source} time is uncertain).")
+        return {"over": f"its {src} power is over {b:g} W",
+                "risk": f"at the decision's risk its {src} power may go over {b:g} W",
+                "upper": f"not at its upper bound, which the decision ranks by (its {src} time is "
+                         "uncertain)"}[why]
+
+    def _why_not_least(self) -> str:
+        why = self._not_picked_reason()
+        return f"The least-energy mode is {NOT_PICKED} {why}." if why else ""
 
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns."""
@@ -176,10 +182,8 @@ class Energy:
             second = with_pick if len(with_pick) <= width else second
         elif self.pick is not None:
             second += f"{', ' if parts else '; '}the pick"
-        why = self._least_not_picked()
-        third = "" if why is None else "faster than the pick: " + {
-            "over": f"over {self.budget_w:g} W", "risk": f"may go over {self.budget_w:g} W",
-            "upper": "not at upper bound"}[why]
+        why = self._not_picked_reason()
+        third = f"{NOT_PICKED} {why}" if why else ""
         return [line for s in (*first.split("\n"), second, third) if s
                 for line in textwrap.wrap(s, width)]
 
