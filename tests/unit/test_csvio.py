@@ -254,3 +254,24 @@ def test_a_folder_no_file_can_be_made_in_is_refused_up_front(tmp_path, monkeypat
         check_out_file("/proc/x.csv")
     check_out_file(tmp_path / "p.csv")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_predict_output_is_not_taken_for_a_profile(tmp_path, cli):
+    """`ptui predict --out pred.csv` then `ptui fit --profile pred.csv` fitted the model's own
+    predictions and called them measurements ("measured 116.3 ms"); a table of predictions is
+    refused as a profile in one line (exit 2), and still names modes for --modes."""
+    modes = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz",
+                *(",".join(mode_cells(m)) for m in ORIN.pt_grid()[::400]), name="modes.csv")
+    pred = tmp_path / "pred.csv"
+    rc, _, err = cli("predict", "--model", bundled_reference(), "--modes", modes, "--out", pred)
+    assert rc == 0, err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", pred, "--out", tmp_path / "m")
+    assert rc == 2 and not out and err.count("\n") == 1, err
+    assert err.startswith(f"ptui: error: {pred}: ") and "predictions" in err and "not measurements" in err
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(CSVError, match="predictions"):
+        read_profile(pred, ORIN, min_modes=1)
+    assert len(read_modes(pred, ORIN)) == len(ORIN.pt_grid()[::400])
+    # a profile written by hand (the six columns, or with a spread of its own) still reads
+    ok = csv(tmp_path, HEAD + ",power_w_std", *(g + ",0.1" for g in GOOD), name="ok.csv")
+    assert len(read_profile(ok, ORIN, min_modes=1)[0]) == 3

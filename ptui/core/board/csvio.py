@@ -76,6 +76,11 @@ def _extra(text: str, col: str, where: str) -> float | None:
     return v
 
 
+# what `ptui predict` writes (batch_size only for a --modes file that has one): predictions, which
+# a profile is not (fit, a what-if, a replay and the pool read a profile as measurements)
+PREDICTION_COLS = (*MODE_COLS, "batch_size", "time_ms", "power_w", "time_ms_std", "power_w_std")
+
+
 # A modes file (--modes) names modes to profile or predict: the largest board's mode space is
 # 29 232 modes (xavier-agx), so 200 000 rows is every one of them several times over (at several
 # batch sizes).  More is a broken or wrong file, refused as it is read: a 3-million-row file ran
@@ -112,6 +117,9 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
             if missing:
                 raise CSVError(f"{path}:1: missing column(s) {', '.join(missing)} "
                                f"(need {', '.join(need)})")
+            if "time_ms" in need and "time_ms_std" in header and set(header) <= set(PREDICTION_COLS):
+                raise CSVError(f"{path}: holds predictions (ptui predict's columns), not measurements: "
+                               f"give a profile CSV (ptui profile --out F.csv)")
             # a column ptui reads named twice: the first was taken without a word (a user's trial)
             twice = [c for c in dict.fromkeys(header) if header.count(c) > 1 and (c in need or c in extras)]
             if twice:
