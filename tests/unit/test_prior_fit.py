@@ -430,6 +430,31 @@ def test_a_spec_of_another_batch_size_than_the_profile_is_one_line(cli, tmp_path
     assert "batch size 32" in err and "batch size 16" in err and not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("command", [
+    ("tune", "--count", "6"),
+    ("profile", "--strategy", "active", "--count", "6", "--out", "act.csv"),
+])
+def test_a_spec_of_another_batch_size_than_the_profile_is_refused_before_any_mode(cli, tmp_path, command):
+    """`ptui tune --workload resnet18 --workload-spec spec.json` (a batch-32 spec, the profile at
+    16) profiled every mode, then refused at the fit; an active profile ran on the other step's
+    prior.  Now one line, exit 2, before any mode is profiled (no session, no CSV)."""
+    spec = _spec_file(tmp_path)
+    cmd, *rest = command
+    rest = [str(tmp_path / x) if x.endswith(".csv") else x for x in rest]
+    rc, out, err = cli(cmd, "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                       "--workload-spec", spec, "--budget-w", "30", "--session", "s", *rest)
+    assert rc == 2 and not out and len(err.strip().splitlines()) == 1, err
+    assert "batch size 16" in err and "batch size 32" in err and "--batch-size 32" in err, err
+    assert not (tmp_path / "act.csv").exists()
+    rc, out, _ = cli("sessions", "--json")
+    assert rc == 0 and json.loads(out)["sessions"] == []
+    # at the spec's batch size it runs
+    rc, out, err = cli(cmd, "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                       "--batch-size", "32", "--workload-spec", spec, "--budget-w", "30",
+                       "--session", "s2", *rest)
+    assert rc == 0, err
+
+
 def test_the_time_and_power_fits_refit_the_prior_once_per_set_of_rows(monkeypatch):
     """Each GP of gp-roofmean refits the prior to its training rows (the whole profile, and each
     fold's rows); the power fit asked for the same refits again.  Refitting, three scales searched

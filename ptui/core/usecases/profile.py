@@ -38,7 +38,7 @@ from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
 from ..catalogue.workloads import WORKLOADS, Workload, get_workload
 from ..decision.batch import BatchError, relation
-from ..errors import Interrupted, PtuiError
+from ..errors import InputError, Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
 from ..paths import profile_csv, profiles_dir, script_log
 from ..prediction.predictor import load_bundled
@@ -517,7 +517,23 @@ class ProfileRun:
         board = device or self.device_name
         if board and self.memory_checked and self.workload is not None:
             check_memory(get_device(board), self.workload, self.batch_size)
+        self._check_spec_batch()
         return self._open_backend(kind, board, root, corpus or self.req.corpus)
+
+    def _check_spec_batch(self) -> None:
+        """A --workload-spec counts one step at its batch size: a new profile at another size
+        (a script's only where --batch-size says it) is refused before any mode, not by the fit
+        after every mode (a tune's), nor planned on the other step's prior (an active profile's)."""
+        req = self.req
+        if (not req.workload_spec or req.resume or self.batch_sizes is not None
+                or (self.is_script and not req.batch_size)):
+            return
+        spec = WorkloadSpec.from_json(req.workload_spec)
+        if int(spec.batch_size) != int(self.batch_size):
+            raise InputError(f"the profile would run at batch size {self.batch_size}, the workload "
+                             f"spec counts a step at batch size {int(spec.batch_size)}: give "
+                             f"--batch-size {int(spec.batch_size)}, or the spec of batch size "
+                             f"{self.batch_size} (a step's FLOPs and bytes grow with it)")
 
     def _spec(self, req: ProfileRequest, sp: dict):
         """The workload's spec for its roofline prior: the one a resumed session recorded (its plan
