@@ -694,13 +694,13 @@ def _stop_counting_at_compile() -> None:
 
 
 def _counted_compile(out, model):
-    """What torch.compile made of `model`, its calls counted as forward passes where it is a model
-    (a compiled module; a module's compiled method: Module.compile(), @torch.compile on forward; a
-    compiled function whose code names a module with parameters), outside the compiled code: the
-    hooks on a compiled module's wrapper run before dynamo's frame (dynamo traces the module
-    inside), and a compiled function's wrapper passes straight through while dynamo traces it or
-    once counting stops.  Any other compiled callable (an optimizer's step, a function on tensors
-    alone) is returned as it is."""
+    """What torch.compile made of `model`, its calls counted as forward passes where it runs a
+    model (a compiled module; a module's compiled method: Module.compile(); a compiled function
+    given a module with parameters, @torch.compile on forward among them, or naming one), outside
+    the compiled code: the hooks on a compiled module's wrapper run before dynamo's frame (dynamo
+    traces the module inside), and a compiled function's wrapper passes straight through while
+    dynamo traces it or once counting stops.  Another object's compiled method (an optimizer's
+    step) and a function that takes nothing and names no model are returned as they are."""
     import functools
 
     import torch
@@ -713,22 +713,17 @@ def _counted_compile(out, model):
         except TypeError:
             _model_hooks.append(out.register_forward_hook(_forward_post))
         return out
-    target = _model_of(model)
+    owner = getattr(model, "__self__", None)
     code = getattr(model, "__code__", None)
-    # a method compiled where its class is defined (@torch.compile on forward): its module comes
-    # with each call
-    method = (target is None and code is not None and not hasattr(model, "__self__")
-              and code.co_argcount >= 1 and code.co_varnames[0] == "self")
-    if (target is None and not method) or not callable(out):
+    if not callable(out) or (owner is not None and not isinstance(owner, torch.nn.Module)) or (
+            owner is None and (code is None or not code.co_argcount and _model_of(model, ()) is None)):
         return out
 
     @functools.wraps(out)
     def counted(*args, **kwargs):
         if _is_compiling() or not _counting:
             return out(*args, **kwargs)
-        who = target
-        if method and args and isinstance(args[0], torch.nn.Module):
-            who = args[0]
+        who = owner if owner is not None else _model_of(model, (*args, *kwargs.values()))
         _forward_pre(who, args)
         try:
             return out(*args, **kwargs)
@@ -738,16 +733,14 @@ def _counted_compile(out, model):
     return counted
 
 
-def _model_of(fn):
-    """The model a compiled callable runs: the module whose method it is, or a module with
-    parameters its code names (a global, a closure's variable); None: none (a function on tensors
-    alone is no model: data preparation looks the same; a model passed in is not seen)."""
+def _model_of(fn, given):
+    """The model a compiled function runs: a module with parameters it is given (`given`: its
+    arguments; a method's module among them) or its code names (a global, a closure's variable),
+    found at each call (a global assigned after the function's definition); None: none (a function
+    on tensors alone is no model: data preparation looks the same)."""
     import torch
     Module = torch.nn.Module
-    owner = getattr(fn, "__self__", None)
-    if owner is not None:
-        return owner if isinstance(owner, Module) else None
-    found = []
+    found = list(given)
     code = getattr(fn, "__code__", None)
     if code is not None:
         glob = getattr(fn, "__globals__", {})

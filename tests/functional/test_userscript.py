@@ -180,6 +180,10 @@ MODELS = {
     "torch.compile(module)": "model = torch.compile(net, backend='eager')",
     "module.compile()": "net.compile(backend='eager'); model = net",
     "compiled function naming it": "model = torch.compile(lambda x: net(x).softmax(-1), backend='eager')",
+    "compiled function given it": "predict = torch.compile(lambda m, x: m(x).softmax(-1), backend='eager')\n"
+                                  "model = lambda x: predict(net, x)",
+    "compiled function naming it later": "@torch.compile(backend='eager')\ndef model(x):\n"
+                                         "    return later(x)\nlater = net",
     "@torch.compile on forward": "class Net(torch.nn.Module):\n    def __init__(self):\n"
                                  "        super().__init__()\n        self.fc = torch.nn.Linear(8, 2)\n"
                                  "    @torch.compile(backend='eager')\n    def forward(self, x):\n"
