@@ -289,7 +289,10 @@ def main() -> None:
         ap.error(f"--budgets takes numbers in W, comma-separated, got {a.budgets!r}")
     if not budgets or min(budgets) <= 0:
         ap.error("--budgets takes at least one budget above 0 W")
-    methods = [k for k in a.methods.split(",") if k]
+    methods = [k.strip() for k in a.methods.split(",") if k.strip()]
+    known = ("pooled-5", "alone-5", "alone-6", "alone-50")
+    if not methods or [k for k in methods if k not in known]:
+        ap.error(f"--methods takes some of {', '.join(known)} (comma-separated), got {a.methods!r}")
     try:
         seeds = parse_seeds(a.seed)
     except ValueError:
