@@ -97,6 +97,14 @@ def main(argv=None) -> int:
     ap.add_argument("--spread", type=float, default=0.10)
     ap.add_argument("--steps", type=int, default=200, help="minibatches of the first round")
     a = ap.parse_args(argv)
+    # what the mod would refuse in the first node's round (a unit's factor is 0.5-2), or a fleet
+    # of no node to grade, refused before any node profiles
+    if a.nodes < 1:
+        ap.error(f"--nodes must be at least 1, got {a.nodes}")
+    if not 0 <= a.spread <= 0.5:
+        ap.error(f"--spread must be within 0-0.5 (each unit's power 1 +- it), got {a.spread:g}")
+    if a.steps < 1:
+        ap.error(f"--steps must be at least 1, got {a.steps}")
     rng = random.Random(a.seed)
     units = [1 + rng.uniform(-a.spread, a.spread) for _ in range(a.nodes)]
     dev = core.get_device(DEVICE)
