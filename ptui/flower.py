@@ -178,7 +178,7 @@ class NodeSpec:
         unit = get("sim-unit-power", defaults.unit_power)
         return cls(str(get("device", defaults.device)), str(get("backend", defaults.backend)),
                    get("sysfs-root", defaults.sysfs_root), get("data-dir", defaults.data_dir),
-                   str(get("workload", defaults.workload)),
+                   core.workload_name(str(get("workload", defaults.workload))),
                    core.number(get("batch-size", defaults.batch_size), "batch-size", integer=True, ge=1),
                    get("model", defaults.model),
                    None if steps is None else core.number(steps, "steps", integer=True, ge=1),
@@ -333,8 +333,8 @@ def ptui_power_mod(*, device: str = "orin-agx", backend: str = "sim", sysfs_root
         pool = core.pool_url()
     if pool and not board:
         board = core.board_id()
-    mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, workload, batch_size, model, steps,
-                            None, pool, board),
+    mod = PowerMod(NodeSpec(device, backend, sysfs_root, data_dir, core.workload_name(workload), batch_size,
+                            model, steps, None, pool, board),
                    devices, risk, fit_modes, sample_interval, say, int(pool_modes), bool(hold_budget))
     mod.unit_power = unit_power or None
     return mod
@@ -1172,7 +1172,7 @@ class PtuiFleet(Strategy):
         self.cap_w, self.deadline_s, self.objective = cap_w, deadline_s, objective
         self.devices = devices
         self.default_device = default_device
-        self.workload, self.batch_size, self.steps = workload, batch_size, steps
+        self.workload, self.batch_size, self.steps = core.workload_name(workload), batch_size, steps
         self.risk = risk                       # the nodes' risk: the prior's front at its power bound
         self.log = log or say_in_flowers_log
         self.curves: dict[int, tuple[list[float], list[float]]] = {}   # node -> reported front

@@ -72,7 +72,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "catalogue.devices": ("DeviceError", "get_device",),
     "catalogue.inference": ("get_inference", "INFERENCE",),
     "catalogue.modes": ("cpu_ghz", "Mode", "whole_mhz",),
-    "catalogue.workloads": ("get_workload", "WORKLOADS",),
+    "catalogue.workloads": ("get_workload", "WORKLOADS", "workload_name",),
     # the rest
     "clock": ("Clock", "hms", "RealClock", "VirtualClock",),
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
@@ -102,7 +102,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
     from .catalogue.devices import DeviceError, get_device
     from .catalogue.inference import INFERENCE, get_inference
     from .catalogue.modes import Mode, cpu_ghz, whole_mhz
-    from .catalogue.workloads import WORKLOADS, get_workload
+    from .catalogue.workloads import WORKLOADS, get_workload, workload_name
     from .clock import Clock, RealClock, VirtualClock, hms
     from .decision.batch import (
         MAX_BATCH,

@@ -1516,3 +1516,24 @@ def test_a_deadline_holds_the_rounds_overhead_the_node_measured(node_data, tmp_p
     tab = next(iter(mod.nodes.values())).predictions.table
     fastest = min(float(t) for t in tab.time_ms) * 5 / 1000.0
     assert min(q["front-s"]) > 2 * fastest
+
+
+@pytest.mark.slow               # fits a node's model (6 simulated modes) once
+def test_a_workload_however_written_is_one_model_of_the_node(tmp_path):
+    """Node config workload 'RESNET18' and then 'resnet' profiled and fitted a model each
+    (models/flower-...-RESNET18-bs16 and -resnet-bs16: 20 modes each by default), and a query
+    naming 'ResNet-18' answered "no model" beside them.  A built-in workload is the catalogue's
+    one name (as `ptui profile` reads it): one model, fitted once, found by the query."""
+    said: list[str] = []
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"), fit_modes=6, say=said.append)
+    for wl in ("RESNET18", "resnet"):
+        r = mod(instruction({"power-budget-w": 20.0, "ptui-steps": 5}), context(7, device="orin-agx", workload=wl),
+                trainer([]))
+        assert r.content["ptui"]["workload"] == "resnet18"
+    assert sum("no model for" in s for s in said) == 1, said
+    assert [p.name for p in (tmp_path / "n" / "models").iterdir() if not p.name.startswith(".")] == \
+        ["flower-orin-agx-sim-resnet18-bs16"]
+    fresh = flower.ptui_power_mod(data_dir=str(tmp_path / "n"))
+    q = fresh.answer(instruction({"ptui-steps": 5}, mtype=flower.QUERY),
+                     context(7, device="orin-agx", workload="ResNet-18")).content["ptui"]
+    assert q["workload"] == "resnet18" and q["has-model"] is True

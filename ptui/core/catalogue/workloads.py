@@ -51,6 +51,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 )}
 
 
+def workload_name(name: str) -> str:
+    """A workload's one name: a built-in workload's own however written (RESNET18, ResNet-18,
+    resnet: resnet18, as get_workload reads it), else the name as given, stripped."""
+    try:
+        return get_workload(name).name
+    except WorkloadError:
+        return (name or "").strip()
+
+
 def get_workload(name: str, batch_size: int = 16) -> Workload:
     key = (name or "").strip().lower()
     aliases = {"resnet": "resnet18", "resnet-18": "resnet18", "mobilenet": "mobilenetv3",

@@ -18,7 +18,7 @@ from ..board.csvio import (
     profile_boards,
     profile_tags,
 )
-from ..catalogue.workloads import WORKLOADS, get_workload
+from ..catalogue.workloads import WORKLOADS, get_workload, workload_name
 from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
@@ -128,10 +128,7 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
 def pool_workload(name: str) -> str:
     """A workload's name in the pool: a catalog workload's own, however written (RESNET18, ResNet-18,
     resnet: resnet18, as `ptui profile` sends it), else the name as given."""
-    try:
-        return get_workload(name).name
-    except InputError:
-        return name.strip()
+    return workload_name(name)
 
 
 def _workload_key(name: str) -> str:
