@@ -801,7 +801,7 @@ def cmd_pool(a) -> int:
         return EXIT_OK
     if a.poolcmd == "push":
         dev = core.get_device(a.device)
-        me = a.board or core.board_id()
+        me = core.board_id(a.board)
         added, had, where = core.push_profile(a.profile, dev, url=a.pool_url, board=me, workload=a.workload,
                                               batch_size=a.batch_size)
         print(f"{added} rows of {a.profile} added to the pool {where} as board {me!r}"

@@ -777,3 +777,21 @@ def test_a_csv_of_two_workloads_is_not_pushed_as_one(monkeypatch, tmp_path, cli)
         assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
         assert "holds rows of workloads mobilenetv3, resnet18" in err, err
     assert not (tmp_path / "pool.sqlite").exists() and not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("board", ["", "   ", "a\tb", "x" * 101])
+def test_a_board_id_that_names_no_board_is_refused(monkeypatch, tmp_path, cli, board):
+    """`pool push --board ''` sent the rows as the host name's without a word, and `--board` with a
+    tab or of 101 characters sent them under that id (what $PTUI_BOARD_ID is refused for). Push and
+    fit --pool refuse it in one line naming --board, exit 2, before the pool is touched."""
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    monkeypatch.setenv("PTUI_POOL", f"sqlite:///{tmp_path}/pool.sqlite")
+    for args in (("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--board", board),
+                 ("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--pool", "--board", board,
+                  "--out", tmp_path / "m")):
+        rc, out, err = cli(*args)
+        assert rc == 2 and "bad board id" in err and "(--board)" in err, out + err
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "pool.sqlite").exists() and not (tmp_path / "m").exists()

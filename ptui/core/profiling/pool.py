@@ -82,11 +82,14 @@ class PoolRow:
                      (getattr(self, c) for c in COLS))
 
 
-def board_id() -> str:
-    """This board's name in the pool: $PTUI_BOARD_ID, else the host name."""
-    name = os.environ.get(BOARD_ENV, "").strip() or socket.gethostname()
+def board_id(given: str | None = None) -> str:
+    """This board's name in the pool: `given` (a --board), else $PTUI_BOARD_ID, else the host name."""
+    if given is not None:
+        name, where = given.strip(), "--board"
+    else:
+        name, where = os.environ.get(BOARD_ENV, "").strip() or socket.gethostname(), f"${BOARD_ENV}"
     if not name or not name.isprintable() or len(name) > 100:
-        raise InputError(f"bad board id {name!r} (${BOARD_ENV}): printable text of at most 100 characters")
+        raise InputError(f"bad board id {name!r} ({where}): printable text of at most 100 characters")
     return name
 
 

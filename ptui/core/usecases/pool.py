@@ -185,7 +185,7 @@ def push_profile(profile: Path | str, device, *, url: str | None = None, board: 
     the pool's name)."""
     rows, tags = _profile_rows(profile, device)     # a bad profile is refused before connecting
     _what(profile, tags, workload, batch_size)
-    me = board or board_id()
+    me = board_id(board)
     _check_board(profile, me)
     with open_pool(url) as pool:
         added, had = push_to(pool, profile, device, board=me, workload=workload,
@@ -260,7 +260,7 @@ def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None
                board: str | None = None) -> tuple[int, int, str]:
     """(rows, boards, the pool's name): what the pool holds of boards other than `board` (default
     this board's id) for this device type, workload and batch size, what a pooled fit would take."""
-    me = board or board_id()
+    me = board_id(board)
     try:
         pool = open_pool(url, create=False)
     except NoPoolFile:                      # no board has sent a row yet: it holds nothing
@@ -298,7 +298,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     type, workload and batch size, with this board's power and time factors estimated from its
     own rows; the model says it was pooled (trained_on.pooled)."""
     t0 = time.perf_counter()
-    me = board or board_id()
+    me = board_id(board)
     _check_board(profile, me)
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, None)
