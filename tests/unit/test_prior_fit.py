@@ -467,3 +467,25 @@ def test_the_time_and_power_fits_refit_the_prior_once_per_set_of_rows(monkeypatc
     monkeypatch.setattr(RooflinePrior, "adapted", lambda self, *a: calls.append(1) or real(self, *a))
     fit_model(None, AGX, sub, t, w, method="gp", roofline=prior)
     assert len(calls) == 1 + n_folds(12)
+
+
+def test_a_reference_that_is_no_network_is_refused_in_one_line(cli, tmp_path):
+    """`ptui fit --reference DIR` with DIR a fitted GP model or a roofline prior (a model, not
+    reference networks) ended in a traceback (GPStack.predict_log() missing 'A'; RooflineTarget has
+    no predict_log).  One line, exit 2, no model written."""
+    prof = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "10", "--session", "p", "--out", prof)
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", _spec_file(tmp_path),
+                     "--out", tmp_path / "prior")
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", prof, "--method", "gp",
+                     "--out", tmp_path / "gp")
+    assert rc == 0, err
+    for ref in ("prior", "gp"):
+        rc, out, err = cli("fit", "--device", "orin-agx", "--profile", prof, "--reference",
+                           tmp_path / ref, "--out", tmp_path / "m")
+        assert rc == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err and "not reference networks" in err and "ptui reference build" in err
+        assert not (tmp_path / "m").exists()

@@ -32,7 +32,7 @@ from ..prediction.fit import (
     fit_rows,
 )
 from ..prediction.gp import raw_modes
-from ..prediction.predictor import Model, bundled_reference, load_model
+from ..prediction.predictor import Model, Net, bundled_reference, load_model
 from ..prediction.roofline import (
     HOST_REF_MHZ,
     PRIOR_KIND,
@@ -222,7 +222,7 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     basis = profile_time_choice(profile, time_basis, note or progress)
     tags = profile_tags(profile)                    # a ptui profile names its workload
     workload = workload or tags.get("workload") or "custom"
-    ref = load_model(reference or bundled_reference())
+    ref = load_reference(reference) if reference else load_model(bundled_reference())
     t0 = time.perf_counter()
     if len(sizes) > 1:
         model = fit_batch_profile(profile, device, ref, method=method, seed=seed, loss=loss,
@@ -259,6 +259,18 @@ def fit(device, profile: Path | str, *, workload: str | None = None, out: Path |
     out = Path(out) if out is not None else model_dir(Path(profile).stem)
     model.save(out)
     return FitOutcome(model, out, n, time.perf_counter() - t0, sizes, workload)
+
+
+def load_reference(directory) -> Model:
+    """--reference: a model whose time and power are networks (ptui reference build's, or a
+    PowerTrain fit's); a GP or roofline model is a fitted model, not a reference to transfer
+    from (it ended in a traceback)."""
+    ref = load_model(directory)
+    if not (isinstance(ref.time, Net) and isinstance(ref.power, Net)):
+        raise InputError(f"{directory}: a fitted model ({ref.about.method or ref.about.kind}), not "
+                         f"reference networks: give a reference built with ptui reference build (or "
+                         f"leave --reference out for the bundled one)")
+    return ref
 
 
 def check_spec_batch(spec, batch_size) -> None:
