@@ -275,3 +275,18 @@ def test_a_predict_output_is_not_taken_for_a_profile(tmp_path, cli):
     # a profile written by hand (the six columns, or with a spread of its own) still reads
     ok = csv(tmp_path, HEAD + ",power_w_std", *(g + ",0.1" for g in GOOD), name="ok.csv")
     assert len(read_profile(ok, ORIN, min_modes=1)[0]) == 3
+
+
+def test_a_profile_of_several_batch_sizes_is_not_read_as_one_sizes_modes(tmp_path, cli):
+    """`ptui reference build --profile rb.csv` on a profile of batch sizes 8,16,32,64 said a mode
+    'appears twice with different values', blaming a sound ptui profile; it now says the profile
+    holds several batch sizes (one line, exit 2)."""
+    head = HEAD + ",batch_size"
+    p = csv(tmp_path, head, *(g + ",8" for g in GOOD), *(g.replace(",60,", ",90,") + ",16" for g in GOOD[1:2]))
+    with pytest.raises(CSVError, match=r"batch sizes 8,16"):
+        read_profile(p, ORIN, min_modes=1)
+    rc, out, err = cli("reference", "build", "--device", "orin-agx", "--profile", p, "--out", tmp_path / "r")
+    assert rc == 2 and not out and err.count("\n") == 1 and "batch sizes 8,16" in err, err
+    assert "appears twice" not in err
+    one = csv(tmp_path, head, *(g + ",8" for g in GOOD), name="one.csv")
+    assert len(read_profile(one, ORIN, min_modes=1)[0]) == 3

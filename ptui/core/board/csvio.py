@@ -434,6 +434,11 @@ def read_profile(path, device: Device, *, min_modes: int = 10, time: str = "step
     """A profile CSV as (modes, time_ms array, power_w array).  Identical duplicate rows are
     merged; duplicates with conflicting values are an error."""
     import numpy as np
+    sizes = profile_batch_sizes(path)
+    if len(sizes) > 1:           # its modes repeat at each size: not "a mode with two values"
+        raise CSVError(f"{path}: holds batch sizes {','.join(map(str, sizes))}, and this reads the "
+                       f"modes of one batch size: give a profile of one size (ptui profile "
+                       f"--batch-size B)")
     seen = _distinct_rows(path, device, min_modes, time=time)
     modes = list(seen)
     return (modes, np.array([seen[m][0]["time_ms"] for m in modes]),
