@@ -1415,8 +1415,10 @@ def _apply_preset(a, backend) -> int:
             f"read back and roll back on mismatch")
     if backend.kind == "replay":              # a preset it never recorded: refused before a plan
         core.plan_apply(backend, p.mode)
+    # the board read first, as every plan is (a dry run said its plan, exit 0, on a board whose
+    # mode cannot be read, where --json and a custom mode's dry run fail)
+    st = core.board_status(backend)
     if a.json:
-        st = core.board_status(backend)
 
         def holds() -> bool:               # a preset sets maximum clocks (nvpmodel leaves minimums)
             now = core.board_status(backend)
@@ -1427,7 +1429,7 @@ def _apply_preset(a, backend) -> int:
             got = core.apply_preset(backend, p.id)
             return got, _applied(f"selected {p.name}: {got}", backend)
         return _apply_json(a, backend, st.mode, p.mode, holds, [step], run, preset=p.name)
-    print(f"plan for {dev.name} ({backend.kind}): {step}")
+    print(f"plan for {dev.name} ({backend.kind}): from {st.mode}, {step}")
     if a.dry_run:
         print("dry run: nothing written")
         return EXIT_OK

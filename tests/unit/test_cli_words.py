@@ -71,3 +71,19 @@ def test_an_active_sessions_header_does_not_count_its_first_design_as_the_plan(c
     assert rc == 0, err
     assert "0 modes done, the next chosen one by one" in err and "to go" not in err, err
     assert "up to 6 modes" in err
+
+
+def test_a_preset_dry_run_reads_the_board_as_every_other_plan_does(cli, tmp_path):
+    """`apply --preset MODE_15W --dry-run` printed its plan and exit 0 on a board whose mode cannot
+    be read (an empty sysfs tree), where the same dry run with --json and a custom mode's dry run
+    fail (exit 1): a playbook's text check passed on a board any apply fails on.  It now reads the
+    board first and says the mode it starts from."""
+    root = tmp_path / "root"
+    root.mkdir()
+    base = ("--device", "orin-agx", "--backend", "sysfs", "--sysfs-root", root, "apply")
+    for extra in ((), ("--json",)):
+        rc, out, err = cli(*base, "--preset", "MODE_15W", "--dry-run", *extra)
+        assert rc == 1 and not out and "cannot read the current mode" in err, (extra, out, err)
+    rc, out, err = cli("apply", "--preset", "MODE_15W", "--dry-run")
+    assert rc == 0, err
+    assert f"from {ORIN.preset('MODE_30W').mode}" in out and "dry run: nothing written" in out, out
