@@ -60,6 +60,9 @@ def corpus_workload(path: str | Path, batch_size: int | None = None) -> Workload
     return replay_workload(name or "replayed", size, Path(path).name)
 
 
+RECORDED_RAIL = "recorded total"      # the replayed power's name where the board has no total rail
+
+
 class ReplayJetson(SimJetson):
     kind = "replay"
     simulated = True          # not a live board: labelled REPLAY of recorded data
@@ -74,7 +77,9 @@ class ReplayJetson(SimJetson):
         default = device.preset(device.default_preset).mode
         start = None if default in self.table else max(self.table,
                                                        key=lambda m: self.table[m]["power_w"])
-        self._rail = device.total_rail or device.rails[0]
+        # a corpus records the board's total power, no rail's: on a board whose total is no rail
+        # (Orin AGX, Xavier AGX) it went into the first rail, read as 'VDD_GPU_SOC 44.55 W'
+        self._rail = device.total_rail or RECORDED_RAIL
         super().__init__(device, clock=clock, seed=seed, sample_interval=sample_interval,
                          start_mode=start, noise=self.noisy)
         self.start_mode = self._mode

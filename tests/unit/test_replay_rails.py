@@ -1,0 +1,30 @@
+"""The replay board's power: a recorded corpus holds the board's total alone, never a rail's."""
+import pytest
+
+from ptui.core.board.backends.replay import RECORDED_RAIL, ReplayJetson
+from ptui.core.board.csvio import mode_cells
+from ptui.core.catalogue.devices import get_device
+from ptui.core.clock import VirtualClock
+
+
+def _corpus(tmp_path, dev):
+    rows = [",".join(mode_cells(m)) + f",{100 + k},{15 + k}" for k, m in enumerate(dev.pt_grid()[::500])]
+    p = tmp_path / "corpus.csv"
+    p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n" + "\n".join(rows) + "\n")
+    return p
+
+
+@pytest.mark.parametrize("name", ["orin-agx", "xavier-agx", "orin-nano"])
+def test_the_recorded_total_is_not_shown_as_a_rail_it_never_measured(tmp_path, name):
+    """On a board without a module-input rail (Orin AGX, Xavier AGX) the replay put the recorded
+    total into the first rail: the dashboard read 'VDD_GPU_SOC 44.55 W', a GPU rail reading no
+    corpus holds.  It is the recorded total, named so; a board whose total is a rail (the Orin
+    Nano's VDD_IN, the module input) keeps that rail's name."""
+    dev = get_device(name)
+    rp = ReplayJetson(dev, _corpus(tmp_path, dev), clock=VirtualClock())
+    t = rp.read()
+    want = dev.total_rail or RECORDED_RAIL
+    assert list(t.rails) == [want], t.rails
+    assert t.rails[want] == pytest.approx(t.power_w)
+    if dev.total_rail is None:
+        assert not set(t.rails) & set(dev.rails)
