@@ -86,7 +86,8 @@ class PtuiApp(App):
         be = state.backend
         # the label first: at 80 columns the header's end is cut ('[EMULATED, SIM…'), and what a
         # board is must always show; the device's name may lose its end
-        label = "[SIMULATED] " if be.simulated else "[EMULATED, SIMULATED] " if be.emulated else ""
+        label = ("[REPLAY] " if be.kind == "replay" else "[SIMULATED] " if be.simulated
+                 else "[EMULATED, SIMULATED] " if be.emulated else "")
         self.base_sub_title = label + dev.title
         self.sub_title = self.base_sub_title
 

@@ -1474,7 +1474,8 @@ def cmd_status(a) -> int:
                                                "in_progress": r.in_progress},
             "restore_problem": st.restore_problem, "gpu_tpcs_on": st.gpu_tpcs_on}))
         return EXIT_OK
-    label = " (EMULATED, SIMULATED)" if st.emulated else " (SIMULATED)" if st.simulated else ""
+    label = (" (REPLAY of recorded measurements)" if st.backend == "replay" else " (EMULATED, SIMULATED)"
+             if st.emulated else " (SIMULATED)" if st.simulated else "")
     print(f"board: {st.device}, {st.backend} backend{label}")
     print(f"mode: {st.mode}" + (f" ({st.preset})" if st.preset else " (not an nvpmodel preset)"))
     if st.gpu_tpcs_on is not None:

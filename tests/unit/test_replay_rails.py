@@ -28,3 +28,19 @@ def test_the_recorded_total_is_not_shown_as_a_rail_it_never_measured(tmp_path, n
     assert t.rails[want] == pytest.approx(t.power_w)
     if dev.total_rail is None:
         assert not set(t.rails) & set(dev.rails)
+
+
+def test_the_replay_board_is_called_a_replay_not_simulated(tmp_path, cli):
+    """A replay of a real board's corpus replays measurements: apply said 'on the REPLAY board' and
+    tune 'board: REPLAYED', but `ptui status` said '(SIMULATED)' and the app's header '[SIMULATED]'
+    beside a banner reading REPLAY."""
+    from ptui.app import AppState, PtuiApp
+    from ptui.core.board.telemetry import Sampler
+    dev = get_device("orin-agx")
+    corpus = _corpus(tmp_path, dev)
+    rc, out, err = cli("--backend", "replay", "--corpus", corpus, "status")
+    assert rc == 0, err
+    assert "replay backend (REPLAY of recorded measurements)" in out and "SIMULATED" not in out, out
+    rp = ReplayJetson(dev, corpus, clock=VirtualClock())
+    app = PtuiApp(AppState(rp, rp.label, Sampler(rp, interval=0.05, now=rp.clock.now)))
+    assert app.base_sub_title.startswith("[REPLAY] ") and "SIMULATED" not in app.base_sub_title
