@@ -249,11 +249,12 @@ def cmd_tune(a) -> int:
         return _tune_batches(a, dev, out, tuple(sizes or recorded), workload, first.backend)
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     try:
-        td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
-                                 workload=workload, corpus=a.corpus,
-                                 model_dir=core.data_dir() / "models" / a.session, progress=_info,
-                                 time_basis=a.time,
-                                 spec=core.workload_spec(a.workload_spec) if a.workload_spec else None)
+        with _finish_with(a.tune_hint):
+            td = core.tune_decide(out, dev, **goal, method=a.method, seed=a.seed or 0,
+                                  workload=workload, corpus=a.corpus,
+                                  model_dir=core.data_dir() / "models" / a.session, progress=_info,
+                                  time_basis=a.time,
+                                  spec=core.workload_spec(a.workload_spec) if a.workload_spec else None)
     except core.InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, goal, first.batch_size)
@@ -484,6 +485,19 @@ def _tune_apply(a, dev, mode) -> str:
     return _applied(r.message, backend)
 
 
+@contextlib.contextmanager
+def _finish_with(hint: str):
+    """Tune's fit and decision, after its profile: stopped there (Ctrl-C, SIGTERM, SIGHUP), the
+    profiled modes are safe in the session store, and the line says how to finish (it said only
+    'interrupted')."""
+    try:
+        yield
+    except (KeyboardInterrupt, core.Terminated):
+        _info(f"stopped while fitting; the profiled modes are saved: finish the fit and the "
+              f"decision with: {hint}")
+        raise
+
+
 def _tune_hint(a) -> str:
     """The command that resumes an interrupted `ptui tune` (profile, fit and decision)."""
     import shlex
@@ -535,12 +549,13 @@ def _resumed_tune(a) -> dict | None:
 def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     """tune --batch-sizes: after the active profile over (mode, batch size), fit and decide."""
     try:
-        r, model_dir, n, model = core.tune_decide_batches(
-            out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
-            risk=a.risk, samples_file=a.samples_to_target,
-            noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
-            workload=workload, model_dir=core.data_dir() / "models" / a.session, progress=_info,
-            time_basis=a.time)
+        with _finish_with(a.tune_hint):
+            r, model_dir, n, model = core.tune_decide_batches(
+                out, dev, sizes, budget_w=a.budget_w, objective=a.objective,
+                risk=a.risk, samples_file=a.samples_to_target,
+                noise_scale=a.noise_scale, method=a.method, seed=a.seed or 0,
+                workload=workload, model_dir=core.data_dir() / "models" / a.session, progress=_info,
+                time_basis=a.time)
     except core.InfeasibleError as e:
         if a.json:
             _infeasible_document("tune", e, {}, words=_joint_goal_words(a.budget_w, a.objective, a.risk))

@@ -87,3 +87,26 @@ def test_a_preset_dry_run_reads_the_board_as_every_other_plan_does(cli, tmp_path
     rc, out, err = cli("apply", "--preset", "MODE_15W", "--dry-run")
     assert rc == 0, err
     assert f"from {ORIN.preset('MODE_30W').mode}" in out and "dry run: nothing written" in out, out
+
+
+@pytest.mark.parametrize("where", ["tune_decide", "tune_decide_batches"])
+def test_a_tune_stopped_while_it_fits_says_how_to_finish_it(cli, monkeypatch, tmp_path, where):
+    """Ctrl-C once tune's profile was done, while it fitted, said 'ptui: error: interrupted' and
+    nothing more (the README: an interrupted tune prints the command that finishes it); now the
+    resume command follows, and it finishes the tune without profiling again."""
+    import ptui.core as core
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+    real = getattr(core, where)
+    monkeypatch.setattr(core, where, stop)
+    sizes = ["--batch-sizes", "8,16", "--count", "10"] if where.endswith("batches") else ["--count", "6"]
+    rc, out, err = cli("tune", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                       "--budget-w", "30", "--session", "t", *sizes)
+    assert rc == 130 and not out, err
+    hint = "ptui tune --session t --resume --budget-w 30 --out "
+    assert hint in err and err.rstrip().endswith("ptui: error: interrupted"), err
+    monkeypatch.setattr(core, where, real)
+    cmd = err[err.index(hint):].split("\n")[0].split()[1:]
+    rc, out, err = cli(*cmd)
+    assert rc == 0 and "goal: " in out and "nothing left to profile" in err and "[    1/" not in err, err
