@@ -584,7 +584,7 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
                  applied=applied is not None, **({"apply_message": applied} if applied else {}))
         print(core.document("tune", d))
         return EXIT_OK
-    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)))
+    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)), timed=_timed(model))
     if best is not None:
         print(f"best measured (mode, batch size) for the goal: "
               f"{best['key']} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
@@ -919,6 +919,7 @@ def cmd_pareto(a) -> int:
         print(core.document("pareto", res))
         return EXIT_OK
     print(f"goal: {d.goal}")
+    _say_profile_basis(res.get("timed"))
     if prior_note:                                  # on the answer itself, as tune says it
         print(PRIOR_LINE)
     print(f"mode: {d.mode}")
@@ -940,6 +941,17 @@ def cmd_pareto(a) -> int:
 
 
 PRIOR_LINE = "no mode profiled: predicted by the roofline prior of the workload's counts"
+
+
+def _say_profile_basis(timed: str | None) -> None:
+    """pareto on a model of a simulated or replayed profile says so, as tune says its board (its
+    figures and 'N profiled modes count with their measurements' read as a Jetson's)."""
+    text = timed or ""
+    if "SIMULATED" in text:
+        print("profile: SIMULATED (the model's profiled figures are the simulated board's, not "
+              "measured on a Jetson)")
+    elif "REPLAYED" in text:
+        print("profile: REPLAYED (the model's profiled figures are a recorded corpus's, replayed)")
 
 
 def _figures_line(source: str, d, timed: str, *, prior: bool = False) -> str:
@@ -1046,7 +1058,7 @@ def _pareto_batches(a) -> int:
         print(core.document("pareto", core.batch_decision_body(r, model, _joint_goal(a),
                                                                timed=_timed(model))))
         return EXIT_OK
-    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)))
+    _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)), timed=_timed(model))
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "
           f"--gpu-mhz {r.pick.mode.gpu_mhz:g} --mem-mhz {r.pick.mode.mem_mhz:g}  and train at batch "
           f"size {r.pick.batch_size}")
@@ -1061,7 +1073,7 @@ def _print_energy(energy) -> None:
             print(line)
 
 
-def _print_batch_decision(r, energy=None) -> None:
+def _print_batch_decision(r, energy=None, timed: str | None = None) -> None:
     """A joint (mode, batch size) decision, its two baselines (pareto and tune) and its energy."""
     p = r.pick
 
@@ -1072,6 +1084,7 @@ def _print_batch_decision(r, energy=None) -> None:
         return (f"  {tag:<28} bs {q.batch_size:>4}  {hms(q.target_s)}  {q.power_w:5.1f} W  "
                 f"{q.energy_wh:8.1f} Wh  ({pen:+.1f} %)\n  {'':<28} {q.mode.describe()}")
     print(f"goal: {r.goal}")
+    _say_profile_basis(timed)
     print(f"mode: {p.mode}   batch size: {p.batch_size}")
     print(f"{p.source}: {p.time_ms:.1f} ms per step (±{p.time_ms_std:.1f}), {p.power_w:.2f} W "
           f"(±{p.power_w_std:.2f})")

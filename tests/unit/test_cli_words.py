@@ -110,3 +110,35 @@ def test_a_tune_stopped_while_it_fits_says_how_to_finish_it(cli, monkeypatch, tm
     cmd = err[err.index(hint):].split("\n")[0].split()[1:]
     rc, out, err = cli(*cmd)
     assert rc == 0 and "goal: " in out and "nothing left to profile" in err and "[    1/" not in err, err
+
+
+def test_pareto_says_a_model_rests_on_a_simulated_or_replayed_profile(cli, tmp_path):
+    """`ptui pareto` on a model of a simulated profile printed its figures and 'N profiled modes
+    count with their measurements' with no word that those measurements were the simulator's (tune
+    says 'board: SIMULATED'); a model of a board's profile has no such line."""
+    prof = tmp_path / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "10", "--session", "p", "--out", prof)
+    assert rc == 0, err
+    board = tmp_path / "board.csv"
+    board.write_text(prof.read_text().replace("minibatch (SIMULATED built-in workload)", "minibatch"))
+    for csv_, words in ((prof, "profile: SIMULATED"), (board, None)):
+        m = tmp_path / f"m-{csv_.stem}"
+        rc, _, err = cli("fit", "--device", "orin-agx", "--profile", csv_, "--method", "gp", "--out", m)
+        assert rc == 0, err
+        rc, out, err = cli("pareto", "--model", m, "--budget-w", "30", "--extrapolate")
+        assert rc == 0, err
+        assert (words in out) if words else ("SIMULATED" not in out), out
+
+
+def test_pareto_over_batch_sizes_says_a_simulated_profile_too(cli, tmp_path):
+    prof = tmp_path / "b.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--batch-sizes", "8,16", "--count", "12", "--session", "b", "--out", prof)
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", prof, "--method", "gp", "--out", tmp_path / "m")
+    assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "m", "--budget-w", "30", "--batch-sizes", "8,16",
+                       "--extrapolate")
+    assert rc == 0, err
+    assert out.splitlines()[1].startswith("profile: SIMULATED"), out
