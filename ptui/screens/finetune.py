@@ -66,6 +66,19 @@ class FinetuneScreen(Screen):
         # user typed stays)
         if st.profile_csv and (not inp.value or inp.value == self.filled):
             inp.value = self.filled = str(st.profile_csv)
+        self.show_intro()
+        self.show_info()
+
+    @on(Input.Changed, "#profile")
+    def profile_changed(self) -> None:
+        # the intro names the profile the field was filled with: typed over, it said so still (its
+        # text only: shown or hidden as the field is typed in, the screen drew blank for a frame)
+        self.show_intro()
+
+    def show_intro(self) -> None:
+        """The introduction's text, and the profile the field holds when ptui filled it in."""
+        st = self.app.state
+        inp = self.query_one("#profile", Input)
         info = ("Fits time and power to your profile: stacked Gaussian processes (no prior, a physical "
                 "prior mean, the bundled ResNet-18 reference as an input; power also takes the "
                 "predicted time) and PowerTrain's transfer-learned networks (§3.2); 5-fold "
@@ -80,7 +93,6 @@ class FinetuneScreen(Screen):
                 info += (f" Newer, but not finished (stopped, failed or still running): {names}; "
                          f"type its path to fine-tune on the modes it measured.")
         self.query_one("#info", Static).update(info)
-        self.show_info()
 
     def show_info(self) -> None:
         """The introduction, unless the result below is a fit of the profile in the field (said

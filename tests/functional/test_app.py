@@ -471,6 +471,34 @@ async def test_fine_tune_says_which_profile_it_holds_and_the_newer_unfinished_on
         assert ft.query_one("#profile").value == "/tmp/mine.csv"
 
 
+async def test_fine_tune_stops_saying_it_holds_the_newest_profile_once_another_is_typed(tmp_path):
+    """Fine-tune kept saying 'The field holds the newest finished profile, X' after another path
+    was typed in the field, while that path fitted and after its fit failed (a user's trial):
+    the sentence follows the field."""
+    from ptui.core.paths import profiles_dir
+    newest = profiles_dir() / "orin-agx-newest.csv"
+    newest.parent.mkdir(parents=True, exist_ok=True)
+    newest.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n")
+    app, _ = make_app()
+    app.state.profile_csv = newest
+    mine = tmp_path / "mine.csv"
+    mine.write_text("hello\n")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await pilot.press("3")
+        await pilot.pause(0.2)
+        ft = app.screen
+        assert "newest finished profile, orin-agx-newest.csv" in str(ft.query_one("#info").render())
+        ft.query_one("#profile").value = str(mine)
+        await pilot.pause(0.1)
+        await pilot.press("t")
+        await wait_workers(app, pilot)
+        assert "fine-tuning failed" in str(ft.query_one("#result").render())
+        assert "newest finished profile" not in str(ft.query_one("#info").render())
+        ft.query_one("#profile").value = str(newest)            # back to the one filled in
+        await pilot.pause(0.1)
+        assert "newest finished profile, orin-agx-newest.csv" in str(ft.query_one("#info").render())
+
+
 async def test_pareto_opens_on_the_bundled_reference_as_a_what_if():
     app, _ = make_app()
     async with app.run_test(size=(110, 36)) as pilot:
