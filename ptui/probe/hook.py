@@ -612,7 +612,12 @@ def _forward_post(module, args, out) -> None:
 def _is_model(module) -> bool:
     """A module with parameters, or a TorchScript model whose parameters were folded into its graph
     (torch.jit.freeze, optimize_for_inference) or that was loaded from a file."""
-    return next(module.parameters(), None) is not None or (_models is not None and module in _models)
+    if next(module.parameters(), None) is not None:
+        return True
+    try:
+        return _models is not None and module in _models
+    except TypeError:                 # unhashable (its class defines __eq__): not one torch.jit made
+        return False
 
 
 def _count_forwards() -> None:
@@ -723,7 +728,10 @@ def _counted_compile(out, model):
     def counted(*args, **kwargs):
         if _is_compiling() or not _counting:
             return out(*args, **kwargs)
-        who = owner if owner is not None else _model_of(model, (*args, *kwargs.values()))
+        try:
+            who = owner if owner is not None else _model_of(model, (*args, *kwargs.values()))
+        except Exception:  # noqa: BLE001 - never break the user's script
+            who = None
         _forward_pre(who, args)
         try:
             return out(*args, **kwargs)

@@ -248,6 +248,36 @@ def test_a_compiled_function_without_a_model_before_training_is_not_inference(tm
     assert "counted in" in err, err
 
 
+@pytest.mark.slow
+def test_a_compiled_function_given_an_unhashable_module_does_not_break_the_script(tmp_path, cli, monkeypatch):
+    """A compiled function given a module without parameters whose class defines __eq__ (so
+    unhashable) crashed the user's script under the probe: looking the module up among the
+    TorchScript models raised "TypeError: unhashable type" inside the script's call.  The probe
+    never breaks the script: it is no model, and the script trains and is counted."""
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
+    script = _write(tmp_path, "scale.py", textwrap.dedent("""
+        import torch
+        class Scale(torch.nn.Module):
+            def __eq__(self, other):
+                return isinstance(other, Scale)
+            def forward(self, x):
+                return x * 2
+        scale = Scale()
+        apply = torch.compile(lambda m, x: m(x), backend="eager")
+        for _ in range(3):
+            apply(scale, torch.randn(4, 8))
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        while True:
+            opt.zero_grad()
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            opt.step()
+    """))
+    rc, _, err = cli("tune", "--count", "0", "--budget-w", "30", "--", sys.executable, script)
+    assert rc == 0 and "TypeError" not in err, err
+    assert "counted in" in err, err
+
+
 def test_forward_passes_before_training_are_waited_for_longer_than_backward_without_a_step(
         tmp_path, cli, monkeypatch):
     """A DQN-style loop fills its replay buffer with its policy's forward passes before it trains:
