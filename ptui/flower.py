@@ -618,7 +618,9 @@ def round_overhead(spec: NodeSpec, backend_kind: str) -> float | None:
     return sum(seen) / len(seen) if seen else None
 
 
-def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> None:
+def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> str:
+    """Keep a round's measured overhead; "" when kept, else a note saying why not (a data directory
+    the node cannot write to fails no round: the round trained, and its reply goes back)."""
     with _node_env(spec):
         f = _overhead_file(spec, backend_kind)
         try:
@@ -626,10 +628,17 @@ def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> Non
         except (OSError, ValueError, AttributeError):
             seen = []
         seen = (seen + [round(minibatches, 4)])[-OVERHEAD_ROUNDS:]
-        f.parent.mkdir(parents=True, exist_ok=True)
         tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"minibatches": seen}))
-        os.replace(tmp, f)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"minibatches": seen}))
+            os.replace(tmp, f)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return (f"this round's overhead could not be kept in {f.parent} "
+                    f"({e.strerror or type(e).__name__}): the next rounds predict without it")
+    return ""
 
 
 @dataclass
@@ -786,8 +795,8 @@ def _train_round(node: Node, msg: Message, ctx: Context, call_next, risk, interv
     # a simulated board; on a live one, beyond the model's pace for the mode)
     pace = timed.mb_s if math.isfinite(timed.mb_s) else step_s
     overhead_s = max(0.0, timed.s - steps * pace) if math.isfinite(pace) and pace > 0 else math.nan
-    if math.isfinite(overhead_s):
-        _keep_overhead(node.spec, be.kind, overhead_s / pace)
+    if math.isfinite(overhead_s) and (why := _keep_overhead(node.spec, be.kind, overhead_s / pace)):
+        notes.append(why)
     if "deadline_s" in goal and timed.s > goal["deadline_s"] * (1 + 1e-9):
         feasible = False
         over = (f"overran its deadline: {timed.s:.2f} s on the board against {goal['deadline_s']:g} s"

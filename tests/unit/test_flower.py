@@ -1537,3 +1537,24 @@ def test_a_workload_however_written_is_one_model_of_the_node(tmp_path):
     q = fresh.answer(instruction({"ptui-steps": 5}, mtype=flower.QUERY),
                      context(7, device="orin-agx", workload="ResNet-18")).content["ptui"]
     assert q["workload"] == "resnet18" and q["has-model"] is True
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+def test_a_round_whose_overhead_cannot_be_kept_still_replies(node_data, tmp_path):
+    """A node given its model (model=...) whose data directory it cannot write to trained its
+    rounds; keeping each round's overhead there then raised (FileExistsError, a full disk, a
+    read-only mount) after the round had trained, and the round failed.  The round replies, its
+    notes saying the overhead was not kept."""
+    made = flower.ptui_power_mod(data_dir=node_data)
+    made(instruction({}), context(7, device="xavier-agx"), trainer([]))     # the module's model
+    model = str(next(iter(made.nodes.values())).model_dir)
+    data = tmp_path / "n"
+    data.mkdir()
+    (data / "models").write_text("a file where the node's models folder would be")
+    mod = flower.ptui_power_mod(data_dir=str(data))
+    r = mod(instruction({"power-budget-w": 20.0, "ptui-steps": 5}), context(7, device="xavier-agx", model=model),
+            trainer([]))
+    assert not r.has_error()
+    m, info = r.content["metrics"], r.content["ptui"]
+    assert m["ptui-s"] > 0 and m["ptui-overhead-s"] >= 0
+    assert "this round's overhead could not be kept in" in info["notes"], info["notes"]
