@@ -610,12 +610,20 @@ def round_overhead(spec: NodeSpec, backend_kind: str) -> float | None:
     """The node's per-round overhead in steady minibatches of the round's mode (the mean of its last
     OVERHEAD_ROUNDS rounds' measurements), None before its first measured round."""
     with _node_env(spec):
-        try:
-            seen = json.loads(_overhead_file(spec, backend_kind).read_text()).get("minibatches")
-        except (OSError, ValueError, AttributeError):
-            return None
-    seen = [float(k) for k in seen or [] if isinstance(k, (int, float)) and math.isfinite(k) and k >= 0]
+        seen = _kept_overheads(_overhead_file(spec, backend_kind))
     return sum(seen) / len(seen) if seen else None
+
+
+def _kept_overheads(f: Path) -> list[float]:
+    """The overheads a node's file keeps (in steady minibatches); none where it is missing or holds
+    anything else (a file of another version, or edited by hand, fails no round)."""
+    try:
+        seen = json.loads(f.read_text()).get("minibatches")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(seen, list):
+        return []
+    return [float(k) for k in seen if isinstance(k, (int, float)) and math.isfinite(k) and k >= 0]
 
 
 def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> str:
@@ -623,11 +631,7 @@ def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> str
     the node cannot write to fails no round: the round trained, and its reply goes back)."""
     with _node_env(spec):
         f = _overhead_file(spec, backend_kind)
-        try:
-            seen = list(json.loads(f.read_text()).get("minibatches") or [])
-        except (OSError, ValueError, AttributeError):
-            seen = []
-        seen = (seen + [round(minibatches, 4)])[-OVERHEAD_ROUNDS:]
+        seen = (_kept_overheads(f) + [round(minibatches, 4)])[-OVERHEAD_ROUNDS:]
         tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
         try:
             f.parent.mkdir(parents=True, exist_ok=True)

@@ -1558,3 +1558,25 @@ def test_a_round_whose_overhead_cannot_be_kept_still_replies(node_data, tmp_path
     m, info = r.content["metrics"], r.content["ptui"]
     assert m["ptui-s"] > 0 and m["ptui-overhead-s"] >= 0
     assert "this round's overhead could not be kept in" in info["notes"], info["notes"]
+
+
+@pytest.mark.slow               # fits a node's model (20 simulated modes) the first time
+@pytest.mark.parametrize("kept", ['{"minibatches": 5}', '{"minibatches": {"a": 1}}', '{"minibatches": [1, "x", null, -2]}'])
+def test_an_overhead_file_of_other_content_fails_no_round(node_data, tmp_path, kept):
+    """The file where a node keeps its rounds' overhead, holding a number (or anything but a list)
+    where its list goes (edited by hand, another version's), failed every round with a TypeError
+    traceback: the node now reads no overhead from it (what is not a count of minibatches is left
+    out) and keeps the round's."""
+    import json
+    made = flower.ptui_power_mod(data_dir=node_data)
+    made(instruction({}), context(7, device="xavier-agx"), trainer([]))     # the module's model
+    model = str(next(iter(made.nodes.values())).model_dir)
+    mod = flower.ptui_power_mod(data_dir=str(tmp_path / "n"))
+    ctx = context(7, device="xavier-agx", model=model)
+    mod(instruction({"ptui-steps": 5}), ctx, trainer([]))                   # the file is made
+    f = next((tmp_path / "n" / "models").glob(".*.round-overhead.json"))
+    f.write_text(kept)
+    r = mod(instruction({"deadline-s": 4.0, "ptui-steps": 5}), ctx, trainer([]))
+    assert not r.has_error() and r.content["metrics"]["ptui-overhead-s"] > 0
+    got = json.loads(f.read_text())["minibatches"]
+    assert len(got) in (1, 2) and all(isinstance(k, float) and k >= 0 for k in got), got
