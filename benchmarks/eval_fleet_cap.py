@@ -35,8 +35,8 @@ def seeds(text: str) -> list[int]:
         part = part.strip()
         if not part:
             continue
-        lo, _, hi = part.partition("-")
-        if not (lo.isdigit() and (not hi or hi.isdigit())) or (hi and int(hi) < int(lo)):
+        lo, dash, hi = part.partition("-")
+        if not (lo.isdigit() and (not dash or hi.isdigit())) or (hi and int(hi) < int(lo)):
             raise ValueError(f"{part!r} is no seed nor range of seeds (0-9, 0,3,9)")
         out += list(range(int(lo), int(hi or lo) + 1))
     return out

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("args, said", [
     (["--seeds", "x"], "'x' is no seed nor range of seeds"),
     (["--seeds", "3-1", "--fresh-seeds", ""], "'3-1' is no seed nor range of seeds"),
+    (["--seeds", "0-", "--fresh-seeds", ""], "'0-' is no seed nor range of seeds"),    # was run as seed 0
     (["--seeds", "", "--fresh-seeds", ""], "no seeds to run"),
     (["--seeds", "0", "--rounds", "0"], "--rounds must be >= 1"),
     (["--seeds", "0", "--cap-w", "nan"], "--cap-w a finite number of watts"),
