@@ -303,14 +303,16 @@ def details(body: dict, goal: tuple) -> list[str]:
         # by its compact key ('4c/1344/522.75/2133') and its figures, as the lines below do in
         # words (the whole ran to 13 lines at 80x24, the closest option below the fold)
         p99 = c["latency_p99_ms"]
-        tail = (f"p99 {p99:.0f} ms" if p99 is not None and p99 < float("inf")
-                else "no p99 (a growing queue)")
+        # the watts with the training, and a queue that grows on a line of its own (36 columns at
+        # 80x24: 'inference batch 1: p99 179 ms, 17.6 W' wrapped its watts to a row of their own)
+        tail = ([f" p99 {p99:.0f} ms"] if p99 is not None and p99 < float("inf")
+                else ["", "    no p99 (a growing queue)"])
         which = ("the least power whose p99 holds" if c.get("meets_latency")
                  else "the least over its latency budget")
         return head + [f"[red]{escape(reason.split('; ')[0])}[/red]",
                        f"closest: {_knobs(c['key'])}",
-                       f"  inference batch {c['batch_size']}: {tail}, {c['power_w']:.1f} W",
-                       f"  training {c['train_samples_per_s']:.1f} samples/s",
+                       f"  inference batch {c['batch_size']}:{tail[0]}", *tail[1:],
+                       f"  {c['power_w']:.1f} W, {c['train_samples_per_s']:.1f} training samples/s",
                        f"  {100 * c['over_budget']:.1f} % of requests over {latency:g} ms",
                        f"[dim]({which})[/dim]"]
     p = body["pick"]

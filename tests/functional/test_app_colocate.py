@@ -330,3 +330,23 @@ async def test_the_demo_keeps_each_figure_with_its_unit_at_80x24():
         seen = on_screen(app)
         assert "demo stopped" in seen and re.search(r"[\d.]+ samples/s, [\d.]+ W", seen), seen
         assert not _units_apart(seen), seen
+
+
+@pytest.mark.parametrize("goal", [("20", "250", "4"), ("200", "5", "40")])
+async def test_the_closest_option_keeps_each_line_whole_at_80x24(goal):
+    """Where nothing met the budgets, the closest option's 'inference batch 1: p99 179 ms, 17.6 W'
+    was wider than the panel at 80x24: its watts wrapped to a row of their own, out of the
+    indented block.  Each of its lines fits the panel."""
+    from rich.text import Text
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await _decide(app, pilot, *goal)
+        c = scr.view.body["closest"]
+        details = scr.query_one("#colo-details")
+        lines = str(details.render()).splitlines()
+        k = next(i for i, ln in enumerate(lines) if ln.startswith("closest: "))
+        wide = [ln for ln in lines[k:] if Text.from_markup(ln).cell_len > details.content_size.width]
+        assert not wide, (details.content_size.width, wide)
+        seen = on_screen(app)
+        assert re.search(rf"│ +{c['power_w']:.1f} W, {c['train_samples_per_s']:.1f} training "
+                         r"samples/s", seen), seen
