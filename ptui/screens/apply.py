@@ -132,10 +132,11 @@ class ApplyScreen(Screen):
         if p.noop:
             # the board runs the mode: applied here (y, read back), or it already did
             done = self.result is not None and self.result.ok and self.result.target == p.target
-            lines = [f"[b]{'Applied' if done else 'Already running'}[/b] {p.target.describe()}{sim}",
+            # the mode alone on its row: with ' (simulated device)' it wrapped at 80x24
+            lines = [f"[b]{'Applied' if done else 'Already running'}[/b] {p.target.describe()}",
                      expect, "",
-                     "applied and read back: the board runs this mode now; [b]r[/b] rolls back"
-                     if done else "the board already runs this mode: nothing to apply"]
+                     f"applied and read back{sim}: the board runs this mode now; [b]r[/b] rolls back"
+                     if done else f"the board{sim} already runs this mode: nothing to apply"]
             self.query_one("#plan", Static).update("\n".join(lines))
             return
         lines = [f"[b]Apply[/b] {p.target.describe()}", f"now:  {p.current.describe()}", expect,
@@ -197,7 +198,7 @@ class ApplyScreen(Screen):
             self.measure_from = time.monotonic()
             self.app.state.applied = res.readback or res.target
         # said in the result panel only: a toast would sit over the plot's axis
-        self._result(("[green]" if res.ok else "[red]") + escape(res.message)
+        self._result(("[green]" if res.ok else "[red]") + escape(_mode_apart(res))
                      + ("[/green]" if res.ok else "[/red]"), home=True)
         self.show_plan()
 
@@ -215,7 +216,8 @@ class ApplyScreen(Screen):
         pred = st.selected_pred.get("power_w")
         who = (f" (simulated {st.backend.workload.name} training)"
                if st.backend.simulated and st.backend.workload else "")
-        txt = f"[green]{self.result.message}[/green]\nmeasured {meas:.2f} W over {min(el, 10):.0f} s{who}"
+        txt = (f"[green]{escape(_mode_apart(self.result))}[/green]\n"
+               f"measured {meas:.2f} W over {min(el, 10):.0f} s{who}")
         if pred:
             # a line of its own: after the measured figures it wrapped at 80x24 between the
             # expected watts and their unit ('predicted 28.93' / 'W')
@@ -294,3 +296,13 @@ class ApplyScreen(Screen):
 
     def shutdown(self) -> None:
         pass
+
+
+def _mode_apart(res) -> str:
+    """An apply's message ('applied and verified: <mode>') with the mode read back on a row of its
+    own: the whole was wider than the panel at 80x24 and wrapped a figure away from its unit
+    ('memory 3199' / 'MHz')."""
+    if res.readback is None:
+        return res.message
+    words = res.readback.describe()
+    return res.message.replace(f": {words}", f":\n{words}", 1)

@@ -491,3 +491,21 @@ async def test_pareto_shows_the_pick_and_its_energy_savings_without_scrolling(si
         assert "least energy: " in seen, seen
         dt = scr.query_one("#front")                  # the front keeps rows to choose from
         assert dt.scrollable_content_region.height - dt.header_height >= 4, dt.region
+
+
+async def test_apply_keeps_each_mode_figure_with_its_unit_at_80x24():
+    """After y at 80x24 the result said 'applied and verified: 5 cores · CPU 1.96 GHz · GPU 625 MHz
+    · memory 3199' with its 'MHz' alone on the next row, and the plan 'Applied ... (simulated' with
+    'device)' below.  The applied mode is on a row of its own, whole."""
+    import re
+
+    from ptui.core.prediction.predictor import bundled_reference
+    app, _ = make_app(model_dir=bundled_reference())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _pick_to_apply(app, pilot, confirm=True)
+        mode = app.state.selected.describe()
+        rows = on_screen(app).splitlines()
+        assert any("applied and verified" in r for r in rows), rows
+        assert sum(mode in r for r in rows) >= 2, rows         # in the result and in the plan
+        alone = [r for r in rows if re.match(r"│ +(MHz|GHz|W|ms|device\))\b", r)]
+        assert not alone, rows
