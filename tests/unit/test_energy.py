@@ -174,3 +174,18 @@ def test_a_least_energy_mode_that_qualifies_is_not_said_to_go_over_the_budget():
         assert "power may go over" not in text and "power is over" not in text, text
         assert "not at its upper bound" in text, text
         assert "faster than the pick, but not at its upper bound" in " ".join(got.panel_lines(40))
+
+
+def test_a_wrapped_line_keeps_least_energy_whole():
+    """`ptui pareto --objective energy` printed '... the pick is the least-' and 'energy one.' on
+    the next line: the wrap broke the word at its hyphen.  Words stay whole, at any width."""
+    tab = _table(seed=3)
+    tab.fits[:] = True
+    d = choose(tab, objective="energy", risk=None)
+    presets = presets_table(ORIN, table=tab)
+    got = energy.per_step(tab, d, presets, best_preset(presets, objective="energy", risk=None))
+    assert got.pick.row == got.least.row
+    for width in range(30, 100):
+        lines = got.lines(width) + got.panel_lines(width)
+        assert not [ln for ln in lines if ln.endswith("least-")], (width, lines)
+        assert "the least-energy" in " ".join(got.lines(width)), (width, got.lines(width))

@@ -152,9 +152,9 @@ class Energy:
         return f"The least-energy mode is {NOT_PICKED} {why}." if why else ""
 
     def lines(self, width: int = 80) -> list[str]:
-        """The sentences wrapped to `width` columns."""
+        """The sentences wrapped to `width` columns, words whole ('least-' / 'energy' broke at its hyphen)."""
         return [line for s in self.sentences() if s for part in s.split("\n")
-                for line in textwrap.wrap(part, width)]
+                for line in textwrap.wrap(part, width, break_on_hyphens=False)]
 
     def panel_lines(self, width: int) -> list[str]:
         """The same figures in the app's narrow details panel: the least-energy mode (and batch
@@ -185,7 +185,7 @@ class Energy:
         why = self._not_picked_reason()
         third = f"{NOT_PICKED} {why}" if why else ""
         return [line for s in (*first.split("\n"), second, third) if s
-                for line in textwrap.wrap(s, width)]
+                for line in textwrap.wrap(s, width, break_on_hyphens=False)]
 
     def as_dict(self) -> dict:
         """The `energy` object of a decision's --json document."""
