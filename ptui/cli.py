@@ -321,8 +321,9 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
               f"for it (model {td.model_dir})")
     bm = td.best_measured
     if bm is not None:
-        print(f"best measured mode for the goal: {bm['key']} ({bm['time_ms']:.1f} ms, "
-              f"{bm['power_w']:.2f} W): {bm['why']}")
+        # in words, as the pick's 'mode:' line above (the JSON keeps its key)
+        print(f"best measured mode for the goal: {core.Mode.from_key(bm['key']).describe()} "
+              f"({bm['time_ms']:.1f} ms, {bm['power_w']:.2f} W): {bm['why']}")
     _print_energy(core.decision_energy(td.table, d, td.model, goal, batch_size=batch_size))
     if a.apply:
         print(res["apply_message"])
@@ -587,8 +588,8 @@ def _tune_batches(a, dev, out, sizes, workload, kind: str) -> int:
     _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)), timed=_timed(model))
     if best is not None:
         print(f"best measured (mode, batch size) for the goal: "
-              f"{best['key']} at batch {best['batch_size']} ({best['time_ms']:.1f} ms per "
-              f"step, {best['power_w']:.2f} W): {p.why}")
+              f"{core.Mode.from_key(best['key']).describe()} at batch {best['batch_size']} "
+              f"({best['time_ms']:.1f} ms per step, {best['power_w']:.2f} W): {p.why}")
     print(f"from {n} profiled (mode, batch size) pairs; model {model_dir}")
     if applied:
         print(f"{applied}; train at batch size {p.batch_size}")

@@ -304,7 +304,9 @@ def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
     pick = next(line for line in out.splitlines() if line.startswith("apply with:"))
     lines = [ln for ln in (out + err).splitlines() if "best measured" in ln]
     assert len(lines) == 1, lines
-    assert lines[0].startswith("best measured mode for the goal: 5c/1497.6/522.75/2133"), lines
+    # in words, as the pick's 'mode:' line (it said the compact key '5c/1497.6/522.75/2133')
+    words = ORIN.mode(5, 1497.6, 522.75, 2133).describe()
+    assert lines[0].startswith(f"best measured mode for the goal: {words} ("), lines
     assert "not taken: with the uncertainty of its measurement it exceeds 25 W" in lines[0]
     assert "--cores 5 --cpu-mhz 1497.6 --gpu-mhz 522.75 --mem-mhz 2133" not in pick
     assert "predicted:" in out and "warning: the pick is predicted, not measured, and uncertain" in err

@@ -348,3 +348,15 @@ def test_tune_decide_batches_passes_the_cautious_ranking(monkeypatch, tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_tune_over_batch_sizes_names_the_best_measured_pair_in_words(cli, tmp_path):
+    """tune over batch sizes said 'best measured (mode, batch size) for the goal:
+    6c/2201.6/522.75/3199 at batch 32', a compact key, below the pick's mode in words."""
+    rc, out, err = cli("tune", "--device", "orin-agx", "--workload", "resnet18", "--batch-sizes",
+                       "8,32", "--budget-w", "30", "--count", "12", "--out", tmp_path / "t.csv")
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("best measured (mode, batch size)"))
+    assert not re.search(r"\d+c/[\d.]+/[\d.]+/[\d.]+", line), line
+    m = re.search(r"for the goal: (.+) at batch \d+ \(", line)
+    assert m and any(x.describe() == m[1] for x in ORIN.full_space()), line
