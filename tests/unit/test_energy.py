@@ -189,3 +189,17 @@ def test_a_wrapped_line_keeps_least_energy_whole():
         lines = got.lines(width) + got.panel_lines(width)
         assert not [ln for ln in lines if ln.endswith("least-")], (width, lines)
         assert "the least-energy" in " ".join(got.lines(width)), (width, got.lines(width))
+
+
+def test_the_least_energy_pair_keeps_its_batch_size_with_its_number():
+    """tune over batch sizes printed 'Least energy: 6 cores · ... · memory 3199 MHz at batch' and
+    '32.' on a line of its own: the mode and its size were wider than 80 columns."""
+    for mode in (ORIN.mode(6, 1958.4, 522.75, 3199), ORIN.mode(12, 2201.6, 1300.5, 3199),
+                 ORIN.mode(1, 115.2, 114.75, 204)):
+        for b in (8, 32, 512):
+            least = energy.EnergyPoint("least energy", mode, b, 144.0, 27.5, 1.73, "predicted", 0)
+            got = energy.Energy(energy.TO_TARGET, least)
+            lines = got.lines(80)
+            assert all(len(ln) <= 80 for ln in lines), lines
+            assert any(f"at batch {b}" in ln for ln in lines), lines
+            assert mode.describe() in " ".join(lines) and "1.73 Wh to target" in " ".join(lines), lines

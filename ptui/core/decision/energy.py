@@ -90,8 +90,11 @@ class Energy:
         where = f"Least energy: {lst.mode.describe()}{at}"
         amount = f"{self._amount(lst)} ({self.source}: {sig3(lst.time_ms)} ms, {lst.power_w:.1f} W)."
         first = f"{where}, {amount}"         # one line where it fits, else the figures on their own
-        if len(first) > 80:
+        if len(first) > 80 and len(where) < 80:
             first = f"{where}.\n{amount[0].upper()}{amount[1:]}"
+        elif len(first) > 80 and at:
+            # the batch size with the figures: its number wrapped to a line of its own ('32.')
+            first = f"Least energy: {lst.mode.describe()},\n{at.strip()}: {amount}"
         parts: list[tuple[str, EnergyPoint]] = []          # (who, its point)
         other = self._other_preset
         if self.maxn is not None:
