@@ -131,3 +131,23 @@ def test_profiles_bad_input_is_one_line_exit_2(tmp_path):
         rc, out, err = run_cli("colocate", "--device", "orin-agx", "--rate", "40", "--latency-ms", "250",
                                "--budget-w", "35", *args)
         assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+
+
+def test_saved_profiles_nothing_meets_says_the_binding_budget_like_the_walk(tmp_path):
+    """Re-deciding from saved profiles at a budget nothing meets said pareto's 'no mode stays
+    within 5 W; the lowest-power mode is ... at 17.5 W (±0.0), 638 ms (predicted)' (a training
+    step's time, no word of latency, not said SIMULATED) and its JSON had no closest option.  It
+    says what the walk says: the budget that binds and the least power whose latency holds."""
+    saved = tmp_path / "p.json"
+    rc, _, err = run_cli(*BASE, "--budget-w", "35", "--save-profiles", saved, "--json")
+    assert rc == 0, err
+    again = ["colocate", "--device", "orin-agx", "--profiles", saved, "--rate", "20",
+             "--latency-ms", "250", "--budget-w", "5"]
+    rc, out, err = run_cli(*again)
+    assert rc == 3 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "no mode within 5 W keeps p99 latency within 250 ms" in err and "SIMULATED" in err, err
+    assert "(predicted)" not in err and "no mode stays within" not in err, err
+    rc, out, _ = run_cli(*again, "--json")
+    c = json.loads(out)["closest"]
+    assert rc == 3 and c is not None and c["meets_latency"] is True and c["power_w"] > 5
+    assert f"{c['power_w']:.1f} W, {Mode.from_key(c['key']).describe()}" in err

@@ -486,8 +486,13 @@ def colocate_profiles(st: Standalone, rate: float, latency_ms: float, budget_w: 
     try:
         pick = decide(st, rate, latency_ms, budget_w)
     except InfeasibleError as e:
-        e.closest_point = None  # type: ignore[attr-defined]
-        raise
+        # the walk's reason, over the saved modes: it said pareto's 'no mode stays within 5 W; the
+        # lowest-power mode is ... 638 ms (predicted)', a training time for a latency budget
+        closest = _closest_in(st, rate, latency_ms) if len(st.modes) else None
+        err = InfeasibleError(_why_infeasible(closest, rate, latency_ms, budget_w, str(e)),
+                              e.table, e.closest)
+        err.closest_point = closest  # type: ignore[attr-defined]
+        raise err from e
     return {"feasible": True, "simulated": bool(about.get("simulated", True)), "goal": goal,
             "strategy": "saved profiles", "profiled_modes": 0, "profiles_modes": len(st.modes),
             "train_workload": about.get("train_workload"), "train_batch_size": st.train_batch,
@@ -531,7 +536,11 @@ def _closest(device: Device, train: Workload | None, infer: str, rate, latency_m
     """The closest option to budgets nothing meets, on the simulator's grid: the lowest-power
     (mode, b) whose latency holds (decide's test: the screen, then the latency distribution),
     else the fastest-training mode's b of lowest p99; `meets_latency` says which."""
-    st = source(device, train, infer, measure)(list(device.pt_grid()))
+    return _closest_in(source(device, train, infer, measure)(list(device.pt_grid())), rate, latency_ms)
+
+
+def _closest_in(st: Standalone, rate, latency_ms) -> dict | None:
+    """_closest over the modes of standalone profiles `st` (the grid's, or a saved file's)."""
     tb = st.train_batch
     tab, ok = candidates(st, rate, latency_ms)
     where = np.flatnonzero(ok)
