@@ -519,3 +519,21 @@ async def test_pareto_says_a_spread_with_one_sign_when_nothing_meets_the_goal():
     rc, out, err = run_cli("pareto", "--model", model, "--budget-w", "30")
     assert rc == 0 and re.search(r"ms per minibatch \(±[\d.]+\), [\d.]+ W \(±[\d.]+\)", out), out
     assert "+-" not in out, out
+
+
+async def test_a_profiles_modes_are_said_measured_not_predicted(profile_csv):
+    """A profile CSV on Pareto: the plot said 'measured modes' and the panel '(measured)', but
+    its least-energy line and its reasons said 'predicted' ('its predicted power is over 30 W',
+    'no mode stays within 12 W; ... (predicted)'): the profile's rows were not marked measured
+    (a profile over several batch sizes was).  Every row of a profile is a measurement."""
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await open_pareto(app, pilot)
+        assert scr.model is None and scr.table.measured.all()
+        assert scr.view.energy is not None and scr.view.energy.source == "measured"
+        scr.query_one("#budget").value = "1"
+        await wait_workers(app, pilot)
+        await pilot.pause(0.3)
+        text = _text(app, "#details")
+        assert "no mode stays within 1 W" in text and "(measured)" in text, text
+        assert "predicted" not in text, text

@@ -96,8 +96,10 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
     bs = tags.get("batch_size", "")
     mb = (w.with_batch(int(bs)) if bs.isdigit() and int(bs) > 0 else w).minibatches_per_epoch if w else None
     # each row with the uncertainty of its figures, as a batch profile's rows and a model's
-    # measured modes have: a measurement is not exact
-    return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"]), None, mb,
+    # measured modes have: a measurement is not exact; and each row said measured, as a batch
+    # profile's are (the decision's lines called a profile's rows 'predicted')
+    return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"],
+                             np.ones(len(modes), bool)), None, mb,
                        tags.get("workload"), tags.get("timed", ""),
                        batch_size=int(bs) if bs.isdigit() and int(bs) > 0 else None)
 
