@@ -1275,7 +1275,8 @@ def cmd_interleave_demo(a) -> int:
         m, p = ph["measured"], ph["predicted"]
         how = (f"{ph['profiled_modes']} modes profiled" if ph["profiled_modes"]
                else "re-decided from the same profiles, 0 modes profiled")
-        print(f"rate {ph['rate_per_s']:g}/s: {ph['key']}, inference batch {ph['batch']} ({how})")
+        print(f"rate {ph['rate_per_s']:g}/s: {core.Mode.from_key(ph['key']).describe()}, inference batch "
+              f"{ph['batch']} ({how})")
         print(f"  predicted: {p['train_samples_per_s']:.1f} training samples/s, p99 "
               f"{p['latency_p99_ms']:.1f} ms, {p['power_w']:.1f} W")
         w = "n/a" if m["power_w"] is None else f"{m['power_w']:.1f} W"
@@ -1283,7 +1284,7 @@ def cmd_interleave_demo(a) -> int:
               f"{_ms(m['p50_ms'])} / p99 {_ms(m['p99_ms'])}, {_pct(m['over_budget'])} over budget, "
               f"mean batch {_num(m['mean_batch'])}, {w} from {m['power_from']}")
     back = "back in its starting mode" if r["restored"] else "NOT back in its starting mode"
-    print(f"board {back}: {r['end_mode']}")
+    print(f"board {back}: {core.Mode.from_key(r['end_mode']).describe()}")
     return EXIT_OK if r["restored"] else EXIT_ERR
 
 

@@ -3,6 +3,7 @@ concurrent.py's written policy on a virtual clock (batches formed at b or at the
 pre-empted, training between), agrees with concurrent.simulate for the same arrivals and minibatch
 times, re-decides on a changed rate from the profiles it has (nothing profiled), and puts the board
 back on the way out, whatever ends the run."""
+import re
 import time
 
 import numpy as np
@@ -213,6 +214,10 @@ def test_the_demo_on_the_simulated_board_is_labelled_and_ends_where_it_started()
     assert f"inference loop, on {'cuda' if torch.cuda.is_available() else 'cpu'})" in lines[0]
     assert "0 modes profiled" in out and "board back in its starting mode" in out
     assert out.count("measured:") == 2 and "SIMULATED" in lines[4]
+    # each mode in words, as pareto, tune and colocate name one (it was the key, '6c/2201.6/...')
+    assert not re.search(r"\d+c/[\d.]+/[\d.]+/[\d.]+", out + err), out + err
+    assert "cores · CPU" in [x for x in lines if x.startswith("rate 2")][0], out
+    assert "cores · CPU" in [x for x in lines if x.startswith("board back")][0], out
 
 
 @pytest.mark.parametrize("args,words", [

@@ -127,7 +127,7 @@ def run_demo(backend: Backend, *, train_workload: str = "resnet18", batch_size: 
                 d = m.set_rate(r)
             else:
                 d = m.decisions[0]
-            say(f"rate {r:g}/s: {d.pick.mode.key}, inference batch {d.pick.batch} "
+            say(f"rate {r:g}/s: {d.pick.mode.describe()}, inference batch {d.pick.batch} "
                 f"({'decided' if k == 0 else 're-decided from the same profiles'}): {d.applied}")
             t_phase = sched.clock.now()
             if stop is not None and stop.is_set():
