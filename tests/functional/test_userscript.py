@@ -148,6 +148,42 @@ def test_a_script_that_runs_forward_passes_without_backward_is_named_soon(tmp_pa
 
 
 @pytest.mark.slow
+def test_an_inference_loop_under_a_startup_timeout_gets_the_inference_only_error(tmp_path):
+    """With --startup-timeout T the forward passes' limit is T too, counted from their first pass,
+    but the start-up timeout counts T from the script's start: it always came first, and an
+    inference loop, whose progress notes promised a stop 'after T s of forward passes', was told
+    only that it may need longer to start.  Now a script still running forward passes without a
+    backward() when the start-up timeout ends gets the inference-only error, and the notes say
+    when it will stop."""
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.clock import RealClock
+    from ptui.core.profiling.profiler import ScriptUnprofilable
+    from ptui.core.profiling.userscript import ScriptSource
+    infer = _write(tmp_path, "infer.py", "import torch\nm = torch.nn.Linear(8, 2).eval()\n"
+                   "print('evaluating', flush=True)\nwith torch.no_grad():\n"
+                   "    while True:\n        m(torch.randn(4, 8))\n")
+    notes: list[str] = []
+    sim = SimJetson(get_device("orin-agx"), clock=RealClock())
+    src = ScriptSource(sim, [sys.executable, str(infer)], tmp_path / "log", first_step_timeout=12.0,
+                       whatif=False, notify=notes.append, progress_every=1.0)
+    src.start()
+    try:
+        with pytest.raises(ScriptUnprofilable) as got:
+            for _ in src.events(0.1):
+                pass
+    finally:
+        src.stop()
+    e = str(got.value)
+    assert src.forward_passes > 0, (e, notes)          # it ran its loop before the timeout
+    assert "forward passes of its model in" in e and "only runs inference or evaluation" in e, e
+    assert "still running but has taken no optimizer step" not in e, e
+    assert "a --startup-timeout longer than the 12 s given" in e, e
+    said = [n for n in notes if "forward pass" in n]
+    assert said and all("stopped at --startup-timeout 12 s" in n for n in said), notes
+
+
+@pytest.mark.slow
 def test_the_forward_passes_said_are_those_of_the_run_timed(tmp_path, cli, monkeypatch):
     """The inference-only error said "ran N forward passes in X s" with N counted over every run of
     passes (a burst, a pause, then the loop) but X the last run's time only.  Now N is the passes

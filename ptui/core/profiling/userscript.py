@@ -382,6 +382,7 @@ class ScriptSource:
             raise ProfileError("no training command given after --")
         self.backend, self.argv, self.log_path = backend, [str(a) for a in argv], Path(log_path)
         self.first_step_timeout = float(first_step_timeout or STARTUP_TIMEOUT_S)
+        self.user_timeout = bool(first_step_timeout)  # the user's --startup-timeout
         self.no_step_s = no_step_s if no_step_s is not None else (
             first_step_timeout if first_step_timeout else None)    # None: NO_STEP_S when used
         self.backward_calls = 0                      # before the first step (the probe's B lines)
@@ -614,8 +615,16 @@ class ScriptSource:
                      f"first backward() without a step")
         elif self.forward_passes:
             bw = f"has run {_plural(self.forward_passes, 'forward pass')} of its model, no backward(), and "
-            limit = (f"stopped after {min(self._forward_limit(), self.first_step_timeout):.0f} s of "
-                     f"forward passes without a backward(): {INFERENCE_ONLY}")
+            # the start-up timeout counts from the script's start, the forward passes' limit from
+            # their run's first: the earlier stops it (--startup-timeout T promised 'after T s of
+            # forward passes', and T from the start always came first: the probe trial)
+            run_s = min(self._forward_limit(), self.first_step_timeout)
+            first = (self.t_forwards or self.t_start) - self.t_start
+            limit = (f"stopped after {run_s:.0f} s of forward passes without a backward()"
+                     if first + run_s < self.first_step_timeout else
+                     f"stopped at --startup-timeout {self.first_step_timeout:.0f} s if it is still "
+                     f"running forward passes without a backward() then")
+            limit += f": {INFERENCE_ONLY}"
         else:
             # nor a backward(): a script that only runs inference waited out the whole start-up
             # timeout (600 s) told only that it was starting (the probe trial)
@@ -638,14 +647,21 @@ class ScriptSource:
     def _forward_limit(self) -> float:
         return FORWARD_ONLY_S if self.no_step_s is None else self.no_step_s
 
+    def _forwarding(self, now: float) -> bool:
+        """A run of forward passes is still going, with no backward() yet."""
+        return (not self.backward_calls and self.t_forwards is not None and self.t_forward is not None
+                and now - self.t_forward <= FORWARD_GAP_S)
+
     def _inference_only(self, now: float) -> bool:
         """The script has run forward passes, one run of them still going, for FORWARD_ONLY_S (or
         --startup-timeout) with no backward() (an inference loop waited out the whole start-up
         timeout, 600 s, though every progress note said it had called no backward(): the probe
-        trial)."""
-        return (not self.backward_calls and self.t_forwards is not None and self.t_forward is not None
-                and now - self.t_forward <= FORWARD_GAP_S
-                and now - self.t_forwards > min(self._forward_limit(), self.first_step_timeout))
+        trial), or is running them when the start-up timeout ends (with --startup-timeout T the
+        passes' limit is T too, but from their first: the timeout, from the script's start, always
+        ended first, and an inference loop was told only to raise --startup-timeout)."""
+        return self._forwarding(now) and (
+            now - (self.t_forwards or now) > min(self._forward_limit(), self.first_step_timeout)
+            or now - self.t_start > self.first_step_timeout)
 
     def _only_forwards(self, now: float) -> ProfileError:
         """The script runs forward passes but neither calls backward() nor steps."""
@@ -659,9 +675,15 @@ class ScriptSource:
             f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
             f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
             f"long before it trains (a validation pass first, a reinforcement-learning warm-up, "
-            f"features computed in advance), give --startup-timeout"
+            f"features computed in advance), give {self._longer_timeout()}"
             + (f"; last output: {tail}" if tail else "")
             + f"; full log: {self.log_path}")
+
+    def _longer_timeout(self) -> str:
+        """The flag that waits longer, in words: the user's own --startup-timeout, raised."""
+        if self.user_timeout:
+            return f"a --startup-timeout longer than the {self.first_step_timeout:.0f} s given"
+        return "--startup-timeout"
 
     def _no_optimizer_step(self, waited: float) -> ProfileError:
         """The script trains (calls backward()) but never steps a torch.optim optimizer."""
