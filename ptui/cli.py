@@ -145,9 +145,15 @@ def cmd_profile(a) -> int:
                  "the device was restored to its original mode")
         if isinstance(res.error, core.ScriptUnprofilable):
             # a resume runs the script the same way, and it fails the same way: no hint that
-            # cannot help (the user's trial)
+            # cannot help (the user's trial); one with another flag's value can, where the error
+            # names it (a later batch size that took no step within --startup-timeout was offered
+            # no resume, though finished sizes were kept)
             kept = f"; finished modes are kept in session {res.session}" if res.n_rows else ""
-            _info(f"{where}{kept}")
+            flag = res.error.resume_with
+            again = "" if flag is None else (
+                f"; a resume with a larger {flag[0]} could get past this: "
+                + (_tune_hint(a, flag) if getattr(a, "tune_hint", None) else run.resume_hint(more=flag)))
+            _info(f"{where}{kept}{again}")
         else:
             _info(f"{where}; finished modes are kept in session {res.session} "
                   f"(resume with: {hint})")
@@ -499,8 +505,9 @@ def _finish_with(hint: str):
         raise
 
 
-def _tune_hint(a) -> str:
-    """The command that resumes an interrupted `ptui tune` (profile, fit and decision)."""
+def _tune_hint(a, more=()) -> str:
+    """The command that resumes an interrupted `ptui tune` (profile, fit and decision); `more`:
+    options it adds (a longer --startup-timeout)."""
     import shlex
 
     goal = (["--budget-w", f"{a.budget_w:g}"] if a.budget_w is not None else []) + \
@@ -509,7 +516,7 @@ def _tune_hint(a) -> str:
     risk = [] if a.risk == core.DEFAULT_RISK else \
         ["--risk", core.RISK_MEAN if a.risk is None else f"{a.risk:g}"]
     extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
-        (["--apply"] if a.apply else []) + (["--json"] if a.json else [])
+        (["--apply"] if a.apply else []) + (["--json"] if a.json else []) + list(more)
     replay = ["--backend", "replay", "--corpus", a.corpus] if a.corpus else []
     cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra, *replay,
                       "--out", a.out])

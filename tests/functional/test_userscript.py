@@ -1201,6 +1201,40 @@ def test_a_script_over_batch_sizes_is_one_session_with_a_log_per_size(tmp_path, 
         assert store.get_session("s").status == before.status == "aborted"
 
 
+@pytest.mark.slow
+def test_a_later_batch_size_that_takes_no_step_in_time_is_offered_a_longer_resume(tmp_path, cli):
+    """Over --batch-sizes, a later size that took no step within --startup-timeout (a slower start
+    at a larger batch) ended with no resume offered, as if the script could not be profiled at all,
+    though the finished size was kept and a resume with a longer --startup-timeout profiles the
+    rest.  Now the error offers that resume, with the longer timeout in it, and it works."""
+    marker = tmp_path / "slow"
+    marker.write_text("")
+    train = tmp_path / "train.py"
+    train.write_text(TRAIN.replace("x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))",
+                                   "bs = int(sys.argv[2])\n"
+                                   f"while bs == 16 and __import__('os').path.exists({str(marker)!r}):\n"
+                                   "    time.sleep(0.2)\n"
+                                   "x, y = torch.randn(bs, 32), torch.randint(0, 4, (bs,))")
+                     .replace("if len(sys.argv) > 2:", "if len(sys.argv) > 3:"))
+    modes = tmp_path / "modes.csv"
+    modes.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz\n12,2201.6,1300.5,3199\n")
+    rc, _, err = cli("profile", "--device", "orin-agx", "--batch-sizes", "8,16", "--modes", modes,
+                     "--sample-interval", "0.1", "--session", "s", "--out", tmp_path / "s.csv",
+                     "--startup-timeout", "10", "--", sys.executable, train, "100000", "{bs}")
+    assert rc == 1 and "taken no optimizer step in 10 s" in err, err
+    assert "finished modes are kept in session s" in err, err
+    assert "a resume with a larger --startup-timeout could get past this: " in err, err
+    hint = err.split("could get past this: ")[1].splitlines()[0]
+    assert "--resume" in hint and "--batch-sizes 8,16" in hint and "--startup-timeout 20" in hint, hint
+    marker.unlink()
+    import shlex
+    rc, _, err = cli(*shlex.split(hint)[1:])
+    assert rc == 0, err
+    lines = (tmp_path / "s.csv").read_text().splitlines()
+    i = lines[0].split(",").index("batch_size")
+    assert sorted(int(x.split(",")[i]) for x in lines[1:]) == [8, 16], lines
+
+
 def test_the_last_lines_of_a_script_that_exits_at_once_are_not_lost_on_a_busy_machine(tmp_path,
                                                                                        monkeypatch):
     """ptui ended the script's stream 0.1 s after it exited ("a last connection may still be

@@ -56,7 +56,13 @@ class ScriptUnprofilable(ProfileError):
     """The training script cannot be profiled as it is: it trains no step ptui can time (inference
     only, an update made by hand, no step within --startup-timeout, no training at all) or its
     model cannot be measured.  A resume runs it again the same way and fails the same way, so none
-    is offered."""
+    is offered, unless `resume_with` names a flag and a value with which a resume could get past it
+    (("--startup-timeout", "1200"): a script, or a later batch size of it, that took no step within
+    the start-up timeout may need longer)."""
+
+    def __init__(self, *args, resume_with: tuple[str, str] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.resume_with = resume_with
 
 
 class ModeDisturbed(ProfileError):

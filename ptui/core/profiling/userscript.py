@@ -705,7 +705,11 @@ class ScriptSource:
         return ScriptUnprofilable(f"the training script is still running but has taken no optimizer step "
                             f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
                             f"(torch.compile, data preparation) raise --startup-timeout{none}; its "
-                            f"output is in {self.log_path}")
+                            f"output is in {self.log_path}", resume_with=self._longer_resume())
+
+    def _longer_resume(self) -> tuple[str, str]:
+        """The flag a resume could get past the start-up timeout with: twice the timeout used."""
+        return ("--startup-timeout", f"{2.0 * self.first_step_timeout:g}")
 
     def _say_timed(self) -> None:
         timed = self.it.timed()
@@ -922,7 +926,8 @@ class ScriptSource:
                 raise ScriptUnprofilable(
                     f"the script took {_plural(self.it.steps, 'optimizer step')} in "
                     f"{self.first_step_timeout:.0f} s but ptui needs {need} to measure "
-                    f"its model; raise --startup-timeout for slow steps")
+                    f"its model; raise --startup-timeout for slow steps",
+                    resume_with=self._longer_resume())
         self._kill()
         if self.model_info is None:
             raise ProfileError("the script stopped before ptui could measure its model")

@@ -332,11 +332,12 @@ class ProfileRun:
                               pl.stop_reason if pl is not None else "",
                               pl.best() if pl is not None else None, note)
 
-    def resume_hint(self, out: Path | str | None = None) -> str:
-        """The command that resumes this session (writing its CSV to `out`, default --out's)."""
+    def resume_hint(self, out: Path | str | None = None, more: tuple[str, ...] = ()) -> str:
+        """The command that resumes this session (writing its CSV to `out`, default --out's; `more`:
+        options it adds, e.g. a longer --startup-timeout)."""
         assert self.name is not None          # prepare() or export() named the session
         extra, script = self._resume_args()
-        return resume_command(self.name, self.out if out is None else out, script, extra)
+        return resume_command(self.name, self.out if out is None else out, script, [*extra, *more])
 
     def done_results(self) -> list[tuple[int, dict]]:
         """The points this session finished before this run (a resumed session)."""
