@@ -294,7 +294,8 @@ def run_app(args) -> int:
 
         what = ("" if not app.aborted_profile else
                 f"; the board is NOT back in its original mode: {app.board_left}" if app.board_left else
-                "; the running profile was aborted and the board restored to its original mode")
+                f"; the running profile was aborted and the {state.backend.labelled('board')} "
+                f"restored to its original mode")
         try:
             print(f"ptui: stopped by {app.stopped_by}{what}", file=sys.stderr, flush=True)
         except OSError:

@@ -131,9 +131,11 @@ def cmd_profile(a) -> int:
         res = run.run(show)
     a.profiled = res                              # tune reads what the profile was
     hint = getattr(a, "tune_hint", None) or run.resume_hint()
+    # the simulated board was 'the device', restored, as if this machine's clocks had been set
+    device = run.backend.labelled() if run.backend is not None else "device"
     if res.status == "aborted":
         by = res.stopped_by if res.stopped_by.startswith("SIG") else ""
-        _info(f"{'stopped by ' + by if by else 'interrupted'}: device restored to its original mode; "
+        _info(f"{'stopped by ' + by if by else 'interrupted'}: {device} restored to its original mode; "
               f"{res.saved}; resume with: {hint}")
         return core.exit_code_for(by) if by else EXIT_INT
     if isinstance(res.error, core.WriteError):        # profiled, but the CSV could not be written
@@ -142,7 +144,7 @@ def cmd_profile(a) -> int:
         _info(res.saved)
         where = ("the board is NOT back in its original mode (see the error below)"
                  if isinstance(res.error, core.RestoreFailed) else
-                 "the device was restored to its original mode")
+                 f"the {device} was restored to its original mode")
         if isinstance(res.error, core.ScriptUnprofilable):
             # a resume runs the script the same way, and it fails the same way: no hint that
             # cannot help (the user's trial); one with another flag's value can, where the error

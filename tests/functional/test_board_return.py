@@ -112,7 +112,7 @@ def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig)
             p.kill()
     name = signal.Signals(sig).name
     assert p.returncode == 128 + sig, rest
-    assert f"stopped by {name}: device restored to its original mode" in rest
+    assert f"stopped by {name}: EMULATED device restored to its original mode" in rest
     assert "Traceback" not in rest
     assert _mode(root) == start
 
@@ -305,7 +305,7 @@ def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 143, rest
-    assert "stopped by SIGTERM: device restored to its original mode" in rest
+    assert "stopped by SIGTERM: SIMULATED device restored to its original mode" in rest
     assert "--session sim --resume" in rest
 
 

@@ -75,6 +75,14 @@ class Backend(ABC):
         (labelled SIMULATED wherever they are shown or written)."""
         return bool(self.simulated or self.emulated)
 
+    def labelled(self, noun: str = "device") -> str:
+        """The device named as ptui's other messages name it where it is not a live board: a
+        restore of the SIMULATED (or REPLAY) board changes nothing on this machine, one of an
+        EMULATED tree only its files."""
+        label = ("REPLAY" if self.kind == "replay" else "SIMULATED" if self.simulated else
+                 "EMULATED" if self.emulated else "")
+        return f"{label} {noun}".strip()
+
     @abstractmethod
     def read(self) -> Telemetry:
         """Sample all sensors once."""
