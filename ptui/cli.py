@@ -518,7 +518,8 @@ def _tune_hint(a, more=()) -> str:
     risk = [] if a.risk == core.DEFAULT_RISK else \
         ["--risk", core.RISK_MEAN if a.risk is None else f"{a.risk:g}"]
     extra = (["--method", a.method] if a.method and a.method != "auto" else []) + risk + \
-        (["--apply"] if a.apply else []) + (["--json"] if a.json else []) + list(more)
+        (["--apply"] if a.apply else []) + (["--json"] if a.json else []) + \
+        core.startup_timeout_args(getattr(a, "startup_timeout", None), more) + list(more)
     replay = ["--backend", "replay", "--corpus", a.corpus] if a.corpus else []
     cmd = shlex.join(["ptui", "tune", "--session", a.session, "--resume", *goal, *extra, *replay,
                       "--out", a.out])

@@ -33,6 +33,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.pool": ("board_id", "board_seed", "check_url", "fit_with_pool", "pool_holds", "pool_summary",
                       "pool_url", "pull_rows", "push_profile", "redact",),
     "usecases.profile": ("ACTIVE_MIN", "check_memory", "default_seed", "estimate_device_s",
+                         "startup_timeout_args",
                          "estimate_pairs_device_s", "latest_outputs", "profile_run", "ProfileRequest",
                          "ProfileRun", "random_pairs", "resumable_sessions", "unfinished_after",),
     # decisions
@@ -263,6 +264,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         profile_run,
         random_pairs,
         resumable_sessions,
+        startup_timeout_args,
         unfinished_after,
     )
 

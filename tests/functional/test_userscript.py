@@ -647,6 +647,19 @@ def test_a7_resume_needs_the_same_command_and_the_hint_has_it(tmp_path, script, 
     assert f"{script} 30 crash" in err and f"{other} 30" in err
 
 
+@pytest.mark.parametrize("command", ["profile", "tune"])
+def test_the_resume_hint_keeps_the_startup_timeout_given(tmp_path, script, cli, command):
+    """A run under --startup-timeout 900 that crashed was told to resume without it: the resume
+    would wait the default 600 s where the user had asked for longer."""
+    goal = ("--budget-w", "30") if command == "tune" else ()
+    rc, _, err = cli(command, "--device", "orin-agx", "--count", "6" if goal else "2", "--session", "s1", *goal,
+                     "--startup-timeout", "900", "--out", tmp_path / "s.csv", "--",
+                     sys.executable, script, "30", "crash")
+    assert rc == 1, err
+    hint = [x for x in err.splitlines() if f"ptui {command} --session s1 --resume" in x]
+    assert hint and "--startup-timeout 900" in hint[-1], err
+
+
 def test_a1_whatif_follows_the_mode_and_the_model(tmp_path, cli):
     """No Jetson: time and power come from the script's measured model through the simulator's
     physics (they change with the mode and with the model); the host time is reported apart."""

@@ -78,6 +78,14 @@ ACTIVE_COUNT = 40          # most pairs an active profile over batch sizes takes
 ACTIVE_MIN = 10            # fewest: `ptui fit` over (mode, batch size) needs 10 pairs
 
 
+def startup_timeout_args(given: float | None, more=()) -> list[str]:
+    """A resume's --startup-timeout: the one the user gave (a resume without it waited the default
+    600 s where they had asked for longer), unless `more` sets another."""
+    if given is None or "--startup-timeout" in more:
+        return []
+    return ["--startup-timeout", f"{given:g}"]
+
+
 class Cancelled(Interrupted):
     """A use case stopped because its cancel event was set (exit code 130)."""
 
@@ -337,7 +345,8 @@ class ProfileRun:
         options it adds, e.g. a longer --startup-timeout)."""
         assert self.name is not None          # prepare() or export() named the session
         extra, script = self._resume_args()
-        return resume_command(self.name, self.out if out is None else out, script, [*extra, *more])
+        return resume_command(self.name, self.out if out is None else out, script,
+                              [*extra, *startup_timeout_args(self.req.startup_timeout, more), *more])
 
     def done_results(self) -> list[tuple[int, dict]]:
         """The points this session finished before this run (a resumed session)."""
