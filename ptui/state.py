@@ -31,9 +31,12 @@ class AppState:
     selected_prior: bool = False
     """Those figures are the roofline prior's alone (no mode profiled): Apply says so."""
     selected_basis: str = "predicted"
-    selected_batch: int | None = None
-    """The batch size picked with it (a source with several batch sizes), else None."""
     """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
+    selected_batch: int | None = None
+    """The batch size picked with it (its source's, where known), else None."""
+    selected_workload: str | None = None
+    """The workload of the source it was picked from (None: not known): what the simulated board
+    trains on Apply, so its measured power is of the job the figures are for."""
     selected_unit: str = "minibatch"
     """What one of its times is: a minibatch, or what the probe timed in a script."""
     applied: Mode | None = None

@@ -168,7 +168,9 @@ class ApplyScreen(Screen):
         self.busy = "applying"
         self._result("applying…", home=True)
         be = st.backend
-        stand_in = st.workload if be.simulated and be.workload is None else None
+        # the pick's own workload (the app's stayed resnet18 whatever the model's: a user's trial
+        # compared simulated resnet18 training with a mobilenetv3 prediction)
+        stand_in = (st.selected_workload or st.workload) if be.simulated and be.workload is None else None
         self.do_apply(st.selected, stand_in)
 
     @work(thread=True, group="device", exit_on_error=False)

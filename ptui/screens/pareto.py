@@ -777,6 +777,7 @@ class ParetoScreen(Screen):
                             "power_w_std": float(self.table.power_w_std[i])}
         st.selected_prior = self.model is not None and self.model.about.kind == core.PRIOR_KIND
         st.selected_batch = self.view.batch_of(i) if self.view is not None else None
+        st.selected_workload = self.pred.workload if self.pred is not None else None
         self.app.switch_mode("apply")
 
     @on(DataTable.RowSelected, "#front")

@@ -935,3 +935,26 @@ async def test_pareto_reloads_a_model_fitted_again_into_the_same_folder(tmp_path
         await wait_workers(app, pilot)
         await pilot.pause(0.2)
         assert scr.model.about.workload == "mobilenetv3"
+
+
+async def test_apply_trains_the_picks_workload_and_batch_size_on_the_simulated_board(tmp_path):
+    """A pick from a mobilenetv3 source (batch 32) taken to Apply: the simulated board trains
+    mobilenetv3 at batch 32 to compare its measured power with the pick's figures.  The app's
+    workload stayed resnet18 (only a profile run in the app set it), so a user's trial read
+    'measured 32.20 W (simulated resnet18 training), predicted 25.65 W, difference +25.6 %'."""
+    from tests.support.cli import run_cli
+    rc, _, err = run_cli("profile", "--device", "orin-agx", "--workload", "mobilenetv3",
+                         "--batch-size", "32", "--count", "12", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    app, sim = make_app(profile_csv=tmp_path / "p.csv")
+    assert app.state.workload == "resnet18"          # what the app starts with
+    async with app.run_test(size=(100, 32)) as pilot:
+        await open_pareto(app, pilot)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        assert sim.workload is not None
+        assert (sim.workload.name, sim.workload.batch_size) == ("mobilenetv3", 32)
