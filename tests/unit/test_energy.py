@@ -133,8 +133,9 @@ def test_a_budget_pick_slower_than_the_least_energy_mode_says_why_that_mode_was_
     did not take it: its power was too likely to go over 10 W at the risk.  Now a line says so,
     in the CLI's sentences and the app's panel; other goals and a pick that is faster say nothing."""
     modes = list(ORIN.full_space()[:3])
-    t, p = np.array([400.0, 500.0, 900.0]), np.array([9.0, 8.0, 12.0])
-    psd = np.array([0.15, 0.01, 0.01]) * p             # the least-energy row's power is uncertain
+    # the least-energy row's power is uncertain (its energy least at its upper bound too)
+    t, p = np.array([300.0, 500.0, 900.0]), np.array([9.0, 8.0, 12.0])
+    psd = np.array([0.15, 0.01, 0.01]) * p
     tab = Table(modes, t, p, np.zeros(3), psd)
     d = choose(tab, budget_w=10.0)                     # risk 0.05: row 0 may go over 10 W
     assert d.index == 1
@@ -164,7 +165,8 @@ def test_a_least_energy_mode_that_qualifies_is_not_said_to_go_over_the_budget():
     --risk mean (no risk on power) neither says power."""
     modes = list(ORIN.full_space()[:2])
     t, p = np.array([400.0, 500.0]), np.array([6.0, 8.0])
-    tsd = np.array([0.4, 0.0]) * t                      # the least-energy row's time is uncertain
+    # the least-energy row's time is uncertain (its energy least at its upper bound all the same)
+    tsd = np.array([0.2, 0.0]) * t
     tab = Table(modes, t, p, tsd, np.array([0.01, 0.01]))
     for risk in (0.05, None):
         d = choose(tab, budget_w=10.0, risk=risk, cautious=True)
@@ -203,3 +205,39 @@ def test_the_least_energy_pair_keeps_its_batch_size_with_its_number():
             assert all(len(ln) <= 80 for ln in lines), lines
             assert any(f"at batch {b}" in ln for ln in lines), lines
             assert mode.describe() in " ".join(lines) and "1.73 Wh to target" in " ".join(lines), lines
+
+
+def _measured_table(modes, t, p, tsd, psd, measured):
+    return Table(list(modes), np.array(t, float), np.array(p, float), np.array(tsd, float),
+                 np.array(psd, float), np.array(measured, bool))
+
+
+def test_the_least_energy_mode_is_ranked_at_its_upper_bound_and_says_its_spread():
+    """After `ptui tune --budget-w 25 --count 6` the line read 'Least energy: 9 cores · GPU 1301
+    MHz ... 1.68 J/step (predicted: 84.8 ms, 19.8 W)', a power predicted 19.75 +- 5.77 W where the
+    board took 38.4 W (3.2 J, more than the measured pick).  The least is now ranked by each
+    energy's upper bound at the decision's risk: a measured mode of 2.27 J, not the uncertain one,
+    whose median is named beside it with how much it may take; the least's spread is shown."""
+    modes = list(ORIN.full_space()[:3])
+    tab = _measured_table(modes, [84.8, 90.4, 98.9], [19.75, 25.14, 23.43], [4.0, 0.7, 0.7],
+                          [5.77, 0.11, 0.11], [False, True, True])
+    d = choose(tab, budget_w=25.0, cautious=True)
+    assert d.index == 2
+    got = energy.per_step(tab, d, budget_w=25.0)
+    assert got.least.row == 1 and got.least.source == "measured"
+    assert got.median_least is not None and got.median_least.row == 0
+    text = " ".join(got.lines(80))
+    assert "Least energy: " + modes[1].describe() in text
+    assert "2.27 J/step ± 0.02 (measured: 90.4 ms, 25.1 W)" in text, text
+    assert f"Ranked by the 95 % upper bound: {modes[0].describe()} is predicted at 1.67 J/step but may take" in text
+    # the app's narrow panel says the spread where it is wide (5 % or more)
+    assert "2.27 J/step;" in " ".join(got.panel_lines(40))
+    wide = energy.per_step(_measured_table(modes[:1], [84.8], [19.75], [4.0], [5.77], [False]), None)
+    assert "1.67 J/step ± 0.5" in " ".join(wide.panel_lines(40)), wide.panel_lines(40)
+    doc = got.as_dict()
+    assert doc["ranked_by"] == "energy_upper" and doc["risk"] == 0.05
+    assert doc["least"]["energy_upper"] <= doc["pick"]["energy_upper"]
+    assert doc["least"]["energy_std"] == pytest.approx(90.4 * 25.14 / 1000 * np.hypot(0.7 / 90.4, 0.11 / 25.14), rel=0.02)
+    # with no spread, the least is the least median, as before
+    flat = _measured_table(modes, tab.time_ms, tab.power_w, [0, 0, 0], [0, 0, 0], [False] * 3)
+    assert energy.per_step(flat, d).least.row == 0

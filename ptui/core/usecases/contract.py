@@ -172,7 +172,7 @@ def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None)
 def batch_decision_energy(r, model, goal: dict):
     """decision_energy for a decision over batch sizes (batch.BatchDecision `r`): to target."""
     presets, bp = _presets(model, goal)
-    return energy.to_target(r, presets, bp)
+    return energy.to_target(r, presets, bp, goal.get("risk"))
 
 
 def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
@@ -189,7 +189,7 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
                  front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
                  baselines=_preset_baselines(presets, bp, pt), default_batch=batch_size,
                  profiled=profiled_modes(model),
-                 energy=energy.per_step(tab, d, presets, bp, batch_size))
+                 energy=energy.per_step(tab, d, presets, bp, batch_size, risk=goal.get("risk")))
 
 
 def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
@@ -210,7 +210,7 @@ def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:
     return _body(pt(tab, r.pick.index), r.pick, timed=timed,
                  front=[pt(tab, i) for i, _, _ in r.front()], baselines=base,
                  default_batch=r.default_batch, profiled=profiled_modes(model),
-                 energy=energy.to_target(r, presets, bp),
+                 energy=energy.to_target(r, presets, bp, goal.get("risk")),
                  per_target={"samples_to_target": r.rel.source,
                              "throughput_only": r.rel.throughput_only,
                              "target_samples": r.samples, "target_samples_note": r.samples_note,

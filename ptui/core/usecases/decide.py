@@ -259,7 +259,7 @@ def _view_per_target(space, *, goal: str, budget_w, sizes, noise_scale, epochs: 
         error = str(e)
     else:
         d, dropped = r.pick, tuple(r.dropped)
-        en = energy.to_target(r, presets[0], presets[1])
+        en = energy.to_target(r, presets[0], presets[1], risk)
         for tag, q in ((f"bs{r.default_batch} best mode", r.default),
                        (f"paper bs{r.paper.batch_size if r.paper else ''} fastest", r.paper)):
             base.append(Baseline(tag, missing="none fits") if q is None else
