@@ -241,3 +241,61 @@ def test_the_least_energy_mode_is_ranked_at_its_upper_bound_and_says_its_spread(
     # with no spread, the least is the least median, as before
     flat = _measured_table(modes, tab.time_ms, tab.power_w, [0, 0, 0], [0, 0, 0], [False] * 3)
     assert energy.per_step(flat, d).least.row == 0
+
+
+def _profiled_and_presets(preset_energy_scale: float):
+    """50 measured modes (no preset among them: `pareto --modes profile.csv`) and the device's
+    presets predicted apart, MODE_30W's energy `preset_energy_scale` x the least row's."""
+    rng = np.random.default_rng(5)
+    pre = {p.mode for p in ORIN.presets}
+    others = [m for m in ORIN.full_space() if m not in pre]
+    modes = [others[k] for k in rng.choice(len(others), 50, replace=False)]
+    p = rng.uniform(15, 29, 50)
+    t = 2300 / p * rng.uniform(1.0, 1.5, 50)
+    tab = _measured_table(modes, t, p, 0.005 * t, 0.005 * p, [True] * 50)
+    least_e = float(np.min(t * p / 1000))
+    ps = list(ORIN.presets)
+    pp = np.array([{"MAXN": 49.8, "MODE_15W": 14.0, "MODE_30W": 29.4, "MODE_50W": 45.0}[q.name] for q in ps])
+    pt = np.array([59.5, 400.0, 0.0, 70.0])
+    k30 = next(j for j, q in enumerate(ps) if q.name == "MODE_30W")
+    pt[k30] = preset_energy_scale * least_e * 1000 / pp[k30]
+    ptab = Table([q.mode for q in ps], pt, pp, 0.01 * pt, 0.01 * pp)
+    presets = (ptab, ps)
+    return tab, presets, best_preset(presets, budget_w=30.0, risk=None)
+
+
+def test_a_measured_least_energy_mode_is_labelled_measured_beside_predicted_presets():
+    """`pareto --modes profile.csv` with a model: the least-energy mode (a measured row) read
+    '(predicted: 131 ms, 27.9 W)', the label of the figures compared as a whole, while the JSON
+    said least.source: measured.  It says its own source now."""
+    tab, presets, bp = _profiled_and_presets(1.5)
+    d = choose(tab, budget_w=30.0, risk=None)
+    got = energy.per_step(tab, d, presets, bp, batch_size=16, budget_w=30.0, risk=None)
+    assert got.least.source == "measured" and got.source == "predicted"
+    text = " ".join(got.lines(80))
+    assert "J/step ± " in text or "J/step (" in text
+    assert "(measured: " in text and "(predicted: " not in text, text
+    assert got.as_dict()["least"]["source"] == "measured"
+
+
+def test_a_preset_outside_the_profiled_modes_that_takes_less_energy_is_the_least():
+    """`pareto --modes profile.csv`: 'the best preset (MODE_30W) 4% less', a preset taking less
+    energy than the 'least-energy' mode, which was least among the profiled modes only.  The least
+    is now least over what it is compared with: MODE_30W here, said as a preset; nothing compared
+    takes less."""
+    tab, presets, bp = _profiled_and_presets(0.96)
+    assert bp[1].name == "MODE_30W"
+    d = choose(tab, budget_w=30.0, risk=None)
+    got = energy.per_step(tab, d, presets, bp, batch_size=16, budget_w=30.0, risk=None)
+    assert got.least.row is None and got.least.tag == "MODE_30W" and got.least.source == "predicted"
+    for p in (got.pick, got.maxn):
+        assert got.more_pct(p) > 0
+    text = " ".join(got.lines(80))
+    assert text.startswith("Least energy: the MODE_30W preset, " + bp[0].mode.describe()), text
+    assert " less" not in text and "the best preset (MODE_30W)" not in text, text
+    assert "it is not among the modes decided over" in text or got.least.time_ms >= got.pick.time_ms
+    assert got.as_dict()["least_preset"] == "MODE_30W"
+    assert "MODE_30W" in " ".join(got.panel_lines(40)) and all(len(x) <= 40 for x in got.panel_lines(40))
+    # where it takes more, the least is a profiled mode and the preset is said beside it
+    more = energy.per_step(tab, d, *_profiled_and_presets(1.2)[1:], batch_size=16)
+    assert more.least.row is not None and more.more_pct(more.best_preset) == pytest.approx(20, abs=1)

@@ -179,7 +179,7 @@ def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset
     assert least["more_than_least_pct"] == 0.0 and least["energy"] > 0
     # the least is ranked by the energy's upper bound at the decision's risk (a mode predicted
     # 1.68 J +- a wide spread was called least where the board took 3.2 J): never more than another's
-    assert e["ranked_by"] == "energy_upper" and e["risk"] == 0.05
+    assert e["ranked_by"] == "energy_upper" and e["risk"] == 0.05 and e["least_preset"] is None
     assert pick["key"] == d["key"] and pick["energy_upper"] >= least["energy_upper"] - 1e-6
     for p in (pick, maxn, bp):
         assert p["more_than_least_upper_pct"] >= 0 and p["energy_upper"] >= p["energy"]

@@ -4,10 +4,11 @@ the best NVIDIA preset for the goal and the pick, and how much more each takes t
 Energy is counted in the unit the decision counts it in: per step (time per step x power, in J)
 for a decision of one batch size, to the target (Wh) for a decision per target over batch sizes.
 The least-energy candidate is the goal-free minimum over every candidate that fits in memory (a
-row that does not fit is never eligible), ranked by each energy's upper bound at the decision's
-risk, as tune's cautious ranking ranks time: a mode predicted 1.68 J/step with a power of 19.8 +-
-5.8 W was called the least-energy one where the board took 3.2 J, 39 % more than the measured
-pick.  MAXN and the best preset are predicted apart, as the decision's baselines are.  Every
+row that does not fit is never eligible) and the presets it is compared with (MAXN and the best
+preset, predicted apart, as the decision's baselines are: a preset outside the candidates read '4%
+less' than the least-energy mode), ranked by each energy's upper bound at the decision's risk, as
+tune's cautious ranking ranks time: a mode predicted 1.68 J/step with a power of 19.8 +- 5.8 W was
+called the least-energy one where the board took 3.2 J, 39 % more than the measured pick.  Every
 figure is the model's prediction (a profiled mode's measurement where the table holds one): the
 point's `source` says which.
 """
@@ -138,7 +139,8 @@ class Energy:
         at = f" at batch {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else ""
         preset = f"the {lst.tag} preset, " if lst.row is None else ""
         where = f"Least energy: {preset}{lst.mode.describe()}{at}"
-        amount = (f"{self._amount(lst)}{self._spread(lst)} ({self.source}: {sig3(lst.time_ms)} ms, "
+        # its own source (it said 'predicted' of a measured mode, the figures compared' source)
+        amount = (f"{self._amount(lst)}{self._spread(lst)} ({lst.source}: {sig3(lst.time_ms)} ms, "
                   f"{lst.power_w:.1f} W).")
         first = f"{where}, {amount}"         # one line where it fits, else the figures on their own
         if len(first) > 80 and len(where) < 80:
@@ -272,9 +274,11 @@ class Energy:
                     "energy": round(p.energy, 6), "more_than_least_pct": None if x is None else round(x, 2),
                     "energy_std": round(p.energy_std, 6), "energy_upper": round(p.bound, 6),
                     "more_than_least_upper_pct": None if u is None else round(u, 2), **extra}
-        # the least is ranked by energy_upper (the upper bound at `risk`)
+        # the least is ranked by energy_upper (the upper bound at `risk`); least_preset: the preset
+        # it is, where it is one (null: a candidate)
         return {"unit": self.unit, "source": self.source,
                 "ranked_by": "energy_upper", "risk": DEFAULT_RISK if self.risk is None else self.risk,
+                "least_preset": self.least.tag if self.least.row is None else None,
                 "least": pt(self.least), "pick": pt(self.pick),
                 "maxn": pt(self.maxn, preset="MAXN"),
                 "best_preset": pt(self.best_preset, preset=None if self.best_preset is None
@@ -351,7 +355,7 @@ def per_step(table: Table, pick: Decision | None, presets=None,
         d, pre = best
         bp = row(pre.name, presets[0], d.index, None)
     m = _least_row(e, table.fits)
-    least, med = _least(row("least energy", table, i, i), (),
+    least, med = _least(row("least energy", table, i, i), (maxn, bp),
                         None if m is None else row("least median", table, m, m))
     risky = budget_w is not None and least.row is not None and \
         exceeds_risk(table, least.row, budget_w, None, risk, tolerance_w)
@@ -402,6 +406,6 @@ def to_target(r, presets=None, best: tuple | None = None,
         d, pre = best
         bp = preset(pre.name, presets[0], d.index)
     m = _least_row(ew, fits)
-    least, med = _least(pair("least energy", k), (),
+    least, med = _least(pair("least energy", k), (maxn, bp),
                         None if m is None else pair("least median", m))
     return Energy(TO_TARGET, least, pick, maxn, bp, risk=risk, median_least=med)
