@@ -230,6 +230,7 @@ def test_the_least_energy_mode_is_ranked_at_its_upper_bound_and_says_its_spread(
     assert "Least energy: " + modes[1].describe() in text
     assert "2.27 J/step ± 0.02 (measured: 90.4 ms, 25.1 W)" in text, text
     assert f"Ranked by the 95 % upper bound: {modes[0].describe()} is predicted at 1.67 J/step but may take" in text
+    assert "may take 2.7 J/step." in text                  # its unit said
     # the app's narrow panel says the spread where it is wide (5 % or more)
     assert "2.27 J/step;" in " ".join(got.panel_lines(40))
     wide = energy.per_step(_measured_table(modes[:1], [84.8], [19.75], [4.0], [5.77], [False]), None)
@@ -299,3 +300,21 @@ def test_a_preset_outside_the_profiled_modes_that_takes_less_energy_is_the_least
     # where it takes more, the least is a profiled mode and the preset is said beside it
     more = energy.per_step(tab, d, *_profiled_and_presets(1.2)[1:], batch_size=16)
     assert more.least.row is not None and more.more_pct(more.best_preset) == pytest.approx(20, abs=1)
+
+
+@pytest.mark.parametrize("width", [80, 36, 40, 44])
+def test_a_number_is_never_wrapped_away_from_its_word(width):
+    """The least-energy sentence broke 'at batch' / '16' across two lines: a number stays with the
+    word before it and its unit after it, in the CLI's lines and the app's panel."""
+    from ptui.core.decision.energy import TO_TARGET, Energy, EnergyPoint
+    seen = 0
+    for m in ORIN.full_space()[::97]:
+        pt = EnergyPoint("least energy", m, 16, 123.4, 25.6, 0.987, "predicted", 0)
+        en = Energy(TO_TARGET, pt, maxn=EnergyPoint("MAXN", ORIN.maxn, 16, 60.0, 49.8, 1.3, "predicted"))
+        lines = en.lines(width) if width == 80 else en.panel_lines(width)
+        said = " ".join(lines)
+        assert "batch 16" in said or "bs 16" in said
+        assert not any(x.endswith((" batch", " bs", " at")) for x in lines), lines
+        assert all(any(w in x for x in lines) for w in ("123 ms", "25.6 W") if w in said)
+        seen += any(x.endswith("16") or "16," in x or "16." in x for x in lines)
+    assert seen

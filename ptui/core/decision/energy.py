@@ -15,6 +15,7 @@ point's `source` says which.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -180,7 +181,7 @@ class Energy:
         if out is not None:                     # a less median passed over for its spread
             who = "the pick" if out is self.pick else out.tag if out.row is None else out.mode.describe()
             second += (f"\nRanked by the {self.level} upper bound: {who} is {out.source} at "
-                       f"{self._amount(out)} but may take {sig3(out.bound)}.")
+                       f"{self._amount(out)} but may take {sig3(out.bound)} {SHORT[self.unit]}.")
         why = self._why_not_least()
         return first, f"{second}\n{why}" if why else second
 
@@ -224,9 +225,9 @@ class Energy:
         return min(x, key=lambda p: p.energy) if x else None
 
     def lines(self, width: int = 80) -> list[str]:
-        """The sentences wrapped to `width` columns, words whole ('least-' / 'energy' broke at its hyphen)."""
+        """The sentences wrapped to `width` columns (a number kept with its word and unit)."""
         return [line for s in self.sentences() if s for part in s.split("\n")
-                for line in textwrap.wrap(part, width, break_on_hyphens=False)]
+                for line in wrap(part, width)]
 
     def panel_lines(self, width: int) -> list[str]:
         """The same figures in the app's narrow details panel: the least-energy mode (and batch
@@ -260,7 +261,7 @@ class Energy:
         why = self._not_picked_reason()
         third = f"{NOT_PICKED} {why}" if why else ""
         return [line for s in (*first.split("\n"), second, third) if s
-                for line in textwrap.wrap(s, width, break_on_hyphens=False)]
+                for line in wrap(s, width)]
 
     def as_dict(self) -> dict:
         """The `energy` object of a decision's --json document."""
@@ -283,6 +284,20 @@ class Energy:
                 "maxn": pt(self.maxn, preset="MAXN"),
                 "best_preset": pt(self.best_preset, preset=None if self.best_preset is None
                                   else self.best_preset.tag)}
+
+
+_NBSP = "\u00a0"
+_BEFORE = re.compile(r"(?<=\S) (?=[±+-]?\d)")                    # 'batch 16', '± 0.52'
+_AFTER = re.compile(r"(?<=\d) (?=[A-Za-z%/]{1,6}(?![A-Za-z]))")    # '16 ms', '1.50 GHz'
+_AT = re.compile(r"(?<=\bat) (?=batch\b)")                         # 'at batch 16' whole
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """textwrap.wrap, words whole ('least-' / 'energy' broke at its hyphen) and a number kept on one
+    line with the word before it and its unit after it (the least-energy sentence broke 'at batch' /
+    '16')."""
+    glued = _AT.sub(_NBSP, _AFTER.sub(_NBSP, _BEFORE.sub(_NBSP, text)))
+    return [line.replace(_NBSP, " ") for line in textwrap.wrap(glued, width, break_on_hyphens=False)]
 
 
 def _least_row(energy: np.ndarray, eligible: np.ndarray) -> int | None:
