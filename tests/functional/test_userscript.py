@@ -241,7 +241,7 @@ def test_a_compiled_or_torchscript_inference_loop_is_named_as_an_eager_one_is(tm
     parameters was called) waited out the whole start-up timeout (600 s); an eager model's was
     stopped after FORWARD_ONLY_S.  Now they end the same way."""
     monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 2.0)
-    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 25.0)
+    monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
     infer = _write(tmp_path, "infer.py", textwrap.dedent("""
         import torch
         net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).eval()
@@ -255,7 +255,7 @@ def test_a_compiled_or_torchscript_inference_loop_is_named_as_an_eager_one_is(tm
     assert rc == 1, err
     errors = [x for x in err.splitlines() if x.startswith("ptui: error:")]
     assert len(errors) == 1 and "Traceback" not in err, err
-    assert "forward passes of its model in" in errors[0], err          # not the 25 s timeout's
+    assert "forward passes of its model in" in errors[0], err          # not the 60 s timeout's
     assert "only runs inference or evaluation" in errors[0] and "last output: evaluating" in errors[0], err
 
 
