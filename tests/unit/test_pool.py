@@ -795,3 +795,62 @@ def test_a_board_id_that_names_no_board_is_refused(monkeypatch, tmp_path, cli, b
         assert rc == 2 and "bad board id" in err and "(--board)" in err, out + err
         assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "pool.sqlite").exists() and not (tmp_path / "m").exists()
+
+
+def _profile_into_pool(cli, monkeypatch, tmp_path, board: str, count: int = 3) -> str:
+    """`board` profiles `count` modes with the pool at tmp_path/pool.sqlite; the pool's URL."""
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    monkeypatch.setenv("PTUI_POOL", url)
+    monkeypatch.setenv("PTUI_BOARD_ID", board)
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", str(count), "--session", f"s-{board}", "--out", tmp_path / f"{board}.csv")
+    assert rc == 0, err
+    return url
+
+
+def _as_an_older_ptui_wrote(tmp_path, board: str, name: str = "RESNET18") -> None:
+    """The board's rows in the pool under the workload name as an older ptui sent it (as typed)."""
+    with sqlite3.connect(tmp_path / "pool.sqlite") as db:
+        db.execute("UPDATE ptui_pool_rows SET workload = ? WHERE board = ?", (name, board))
+
+
+def test_a_workload_group_an_older_ptui_wrote_in_another_case_is_read_as_one(monkeypatch, tmp_path, cli):
+    """Rows an older ptui sent as workload 'RESNET18' (before names were the catalogue's) were a
+    group apart: `pool list` showed RESNET18 and resnet18, `pool pull --workload resnet18` left
+    them out and `fit --pool` pooled none of them ('nothing to pool' for the second board).  The
+    pool reads them as resnet18's, one group, and leaves them as they were written."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    _as_an_older_ptui_wrote(tmp_path, "a", "RESNET18")
+    url = _profile_into_pool(cli, monkeypatch, tmp_path, "b")
+    rc, out, err = cli("pool", "list", "--json")
+    assert rc == 0, err
+    groups = json.loads(out)["groups"]
+    assert [(g["workload"], g["rows"], g["boards"]) for g in groups] == [("resnet18", 6, 2)], groups
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--workload", "resnet18", "--out",
+                       tmp_path / "fleet.csv")
+    assert rc == 0 and "6 rows of 2 boards" in out, out + err
+    assert "RESNET18" not in (tmp_path / "fleet.csv").read_text()
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--pool",
+                       "--out", tmp_path / "mb")
+    assert rc == 0 and "3 rows of this board + 3 from 1 other board" in out, out + err
+    with sqlite3.connect(tmp_path / "pool.sqlite") as db:      # read as one, not rewritten
+        assert sorted(db.execute("SELECT DISTINCT board, workload FROM ptui_pool_rows")) == [
+            ("a", "RESNET18"), ("b", "resnet18")]
+    assert {r.workload for r in Pool(url).rows(workload="ResNet-18")} == {"resnet18"}
+
+
+def test_a_pulled_csv_of_this_boards_rows_pushed_again_adds_nothing(monkeypatch, tmp_path, cli):
+    """`pool pull --out pulled.csv` then `pool push --profile pulled.csv` added the board's 50 rows
+    again as its own (100 in the pool) where an older ptui had sent them as 'RESNET18': the
+    check for rows the pool holds (same board, mode and measurement) looked in the resnet18 group
+    only.  Pushed again, with all its columns or a bare copy (--workload given), they add nothing."""
+    url = _profile_into_pool(cli, monkeypatch, tmp_path, "a", count=6)
+    _as_an_older_ptui_wrote(tmp_path, "a", "RESNET18")
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--out", tmp_path / "pulled.csv")
+    assert rc == 0 and "6 rows of 1 board" in out, out + err
+    _bare(tmp_path / "pulled.csv", tmp_path / "bare.csv")
+    for args in ((tmp_path / "pulled.csv",), (tmp_path / "bare.csv", "--workload", "resnet18")):
+        rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", *args)
+        assert rc == 0 and out.startswith("0 rows") and "6 were there already" in out, out + err
+    assert len(Pool(url).rows()) == 6
+

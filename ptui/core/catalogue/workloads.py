@@ -51,6 +51,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
 )}
 
 
+ALIASES = {"resnet": "resnet18", "resnet-18": "resnet18", "mobilenet": "mobilenetv3",
+           "yolo": "yolov8n", "bert": "bert-base", "yolov8": "yolov8n"}
+
+
 def workload_name(name: str) -> str:
     """A workload's one name: a built-in workload's own however written (RESNET18, ResNet-18,
     resnet: resnet18, as get_workload reads it), else the name as given, stripped."""
@@ -60,11 +64,25 @@ def workload_name(name: str) -> str:
         return (name or "").strip()
 
 
+def workload_key(name: str) -> str:
+    """A workload's name as one, to compare two: a built-in workload's own (resnet, ResNet-18:
+    resnet18), else the name stripped, in lower case (MyNet and mynet are one workload)."""
+    try:
+        return get_workload(name).name
+    except WorkloadError:
+        return (name or "").strip().lower()
+
+
+def workload_spellings(name: str) -> tuple[str, ...]:
+    """Every name, stripped and in lower case, that names the workload `name` names (resnet18:
+    resnet, resnet-18, resnet18): a stored name is that workload's when its lower case is one."""
+    key = workload_key(name)
+    return tuple(sorted({key} | {a for a, k in ALIASES.items() if k == key}))
+
+
 def get_workload(name: str, batch_size: int = 16) -> Workload:
     key = (name or "").strip().lower()
-    aliases = {"resnet": "resnet18", "resnet-18": "resnet18", "mobilenet": "mobilenetv3",
-               "yolo": "yolov8n", "bert": "bert-base", "yolov8": "yolov8n"}
-    key = aliases.get(key, key)
+    key = ALIASES.get(key, key)
     if key not in WORKLOADS:
         raise WorkloadError(f"unknown workload {name!r}; built-in workloads: {', '.join(WORKLOADS)}")
     return WORKLOADS[key].with_batch(batch_size)

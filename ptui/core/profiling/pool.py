@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..board.files import kind_name
+from ..catalogue.workloads import workload_key, workload_name, workload_spellings
 from ..errors import InputError, RuntimeFailure
 
 POOL_ENV = "PTUI_POOL"
@@ -273,13 +274,20 @@ class Pool:
     def rows(self, *, device: str | None = None, workload: str | None = None,
              batch_size: int | None = None, board: str | None = None,
              source: str | None = None) -> list[PoolRow]:
-        """The pool's rows that match, oldest first."""
-        where, args = [], []
-        for col, v in (("device", device), ("workload", workload), ("batch_size", batch_size),
-                       ("board", board), ("source", source)):
+        """The pool's rows that match, oldest first.  A workload is matched however a row wrote
+        it (RESNET18, ResNet-18: resnet18, as an older ptui sent it), and each row's is read as
+        the catalogue's name (the rows stay as they were written)."""
+        where: list[str] = []
+        args: list[Any] = []
+        for col, v in (("device", device), ("batch_size", batch_size), ("board", board),
+                       ("source", source)):
             if v is not None:
                 where.append(f"{col} = ?")
                 args.append(v)
+        if workload is not None:
+            names = workload_spellings(workload)
+            where.append(f"lower(trim(workload)) IN ({', '.join('?' * len(names))})")
+            args.extend(names)
         text = (f"SELECT {', '.join(COLS)} FROM {TABLE}"
                 + (f" WHERE {' AND '.join(where)}" if where else "")
                 + " ORDER BY measured_at, board, source, idx")
@@ -287,17 +295,34 @@ class Pool:
         for r in self._run(text, tuple(args), fetch=True):
             d = dict(zip(COLS, r))
             d["simulated"] = bool(d["simulated"])
+            d["workload"] = workload_name(d["workload"])
             out.append(PoolRow(**d))
         return out
 
     def summary(self) -> list[dict]:
-        """One entry per (device, workload, batch size): rows, boards, simulated rows, newest."""
-        got = self._run(f"SELECT device, workload, batch_size, count(*), count(DISTINCT board), "
-                        f"sum(simulated), max(measured_at) FROM {TABLE} "
-                        f"GROUP BY device, workload, batch_size ORDER BY device, workload, batch_size",
+        """One entry per (device, workload, batch size): rows, boards, simulated rows, newest; a
+        workload however its rows wrote it (RESNET18 and resnet18) is one entry, under the
+        catalogue's name (another workload's: the spelling most of its rows have)."""
+        got = self._run(f"SELECT device, workload, batch_size, board, count(*), sum(simulated), "
+                        f"max(measured_at) FROM {TABLE} GROUP BY device, workload, batch_size, board",
                         fetch=True)
-        return [{"device": d, "workload": w, "batch_size": int(b), "rows": int(n), "boards": int(k),
-                 "simulated_rows": int(s or 0), "newest": float(t)} for d, w, b, n, k, s, t in got]
+        groups: dict[tuple, dict] = {}
+        for d, w, b, board, n, s, t in got:
+            g = groups.setdefault((d, workload_key(w), int(b)), {
+                "names": {}, "rows": 0, "boards": set(), "simulated_rows": 0, "newest": float(t)})
+            name = workload_name(w)
+            g["names"][name] = g["names"].get(name, 0) + int(n)
+            g["rows"] += int(n)
+            g["boards"].add(board)
+            g["simulated_rows"] += int(s or 0)
+            g["newest"] = max(g["newest"], float(t))
+        out = []
+        for (d, _, b), g in groups.items():
+            name = min(g["names"], key=lambda k: (-g["names"][k], k))
+            out.append({"device": d, "workload": name, "batch_size": b, "rows": g["rows"],
+                        "boards": len(g["boards"]), "simulated_rows": g["simulated_rows"],
+                        "newest": g["newest"]})
+        return sorted(out, key=lambda e: (e["device"], e["workload"], e["batch_size"]))
 
 
 def _one_line(e: BaseException) -> str:

@@ -18,7 +18,7 @@ from ..board.csvio import (
     profile_boards,
     profile_tags,
 )
-from ..catalogue.workloads import WORKLOADS, get_workload, workload_name
+from ..catalogue.workloads import WORKLOADS, workload_key, workload_name
 from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
@@ -49,7 +49,7 @@ def _profile_rows(profile: Path | str, device) -> tuple[list[dict], dict]:
     if len(sizes) > 1:
         raise InputError(f"{profile} holds batch sizes {','.join(map(str, sizes))}; the pool takes a "
                          f"profile of one batch size")
-    workloads = sorted({_workload_key(w) for w in column_values(profile, "workload")})
+    workloads = sorted({workload_key(w) for w in column_values(profile, "workload")})
     if len(workloads) > 1:
         raise InputError(f"{profile} holds rows of workloads {', '.join(workloads)}; the pool takes a "
                          f"profile of one workload")
@@ -131,21 +131,12 @@ def pool_workload(name: str) -> str:
     return workload_name(name)
 
 
-def _workload_key(name: str) -> str:
-    """A workload's name as one: a catalog workload's own (resnet, ResNet-18: resnet18), else the
-    name in lower case."""
-    try:
-        return get_workload(name).name
-    except InputError:
-        return name.strip().lower()
-
-
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
     """The workload and batch size of a profile's rows: its workload and batch_size columns, else
     --workload and --batch-size; given beside a column that says another, they are refused (the
     rows would go to the pool, or be pooled, as another workload's)."""
     said = tags.get("workload")
-    if workload and said and _workload_key(workload) != _workload_key(said):
+    if workload and said and workload_key(workload) != workload_key(said):
         raise InputError(f"{profile} is a profile of {said} (its workload column), not {workload}: leave "
                          f"--workload out (it names the workload of a CSV without that column)")
     wl = pool_workload(said or workload or "")
