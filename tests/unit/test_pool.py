@@ -854,3 +854,21 @@ def test_a_pulled_csv_of_this_boards_rows_pushed_again_adds_nothing(monkeypatch,
         assert rc == 0 and out.startswith("0 rows") and "6 were there already" in out, out + err
     assert len(Pool(url).rows()) == 6
 
+
+def test_fit_pool_refuses_a_reference_that_is_no_network(monkeypatch, tmp_path, cli):
+    """`fit --pool --reference DIR` with DIR a fitted GP model or a roofline prior ended in a
+    traceback (GPStack.predict_log() missing 'A'), as `fit --reference` did: one line, exit 2, no
+    model written, as there."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    _profile_into_pool(cli, monkeypatch, tmp_path, "b", count=6)
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload", "resnet18", "--out", tmp_path / "prior")
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--method", "gp",
+                     "--out", tmp_path / "gp")
+    assert rc == 0, err
+    for ref in ("prior", "gp"):
+        rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--pool",
+                           "--reference", tmp_path / ref, "--out", tmp_path / "m")
+        assert rc == 2 and not out and len(err.strip().splitlines()) == 1, out + err
+        assert "not reference networks" in err and "ptui reference build" in err, err
+        assert not (tmp_path / "m").exists()

@@ -35,7 +35,14 @@ from ..profiling.pool import (  # noqa: F401 (façade)
     redact,
 )
 from ..profiling.profiler import keep_timed
-from .fit import FitOutcome, check_spec_batch, remember_epoch_size, roofline_of, workload_spec
+from .fit import (
+    FitOutcome,
+    check_spec_batch,
+    load_reference,
+    remember_epoch_size,
+    roofline_of,
+    workload_spec,
+)
 
 SHAPE_WORKLOAD = "resnet18"    # whose published counts give a pooled fit's shape without a spec
 
@@ -294,6 +301,7 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     rows, tags = _profile_rows(profile, device)
     wl, b = _what(profile, tags, workload, None)
     check_spec_batch(spec, b)
+    ref = load_reference(reference) if reference else None     # refused before the pool is read
     sim = _simulated(profile)
     own = [_pool_row(r, board=me, device=device.name, workload=wl, batch_size=b, simulated=sim,
                      source="own", idx=i, measured_at=0.0) for i, r in enumerate(rows)]
@@ -305,7 +313,6 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     if not fleet:
         raise InputError(f"the pool {where} holds no rows of another board for {device.name}, "
                          f"{wl} at batch size {b}: nothing to pool (`ptui pool list` shows what it holds)")
-    ref = load_model(reference) if reference else None
     model = fit_pooled_rows(device, own, fleet, workload=wl, batch_size=b, reference=ref, method=method,
                             seed=seed, loss=loss, source=f"profile {profile} + pool {where}",
                             fleet_source=where, progress=progress, spec=spec)
