@@ -840,7 +840,7 @@ def cmd_pool(a) -> int:
         raise CLIError(f"the pool {where} holds no rows for {dev.name}"
                        + (f", {a.workload}" if a.workload else "")
                        + (f" at batch size {a.batch_size}" if a.batch_size else "")
-                       + (f" of board {a.board!r}" if a.board else ""))
+                       + (f" of board {a.board.strip()!r}" if a.board is not None else ""))
     cols = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25", "time_ms_p75",
             "power_w_std", "n_minibatches", "n_power", "workload", "batch_size", "board", "simulated",
             "source", "measured_at")

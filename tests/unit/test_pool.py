@@ -872,3 +872,17 @@ def test_fit_pool_refuses_a_reference_that_is_no_network(monkeypatch, tmp_path, 
         assert rc == 2 and not out and len(err.strip().splitlines()) == 1, out + err
         assert "not reference networks" in err and "ptui reference build" in err, err
         assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("board", ["", "   ", "a\tb", "x" * 101])
+def test_pull_of_a_board_id_that_names_no_board_is_refused(monkeypatch, tmp_path, cli, board):
+    """`pool pull --board ''` said "the pool holds no rows for orin-agx" of a pool holding them (it
+    looked for board '' and said nothing of it), where `pool push --board ''` is refused. Pull
+    refuses such an id as push does (one line naming --board, exit 2); an id with spaces about it
+    is read as push takes it (stripped)."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "orin-01")
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--board", board, "--out", tmp_path / "f.csv")
+    assert rc == 2 and "bad board id" in err and "(--board)" in err, out + err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.csv").exists()
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--board", " orin-01 ", "--out", tmp_path / "f.csv")
+    assert rc == 0 and "3 rows of 1 board" in out, out + err

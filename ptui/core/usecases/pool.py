@@ -326,11 +326,13 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
 
 def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str | None = None,
               board: str | None = None) -> tuple[list[PoolRow], str]:
-    """The pool's rows that match (and the pool's name, password left out)."""
+    """The pool's rows that match (and the pool's name, password left out); board: one board's
+    only, an id as push takes it (`--board ""` is refused, not read as every board's)."""
+    one = board_id(board) if board is not None else None
     with open_pool(url, create=False) as pool:
         return pool.rows(device=device.name if device else None,
                          workload=pool_workload(workload) if workload else None,
-                         batch_size=batch_size, board=board), pool.where
+                         batch_size=batch_size, board=one), pool.where
 
 
 def pool_summary(url: str | None = None) -> tuple[list[dict], str]:
