@@ -1725,6 +1725,15 @@ def _sysfs_root(text: str) -> str:
     return text
 
 
+def _pool_url(text: str) -> str:
+    """--pool-url names a pool: an empty one was read as none (`fit --pool-url ""` fitted the
+    profile alone, `pool list` said 'no pool: give --pool-url' with $PTUI_POOL set)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} names no pool: give postgresql://USER@HOST:PORT/DB or "
+                                         f"sqlite:///PATH, or leave --pool-url out for $PTUI_POOL")
+    return text
+
+
 def _device_name(text: str) -> str:
     try:
         return core.get_device(text).name
@@ -1881,8 +1890,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--pool", action="store_true",
                    help="pool the fleet's rows ($PTUI_POOL) for this device, workload and batch size "
                         "with this board's profile, correcting for this unit's power and time")
-    f.add_argument("--pool-url", help="the fleet's pool (implies --pool; default $PTUI_POOL): "
-                                      "postgresql://USER@HOST:PORT/DB or sqlite:///PATH")
+    f.add_argument("--pool-url", type=_pool_url,
+                   help="the fleet's pool (implies --pool; default $PTUI_POOL): "
+                        "postgresql://USER@HOST:PORT/DB or sqlite:///PATH")
     f.add_argument("--board", help="this board's id in the pool (default $PTUI_BOARD_ID, else the host name)")
     f.add_argument("--json", action="store_true", help=JSON_HELP)
     f.set_defaults(fn=cmd_fit)
@@ -1903,7 +1913,7 @@ def build_parser() -> argparse.ArgumentParser:
     pou.add_argument("--batch-size", type=int, help="default: its batch_size column")
     pou.add_argument("--board", help="this board's id (default $PTUI_BOARD_ID, else the host name)")
     for q in (pol, pop, pou):
-        q.add_argument("--pool-url", help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH "
+        q.add_argument("--pool-url", type=_pool_url, help="postgresql://USER@HOST:PORT/DB or sqlite:///PATH "
                                           "(default $PTUI_POOL)")
     pol.add_argument("--json", action="store_true", help=JSON_HELP)
     po.set_defaults(fn=cmd_pool)

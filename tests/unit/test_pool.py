@@ -886,3 +886,20 @@ def test_pull_of_a_board_id_that_names_no_board_is_refused(monkeypatch, tmp_path
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.csv").exists()
     rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--board", " orin-01 ", "--out", tmp_path / "f.csv")
     assert rc == 0 and "3 rows of 1 board" in out, out + err
+
+
+def test_an_empty_pool_url_is_refused_not_read_as_no_pool(monkeypatch, tmp_path, cli):
+    """`fit --pool-url ""` (which implies --pool) fitted the profile alone without a word, and
+    `pool list --pool-url ""` said 'no pool: give --pool-url URL or set PTUI_POOL' with $PTUI_POOL
+    set.  An empty or blank --pool-url is refused in one line (exit 2), before anything runs."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a", count=6)
+    for url in ("", "  "):
+        for args in (("fit", "--device", "orin-agx", "--profile", tmp_path / "a.csv", "--method", "gp",
+                      "--out", tmp_path / "m"),
+                     ("pool", "list"),
+                     ("pool", "pull", "--device", "orin-agx", "--out", tmp_path / "f.csv"),
+                     ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "a.csv")):
+            rc, out, err = cli(*args, "--pool-url", url)
+            assert rc == 2 and not out and len(err.strip().splitlines()) == 1, out + err
+            assert "names no pool" in err and "--pool-url" in err, err
+    assert not (tmp_path / "m").exists() and not (tmp_path / "f.csv").exists()
