@@ -783,7 +783,7 @@ def _fit_pooled(a, dev, spec) -> int:
         raise CLIError("--scratch trains a network on the profile alone; it does not pool")
     res = core.fit_with_pool(dev, a.profile, url=a.pool_url, board=a.board, workload=a.workload, out=a.out,
                              reference=a.reference, method=a.method, seed=a.seed, loss=a.loss,
-                             progress=None, spec=spec)
+                             progress=None, spec=spec, time_basis=a.time, note=_info)
     m, p = res.model.about.metrics, res.model.about.trained_on["pooled"]
     if a.json:
         keep = ("choice", "cv_mape", "cv_coverage90", "cv_coverage90_calibrated", "sd_scale")

@@ -903,3 +903,29 @@ def test_an_empty_pool_url_is_refused_not_read_as_no_pool(monkeypatch, tmp_path,
             assert rc == 2 and not out and len(err.strip().splitlines()) == 1, out + err
             assert "names no pool" in err and "--pool-url" in err, err
     assert not (tmp_path / "m").exists() and not (tmp_path / "f.csv").exists()
+
+
+def test_fit_pool_says_it_decides_on_the_step_the_pool_holds(monkeypatch, tmp_path, cli):
+    """`fit --pool --time cycle` wrote a model that decides on the median step (the pool's times)
+    without a word, and so did `fit --pool` of a profile whose wall time went largely outside the
+    steps (which `fit` alone decides on the whole cycle for).  --time cycle is refused in one line
+    (exit 2, no model); the other fits, saying it decides on the step."""
+    import csv
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    _profile_into_pool(cli, monkeypatch, tmp_path, "b")
+    fit = ("fit", "--device", "orin-agx", "--profile", tmp_path / "b.csv", "--pool", "--method", "gp")
+    rc, out, err = cli(*fit, "--time", "cycle", "--out", tmp_path / "m")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--time cycle does not pool" in err, out + err
+    assert not (tmp_path / "m").exists()
+    with open(tmp_path / "b.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:                               # 40 % of each cycle outside the step
+        r["cycle_ms"] = f"{float(r['time_ms']) / 0.6:.4f}"
+    with open(tmp_path / "b.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    rc, out, err = cli(*fit, "--out", tmp_path / "m")
+    assert rc == 0 and "40 % of the wall time is outside the optimizer steps" in err, out + err
+    assert "this pooled model decides on the median step" in err, err
+    assert json.loads((tmp_path / "m" / "meta.json").read_text())["time_basis"] == "step"

@@ -10,13 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from ..board.csvio import (
+    OUTSIDE_WARN,
     SPREAD_COLS,
     _distinct_rows,
     column_values,
     measured_uncertainty,
+    outside_note,
     profile_batch_sizes,
     profile_boards,
     profile_tags,
+    profile_time,
 )
 from ..catalogue.workloads import WORKLOADS, workload_key, workload_name
 from ..errors import InputError
@@ -288,14 +291,34 @@ def fit_pooled_rows(device, own: list[PoolRow], fleet: list[PoolRow], *, workloa
     return model
 
 
+def _pooled_time(profile, time_basis: str, note: Callable[[str], None] | None) -> None:
+    """The pool holds each mode's median step (not its whole cycle), so a pooled fit decides on
+    the step: --time cycle is refused; a profile a fit alone would decide on the cycle for (the
+    work outside the steps, or the profile's own time_basis) is said to `note`."""
+    if time_basis == "cycle":
+        raise InputError("--time cycle does not pool: the pool holds each mode's median step, not its "
+                         "whole cycle; fit the profile without --pool to decide on the cycle, or leave "
+                         "--time out")
+    if time_basis != "auto" or note is None:
+        return
+    share = profile_time(profile, "step").share
+    if profile_tags(profile).get("time_basis") == "cycle" or (share is not None and share > OUTSIDE_WARN):
+        note("warning: " + (f"{outside_note(share)}, and " if share is not None else "")
+             + "this pooled model decides on the median step (the pool holds steps); ptui fit "
+               "without --pool decides on the whole cycle")
+
+
 def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board: str | None = None,
                   workload: str | None = None, out: Path | None = None, reference=None,
                   method: str = "auto", seed: int = 0, loss: str = "mse",
-                  progress: Callable[[str], None] | None = None, spec=None) -> FitOutcome:
+                  progress: Callable[[str], None] | None = None, spec=None, time_basis: str = "auto",
+                  note: Callable[[str], None] | None = None) -> FitOutcome:
     """`ptui fit --pool`: this board's profile (a few modes) and the fleet's rows for its device
     type, workload and batch size, with this board's power and time factors estimated from its
-    own rows; the model says it was pooled (trained_on.pooled)."""
+    own rows; the model says it was pooled (trained_on.pooled).  time_basis: --time (the pool's
+    times are steps: _pooled_time)."""
     t0 = time.perf_counter()
+    _pooled_time(profile, time_basis, note)
     me = board_id(board)
     _check_board(profile, me)
     rows, tags = _profile_rows(profile, device)
