@@ -929,3 +929,40 @@ def test_fit_pool_says_it_decides_on_the_step_the_pool_holds(monkeypatch, tmp_pa
     assert rc == 0 and "40 % of the wall time is outside the optimizer steps" in err, out + err
     assert "this pooled model decides on the median step" in err, err
     assert json.loads((tmp_path / "m" / "meta.json").read_text())["time_basis"] == "step"
+
+
+SCRIPT = """import torch
+m = torch.nn.Linear(32, 4)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+while True:
+    loss = m(torch.randn(16, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_scripts_profile_is_pooled_only_under_a_name_its_user_gives(monkeypatch, tmp_path, cli):
+    """A user script's profile says workload 'script' (the user named none): its rows went to the
+    pool as workload 'script', where every board's own script, whatever it trains, pooled as one
+    workload.  A profile under $PTUI_POOL now keeps them out and says how to send them; pool push
+    and fit --pool ask for --workload NAME, and push them under that name."""
+    import sys
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    (tmp_path / "train.py").write_text(SCRIPT)
+    monkeypatch.setenv("PTUI_POOL", url)
+    monkeypatch.setenv("PTUI_BOARD_ID", "orin-07")
+    rc, out, err = cli("profile", "--device", "orin-agx", "--count", "6", "--out", tmp_path / "a.csv",
+                       "--", sys.executable, tmp_path / "train.py")
+    assert rc == 0, err
+    assert "not sent to the pool" in err and "--workload NAME" in err, err
+    assert not (tmp_path / "pool.sqlite").exists() or Pool(url).rows() == []
+    push = ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "a.csv", "--batch-size", "16")
+    rc, out, err = cli(*push)
+    assert rc == 2 and "--workload NAME" in err and len(err.strip().splitlines()) == 1, out + err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "a.csv", "--pool",
+                       "--out", tmp_path / "m")
+    assert rc == 2 and "--workload NAME" in err and not (tmp_path / "m").exists(), out + err
+    rc, out, err = cli(*push, "--workload", "mynet")
+    assert rc == 0, out + err
+    assert {(r.workload, r.batch_size) for r in Pool(url).rows()} == {("mynet", 16)}

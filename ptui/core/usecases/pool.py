@@ -141,11 +141,23 @@ def pool_workload(name: str) -> str:
     return workload_name(name)
 
 
+# the workload a user script's profile says when the user named none (profile.py)
+SCRIPT_WORKLOAD = "script"
+
+
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:
     """The workload and batch size of a profile's rows: its workload and batch_size columns, else
     --workload and --batch-size; given beside a column that says another, they are refused (the
     rows would go to the pool, or be pooled, as another workload's)."""
     said = tags.get("workload")
+    if said == SCRIPT_WORKLOAD:
+        # every unnamed script's profile says 'script': pooled by that, two boards' different
+        # trainings would be one workload's rows
+        if not workload:
+            raise InputError(f"{profile} is a profile of a script ptui names only '{SCRIPT_WORKLOAD}': "
+                             f"name its training with --workload NAME (the same name on every board "
+                             f"that runs it), so that only the same training is pooled")
+        said = None
     if workload and said and workload_key(workload) != workload_key(said):
         raise InputError(f"{profile} is a profile of {said} (its workload column), not {workload}: leave "
                          f"--workload out (it names the workload of a CSV without that column)")

@@ -705,6 +705,13 @@ class ProfileRun:
         after the session store committed it (and the rows a killed run finished before it could
         send them); a pool that cannot be reached is said, and the profile goes on without it."""
         assert self.profiler is not None and self.name is not None
+        if info.workload == "script" and pool_url() is not None:
+            # an unnamed script: pooled as 'script', every board's own training would be one group
+            notes.append(f"this script's profile is not sent to the pool: its rows name no workload, and "
+                         f"every board's own script would pool as one; send it, once profiled, with: "
+                         f"ptui pool push --profile {self.out} --workload NAME (the same NAME on every "
+                         f"board that runs this training)")
+            return
         try:
             store, pool = pooling_store(self.profiler.store, device=be.device, workload=info.workload,
                                         batch_size=self.batch_size, simulated=bool(be.simulated),
