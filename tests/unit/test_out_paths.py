@@ -376,6 +376,28 @@ def test_a_csv_out_that_is_a_symbolic_link_stays_one(tmp_path, cli):
     assert target.read_text().splitlines()[1].endswith(",full")
 
 
+def test_a_profile_out_that_is_a_symbolic_link_stays_one(tmp_path, cli):
+    """profile --out LINK, LINK -> another session's profile (or -> a file not there yet): the link
+    itself was renamed to LINK.~1~ and a regular file written in its place; its target is kept
+    aside (or created) and the link stays."""
+    target = tmp_path / "real.csv"
+    assert cli(*PROFILE, "--out", target)[0] == 0
+    link = tmp_path / "l.csv"
+    link.symlink_to(target.name)
+    rc, _, err = cli(*PROFILE, "--out", link)
+    assert rc == 0, err
+    assert link.is_symlink() and os.readlink(link) == "real.csv"
+    kept = tmp_path / "real.csv.~1~"
+    assert kept.is_file() and not kept.is_symlink() and not (tmp_path / "l.csv.~1~").exists()
+    assert target.read_text() != kept.read_text()            # another session's rows
+    dangling = tmp_path / "d.csv"
+    dangling.symlink_to("new.csv")
+    rc, _, err = cli(*PROFILE, "--out", dangling)
+    assert rc == 0, err
+    assert dangling.is_symlink() and (tmp_path / "new.csv").is_file()
+    assert not (tmp_path / "d.csv.~1~").exists()
+
+
 def test_colocate_save_profiles_writes_only_its_own_file(tmp_path, cli):
     """--save-profiles overwrote any file (a user's, through a link, /dev/null) and hung on a FIFO,
     after the whole walk; it is checked first, written through a temporary, and a link stays."""

@@ -616,8 +616,11 @@ def keep_aside(path, session: str) -> Path | None:
     renamed to the first free `path.~N~` (returned); that session's own is overwritten.  A file
     that is not a ptui profile (one that appeared during the run: check_profile_out refused it up
     front) is refused, never renamed.  A device node, FIFO or socket there is refused
-    (PathError), never renamed or opened."""
+    (PathError), never renamed or opened.  A symbolic link stays: its target is what is kept
+    aside (write_csv writes the target; a link to no file yet creates it)."""
     p = Path(path)
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))
     if not os.path.lexists(p):
         return None
     st = existing(p)
