@@ -253,6 +253,19 @@ def test_single_batch_model_refuses_other_sizes():
         ref.predict(AGX.pt_grid()[:2], batch_size=8)
 
 
+def test_a_prior_model_refuses_other_sizes_in_plain_words():
+    """'the model is the roofline prior of batch size 32 only alone' (a user's reading): the
+    prior alone, then its one batch size."""
+    from types import SimpleNamespace
+
+    from ptui.core.prediction.roofline import PRIOR_KIND
+    about = SimpleNamespace(batch_sizes=None, batch_size=32, kind=PRIOR_KIND)
+    with pytest.raises(bt.PtuiInputError) as e:
+        bt.check_batch_model(SimpleNamespace(about=about), (16, 32))
+    assert "the model is the roofline prior alone, of batch size 32 only (no mode profiled)" in str(e.value)
+    assert "only alone" not in str(e.value)
+
+
 def _true_ttt(dev, workload, sizes, rel, modes=None):
     """Brute force over the modes (default: the whole space) x sizes on the simulator's truth."""
     A = np.array([m.as_tuple() for m in (modes or dev.full_space())], float)

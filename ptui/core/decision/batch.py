@@ -250,7 +250,7 @@ def check_batch_model(model, batch_sizes) -> None:
         at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
         if getattr(model.about, "kind", None) == PRIOR_KIND:
             # no profile there: 'fitted on a profile' misled a user about what the model rests on
-            raise PtuiInputError(f"the model is the roofline prior of {at} alone (no mode profiled); "
+            raise PtuiInputError(f"the model is the roofline prior alone, of {at} (no mode profiled); "
                                  f"to compare batch sizes profile them (ptui profile --batch-sizes "
                                  f"...) and fit that profile")
         raise PtuiInputError(f"the model was fitted on a profile at {at}; to compare batch sizes "
