@@ -347,6 +347,17 @@ def test_an_input_that_is_no_regular_file_is_refused_without_reading_it(tmp_path
     assert rc == 2 and "/dev/null is a character device" in err and err.count("\n") == 1, err
 
 
+def test_a_samples_to_target_file_that_is_no_regular_file_is_refused_without_reading_it(tmp_path):
+    """pareto --batch-sizes 8,16 --samples-to-target FIFO (or /dev/zero) never returned: the
+    relation file is read only when it is a regular file, as every other input."""
+    from ptui.core.decision.batch import SamplesToTarget
+    from ptui.core.errors import InputError
+    fifo = _fifo(tmp_path / "rel.csv")
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(InputError, match="ptui reads only regular files"):
+            _in_time(lambda p=path: SamplesToTarget.from_file(p), fifo=fifo)
+
+
 def test_modes_out_never_replaces_a_modes_file_the_user_wrote(tmp_path, cli):
     """`ptui modes --out mine.csv` replaced a hand-made modes CSV (the four knobs, the format the
     README asks for --modes): ptui's own now carries its grid's name, and only that is replaced."""

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..board.csvio import MAX_MODE_ROWS, CSVError, profile_tags, read_batch_profile, read_csv
+from ..board.files import check_input
 from ..board.physics import footprint_gb, memory_gb
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, PtuiInputError
@@ -78,8 +79,10 @@ class SamplesToTarget:
 
     @classmethod
     def from_file(cls, path) -> "SamplesToTarget":
-        """A CSV with columns batch_size,relative_samples (one row per batch size)."""
+        """A CSV with columns batch_size,relative_samples (one row per batch size); a device node,
+        FIFO or socket is refused unopened (/dev/zero or a FIFO never returned)."""
         path = Path(path)
+        check_input(path, "a CSV file")
         try:
             with open(path, newline="", encoding="utf-8-sig") as fh:
                 rows = [r for r in csv.reader(fh) if any(c.strip() for c in r)]
