@@ -328,6 +328,20 @@ def test_no_pair_within_the_budget_names_the_closest_pair_in_its_table():
     assert e.value.table is t and e.value.closest == 1             # the lowest-power pair, for --json
 
 
+def test_the_closest_pair_says_its_figures_are_predicted_or_measured():
+    """'no (mode, batch size) pair stays within 5 W; the lowest-power pair is ... at batch 16:
+    10.5 W (+-0.7), 2018 ms per step' did not say whether those figures were measured, where the
+    same line for one batch size does."""
+    from ptui.core.decision.batch import SamplesToTarget
+    t = _pairs_table()
+    for measured, word in ((np.array([False, False, True]), "predicted"),
+                           (np.array([True, True, True]), "measured")):
+        t = Table(t.modes, t.time_ms, t.power_w, t.time_ms_std, t.power_w_std, measured, t.batch)
+        with pytest.raises(InfeasibleError) as e:
+            choose(t, budget_w=5, relation=SamplesToTarget.throughput())
+        assert str(e.value).endswith(f"ms per step ({word})"), str(e.value)
+
+
 def test_a_bad_risk_is_one_line_naming_the_flag():
     from ptui.core.decision.pareto import parse_risk
     from ptui.core.errors import InputError

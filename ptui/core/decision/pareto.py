@@ -389,7 +389,8 @@ def _choose_per_target(table: Table, g: Goal, rel, samples: float, *, risk, tole
             f"no (mode, batch size) pair stays within {g.budget_w:g} W"
             + (f" with risk <= {risk:g}" if risk is not None else "")
             + f"; the lowest-power pair is {table.modes[i].describe()} at batch {int(batch[i])}: "
-              f"{table.power_w[i]:.1f} W (±{table.power_w_std[i]:.1f}), {t[i]:.0f} ms per step",
+              f"{table.power_w[i]:.1f} W (±{table.power_w_std[i]:.1f}), {t[i]:.0f} ms per step "
+              f"({table.source(i)})",
             table, i) from None
     i = int(idx[d.index])
     target = float(t[i]) / 1000.0 / float(batch[i]) * float(r[d.index]) * samples
