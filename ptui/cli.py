@@ -617,7 +617,7 @@ def cmd_sessions(a) -> int:
     rows = store.list_sessions()
     if a.json:
         print(core.document("sessions", {"store": str(store.path), "sessions": [
-            {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": s.batch_size,
+            {"name": s.name, "device": s.device, "workload": s.workload, "batch_size": _session_batch(s),
              "batch_sizes": _session_sizes(s), "backend": s.backend, "status": s.status,
              "done": s.n_done, "planned": len(s.plan), "up_to": s.up_to,
              "device_time_s": round(s.device_time_s, 3), "created": s.created} for s in rows]}))
@@ -631,16 +631,24 @@ def cmd_sessions(a) -> int:
         # an active profile's plan grows as it goes: its most points, not what is planned so far
         planned = f"{len(s.plan)}" if s.up_to is None or s.status == "done" else f"<={s.up_to}"
         print(f"{s.name:<44} {s.device:<10} {s.workload:<12} "
-              f"{','.join(map(str, _session_sizes(s))):<11} {s.n_done:>5}/{planned:<5} "
+              f"{','.join(map(str, _session_sizes(s))) or '?':<11} {s.n_done:>5}/{planned:<5} "
               f"{s.status:<11} {hms(s.device_time_s)}")
     return EXIT_OK
 
 
+def _session_batch(s) -> int | None:
+    """A session's batch size as its CSV says it (None: a script's, neither stated nor seen)."""
+    tag = core.batch_tag(s) if s.batch_sizes is None else str(s.batch_size)
+    return int(tag) if tag else None
+
+
 def _session_sizes(s) -> list[int]:
     """The batch sizes a session profiles: those asked for over several (the ones planned when
-    memory left some out), else its one size."""
+    memory left some out), else its one size; a user's script's as its CSV says it (the samples
+    per iteration the probe counted, none where the batch was neither stated nor seen)."""
     if s.batch_sizes is None:
-        return [s.batch_size]
+        tag = core.batch_tag(s)
+        return [int(tag)] if tag else []
     planned = set(s.plan_sizes)
     return [b for b in s.batch_sizes if b in planned] or list(s.batch_sizes)
 

@@ -51,8 +51,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "prediction.predictor": ("bundled_reference", "check_predictions", "load_model",),
     # profiling
     "profiling.active": ("ACTIVE_MIN_COUNT", "make_plan", "plan_candidates",),
-    "profiling.profiler": ("Control", "cycle_timed", "model_timed", "RestoreFailed", "ScriptUnprofilable",
-                            "time_unit", "Timed",),
+    "profiling.profiler": ("batch_tag", "Control", "cycle_timed", "model_timed", "RestoreFailed",
+                           "ScriptUnprofilable", "time_unit", "Timed",),
     "profiling.store": ("check_session_name", "Store",),
     "profiling.userscript": ("check_command", "command_text", "compiled_step_bytes", "count_script",
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
@@ -154,6 +154,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         RestoreFailed,
         ScriptUnprofilable,
         Timed,
+        batch_tag,
         cycle_timed,
         model_timed,
         time_unit,

@@ -832,3 +832,23 @@ def test_one_size_finished_leaves_the_profile_over_sizes_running(tmp_path):
     s.part("s", 16).set_status("s", "aborted")
     assert s.get_session("s").status == "aborted"
     s.close()
+
+
+def test_sessions_says_a_scripts_unstated_batch_size_as_its_csv_does(cli):
+    """`ptui sessions` listed a user's script profiled without --batch-size (and no DataLoader seen)
+    at batch 16, and --json said "batch_size": 16, where its profile CSV's batch_size is blank:
+    it is unknown ('?', null); one the probe counted (samples per iteration) is said."""
+    import json
+    s = Store()
+    make(s, "scr", workload="script", params={"count": 3, "batch_size_stated": False})
+    make(s, "dl", workload="script",
+         params={"count": 3, "batch_size_stated": False, "whatif": {"model": {"samples": 32}}})
+    make(s, "told", workload="script", params={"count": 3, "batch_size_stated": True})
+    s.close()
+    rc, out, err = cli("sessions")
+    assert rc == 0, err
+    lines = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
+    assert lines["scr"][3] == "?" and lines["dl"][3] == "32" and lines["told"][3] == "16", out
+    rc, out, err = cli("sessions", "--json")
+    got = {x["name"]: (x["batch_size"], x["batch_sizes"]) for x in json.loads(out)["sessions"]}
+    assert got["scr"] == (None, []) and got["dl"] == (32, [32]) and got["told"] == (16, [16]), got
