@@ -225,3 +225,25 @@ def test_a_tree_whose_emulator_stopped_or_was_killed_is_refused(tmp_path, monkey
     build(tmp_path / "static", "orin-nano")
     assert emulator_gone(tmp_path / "static") is None
     open_backend("sysfs", None, root=str(tmp_path / "static"))
+
+
+def test_a_profile_put_back_on_a_stopped_emulator_is_not_said_restored(tmp_path, monkeypatch):
+    """The emulator stopped mid-profile: the profile's put-back wrote its snapshot into the bare
+    files, read them back as written and the app said 'profile failed; the original mode is
+    restored' of a board nothing drove (on restart it reboots in its default mode).  A snapshot
+    restore on a tree whose emulator stopped now raises, as apply_mode does, writing nothing."""
+    from ptui.core.board.backends import BackendError, open_backend
+    from ptui.core.board.emulator import Emulator
+    monkeypatch.setenv("PTUI_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "state"))
+    emu = Emulator(tmp_path / "board", "orin-nano", interval=0.1)
+    emu.open()
+    be, _ = open_backend("sysfs", None, root=str(emu.root))
+    snap = be.snapshot()
+    start = be.current_mode()
+    other = next(m for m in be.device.full_space() if m != start)
+    be.apply_mode(other)                     # a profile's mode
+    emu.close()                              # the emulator stops mid-profile
+    with pytest.raises(BackendError, match="is not running"):
+        be.restore(snap)
+    assert be.current_mode() == other        # nothing written into the bare files

@@ -417,6 +417,8 @@ class SysfsBackend(Backend):
         if isinstance(snap, Mode):
             self.apply_mode(snap)
             return
+        if self.emulated:     # a stopped emulator's files read back as written: no board went back
+            self._check_emulator()
         now = _read_text(self.root / NVPMODEL_STATUS) or ""
         if snap.get("nvpmodel") is not None and f"pmode:{snap['nvpmodel']:04d}" not in now:
             self.run_nvpmodel(snap["nvpmodel"])            # back to the preset first, then the exact values
