@@ -395,12 +395,17 @@ class ParetoScreen(Screen):
         self.bs_filter = order[(order.index(self.bs_filter) + 1) % len(order)]
         self.action_goal()
 
+    def simulated_rows(self) -> bool:
+        """The loaded profile's rows are the simulator's (its `timed` says SIMULATED)."""
+        return "SIMULATED" in (self.timed or "")
+
     def basis(self) -> str:
         """How the figures were obtained, said next to them."""
         if self.model is None:
             if Timed.of(self.timed).what_if:
                 return "(what-if from the model's measured size, SIMULATED)"
-            return "(measured)"
+            # a profile made on the simulator: measured there, not on a board
+            return "(measured) SIMULATED, not a board" if self.simulated_rows() else "(measured)"
         if self.foreign:
             return f"(predicted for {self.model.device.name}: what-if only)"
         if self.what_if:
@@ -703,7 +708,8 @@ class ParetoScreen(Screen):
                                             else f", batch {self.bs_filter} only"))
         else:
             plt.xlabel("epoch time (min)" if self.unit == "epoch" else "time per 1000 steps (min)")
-            plt.title(("what-if modes" if Timed.of(self.timed).what_if else "measured modes")
+            plt.title(("what-if modes" if Timed.of(self.timed).what_if else
+                       "measured modes (SIMULATED)" if self.simulated_rows() else "measured modes")
                       if self.model is None else
                       "what-if predictions" if self.what_if or self.foreign else "predicted modes")
         plt.ylabel("W")

@@ -537,3 +537,29 @@ async def test_a_profiles_modes_are_said_measured_not_predicted(profile_csv):
         text = _text(app, "#details")
         assert "no mode stays within 1 W" in text and "(measured)" in text, text
         assert "predicted" not in text, text
+
+
+async def test_a_simulated_profile_is_not_said_measured_alone(profile_csv):
+    """A profile made on the simulator (its `timed` says SIMULATED) loaded on Pareto: the panel
+    said '(measured)' and the plot 'measured modes', with no word that no board measured them (a
+    technician took its figures for a board's).  Both now say SIMULATED; a board's profile does not."""
+    import csv
+    rows = list(csv.DictReader(profile_csv.open()))
+    assert all("SIMULATED" in r["timed"] for r in rows)
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await open_pareto(app, pilot)
+        assert scr.model is None
+        text = _text(app, "#details")
+        assert "(measured)" in text and "SIMULATED" in text, text
+    # the same rows said measured on a board (timed 'minibatch'): no SIMULATED word
+    board = profile_csv.with_name("board.csv")
+    with board.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({**r, "timed": "minibatch"} for r in rows)
+    app, _ = make_app(profile_csv=board)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_pareto(app, pilot)
+        text = _text(app, "#details")
+        assert "(measured)" in text and "SIMULATED" not in text, text
