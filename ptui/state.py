@@ -31,7 +31,8 @@ class AppState:
     selected_prior: bool = False
     """Those figures are the roofline prior's alone (no mode profiled): Apply says so."""
     selected_basis: str = "predicted"
-    """Where selected_pred comes from: 'predicted' (a model) or 'measured' (a profile CSV)."""
+    """Where selected_pred comes from: 'predicted' (a model), 'measured' (a profile CSV) or
+    'simulated' (a profile CSV the simulator made)."""
     selected_batch: int | None = None
     """The batch size picked with it (its source's, where known), else None."""
     selected_workload: str | None = None

@@ -148,8 +148,9 @@ class ApplyScreen(Screen):
 
     def basis(self) -> str:
         """How the expected figures were obtained, in the words shown next to them."""
-        return ("measured while profiling" if self.app.state.selected_basis == "measured"
-                else "predicted")
+        basis = self.app.state.selected_basis
+        return ("measured while profiling" if basis == "measured" else
+                "SIMULATED, measured while profiling" if basis == "simulated" else "predicted")
 
     def _device_busy(self) -> bool:
         if self.busy:

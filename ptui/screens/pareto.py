@@ -776,7 +776,8 @@ class ParetoScreen(Screen):
         i = self.sel
         st = self.app.state
         st.selected = self.table.modes[i]
-        st.selected_basis = "predicted" if self.model is not None else "measured"
+        st.selected_basis = ("predicted" if self.model is not None else
+                             "simulated" if self.simulated_rows() else "measured")
         st.selected_unit = Timed.of(self.timed).unit
         st.selected_pred = {"time_ms": float(self.table.time_ms[i]), "power_w": float(self.table.power_w[i]),
                             "time_ms_std": float(self.table.time_ms_std[i]),

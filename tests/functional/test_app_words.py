@@ -563,3 +563,17 @@ async def test_a_simulated_profile_is_not_said_measured_alone(profile_csv):
         await open_pareto(app, pilot)
         text = _text(app, "#details")
         assert "(measured)" in text and "SIMULATED" not in text, text
+
+
+async def test_apply_of_a_simulated_profiles_mode_says_simulated(profile_csv):
+    """A mode picked on Pareto from a profile made on the simulator: Apply said 'measured while
+    profiling 133.0 ms per minibatch, 10.36 W' with no word that the simulator made the figures
+    (and compared the board's watts with them as if a board had).  It says SIMULATED now."""
+    app, _ = make_app(profile_csv=profile_csv)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await open_pareto(app, pilot)
+        await pilot.press("enter")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.2)
+        plan = _text(app, "#plan")
+        assert "SIMULATED, measured while profiling" in plan and "predicted" not in plan, plan
