@@ -265,6 +265,28 @@ def test_profile_fit_sessions_and_modes_have_json_too(cli, tmp_path):
     assert d["count"] == 4368
 
 
+def test_status_does_not_say_under_way_a_profile_that_ended_off_its_mode(tree, cli, tmp_path):
+    """A profile whose put-back failed (its emulator stopped mid-profile) ended and let the board's
+    lock go, its record kept for `ptui restore`; its process (the app) lives on.  Status said 'a
+    profile is under way in pid N; it puts the board back when it ends' of a profile that had
+    ended off its mode.  Under way now means its process still holds the board's lock."""
+    from tests.support.child import until_killed
+    p = until_killed("from ptui.core.board import undo\n"
+                     "from ptui.core.board.backends.sysfs import SysfsBackend\n"
+                     "from ptui.core.catalogue.devices import get_device\n"
+                     f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
+                     "undo.save(be, undo.PROFILE, be.snapshot(), 'ended')", "saved")
+    try:
+        sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+        d = _doc(cli("status", *sysfs, "--json")[1], "status")
+        assert d["restore"]["pid"] == p.pid and d["restore"]["in_progress"] is False
+        out = cli("status", *sysfs)[1]
+        assert "under way" not in out and "interrupted profile (session ended)" in out, out
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_status_says_a_profile_is_under_way_not_interrupted(tree, cli, tmp_path):
     """The record a running profile keeps is not an interrupted one: status says it is under way
     (its process lives), and what restore would do once it were killed."""
@@ -272,7 +294,9 @@ def test_status_says_a_profile_is_under_way_not_interrupted(tree, cli, tmp_path)
     p = until_killed("from ptui.core.board import undo\n"
                      "from ptui.core.board.backends.sysfs import SysfsBackend\n"
                      "from ptui.core.catalogue.devices import get_device\n"
+                     "from ptui.core.board.locks import board_lock\n"
                      f"be = SysfsBackend(get_device('orin-agx'), root={str(tree)!r})\n"
+                     "board_lock(be).__enter__()\n"          # a profile holds the board's lock
                      "undo.save(be, undo.PROFILE, be.snapshot(), 'busy')", "saved")
     try:
         sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
