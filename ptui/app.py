@@ -289,26 +289,27 @@ def run_app(args) -> int:
         return core.exit_code(e)
     app = PtuiApp(state)
     app.run()
-    if app.stopped_by:
+    said = exit_words(app, state)
+    if said:
         import sys
+        try:
+            print(said, file=sys.stderr, flush=True)
+        except OSError:
+            pass
+    return core.exit_code_for(app.stopped_by) if app.stopped_by else 0
 
-        what = ("" if not app.aborted_profile else
-                f"; the board is NOT back in its original mode: {app.board_left}" if app.board_left else
-                f"; the running profile was aborted and the {state.backend.labelled('board')} "
-                f"restored to its original mode")
-        try:
-            print(f"ptui: stopped by {app.stopped_by}{what}", file=sys.stderr, flush=True)
-        except OSError:
-            pass
-        return core.exit_code_for(app.stopped_by)
-    left = quit_words(state)
-    if left:
-        import sys
-        try:
-            print(left, file=sys.stderr, flush=True)
-        except OSError:
-            pass
-    return 0
+
+def exit_words(app: PtuiApp, state) -> str:
+    """The line the app leaves on the terminal when it ends: the signal that stopped it, a profile
+    it aborted and whether the board went back (said for `q` too: it said nothing there), and a
+    mode applied in the app that stays."""
+    aborted = ("" if not app.aborted_profile else
+               f"the board is NOT back in its original mode: {app.board_left}" if app.board_left else
+               f"the running profile was aborted and the {state.backend.labelled('board')} "
+               f"restored to its original mode")
+    if app.stopped_by:
+        return f"ptui: stopped by {app.stopped_by}" + (f"; {aborted}" if aborted else "")
+    return "\n".join([f"ptui: {aborted}"] * bool(aborted) + [quit_words(state)] * bool(quit_words(state)))
 
 
 def quit_words(state) -> str:

@@ -264,6 +264,10 @@ async def test_quit_mid_profile_restores_mode(slow_profiler):
         await pilot.press("y")
         await pilot.pause(0.2)
     assert sim.current_mode() == original and sim.workload is None
+    # the terminal is told, as a signal's stop tells it (q, y said nothing)
+    from ptui.app import exit_words
+    said = exit_words(app, app.state)
+    assert said.startswith("ptui: the running profile was aborted") and "SIMULATED" in said, said
 
 
 def record_notifications(app) -> list[str]:
