@@ -966,3 +966,25 @@ def test_a_scripts_profile_is_pooled_only_under_a_name_its_user_gives(monkeypatc
     rc, out, err = cli(*push, "--workload", "mynet")
     assert rc == 0, out + err
     assert {(r.workload, r.batch_size) for r in Pool(url).rows()} == {("mynet", 16)}
+
+
+def test_two_simulated_boards_profiled_with_one_seed_are_told_why_their_rows_are_one(monkeypatch, tmp_path, cli):
+    """Two simulated profiles made without a pool (seed 0 both) are identical; pushing the second
+    under its own --board was refused as board a's with "give --board a (or PTUI_BOARD_ID=a, as
+    when it was profiled)", untrue of b's own profile.  Still refused (the pool cannot tell the
+    rows apart), the line says they are identical to a's because the simulator drew them with one
+    seed, and how to profile each board apart; the pool is left as it was."""
+    for board in ("a", "b"):
+        monkeypatch.setenv("PTUI_BOARD_ID", board)
+        rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                         "--count", "3", "--session", f"s-{board}", "--out", tmp_path / f"{board}.csv")
+        assert rc == 0, err
+    url = f"sqlite:///{tmp_path}/pool.sqlite"
+    push = ("pool", "push", "--device", "orin-agx", "--pool-url", url)
+    rc, out, err = cli(*push, "--profile", tmp_path / "a.csv", "--board", "a")
+    assert rc == 0, out + err
+    rc, out, err = cli(*push, "--profile", tmp_path / "b.csv", "--board", "b")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+    assert "identical to those of" in err and "board 'a'" in err and "seed" in err, err
+    assert "--seed" in err and "as when it was profiled" not in err, err
+    assert len(Pool(url).rows(device="orin-agx")) == 3

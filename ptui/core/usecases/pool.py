@@ -127,11 +127,28 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
                     mine.add(i)
     owners = sorted(set(holders) - {board})
     if owners and board not in holders:
-        run = (f"its run {source.rsplit('@', 1)[0]}" if source in holders[owners[0]]
+        who = owners[0]
+        same_run = source in holders[who]
+        run = (f"its run {source.rsplit('@', 1)[0]}" if same_run
                else "the same modes with the same times and power")
-        raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {owners[0]!r} "
+        if _simulated(profile) and all(p.simulated for p in held if p.board == who):
+            # the simulator draws its modes and figures from the seed alone: two simulated boards
+            # profiled with one seed (0 without a pool) made these same rows, each its own
+            seed = ("profile each simulated board with its own --seed (or its own PTUI_BOARD_ID with "
+                    "PTUI_POOL set, which seeds from the board id; without a pool every seed is 0)")
+            if not same_run:
+                raise InputError(f"the pool {pool.where} holds rows identical to those of {profile} as "
+                                 f"those of board {who!r} (the same simulated modes, times and power; "
+                                 f"another run): "
+                                 f"simulated profiles made with one seed are identical, so the pool cannot "
+                                 f"tell them apart; {seed}, or give --board {who} if {profile} is {who}'s")
+            raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {who!r} "
+                             f"({run}), not of this board ({board!r}): give --board {who} (or "
+                             f"PTUI_BOARD_ID={who}, as when it was profiled); if another simulated board "
+                             f"made it with the same seed and run name, {seed}")
+        raise InputError(f"the pool {pool.where} holds the rows of {profile} as those of board {who!r} "
                          f"({run}), not of this board ({board!r}): give "
-                         f"--board {owners[0]} (or PTUI_BOARD_ID={owners[0]}, as when it was profiled)")
+                         f"--board {who} (or PTUI_BOARD_ID={who}, as when it was profiled)")
     return mine
 
 
