@@ -846,7 +846,7 @@ def cmd_pool(a) -> int:
     rows, where = core.pull_rows(dev, a.workload, a.batch_size, url=a.pool_url, board=a.board)
     if not rows:
         raise CLIError(f"the pool {where} holds no rows for {dev.name}"
-                       + (f", {a.workload}" if a.workload else "")
+                       + (f", {core.workload_name(a.workload)}" if a.workload else "")
                        + (f" at batch size {a.batch_size}" if a.batch_size else "")
                        + (f" of board {a.board.strip()!r}" if a.board is not None else ""))
     cols = ("cores", "cpu_mhz", "gpu_mhz", "mem_mhz", "time_ms", "power_w", "time_ms_p25", "time_ms_p75",

@@ -988,3 +988,13 @@ def test_two_simulated_boards_profiled_with_one_seed_are_told_why_their_rows_are
     assert "identical to those of" in err and "board 'a'" in err and "seed" in err, err
     assert "--seed" in err and "as when it was profiled" not in err, err
     assert len(Pool(url).rows(device="orin-agx")) == 3
+
+
+def test_pull_of_no_match_names_the_workload_it_looked_for(monkeypatch, tmp_path, cli):
+    """`pool pull --workload RESNET18` that matched nothing said "holds no rows for orin-agx,
+    RESNET18", though it looked for the catalogue's resnet18 (the pool's name); it says resnet18."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    rc, out, err = cli("pool", "pull", "--device", "orin-agx", "--workload", "RESNET18", "--batch-size", "64",
+                       "--out", tmp_path / "none.csv")
+    assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
+    assert ", resnet18 at batch size 64" in err and "RESNET18" not in err, err
