@@ -826,10 +826,13 @@ def cmd_pool(a) -> int:
             _info(f"the pool {where} holds no rows yet")
             return EXIT_OK
         print(f"pool {where}")
-        print(f"{'device':<11} {'workload':<14} {'batch':>5} {'rows':>6} {'boards':>6} "
+        # columns as wide as their longest name (a script's workload can be any length)
+        dw = max(11, *(len(str(g["device"])) for g in got))
+        ww = max(14, *(len(str(g["workload"])) for g in got))
+        print(f"{'device':<{dw}} {'workload':<{ww}} {'batch':>5} {'rows':>6} {'boards':>6} "
               f"{'simulated':>9}  newest")
         for g in got:
-            print(f"{g['device']:<11} {g['workload']:<14} {g['batch_size']:>5} {g['rows']:>6} "
+            print(f"{g['device']:<{dw}} {g['workload']:<{ww}} {g['batch_size']:>5} {g['rows']:>6} "
                   f"{g['boards']:>6} {g['simulated_rows']:>9}  "
                   f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(g['newest']))} UTC")
         return EXIT_OK

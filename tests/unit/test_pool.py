@@ -998,3 +998,22 @@ def test_pull_of_no_match_names_the_workload_it_looked_for(monkeypatch, tmp_path
                        "--out", tmp_path / "none.csv")
     assert rc == 2 and len(err.strip().splitlines()) == 1, out + err
     assert ", resnet18 at batch size 64" in err and "RESNET18" not in err, err
+
+
+def test_pool_list_keeps_its_columns_for_a_long_workload_name(monkeypatch, tmp_path, cli):
+    """A workload named longer than 14 characters (a script's, --workload NAME) pushed its row of
+    `pool list` past the header: batch, rows and boards no longer stood under their names.  Every
+    column starts where its header does, whatever the names' lengths."""
+    url = _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    _bare(tmp_path / "a.csv", tmp_path / "bare.csv")
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "bare.csv", "--board", "b",
+                       "--workload", "my-very-long-training-script", "--batch-size", "32", "--pool-url", url)
+    assert rc == 0, out + err
+    rc, out, err = cli("pool", "list")
+    assert rc == 0, err
+    head, *rows = out.strip().splitlines()[1:]
+    assert len(rows) == 2 and any("my-very-long-training-script" in r for r in rows), out
+    for col in ("batch", "rows", "boards", "simulated"):
+        end = head.index(col) + len(col)              # right-aligned: each figure ends where its name does
+        for r in rows:
+            assert r[end - 1] != " " and r[end] == " ", (col, out)
