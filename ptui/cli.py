@@ -839,10 +839,10 @@ def cmd_pool(a) -> int:
     if a.poolcmd == "push":
         dev = core.get_device(a.device)
         me = core.board_id(a.board)
-        added, had, where = core.push_profile(a.profile, dev, url=a.pool_url, board=me, workload=a.workload,
-                                              batch_size=a.batch_size)
+        added, had, where, guess = core.push_profile(a.profile, dev, url=a.pool_url, board=me,
+                                                     workload=a.workload, batch_size=a.batch_size)
         print(f"{added} rows of {a.profile} added to the pool {where} as board {me!r}"
-              + (f" ({had} were there already)" if had else ""))
+              + (f" ({had} were there already)" if had else "") + (f", {guess}" if guess else ""))
         return EXIT_OK
     core.check_out_file(a.out)
     dev = core.get_device(a.device)

@@ -1017,3 +1017,23 @@ def test_pool_list_keeps_its_columns_for_a_long_workload_name(monkeypatch, tmp_p
         end = head.index(col) + len(col)              # right-aligned: each figure ends where its name does
         for r in rows:
             assert r[end - 1] != " " and r[end] == " ", (col, out)
+
+
+def test_a_push_that_takes_the_workloads_default_batch_size_says_so(monkeypatch, tmp_path, cli):
+    """`pool push --workload resnet18` of a CSV with no batch_size column (and no --batch-size)
+    put its rows in the pool's batch-16 group, resnet18's default, without a word: a batch-64
+    profile's rows would be pooled with batch 16's.  The push's line says the batch size it took
+    and that it is the default, and how to give another; a CSV that says it, or --batch-size,
+    adds nothing to the line."""
+    url = _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    _bare(tmp_path / "a.csv", tmp_path / "bare.csv")
+    push = ("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "bare.csv", "--workload", "resnet18")
+    rc, out, err = cli(*push, "--pool-url", f"sqlite:///{tmp_path}/p2.sqlite")
+    assert rc == 0 and len(out.strip().splitlines()) == 1, out + err
+    assert "as batch size 16, resnet18's default" in out and "give --batch-size" in out, out
+    assert {r.batch_size for r in Pool(f"sqlite:///{tmp_path}/p2.sqlite").rows()} == {16}
+    rc, out, err = cli(*push, "--batch-size", "16", "--pool-url", f"sqlite:///{tmp_path}/p3.sqlite")
+    assert rc == 0 and "default" not in out and "--batch-size" not in out, out + err
+    monkeypatch.setenv("PTUI_BOARD_ID", "a")
+    rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "a.csv", "--pool-url", url)
+    assert rc == 0 and "default" not in out, out + err

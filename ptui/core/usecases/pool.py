@@ -210,17 +210,27 @@ def _simulated(profile) -> bool:
 
 def push_profile(profile: Path | str, device, *, url: str | None = None, board: str | None = None,
                  workload: str | None = None, batch_size: int | None = None,
-                 simulated: bool | None = None) -> tuple[int, int, str]:
+                 simulated: bool | None = None) -> tuple[int, int, str, str | None]:
     """`ptui pool push`: a profile CSV's rows to the pool as this board's; (added, already there,
-    the pool's name)."""
+    the pool's name, what to say of a batch size it took as the workload's default or None)."""
     rows, tags = _profile_rows(profile, device)     # a bad profile is refused before connecting
-    _what(profile, tags, workload, batch_size)
+    wl, b = _what(profile, tags, workload, batch_size)
     me = board_id(board)
     _check_board(profile, me)
     with open_pool(url) as pool:
         added, had = push_to(pool, profile, device, board=me, workload=workload,
                              batch_size=batch_size, simulated=simulated)
-        return added, had, pool.where
+        return added, had, pool.where, _default_batch_note(tags, batch_size, wl, b)
+
+
+def _default_batch_note(tags: dict, batch_size: int | None, workload: str, b: int) -> str | None:
+    """What a push says of a batch size neither the CSV (no batch_size column) nor --batch-size
+    gave: the rows went to the group of the catalogue workload's default (_what), which is a
+    guess a user should see."""
+    if batch_size or str(tags.get("batch_size", "")).isdigit():
+        return None
+    return (f"as batch size {b}, {workload}'s default (the CSV has no batch_size column); give "
+            f"--batch-size if it was another")
 
 
 def push_to(pool: Pool, profile: Path | str, device, *, board: str, workload: str | None = None,
