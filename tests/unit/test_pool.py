@@ -1037,3 +1037,20 @@ def test_a_push_that_takes_the_workloads_default_batch_size_says_so(monkeypatch,
     monkeypatch.setenv("PTUI_BOARD_ID", "a")
     rc, out, err = cli("pool", "push", "--device", "orin-agx", "--profile", tmp_path / "a.csv", "--pool-url", url)
     assert rc == 0 and "default" not in out, out + err
+
+
+def test_fit_pool_of_a_csv_without_its_batch_size_says_the_default_it_pooled_with(monkeypatch, tmp_path, cli):
+    """`fit --pool --workload resnet18` of a CSV with no batch_size column pooled it with the
+    fleet's batch-16 rows (resnet18's default) without a word, as `pool push` did; a batch-64
+    profile would be corrected by batch 16's rows.  It fits as before and says so (stderr)."""
+    _profile_into_pool(cli, monkeypatch, tmp_path, "a")
+    monkeypatch.setenv("PTUI_BOARD_ID", "b")
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "3", "--seed", "5", "--out", tmp_path / "b.csv")
+    assert rc == 0, err
+    monkeypatch.delenv("PTUI_POOL")
+    _bare(tmp_path / "b.csv", tmp_path / "bare.csv")
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "bare.csv", "--workload", "resnet18",
+                       "--pool", "--pool-url", f"sqlite:///{tmp_path}/pool.sqlite", "--out", tmp_path / "m")
+    assert rc == 0 and "3 rows of this board + 3 from 1 other board" in out, out + err
+    assert "no batch_size column" in err and "batch size 16, resnet18's default" in err, err

@@ -375,6 +375,9 @@ def fit_with_pool(device, profile: Path | str, *, url: str | None = None, board:
     if not fleet:
         raise InputError(f"the pool {where} holds no rows of another board for {device.name}, "
                          f"{wl} at batch size {b}: nothing to pool (`ptui pool list` shows what it holds)")
+    if note is not None and _default_batch_note(tags, None, wl, b):
+        note(f"warning: {profile} has no batch_size column: pooled with the fleet's rows of batch size {b}, "
+             f"{wl}'s default; if it was profiled at another, add that batch_size column to it")
     model = fit_pooled_rows(device, own, fleet, workload=wl, batch_size=b, reference=ref, method=method,
                             seed=seed, loss=loss, source=f"profile {profile} + pool {where}",
                             fleet_source=where, progress=progress, spec=spec)
