@@ -622,13 +622,13 @@ class ScriptSource:
             first = (self.t_forwards or self.t_start) - self.t_start
             limit = (f"stopped after {run_s:.0f} s of forward passes without a backward()"
                      if first + run_s < self.first_step_timeout else
-                     f"stopped at --startup-timeout {self.first_step_timeout:.0f} s if it is still "
+                     f"stopped at --startup-timeout {self.first_step_timeout:g} s if it is still "
                      f"running forward passes without a backward() then")
             limit += f": {INFERENCE_ONLY}"
         else:
             # nor a backward(): a script that only runs inference waited out the whole start-up
             # timeout (600 s) told only that it was starting (the probe trial)
-            bw, limit = "", (f"limit --startup-timeout {self.first_step_timeout:.0f} s; no "
+            bw, limit = "", (f"limit --startup-timeout {self.first_step_timeout:g} s; no "
                              f"backward() either: {INFERENCE_ONLY}")
         self.notify(f"still starting: the script is running (pid {self.proc.pid}) and {bw}has taken "
                     f"no optimizer step after {waited:.0f} s ({limit})"
@@ -682,7 +682,7 @@ class ScriptSource:
     def _longer_timeout(self) -> str:
         """The flag that waits longer, in words: the user's own --startup-timeout, raised."""
         if self.user_timeout:
-            return f"a --startup-timeout longer than the {self.first_step_timeout:.0f} s given"
+            return f"a --startup-timeout longer than the {self.first_step_timeout:g} s given"
         return "--startup-timeout"
 
     def _no_optimizer_step(self, waited: float) -> ProfileError:
@@ -703,7 +703,7 @@ class ScriptSource:
         # raise --startup-timeout, as if it were slow to start (the probe trial)
         none = "" if self.backward_calls else f"; it called no backward() either: {INFERENCE_ONLY}"
         return ScriptUnprofilable(f"the training script is still running but has taken no optimizer step "
-                            f"in {self.first_step_timeout:.0f} s; if it needs longer to start "
+                            f"in {self.first_step_timeout:g} s; if it needs longer to start "
                             f"(torch.compile, data preparation) raise --startup-timeout{none}; its "
                             f"output is in {self.log_path}", resume_with=self._longer_resume())
 
