@@ -149,6 +149,20 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
+def _while_locked(do, wait_s: float = 30.0):
+    """`do()`, tried again while SQLite says the file is locked: switching a new file to WAL takes
+    its lock at once, without the connection's busy wait, so of 8 nodes opening a fresh pool
+    together one failed with 'database is locked' (CI, a loaded machine)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return do()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _refuse_foreign_db(db, where: str) -> None:
     """An SQLite file that holds tables but not a ptui pool's is someone else's database: ptui
     writes nothing to it (it used to turn on WAL and add its tables, even for `pool list`)."""
@@ -187,7 +201,7 @@ class Pool:
                 Path(where).parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(where, timeout=30, isolation_level=None)
                 _refuse_foreign_db(self.db, where)     # before anything is written to it
-                self.db.execute("PRAGMA journal_mode=WAL")
+                _while_locked(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
                 self.db.execute("PRAGMA synchronous=FULL")
             self._schema()
         except (PoolError, InputError):
