@@ -37,6 +37,18 @@ async def open_pareto(app, pilot):
     return app.screen
 
 
+async def pick_to_apply(app, pilot, confirm: bool = False) -> None:
+    """Pareto's pick taken to Apply (4, enter); with confirm, applied (y)."""
+    await open_pareto(app, pilot)
+    await pilot.press("enter")
+    await wait_workers(app, pilot)
+    await pilot.pause(0.3)
+    if confirm:
+        await pilot.press("y")
+        await wait_workers(app, pilot)
+        await pilot.pause(0.6)
+
+
 async def start_profile(app, pilot, done: int):
     """Start the Profile screen's default profile (2, s); its screen once `done` modes finished
     (or after about 4 s)."""
@@ -382,12 +394,7 @@ async def test_measured_figures_are_not_called_predicted_on_apply(tmp_path):
     assert rc == 0, err
     app, _ = make_app(profile_csv=tmp_path / "p.csv")
     async with app.run_test(size=(100, 32)) as pilot:
-        await pilot.press("4")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
+        await pick_to_apply(app, pilot)
         plan = str(app.screen.query_one("#plan").render())
         assert "measured while profiling" in plan and "predicted" not in plan
 
@@ -953,12 +960,6 @@ async def test_apply_trains_the_picks_workload_and_batch_size_on_the_simulated_b
     app, sim = make_app(profile_csv=tmp_path / "p.csv")
     assert app.state.workload == "resnet18"          # what the app starts with
     async with app.run_test(size=(100, 32)) as pilot:
-        await open_pareto(app, pilot)
-        await pilot.press("enter")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
-        await pilot.press("y")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.2)
+        await pick_to_apply(app, pilot, confirm=True)
         assert sim.workload is not None
         assert (sim.workload.name, sim.workload.batch_size) == ("mobilenetv3", 32)

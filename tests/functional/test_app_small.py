@@ -2,7 +2,7 @@
 import pytest
 
 from ptui.core.catalogue.devices import get_device
-from tests.functional.test_app import make_app, on_screen, open_pareto, wait_workers
+from tests.functional.test_app import make_app, on_screen, open_pareto, pick_to_apply, wait_workers
 
 ORIN = get_device("orin-agx")
 
@@ -102,20 +102,6 @@ async def _profile(app, pilot, count: int) -> None:
     await pilot.pause(0.1)
     await pilot.press("s")
     await wait_workers(app, pilot)
-
-
-async def _pick_to_apply(app, pilot, confirm: bool = False) -> None:
-    """Pareto's pick on the bundled reference taken to Apply (4, enter); with confirm, applied (y)."""
-    await pilot.press("4")
-    await wait_workers(app, pilot)
-    await pilot.pause(0.3)
-    await pilot.press("enter")
-    await wait_workers(app, pilot)
-    await pilot.pause(0.3)
-    if confirm:
-        await pilot.press("y")
-        await wait_workers(app, pilot)
-        await pilot.pause(0.6)
 
 
 def _lstm_profile(path, count=20):
@@ -319,7 +305,7 @@ async def test_apply_leaves_the_power_plot_rows_to_read(size):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=size) as pilot:
-        await _pick_to_apply(app, pilot, confirm=True)
+        await pick_to_apply(app, pilot, confirm=True)
         scr = app.screen
         scr.measure_from -= 10                       # the 10 s measurement done: its longest text
         await pilot.pause(0.8)
@@ -344,7 +330,7 @@ async def test_apply_shows_the_result_after_a_key_read_below_it(key):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(80, 24)) as pilot:
-        await _pick_to_apply(app, pilot)
+        await pick_to_apply(app, pilot)
         scr = app.screen
         top = scr.query_one("#apply-top")
         if key == "r":
@@ -443,7 +429,7 @@ async def test_apply_says_each_figure_with_its_unit_on_one_row(size):
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=size) as pilot:
-        await _pick_to_apply(app, pilot, confirm=True)
+        await pick_to_apply(app, pilot, confirm=True)
         app.screen.measure_from -= 10                # the 10 s measurement done: its longest text
         await pilot.pause(0.8)
         rows = on_screen(app).splitlines()
@@ -502,7 +488,7 @@ async def test_apply_keeps_each_mode_figure_with_its_unit_at_80x24():
     from ptui.core.prediction.predictor import bundled_reference
     app, _ = make_app(model_dir=bundled_reference())
     async with app.run_test(size=(80, 24)) as pilot:
-        await _pick_to_apply(app, pilot, confirm=True)
+        await pick_to_apply(app, pilot, confirm=True)
         mode = app.state.selected.describe()
         rows = on_screen(app).splitlines()
         assert any("applied and verified" in r for r in rows), rows
