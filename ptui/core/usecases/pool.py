@@ -152,12 +152,6 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
     return mine
 
 
-def pool_workload(name: str) -> str:
-    """A workload's name in the pool: a catalog workload's own, however written (RESNET18, ResNet-18,
-    resnet: resnet18, as `ptui profile` sends it), else the name as given."""
-    return workload_name(name)
-
-
 # the workload a user script's profile says when the user named none (profile.py)
 SCRIPT_WORKLOAD = "script"
 
@@ -178,7 +172,7 @@ def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> 
     if workload and said and workload_key(workload) != workload_key(said):
         raise InputError(f"{profile} is a profile of {said} (its workload column), not {workload}: leave "
                          f"--workload out (it names the workload of a CSV without that column)")
-    wl = pool_workload(said or workload or "")
+    wl = workload_name(said or workload or "")
     if not wl:
         raise InputError(f"{profile} does not say its workload: give --workload")
     said_b = int(tags["batch_size"]) if str(tags.get("batch_size", "")).isdigit() else None
@@ -306,7 +300,7 @@ def pool_holds(device, workload: str, batch_size: int, *, url: str | None = None
     except NoPoolFile:                      # no board has sent a row yet: it holds nothing
         return 0, 0, redact(pool_url(url) or "")
     with pool:
-        rows = fleet_rows(pool, device, pool_workload(workload), batch_size, board=me)
+        rows = fleet_rows(pool, device, workload_name(workload), batch_size, board=me)
         return len(rows), len({r.board for r in rows}), pool.where
 
 
@@ -396,7 +390,7 @@ def pull_rows(device, workload: str | None, batch_size: int | None, *, url: str 
     one = board_id(board) if board is not None else None
     with open_pool(url, create=False) as pool:
         return pool.rows(device=device.name if device else None,
-                         workload=pool_workload(workload) if workload else None,
+                         workload=workload_name(workload) if workload else None,
                          batch_size=batch_size, board=one), pool.where
 
 
