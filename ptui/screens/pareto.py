@@ -646,6 +646,8 @@ class ParetoScreen(Screen):
             rel = v.relation
             lines.append(f"{self.basis()} " + ("throughput only" if rel.throughput_only
                                                else f"noise scale {rel.noise_scale:g}"))
+        if v.energy is not None:
+            lines += v.energy.panel_ranked(self.query_one("#details", Static).content_size.width or 40)
         # the footer says enter applies: the line stays where it adds something (the batch size)
         # or where the energy lines have not taken its row at 80x24
         hint = ("[dim]what-if only: not for this board[/dim]" if self.foreign

@@ -177,11 +177,9 @@ class Energy:
         if self.maxn is not None and self.best_preset is None:      # presets, none meets the goal
             second += " (no preset meets the goal)"
         second = second[0].upper() + second[1:] + "."
-        out = self._ranked_out()
-        if out is not None:                     # a less median passed over for its spread
-            who = "the pick" if out is self.pick else out.tag if out.row is None else out.mode.describe()
-            second += (f"\nRanked by the {self.level} upper bound: {who} is {out.source} at "
-                       f"{self._amount(out)} but may take {sig3(out.bound)} {SHORT[self.unit]}.")
+        ranked = self._ranked_sentence()
+        if ranked:                              # a less median passed over for its spread
+            second += f"\n{ranked}"
         why = self._why_not_least()
         return first, f"{second}\n{why}" if why else second
 
@@ -223,6 +221,21 @@ class Energy:
                if p is not None and p is not self.least]
         x = [p for p in pts if self._spread_out(p)]
         return min(x, key=lambda p: p.energy) if x else None
+
+    def _ranked_sentence(self) -> str:
+        """Which less median the least-energy rule passed over for its spread, and how much it may
+        take ('' where none was): the CLI's sentence and the app's panel alike."""
+        out = self._ranked_out()
+        if out is None:
+            return ""
+        who = "the pick" if out is self.pick else out.tag if out.row is None else out.mode.describe()
+        return (f"Ranked by the {self.level} upper bound: {who} is {out.source} at "
+                f"{self._amount(out)} but may take {sig3(out.bound)} {SHORT[self.unit]}.")
+
+    def panel_ranked(self, width: int) -> list[str]:
+        """The app's panel's last lines: the sentence of _ranked_sentence wrapped to `width` (the
+        panel said only the least, so a less median read as a mistake)."""
+        return wrap(self._ranked_sentence(), width)
 
     def lines(self, width: int = 80) -> list[str]:
         """The sentences wrapped to `width` columns (a number kept with its word and unit)."""
