@@ -68,6 +68,11 @@ class DashboardScreen(Screen):
     def on_mount(self) -> None:
         self._lines: dict[str, int] = {}
         self._tick = 0
+        # TPC power gating is set at boot (nvpmodel's mask), so it is read once: `ptui status`
+        # and the apply plan said 'the GPU has 4 of its 8 TPCs powered', the dashboard never did
+        be = self.app.state.backend
+        on = be.gated_tpcs()
+        self._tpcs = "" if on is None else f" · {on}/{be.device.gpu_tpcs} TPCs"
         self.refresh_view()
         self.set_interval(0.5, self.refresh_view)
 
@@ -96,7 +101,7 @@ class DashboardScreen(Screen):
         self._set("#clocks",
             f"[b]Mode[/b] {self._preset_words(t.nvpmodel, knobs)}\n"
             f"{cores}  GPU load {_na(t.gpu_load, '{:.0f}', '%')}\n"
-            f"{cpu}\n{gpu}\n{mem}\n"
+            f"{cpu}\n{gpu}{self._tpcs}\n{mem}\n"
             f"minibatch {self._minibatch(mb, t)}")
         temps = "\n".join(f"{k[:7]:<7} {_na(v, '{:.1f}', ' °C')}"
                           for k, v in t.temps.items()) or "no thermal zones"

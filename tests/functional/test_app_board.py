@@ -179,7 +179,8 @@ async def test_a_gpu_whose_tpcs_are_gated_is_said_where_a_mode_is_applied(tmp_pa
     """MODE_30W gates 4 of an Orin AGX's 8 TPCs (tpc_pg_mask 240), a mask set at boot that no
     apply changes: the app applied a mode, verified it and compared 16.3 W measured with 19.3 W
     predicted for all 8 TPCs, and nothing said half the GPU was off (a user's trial on an emulated
-    board).  The plan, ptui apply and ptui status say it; MAXN's mask (0) says nothing."""
+    board).  The plan, the dashboard, ptui apply and ptui status say it; MAXN's mask (0) says
+    nothing."""
     root = fakesys.build(tmp_path / "root")                     # MODE_30W: 4 of 8 TPCs
     app, be = board_app(root)
     assert be.gated_tpcs() == 4
@@ -190,6 +191,12 @@ async def test_a_gpu_whose_tpcs_are_gated_is_said_where_a_mode_is_applied(tmp_pa
         await pilot.pause(0.2)
         plan = str(app.screen.query_one("#plan").render())
         assert "the GPU has 4 of its 8 TPCs powered" in plan and "press y to apply" in plan, plan
+        await pilot.press("1")                   # the dashboard's GPU line says it too
+        await pilot.pause(0.7)
+        clocks = app.screen.query_one("#clocks")
+        said = str(clocks.render())
+        assert " · 4/8 TPCs" in said and "GPU " in said, said
+        assert all(len(ln) <= clocks.content_size.width for ln in said.splitlines()), said
     sysfs = ("--backend", "sysfs", "--sysfs-root", root)
     rc, out, err = run_cli(*sysfs, "apply", "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75",
                            "--mem-mhz", "665.6", "--dry-run")
