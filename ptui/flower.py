@@ -632,14 +632,10 @@ def _keep_overhead(spec: NodeSpec, backend_kind: str, minibatches: float) -> str
     with _node_env(spec):
         f = _overhead_file(spec, backend_kind)
         seen = (_kept_overheads(f) + [round(minibatches, 4)])[-OVERHEAD_ROUNDS:]
-        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"minibatches": seen}))
-            os.replace(tmp, f)
+            core.write_atomic(f, json.dumps({"minibatches": seen}).encode())
         except OSError as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             return (f"this round's overhead could not be kept in {f.parent} "
                     f"({e.strerror or type(e).__name__}): the next rounds predict without it")
     return ""

@@ -78,7 +78,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "clock": ("Clock", "hms", "RealClock", "VirtualClock",),
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
                "Interrupted", "known_errors", "number", "PtuiError",),
-    "paths": ("data_dir", "model_meta", "model_of", "script_log",),
+    "paths": ("data_dir", "model_meta", "model_of", "script_log", "write_atomic",),
     "progress": ("SAVING", "STAGE", "Step",),
 }
 # modules the faces use whole
@@ -142,7 +142,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         known_errors,
         number,
     )
-    from .paths import data_dir, model_meta, model_of, script_log
+    from .paths import data_dir, model_meta, model_of, script_log, write_atomic
     from .prediction import train
     from .prediction.fit import outlier_note, subset_note
     from .prediction.modeldir import check_out_dir

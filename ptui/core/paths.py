@@ -13,9 +13,43 @@ overrides).  Where such a place is not writable ptui falls back to the data dire
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace `path` with `data` in one step, durably: a temporary file beside it (made with
+    O_EXCL, so no link is followed), fsynced, given `mode` (default: the file's own permissions,
+    0o644 for a new one), renamed over it, then the folder fsynced.  On any failure the temporary
+    file is removed and `path` is as it was.  One place for the board's undo state, nvpmodel's
+    conf and a Flower node's kept overheads (three copies before, each a little different)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is None:
+            try:
+                mode = path.stat().st_mode & 0o7777
+            except OSError:
+                mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):          # the rename made durable (best effort)
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 def data_dir() -> Path:

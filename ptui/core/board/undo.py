@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..paths import board_state_dir, board_state_dirs
+from ..paths import board_state_dir, board_state_dirs, write_atomic
 from .backends.base import Backend, DamagedSnapshot
 from .locks import board_key
 
@@ -149,28 +149,6 @@ def _same(path: Path, record: Record) -> bool:
 
 
 def _write_whole(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` in one step, durably: temp file, fsync, rename, fsync the folder."""
+    """Replace `path` with `data` in one step, durably (paths.write_atomic), its folder made."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    write_atomic(path, data, mode=0o644)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ...catalogue.devices import Device
 from ...catalogue.modes import Mode, fmt_mhz, make_mode
+from ...paths import write_atomic
 from ..detect import emulator_not_running, is_emulated
 from ..logs import get as _logger
 from .base import ApplyError, Backend, BackendError, DamagedSnapshot, Telemetry
@@ -521,15 +522,15 @@ class SysfsBackend(Backend):
         made_backup = not backup.exists()
         try:
             if made_backup:                                 # the first original is the one kept
-                _write_atomic(backup, raw)
+                write_atomic(backup, raw)
             block = nvpmodel_block(self.device, mode, mode_id, name)
-            _write_atomic(conf, _replace_power_model(text, mode_id, block).encode("utf-8", "surrogateescape"))
+            write_atomic(conf, _replace_power_model(text, mode_id, block).encode("utf-8", "surrogateescape"))
         except OSError as e:
             raise BackendError(f"cannot write {conf}: {e.strerror or e}") from None
         try:
             self.run_nvpmodel(mode_id)
         except BackendError as e:
-            _write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
+            write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
             if made_backup:
                 backup.unlink()
             raise BackendError(f"{e}; {conf} left as it was") from None
@@ -604,28 +605,6 @@ def _replace_power_model(text: str, mode_id: int, block: str) -> str:
     body = "".join(out)
     i = body.find("< PM_CONFIG")
     return body[:i] + block + "\n" + body[i:] if i >= 0 else body + "\n" + block
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace a file's bytes in one step (temp file + rename), keeping its permissions."""
-    import tempfile
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        except OSError:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _key(d: dict, k: int):
