@@ -55,6 +55,10 @@ ALIASES = {"resnet": "resnet18", "resnet-18": "resnet18", "mobilenet": "mobilene
            "yolo": "yolov8n", "bert": "bert-base", "yolov8": "yolov8n"}
 
 
+SCRIPT_WORKLOAD = "script"
+"""The workload name a profile of the user's own script is stored and written under."""
+
+
 def workload_name(name: str) -> str:
     """A workload's one name: a built-in workload's own however written (RESNET18, ResNet-18,
     resnet: resnet18, as get_workload reads it), else the name as given, stripped."""

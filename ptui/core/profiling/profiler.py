@@ -24,7 +24,7 @@ from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.devices import Device
 from ..catalogue.modes import Mode, transition_order
-from ..catalogue.workloads import Workload
+from ..catalogue.workloads import SCRIPT_WORKLOAD, Workload
 from ..errors import RuntimeFailure
 from .store import SessionInfo, Store, StoreError
 
@@ -473,7 +473,7 @@ def batch_tag(info: SessionInfo) -> str:
     """The CSV's batch_size: the session's, but for a user's script whose batch the user did not
     state, the samples per iteration the probe measured (blank when it saw no DataLoader)."""
     p = info.params
-    if info.workload == "script" and p.get("batch_size_stated") is False:
+    if info.workload == SCRIPT_WORKLOAD and p.get("batch_size_stated") is False:
         n = ((p.get("whatif") or {}).get("model") or {}).get("samples") or p.get("samples")
         return str(int(n)) if n else ""
     return str(info.batch_size)
@@ -532,7 +532,7 @@ def model_timed(model) -> str:
     """What one time_ms of a model is (its profile's `timed`; a script's optimizer step, else a
     minibatch)."""
     return model.about.timed or ("optimizer step (of the user's script)"
-                                 if model.about.workload == "script" else "minibatch")
+                                 if model.about.workload == SCRIPT_WORKLOAD else "minibatch")
 
 
 def cycle_timed(timed: str | None) -> str:

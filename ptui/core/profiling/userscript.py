@@ -41,7 +41,7 @@ import ptui
 from ..board.backends.base import Backend, MinibatchEvent
 from ..board.csvio import OUTSIDE_WARN, outside_note
 from ..board.physics import WorkloadPhysics
-from ..catalogue.workloads import Workload, get_workload
+from ..catalogue.workloads import SCRIPT_WORKLOAD, Workload, get_workload
 from ..errors import EXIT_INPUT
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops, loading_ms
 from .profiler import ProfileConfig, ProfileError, ScriptUnprofilable, SessionError
@@ -218,7 +218,7 @@ def whatif_workload(info: dict, *, command: str = "") -> ScriptWorkload:
         batch_half=half, eff_batch=eff_batch)
     params_m = float(info.get("params") or 0) / 1e6
     return ScriptWorkload(
-        name="script", model=f"what-if: {command[:50]}" if command else "what-if: user script",
+        name=SCRIPT_WORKLOAD, model=f"what-if: {command[:50]}" if command else "what-if: user script",
         task="user script", dataset="user data", samples=B, params_m=params_m,
         fwd_gflops=flops / B / 3e9, layers=0, workers=int(info.get("workers") or 0),
         dataset_size="?", maxn_epoch_min=0.0, batch_size=B, physics=wp)
@@ -998,7 +998,7 @@ def host_cpu_mhz() -> float | None:
 
 def script_workload(bs: int, argv) -> Workload:
     """The placeholder workload a script session is stored under (name 'script')."""
-    return replace(get_workload("resnet18", bs), name="script", model=command_text(argv)[:60],
+    return replace(get_workload("resnet18", bs), name=SCRIPT_WORKLOAD, model=command_text(argv)[:60],
                    task="user script")
 
 

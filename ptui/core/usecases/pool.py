@@ -21,7 +21,7 @@ from ..board.csvio import (
     profile_tags,
     profile_time,
 )
-from ..catalogue.workloads import WORKLOADS, workload_key, workload_name
+from ..catalogue.workloads import SCRIPT_WORKLOAD, WORKLOADS, workload_key, workload_name
 from ..errors import InputError
 from ..paths import model_dir
 from ..prediction.pooled import Rows, fit_pooled
@@ -150,10 +150,6 @@ def _check_sent_as_other(pool: Pool, profile, rows: list[dict], source: str, boa
                          f"({run}), not of this board ({board!r}): give "
                          f"--board {who} (or PTUI_BOARD_ID={who}, as when it was profiled)")
     return mine
-
-
-# the workload a user script's profile says when the user named none (profile.py)
-SCRIPT_WORKLOAD = "script"
 
 
 def _what(profile, tags: dict, workload: str | None, batch_size: int | None) -> tuple[str, int]:

@@ -36,7 +36,7 @@ from ..board.locks import LockError, board_key, holder, lock_session, unlock_ses
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
-from ..catalogue.workloads import WORKLOADS, Workload, get_workload
+from ..catalogue.workloads import SCRIPT_WORKLOAD, WORKLOADS, Workload, get_workload
 from ..decision.batch import BatchError, relation
 from ..errors import InputError, Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
@@ -383,7 +383,7 @@ class ProfileRun:
         self.finished = bool(req.resume and ex is not None and ex.status == "done" and ex.n_done)
         self.seed = req.seed if req.seed is not None else (ex.seed if ex else default_seed())
         self.batch_size = req.batch_size or (ex.batch_size if ex else 16)
-        self.is_script = bool(self.script) or (ex is not None and ex.workload == "script")
+        self.is_script = bool(self.script) or (ex is not None and ex.workload == SCRIPT_WORKLOAD)
         self.recorded = False                 # a recorded model replayed under its own name
         if self.finished and ex is not None and ((req.workload and req.workload != ex.workload) or (
                 req.batch_size and req.batch_size != ex.batch_size)):
@@ -458,11 +458,11 @@ class ProfileRun:
             self.finished = first.status == "done"
             self.seed = req.seed if req.seed is not None else first.seed
             wl = first.workload
-            if wl == "script" and not req.script and not self.finished:
+            if wl == SCRIPT_WORKLOAD and not req.script and not self.finished:
                 raise SessionError("resume a script session with the same command after --")
-            if wl == "script" and req.script and not self.finished:
+            if wl == SCRIPT_WORKLOAD and req.script and not self.finished:
                 check_resume_command(first.params, req.script)     # the command with its {bs}
-            self.workload_name = req.workload or (None if wl == "script" else wl)
+            self.workload_name = req.workload or (None if wl == SCRIPT_WORKLOAD else wl)
         else:
             if first is not None:
                 raise SessionError(f"session {req.session!r} already exists; add --resume to "
@@ -705,7 +705,7 @@ class ProfileRun:
         after the session store committed it (and the rows a killed run finished before it could
         send them); a pool that cannot be reached is said, and the profile goes on without it."""
         assert self.profiler is not None and self.name is not None
-        if info.workload == "script" and pool_url() is not None:
+        if info.workload == SCRIPT_WORKLOAD and pool_url() is not None:
             # an unnamed script: pooled as 'script', every board's own training would be one group
             notes.append(f"this script's profile is not sent to the pool: its rows name no workload, and "
                          f"every board's own script would pool as one; send it, once profiled, with: "
@@ -811,7 +811,7 @@ class ProfileRun:
         info = self.store.get_session(self.name)
         total, done = len(info.plan), info.n_done
         self.info = _Info([None] * total, done)
-        wl = self.workload_name or "script"
+        wl = self.workload_name or SCRIPT_WORKLOAD
         self.notes.append(f"session {self.name}: {wl} at batch sizes "
                           f"{','.join(map(str, sizes))} on {dev.name} ({self.backend.kind}); "
                           f"{total} (mode, batch size) pairs, {done} done, {total - done} to go")
@@ -819,7 +819,7 @@ class ProfileRun:
 
     def _name(self, dev) -> None:
         assert self.batch_sizes is not None
-        wl = self.workload_name or "script"
+        wl = self.workload_name or SCRIPT_WORKLOAD
         self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
         assert self.name is not None
         lock_session(self.name)                 # held by this run until close()
@@ -847,7 +847,7 @@ class ProfileRun:
                   **({"command": list(self.req.script)} if self.req.script else {}),
                   **self.req.params}
         self.store.create_session(
-            self.name, device=dev.name, workload=self.workload_name or "script",
+            self.name, device=dev.name, workload=self.workload_name or SCRIPT_WORKLOAD,
             batch_size=plan_sizes[0] if plan_sizes else sizes[0], seed=self.seed,
             backend=self.backend.kind, plan=plan, plan_sizes=plan_sizes, params=params,
             original_mode=self.backend.current_mode())
@@ -890,7 +890,7 @@ class ProfileRun:
         self._plan_pairs(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
         done = self.store.get_session(self.name).n_done
         self.info = _Info([None] * int(self.count), done)
-        wl = self.workload_name or "script"
+        wl = self.workload_name or SCRIPT_WORKLOAD
         how = ("throughput only: no --samples-to-target or --noise-scale" if rel.throughput_only
                else f"time to target by the {rel.source}")
         self.notes.append(f"session {self.name}: {wl} at batch sizes {','.join(map(str, sizes))} "
