@@ -197,8 +197,6 @@ def _workload_or_script(a) -> None:
 
 def cmd_tune(a) -> int:
     """Active profile + fit + decision (+ verified apply): one command for one goal."""
-    from pathlib import Path
-
     if a.budget_w is None and a.deadline_ms is None and a.objective is None:
         raise CLIError("choose a goal: --budget-w W, --deadline-ms T or --objective energy")
     _workload_or_script(a)
@@ -228,9 +226,22 @@ def cmd_tune(a) -> int:
     a.strategy = "active"
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
-    if a.session is None:
-        name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
-        a.session = f"tune-{a.device or 'auto'}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if a.session is not None:
+        return _tune_profiled(a, sizes, stored)
+    name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
+    # a free name, held until the tune ends (another tune started within the same second had the
+    # same name and was refused)
+    a.session = core.reserve_session(f"tune-{a.device or 'auto'}-{name}")
+    try:
+        return _tune_profiled(a, sizes, stored)
+    finally:
+        core.release_session(a.session)
+
+
+def _tune_profiled(a, sizes: tuple[int, ...] | None, stored: dict | None) -> int:
+    """cmd_tune's active profile (session a.session), fit and decision."""
+    from pathlib import Path
+
     if a.out is not None:
         out = Path(a.out)           # checked as profile's --out is: tune made a mistyped folder
     else:

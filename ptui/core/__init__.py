@@ -35,7 +35,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "usecases.profile": ("ACTIVE_MIN", "check_memory", "default_seed", "estimate_device_s",
                          "startup_timeout_args",
                          "estimate_pairs_device_s", "latest_outputs", "profile_run", "ProfileRequest",
-                         "ProfileRun", "random_pairs", "resumable_sessions", "unfinished_after",),
+                         "ProfileRun", "random_pairs", "release_session", "reserve_session",
+                         "resumable_sessions", "unfinished_after",),
     # decisions
     "decision.concurrent": ("Standalone",),
     "decision.batch": ("BatchError", "decide", "joint_goal", "MAX_BATCH", "MAX_EPOCHS", "parse_batch_sizes",
@@ -264,6 +265,8 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         latest_outputs,
         profile_run,
         random_pairs,
+        release_session,
+        reserve_session,
         resumable_sessions,
         startup_timeout_args,
         unfinished_after,

@@ -19,7 +19,7 @@ from typing import Callable
 from ..board import undo
 from ..board.backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from ..board.csvio import choose_time, fmt_value, keep_aside, mode_cells, profile_tags, with_time, write_csv
-from ..board.locks import board_lock, lock_session, unlock_session
+from ..board.locks import LockError, board_lock, holder, lock_session, session_key, unlock_session
 from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.devices import Device
@@ -583,6 +583,32 @@ def save_profile(path, store: Store, session: str) -> str:
     write_csv(path, PROFILE_HEADER, rows)
     kept = f" (the file that was there is kept as {moved})" if moved else ""
     return f"{len(rows)} finished modes saved to {path}{kept}"
+
+
+def reserve_name(store: Store, base: str) -> str:
+    """An automatic session name: `base`, or `base-2`, `base-3`... whichever no session has and no
+    other process is taking, returned with the session's lock held (let go with unlock_session).
+    Every process takes a session's lock before creating it, so two runs started within the same
+    second no longer both chose the free `base` and the second was refused (a user's trial).  A
+    lock nobody holds that cannot be taken (no permission on the lock directory) is its LockError."""
+    tried: set[str] = set()
+    misses = 0
+    while True:
+        name = store.free_name(base, tried)
+        try:
+            lock_session(name)
+        except LockError:
+            if holder(session_key(name)) is None:   # not taken by another run: just let go, or no lock at all
+                misses += 1
+                if misses > 3:
+                    raise
+            else:
+                tried.add(name)
+            continue
+        if store.get_session(name) is None:
+            return name
+        unlock_session(name)                    # created by another run while we looked
+        tried.add(name)
 
 
 def open_session(store: Store, name: str, *, resume: bool, device: Device, workload: Workload,

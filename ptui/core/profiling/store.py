@@ -14,7 +14,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -308,10 +308,10 @@ class Store:
         self.db.close()
 
     @_guarded
-    def free_name(self, base: str) -> str:
-        """`base`, or `base-2`, `base-3`... whichever no session has yet."""
+    def free_name(self, base: str, taken: Collection[str] = ()) -> str:
+        """`base`, or `base-2`, `base-3`... whichever no session has yet (nor is in `taken`)."""
         name, n = base, 1
-        while self.get_session(name) is not None:
+        while name in taken or self.get_session(name) is not None:
             n += 1
             name = f"{base}-{n}"
         return name

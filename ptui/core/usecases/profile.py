@@ -56,6 +56,7 @@ from ..profiling.profiler import (
     choose_modes,
     open_session,
     profile_rows,
+    reserve_name,
     time_unit,
 )
 from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
@@ -265,8 +266,13 @@ class ProfileRun:
         return note
 
     def _name_session(self, stem: str) -> None:
-        """The session's name (--session, else a free one: the stem and the time) and its CSV."""
-        self.name = self.req.session or self.store.free_name(f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+        """The session's name (--session, else a free one: the stem and the time, its lock held by
+        this run until close(), so that no other run takes it meanwhile) and its CSV."""
+        if self.req.session:
+            self.name = self.req.session
+        else:
+            self.name = reserve_name(self.store, stamped(stem))
+            self._locked = True
         self.out = self._csv(self.name)
 
     def _csv(self, name: str) -> Path | str:
@@ -822,8 +828,9 @@ class ProfileRun:
         wl = self.workload_name or SCRIPT_WORKLOAD
         self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
         assert self.name is not None
-        lock_session(self.name)                 # held by this run until close()
-        self._locked = True
+        if not self._locked:                    # an automatic name is held already
+            lock_session(self.name)             # held by this run until close()
+            self._locked = True
 
     def _plan_pairs(self, dev, sizes: list[int], fresh: dict[int, list[Mode]]) -> None:
         """Store the plan: every size's pairs (in the order a training run at that size profiles
@@ -1276,6 +1283,27 @@ def _complete_profile(csv: Path) -> bool:
     finally:
         store.close()
     return _finished(s)
+
+
+def stamped(stem: str) -> str:
+    """An automatic session name before its -2, -3... : the stem and the time to the second."""
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def reserve_session(stem: str) -> str:
+    """A new session's automatic name (stamped(stem), or with -2, -3... when another session or
+    run has it), its lock held by this process until release_session(name): tune's, which names
+    its CSV and model before the profile runs."""
+    store = Store()
+    try:
+        return reserve_name(store, stamped(stem))
+    finally:
+        store.close()
+
+
+def release_session(name: str) -> None:
+    """Let go of the name reserve_session held (the profile took and let go of its own hold)."""
+    unlock_session(name)
 
 
 def resumable_sessions(device: str) -> list[SessionInfo]:
