@@ -229,9 +229,11 @@ def cmd_tune(a) -> int:
     if a.session is not None:
         return _tune_profiled(a, sizes, stored)
     name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
-    # a free name, held until the tune ends (another tune started within the same second had the
-    # same name and was refused)
-    a.session = core.reserve_session(f"tune-{a.device or 'auto'}-{name}")
+    # named after the board the profile will use, as profile's sessions are (without --device it
+    # was tune-auto-...); a free name, held until the tune ends (another tune started within the
+    # same second had the same name and was refused)
+    board = core.choose_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)[1]
+    a.session = core.reserve_session(f"tune-{board.name}-{name}")
     try:
         return _tune_profiled(a, sizes, stored)
     finally:

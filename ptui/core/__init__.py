@@ -59,7 +59,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
                              "CPU_TRAINING_WARNING", "PRIOR_CPU_TRAINING_WARNING",),
     # the board
     "board.apply": ("ApplyResult", "BoardChanged", "tpc_note",),
-    "board.backends": ("open_backend",),
+    "board.backends": ("choose_backend", "open_backend",),
     "board.backends.base": ("Backend",),
     "board.backends.replay": ("corpus_workload",),
     "board.csvio": ("check_out_file", "fmt_value", "mode_cells", "read_modes", "read_profile", "write_csv",),
@@ -90,7 +90,7 @@ __all__ = sorted(list(_WHERE) + list(_MODULES))
 if TYPE_CHECKING:       # for a type checker; at run time each name is imported on first use
     from .board import logs
     from .board.apply import ApplyResult, BoardChanged, tpc_note
-    from .board.backends import open_backend
+    from .board.backends import choose_backend, open_backend
     from .board.backends.base import Backend
     from .board.backends.replay import corpus_workload
     from .board.csvio import check_out_file, fmt_value, mode_cells, read_modes, read_profile, write_csv

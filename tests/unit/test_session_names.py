@@ -1,5 +1,5 @@
-"""Automatic session names (profile's and tune's): unique when runs start within the same second; a
-name given with --session is still refused when taken."""
+"""Automatic session names (profile's and tune's): unique when runs start within the same second,
+and named after the board used; a name given with --session is still refused when taken."""
 import contextlib
 import subprocess
 import time
@@ -77,3 +77,16 @@ def test_a_tune_started_in_the_same_second_as_another_gets_a_name_of_its_own(tmp
     assert rc == 0, err
     assert f"session tune-orin-agx-resnet18-{STAMP}-2:" in err
     assert f"models/tune-orin-agx-resnet18-{STAMP}-2" in out
+
+
+def test_tune_without_device_names_its_session_after_the_board_it_used(tmp_path, same_second):
+    """Without --device a tune's session, CSV and model were tune-auto-resnet18-TIME, where
+    profile's name the board it ran on (here the simulated Orin AGX, the board when none is found)."""
+    rc, out, err = _tune(tmp_path)
+    assert rc == 0, err
+    assert f"session tune-orin-agx-resnet18-{STAMP}:" in err
+    assert f"models/tune-orin-agx-resnet18-{STAMP}" in out
+    assert (tmp_path / "data" / "tune" / f"tune-orin-agx-resnet18-{STAMP}.csv").exists()
+    rc, _, err = _tune(tmp_path, "--backend", "sim", "--device", "orin-nano")
+    assert rc == 0, err
+    assert f"session tune-orin-nano-resnet18-{STAMP}:" in err

@@ -11,29 +11,26 @@ from typing import Any
 from ...catalogue.devices import Device, get_device
 from ...errors import InputError
 from ...paths import board_lock_dir, board_state_dir
-from ..detect import detect, emulator_not_running
+from ..detect import Detection, detect, emulator_not_running
 from .base import ApplyError, Backend, BackendError, MinibatchEvent, Telemetry
 
-__all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "open_backend"]
+__all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry", "choose_backend",
+           "open_backend"]
 
 
-def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
-                 clock=None, seed: int = 0, sample_interval: float | None = None,
-                 corpus: str | None = None) -> tuple[Backend, str]:
-    """Return (backend, one-line note on why this backend)."""
+def choose_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
+                   corpus: str | None = None) -> tuple[str, Device, str, Detection | None]:
+    """What open_backend opens, without opening it: (the backend's kind, its board, one-line note
+    on why this backend, the detection; None for the replay device, which needs none).  Commands
+    that name files after the board (tune's session) name the board that will be used."""
     if corpus and kind not in (None, "auto", "replay"):
         raise InputError(f"--corpus is the replay device's recording; it goes with --backend "
                          f"replay, not {kind}")
     if kind == "replay" or (corpus and kind in (None, "auto")):
         if not corpus:
             raise InputError("the replay backend needs --corpus FILE.csv (a recorded profile)")
-        from .replay import ReplayJetson  # lazy: the app starts without the backends (above)
-        # the interval only where one is given (the backends have their own default)
-        kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
-        b = ReplayJetson(get_device(device or "orin-agx"), corpus, clock=clock, seed=seed, **kw)
-        return b, f"{b.label}: recorded measurements replayed, not a live board"
+        return "replay", get_device(device or "orin-agx"), "", None
     det = detect(root or "/")
-    root = root or "/"
     if kind in (None, "auto"):
         if det.device is None:
             kind = "sim"
@@ -47,25 +44,41 @@ def open_backend(kind: str | None = None, device: str | None = None, *, root: st
         if det.emulated and kind != "sim":
             note += f"; {det.reason}"
     if kind == "sim":
-        from .sim import SimJetson  # lazy: the app starts without the backends (above)
-        dev: Device = get_device(device or "orin-agx")
-        kw = {"sample_interval": sample_interval} if sample_interval else {}
-        unit = sim_unit()
-        return SimJetson(dev, clock=clock, seed=seed, unit_power=unit.get("unit_power", 1.0),
-                         unit_time=unit.get("unit_time", 1.0), **kw), note
+        return kind, get_device(device or "orin-agx"), note, det
     if device:
         dev = get_device(device)
         if det.device is not None and det.device.name != dev.name:
             # a mode of one board written to another: cores it lacks, clocks it cannot run
-            raise InputError(f"--device {dev.name}, but the board at {root} is {det.device.name} "
+            raise InputError(f"--device {dev.name}, but the board at {root or '/'} is {det.device.name} "
                              f"({det.reason}): drop --device or name {det.device.name} (a what-if for "
                              f"another board: --backend sim --device {dev.name})")
     elif det.device is not None:
         dev = det.device
     else:
         raise BackendError(f"cannot use the {kind} backend: {det.reason}; pass --device")
+    return kind, dev, note, det
+
+
+def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
+                 clock=None, seed: int = 0, sample_interval: float | None = None,
+                 corpus: str | None = None) -> tuple[Backend, str]:
+    """Return (backend, one-line note on why this backend)."""
+    kind, dev, note, det = choose_backend(kind, device, root=root, corpus=corpus)
+    # the interval only where one is given (the backends have their own default)
+    kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
+    if kind == "replay":
+        from .replay import ReplayJetson  # lazy: the app starts without the backends (above)
+        assert corpus is not None               # choose_backend: the replay device needs one
+        b = ReplayJetson(dev, corpus, clock=clock, seed=seed, **kw)
+        return b, f"{b.label}: recorded measurements replayed, not a live board"
+    if kind == "sim":
+        from .sim import SimJetson  # lazy: the app starts without the backends (above)
+        unit = sim_unit()
+        return SimJetson(dev, clock=clock, seed=seed, unit_power=unit.get("unit_power", 1.0),
+                         unit_time=unit.get("unit_time", 1.0), **kw), note
+    root = root or "/"
     if kind in ("sysfs", "jtop"):
-        stopped = emulator_not_running(root, dev.name) if det.emulated else None
+        stopped = emulator_not_running(root, dev.name) if det is not None and det.emulated else None
         if stopped:
             raise BackendError(stopped)
         note = "; ".join([note] + [n for n in (board_lock_dir().notice, board_state_dir().notice) if n])
