@@ -1,6 +1,7 @@
 """Batch size as a knob (issue 11): physics, memory, relation file, noise-scale model, CSV column,
 batch-aware fit and prediction, the joint choice, profile --batch-sizes and its resume."""
 import csv
+import json
 import math
 
 import numpy as np
@@ -87,11 +88,27 @@ def test_relation_file_interpolates_in_log_batch(tmp_path):
     ("batch_size,relative_samples\n0,1\n", "not a whole number"),
     ("batch_size,relative_samples\n8,1\n8,2\n", "appears twice"),
     ("batch_size,relative_samples\n8\n", "expected 2 fields"),
+    # a field beyond the header's was dropped without a word: '16,1,2' (a decimal comma) read as 1
+    ("batch_size,relative_samples\n8,1.5\n16,1,2\n", r"rel\.csv:3: expected 2 fields, found 3$"),
+    ("batch_size,relative_samples\n8,1.5,\n", r"rel\.csv:2: expected 2 fields, found 3$"),
 ])
 def test_relation_file_rejects_bad_files(tmp_path, text, msg):
     f = _write(tmp_path / "rel.csv", text)
     with pytest.raises(bt.BatchError, match=msg):
         bt.SamplesToTarget.from_file(f)
+
+
+def test_a_relation_row_with_a_field_beyond_the_header_is_refused_before_profiling(tmp_path, cli):
+    """An active profile over batch sizes with such a file profiled (exit 0) on the relation it
+    misread; it is refused in one line naming the file and line, exit 2, before any session."""
+    rel = _write(tmp_path / "rel.csv", "batch_size,relative_samples\n8,1.5\n16,1.2,99\n32,1.0\n")
+    rc, out, err = cli("profile", "--workload", "resnet18", "--batch-sizes", "8,16,32", "--strategy",
+                       "active", "--budget-w", "20", "--samples-to-target", rel, "--count", "12",
+                       "--out", tmp_path / "p.csv")
+    assert rc == 2
+    assert err.strip().splitlines()[-1] == f"ptui: error: {rel}:3: expected 2 fields, found 3"
+    assert not (tmp_path / "p.csv").exists()
+    assert json.loads(cli("sessions", "--json")[1])["sessions"] == []
 
 
 def test_relation_file_missing(tmp_path):

@@ -88,6 +88,11 @@ PREDICTION_COLS = (*MODE_COLS, "batch_size", "time_ms", "power_w", "time_ms_std"
 MAX_MODE_ROWS = 200_000
 
 
+def fields_error(where: str, header: Sequence[str], row: Sequence[str]) -> str:
+    """The line that refuses a row whose fields are not the header's (`where`: PATH:LINE)."""
+    return f"{where}: expected {len(header)} fields, found {len(row)}"
+
+
 def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COLS,
              extras: Sequence[str] = (), max_rows: int | None = None) -> list[tuple[Mode, dict]]:
     """Rows as (mode, {column: float}) for the `need` and known `extras` columns present; more
@@ -134,7 +139,7 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
                     raise CSVError(f"{path}: more than {max_rows} rows; a modes file holds at most "
                                    f"{max_rows} (several times the largest board's mode space)")
                 if len(rec) < len(header):
-                    raise CSVError(f"{where}: expected {len(header)} fields, found {len(rec)}")
+                    raise CSVError(fields_error(where, header, rec))
                 vals = {}
                 for c, i in pos.items():
                     text = rec[i].strip()

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..board.csvio import MAX_MODE_ROWS, CSVError, profile_tags, read_batch_profile, read_csv
+from ..board.csvio import MAX_MODE_ROWS, CSVError, fields_error, profile_tags, read_batch_profile, read_csv
 from ..board.files import check_input
 from ..board.physics import footprint_gb, memory_gb
 from ..catalogue.workloads import WORKLOADS
@@ -99,8 +99,10 @@ class SamplesToTarget:
         ib, ir = head.index("batch_size"), head.index("relative_samples")
         got: dict[int, float] = {}
         for n, r in enumerate(rows[1:], start=2):
-            if len(r) <= max(ib, ir):
-                raise BatchError(f"{path}:{n}: expected {len(head)} fields, found {len(r)}")
+            # a field beyond the header's was dropped without a word ('16,1,2': a decimal comma
+            # read as relative samples 1)
+            if len(r) <= max(ib, ir) or len(r) > len(head):
+                raise BatchError(fields_error(f"{path}:{n}", head, r))
             b, v = r[ib].strip(), r[ir].strip()
             if not b.isdigit() or not 1 <= int(b) <= MAX_BATCH:
                 raise BatchError(f"{path}:{n}: batch_size {b!r} is not a whole number 1..{MAX_BATCH}")
