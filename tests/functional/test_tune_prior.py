@@ -336,6 +336,30 @@ def test_pareto_batch_sizes_on_a_prior_model_does_not_call_it_a_profiles_fit(tmp
     assert "fitted on a profile" not in line and "roofline prior" in line and "32" in line, line
 
 
+def test_predict_another_batch_size_on_a_prior_model_says_it_is_the_prior_alone(tmp_path, cli):
+    """predict --modes F.csv whose batch_size column asks 64 of a model of the prior alone said
+    'this model was fitted at batch size 32 only', where nothing was profiled or fitted (a user's
+    trial); it says what pareto --batch-sizes says.  A fitted model still says it was fitted."""
+    _prior_model(tmp_path, cli)
+    modes = tmp_path / "m64.csv"
+    modes.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,batch_size\n12,2201.6,1300.5,3199,64\n")
+    rc, out, err = cli("predict", "--model", tmp_path / "m", "--modes", modes)
+    assert rc == 2 and not out, err
+    line = err.strip().splitlines()[-1]
+    assert line == ("ptui: error: the model is the roofline prior alone, of batch size 32 only (no "
+                    "mode profiled); to predict other sizes profile them (ptui profile --batch-sizes "
+                    "...) and fit that profile"), line
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "resnet18", "--count", "8",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rc, _, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--method", "gp",
+                     "--out", tmp_path / "f")
+    assert rc == 0, err
+    rc, out, err = cli("predict", "--model", tmp_path / "f", "--modes", modes)
+    assert rc == 2 and not out, err
+    assert "the model was fitted on a profile at batch size 16 only" in err
+
+
 def test_count_0_refuses_the_flags_it_would_ignore_and_resume_needs_a_session(cli):
     """tune --count 0 accepted --seed, --method and --sample-interval and did nothing with them;
     tune --resume without --session looked for a session named after the moment it ran (a user's

@@ -29,7 +29,7 @@ from ..board.physics import footprint_gb, memory_gb
 from ..catalogue.workloads import WORKLOADS
 from ..errors import InputError, PtuiInputError
 from ..prediction.nets import check_predictions, measured_at
-from ..prediction.roofline import PRIOR_KIND
+from ..prediction.predictor import one_size_only
 from .goals import Goal
 from .pareto import DEFAULT_RISK, Decision, InfeasibleError, Table, choose, front_indices
 
@@ -250,16 +250,11 @@ def check_batch_model(model, batch_sizes) -> None:
     if model.about.batch_sizes:
         return
     b = model.about.batch_size
-    other = [x for x in batch_sizes if b is None or int(x) != int(b)]
-    if other:
-        at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size"
-        if getattr(model.about, "kind", None) == PRIOR_KIND:
-            # no profile there: 'fitted on a profile' misled a user about what the model rests on
-            raise PtuiInputError(f"the model is the roofline prior alone, of {at} (no mode profiled); "
-                                 f"to compare batch sizes profile them (ptui profile --batch-sizes "
-                                 f"...) and fit that profile")
-        raise PtuiInputError(f"the model was fitted on a profile at {at}; to compare batch sizes "
-                             f"profile them (ptui profile --batch-sizes ...) and fit that profile")
+    if any(b is None or int(x) != int(b) for x in batch_sizes):
+        # a prior model is no fit of a profile: 'fitted on a profile' misled a user about what the
+        # model rests on
+        raise PtuiInputError(f"{one_size_only(model.about)}; to compare batch sizes profile them "
+                             f"(ptui profile --batch-sizes ...) and fit that profile")
 
 
 def check_within_fitted(model, batch_sizes, extrapolate: bool = False) -> None:

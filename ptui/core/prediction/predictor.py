@@ -40,13 +40,23 @@ from .nets import (  # noqa: F401 (the names a model's users import from here)
     features,
     measured_at,
 )
-from .roofline import RooflineTarget
+from .roofline import PRIOR_KIND, RooflineTarget
 
 # written; per-target kind in meta["predictors"].  3 (2026-11-24): GP stacks may carry a "spread"
 # rule and a power stack a time predictor (time input), which a reader of format 2 would ignore
 # or call corrupt; it refuses the directory as another format instead.
 FORMAT = "ptui-model-3"
 FORMATS = ("ptui-powertrain-1", "ptui-model-2", FORMAT)   # read: the first held two networks
+
+
+def one_size_only(about: About) -> str:
+    """What a model of one batch size rests on, said where another size is asked of it: a fit of a
+    profile at that size, or the roofline prior alone (nothing was profiled or fitted)."""
+    b = about.batch_size
+    at = f"batch size {b} only" if b is not None else "one (unrecorded) batch size only"
+    if getattr(about, "kind", "") == PRIOR_KIND:
+        return f"the model is the roofline prior alone, of {at} (no mode profiled)"
+    return f"the model was fitted on a profile at {at}"
 
 
 def _cache_kw(predictor, cache: dict) -> dict:
@@ -179,9 +189,9 @@ class Model:
         elif batch_size is not None:
             own = self.about.batch_size
             if own is None or np.any(np.asarray(batch_size) != int(own)):
-                at = f"batch size {own}" if own else "one batch size"
-                raise ModelError(f"this model was fitted at {at} only; to predict other sizes "
-                                 f"fit a profile over several (ptui profile --batch-sizes ...)")
+                # a prior model 'was fitted at batch size 32', where no mode was profiled (a user's trial)
+                raise ModelError(f"{one_size_only(self.about)}; to predict other sizes profile them "
+                                 f"(ptui profile --batch-sizes ...) and fit that profile")
         # GPs of both targets share one cache: the knob features and the grid index are computed
         # once for the two stacks' members
         shared: dict = {}
