@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 
 from . import __version__, core
 from .cliprogress import Steps
@@ -220,22 +221,29 @@ def cmd_tune(a) -> int:
         if getattr(a, "batch_sizes", None) is not None:
             raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
                            "sizes is not there yet); drop --batch-sizes")
-        return _tune_prior(a)
+        # a spec's model is no script's: its time is a minibatch of the spec (fit_prior's name)
+        return _under_tune_name(a, a.workload or ("spec" if a.workload_spec else "script"),
+                                lambda: _tune_prior(a))
     sizes = getattr(a, "batch_sizes", None)
     stored = _check_tune(a, sizes)
     a.strategy = "active"
     a.count = a.count or (None if sizes is not None else 20)     # over batch sizes: 40 pairs
     a.modes = a.grid = None
-    if a.session is not None:
-        return _tune_profiled(a, sizes, stored)
     name = a.workload or ("script" if a.command_line or not a.corpus else _corpus_name(a.corpus))
-    # named after the board the profile will use, as profile's sessions are (without --device it
-    # was tune-auto-...); a free name, held until the tune ends (another tune started within the
-    # same second had the same name and was refused)
+    return _under_tune_name(a, name, lambda: _tune_profiled(a, sizes, stored))
+
+
+def _under_tune_name(a, name: str, tune: Callable[[], int]) -> int:
+    """tune() under --session, or else under a free tune-BOARD-NAME-TIME, held until it returns:
+    named after the board the tune will use, as profile's sessions are (without --device it was
+    tune-auto-...); another tune started within the same second had the same name and was refused
+    (--count 0: the same model directory, the first tune's model replaced by the second's)."""
+    if a.session is not None:
+        return tune()
     board = core.choose_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)[1]
     a.session = core.reserve_session(f"tune-{board.name}-{name}")
     try:
-        return _tune_profiled(a, sizes, stored)
+        return tune()
     finally:
         core.release_session(a.session)
 
@@ -379,9 +387,8 @@ def _tune_prior(a) -> int:
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
     dev = backend.device
-    # a spec's model is no script's: its time is a minibatch of the spec (fit_prior's name)
     name = a.workload or ("spec" if a.workload_spec else "script")
-    session = a.session or f"tune-{dev.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    session = a.session                         # cmd_tune's name, when none was given
     timed, t0, simulated = "", time.monotonic(), backend.not_live
     time_note: str | None = None
     basis = "step"                  # what the prior's time is: a probe's whole cycle, else the step

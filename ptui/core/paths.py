@@ -162,7 +162,7 @@ def model_of(path: Path, device: str) -> bool:
 def latest_outputs(device: str, complete=None) -> tuple[Path | None, Path | None]:
     """The newest profile CSV (for which complete(path) holds, if given) the app made for this
     device, and the newest model directory in ptui's models folder whose meta.json names this
-    device (the app's, `ptui tune`'s: tune-auto-... or a --session name; the app opened on an
+    device (the app's, `ptui tune`'s: tune-BOARD-... or a --session name; the app opened on an
     older model of its own after a tune), if any."""
     profiles = sorted((p for p in profiles_dir().glob(f"{device}-*.csv") if complete is None or complete(p)),
                       key=lambda p: p.stat().st_mtime)

@@ -90,3 +90,30 @@ def test_tune_without_device_names_its_session_after_the_board_it_used(tmp_path,
     rc, _, err = _tune(tmp_path, "--backend", "sim", "--device", "orin-nano")
     assert rc == 0, err
     assert f"session tune-orin-nano-resnet18-{STAMP}:" in err
+
+
+def test_tune_count_0_names_a_model_of_its_own_in_the_same_second(tmp_path, same_second):
+    """Two tune --count 0 runs within the same second (or one and a profiled tune) named the same
+    model directory, tune-orin-agx-spec-TIME: the second replaced the first's model, which the
+    first had just reported.  Each now has its own; the first is left as it was written."""
+    import json
+    models = tmp_path / "data" / "models"
+    spec = tmp_path / "a.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps({"gflop_per_step": 20, "gbytes_per_step": 2, "batch_size": 16}))
+    rc, out, err = run_cli("tune", "--count", "0", "--budget-w", "30", "--workload-spec", spec)
+    assert rc == 0, err
+    first = models / f"tune-orin-agx-spec-{STAMP}"
+    assert f"model: {first}" in out
+    written = (first / "meta.json").read_text()
+    with chosen_by_another_run(tmp_path, f"tune-orin-agx-spec-{STAMP}-2"):
+        rc, out, err = run_cli("tune", "--count", "0", "--budget-w", "30", "--workload-spec", other)
+    assert rc == 0, err
+    assert f"model: {models / f'tune-orin-agx-spec-{STAMP}-3'}" in out
+    assert (first / "meta.json").read_text() == written
+    rc, out, err = run_cli("tune", "--count", "0", "--budget-w", "20", "--workload", "resnet18")
+    assert rc == 0, err
+    rc, out, err = _tune(tmp_path)
+    assert rc == 0, err
+    assert f"session tune-orin-agx-resnet18-{STAMP}-2:" in err       # the prior's model has the first

@@ -585,16 +585,20 @@ def save_profile(path, store: Store, session: str) -> str:
     return f"{len(rows)} finished modes saved to {path}{kept}"
 
 
-def reserve_name(store: Store, base: str) -> str:
-    """An automatic session name: `base`, or `base-2`, `base-3`... whichever no session has and no
-    other process is taking, returned with the session's lock held (let go with unlock_session).
-    Every process takes a session's lock before creating it, so two runs started within the same
-    second no longer both chose the free `base` and the second was refused (a user's trial).  A
-    lock nobody holds that cannot be taken (no permission on the lock directory) is its LockError."""
+def reserve_name(store: Store, base: str, busy: Callable[[str], bool] = lambda name: False) -> str:
+    """An automatic session name: `base`, or `base-2`, `base-3`... whichever no session has, nor
+    `busy` (what else the name names: tune's model), and no other process is taking, returned with
+    the session's lock held (let go with unlock_session).  Every process takes a session's lock
+    before creating it, so two runs started within the same second no longer both chose the free
+    `base` and the second was refused (a user's trial).  A lock nobody holds that cannot be taken
+    (no permission on the lock directory) is its LockError."""
     tried: set[str] = set()
     misses = 0
     while True:
         name = store.free_name(base, tried)
+        if busy(name):
+            tried.add(name)
+            continue
         try:
             lock_session(name)
         except LockError:
@@ -605,9 +609,9 @@ def reserve_name(store: Store, base: str) -> str:
             else:
                 tried.add(name)
             continue
-        if store.get_session(name) is None:
+        if store.get_session(name) is None and not busy(name):
             return name
-        unlock_session(name)                    # created by another run while we looked
+        unlock_session(name)                    # made by another run while we looked
         tried.add(name)
 
 

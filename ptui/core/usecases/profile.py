@@ -40,7 +40,7 @@ from ..catalogue.workloads import SCRIPT_WORKLOAD, WORKLOADS, Workload, get_work
 from ..decision.batch import BatchError, relation
 from ..errors import InputError, Interrupted, PtuiError
 from ..paths import latest_outputs as latest_paths
-from ..paths import profile_csv, profiles_dir, script_log
+from ..paths import model_dir, profile_csv, profiles_dir, script_log
 from ..prediction.predictor import load_bundled
 from ..prediction.roofline import BOARDS, RooflinePrior, WorkloadSpec
 from ..profiling.active import ActivePlanner, Goal, Space, make_plan
@@ -1291,12 +1291,12 @@ def stamped(stem: str) -> str:
 
 
 def reserve_session(stem: str) -> str:
-    """A new session's automatic name (stamped(stem), or with -2, -3... when another session or
-    run has it), its lock held by this process until release_session(name): tune's, which names
-    its CSV and model before the profile runs."""
+    """A new session's automatic name (stamped(stem), or with -2, -3... when another session, run
+    or model has it), its lock held by this process until release_session(name): tune's, which
+    names its CSV and model before the profile runs (--count 0: the model alone, no session)."""
     store = Store()
     try:
-        return reserve_name(store, stamped(stem))
+        return reserve_name(store, stamped(stem), lambda name: model_dir(name).exists())
     finally:
         store.close()
 
