@@ -79,6 +79,18 @@ def test_structure_errors(tmp_path):
     p = csv(tmp_path, HEAD, GOOD[0], "4,729.6,318.75,665.6,1", name="s.csv")
     with pytest.raises(CSVError, match=rf"^{p}:3: expected 6 fields, found 5"):
         read_csv(p, ORIN, need=PROFILE_COLS)
+    # a field beyond the header that holds something was dropped without a word: a modes file's
+    # '8,1497.6,828.75,3199,5' was profiled and predicted, a profile row's ',7' fitted (exit 0)
+    p = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz", "4,729.6,318.75,665.6", "8,1497.6,828.75,3199,5",
+            name="x.csv")
+    with pytest.raises(CSVError, match=rf"^{p}:3: expected 4 fields, found 5"):
+        read_csv(p, ORIN)
+    p = csv(tmp_path, HEAD, GOOD[0], GOOD[0] + ",7", name="x6.csv")
+    with pytest.raises(CSVError, match=rf"^{p}:3: expected 6 fields, found 7"):
+        read_csv(p, ORIN, need=PROFILE_COLS)
+    # a spreadsheet's trailing commas hold nothing: read as before
+    p = csv(tmp_path, "cores,cpu_mhz,gpu_mhz,mem_mhz", "4,729.6,318.75,665.6,,", name="t.csv")
+    assert len(read_csv(p, ORIN)) == 1
     b = tmp_path / "bin.csv"
     b.write_bytes(b"\xff\xfe\x00\x81garbage\n")
     with pytest.raises(CSVError, match="not a text CSV file"):

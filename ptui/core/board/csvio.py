@@ -138,7 +138,10 @@ def read_csv(path: str | Path, device: Device, *, need: Sequence[str] = MODE_COL
                 if max_rows is not None and len(rows) >= max_rows:
                     raise CSVError(f"{path}: more than {max_rows} rows; a modes file holds at most "
                                    f"{max_rows} (several times the largest board's mode space)")
-                if len(rec) < len(header):
+                # a field beyond the header that holds something was dropped without a word (a
+                # mode row '8,1497.6,828.75,3199,5' profiled, a profile row's ',7' fitted); empty
+                # ones after the last column (a spreadsheet's trailing commas) hold nothing
+                if len(rec) < len(header) or any(x.strip() for x in rec[len(header):]):
                     raise CSVError(fields_error(where, header, rec))
                 vals = {}
                 for c, i in pos.items():
