@@ -90,6 +90,20 @@ def _wait_until_moved(p, root, start, timeout=120):
     raise AssertionError("profile ended before it moved the board:\n" + "".join(lines))
 
 
+def _signal_when(p, ready, sig) -> str:
+    """Once ready() returns (it waits for the moment), send `sig` to the ptui process `p`; what it
+    says then, to its end (killed if it does not end)."""
+    try:
+        ready()
+        p.send_signal(sig)
+        rest = p.stderr.read()
+        p.wait(60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return rest
+
+
 def _cli(tmp_path, *args, data="other-data"):
     r = subprocess.run([PY, "-m", "ptui", *map(str, args)], env=_env(tmp_path, data),
                        capture_output=True, text=True, timeout=120)
@@ -102,14 +116,7 @@ def test_stop_signal_during_a_profile_restores_the_board(tmp_path, emulate, sig)
     root = emulate(tmp_path / "root").root
     start = _mode(root)
     p = _profile(tmp_path, root)
-    try:
-        _wait_until_moved(p, root, start)
-        p.send_signal(sig)
-        rest = p.stderr.read()
-        p.wait(60)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    rest = _signal_when(p, lambda: _wait_until_moved(p, root, start), sig)
     name = signal.Signals(sig).name
     assert p.returncode == 128 + sig, rest
     assert f"stopped by {name}: EMULATED device restored to its original mode" in rest
@@ -165,6 +172,27 @@ def test_resume_ends_in_the_mode_before_the_first_run(tmp_path, emulate):
     assert _mode(root) == start
     rc, _, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 2 and "nothing to restore" in err            # the resumed run left nothing behind
+
+
+@pytest.mark.slow
+def test_a_resume_ends_in_the_mode_chosen_since_the_stop(tmp_path, emulate):
+    """A profile stopped by SIGTERM put the board back; the user then selected MODE_15W and resumed
+    the profile.  The resumed run ended in the mode the first run had started from (MODE_30W), not
+    in MODE_15W, which the user had chosen since (a user's trial)."""
+    root = emulate(tmp_path / "root").root
+    start = _mode(root)
+    p = _profile(tmp_path, root)
+    rest = _signal_when(p, lambda: _wait_until_moved(p, root, start), signal.SIGTERM)
+    assert p.returncode == 143 and _mode(root) == start, rest
+    rc, _, err = _cli(tmp_path, "apply", "--backend", "sysfs", "--sysfs-root", root, "--preset",
+                      "MODE_15W", "--yes")
+    chosen = ORIN.preset("MODE_15W").mode
+    assert rc == 0 and _mode(root) == chosen, err
+    p = _profile(tmp_path, root, "--resume")
+    out = p.stderr.read()
+    p.wait(300)
+    assert p.returncode == 0, out
+    assert _mode(root) == chosen
 
 
 @pytest.mark.parametrize("json_", [False, True])
@@ -293,17 +321,13 @@ def test_stop_signal_on_the_simulated_board_says_so(tmp_path):
     p = subprocess.Popen([PY, "-m", "ptui", "profile", "--device", "orin-agx", "--workload", "resnet18",
                           "--grid", "pt", "--session", "sim", "--out", str(tmp_path / "p.csv")],
                          env=_env(tmp_path, "data"), stderr=subprocess.PIPE, text=True)
-    try:
+
+    def first_mode():
         for line in p.stderr:
             if line.startswith("["):
                 break
         time.sleep(0.2)
-        p.send_signal(signal.SIGTERM)
-        rest = p.stderr.read()
-        p.wait(60)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    rest = _signal_when(p, first_mode, signal.SIGTERM)
     assert p.returncode == 143, rest
     assert "stopped by SIGTERM: SIMULATED device restored to its original mode" in rest
     assert "--session sim --resume" in rest

@@ -303,12 +303,11 @@ def test_saving_a_record_leaves_no_descriptor_open(tree):
     assert len(os.listdir("/proc/self/fd")) == before
 
 
-def test_a_profile_records_its_start_state_and_session_before_touching_the_board(tmp_path):
-    """What `ptui restore` needs after a kill -9: the board-wide record names the session and the
-    start mode, and the session store keeps the start state for --resume."""
+def _recording_sim(tmp_path):
+    """A simulated Orin AGX that keeps undo records as a real board does, the lstm workload and a
+    session store: (backend, workload, store)."""
     from ptui.core.board.backends.sim import SimJetson
     from ptui.core.catalogue.workloads import get_workload
-    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
     from ptui.core.profiling.store import Store
 
     class Board(SimJetson):                 # a real board as far as records go
@@ -316,9 +315,15 @@ def test_a_profile_records_its_start_state_and_session_before_touching_the_board
         kind = "sysfs"
         root = str(tmp_path / "board")
 
-    be = Board(ORIN)
-    wl = get_workload("lstm")
-    store = Store(tmp_path / "s.db")
+    return Board(ORIN), get_workload("lstm"), Store(tmp_path / "s.db")
+
+
+def test_a_profile_records_its_start_state_and_session_before_touching_the_board(tmp_path):
+    """What `ptui restore` needs after a kill -9: the board-wide record names the session and the
+    start mode, and the session store keeps the start state for --resume."""
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+
+    be, wl, store = _recording_sim(tmp_path)
     info = open_session(store, "rec", resume=False, device=ORIN, workload=wl, seed=0,
                         backend_kind="sysfs", plan_fn=lambda: choose_modes(ORIN, count=2, seed=0),
                         original_mode=be.current_mode(), params={})
@@ -327,6 +332,31 @@ def test_a_profile_records_its_start_state_and_session_before_touching_the_board
     rec = undo.load(be, undo.PROFILE)
     assert rec.session == "rec" and rec.mode == START.key and rec.pid == os.getpid()
     assert store.get_session("rec").original_state == be.snapshot_json(be.snapshot())
+
+
+def test_a_resume_ends_in_the_state_before_a_profile_killed_since(tmp_path):
+    """Session b was cut in TARGET's state (its start); since then the board was put in START, and
+    another profile, killed (kill -9), left its record for START.  The resume of b ended in TARGET,
+    its first run's start, and its record replaced the killed one's: START, the state before the
+    killed profile, was lost (the notice even named TARGET as the mode before it)."""
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+
+    be, wl, store = _recording_sim(tmp_path)
+    open_session(store, "b", resume=False, device=ORIN, workload=wl, seed=0,
+                    backend_kind="sysfs", plan_fn=lambda: choose_modes(ORIN, count=2, seed=0),
+                    original_mode=TARGET, params={})
+    be.apply_mode(TARGET)
+    store.set_original_state("b", be.snapshot_json(be.snapshot()), TARGET)
+    be.apply_mode(START)
+    undo.save(be, undo.PROFILE, be.snapshot(), "killed", pid=1 << 22)
+    be.apply_mode(ORIN.mode(2, 729.6, 318.75, 665.6))        # where the killed profile left it
+    said = []
+    prof = Profiler(be, wl, store, "b")
+    prof.notify = said.append
+    snap = prof.start_state(store.get_session("b"))
+    assert be.snapshot_mode(snap) == START
+    assert undo.load(be, undo.PROFILE).mode == START.key
+    assert START.key in said[0] and "session killed" in said[0]
 
 
 def test_clearing_without_a_record_removes_this_boards_file_only(tree, tmp_path):

@@ -338,26 +338,28 @@ class Profiler:
     def start_state(self, info: SessionInfo):
         """The state this run must leave the board in, recorded durably before the board is touched.
 
-        A new session takes the board's state now and keeps it in the session store; a resumed one
-        goes back to the state its first run found (a resume ends in the original mode, not in
-        whatever a killed run left).  A profile record left by a killed profile means the board is
-        still in a mode nobody chose: this run ends in the state before that profile instead, and
-        says so.  The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state
-        back after a kill -9.  Called with the board's lock held."""
+        A profile record left by a killed profile means the board is still in a mode nobody chose:
+        this run ends in the state before that profile, and says so (a resume of the killed one
+        too: not in whatever the killed run left).  Else a resume of a run that was cut before it
+        put the board back (the session keeps the state it started from until it does) goes back
+        to that state; else the run ends in the board's state now.  A resume ended in the state
+        its first run found, whatever came since: a mode the user chose after a stopped run (a
+        user's trial), or, with another profile's record left, the state before that one, lost.
+        The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state back after a
+        kill -9.  Called with the board's lock held."""
         be = self.backend
         stale = undo.load(be, undo.PROFILE)
-        if info.original_state is not None:
-            snap = be.snapshot_from_json(info.original_state)
-        elif stale is not None:
+        if stale is not None:
             snap = stale.state
+        elif info.original_state is not None:
+            snap = be.snapshot_from_json(info.original_state)
         else:
             snap = be.snapshot()
         if stale is not None and stale.session != self.session:
             self.notify(f"an interrupted profile (session {stale.session}, {stale.when()}) left this "
                         f"board in a mode nobody chose; this profile ends in the mode before it, "
                         f"{be.snapshot_mode(snap).key}")
-        if info.original_state is None:
-            self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
+        self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
         self.record = undo.save(be, undo.PROFILE, snap, self.session)
         return snap
 
@@ -371,6 +373,10 @@ class Profiler:
             if now != want:
                 raise BackendError(f"the board reads back {now.key}, not {want.key}")
             undo.clear(be, undo.PROFILE, getattr(self, "record", None))
+            try:
+                self.store.forget_original_state(self.session)   # a resume ends where it starts
+            except StoreError:
+                pass                          # kept: a resume goes back to it, as before
 
     def _run(self, info: SessionInfo, on_progress: Callable[[Progress], None] | None = None
              ) -> list[ModeResult]:

@@ -356,10 +356,18 @@ class Store:
                            [int(t[4]) if len(t) > 4 else row[3] for t in entries])
 
     def set_original_state(self, name: str, state, mode: Mode) -> None:
-        """Record, durably, the board's state (a backend snapshot as JSON) and mode when this
-        session's profiling began: every run of it, resumed ones too, ends by putting it back."""
+        """Record, durably, the board's state (a backend snapshot as JSON) and mode when a run of
+        this session began: the run ends by putting it back, and a resume of a run cut before it
+        did (kill -9) ends in it too."""
         self.db.execute("UPDATE sessions SET original_state=?, original_mode=?, updated=? WHERE name=?",
                         (json.dumps(state), json.dumps(mode.as_tuple()), time.time(), name))
+
+    @_guarded
+    def forget_original_state(self, name: str) -> None:
+        """The run put the board back in its original state: a resume starts from the board's
+        state then (original_mode stays, for the record)."""
+        self.db.execute("UPDATE sessions SET original_state=NULL, updated=? WHERE name=?",
+                        (time.time(), name))
 
     @_guarded
     def merge_params(self, name: str, extra: dict) -> None:
@@ -519,6 +527,9 @@ class BatchPart:
 
     def set_original_state(self, name: str, state, mode: Mode) -> None:
         self.store.set_original_state(name, state, mode)
+
+    def forget_original_state(self, name: str) -> None:
+        self.store.forget_original_state(name)
 
     def merge_params(self, name: str, extra: dict) -> None:
         self.store.update_params(name, lambda p: p.setdefault("per_size", {}).setdefault(
