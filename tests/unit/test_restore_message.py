@@ -1,5 +1,11 @@
 """When the board cannot be put back after profiling, nobody says it was (CLI and app words)."""
+import signal
+
+import pytest
+
+from ptui.core.board.backends.base import BackendError
 from ptui.core.board.backends.sim import SimJetson
+from ptui.core.board.signals import Terminated
 
 
 def test_cli_does_not_claim_a_restore_that_failed(tmp_path, cli, monkeypatch):
@@ -17,3 +23,31 @@ def test_cli_does_not_claim_a_restore_that_failed(tmp_path, cli, monkeypatch):
     assert "NOT back in its original mode" in err
     assert "the device was restored" not in err
     assert err.strip().splitlines()[-1].startswith("ptui: error: could not restore the original mode")
+
+
+
+@pytest.mark.parametrize("stop, said", [
+    (Terminated(signal.SIGTERM), "profiling was stopped by SIGTERM"),
+    (BackendError("writing 522750000 to devfreq/max_freq failed"),
+     "profiling failed: writing 522750000 to devfreq/max_freq failed")])
+def test_why_profiling_stopped_is_said_when_the_put_back_fails_too(tmp_path, cli, monkeypatch, stop, said):
+    """SIGTERM (or a mode the board refused) stopped a profile whose put-back then failed: ptui said
+    only 'could not restore the original mode: ...', neither the signal nor the refused write (an
+    emulated board with an immutable GPU clock file)."""
+    def failing_restore(self, snap):
+        raise BackendError("writing 318750000 to devfreq/min_freq failed: Operation not permitted")
+    monkeypatch.setattr(SimJetson, "restore", failing_restore)
+    real_apply, n = SimJetson.apply_mode, [0]
+
+    def apply_mode(self, mode, **kw):
+        n[0] += 1
+        if n[0] == 2:
+            raise stop
+        return real_apply(self, mode, **kw)
+    monkeypatch.setattr(SimJetson, "apply_mode", apply_mode)
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "3",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 1 and "NOT back in its original mode" in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"ptui: error: {said}; then could not restore the original mode: "
+                           f"writing 318750000"), last

@@ -389,7 +389,7 @@ class Profiler:
         snap = self.start_state(info)
         total = max(len(plan), self.planner.count) if self.planner is not None else len(plan)
         self.progress = Progress(len(done), total, None, None, base_time, "starting")
-        status = "failed"
+        status, cause = "failed", ""
         try:
             if self.source is not None:
                 self.source.start()
@@ -427,10 +427,14 @@ class Profiler:
                 plan = self.store.get_session(self.session).plan
             status = "done"
         except ProfileAborted:                  # the app's stop
-            status = "aborted"
+            status, cause = "aborted", "profiling was stopped in the app"
             raise
-        except KeyboardInterrupt:               # Ctrl-C, SIGTERM, SIGHUP: said with the resume hint,
+        except KeyboardInterrupt as e:          # Ctrl-C, SIGTERM, SIGHUP: said with the resume hint,
             status = "interrupted"              # and listed as a killed one is (store.get_session)
+            cause = f"profiling was stopped by {getattr(e, 'name', 'Ctrl-C')}"
+            raise
+        except Exception as e:
+            cause = f"profiling failed: {e}"
             raise
         finally:
             try:
@@ -450,8 +454,10 @@ class Profiler:
                     pass
                 self.progress.phase = status
                 if restore_error is not None:
-                    raise RestoreFailed(f"could not restore the original mode: {restore_error}; "
-                                        f"`ptui restore` tries again")
+                    # what stopped the profile is said too: it said only the put-back's error
+                    # (SIGTERM, or a mode the board refused, was lost: a user's trial)
+                    raise RestoreFailed(f"{cause + '; then ' if cause else ''}could not restore the "
+                                        f"original mode: {restore_error}; `ptui restore` tries again")
         return results
 
 
