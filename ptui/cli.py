@@ -1497,8 +1497,9 @@ def _apply_preset(a, backend) -> int:
                                            else now.preset == p.name)
 
         def run():
-            got = core.apply_preset(backend, p.id)
-            return got, _applied(f"selected {p.name}: {got}", backend)
+            notes: list[str] = []
+            got = core.apply_preset(backend, p.id, notes)
+            return got, _applied("; ".join([f"selected {p.name}: {got}", *notes]), backend)
         return _apply_json(a, backend, st.mode, p.mode, holds, [step], run, preset=p.name)
     print(f"plan for {dev.name} ({backend.kind}): from {st.mode}, {step}")
     if a.dry_run:
@@ -1506,9 +1507,10 @@ def _apply_preset(a, backend) -> int:
         return EXIT_OK
     if not a.yes:
         raise CLIError("add --yes to select a preset without a confirmation prompt")
+    notes: list[str] = []
     with _said_before_stop(backend):
-        got = core.apply_preset(backend, p.id)
-    print(_applied(f"selected {p.name}: {got}", backend))
+        got = core.apply_preset(backend, p.id, notes)
+    print(_applied("; ".join([f"selected {p.name}: {got}", *notes]), backend))
     if a.persist:
         print(f"--persist: nvpmodel keeps the selected preset {p.name} across reboots")
     return EXIT_OK

@@ -168,6 +168,26 @@ def test_an_apply_after_a_killed_profile_undoes_to_the_state_before_that_profile
     assert fakesys.read_mode(tree) == START
 
 
+@pytest.mark.parametrize("how", [MODE, ["--preset", "MODE_15W"]], ids=["mode", "preset"])
+@pytest.mark.parametrize("json_", [False, True])
+def test_an_apply_after_a_killed_profile_says_where_restore_returns(tree, cli, tmp_path, monkeypatch,
+                                                                    how, json_):
+    """The README promises that an apply finding a killed profile's record says it treats the mode
+    before that profile as the way back.  It said only 'undo with: ptui restore' after a plan 'from'
+    the profile's leftover, and restore then went to another mode (a user's trial)."""
+    nvp = fakesys.install_nvpmodel(tmp_path / "bin", tree)
+    monkeypatch.setenv("PATH", f"{nvp.parent}:/usr/bin:/bin")
+    be = SysfsBackend(ORIN, root=tree)
+    undo.save(be, undo.PROFILE, be.snapshot(), session="killed")
+    left = ORIN.mode(8, 1497.6, 828.75, 3199)
+    be.apply_mode(left)                               # where the killed profile left the board
+    rc, out, err = cli("apply", *_sysfs(tree), *how, "--yes", *(["--json"] if json_ else []))
+    assert rc == 0, err
+    said = json.loads(out)["message"] if json_ else out
+    assert ("an interrupted profile (session killed, " in said and f"left the board in {left.key}"
+            in said and f"ptui restore returns to {START.key}, the mode before that profile" in said), said
+
+
 def test_a_mode_changed_under_a_measurement_is_measured_again(tmp_path):
     """Another program sets a clock while a mode is measured: that measurement is thrown away and the
     mode measured again; if it keeps happening, profiling stops, no row saved for it, the board

@@ -36,12 +36,14 @@ def plan_apply(backend: Backend, mode: Mode) -> Plan:
     return plan(backend, mode)
 
 
-def _applying(backend: Backend, change):
+def _applying(backend: Backend, change, notes: list[str] | None = None):
     """Run `change()` (an apply or a preset) under the board's lock, keeping the last-apply record
     right.  It is written before the board is touched (a kill -9 mid-apply still leaves ptui restore
     a way back) and names the state to undo to: the board's own, or, when a killed profile left the
-    board in a mode nobody chose, the state before that profile (whose record this consumes).  A
-    change that failed and left the board where it was puts the previous record back."""
+    board in a mode nobody chose, the state before that profile (whose record this consumes; a
+    change made says so in `notes`: it said only 'undo with: ptui restore' after a plan from the
+    leftover mode, and restore went elsewhere).  A change that failed and left the board where it
+    was puts the previous record back."""
     with board_lock(backend):
         stale = undo.load(backend, undo.PROFILE)
         before = undo.load(backend, undo.APPLY)
@@ -55,6 +57,10 @@ def _applying(backend: Backend, change):
         try:
             result = change()
             done = True
+            if stale is not None and notes is not None:
+                notes.append(f"an interrupted profile (session {stale.session}, {stale.when()}) had "
+                             f"left the board in {backend.snapshot_mode(pre).key}: ptui restore "
+                             f"returns to {stale.mode}, the mode before that profile")
             return result
         finally:
             if rec is not None:
@@ -79,12 +85,14 @@ def _applying(backend: Backend, change):
 def apply(backend: Backend, mode: Mode, expect_from: Mode | None = None) -> ApplyResult:
     """Apply, read back, roll back on a mismatch; a verified apply is remembered for restore.
     expect_from: the mode the plan the user confirmed started from (board.apply.apply_mode)."""
+    notes: list[str] = []
     try:
-        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode, expect_from)))
+        res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode, expect_from)), notes)
     except _NotApplied as e:
         return e.result
     except LockError as e:                   # nothing was touched
         return ApplyResult(False, mode, None, None, f"not applied: {e}")
+    res.message = "; ".join([res.message, *notes])
     return res
 
 
@@ -100,11 +108,11 @@ def _ok_or_raise(res: ApplyResult) -> ApplyResult:
     return res
 
 
-def apply_preset(backend: Backend, key) -> Mode:
+def apply_preset(backend: Backend, key, notes: list[str] | None = None) -> Mode:
     """Select an nvpmodel preset (verified, rolled back on a mismatch, under the board's lock);
-    remembered for restore."""
+    remembered for restore.  `notes` receives what the user must hear beside it (_applying)."""
     preset = backend.device.preset(key)
-    _applying(backend, lambda: select_preset(backend, preset))
+    _applying(backend, lambda: select_preset(backend, preset), notes)
     return backend.current_mode()
 
 
