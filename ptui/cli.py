@@ -263,6 +263,9 @@ def _tune_profiled(a, sizes: tuple[int, ...] | None, stored: dict | None) -> int
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
+    # the board goes while tune fits and decides: --apply writes only over the mode the profile
+    # left it in (it wrote over another user's apply made meanwhile, without a word)
+    a.tune_left = getattr(getattr(a, "profiled", None), "left_in", None)
     store = core.Store()
     try:
         first = store.get_session(a.session)
@@ -507,8 +510,20 @@ def _tune_apply(a, dev, mode) -> str:
     """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
     backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    with _said_before_stop(backend, _say):      # on stderr, where --json's stdout stays a document
-        r = core.apply(backend, mode)
+    left = getattr(a, "tune_left", None)
+    try:
+        with core.board_lock(backend):
+            now = backend.current_mode()
+            if left is not None and now != left:
+                raise CLIError(f"not applied: the board was changed while tune fitted and decided (it "
+                               f"is in {now.key} now; the profile left it in {left.key}), and tune "
+                               f"does not write over that change: apply the pick yourself with: "
+                               f"ptui apply --cores {mode.cores} --cpu-mhz {mode.cpu_mhz:g} --gpu-mhz "
+                               f"{mode.gpu_mhz:g} --mem-mhz {mode.mem_mhz:g}", EXIT_ERR)
+            with _said_before_stop(backend, _say):  # on stderr, where --json's stdout stays a document
+                r = core.apply(backend, mode)
+    except core.LockError as e:
+        raise CLIError(f"not applied: {e}", EXIT_ERR) from None
     if not r.ok:
         raise CLIError(r.message, EXIT_ERR)
     return _applied(r.message, backend)

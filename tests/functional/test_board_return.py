@@ -195,6 +195,39 @@ def test_a_resume_ends_in_the_mode_chosen_since_the_stop(tmp_path, emulate):
     assert _mode(root) == chosen
 
 
+@pytest.mark.slow
+def test_tune_apply_does_not_write_over_a_change_made_while_it_fitted(tmp_path, emulate):
+    """tune --apply lets the board go while it fits and decides; another user selected MODE_15W
+    then, and tune applied its pick over it without a word (an emulated board)."""
+    root = emulate(tmp_path / "root").root
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    code = textwrap.dedent(f"""
+        import subprocess, sys
+        import ptui.core as core
+        real = core.tune_decide
+        def decide(*a, **k):
+            r = subprocess.run([sys.executable, "-m", "ptui", "apply", "--backend", "sysfs",
+                                "--sysfs-root", {str(root)!r}, "--preset", "MODE_15W", "--yes"],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            return real(*a, **k)
+        core.tune_decide = decide
+        from ptui.cli import main
+        sys.exit(main(["tune", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, "--budget-w", "25",
+                       "--count", "6", "--sample-interval", "0.1", "--apply", "--", {PY!r},
+                       {str(script)!r}, "100000"]))
+    """)
+    r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("ptui: error: not applied: the board was changed while tune fitted and "
+                           "decided"), last
+    assert "applied and verified" not in r.stdout + r.stderr
+    assert _mode(root) == ORIN.preset("MODE_15W").mode
+
+
 @pytest.mark.parametrize("json_", [False, True])
 def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     """SIGTERM between two sysfs writes of an apply: the apply finishes (read back and verified),

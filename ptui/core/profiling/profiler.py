@@ -211,6 +211,7 @@ class Profiler:
         self.progress: Progress | None = None
         self.notify: Callable[[str], None] = lambda text: None
         self.time_basis = "auto"        # what active profiling decides on (csvio.choose_time)
+        self.left_in: Mode | None = None  # the mode the board was put back in, read back
 
     # -- one mode -----------------------------------------------------------------------------
     def measure_checked(self, events, mode: Mode) -> ModeResult:
@@ -372,6 +373,7 @@ class Profiler:
             now, want = be.current_mode(), be.snapshot_mode(snap)
             if now != want:
                 raise BackendError(f"the board reads back {now.key}, not {want.key}")
+            self.left_in = now
             undo.clear(be, undo.PROFILE, getattr(self, "record", None))
             try:
                 self.store.forget_original_state(self.session)   # a resume ends where it starts

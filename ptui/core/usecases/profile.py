@@ -152,6 +152,7 @@ class ProfileOutcome:
     stop_reason: str = ""                 # active profiling: why it stopped
     best: tuple | None = None             # active profiling: (best measured mode, P(meets goal))
     time_note: str = ""                   # a large share of the wall time outside the timed steps
+    left_in: Mode | None = None           # the mode the board was put back in (None: not touched)
 
 
 def _board_free(backend: Backend) -> None:
@@ -197,6 +198,7 @@ class ProfileRun:
     seed: int = 0
     simulated = False                     # the session's figures are the simulator's
     _locked = False                       # this run holds the session's lock until close()
+    left_in: Mode | None = None           # the mode the last size's run put the board back in
     planner: ActivePlanner | None = None  # active profiling's (over a joint Space for several sizes)
     what = "modes"                        # the CSV's rows, in words
 
@@ -344,7 +346,7 @@ class ProfileRun:
                               n_rows, dev_s, simulated, time.perf_counter() - wall0,
                               error or unsaved, interrupted, stopped_by, saved, label,
                               pl.stop_reason if pl is not None else "",
-                              pl.best() if pl is not None else None, note)
+                              pl.best() if pl is not None else None, note, self.left_in)
 
     def resume_hint(self, out: Path | str | None = None, more: tuple[str, ...] = ()) -> str:
         """The command that resumes this session (writing its CSV to `out`, default --out's; `more`:
@@ -1044,6 +1046,8 @@ class ProfileRun:
             return "aborted", None, True
         except Exception as e:  # noqa: BLE001 - reported in the outcome; the caller decides
             return "failed", e, False
+        finally:
+            self.left_in = self.profiler.left_in or self.left_in
 
     def _sizes_left(self) -> list[int]:
         """The sizes with planned pairs not profiled yet, in the order of --batch-sizes."""
