@@ -140,14 +140,7 @@ def test_a_file_that_refuses_root_is_said_so_and_the_rollback_goes_on_past_it(tr
     value is not rewritten, and a failed write does not stop the rest."""
     before = fakesys.read_mode(tree)                     # MODE_30W: 8 cores
     be = SysfsBackend(ORIN, root=tree)
-    orig = be._write
-
-    def immutable(path, value):
-        if path.name == "max_freq" and "devfreq" in str(path):
-            raise PermissionError(1, "Operation not permitted")
-        orig(path, value)
-
-    monkeypatch.setattr(be, "_write", immutable)
+    fakesys.immutable_gpu_max(be, monkeypatch)
     monkeypatch.setattr("os.geteuid", lambda: 0)
     res = apply_mode(be, ORIN.mode(12, 1728, 1300.5, 3199))
     assert not res.ok and "immutable file" in res.message and "sudo" not in res.message
@@ -156,9 +149,8 @@ def test_a_file_that_refuses_root_is_said_so_and_the_rollback_goes_on_past_it(tr
     # a restore that cannot write a file it must change goes on with the others and names it
     be2 = SysfsBackend(ORIN, root=tree)
     snap = be2._state()
-    monkeypatch.setattr(be2, "_write", orig)
     be2.apply_mode(ORIN.mode(12, 1728, 1300.5, 3199))
-    monkeypatch.setattr(be2, "_write", immutable)
+    fakesys.immutable_gpu_max(be2, monkeypatch)
     with pytest.raises(ApplyError, match="restore: writing .*max_freq failed"):
         be2.restore(snap)
     assert fakesys.read_mode(tree).cores == 8            # the cores went back all the same

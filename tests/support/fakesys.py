@@ -143,3 +143,15 @@ def board_files(root: Path) -> dict[str, str]:
         for p in sorted(root.glob(pat)):
             out[str(p.relative_to(root))] = p.read_text().strip()
     return out
+
+
+def immutable_gpu_max(be, monkeypatch):
+    """Writes of the sysfs backend `be` to the GPU's devfreq max_freq fail as an immutable file
+    (chattr +i) fails them for root."""
+    real = be._write
+
+    def write(path, value):
+        if path.name == "max_freq" and "devfreq" in str(path):
+            raise PermissionError(1, "Operation not permitted")
+        real(path, value)
+    monkeypatch.setattr(be, "_write", write)

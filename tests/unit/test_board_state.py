@@ -188,6 +188,23 @@ def test_an_apply_after_a_killed_profile_says_where_restore_returns(tree, cli, t
             in said and f"ptui restore returns to {START.key}, the mode before that profile" in said), said
 
 
+def test_a_failed_apply_keeps_the_way_back_as_it_was_saved(tree, monkeypatch):
+    """An apply the board refused (an immutable GPU clock file) put the previous last-apply record
+    back under its own pid and time: ptui status then said the way back was saved by that failed
+    apply, now, not by the apply that made it."""
+    from ptui.core.usecases.board import apply
+
+    be = SysfsBackend(ORIN, root=tree)
+    assert apply(be, TARGET).ok
+    first = undo.load(be, undo.APPLY)
+    fakesys.immutable_gpu_max(be, monkeypatch)
+    undo.save(be, undo.APPLY, first.state, pid=first.pid, created=first.created - 60)
+    res = apply(be, ORIN.mode(12, 1728, 1300.5, 3199))
+    assert not res.ok and fakesys.read_mode(tree) == TARGET, res.message
+    kept = undo.load(be, undo.APPLY)
+    assert (kept.mode, kept.pid, kept.created) == (START.key, first.pid, first.created - 60)
+
+
 def test_a_mode_changed_under_a_measurement_is_measured_again(tmp_path):
     """Another program sets a clock while a mode is measured: that measurement is thrown away and the
     mode measured again; if it keeps happening, profiling stops, no row saved for it, the board

@@ -76,8 +76,9 @@ def _applying(backend: Backend, change, notes: list[str] | None = None):
                     else:
                         undo.clear(backend, undo.APPLY, rec)
                 elif not done and backend.current_mode() == backend.snapshot_mode(pre):
-                    if before is not None:
-                        undo.save(backend, undo.APPLY, before.state)
+                    if before is not None:         # as it was saved (status said: by this one, now)
+                        undo.save(backend, undo.APPLY, before.state, pid=before.pid,
+                                  created=before.created)
                     else:
                         undo.clear(backend, undo.APPLY, rec)
 
