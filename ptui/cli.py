@@ -1392,7 +1392,12 @@ def cmd_apply(a) -> int:
     if not a.yes:
         if not sys.stdin.isatty():
             raise CLIError("add --yes to apply without a confirmation prompt (or --dry-run to only plan)")
-        if input("apply this mode? [y/N] ").strip().lower() not in ("y", "yes"):
+        try:
+            answer = input("apply this mode? [y/N] ")
+        except EOFError:                      # Ctrl-D: no answer is no (it was a traceback)
+            print()
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK
     with _said_before_stop(backend):

@@ -301,3 +301,21 @@ def test_an_apply_that_changes_nothing_keeps_the_way_back(tree, cli, nvpmodel_on
     rc, out, err = cli("restore", *sysfs)
     assert rc == 0 and "restored" in out, err
     assert fakesys.read_mode(tree) == before
+
+
+def test_end_of_input_at_the_apply_prompt_applies_nothing_and_says_so(tree, cli, monkeypatch):
+    """Ctrl-D at 'apply this mode? [y/N]' (the terminal's end of input) ended ptui with an EOFError
+    traceback, exit 1 (an emulated board)."""
+    import builtins
+    import sys
+
+    def eof(prompt=""):
+        sys.stdout.write(prompt)
+        raise EOFError
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(builtins, "input", eof)
+    before = fakesys.read_mode(tree)
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, *MODE)
+    assert rc == 0 and "Traceback" not in err, err
+    assert out.rstrip().endswith("apply this mode? [y/N] \nnot applied"), out
+    assert fakesys.read_mode(tree) == before
