@@ -205,6 +205,21 @@ def test_a_failed_apply_keeps_the_way_back_as_it_was_saved(tree, monkeypatch):
     assert (kept.mode, kept.pid, kept.created) == (START.key, first.pid, first.created - 60)
 
 
+def test_an_undo_state_that_cannot_be_saved_is_said_and_nothing_is_written(tree, cli, monkeypatch):
+    """The board-wide state directory cannot be written (immutable, a read-only file system): apply
+    said only '[Errno 1] Operation not permitted: .../.last-apply-....json.123.tmp' (an emulated
+    board with chattr +i on PTUI_STATE_DIR)."""
+    def refused(path, data):
+        raise PermissionError(1, "Operation not permitted", str(path))
+    monkeypatch.setattr(undo, "_write_whole", refused)
+    rc, out, err = cli("apply", *_sysfs(tree), *MODE, "--yes")
+    assert rc == 1 and "applied" not in out, out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"ptui: error: not applied: cannot save the board's undo state in "
+                           f"{paths.board_state_dir().path} (Operation not permitted)"), last
+    assert "Errno" not in err and fakesys.read_mode(tree) == START
+
+
 def test_a_mode_changed_under_a_measurement_is_measured_again(tmp_path):
     """Another program sets a clock while a mode is measured: that measurement is thrown away and the
     mode measured again; if it keeps happening, profiling stops, no row saved for it, the board
@@ -314,7 +329,8 @@ def test_a_record_that_cannot_be_renamed_into_place_leaves_no_temporary_file(tre
     def full(src, dst):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(undo.os, "replace", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(undo.UnsavedState, match="undo state in .* \\(No space left on device\\): "
+                                                "nothing was written to the board"):
         undo.save(be, undo.APPLY, be.snapshot())
     d = paths.board_state_dir().path
     assert list(d.iterdir()) == []

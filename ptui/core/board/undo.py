@@ -24,13 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..paths import board_state_dir, board_state_dirs, write_atomic
-from .backends.base import Backend, DamagedSnapshot
+from .backends.base import Backend, BackendError, DamagedSnapshot
 from .locks import board_key
 
 FORMAT = 1
 PROFILE, APPLY = "profile", "last-apply"
 ROUND = "flower-round"               # a Flower round's start state while it trains in ptui's mode
 MAX_BYTES = 1 << 20                  # a record is a few hundred bytes; anything near this is not one
+
+
+class UnsavedState(BackendError):
+    """The board-wide state directory cannot be written: nothing is written to the board."""
 
 
 @dataclass
@@ -67,7 +71,14 @@ def save(backend: Backend, kind: str, snap, session: str | None = None, *, pid: 
             "state": backend.snapshot_json(snap), "mode": backend.snapshot_mode(snap).key,
             "session": session, "pid": os.getpid() if pid is None else pid,
             "created": time.time() if created is None else created}
-    _write_whole(path, json.dumps(body).encode())
+    try:
+        _write_whole(path, json.dumps(body).encode())
+    except OSError as e:
+        # it said only '[Errno 1] Operation not permitted: .../.last-apply-....json.123.tmp'
+        raise UnsavedState(f"cannot save the board's undo state in {place.path} "
+                           f"({e.strerror or e}): nothing was written to the board, which ptui "
+                           f"could not put back after a kill -9 without it; free or fix "
+                           f"{place.path}, or point PTUI_STATE_DIR at another directory") from None
     return Record(kind, path, snap, body["mode"], session, body["pid"], body["created"])
 
 

@@ -91,7 +91,7 @@ def apply(backend: Backend, mode: Mode, expect_from: Mode | None = None) -> Appl
         res = _applying(backend, lambda: _ok_or_raise(apply_mode(backend, mode, expect_from)), notes)
     except _NotApplied as e:
         return e.result
-    except LockError as e:                   # nothing was touched
+    except (LockError, undo.UnsavedState) as e:     # nothing was touched
         return ApplyResult(False, mode, None, None, f"not applied: {e}")
     res.message = "; ".join([res.message, *notes])
     return res
