@@ -1539,14 +1539,21 @@ def _apply_preset(a, backend) -> int:
 def cmd_restore(a) -> int:
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    said = core.restore(backend)
-    if a.json:
-        now = backend.current_mode()
-        print(core.document("restore", {"device": backend.device.name, "backend": backend.kind,
-                                        "simulated": backend.not_live, "restored": True,
-                                        "mode": now.as_dict(), "key": now.key, "message": said}))
-        return EXIT_OK
-    print(said)
+
+    def say(said: str, now) -> None:
+        if a.json:
+            print(core.document("restore", {"device": backend.device.name, "backend": backend.kind,
+                                            "simulated": backend.not_live, "restored": True,
+                                            "mode": now.as_dict(), "key": now.key, "message": said}))
+        else:
+            print(said)
+    try:
+        said = core.restore(backend)
+    except KeyboardInterrupt as e:
+        if getattr(e, "restored", None):      # a stop signal waited for the restore: said, then stop
+            say(e.restored, backend.current_mode())
+        raise
+    say(said, backend.current_mode())
     return EXIT_OK
 
 

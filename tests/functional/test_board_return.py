@@ -228,6 +228,29 @@ def test_tune_apply_does_not_write_over_a_change_made_while_it_fitted(tmp_path, 
     assert _mode(root) == ORIN.preset("MODE_15W").mode
 
 
+def _sigterm_at_write(tmp_path, k: int, argv: list):
+    """`ptui ARGV` in a process that sends itself SIGTERM as it makes its k-th sysfs write; it
+    stopped by the signal (exit 143), without a traceback.  The finished process."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        from ptui.core.board.backends.sysfs import SysfsBackend
+        real, n = SysfsBackend._write, [0]
+        def write(self, path, value):
+            n[0] += 1
+            if n[0] == {k}:
+                os.kill(os.getpid(), signal.SIGTERM)
+            real(self, path, value)
+        SysfsBackend._write = write
+        from ptui.cli import main
+        sys.exit(main({argv!r}))
+    """)
+    r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "Traceback" not in r.stderr
+    return r
+
+
 @pytest.mark.parametrize("json_", [False, True])
 def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     """SIGTERM between two sysfs writes of an apply: the apply finishes (read back and verified),
@@ -235,24 +258,9 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     SIGTERM', and --json printed nothing, though the mode was applied (a user's trial)."""
     root = fakesys.build(tmp_path / "root")
     extra = ["--json"] if json_ else []
-    code = textwrap.dedent(f"""
-        import os, signal, sys
-        from ptui.core.board.backends.sysfs import SysfsBackend
-        real, n = SysfsBackend._write, [0]
-        def write(self, path, value):
-            n[0] += 1
-            if n[0] == 3:
-                os.kill(os.getpid(), signal.SIGTERM)
-            real(self, path, value)
-        SysfsBackend._write = write
-        from ptui.cli import main
-        sys.exit(main(["apply", "--backend", "sysfs", "--sysfs-root", {str(root)!r}, *{OTHER!r}, "--yes",
-                       *{extra!r}]))
-    """)
-    r = subprocess.run([PY, "-c", code], env=_env(tmp_path, "data"), capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 128 + signal.SIGTERM, r.stderr
-    assert "stopped by SIGTERM" in r.stderr and "Traceback" not in r.stderr
+    r = _sigterm_at_write(tmp_path, 3, ["apply", "--backend", "sysfs", "--sysfs-root", str(root),
+                                        *OTHER, "--yes", *extra])
+    assert "stopped by SIGTERM" in r.stderr
     if json_:
         d = json.loads(r.stdout)
         assert d["applied"] is True and d["stopped_by"] == "SIGTERM" and d["readback_key"]
@@ -261,6 +269,26 @@ def test_a_signal_mid_apply_waits_for_the_mode_to_be_whole(tmp_path, json_):
     assert _mode(root) == ORIN.mode(4, 729.6, 318.75, 665.6)
     rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0 and _mode(root) == ORIN.preset("MODE_30W").mode, err
+
+
+@pytest.mark.parametrize("json_", [False, True])
+def test_a_signal_mid_restore_finishes_it_and_says_it(tmp_path, json_):
+    """SIGTERM between two writes of `ptui restore`: the restore was finished and read back, then
+    ptui stopped saying only 'stopped by SIGTERM', and the record stayed (a later restore said it
+    restored it again)."""
+    root = fakesys.build(tmp_path / "root")
+    rc, _, err = _cli(tmp_path, "apply", "--backend", "sysfs", "--sysfs-root", root, *OTHER, "--yes",
+                      data="data")
+    assert rc == 0, err
+    r = _sigterm_at_write(tmp_path, 2, ["restore", "--backend", "sysfs", "--sysfs-root", str(root),
+                                        *(["--json"] if json_ else [])])
+    assert r.stderr.rstrip().endswith("stopped by SIGTERM")
+    start = ORIN.preset("MODE_30W").mode
+    said = json.loads(r.stdout)["message"] if json_ else r.stdout
+    assert f"restored the state before the last ptui apply: the board reads back {start.key}" in said
+    assert _mode(root) == start
+    rc, _, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root, data="data")
+    assert rc == 2 and "nothing to restore" in err, err
 
 
 def _signal_in_nvpmodel(tmp_path, root, args: list, only_mode=None):

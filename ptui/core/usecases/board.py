@@ -238,29 +238,43 @@ def restore(backend: Backend) -> str:
         raise NothingToRestore(f"nothing to restore: a {backend.kind} board starts afresh in "
                                f"{backend.current_mode().key} with every ptui run, so no apply is "
                                f"waiting to be undone (choose a preset with ptui apply --preset NAME)")
-    with board_lock(backend):
-        rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
-        if rec is None:
-            raise NothingToRestore(f"nothing to restore: no ptui apply or interrupted profile on this "
-                                   f"{dev.name} is waiting to be undone (the board stays in "
-                                   f"{backend.current_mode().key}; choose a preset with ptui apply "
-                                   f"--preset NAME)")
-        now = restore_snapshot(backend, rec.state)
-        if now.key != rec.mode:
-            raise BackendError(f"restore wrote the saved state back but the board reads {now.key}, "
-                               f"not {rec.mode}; {rec.path} is kept: check the board, then run "
-                               f"ptui restore again")
-        undo.clear(backend, rec.kind, rec)
-        if rec.kind == undo.APPLY:
-            # a round killed mid-way is undone too: its record must not move the board again later
-            undo.clear(backend, undo.ROUND)
-        if rec.kind == undo.PROFILE:
-            more = undo.load(backend, undo.APPLY)
-            tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
-                    if more is not None else "")
-            return (f"restored the state before the interrupted profile (session {rec.session}, "
-                    f"{rec.when()}): the board reads back {now.key}{tail}")
-        return f"restored the state before the last ptui apply: the board reads back {now.key}"
+    said = None
+    try:
+        # whole, whatever signal comes: the record is dropped with the write, and what was done is
+        # said (a SIGTERM mid-restore said only 'stopped by SIGTERM', and the record stayed)
+        with board_lock(backend), shielded():
+            said = _restore(backend, dev)
+    except KeyboardInterrupt as e:
+        if said is not None:
+            e.restored = said  # type: ignore[attr-defined]
+        raise
+    return said
+
+
+def _restore(backend: Backend, dev) -> str:
+    """restore()'s work, under the board's lock and shielded."""
+    rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
+    if rec is None:
+        raise NothingToRestore(f"nothing to restore: no ptui apply or interrupted profile on this "
+                               f"{dev.name} is waiting to be undone (the board stays in "
+                               f"{backend.current_mode().key}; choose a preset with ptui apply "
+                               f"--preset NAME)")
+    now = restore_snapshot(backend, rec.state)
+    if now.key != rec.mode:
+        raise BackendError(f"restore wrote the saved state back but the board reads {now.key}, "
+                           f"not {rec.mode}; {rec.path} is kept: check the board, then run "
+                           f"ptui restore again")
+    undo.clear(backend, rec.kind, rec)
+    if rec.kind == undo.APPLY:
+        # a round killed mid-way is undone too: its record must not move the board again later
+        undo.clear(backend, undo.ROUND)
+    if rec.kind == undo.PROFILE:
+        more = undo.load(backend, undo.APPLY)
+        tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
+                if more is not None else "")
+        return (f"restored the state before the interrupted profile (session {rec.session}, "
+                f"{rec.when()}): the board reads back {now.key}{tail}")
+    return f"restored the state before the last ptui apply: the board reads back {now.key}"
 
 
 # -- status: the board, its mode, who drives it, what restore would undo ---------------------------------
