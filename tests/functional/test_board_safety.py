@@ -319,3 +319,23 @@ def test_end_of_input_at_the_apply_prompt_applies_nothing_and_says_so(tree, cli,
     assert rc == 0 and "Traceback" not in err, err
     assert out.rstrip().endswith("apply this mode? [y/N] \nnot applied"), out
     assert fakesys.read_mode(tree) == before
+
+
+def test_a_link_at_the_boards_lock_path_is_not_written_through(tree, cli, tmp_path):
+    """A symbolic link planted at the board's lock path (a shared lock directory): ptui opened it,
+    truncated the file it points to and wrote its pid there (a user's file 'precious' became
+    '4946', an emulated board); now nothing is written through it and the apply is refused."""
+    from ptui.core.board.locks import board_key, lock_path
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    path = lock_path(board_key(SysfsBackend(ORIN, root=tree)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(precious)
+    before = fakesys.read_mode(tree)
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, *MODE, "--yes")
+    assert precious.read_text() == "precious\n"
+    assert rc == 1 and "applied" not in out and fakesys.read_mode(tree) == before, out
+    last = err.strip().splitlines()[-1]
+    assert last == (f"ptui: error: not applied: cannot take the lock {path}: it is a symbolic link, "
+                    f"not ptui's lock file; nothing was written there (remove it, then try again)"), last

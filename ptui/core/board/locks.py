@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import threading
 from pathlib import Path
 
@@ -67,26 +68,43 @@ def lock_path(key: str) -> Path:
     return lock_dir() / f"{_safe(key)}.lock"
 
 
+class _NotOurs(OSError):
+    """What is at a lock's path is not a lock file ptui may write (a link, a device, a file with
+    other names too)."""
+
+
 def _open_lock_file(p: Path) -> int:
     """A descriptor to flock: the file another account made is opened, not re-created (a sticky
     directory's protected_regular refuses O_CREAT on it); a new one is made writable by every
     account, so whoever comes next can record its pid; read-only where that is all we may do
-    (flock works on it)."""
+    (flock works on it).  A symbolic link there is never followed, and only a regular file with
+    no other name is used: its pid is written over what it holds (a link planted at a board's
+    lock path had the file it pointed to truncated and overwritten: a user's trial)."""
     try:
-        return os.open(p, os.O_RDWR)
+        fd = os.open(p, os.O_RDWR | os.O_NOFOLLOW)
     except FileNotFoundError:
         p.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
         except FileExistsError:
-            return os.open(p, os.O_RDWR)
+            return _open_lock_file(p)
         try:
             os.fchmod(fd, 0o666 if p.name.startswith(BOARD_PREFIX) else 0o644)
         except OSError:
             pass
         return fd
     except PermissionError:
-        return os.open(p, os.O_RDONLY)
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        if p.is_symlink():
+            raise _NotOurs("it is a symbolic link") from None
+        raise e
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise _NotOurs("it is not a regular file" if not stat.S_ISREG(st.st_mode) else
+                       "it is a file with other names (hard links)")
+    return fd
 
 
 def acquire(key: str, what: str) -> None:
@@ -101,6 +119,9 @@ def acquire(key: str, what: str) -> None:
         p = lock_path(key)
         try:
             fd = _open_lock_file(p)
+        except _NotOurs as e:
+            raise LockError(f"cannot take the lock {p}: {e}, not ptui's lock file; nothing was "
+                            f"written there (remove it, then try again)") from None
         except OSError as e:
             raise LockError(f"cannot take the lock {p}: {e.strerror or e}") from None
         try:
@@ -151,7 +172,7 @@ def holder(key: str) -> int | None:
         return os.getpid()
     p = lock_path(key)
     try:
-        fd = os.open(p, os.O_RDONLY)
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
