@@ -412,6 +412,25 @@ def test_a_resume_ends_in_the_state_before_a_profile_killed_since(tmp_path):
     assert START.key in said[0] and "session killed" in said[0]
 
 
+def test_a_resume_on_another_board_does_not_end_in_the_first_boards_state(tmp_path):
+    """A session killed (kill -9) on one emulated board, then resumed with --sysfs-root naming
+    another: the resume ended the second board in the first one's start mode (MODE_30W), though
+    the second was in MODE_15W."""
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+
+    first, wl, store = _recording_sim(tmp_path)
+    second, _, _ = _recording_sim(tmp_path / "b")
+    open_session(store, "x", resume=False, device=ORIN, workload=wl, seed=0, backend_kind="sysfs",
+                 plan_fn=lambda: choose_modes(ORIN, count=2, seed=0), original_mode=START, params={})
+    Profiler(first, wl, store, "x").start_state(store.get_session("x"))   # then killed
+    first.apply_mode(TARGET)
+    fifteen = ORIN.preset("MODE_15W").mode
+    second.apply_mode(fifteen)
+    snap = Profiler(second, wl, store, "x").start_state(store.get_session("x"))
+    assert second.snapshot_mode(snap) == fifteen
+    assert undo.load(first, undo.PROFILE).mode == START.key        # the first board's way back stays
+
+
 def test_clearing_without_a_record_removes_this_boards_file_only(tree, tmp_path):
     """restore (no record in hand) clears this board's file; another board's stays."""
     be = SysfsBackend(ORIN, root=tree)

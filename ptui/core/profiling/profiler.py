@@ -19,7 +19,7 @@ from typing import Callable
 from ..board import undo
 from ..board.backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from ..board.csvio import choose_time, fmt_value, keep_aside, mode_cells, profile_tags, with_time, write_csv
-from ..board.locks import LockError, board_lock, holder, lock_session, session_key, unlock_session
+from ..board.locks import LockError, board_key, board_lock, holder, lock_session, session_key, unlock_session
 from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.devices import Device
@@ -343,24 +343,27 @@ class Profiler:
         this run ends in the state before that profile, and says so (a resume of the killed one
         too: not in whatever the killed run left).  Else a resume of a run that was cut before it
         put the board back (the session keeps the state it started from until it does) goes back
-        to that state; else the run ends in the board's state now.  A resume ended in the state
+        to that state (when it was cut on this board: a resume on another ended that board in the
+        first one's start state); else the run ends in the board's state now.  A resume ended in the state
         its first run found, whatever came since: a mode the user chose after a stopped run (a
         user's trial), or, with another profile's record left, the state before that one, lost.
         The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state back after a
         kill -9.  Called with the board's lock held."""
         be = self.backend
         stale = undo.load(be, undo.PROFILE)
+        board = board_key(be) or ""
         if stale is not None:
             snap = stale.state
-        elif info.original_state is not None:
+        elif info.original_state is not None and info.params.get("original_board", board) == board:
             snap = be.snapshot_from_json(info.original_state)
-        else:
+        else:                                  # (a run cut on another board: not that board's state)
             snap = be.snapshot()
         if stale is not None and stale.session != self.session:
             self.notify(f"an interrupted profile (session {stale.session}, {stale.when()}) left this "
                         f"board in a mode nobody chose; this profile ends in the mode before it, "
                         f"{be.snapshot_mode(snap).key}")
         self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
+        self.store.merge_params(self.session, {"original_board": board})
         self.record = undo.save(be, undo.PROFILE, snap, self.session)
         return snap
 
