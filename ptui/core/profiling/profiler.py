@@ -461,8 +461,11 @@ class Profiler:
                 if restore_error is not None:
                     # what stopped the profile is said too: it said only the put-back's error
                     # (SIGTERM, or a mode the board refused, was lost: a user's trial)
+                    why = f": {restore_error}"
+                    if cause.endswith(why):        # a stopped emulator: one reason, said once
+                        why = " either, for the same reason"
                     raise RestoreFailed(f"{cause + '; then ' if cause else ''}could not restore the "
-                                        f"original mode: {restore_error}; `ptui restore` tries again")
+                                        f"original mode{why}; `ptui restore` tries again")
         return results
 
 
