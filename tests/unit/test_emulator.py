@@ -152,6 +152,27 @@ def test_driver_survives_a_knob_caught_mid_write(tmp_path):
     assert SysfsBackend(ORIN, root=root).read().gpu_mhz == 624.75
 
 
+def test_a_knob_its_writer_left_empty_is_healed(tmp_path, cli):
+    """A writer killed (kill -9) between truncating a knob and writing it left the file empty for
+    good: ptui status said 'cannot read the current mode', and ptui restore, the documented way
+    back, failed in the tree's nvpmodel with a traceback.  A real kernel never shows an empty knob:
+    the board writes back its value once it has stayed empty over two steps."""
+    root = emulator.build(tmp_path / "b", "orin-agx")
+    drv = emulator.Driver(root)
+    knobs = [root / "sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq",
+             root / "sys/class/devfreq/17000000.gpu/min_freq",
+             root / emulator.EMC_DIR / "rate", root / "sys/devices/system/cpu/cpu7/online"]
+    before = [k.read_text() for k in knobs]
+    drv.step(0.1)
+    for k in knobs:
+        k.write_text("")
+    drv.step(0.1)                                          # one step: maybe a writer mid-write
+    assert all(k.read_text() == "" for k in knobs)
+    drv.step(0.1)
+    assert [k.read_text().split() for k in knobs] == [b.split() for b in before]
+    assert emulator.read_mode(root, wait_s=0.0) == ORIN.preset("MODE_30W").mode
+
+
 def test_a_knob_caught_mid_write_is_read_again(tmp_path):
     """A writer truncates a knob file, then writes it: read_mode then read '' and raised (a flaky
     Flower e2e test polled the tree while ptui applied the round's mode).  It reads again."""

@@ -355,7 +355,35 @@ class Driver:
         self.layout = layout(self.device)
         self.sim = sim or SimJetson(self.device, seed=seed)
         self.tick = 0
+        cpu = self.root / "sys/devices/system/cpu"
+        gpu, emc = self.root / self.layout.gpu_dir, self.root / EMC_DIR
+        self._knobs = ([cpu / f"cpu{c}/online" for c in range(1, self.device.max_cores)]
+                       + [cpu / f"cpufreq/policy{cl[0]}" / f for cl in self.device.cpu_clusters
+                          for f in ("scaling_min_freq", "scaling_max_freq")]
+                       + [gpu / "min_freq", gpu / "max_freq", emc / "rate", emc / "mrq_rate_locked"])
+        self._good: dict[Path, str] = {}             # a knob's last whole value
+        self._empty: dict[Path, int] = {}            # steps it has read empty (or not a number)
+        self._heal()
         self._follow()
+
+    def _heal(self) -> None:
+        """A knob its writer left empty (killed between truncating it and writing it) is written
+        back with its last value once it has read so at two steps in a row: a real kernel never
+        shows an empty knob, and it stayed empty for good (ptui status could not read the mode, and
+        ptui restore failed in the tree's nvpmodel with a traceback).  One step is a writer's
+        moment between its truncate and its write."""
+        for k in self._knobs:
+            try:
+                text = k.read_text()
+                int(text.split()[0])
+            except (OSError, ValueError, IndexError):
+                n = self._empty[k] = self._empty.get(k, 0) + 1
+                if n >= 2 and k in self._good and k.exists():
+                    write_sensor(k, self._good[k])
+                    self._empty.pop(k)
+                continue
+            self._good[k] = text.strip()
+            self._empty.pop(k, None)
 
     def _tpc(self) -> int:
         try:
@@ -378,6 +406,7 @@ class Driver:
 
     def step(self, dt: float = 0.5) -> None:
         root, lay = self.root, self.layout
+        self._heal()
         mode = self._follow()
         self.sim.clock.sleep(dt)
         t = self.sim.read()
