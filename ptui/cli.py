@@ -143,9 +143,12 @@ def cmd_profile(a) -> int:
         raise res.error
     if res.error is not None:
         _info(res.saved)
+        # a profile stopped before it touched the board (its undo state not saved, the lock
+        # taken by another) said the board was restored
         where = ("the board is NOT back in its original mode (see the error below)"
                  if isinstance(res.error, core.RestoreFailed) else
-                 f"the {device} was restored to its original mode")
+                 f"the {device} was restored to its original mode" if res.left_in is not None else
+                 f"nothing was written to the {device}")
         if isinstance(res.error, core.ScriptUnprofilable):
             # a resume runs the script the same way, and it fails the same way: no hint that
             # cannot help (the user's trial); one with another flag's value can, where the error

@@ -57,3 +57,21 @@ def test_why_profiling_stopped_is_said_when_the_put_back_fails_too(tmp_path, cli
     assert last == (f"ptui: error: {said}; then could not restore the original mode"
                     f"{' either, for the same reason' if same else ': ' + REFUSED}; `ptui restore` "
                     f"tries again"), last
+
+
+def test_a_profile_that_failed_before_touching_the_board_does_not_say_it_restored_it(tmp_path, cli,
+                                                                                      monkeypatch):
+    """The board's undo state could not be saved, so the profile wrote nothing to the board; it
+    said 'the EMULATED device was restored to its original mode' before the error (an emulated
+    board with chattr +i on PTUI_STATE_DIR)."""
+    from ptui.core.board.undo import UnsavedState
+    from ptui.core.profiling.profiler import Profiler
+
+    def unsaved(self, info):
+        raise UnsavedState("cannot save the board's undo state in /x (Operation not permitted): "
+                           "nothing was written to the board")
+    monkeypatch.setattr(Profiler, "start_state", unsaved)
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "2",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 1 and "restored" not in err, err
+    assert "nothing was written to the SIMULATED device" in err, err
