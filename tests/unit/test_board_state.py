@@ -431,6 +431,33 @@ def test_a_resume_on_another_board_does_not_end_in_the_first_boards_state(tmp_pa
     assert undo.load(first, undo.PROFILE).mode == START.key        # the first board's way back stays
 
 
+def test_a_resume_after_a_kill_ends_in_the_mode_applied_since(tmp_path, monkeypatch):
+    """kill -9 mid-profile, then `ptui apply` of MODE_15W (which takes the killed profile's record
+    as its way back), then --resume: the resume ended in the mode before the killed run, not in
+    MODE_15W, chosen since.  Where the record cannot be seen (another PTUI_STATE_DIR) the resume
+    still goes back to the state the cut run started from."""
+    from ptui.core.profiling.profiler import Profiler, choose_modes, open_session
+    from ptui.core.usecases.board import apply
+
+    be, wl, store = _recording_sim(tmp_path)
+    for name in ("x", "y"):
+        open_session(store, name, resume=False, device=ORIN, workload=wl, seed=0,
+                     backend_kind="sysfs", plan_fn=lambda: choose_modes(ORIN, count=2, seed=0),
+                     original_mode=START, params={})
+    Profiler(be, wl, store, "x").start_state(store.get_session("x"))     # then killed
+    be.apply_mode(TARGET)
+    fifteen = ORIN.preset("MODE_15W").mode
+    assert apply(be, fifteen).ok and undo.load(be, undo.PROFILE) is None
+    snap = Profiler(be, wl, store, "x").start_state(store.get_session("x"))
+    assert be.snapshot_mode(snap) == fifteen
+    Profiler(be, wl, store, "y").start_state(store.get_session("y"))     # killed too
+    undo.clear(be, undo.PROFILE)
+    be.apply_mode(TARGET)
+    monkeypatch.setenv("PTUI_STATE_DIR", str(tmp_path / "elsewhere"))
+    snap = Profiler(be, wl, store, "y").start_state(store.get_session("y"))
+    assert be.snapshot_mode(snap) == fifteen                              # y's own start
+
+
 def test_clearing_without_a_record_removes_this_boards_file_only(tree, tmp_path):
     """restore (no record in hand) clears this board's file; another board's stays."""
     be = SysfsBackend(ORIN, root=tree)

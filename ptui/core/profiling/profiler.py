@@ -26,6 +26,7 @@ from ..catalogue.devices import Device
 from ..catalogue.modes import Mode, transition_order
 from ..catalogue.workloads import SCRIPT_WORKLOAD, Workload
 from ..errors import RuntimeFailure
+from ..paths import board_state_dir
 from .store import SessionInfo, Store, StoreError
 
 LOG = _logger(__name__)
@@ -343,8 +344,10 @@ class Profiler:
         this run ends in the state before that profile, and says so (a resume of the killed one
         too: not in whatever the killed run left).  Else a resume of a run that was cut before it
         put the board back (the session keeps the state it started from until it does) goes back
-        to that state (when it was cut on this board: a resume on another ended that board in the
-        first one's start state); else the run ends in the board's state now.  A resume ended in the state
+        to that state when its record cannot be seen from here (another state directory) and it
+        was cut on this board (a resume on another ended that board in the first one's start
+        state); else the run ends in the board's state now (a record gone was taken by `ptui
+        restore` or by an apply of a mode the user chose).  A resume ended in the state
         its first run found, whatever came since: a mode the user chose after a stopped run (a
         user's trial), or, with another profile's record left, the state before that one, lost.
         The board-wide profile record (undo.PROFILE) lets `ptui restore` put the state back after a
@@ -352,18 +355,23 @@ class Profiler:
         be = self.backend
         stale = undo.load(be, undo.PROFILE)
         board = board_key(be) or ""
+        undo_dir = str(board_state_dir().path) if undo.keeps_records(be) else ""
         if stale is not None:
             snap = stale.state
-        elif info.original_state is not None and info.params.get("original_board", board) == board:
+        elif (info.original_state is not None and info.params.get("original_board", board) == board
+              and (not undo_dir or info.params.get("undo_dir") != undo_dir)):
             snap = be.snapshot_from_json(info.original_state)
-        else:                                  # (a run cut on another board: not that board's state)
+        else:
+            # a run cut on another board (not that board's state), or one whose record, which this
+            # process would see, is gone: `ptui restore` put the state back, or an apply took it
+            # as its way back and set a mode the user chose (the resume went back over it)
             snap = be.snapshot()
         if stale is not None and stale.session != self.session:
             self.notify(f"an interrupted profile (session {stale.session}, {stale.when()}) left this "
                         f"board in a mode nobody chose; this profile ends in the mode before it, "
                         f"{be.snapshot_mode(snap).key}")
         self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
-        self.store.merge_params(self.session, {"original_board": board})
+        self.store.merge_params(self.session, {"original_board": board, "undo_dir": undo_dir})
         self.record = undo.save(be, undo.PROFILE, snap, self.session)
         return snap
 
