@@ -75,6 +75,25 @@ def test_board_lock_is_per_board_and_reentrant(tree, tmp_path):
     assert locks.holder(locks.board_key(a)) is None
 
 
+@pytest.mark.parametrize("left, right", [
+    ("emulated-jetson-boards-for-the-nightly-fleet-test-of-our-team-and-its-ci/orin-agx-alice",
+     "emulated-jetson-boards-for-the-nightly-fleet-test-of-our-team-and-its-ci/orin-agx-bobby"),
+    ("boards/orin_2", "boards/orin/2")], ids=["long", "underscore"])
+def test_two_trees_are_two_boards_whatever_their_paths(tmp_path, cli, left, right):
+    """Two emulated trees whose paths differ only past their first 120 characters (or by '/' for
+    '_') were one board to ptui: one lock, one undo record; the second board's status offered to
+    restore the first one's apply, and its restore would have written it there (two trees under
+    /tmp/helpb/alice/... and /tmp/helpb/bobby/...: an apply on one, ptui status on the other)."""
+    a = SysfsBackend(ORIN, root=fakesys.build(tmp_path / left))
+    b = SysfsBackend(ORIN, root=fakesys.build(tmp_path / right))
+    from ptui.core.board import locks
+    assert locks.board_key(a) != locks.board_key(b)
+    rc, _, err = cli("apply", "--backend", "sysfs", "--sysfs-root", a.root, *MODE, "--yes")
+    assert rc == 0, err
+    rc, _, err = cli("restore", "--backend", "sysfs", "--sysfs-root", b.root)
+    assert rc == 2 and "nothing to restore" in err, err
+
+
 def test_a_link_to_the_boards_tree_is_the_same_board(tree, tmp_path, cli, nvpmodel_on_path):
     """The key was the path as given: through a symbolic link to the tree a second ptui applied a
     mode while a profile held the board, and its undo record was another board's (a user's

@@ -214,8 +214,17 @@ def board_key(backend) -> str | None:
         return None
     root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
     real = os.path.realpath(str(root or "/"))
-    tag = "" if real == "/" else "-" + _safe(real).strip("_")[-60:]
-    return f"{BOARD_PREFIX}{backend.device.name}{tag}"
+    return f"{BOARD_PREFIX}{backend.device.name}{'' if real == '/' else _tree_tag(real)}"
+
+
+def _tree_tag(real: str) -> str:
+    """A tree's part of its board's key: the end of its path, readable, and a digest of the whole
+    path.  The path alone, cut to 120 characters then to its last 60, with '/' and '_' alike, made
+    two trees one board (one lock, one undo record: one board's restore offered the other's
+    apply) when they differed only past those characters or by '/' for '_'."""
+    import hashlib
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", real).strip("_")[-40:]
+    return f"-{readable}-{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
 
 
 def board_lock(backend) -> held | _Null:
