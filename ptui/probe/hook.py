@@ -186,6 +186,13 @@ class _State:
         self.device_tries = 0                        # the D line: 0 until sent, then -1
         self.load_s: list[float] = []                # batches' loading time, no workers (s)
         self.load_said = 0                           # how many of them the last L line had
+        # what each whole iteration (first optimizer's step to its next) did: (backward() calls,
+        # optimizer steps), to measure one like the others (_typical_window)
+        self.iter_bw = 0                             # ... so far in the running iteration
+        self.iter_steps = 0
+        self.sigs: list[tuple[int, int]] = []        # the last few iterations'
+        self.measured_sig: tuple[int, int] | None = None   # the measured iteration's
+        self.remeasured = 0                          # windows discarded or measured again
 
 
 _state: _State | None = None
@@ -287,6 +294,7 @@ def _inside_compiled_call() -> bool:
     return False
 
 
+REMEASURE = 4                # windows at most discarded or measured again (_typical_window)
 GIVE_UP_STEPS = 8            # a window that cannot open (or close) outside compiled code for this
                              # many iterations: the script's training step runs compiled end to end
 
@@ -489,8 +497,15 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
                                   if q.grad is not None)
             w.step_groups += len(optimizer.param_groups)
         w.ops_at_pre = None
+    st.iter_bw += nbw + ncl
+    st.iter_steps += 1
     if idx == 0:
         st.opt0_steps += 1
+        try:
+            _typical_window(st, (st.iter_bw, st.iter_steps), compiled)
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
+        st.iter_bw = st.iter_steps = 0
         try:
             _say_loading(st)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
@@ -508,6 +523,37 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
             _window_point()
         st.window_touched = st.window is not None
     _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}\n")
+
+
+def _typical_window(st: _State, sig: tuple[int, int], compiled: bool) -> None:
+    """An iteration (`sig`: its backward() calls and optimizer steps) ended at the first optimizer's
+    step: measure one that does what the others do.  An iteration whose work differs from the one
+    before it is measured again at the next (a GradScaler that skipped a step on an overflow merges
+    two iterations into one: the window held 2 forward and backward passes where every other step
+    has 1, and the what-if priced 2x the FLOPs, said nowhere); and once the iterations have settled
+    on other work than the one measured (LBFGS: 5 closure evaluations a step in its first few, then
+    1), one of them is measured and sent again.  At most REMEASURE times in all; never around
+    compiled steps (their window closes at the next backward(), not here)."""
+    w = st.window
+    prev = st.sigs[-1] if st.sigs else None
+    st.sigs = (st.sigs + [sig])[-3:]
+    if compiled or st.remeasured >= REMEASURE or not st.whatif:
+        return
+    if w is not None and st.pending is None and not w.compiled_steps:
+        if prev is not None and sig != prev:            # this one is unlike the one before: again
+            st.window = None
+            st.remeasured += 1
+            try:
+                w.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001, S110 - never break the user's script
+                pass
+            st.pending, st.pending_since = "open", st.opt0_steps
+        else:
+            st.measured_sig = sig
+    elif (st.measured and st.measured_sig is not None and st.pending is None and w is None
+          and len(st.sigs) == 3 and all(x == sig for x in st.sigs) and sig != st.measured_sig):
+        st.measured, st.measured_sig = False, None      # the work settled elsewhere: measure again
+        st.remeasured += 1
 
 
 def _patch_backward() -> None:

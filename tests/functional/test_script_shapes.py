@@ -464,3 +464,95 @@ def test_tune_count_0_on_the_whole_cycle_keeps_the_basis_in_the_model(cli, monke
     assert rc == 0, err
     rc, _, err = cli("pareto", "--model", d["model"], "--budget-w", "30", "--time", "step")
     assert rc == 2 and "predicts the whole cycle" in err, err
+
+
+GRADSCALER_SKIP = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+scaler = torch.amp.GradScaler("cpu")
+x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
+i = 0
+while True:
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    if i == 2:
+        loss = loss * float("inf")          # an fp16 overflow early in training: the step is skipped
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    i += 1
+"""
+
+LBFGS_SETTLING = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4, line_search_fn="strong_wolfe")
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+def closure():
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    return loss
+while True:
+    opt.step(closure)                       # 4-5 evaluations a step at first, 1 once it has converged
+"""
+
+
+def _measured(tmp_path, text):
+    """The probe's measurement of the script `text` on the simulated board, and its source."""
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.clock import RealClock
+    from ptui.core.profiling.userscript import ScriptSource
+    script = tmp_path / "s.py"
+    script.write_text(text)
+    said = []
+    src = ScriptSource(SimJetson(get_device("orin-agx"), clock=RealClock()), [sys.executable, str(script)],
+                       tmp_path / "log", whatif=True, notify=said.append)
+    src.start()
+    try:
+        for _ in src.events(0.1):
+            break
+    finally:
+        src.stop()
+    return src, said
+
+
+@pytest.mark.parametrize("text", [GRADSCALER_SKIP, LBFGS_SETTLING], ids=["gradscaler", "lbfgs"])
+def test_the_iteration_measured_for_the_whatif_does_what_the_others_do(tmp_path, text):
+    """A GradScaler skipped the step of the iteration the probe measured (an overflow): two
+    iterations' forward and backward passes went into the one measured, and the what-if priced 2x
+    the FLOPs of every step, unsaid.  LBFGS evaluated its closure 5 times a step in the iteration
+    measured, once a step after it had converged: 5x.  The probe measures again an iteration that
+    does what the recent ones do (backward passes, optimizer steps)."""
+    src, said = _measured(tmp_path, text)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    assert (info["backward"], info["opt_steps"]) == (1, 1), info      # was 2 (skip), 4-5 (LBFGS)
+    assert src.it.typical() == (1, 1)
+    assert not any("the iteration ptui measured" in m for m in said), said
+
+
+def test_a_measured_iteration_unlike_the_recent_ones_is_warned_of(tmp_path):
+    """Where the probe found no iteration like the recent ones to measure, the what-if goes on
+    warned: its FLOPs may not be a typical iteration's."""
+    from ptui.core.board.backends.sim import SimJetson
+    from ptui.core.catalogue.devices import get_device
+    from ptui.core.clock import RealClock
+    from ptui.core.profiling.userscript import ScriptSource
+    said = []
+    src = ScriptSource(SimJetson(get_device("orin-agx"), clock=RealClock()), [sys.executable, "x.py"],
+                       tmp_path / "log", whatif=True, notify=said.append)
+    for k in range(6):
+        src.it.step(float(k), 0, 0, False, 1)               # one closure evaluation a step
+    src.model_info = {"flops": 1e9, "backward": 5, "opt_steps": 1}
+    assert not src._measured_typical()
+    src._say_untypical()
+    assert said and said[0].startswith("warning: the iteration ptui measured for the what-if ran 5 "
+                                       "backward passes and 1 optimizer step, where the script's "
+                                       "recent iterations run 1 and 1"), said
+    src.model_info = {"flops": 1e9, "backward": 1, "opt_steps": 1}
+    assert src._measured_typical()

@@ -70,6 +70,8 @@ PRIOR_CPU_TRAINING_WARNING = (
     "prior predicts its step as the board's GPU would train it: these figures will not hold until "
     "it trains on CUDA (on a Jetson, NVIDIA's torch for its JetPack; a torch wheel from PyPI has "
     "no CUDA for the Jetson's GPU), and a profile (--count N) would time CPU training")
+UNTYPICAL_WAIT = 10            # iterations waited for the probe to measure again one like the
+                               # recent ones (_measured_typical), then the what-if goes on, warned
 OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
@@ -280,6 +282,7 @@ class _Iterations:
         self.per_iter_steps: list[int] = []
         self.per_step_bw: list[float] = []   # backward() calls before each step (accumulation)
         self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
+        self.per_iter_bw: list[int] = []     # backward() calls in each iteration, all its steps'
 
     def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0) -> float | None:
         """Feed one step; return the duration (s) of an iteration that ended here, if any."""
@@ -296,6 +299,7 @@ class _Iterations:
             self.per_iter_steps.append(self.steps_in)
             self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
             self.per_step_cl.append(self.cl_in / max(1, self.steps_in))
+            self.per_iter_bw.append(self.bw_in + self.cl_in)
             if not excluded:
                 done = t - self.last
         self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
@@ -309,6 +313,14 @@ class _Iterations:
         iteration."""
         return self.optimizers > 1 and bool(self.per_iter_steps) and \
             min(self.per_iter_steps[-20:]) < self.optimizers
+
+    def typical(self, last: int = 5) -> tuple[int, int] | None:
+        """(backward passes, optimizer steps) of the recent whole iterations (the median of the
+        last few); None before any."""
+        if not self.per_iter_steps:
+            return None
+        return (statistics.median_low(self.per_iter_bw[-last:]),
+                statistics.median_low(self.per_iter_steps[-last:]))
 
     def timed(self) -> str:
         """What one timed unit is, in words (CSV column `timed`, CLI)."""
@@ -904,6 +916,7 @@ class ScriptSource:
         host: list[float] = []
         t_first = None
         cpu_mark = None                                         # CPU s at the last iteration's end
+        w_at = 0                                                # iterations when the W line came
         for kind, val in self._measure_lines():
             if kind == "S":
                 t_first = t_first or time.monotonic()
@@ -916,9 +929,12 @@ class ScriptSource:
                     cpu_mark = self.step_cpu
             elif kind == "W":
                 self.model_info = val if val.get("error") else dict(val, host_mhz=host_cpu_mhz())
+                w_at = self.it.n_iter
             elif kind == "L" and self.model_info is not None and not self.model_info.get("error"):
                 self.model_info["load_ms"] = val      # the loading timed since, over more batches
-            if self.model_info is not None and enough(host):
+            if self.model_info is not None and enough(host) and (
+                    self._measured_typical() or self.it.n_iter - w_at >= UNTYPICAL_WAIT):
+                self._say_untypical()
                 break
             if (self.model_info is None and t_first is not None
                     and time.monotonic() - t_first > self.first_step_timeout):
@@ -932,6 +948,32 @@ class ScriptSource:
         if self.model_info is None:
             raise ProfileError("the script stopped before ptui could measure its model")
         return self.model_info, host
+
+    def _measured_sig(self) -> tuple[int, int] | None:
+        info = self.model_info
+        if not info or info.get("error") or "backward" not in info:
+            return None
+        return int(info.get("backward") or 0), int(info.get("opt_steps") or 0)
+
+    def _measured_typical(self) -> bool:
+        """The iteration measured did what the recent ones do (backward passes, optimizer steps):
+        the probe measures again where it did not (a GradScaler's skipped step merged two
+        iterations into the one measured; LBFGS evaluated its closure 5 times a step at first, then
+        once), and its FLOPs were priced, unsaid, as every iteration's."""
+        sig, typical = self._measured_sig(), self.it.typical()
+        return sig is None or typical is None or sig == typical
+
+    def _say_untypical(self) -> None:
+        """Warn where the iteration measured still differs from the recent ones."""
+        sig, typical = self._measured_sig(), self.it.typical()
+        if sig is None or typical is None or sig == typical:
+            return
+        (bw, steps), (tbw, tsteps) = sig, typical
+        self.notify(f"warning: the iteration ptui measured for the what-if ran "
+                    f"{_plural(bw, 'backward pass')} and {_plural(steps, 'optimizer step')}, where "
+                    f"the script's recent iterations run {tbw} and {tsteps} (a skipped step, a "
+                    f"closure evaluated more often): its FLOPs and bytes, and so the simulated "
+                    f"times, may not be those of a typical iteration")
 
     def _say_host_cycle(self, host: list[float]) -> None:
         """The host's whole cycle beside its median step, and what the what-if does with it."""
