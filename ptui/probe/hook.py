@@ -17,7 +17,7 @@ global optimizer-step post-hook and writes one line per event:
 ``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
                            loop) has been called n times and no optimizer has stepped yet (sent at
                            the first call, then at most once a second, until the first step)
-``S <t> <opt> <nbw> <ncl> c<cpu> [x]``
+``S <t> <opt> <nbw> <ncl> c<cpu> [x] [r]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = the script's own backward() calls
                            (not those a running backward makes: checkpointing) since the previous
@@ -25,7 +25,8 @@ global optimizer-step post-hook and writes one line per event:
                            calls inside this step (a closure the optimizer evaluated itself: LBFGS);
                            cpu = the script's main thread's CPU seconds at the step (its work,
                            whatever else the machine runs); x = the interval ending here was slowed
-                           by ptui's measurement and must not be timed
+                           by ptui's measurement and must not be timed; r = the first optimizer
+                           stopped stepping and this one (opt 0 from here) is the first now
 ``L <ms> <n>``             after the W line: the lower median of n batches' loading in the script's
                            own process (a DataLoader without workers), each iterator's first left out
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
@@ -193,6 +194,8 @@ class _State:
         self.sigs: list[tuple[int, int]] = []        # the last few iterations'
         self.measured_sig: tuple[int, int] | None = None   # the measured iteration's
         self.remeasured = 0                          # windows discarded or measured again
+        self.others_since = 0                        # steps of the others since the first's last
+        self.most_steps = 0                          # the most optimizer steps a whole iteration had
 
 
 _state: _State | None = None
@@ -483,6 +486,9 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
     elif ref is None:
         st.optimizers[key] = _no_ref
     idx = list(st.optimizers).index(key)
+    rebased = idx != 0 and _first_stopped(st, key)
+    if rebased:
+        idx = 0
     before = st.backward if st.backward_at_pre is None else st.backward_at_pre
     nbw, ncl = before, st.backward - before
     st.backward, st.backward_at_pre = 0, None
@@ -501,11 +507,15 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
     st.iter_steps += 1
     if idx == 0:
         st.opt0_steps += 1
+        st.others_since = 0
+        st.most_steps = max(st.most_steps, st.iter_steps)
         try:
             _typical_window(st, (st.iter_bw, st.iter_steps), compiled)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
             pass
         st.iter_bw = st.iter_steps = 0
+        if rebased:
+            st.sigs = []                          # the iteration that ended here spans both
         try:
             _say_loading(st)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
@@ -522,7 +532,34 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         if not compiled:
             _window_point()
         st.window_touched = st.window is not None
-    _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}\n")
+    _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}{' r' if rebased else ''}\n")
+
+
+REBASE_STEPS = 10            # steps of other optimizers, none of the first's, that make one first
+
+
+def _first_stopped(st: _State, key: int) -> bool:
+    """Optimizer `key`, not the first, steps: True where the first has stopped stepping (a head
+    trained alone by its own optimizer, then the whole model by another: every step after the
+    head's read as one long unfinished iteration, and the what-if priced the head's training, or
+    waited for ever) and `key` becomes the first: more steps of the others since the first's last
+    than REBASE_STEPS and 3 whole iterations of the most steps seen, once a whole iteration has
+    been (a WGAN's generator, first used, steps once per 5 critic steps, or 100 at first, and stays
+    first).  What was measured is measured again."""
+    st.others_since += 1
+    if st.opt0_steps < 2 or st.others_since < max(REBASE_STEPS, 3 * st.most_steps):
+        return False
+    st.optimizers = {key: st.optimizers[key], **{k: v for k, v in st.optimizers.items() if k != key}}
+    st.others_since = 0
+    if st.window is not None:
+        w, st.window = st.window, None
+        try:
+            w.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
+    # what was measured (a W line of the first's iterations) is not these: measured again
+    st.pending, st.measured, st.measured_sig, st.opt0_steps = None, False, None, 0
+    return True
 
 
 def _typical_window(st: _State, sig: tuple[int, int], compiled: bool) -> None:

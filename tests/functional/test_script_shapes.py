@@ -556,3 +556,41 @@ def test_a_measured_iteration_unlike_the_recent_ones_is_warned_of(tmp_path):
                                        "recent iterations run 1 and 1"), said
     src.model_info = {"flops": 1e9, "backward": 1, "opt_steps": 1}
     assert src._measured_typical()
+
+
+HEAD_THEN_WHOLE = """
+import torch
+torch.manual_seed(0)
+F = torch.nn.functional
+backbone = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+head = torch.nn.Linear(256, 10)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+opt_head = torch.optim.SGD(head.parameters(), lr=0.01)
+for _ in range(5):                           # linear probing: the head alone, the backbone frozen
+    with torch.no_grad():
+        f = backbone(x)
+    opt_head.zero_grad()
+    F.cross_entropy(head(f), y).backward()
+    opt_head.step()
+opt = torch.optim.AdamW([*backbone.parameters(), *head.parameters()], lr=1e-4)
+for _ in range(400):                         # then the whole model, by another optimizer
+    opt.zero_grad()
+    F.cross_entropy(head(backbone(x)), y).backward()
+    opt.step()
+"""
+
+
+def test_a_first_optimizer_that_stops_stepping_leaves_the_whole_models_steps_timed(tmp_path):
+    """A head trained alone by one optimizer, then the whole model by another: the head's was the
+    first optimizer, whose steps alone end an iteration, so every step after them read as one
+    long unfinished iteration; the what-if priced the head phase's iteration it had measured
+    (the frozen backbone's forward, 67 MFLOP where the whole model trains at 169) or, the
+    script still running, waited for ever.  Once the others have stepped REBASE_STEPS times with
+    none of the first, the one stepping is the first: its steps are timed and measured."""
+    src, said = _measured(tmp_path, HEAD_THEN_WHOLE)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    forward = 2 * 64 * (256 * 1024 + 1024 * 256)              # the backbone's forward: 67 MFLOP
+    assert info["flops"] > 2 * forward, info                   # was the head phase's, 67.8 MFLOP
+    assert info["params"] > 500_000 and src.host_step_ms
+    assert src.it.timed() == "optimizer step" and src.it.optimizers == 1

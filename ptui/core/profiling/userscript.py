@@ -284,9 +284,18 @@ class _Iterations:
         self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
         self.per_iter_bw: list[int] = []     # backward() calls in each iteration, all its steps'
 
-    def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0) -> float | None:
-        """Feed one step; return the duration (s) of an iteration that ended here, if any."""
+    def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0,
+             rebased: bool = False) -> float | None:
+        """Feed one step; return the duration (s) of an iteration that ended here, if any
+        (rebased: the first optimizer stopped stepping and this one is the first now: the
+        iterations start again from here)."""
         self.steps += 1
+        if rebased:
+            self.optimizers, self.last = 1, t
+            self.steps_in = self.bw_in = self.cl_in = 0
+            for kept in (self.per_iter_steps, self.per_step_bw, self.per_step_cl, self.per_iter_bw):
+                kept.clear()
+            return None
         self.optimizers = max(self.optimizers, opt + 1)
         self.steps_in += 1
         self.bw_in += nbw
@@ -817,7 +826,7 @@ class ScriptSource:
                 self.step_cpu = float(cpu) if cpu else None
                 yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
                             int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
-                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0)
+                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0, "r" in f[5:])
             elif line.startswith("L "):
                 try:
                     yield "L", float(line.split()[1])
@@ -920,6 +929,12 @@ class ScriptSource:
         for kind, val in self._measure_lines():
             if kind == "S":
                 t_first = t_first or time.monotonic()
+                if val[5]:
+                    # the first optimizer stopped stepping (a head trained alone first): what was
+                    # measured and timed is of its steps; the probe measures the new ones
+                    t_first, self.model_info, cpu_mark = time.monotonic(), None, None
+                    host.clear()
+                    self.host_cpu.clear()
                 dur = self.it.step(*val)
                 if dur is not None and self.it.n_iter > 1:     # the first iteration warms up
                     host.append(dur)
