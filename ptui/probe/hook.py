@@ -191,8 +191,9 @@ class _State:
         # optimizer steps), to measure one like the others (_typical_window)
         self.iter_bw = 0                             # ... so far in the running iteration
         self.iter_steps = 0
-        self.sigs: list[tuple[int, int]] = []        # the last few iterations'
-        self.measured_sig: tuple[int, int] | None = None   # the measured iteration's
+        self.iter_evals = 0                          # ... and model.eval() calls (validation)
+        self.sigs: list[tuple[int, int, int]] = []   # the last few iterations'
+        self.measured_sig: tuple[int, int, int] | None = None   # the measured iteration's
         self.remeasured = 0                          # windows discarded or measured again
         self.others_since = 0                        # steps of the others since the first's last
         self.most_steps = 0                          # the most optimizer steps a whole iteration had
@@ -510,10 +511,10 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.others_since = 0
         st.most_steps = max(st.most_steps, st.iter_steps)
         try:
-            _typical_window(st, (st.iter_bw, st.iter_steps), compiled)
+            _typical_window(st, (st.iter_bw, st.iter_steps, st.iter_evals), compiled)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
             pass
-        st.iter_bw = st.iter_steps = 0
+        st.iter_bw = st.iter_steps = st.iter_evals = 0
         if rebased:
             st.sigs = []                          # the iteration that ended here spans both
         try:
@@ -562,12 +563,14 @@ def _first_stopped(st: _State, key: int) -> bool:
     return True
 
 
-def _typical_window(st: _State, sig: tuple[int, int], compiled: bool) -> None:
-    """An iteration (`sig`: its backward() calls and optimizer steps) ended at the first optimizer's
-    step: measure one that does what the others do.  An iteration whose work differs from the one
-    before it is measured again at the next (a GradScaler that skipped a step on an overflow merges
-    two iterations into one: the window held 2 forward and backward passes where every other step
-    has 1, and the what-if priced 2x the FLOPs, said nowhere); and once the iterations have settled
+def _typical_window(st: _State, sig: tuple[int, int, int], compiled: bool) -> None:
+    """An iteration (`sig`: its backward() calls, optimizer steps and model.eval() calls) ended at
+    the first optimizer's step: measure one that does what the others do.  An iteration whose work
+    differs from the one before it is measured again at the next (a GradScaler that skipped a step
+    on an overflow merges two iterations into one: the window held 2 forward and backward passes
+    where every other step has 1, and the what-if priced 2x the FLOPs, said nowhere; a validation
+    pass every 10 steps in the iteration measured priced 4.9x, its forward passes in every
+    step, though the host's cycle has them once per 10); and once the iterations have settled
     on other work than the one measured (LBFGS: 5 closure evaluations a step in its first few, then
     1), one of them is measured and sent again.  At most REMEASURE times in all; never around
     compiled steps (their window closes at the next backward(), not here)."""
@@ -625,6 +628,31 @@ def _patch_backward() -> None:
     backward.__wrapped__ = orig
     torch.autograd.backward = backward
     _UNTRACED.append(backward)
+
+
+_in_train = 0                # Module.train calls running (a model's own: 1; its children's: more)
+
+
+def _patch_eval() -> None:
+    """Count the script's model.eval() calls (Module.train(False), the outermost only) in each
+    iteration: one with a validation pass is no iteration to measure (_typical_window)."""
+    from torch.nn import Module
+    orig = Module.train
+
+    def train(self, mode=True):
+        global _in_train
+        st = _state
+        if st is not None and not mode and not _in_train and st.stepped and not _is_compiling():
+            st.iter_evals += 1
+        _in_train += 1
+        try:
+            return orig(self, mode)
+        finally:
+            _in_train -= 1
+
+    train.__wrapped__ = orig
+    Module.train = train
+    _UNTRACED.append(train)
 
 
 def _patch_grad() -> None:
@@ -1098,6 +1126,10 @@ def _install_torch() -> None:
     register_optimizer_step_post_hook(hook)
     _patch_backward()
     _patch_grad()
+    try:
+        _patch_eval()
+    except Exception:  # noqa: BLE001, S110 - never break the user's script
+        pass
     if "torch._dynamo" not in sys.modules:
         try:
             _count_forwards()

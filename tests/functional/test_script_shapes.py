@@ -594,3 +594,38 @@ def test_a_first_optimizer_that_stops_stepping_leaves_the_whole_models_steps_tim
     assert info["flops"] > 2 * forward, info                   # was the head phase's, 67.8 MFLOP
     assert info["params"] > 500_000 and src.host_step_ms
     assert src.it.timed() == "optimizer step" and src.it.optimizers == 1
+
+
+VALIDATED_EVERY_10 = """
+import torch
+torch.manual_seed(0)
+F = torch.nn.functional
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+val = [torch.randn(64, 256) for _ in range(8)]
+step = 0
+while True:
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    step += 1
+    if step % 10 == 2:                       # validation every 10 steps
+        model.eval()
+        with torch.no_grad():
+            for v in val:
+                model(v)
+        model.train()
+"""
+
+
+def test_a_validation_pass_is_not_measured_as_every_iterations_work(tmp_path):
+    """A validation pass (model.eval(), 8 forward passes) every 10 steps fell in the iteration the
+    probe measured: the what-if priced 175 MFLOP a step where training takes 35.5, 4.9x, unsaid
+    (and the host's cycle holds the pass too, once per 10 steps).  An iteration with a
+    model.eval() call the one before it had not is measured again at the next."""
+    src, _ = _measured(tmp_path, VALIDATED_EVERY_10)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    trained = 3 * 2 * 64 * (256 * 512 + 512 * 10)             # forward and backward, about
+    assert info["flops"] < 1.5 * trained, info                 # was 175 MFLOP
