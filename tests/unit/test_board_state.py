@@ -431,6 +431,38 @@ def test_a_resume_on_another_board_does_not_end_in_the_first_boards_state(tmp_pa
     assert undo.load(first, undo.PROFILE).mode == START.key        # the first board's way back stays
 
 
+def test_a_resume_on_another_board_is_refused(tmp_path, monkeypatch):
+    """kill -9 a profile on emulated board A, then --resume it with --sysfs-root naming B: the
+    resume ran on B, one session with two boards' rows.  Refused (exit 2), naming A, before
+    anything is written; a session with no board recorded (an older ptui's) still resumes."""
+    from ptui.core.board.locks import unlock_session
+    from ptui.core.profiling.profiler import Profiler, SessionError, choose_modes, open_session
+    from ptui.core.usecases.profile import ProfileRequest, ProfileRun
+
+    first, wl, store = _recording_sim(tmp_path)
+    second, _, _ = _recording_sim(tmp_path / "b")
+    for name in ("x", "old"):
+        open_session(store, name, resume=False, device=ORIN, workload=wl, seed=0,
+                     backend_kind="sysfs", plan_fn=lambda: choose_modes(ORIN, count=2, seed=0),
+                     original_mode=START, params={})
+        unlock_session(name)
+    Profiler(first, wl, store, "x").start_state(store.get_session("x"))   # then killed
+    before = store.get_session("x")
+
+    def resume(name):
+        req = ProfileRequest(workload="lstm", session=name, resume=True, out=tmp_path / "p.csv")
+        return ProfileRun(req, store=store).prepare(second)
+
+    with pytest.raises(SessionError) as e:
+        resume("x")
+    assert e.value.exit_code == 2
+    assert str(tmp_path / "board") in str(e.value) and "resume it there" in str(e.value)
+    assert store.get_session("x") == before and undo.load(second, undo.PROFILE) is None
+    assert undo.load(first, undo.PROFILE).session == "x"
+    assert resume("old").name == "old"                    # no board recorded: resumes here
+    unlock_session("old")
+
+
 def test_a_resume_after_a_kill_ends_in_the_mode_applied_since(tmp_path, monkeypatch):
     """kill -9 mid-profile, then `ptui apply` of MODE_15W (which takes the killed profile's record
     as its way back), then --resume: the resume ended in the mode before the killed run, not in

@@ -371,7 +371,8 @@ class Profiler:
                         f"board in a mode nobody chose; this profile ends in the mode before it, "
                         f"{be.snapshot_mode(snap).key}")
         self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
-        self.store.merge_params(self.session, {"original_board": board, "undo_dir": undo_dir})
+        self.store.merge_params(self.session, {"original_board": board, "board_where": board_where(be),
+                                               "undo_dir": undo_dir})
         self.record = undo.save(be, undo.PROFILE, snap, self.session)
         return snap
 
@@ -611,6 +612,38 @@ def save_profile(path, store: Store, session: str) -> str:
     write_csv(path, PROFILE_HEADER, rows)
     kept = f" (the file that was there is kept as {moved})" if moved else ""
     return f"{len(rows)} finished modes saved to {path}{kept}"
+
+
+def board_where(backend) -> str:
+    """The board a profile runs on, in words (an emulated tree by its real path)."""
+    import os
+    if getattr(backend, "simulated", False):
+        return "the simulator" if getattr(backend, "kind", "") != "replay" else "the replay device"
+    root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
+    real = os.path.realpath(str(root or "/"))
+    name = backend.device.name
+    if real == "/":
+        return f"this {name} (--sysfs-root /)"
+    return f"the {'emulated ' if getattr(backend, 'emulated', False) else ''}{name} at {real}"
+
+
+def check_same_board(info: SessionInfo, backend) -> None:
+    """SessionError unless `backend` is the board the session was profiled on: a resume on another
+    board (another emulated tree) mixed two boards' rows in one session, and its put-back used one
+    board's start state on the other (a user's trial).  The board is the key a run records when it
+    first touches the board (params['original_board'], per size over several batch sizes); a
+    session without one (made by an older ptui, or stopped before it touched a board) resumes
+    anywhere, as it did."""
+    here = board_key(backend) or ""
+    parts = [info.params, *(info.params.get("per_size") or {}).values()]
+    for p in parts:
+        key = p.get("original_board") if isinstance(p, dict) else None
+        if key is None or key == here:
+            continue
+        where = p.get("board_where") or (f"the board {key}" if key else "the simulator")
+        raise SessionError(f"session {info.name!r} was profiled on {where}, not on "
+                           f"{board_where(backend)}: resume it there, or start a new session here "
+                           f"(another --session name); nothing was written")
 
 
 def reserve_name(store: Store, base: str, busy: Callable[[str], bool] = lambda name: False) -> str:

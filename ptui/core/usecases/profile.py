@@ -53,6 +53,7 @@ from ..profiling.profiler import (
     Profiler,
     Progress,
     SessionError,
+    check_same_board,
     choose_modes,
     open_session,
     profile_rows,
@@ -610,6 +611,8 @@ class ProfileRun:
         be = self.backend
         if be is None:
             raise SessionError("no backend to profile on")
+        if self.req.resume and self.existing is not None:
+            check_same_board(self.existing, be)
         _board_free(be)
         tpc = tpc_note(be)                        # the mask every profiled mode runs under
         if tpc:
