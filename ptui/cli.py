@@ -161,8 +161,10 @@ def cmd_profile(a) -> int:
                 + (_tune_hint(a, flag) if getattr(a, "tune_hint", None) else run.resume_hint(more=flag)))
             _info(f"{where}{kept}{again}")
         else:
-            _info(f"{where}; finished modes are kept in session {res.session} "
-                  f"(resume with: {hint})")
+            # no mode finished: none is said to be kept (a lock that could not be taken said so)
+            kept = (f"finished modes are kept in session {res.session}" if res.n_rows else
+                    f"no mode finished in session {res.session}")
+            _info(f"{where}; {kept} (resume with: {hint})")
         raise res.error
     if res.stop_reason:
         _info(f"stopped: {res.stop_reason}")

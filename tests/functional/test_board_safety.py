@@ -305,6 +305,24 @@ def test_a_profile_refused_by_the_lock_starts_nothing_and_says_nothing_else(tree
     assert Store().list_sessions() == []
 
 
+def test_a_profile_whose_board_lock_cannot_be_taken_leaves_no_session(tree, cli, tmp_path):
+    """A lock that cannot be taken (here a link at its path; a lock directory that is not
+    writable, chattr +i, is the same): the profile started, failed on the lock and left a failed
+    0/N session under the name, saying 'finished modes are kept in session ...' though none were.
+    Now it is refused before any session exists, and the name stays free."""
+    from ptui.core.board import locks
+    from ptui.core.profiling.store import Store
+    path = locks.lock_path(locks.board_key(SysfsBackend(ORIN, root=tree)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(tmp_path / "elsewhere")
+    rc, out, err = cli("--backend", "sysfs", "--sysfs-root", tree, "profile", "--count", "2",
+                       "--out", str(tmp_path / "p.csv"), "--workload", "resnet18", "--session", "s")
+    assert rc == 1 and "cannot take the lock" in err and "nothing was started" in err, err
+    assert "finished modes" not in err and "running" not in err, err
+    assert Store().list_sessions() == [] and not (tmp_path / "elsewhere").exists()
+
+
 @pytest.mark.parametrize("again", [MODE + ["--yes"], ["--preset", "MODE_15W", "--yes"]])
 def test_an_apply_that_changes_nothing_keeps_the_way_back(tree, cli, nvpmodel_on_path, again):
     """The same apply run twice (a retried script, a boot hook): the second writes the values the
