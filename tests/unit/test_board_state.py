@@ -205,6 +205,30 @@ def test_a_failed_apply_keeps_the_way_back_as_it_was_saved(tree, monkeypatch):
     assert (kept.mode, kept.pid, kept.created) == (START.key, first.pid, first.created - 60)
 
 
+def test_a_failed_apply_after_a_killed_profile_keeps_both_ways_back(tree, monkeypatch):
+    """apply X, kill -9 a profile mid-run, then an apply the board refuses (an immutable GPU clock
+    file): the killed profile's record became the last-apply record though the apply failed, so
+    the older last-apply record was lost and a second `ptui restore` found nothing."""
+    from ptui.core.usecases.board import apply, restore
+
+    be = SysfsBackend(ORIN, root=tree)
+    fifteen = ORIN.preset("MODE_15W").mode
+    assert apply(be, fifteen).ok
+    undo.save(be, undo.PROFILE, be.snapshot(), "killed", pid=1 << 22)      # then kill -9
+    be.apply_mode(TARGET)                                                   # where it left the board
+    real = be._write
+    fakesys.immutable_gpu_max(be, monkeypatch)
+    res = apply(be, ORIN.mode(12, 1728, 1300.5, 3199))
+    assert not res.ok and fakesys.read_mode(tree) == TARGET, res.message
+    assert undo.load(be, undo.PROFILE).session == "killed"
+    assert undo.load(be, undo.APPLY).mode == START.key
+    monkeypatch.setattr(be, "_write", real)
+    restore(be)
+    assert fakesys.read_mode(tree) == fifteen
+    restore(be)
+    assert fakesys.read_mode(tree) == START
+
+
 def test_an_undo_state_that_cannot_be_saved_is_said_and_nothing_is_written(tree, cli, monkeypatch):
     """The board-wide state directory cannot be written (immutable, a read-only file system): apply
     said only '[Errno 1] Operation not permitted: .../.last-apply-....json.123.tmp' (an emulated

@@ -64,23 +64,27 @@ def _applying(backend: Backend, change, notes: list[str] | None = None):
             return result
         finally:
             if rec is not None:
-                if stale is not None:
+                if not done and backend.current_mode() == backend.snapshot_mode(pre):
+                    # failed, the board where it was: every record as it was, a killed profile's
+                    # included (it was consumed into the last-apply record, and the last apply's
+                    # way back before it was lost: one `ptui restore` fewer, a user's trial)
+                    _keep_last_apply(backend, before, rec)
+                elif stale is not None:
                     undo.clear(backend, undo.PROFILE, stale)
                 elif done and backend.snapshot_json(backend.snapshot()) == backend.snapshot_json(pre):
                     # nothing changed (the same apply run twice): the way back stays the one the
                     # board had; it named the mode the first apply left, and restore lost the
                     # board's own mode
-                    if before is not None:
-                        undo.save(backend, undo.APPLY, before.state, pid=before.pid,
-                                  created=before.created)
-                    else:
-                        undo.clear(backend, undo.APPLY, rec)
-                elif not done and backend.current_mode() == backend.snapshot_mode(pre):
-                    if before is not None:         # as it was saved (status said: by this one, now)
-                        undo.save(backend, undo.APPLY, before.state, pid=before.pid,
-                                  created=before.created)
-                    else:
-                        undo.clear(backend, undo.APPLY, rec)
+                    _keep_last_apply(backend, before, rec)
+
+
+def _keep_last_apply(backend: Backend, before, rec) -> None:
+    """Put back the last-apply record `before` (as it was saved: status said by this process, now),
+    or with none drop `rec`, the one this apply wrote."""
+    if before is not None:
+        undo.save(backend, undo.APPLY, before.state, pid=before.pid, created=before.created)
+    else:
+        undo.clear(backend, undo.APPLY, rec)
 
 
 def apply(backend: Backend, mode: Mode, expect_from: Mode | None = None) -> ApplyResult:
