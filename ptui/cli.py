@@ -1577,7 +1577,8 @@ def cmd_status(a) -> int:
             "restore": None if r is None else {"kind": r.kind, "mode": r.mode, "session": r.session,
                                                "created": r.created, "pid": r.pid,
                                                "in_progress": r.in_progress},
-            "restore_problem": st.restore_problem, "gpu_tpcs_on": st.gpu_tpcs_on}))
+            "restore_problem": st.restore_problem, "gpu_tpcs_on": st.gpu_tpcs_on,
+            "lock_problem": st.lock_problem}))
         return EXIT_OK
     label = (" (REPLAY of recorded measurements)" if st.backend == "replay" else " (EMULATED, SIMULATED)"
              if st.emulated else " (SIMULATED)" if st.simulated else "")
@@ -1589,7 +1590,9 @@ def cmd_status(a) -> int:
     if st.board is None:
         print("lock: none (this board lives in each ptui process)")
     else:
-        print(f"lock: held by pid {st.lock_holder}" if st.lock_holder else "lock: free")
+        print(f"lock: cannot be taken: {st.lock_problem}; apply, restore and profile are refused "
+              f"until it is removed" if st.lock_problem else
+              f"lock: held by pid {st.lock_holder}" if st.lock_holder else "lock: free")
     if st.restore_problem:
         print(f"restore: refused: {st.restore_problem}")
     elif r is None:

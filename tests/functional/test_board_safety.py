@@ -376,3 +376,22 @@ def test_a_link_at_the_boards_lock_path_is_not_written_through(tree, cli, tmp_pa
     last = err.strip().splitlines()[-1]
     assert last == (f"ptui: error: not applied: cannot take the lock {path}: it is a symbolic link, "
                     f"not ptui's lock file; nothing was written there (remove it, then try again)"), last
+
+
+def test_status_says_what_stands_at_the_lock_path(tree, cli, tmp_path):
+    """A symbolic link at the board's lock path: apply is refused there, but `ptui status` said
+    'lock: free'.  It names the link now (and --json its lock_problem)."""
+    from ptui.core.board.locks import board_key, lock_path
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    rc, out, err = cli("status", *sysfs, "--json")
+    assert rc == 0 and json.loads(out)["lock_problem"] is None, err
+    path = lock_path(board_key(SysfsBackend(ORIN, root=tree)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(tmp_path / "elsewhere")
+    rc, out, err = cli("status", *sysfs)
+    assert rc == 0 and "lock: free" not in out, out
+    assert f"lock: cannot be taken: {path}: it is a symbolic link, not ptui's lock file" in out, out
+    rc, out, err = cli("status", *sysfs, "--json")
+    assert rc == 0 and "symbolic link" in json.loads(out)["lock_problem"], out
+    assert not (tmp_path / "elsewhere").exists()

@@ -99,12 +99,34 @@ def _open_lock_file(p: Path) -> int:
         if p.is_symlink():
             raise _NotOurs("it is a symbolic link") from None
         raise e
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+    why = _not_ours(os.fstat(fd))
+    if why:
         os.close(fd)
-        raise _NotOurs("it is not a regular file" if not stat.S_ISREG(st.st_mode) else
-                       "it is a file with other names (hard links)")
+        raise _NotOurs(why)
     return fd
+
+
+def _not_ours(st: os.stat_result) -> str | None:
+    """Why what has this status is not a lock file ptui may use, or None when it may."""
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file"
+    if st.st_nlink != 1:
+        return "it is a file with other names (hard links)"
+    return None
+
+
+def lock_problem(key: str) -> str | None:
+    """What stands at `key`'s lock path in place of a lock file ptui may take (a symbolic link, a
+    device, a file with other names), in words with the path; None when it is a lock file or
+    nothing.  Read only (ptui status): it said 'lock: free' beside a link that apply refused."""
+    p = lock_path(key)
+    try:
+        why = _not_ours(os.lstat(p))
+    except OSError:
+        return None
+    return f"{p}: {why}, not ptui's lock file" if why else None
 
 
 def acquire(key: str, what: str) -> None:

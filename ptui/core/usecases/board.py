@@ -11,7 +11,7 @@ from ..board.apply import ApplyResult, Plan, apply_mode, plan, restore_snapshot,
 from ..board.apply import check_persist as _check_persist
 from ..board.backends.base import Backend, BackendError, DamagedSnapshot
 from ..board.backends.replay import ReplayJetson
-from ..board.locks import LockError, board_key, board_lock, holder, pid_alive
+from ..board.locks import LockError, board_key, board_lock, holder, lock_problem, pid_alive
 from ..board.signals import shielded
 from ..catalogue.modes import Mode
 
@@ -306,6 +306,7 @@ class BoardStatus:
     restore: PendingRestore | None        # what `ptui restore` would undo
     restore_problem: str | None = None    # a saved state restore would refuse, in one line
     gpu_tpcs_on: int | None = None        # the GPU's TPCs powered where some are gated (else None)
+    lock_problem: str | None = None       # what stands at the lock's path instead of a lock file
 
 
 def board_status(backend: Backend) -> BoardStatus:
@@ -330,4 +331,4 @@ def board_status(backend: Backend) -> BoardStatus:
                                  and pid_alive(rec.pid) and (key is None or holder(key) == rec.pid))
     return BoardStatus(backend.device.name, backend.kind, backend.not_live, backend.emulated, key, mode,
                        pick.name if pick else None, nvp, holder(key) if key else None, pending,
-                       problem, backend.gated_tpcs())
+                       problem, backend.gated_tpcs(), lock_problem(key) if key else None)

@@ -49,8 +49,10 @@ The board's documents:
   nvpmodel preset whose mode the board is in, or null), ``nvpmodel_id``, ``lock_holder`` (the pid
   driving the board, -1 when held by a process whose pid cannot be read, null when free),
   ``restore`` (what ``ptui restore`` would undo: ``kind`` profile or last-apply, ``mode``,
-  ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running) and
-  ``restore_problem`` (a saved state restore would refuse, in one line);
+  ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running),
+  ``restore_problem`` (a saved state restore would refuse, in one line) and ``lock_problem``
+  (what stands at the board's lock path instead of a lock file, a symbolic link say, with the
+  path: apply and profile are refused until it is removed; null when none);
 * ``apply``: ``dry_run``, ``preset``, ``from``/``from_key``, ``to``/``to_key``, ``changed`` (the
   board was not held in the target: an apply writes; a custom ``--persist`` counts unless nvpmodel
   already keeps that very mode: its status file names ptui's mode and nvpmodel.conf holds it),
