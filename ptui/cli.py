@@ -1402,6 +1402,9 @@ def cmd_apply(a) -> int:
         except EOFError:                      # Ctrl-D: no answer is no (it was a traceback)
             print()
             answer = ""
+        except KeyboardInterrupt:             # Ctrl-C, SIGTERM, SIGHUP: the error on its own line
+            print(flush=True)                 # (it was said after the prompt, on its line)
+            raise
         if answer.strip().lower() not in ("y", "yes"):
             print("not applied")
             return EXIT_OK

@@ -395,3 +395,24 @@ def test_status_says_what_stands_at_the_lock_path(tree, cli, tmp_path):
     rc, out, err = cli("status", *sysfs, "--json")
     assert rc == 0 and "symbolic link" in json.loads(out)["lock_problem"], out
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_sigterm_at_the_apply_prompt_is_said_on_its_own_line(tree, cli, monkeypatch):
+    """SIGTERM at 'apply this mode? [y/N]' printed 'ptui: error: stopped by SIGTERM' on the
+    prompt's line (no newline after the prompt); nothing is applied."""
+    import builtins
+    import signal
+    import sys
+
+    from ptui.core.board.signals import Terminated
+
+    def stopped(prompt=""):
+        sys.stdout.write(prompt)
+        raise Terminated(signal.SIGTERM)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(builtins, "input", stopped)
+    before = fakesys.read_mode(tree)
+    rc, out, err = cli("apply", "--backend", "sysfs", "--sysfs-root", tree, *MODE)
+    assert rc == 143 and out.endswith("apply this mode? [y/N] \n"), out
+    assert err.strip().splitlines()[-1] == "ptui: error: stopped by SIGTERM", err
+    assert fakesys.read_mode(tree) == before
