@@ -192,8 +192,10 @@ class _State:
         self.iter_bw = 0                             # ... so far in the running iteration
         self.iter_steps = 0
         self.iter_evals = 0                          # ... and model.eval() calls (validation)
-        self.sigs: list[tuple[int, int, int]] = []   # the last few iterations'
-        self.measured_sig: tuple[int, int, int] | None = None   # the measured iteration's
+        self.iter_nograd = 0                         # ... and a model's forward passes with grad
+                                                     # disabled (no_grad, inference_mode)
+        self.sigs: list[tuple[int, int, int, int]] = []   # the last few iterations'
+        self.measured_sig: tuple[int, int, int, int] | None = None   # the measured iteration's
         self.remeasured = 0                          # windows discarded or measured again
         self.others_since = 0                        # steps of the others since the first's last
         self.most_steps = 0                          # the most optimizer steps a whole iteration had
@@ -511,10 +513,10 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.others_since = 0
         st.most_steps = max(st.most_steps, st.iter_steps)
         try:
-            _typical_window(st, (st.iter_bw, st.iter_steps, st.iter_evals), compiled)
+            _typical_window(st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd), compiled)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
             pass
-        st.iter_bw = st.iter_steps = st.iter_evals = 0
+        st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = 0
         if rebased:
             st.sigs = []                          # the iteration that ended here spans both
         try:
@@ -563,14 +565,27 @@ def _first_stopped(st: _State, key: int) -> bool:
     return True
 
 
-def _typical_window(st: _State, sig: tuple[int, int, int], compiled: bool) -> None:
-    """An iteration (`sig`: its backward() calls, optimizer steps and model.eval() calls) ended at
+def _alike(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Two iterations' signatures do the same work: the same backward() calls, optimizer steps and
+    model.eval() calls, and forward passes with grad disabled either in neither or in both, the
+    one's at most twice the other's (a reinforcement-learning loop's rollouts, of varying length,
+    run in every iteration; a validation pass without model.eval() in one of them only)."""
+    if a[:3] != b[:3]:
+        return False
+    m, n = sorted((a[3], b[3]))
+    return m == n or (m > 0 and n <= 2 * m)
+
+
+def _typical_window(st: _State, sig: tuple[int, int, int, int], compiled: bool) -> None:
+    """An iteration (`sig`: its backward() calls, optimizer steps, model.eval() calls and a
+    model's forward passes with grad disabled) ended at
     the first optimizer's step: measure one that does what the others do.  An iteration whose work
     differs from the one before it is measured again at the next (a GradScaler that skipped a step
     on an overflow merges two iterations into one: the window held 2 forward and backward passes
     where every other step has 1, and the what-if priced 2x the FLOPs, said nowhere; a validation
     pass every 10 steps in the iteration measured priced 4.9x, its forward passes in every
-    step, though the host's cycle has them once per 10); and once the iterations have settled
+    step, though the host's cycle has them once per 10; so did one under torch.no_grad() without
+    model.eval(): its forward passes with grad disabled tell it, _alike); and once the iterations have settled
     on other work than the one measured (LBFGS: 5 closure evaluations a step in its first few, then
     1), one of them is measured and sent again.  At most REMEASURE times in all; never around
     compiled steps (their window closes at the next backward(), not here)."""
@@ -580,7 +595,7 @@ def _typical_window(st: _State, sig: tuple[int, int, int], compiled: bool) -> No
     if compiled or st.remeasured >= REMEASURE or not st.whatif:
         return
     if w is not None and st.pending is None and not w.compiled_steps:
-        if prev is not None and sig != prev:            # this one is unlike the one before: again
+        if prev is not None and not _alike(sig, prev):  # this one is unlike the one before: again
             st.window = None
             st.remeasured += 1
             try:
@@ -591,7 +606,8 @@ def _typical_window(st: _State, sig: tuple[int, int, int], compiled: bool) -> No
         else:
             st.measured_sig = sig
     elif (st.measured and st.measured_sig is not None and st.pending is None and w is None
-          and len(st.sigs) == 3 and all(x == sig for x in st.sigs) and sig != st.measured_sig):
+          and len(st.sigs) == 3 and all(_alike(x, sig) for x in st.sigs)
+          and not _alike(sig, st.measured_sig)):
         st.measured, st.measured_sig = False, None      # the work settled elsewhere: measure again
         st.remeasured += 1
 
@@ -705,9 +721,10 @@ def _forward_pre(module, args) -> None:
         _state.forward_depth += 1
 
 
-def _forward_post(module, args, out) -> None:
+def _forward_post(module, args, out, seen: bool = True) -> None:
     """An outermost call of a model ended: one forward pass (module: what was called, or a
-    compiled function's model; None: not a model)."""
+    compiled function's model; None: not a model; seen: the model is watched once training
+    begins, _watch_models: not one a compiled function runs)."""
     st = _state
     if _is_compiling() or not _counting or st is None or getattr(_loading, "n", 0):
         return
@@ -716,8 +733,54 @@ def _forward_post(module, args, out) -> None:
         if st.forward_depth == 0 and module is not None and _is_model(module):
             st.forward_total += 1
             st.forward_said = _say_count("F", st.forward_total, st.forward_said)
+            if seen and len(_seen_models) < SEEN_MODELS and not any(r() is module for r in _seen_models):
+                import weakref
+                _seen_models.append(weakref.ref(module))
     except Exception:  # noqa: BLE001, S110 - never break the user's script
         pass
+
+
+SEEN_MODELS = 16                  # models watched for forward passes with grad disabled, at most
+_seen_models: list = []           # weak references to the models run before training began
+_compile_called = False           # torch.compile was called before training began
+
+
+def _nograd_pre(module, args) -> None:
+    """A watched model's call: one forward pass with grad disabled where it is (a validation pass
+    under torch.no_grad() without model.eval(), a rollout), counted in the running iteration."""
+    if _is_compiling():
+        return
+    st = _state
+    if st is not None and st.stepped and not getattr(_loading, "n", 0) and not _grad_enabled():
+        st.iter_nograd += 1
+
+
+def _grad_enabled() -> bool:
+    return True                       # torch.is_grad_enabled once torch is hooked
+
+
+def _watch_models() -> None:
+    """Training begins: a forward pre-hook on each model the script ran before (its outermost
+    calls, at most SEEN_MODELS of them) counts its calls with grad disabled per iteration
+    (_typical_window).  One hook per model call, not per module (the global hooks cost every
+    module's call); none on a model a compiled function may have traced already (adding one would
+    recompile it), only on compiled modules' wrappers, whose hooks run outside the compiled code."""
+    import torch
+    global _grad_enabled
+    _grad_enabled = torch.is_grad_enabled
+    wrapper = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
+    for ref in _seen_models:
+        m = ref()
+        if m is None or (_compile_called and (wrapper is None or not isinstance(m, wrapper))):
+            continue
+        try:
+            _nograd_hooks.append(m.register_forward_pre_hook(_nograd_pre))
+        except Exception:  # noqa: BLE001, S110 - a module that takes no hooks: not watched
+            pass
+    _seen_models.clear()
+
+
+_nograd_hooks: list = []
 
 
 def _is_model(module) -> bool:
@@ -746,7 +809,7 @@ def _count_forwards() -> None:
         _forward_hooks.append(nn_module.register_module_forward_hook(_forward_post, always_call=True))
     except TypeError:                 # an older torch: a forward that raises leaves the depth up
         _forward_hooks.append(nn_module.register_module_forward_hook(_forward_post))
-    os.register_at_fork(after_in_child=_stop_counting_forwards)
+    os.register_at_fork(after_in_child=lambda: _stop_counting_forwards(training=False))
     _stop_counting_at_compile()
     try:
         _mark_torchscript_models()
@@ -797,7 +860,9 @@ def _stop_counting_at_compile() -> None:
 
     @functools.wraps(orig)
     def compile(*args, **kwargs):
+        global _compile_called
         _remove(_forward_hooks)
+        _compile_called = _compile_called or _counting
         out = orig(*args, **kwargs)
         if not _counting or (not args and kwargs.get("model") is None):
             return out          # training already, or a decorator: its compile comes back here
@@ -847,7 +912,7 @@ def _counted_compile(out, model):
         try:
             return out(*args, **kwargs)
         finally:
-            _forward_post(who, args, None)
+            _forward_post(who, args, None, seen=False)
 
     return counted
 
@@ -880,12 +945,18 @@ def _remove(hooks: list) -> None:
             pass
 
 
-def _stop_counting_forwards() -> None:
-    """The script trains (backward(), a step), or is a forked worker: stop counting."""
+def _stop_counting_forwards(training: bool = True) -> None:
+    """The script trains (backward(), a step), or is a forked worker: stop counting; training:
+    watch the models seen for forward passes with grad disabled from here (_watch_models)."""
     global _counting
-    _counting = False
+    was, _counting = _counting, False
     _remove(_forward_hooks)
     _remove(_model_hooks)
+    if was and training:
+        try:
+            _watch_models()
+        except Exception:  # noqa: BLE001, S110 - never break the user's script
+            pass
 
 
 _loading = threading.local()      # this thread is inside a DataLoader's __next__ (n deep)
@@ -1134,7 +1205,7 @@ def _install_torch() -> None:
         try:
             _count_forwards()
         except Exception:  # noqa: BLE001, S110 - never break the user's script
-            _stop_counting_forwards()
+            _stop_counting_forwards(training=False)
     try:
         _patch_dataloader()
     except Exception:  # noqa: BLE001, S110 - never break the user's script

@@ -639,3 +639,50 @@ def test_the_host_is_timed_over_the_work_measured_again(tmp_path):
     src, _ = _measured(tmp_path, LBFGS_SETTLING)
     assert src.model_info and src.model_info["backward"] == 1, src.model_info
     assert src.host_cycle_ms <= 1.05 * src.host_step_ms, (src.host_cycle_ms, src.host_step_ms)
+
+
+VALIDATED_WITHOUT_EVAL = VALIDATED_EVERY_10.replace("        model.eval()\n", "").replace(
+    "        model.train()\n", "")
+
+ROLLOUTS_THEN_UPDATE = """
+import random
+import torch
+torch.manual_seed(0)
+random.seed(0)
+F = torch.nn.functional
+policy = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = torch.optim.SGD(policy.parameters(), lr=0.01)
+obs = torch.randn(64, 256)
+while True:
+    with torch.no_grad():                    # rollouts of varying length, in every iteration
+        for _ in range(random.randint(2, 12)):
+            policy(obs)
+    opt.zero_grad()
+    F.cross_entropy(policy(obs), torch.randint(0, 10, (64,))).backward()
+    opt.step()
+"""
+
+
+def test_a_validation_pass_without_eval_is_not_measured_as_every_iterations_work(tmp_path):
+    """A validation pass without model.eval() (8 forward passes under torch.no_grad()) every 10
+    steps fell in the iteration measured: the what-if priced it ~5x, unsaid.  The probe counts a
+    model's forward passes with grad disabled per iteration: one that has them where the one
+    before had none is measured again."""
+    assert "eval()" not in VALIDATED_WITHOUT_EVAL
+    src, _ = _measured(tmp_path, VALIDATED_WITHOUT_EVAL)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    trained = 3 * 2 * 64 * (256 * 512 + 512 * 10)             # forward and backward, about
+    assert info["flops"] < 1.5 * trained, info                 # was 5x
+
+
+def test_rollouts_in_every_iteration_stay_in_the_measured_cost(tmp_path):
+    """An RL loop runs no_grad forward passes (rollouts, 2 to 12 of them) in every iteration, then
+    one update: that is its real step, measured with the rollouts, and the varying rollouts are
+    not measured again for ever (the cap holds)."""
+    src, _ = _measured(tmp_path, ROLLOUTS_THEN_UPDATE)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    forward = 2 * 64 * (256 * 512 + 512 * 10)
+    assert info["flops"] > 3.5 * forward, info       # the update (~2.1 forwards) and 2+ rollouts
+
