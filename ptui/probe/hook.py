@@ -17,16 +17,19 @@ global optimizer-step post-hook and writes one line per event:
 ``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
                            loop) has been called n times and no optimizer has stepped yet (sent at
                            the first call, then at most once a second, until the first step)
-``S <t> <opt> <nbw> <ncl> c<cpu> [x] [r]``
+``S <t> <opt> <nbw> <ncl> c<cpu> [x] [r] [s]``
                            an optimizer step ended at t; opt = index of the optimizer in order of
                            first use (several for GANs); nbw = the script's own backward() calls
                            (not those a running backward makes: checkpointing) since the previous
-                           step, before this one began (>1: gradient accumulation); ncl = backward()
+                           step, before this one began (>1: gradient accumulation, or with s
+                           several passes of another kind); ncl = backward()
                            calls inside this step (a closure the optimizer evaluated itself: LBFGS);
                            cpu = the script's main thread's CPU seconds at the step (its work,
                            whatever else the machine runs); x = the interval ending here was slowed
                            by ptui's measurement and must not be timed; r = the first optimizer
-                           stopped stepping and this one (opt 0 from here) is the first now
+                           stopped stepping and this one (opt 0 from here) is the first now;
+                           s = the weights or their gradients changed between the nbw backward()
+                           calls (SAM's two passes: no gradient accumulation)
 ``L <ms> <n>``             after the W line: the lower median of n batches' loading in the script's
                            own process (a DataLoader without workers), each iterator's first left out
 ``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
@@ -199,6 +202,9 @@ class _State:
         self.remeasured = 0                          # windows discarded or measured again
         self.others_since = 0                        # steps of the others since the first's last
         self.most_steps = 0                          # the most optimizer steps a whole iteration had
+        self.after_bw: list | None = None            # the sampled parameters after the last backward()
+        self.passes_changed = False                  # the weights or their gradients changed between
+                                                     # two backward() calls before this step (SAM)
 
 
 _state: _State | None = None
@@ -495,6 +501,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
     before = st.backward if st.backward_at_pre is None else st.backward_at_pre
     nbw, ncl = before, st.backward - before
     st.backward, st.backward_at_pre = 0, None
+    changed = nbw > 1 and st.passes_changed
+    st.passes_changed, st.after_bw = False, None
     flag = ""
     if st.window is not None:
         w = st.window
@@ -535,7 +543,43 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         if not compiled:
             _window_point()
         st.window_touched = st.window is not None
-    _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}{' r' if rebased else ''}\n")
+    _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}{' r' if rebased else ''}"
+               f"{' s' if changed else ''}\n")
+
+
+SAMPLED = 4                  # parameters sampled between backward() calls (_sampled)
+
+
+def _sampled(st: _State) -> list | None:
+    """What the first optimizer's first SAMPLED parameters are now: each one's version (bumped
+    by an in-place change: SAM's perturbation) and its gradient's identity and version (set to None
+    or zeroed: a zero_grad).  None before any step (no optimizer known)."""
+    ref = next(iter(st.optimizers.values()), None)
+    opt = ref() if ref is not None else None
+    if opt is None:
+        return None
+    out = []
+    for g in opt.param_groups:
+        for p in g["params"]:
+            grad = p.grad
+            out.append((p._version, id(grad), -1 if grad is None else grad._version))
+            if len(out) >= SAMPLED:
+                return out
+    return out
+
+
+def _between_passes(st: _State, ended: bool) -> None:
+    """Around a backward() call of the script's own, outside any step: where the weights or their
+    gradients changed since the one before (SAM: the first pass's gradient perturbs the weights,
+    zeroes the gradients, a second forward and backward pass follows, then the base optimizer
+    steps), the step's backward passes are no gradient accumulation (micro-batches summed into one
+    gradient), said in the S line (s).  ended: the call returned (sample the parameters)."""
+    if st.backward_at_pre is not None:
+        return                                # a closure evaluated inside a step (LBFGS)
+    if ended:
+        st.after_bw = _sampled(st)
+    elif st.after_bw is not None and not st.passes_changed and st.backward > 1:
+        st.passes_changed = _sampled(st) != st.after_bw
 
 
 REBASE_STEPS = 10            # steps of other optimizers, none of the first's, that make one first
@@ -636,14 +680,25 @@ def _patch_backward() -> None:
             if not st.stepped:
                 _backward_before_any_step(st)
             _drain_steps()
+            _quietly(_between_passes, st, False)
         out = orig(*args, **kwargs)
-        if st is not None and st.window is not None and st.backward_at_pre is not None:
-            st.window.ops_at_pre = st.window.ops      # a closure inside a step: the update follows
+        if st is not None:
+            if st.window is not None and st.backward_at_pre is not None:
+                st.window.ops_at_pre = st.window.ops      # a closure inside a step: the update follows
+            _quietly(_between_passes, st, True)
         return out
 
     backward.__wrapped__ = orig
     torch.autograd.backward = backward
     _UNTRACED.append(backward)
+
+
+def _quietly(fn, *args) -> None:
+    """fn(*args), whatever it raises swallowed: never break the user's script."""
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 _in_train = 0                # Module.train calls running (a model's own: 1; its children's: more)

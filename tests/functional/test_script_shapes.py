@@ -686,3 +686,72 @@ def test_rollouts_in_every_iteration_stay_in_the_measured_cost(tmp_path):
     forward = 2 * 64 * (256 * 512 + 512 * 10)
     assert info["flops"] > 3.5 * forward, info       # the update (~2.1 forwards) and 2+ rollouts
 
+
+SAM_TRAINING = """
+import torch
+torch.manual_seed(0)
+F = torch.nn.functional
+
+
+class SAM(torch.optim.Optimizer):
+    # sharpness-aware minimization, shaped like github.com/davda54/sam
+    def __init__(self, params, base_optimizer, rho=0.05, **kwargs):
+        super().__init__(params, dict(rho=rho, **kwargs))
+        self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+
+    @torch.no_grad()
+    def first_step(self, zero_grad=False):
+        norm = torch.norm(torch.stack([p.grad.norm(2) for g in self.param_groups for p in g["params"]
+                                       if p.grad is not None]), 2)
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                e_w = p.grad * (g["rho"] / (norm + 1e-12))
+                p.add_(e_w)                  # climb to the local maximum
+                self.state[p]["e_w"] = e_w
+        if zero_grad:
+            self.zero_grad()
+
+    @torch.no_grad()
+    def second_step(self, zero_grad=False):
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    p.sub_(self.state[p]["e_w"])
+        self.base_optimizer.step()           # the sharpness-aware update
+        if zero_grad:
+            self.zero_grad()
+
+
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+opt = SAM(model.parameters(), torch.optim.SGD, lr=0.01, momentum=0.9)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+while True:
+    F.cross_entropy(model(x), y).backward()
+    opt.first_step(zero_grad=True)
+    F.cross_entropy(model(x), y).backward()
+    opt.second_step(zero_grad=True)
+"""
+
+
+def test_sam_passes_are_not_named_gradient_accumulation(tmp_path):
+    """SAM (two forward and backward passes per base optimizer step, the weights perturbed between
+    them without a step) was labelled 'optimizer step over 2 micro-batches (gradient accumulation:
+    2 backward passes per step)'.  The probe sees the weights (or their gradients) change between
+    the two backward() calls: named as 2 backward passes per step, not accumulation."""
+    src, said = _measured(tmp_path, SAM_TRAINING)
+    timed = src.it.timed()
+    assert timed.startswith("optimizer step after 2 backward passes"), timed
+    assert "accumulation" not in timed and "2 micro-batches" not in timed, timed
+    from ptui.core.profiling.profiler import Timed
+    assert Timed.of("one " + timed).per_step
+    acc = SAM_TRAINING.replace("    opt.first_step(zero_grad=True)\n", "").replace(
+        "opt = SAM(model.parameters(), torch.optim.SGD, lr=0.01, momentum=0.9)",
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)").replace(
+        "    opt.second_step(zero_grad=True)", "    opt.step()\n    opt.zero_grad()")
+    assert "first_step(" not in acc.split("model = ")[1]
+    src, _ = _measured(tmp_path, acc)                 # 2 micro-batches accumulated: named so
+    assert src.it.timed().startswith("optimizer step over 2 micro-batches (gradient accumulation"), \
+        src.it.timed()

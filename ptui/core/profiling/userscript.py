@@ -2,7 +2,9 @@
 
 What is timed: one *iteration* of the script's training loop.  With one optimizer that is one
 optimizer.step() (with gradient accumulation: one step over several micro-batches, never one
-micro-batch); with several optimizers (a GAN) it is one cycle through all of them, from one step
+micro-batch; where the weights or their gradients change between its backward passes, as SAM's
+do, it is named a step after N backward passes, not accumulation); with several optimizers (a
+GAN) it is one cycle through all of them, from one step
 of the first optimizer used to its next step.  LBFGS-style closures the optimizer evaluates itself
 are named as such; a script that calls backward() but never steps a torch.optim optimizer is
 stopped after NO_STEP_S with what ptui times and how to make it timeable.  Beside the median
@@ -283,23 +285,28 @@ class _Iterations:
         self.per_step_bw: list[float] = []   # backward() calls before each step (accumulation)
         self.per_step_cl: list[float] = []   # backward() calls inside each step (closure evaluations)
         self.per_iter_bw: list[int] = []     # backward() calls in each iteration, all its steps'
+        self.per_step_changed: list[bool] = []   # the weights or gradients changed between them
+        self.changed_in = False
 
     def step(self, t: float, opt: int, nbw: int, excluded: bool, ncl: int = 0,
-             rebased: bool = False) -> float | None:
+             rebased: bool = False, changed: bool = False) -> float | None:
         """Feed one step; return the duration (s) of an iteration that ended here, if any
         (rebased: the first optimizer stopped stepping and this one is the first now: the
-        iterations start again from here)."""
+        iterations start again from here; changed: the weights or their gradients changed between
+        the step's backward passes, as SAM's do: not gradient accumulation)."""
         self.steps += 1
         if rebased:
             self.optimizers, self.last = 1, t
             self.steps_in = self.bw_in = self.cl_in = 0
-            for kept in (self.per_iter_steps, self.per_step_bw, self.per_step_cl, self.per_iter_bw):
+            for kept in (self.per_iter_steps, self.per_step_bw, self.per_step_cl, self.per_iter_bw,
+                         self.per_step_changed):
                 kept.clear()
             return None
         self.optimizers = max(self.optimizers, opt + 1)
         self.steps_in += 1
         self.bw_in += nbw
         self.cl_in += ncl
+        self.changed_in = self.changed_in or changed
         if opt != 0:
             return None
         done = None
@@ -309,9 +316,11 @@ class _Iterations:
             self.per_step_bw.append(self.bw_in / max(1, self.steps_in))
             self.per_step_cl.append(self.cl_in / max(1, self.steps_in))
             self.per_iter_bw.append(self.bw_in + self.cl_in)
+            self.per_step_changed.append(self.changed_in)
             if not excluded:
                 done = t - self.last
         self.last, self.steps_in, self.bw_in, self.cl_in = t, 0, 0, 0
+        self.changed_in = False
         return done
 
     @property
@@ -349,6 +358,12 @@ class _Iterations:
         if cl > 1.0:
             return (f"optimizer step with a closure ({cl:g} closure evaluations per step: the "
                     f"optimizer's own forward and backward passes)")
+        if bw > 1.0 and 2 * sum(self.per_step_changed[-20:]) > len(self.per_step_changed[-20:]):
+            # SAM: a forward and backward pass, the weights perturbed by its gradient (no step),
+            # a second pass, then the base optimizer's step: was named gradient accumulation
+            return (f"optimizer step after {bw:g} backward passes (the weights or their gradients "
+                    f"changed between them, as in sharpness-aware minimization: not micro-batches "
+                    f"summed into one step)")
         if bw > 1.0:
             return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
                     f"{bw:g} backward passes per step)")
@@ -821,12 +836,13 @@ class ScriptSource:
                     self._step_conn = cid
                 if cid != self._step_conn:
                     continue                  # another process stepping (not rank 0's loop)
-                f = line.split()           # S <t> <opt> <nbw> <ncl> [c<cpu>] [x]
+                f = line.split()           # S <t> <opt> <nbw> <ncl> [c<cpu>] [x] [r] [s]
                 cpu = next((w[1:] for w in f[5:] if w.startswith("c")), None)
                 self.step_cpu = float(cpu) if cpu else None
                 yield "S", (float(f[1]), int(f[2]) if len(f) > 2 else 0,
                             int(f[3]) if len(f) > 3 else 0, "x" in f[4:],
-                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0, "r" in f[5:])
+                            int(f[4]) if len(f) > 4 and f[4].isdigit() else 0, "r" in f[5:],
+                            "s" in f[5:])
             elif line.startswith("L "):
                 try:
                     yield "L", float(line.split()[1])
