@@ -744,7 +744,7 @@ def test_sam_passes_are_not_named_gradient_accumulation(tmp_path):
     src, said = _measured(tmp_path, SAM_TRAINING)
     timed = src.it.timed()
     assert timed.startswith("optimizer step after 2 backward passes"), timed
-    assert "accumulation" not in timed and "2 micro-batches" not in timed, timed
+    assert "accumulation" not in timed and "micro-batches" not in timed, timed
     from ptui.core.profiling.profiler import Timed
     assert Timed.of("one " + timed).per_step
     acc = SAM_TRAINING.replace("    opt.first_step(zero_grad=True)\n", "").replace(

@@ -362,8 +362,7 @@ class _Iterations:
             # SAM: a forward and backward pass, the weights perturbed by its gradient (no step),
             # a second pass, then the base optimizer's step: was named gradient accumulation
             return (f"optimizer step after {bw:g} backward passes (the weights or their gradients "
-                    f"changed between them, as in sharpness-aware minimization: not micro-batches "
-                    f"summed into one step)")
+                    f"changed between them, as in sharpness-aware minimization)")
         if bw > 1.0:
             return (f"optimizer step over {bw:g} micro-batches (gradient accumulation: "
                     f"{bw:g} backward passes per step)")
