@@ -416,3 +416,36 @@ def test_sigterm_at_the_apply_prompt_is_said_on_its_own_line(tree, cli, monkeypa
     assert rc == 143 and out.endswith("apply this mode? [y/N] \n"), out
     assert err.strip().splitlines()[-1] == "ptui: error: stopped by SIGTERM", err
     assert fakesys.read_mode(tree) == before
+
+
+def test_a_fifo_at_the_boards_lock_path_does_not_hang_status_or_apply(tree, cli):
+    """A named pipe planted at the board's lock path (a shared lock directory): `ptui status`
+    opened it to read who holds the lock and waited for a writer for ever (so did apply, profile
+    and restore where they ask the holder first).  Now status names it and apply is refused."""
+    import os
+    import signal
+
+    from ptui.core.board.locks import board_key, lock_path
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    path = lock_path(board_key(SysfsBackend(ORIN, root=tree)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    before = fakesys.read_mode(tree)
+
+    class Hung(BaseException):      # not an OSError, which ptui's opens catch
+        pass
+
+    def hung(*_):
+        raise Hung("ptui hung on the named pipe at the lock path")
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        rc, out, err = cli("status", *sysfs)
+        assert rc == 0 and f"lock: cannot be taken: {path}: it is not a regular file" in out, (out, err)
+        rc, out, err = cli("apply", *sysfs, *MODE, "--yes")
+        assert rc == 1 and "Traceback" not in err and fakesys.read_mode(tree) == before, (out, err)
+        assert "it is not a regular file, not ptui's lock file" in err, err
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

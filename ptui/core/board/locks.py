@@ -81,7 +81,7 @@ def _open_lock_file(p: Path) -> int:
     no other name is used: its pid is written over what it holds (a link planted at a board's
     lock path had the file it pointed to truncated and overwritten: a user's trial)."""
     try:
-        fd = os.open(p, os.O_RDWR | os.O_NOFOLLOW)
+        fd = os.open(p, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)   # a named pipe: no wait
     except FileNotFoundError:
         p.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -94,7 +94,7 @@ def _open_lock_file(p: Path) -> int:
             pass
         return fd
     except PermissionError:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
         if p.is_symlink():
             raise _NotOurs("it is a symbolic link") from None
@@ -194,10 +194,13 @@ def holder(key: str) -> int | None:
         return os.getpid()
     p = lock_path(key)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a named pipe planted there made ptui status wait for a writer for ever
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None                        # no lock file: nobody holds it (lock_problem says why)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
