@@ -514,6 +514,38 @@ def test_a_resume_after_a_kill_ends_in_the_mode_applied_since(tmp_path, monkeypa
     assert be.snapshot_mode(snap) == fifteen                              # y's own start
 
 
+def test_a_resume_at_the_next_batch_size_ends_in_the_mode_applied_since(tmp_path):
+    """Over several batch sizes: kill -9 while the first size's run puts the board back (its rows
+    all saved), then `ptui apply` of MODE_15W (which takes the killed profile's record as its way
+    back), then --resume, which goes on at the next size: that size had no board nor state
+    directory recorded (they were the first size's), so the resume ended in the mode before the
+    killed run (MODE_30W), over MODE_15W chosen since."""
+    from ptui.core.profiling.profiler import Profiler, choose_modes
+    from ptui.core.profiling.store import BatchPart
+    from ptui.core.usecases.board import apply
+
+    be, wl, store = _recording_sim(tmp_path)
+    modes = choose_modes(ORIN, count=2, seed=0)
+    store.create_session("m", device=ORIN.name, workload=wl.name, batch_size=8, seed=0,
+                         backend="sysfs", plan=modes * 2, plan_sizes=[8, 8, 16, 16],
+                         params={"per_size": {}}, original_mode=START)
+
+    def part(b):
+        p = BatchPart(store, "m", b)
+        p.create_session("m", device=ORIN.name, workload=wl.name, batch_size=b, seed=0,
+                         backend="sysfs", plan=modes, params={}, original_mode=START)
+        return p
+
+    eight = part(8)
+    Profiler(be, wl, eight, "m").start_state(eight.get_session("m"))    # then killed
+    be.apply_mode(TARGET)
+    fifteen = ORIN.preset("MODE_15W").mode
+    assert apply(be, fifteen).ok and undo.load(be, undo.PROFILE) is None
+    sixteen = part(16)                                                   # the resume's next size
+    snap = Profiler(be, wl, sixteen, "m").start_state(sixteen.get_session("m"))
+    assert be.snapshot_mode(snap) == fifteen
+
+
 def test_clearing_without_a_record_removes_this_boards_file_only(tree, tmp_path):
     """restore (no record in hand) clears this board's file; another board's stays."""
     be = SysfsBackend(ORIN, root=tree)

@@ -371,8 +371,11 @@ class Profiler:
                         f"board in a mode nobody chose; this profile ends in the mode before it, "
                         f"{be.snapshot_mode(snap).key}")
         self.store.set_original_state(self.session, be.snapshot_json(snap), be.snapshot_mode(snap))
-        self.store.merge_params(self.session, {"original_board": board, "board_where": board_where(be),
-                                               "undo_dir": undo_dir})
+        # the session's, as its start state is: kept per size, a resume that went on at the next
+        # size found neither and ended in that state, over a mode applied since (a restore's too)
+        self.store.merge_session_params(self.session, {"original_board": board,
+                                                       "board_where": board_where(be),
+                                                       "undo_dir": undo_dir})
         self.record = undo.save(be, undo.PROFILE, snap, self.session)
         return snap
 

@@ -379,6 +379,10 @@ class Store:
         params.update(extra)
         self.db.execute("UPDATE sessions SET params=? WHERE name=?", (json.dumps(params), name))
 
+    def merge_session_params(self, name: str, extra: dict) -> None:
+        """merge_params: what holds for the whole session (a BatchPart's merge_params is its size's)."""
+        self.merge_params(name, extra)
+
     @_guarded
     def list_sessions(self) -> list[SessionInfo]:
         names = [r[0] for r in self.db.execute("SELECT name FROM sessions ORDER BY created DESC")]
@@ -534,6 +538,10 @@ class BatchPart:
     def merge_params(self, name: str, extra: dict) -> None:
         self.store.update_params(name, lambda p: p.setdefault("per_size", {}).setdefault(
             str(self.batch_size), {}).update(extra))
+
+    def merge_session_params(self, name: str, extra: dict) -> None:
+        """Add keys to the whole session's params, every size's (the board its start state is of)."""
+        self.store.merge_params(name, extra)
 
     def set_status(self, name: str, status: str, device_time_s: float | None = None) -> None:
         # one size finished is not the profile finished: the whole run says when that is
