@@ -229,6 +229,26 @@ def test_a_failed_apply_after_a_killed_profile_keeps_both_ways_back(tree, monkey
     assert fakesys.read_mode(tree) == START
 
 
+def test_a_failed_apply_says_why_it_failed_when_its_way_back_cannot_be_put_back(tree, monkeypatch):
+    """An apply the board refused, whose last-apply record could then not be put back as it was
+    (the state directory filled up meanwhile), said only 'cannot save the board's undo state ...
+    nothing was written': the bookkeeping's error replaced the apply's own (a review).  The apply's
+    reason is said, the board is where it was, and the way back still returns there."""
+    from ptui.core.usecases import board as uc
+
+    be = SysfsBackend(ORIN, root=tree)
+    assert uc.apply(be, ORIN.preset("MODE_15W").mode).ok
+    fakesys.immutable_gpu_max(be, monkeypatch)
+
+    def full(*a, **k):
+        raise undo.UnsavedState("cannot save the board's undo state in X (No space left on device)")
+    monkeypatch.setattr(uc, "_keep_last_apply", full)
+    res = uc.apply(be, ORIN.mode(12, 1728, 1300.5, 3199))
+    assert not res.ok and fakesys.read_mode(tree) == ORIN.preset("MODE_15W").mode, res.message
+    assert "cannot save the board's undo state" not in res.message.split(";")[0], res.message
+    assert "the way back" in res.message and "No space left" in res.message, res.message
+
+
 def test_an_undo_state_that_cannot_be_saved_is_said_and_nothing_is_written(tree, cli, monkeypatch):
     """The board-wide state directory cannot be written (immutable, a read-only file system): apply
     said only '[Errno 1] Operation not permitted: .../.last-apply-....json.123.tmp' (an emulated

@@ -3,6 +3,7 @@ restore, and the board's status."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from ..board.apply import check_persist as _check_persist
 from ..board.backends.base import Backend, BackendError, DamagedSnapshot
 from ..board.backends.replay import ReplayJetson
 from ..board.locks import LockError, board_key, board_lock, holder, lock_problem, pid_alive
+from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.modes import Mode
 
@@ -64,11 +66,8 @@ def _applying(backend: Backend, change, notes: list[str] | None = None):
             return result
         finally:
             if rec is not None:
-                if not done and backend.current_mode() == backend.snapshot_mode(pre):
-                    # failed, the board where it was: every record as it was, a killed profile's
-                    # included (it was consumed into the last-apply record, and the last apply's
-                    # way back before it was lost: one `ptui restore` fewer, a user's trial)
-                    _keep_last_apply(backend, before, rec)
+                if not done:
+                    _keep_after_failure(backend, before, rec, pre, stale, sys.exc_info()[1])
                 elif stale is not None:
                     undo.clear(backend, undo.PROFILE, stale)
                 elif done and backend.snapshot_json(backend.snapshot()) == backend.snapshot_json(pre):
@@ -76,6 +75,31 @@ def _applying(backend: Backend, change, notes: list[str] | None = None):
                     # board had; it named the mode the first apply left, and restore lost the
                     # board's own mode
                     _keep_last_apply(backend, before, rec)
+
+
+def _keep_after_failure(backend: Backend, before, rec, pre, stale, failed: BaseException | None) -> None:
+    """A change that failed (its exception on its way out): where the board is where it was, every
+    record as it was, a killed profile's included (it was consumed into the last-apply record, and
+    the last apply's way back before it was lost: one `ptui restore` fewer, a user's trial); where
+    it moved, the killed profile's record is spent.  The bookkeeping's own error (a state directory
+    full meanwhile) must not take the place of the change's: a refused apply said only 'cannot
+    save the board's undo state ... nothing was written' (a review), so it is said after it."""
+    try:
+        if backend.current_mode() == backend.snapshot_mode(pre):
+            _keep_last_apply(backend, before, rec)
+        elif stale is not None:
+            undo.clear(backend, undo.PROFILE, stale)
+    except (BackendError, OSError) as e:
+        try:
+            where = undo.load(backend, undo.APPLY)
+        except (BackendError, OSError):
+            where = None
+        said = (f"; the way back before this apply could not be kept as it was ({e}): ptui "
+                f"restore returns to {where.mode if where else 'nothing'}")
+        if isinstance(failed, _NotApplied):
+            failed.result.message += said
+        else:
+            _logger(__name__).warning("after a failed change%s", said)
 
 
 def _keep_last_apply(backend: Backend, before, rec) -> None:
