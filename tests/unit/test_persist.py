@@ -92,6 +92,33 @@ def test_persist_twice_keeps_the_original_backup_and_every_other_block(board):
     assert conf.read_bytes() == text                          # idempotent
 
 
+def test_a_conf_that_cannot_be_put_back_after_a_failing_nvpmodel_is_said(board, tmp_path, monkeypatch):
+    """nvpmodel refused the new mode, and the conf could then not be written back (a disk full, the
+    conf made immutable meanwhile): the OSError escaped as a traceback (a review).  It is one
+    error that says the conf holds ptui's block and where its original is; the backup is kept."""
+    import ptui.core.board.backends.sysfs as sysfs_mod
+    root, conf, _, _ = board
+    bad = tmp_path / "bin/nvpmodel-bad"
+    bad.write_text("#!/bin/sh\necho 'NVPM ERROR: Invalid power mode ID'\nexit 1\n")
+    bad.chmod(0o755)
+    be = SysfsBackend(ORIN, root=root, nvpmodel_cmd=str(bad))
+    real, calls = sysfs_mod.write_atomic, []
+
+    def full_at_the_third(path, data, **kw):
+        calls.append(path)
+        if len(calls) == 3:                                  # the put-back of the conf
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data, **kw)
+    monkeypatch.setattr(sysfs_mod, "write_atomic", full_at_the_third)
+    with pytest.raises(BackendError) as ei:
+        be.persist(ORIN.maxn)
+    said = str(ei.value)
+    assert "nvpmodel -m 99 failed" in said and "No space left on device" in said, said
+    backup = conf.with_name("nvpmodel.conf.ptui-backup")
+    assert f"its original is in {backup}" in said, said
+    assert backup.read_bytes() == CONF
+
+
 def test_persist_with_another_id_keeps_ours(board):
     root, conf, fake, _ = board
     be = SysfsBackend(ORIN, root=root, nvpmodel_cmd=str(fake))

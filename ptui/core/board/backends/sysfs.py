@@ -530,9 +530,18 @@ class SysfsBackend(Backend):
         try:
             self.run_nvpmodel(mode_id)
         except BackendError as e:
-            write_atomic(conf, raw)                        # nothing selected: leave the conf as it was
+            try:
+                write_atomic(conf, raw)                    # nothing selected: leave the conf as it was
+            except OSError as e2:
+                # a disk full or a conf made immutable meanwhile: it escaped as a traceback
+                raise BackendError(f"{e}; and {conf} could not be put back as it was "
+                                   f"({e2.strerror or e2}): it holds ptui's mode {mode_id}, and its "
+                                   f"original is in {backup}") from None
             if made_backup:
-                backup.unlink()
+                try:
+                    backup.unlink()
+                except OSError:
+                    pass                                   # the original's copy, kept
             raise BackendError(f"{e}; {conf} left as it was") from None
         return (f"mode {mode.key} saved as nvpmodel {mode_id} ({name}) in {conf}; backup "
                 f"{backup}; it survives a reboot")
