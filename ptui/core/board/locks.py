@@ -229,6 +229,13 @@ class held:
 BOARD_PREFIX = "ptui-"
 
 
+def board_root(backend) -> str:
+    """The real path (symbolic links resolved) of the tree a sysfs or jtop backend drives: '/' on
+    a board, an emulated tree's own path otherwise."""
+    root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
+    return os.path.realpath(str(root or "/"))
+
+
 def board_key(backend) -> str | None:
     """One key per physical board (sysfs and jtop drive the same one): ``ptui-<board>``, with the
     tree's path for an emulated board under another root; None for the simulator, whose board lives
@@ -237,8 +244,7 @@ def board_key(backend) -> str | None:
     lock (a user's trial)."""
     if getattr(backend, "simulated", False):
         return None
-    root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
-    real = os.path.realpath(str(root or "/"))
+    real = board_root(backend)
     return f"{BOARD_PREFIX}{backend.device.name}{'' if real == '/' else _tree_tag(real)}"
 
 

@@ -19,7 +19,16 @@ from typing import Callable
 from ..board import undo
 from ..board.backends.base import ApplyError, Backend, BackendError, MinibatchEvent
 from ..board.csvio import choose_time, fmt_value, keep_aside, mode_cells, profile_tags, with_time, write_csv
-from ..board.locks import LockError, board_key, board_lock, holder, lock_session, session_key, unlock_session
+from ..board.locks import (
+    LockError,
+    board_key,
+    board_lock,
+    board_root,
+    holder,
+    lock_session,
+    session_key,
+    unlock_session,
+)
 from ..board.logs import get as _logger
 from ..board.signals import shielded
 from ..catalogue.devices import Device
@@ -619,11 +628,9 @@ def save_profile(path, store: Store, session: str) -> str:
 
 def board_where(backend) -> str:
     """The board a profile runs on, in words (an emulated tree by its real path)."""
-    import os
     if getattr(backend, "simulated", False):
         return "the simulator" if getattr(backend, "kind", "") != "replay" else "the replay device"
-    root = getattr(backend, "root", None) or getattr(getattr(backend, "_sysfs", None), "root", "/")
-    real = os.path.realpath(str(root or "/"))
+    real = board_root(backend)
     name = backend.device.name
     if real == "/":
         return f"this {name} (--sysfs-root /)"
