@@ -520,10 +520,7 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.opt0_steps += 1
         st.others_since = 0
         st.most_steps = max(st.most_steps, st.iter_steps)
-        try:
-            _typical_window(st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd), compiled)
-        except Exception:  # noqa: BLE001, S110 - never break the user's script
-            pass
+        _quietly(_typical_window, st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd), compiled)
         st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = 0
         if rebased:
             st.sigs = []                          # the iteration that ended here spans both
@@ -600,10 +597,7 @@ def _first_stopped(st: _State, key: int) -> bool:
     st.others_since = 0
     if st.window is not None:
         w, st.window = st.window, None
-        try:
-            w.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001, S110 - never break the user's script
-            pass
+        _quietly(w.__exit__, None, None, None)
     # what was measured (a W line of the first's iterations) is not these: measured again
     st.pending, st.measured, st.measured_sig, st.opt0_steps = None, False, None, 0
     return True
@@ -642,10 +636,7 @@ def _typical_window(st: _State, sig: tuple[int, int, int, int], compiled: bool) 
         if prev is not None and not _alike(sig, prev):  # this one is unlike the one before: again
             st.window = None
             st.remeasured += 1
-            try:
-                w.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001, S110 - never break the user's script
-                pass
+            _quietly(w.__exit__, None, None, None)
             st.pending, st.pending_since = "open", st.opt0_steps
         else:
             st.measured_sig = sig
@@ -1008,10 +999,7 @@ def _stop_counting_forwards(training: bool = True) -> None:
     _remove(_forward_hooks)
     _remove(_model_hooks)
     if was and training:
-        try:
-            _watch_models()
-        except Exception:  # noqa: BLE001, S110 - never break the user's script
-            pass
+        _quietly(_watch_models)
 
 
 _loading = threading.local()      # this thread is inside a DataLoader's __next__ (n deep)
@@ -1252,10 +1240,7 @@ def _install_torch() -> None:
     register_optimizer_step_post_hook(hook)
     _patch_backward()
     _patch_grad()
-    try:
-        _patch_eval()
-    except Exception:  # noqa: BLE001, S110 - never break the user's script
-        pass
+    _quietly(_patch_eval)
     if "torch._dynamo" not in sys.modules:
         try:
             _count_forwards()
