@@ -309,7 +309,7 @@ def exit_words(app: PtuiApp, state) -> str:
                f"restored to its original mode")
     if app.stopped_by:
         return f"ptui: stopped by {app.stopped_by}" + (f"; {aborted}" if aborted else "")
-    return "\n".join([f"ptui: {aborted}"] * bool(aborted) + [quit_words(state)] * bool(quit_words(state)))
+    return "\n".join(x for x in (aborted and f"ptui: {aborted}", quit_words(state)) if x)
 
 
 def quit_words(state) -> str:

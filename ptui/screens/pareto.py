@@ -607,8 +607,8 @@ class ParetoScreen(Screen):
         goal = self.goal_text if d is not None and i == self.goal_idx else None
         # the least-energy mode against MAXN and the best preset follows the selection's own
         # figures: below the rest it sat under the panel's fold at 80x24 and 100x30, unseen
-        energy = ([] if v.energy is None else
-                  v.energy.panel_lines(self.query_one("#details", Static).content_size.width or 40))
+        width = self.query_one("#details", Static).content_size.width or 40
+        energy = [] if v.energy is None else v.energy.panel_lines(width)
         if v.per_target:
             b = v.batch_of(i)
             lines += [f"[b]{goal}[/b]" if goal else "[b]selected pair[/b]",
@@ -647,7 +647,7 @@ class ParetoScreen(Screen):
             lines.append(f"{self.basis()} " + ("throughput only" if rel.throughput_only
                                                else f"noise scale {rel.noise_scale:g}"))
         if v.energy is not None:
-            lines += v.energy.panel_ranked(self.query_one("#details", Static).content_size.width or 40)
+            lines += v.energy.panel_ranked(width)
         # the footer says enter applies: the line stays where it adds something (the batch size)
         # or where the energy lines have not taken its row at 80x24
         hint = ("[dim]what-if only: not for this board[/dim]" if self.foreign

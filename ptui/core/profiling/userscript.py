@@ -1001,10 +1001,9 @@ class ScriptSource:
 
     def _say_untypical(self) -> None:
         """Warn where the iteration measured still differs from the recent ones."""
-        sig, typical = self._measured_sig(), self.it.typical()
-        if sig is None or typical is None or sig == typical:
+        if self._measured_typical():
             return
-        (bw, steps), (tbw, tsteps) = sig, typical
+        (bw, steps), (tbw, tsteps) = self._measured_sig(), self.it.typical()  # type: ignore[misc]
         self.notify(f"warning: the iteration ptui measured for the what-if ran "
                     f"{_plural(bw, 'backward pass')} and {_plural(steps, 'optimizer step')}, where "
                     f"the script's recent iterations run {tbw} and {tsteps} (a skipped step, a "

@@ -347,12 +347,13 @@ def board_status(backend: Backend) -> BoardStatus:
         rec = undo.load(backend, undo.PROFILE) or undo.load(backend, undo.APPLY)
     except DamagedSnapshot as e:
         rec, problem = None, str(e)
+    held_by = holder(key) if key else None
     if rec is not None:
         # under way: its process lives and still drives the board (a profile holds the board's
         # lock to its end; one whose put-back failed let it go, its process living on)
         pending = PendingRestore(rec.kind, rec.mode, rec.session, rec.created, rec.pid,
                                  rec.kind == undo.PROFILE and rec.pid != os.getpid()
-                                 and pid_alive(rec.pid) and (key is None or holder(key) == rec.pid))
+                                 and pid_alive(rec.pid) and (key is None or held_by == rec.pid))
     return BoardStatus(backend.device.name, backend.kind, backend.not_live, backend.emulated, key, mode,
-                       pick.name if pick else None, nvp, holder(key) if key else None, pending,
+                       pick.name if pick else None, nvp, held_by, pending,
                        problem, backend.gated_tpcs(), lock_problem(key) if key else None)
