@@ -630,24 +630,24 @@ def _fleet_rounds(node_data, cap_w: float, unit: float, rounds: int, **kw) -> li
 
 
 @pytest.mark.slow               # fits the nodes' models (20 simulated modes each) the first time
-def test_units_drawing_twenty_percent_more_hold_the_cap_with_the_power_correction(node_data, task_identity):
-    """Units drawing 20 % more than the typical unit their models describe: split by the models
+def test_units_drawing_more_than_their_models_hold_the_cap_with_the_power_correction(node_data, task_identity):
+    """Units drawing 35 % more than the typical unit their models describe: split by the models
     alone (rounds 2 on; round 1 is split by the devices' roofline priors, query off) the fleet
     measures over its cap every round; with the per-node power correction (its unit's factor
-    and the reserve for what is not known of it) it holds the cap from round 2 on; a 10 % margin
-    spends less in round 1.  (Round 1 went over too while the nodes' models had no counts prior;
-    with it their picks under the priors' split keep more than 10 % of power to spare, and round 1
-    is within the cap without the margin.  Units drawing 10 % more went over blind, 61.4 W for 60,
-    until the refit of the prior got a scale for the bytes: the models' picks then kept the blind
-    fleet at 56.1 W, and 20 % more is what takes it over, 61.2 W, where the correction holds it at
-    53.5 W.)"""
-    cap = 60.0
-    blind = _fleet_rounds(node_data, cap, 1.20, 3, correct=False)
-    assert blind[0] <= cap and all(w > cap for w in blind[1:]), blind
-    corrected = _fleet_rounds(node_data, cap, 1.20, 3)
+    and the reserve for what is not known of it) it holds the cap from round 2 on; a margin of the
+    units' excess holds round 1 and spends less.  (Units drawing 10 % more went over blind, 61.4 W
+    for 60, until the refit of the prior got a scale for the bytes; 20 % more then took it over,
+    61.2 W, until the refitted prior became the median over what the profiled modes leave unknown
+    of its scales: the AGX Xavier's model then put its 31.4 W share's former pick at 26.3 W
+    (25.2 before; it draws 27.8 on the typical unit), which the risk rule no longer takes, and the
+    blind fleet of 20 % units measured 54.8 W.)"""
+    cap, unit = 60.0, 1.35
+    blind = _fleet_rounds(node_data, cap, unit, 3, correct=False)
+    assert all(w > cap for w in blind[1:]), blind
+    corrected = _fleet_rounds(node_data, cap, unit, 3)
     assert corrected[0] == pytest.approx(blind[0], rel=0.02), (corrected, blind)   # nothing measured yet
     assert all(w <= cap for w in corrected[1:]), corrected
-    padded = _fleet_rounds(node_data, cap, 1.20, 1, margin=0.10)      # round 1, nothing measured yet
+    padded = _fleet_rounds(node_data, cap, unit, 1, margin=unit - 1)  # round 1, nothing measured yet
     assert padded[0] <= cap and padded[0] < blind[0], (padded, blind)   # the margin leaves power unspent
 
 

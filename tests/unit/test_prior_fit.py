@@ -189,11 +189,14 @@ def test_a_few_modes_rescale_the_prior_and_refine_it(tmp_path):
     p0, got = prior.predict(modes), m.predict(modes)
     ratio_t, ratio_p = np.median(got["time_ms"] / p0["time_ms"]), np.median(got["power_w"] / p0["power_w"])
     # the board's own median ratio to the prior (1.23 and 1.12: the scales and _profile_rows's
-    # tilt): the model within 5 % of it, where the prior alone is 19 % and 11 % off
+    # tilt): the model within 7 % (time) and 5 % (power) of it, where the prior alone is 19 % and
+    # 11 % off.  (Time was within 5 % while the refitted prior was its fitted scales alone; the
+    # median over what 3 modes leave unknown of them prices slower GPU clocks higher, and this
+    # board's time, unlike any roofline's, falls with the GPU's clock: 6.2 % off since.)
     A = np.array([m.as_tuple() for m in modes], float)
     tilt = 0.25 * np.log(A[:, 2] / AGX.gpu_mhz[-1]) - 0.1 * np.log(A[:, 3] / AGX.mem_mhz[-1])
     true_t, true_p = np.median(1.3 * np.exp(tilt)), np.median(1.1 * np.exp(-0.3 * tilt))
-    assert abs(ratio_t / true_t - 1) < 0.05 and abs(ratio_p / true_p - 1) < 0.05, \
+    assert abs(ratio_t / true_t - 1) < 0.07 and abs(ratio_p / true_p - 1) < 0.05, \
         (ratio_t, true_t, ratio_p, true_p)
     # its spread: at least the floor calibrated for 3 modes (a share of the prior's), and narrower
     # than the unprofiled prior's (which held 98-100 % of the held-out errors in its 90 % interval)
@@ -489,3 +492,32 @@ def test_a_reference_that_is_no_network_is_refused_in_one_line(cli, tmp_path):
         assert rc == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err and "not reference networks" in err and "ptui reference build" in err
         assert not (tmp_path / "m").exists()
+
+
+def test_five_modes_that_say_nothing_of_the_flops_do_not_send_a_budget_to_the_slowest_gpu_clock(tmp_path):
+    """MobileNetV3 on the simulator, 5 profiled modes none of which its GPU's compute bounds: the
+    prior rescaled to them (as `ptui fit --workload-spec` with 5 modes) took the grid's slowest GPU
+    clock (115 MHz) for 20 and 26 W budgets, predicted at 301 and 148 ms, where it takes 474 and
+    467 (the optimum 202 and 134 ms): the refit's FLOPs were a point where nothing measured them.
+    Now the rescaled prior is the median over what the modes leave unknown."""
+    from ptui.core.board.physics import WORKLOAD_PHYSICS, steady_state
+    from ptui.core.catalogue.workloads import get_workload
+    from ptui.core.decision.pareto import Table, choose
+    from ptui.core.prediction.fit import fit_model
+    from ptui.core.prediction.gp import raw_modes
+    wl, wp = get_workload("mobilenetv3"), WORKLOAD_PHYSICS["mobilenetv3"]
+    B = wl.batch_size
+    prior = RooflinePrior(AGX, WorkloadSpec(wp.gflop * B, wp.gb_per_sample * B + wp.gb_fixed, B))
+    grid = AGX.pt_grid()
+    A = raw_modes(grid)
+    truth = steady_state(AGX, wl, *A.T, tpc=AGX.gpu_tpcs)
+    want = [(10, 1344, 624.75, 2133), (4, 2112, 1032.75, 665.6), (10, 1958.4, 318.75, 204),
+            (4, 1497.6, 1236.75, 204), (6, 268.8, 930.75, 3199)]
+    idx = [int(np.flatnonzero(np.all(np.isclose(A, w), axis=1))[0]) for w in want]
+    m = fit_model(None, AGX, [grid[i] for i in idx], truth.time_ms[idx], truth.power_w[idx],
+                  method="gp", roofline=prior)
+    assert m.about.metrics["time"]["few_modes"]
+    tab = Table.from_prediction(grid, m.predict(grid))
+    for budget in (20.0, 26.0):
+        pick = grid[choose(tab, budget_w=budget).index]
+        assert pick.gpu_mhz > AGX.gpu_mhz[0], (budget, pick)

@@ -651,9 +651,10 @@ def test_an_adapted_prior_predicts_its_fitted_scales_and_the_predictive_figures_
     t = prior.predict(sub)
     adapted = prior.adapted(sub, t["time_ms"], t["power_w"])
     assert adapted.scale_sd() == (0.0, 0.0, 0.0)
+    # 110 modes leave little of the scales unknown: the median over their posterior is the fit
     a, b = adapted.predictive(grid), adapted.predict(grid)
     for k in a:
-        assert np.array_equal(a[k], b[k])
+        assert np.allclose(a[k], b[k], rtol=0.01)
     first = prior.predictive(grid)
     first["time_ms"][:] = 0.0                      # the caller's copy: the next call is untouched
     again = prior.predictive(grid)
@@ -707,3 +708,48 @@ def test_a_catalog_workload_with_a_published_step_keeps_its_level(name):
     again = RooflineTarget.from_config(json.loads(json.dumps(RooflineTarget(prior, "time").config())))
     assert again.prior.spec.published and again.prior.scale_sd() == (0.0, 0.0, 0.0)
     assert "published" not in spec.as_dict()
+
+
+def _mobilenetv3_at(dev, X):
+    from ptui.core.board.physics import steady_state
+    op = steady_state(dev, get_workload("mobilenetv3"), *np.asarray(X, float).T, tpc=dev.gpu_tpcs)
+    return op.time_ms, op.power_w
+
+
+# five modes of eval_prior_fit's first draw for MobileNetV3 (sim): none is bound by the GPU's
+# compute, so they say nothing of its FLOPs (its depthwise convolutions run far under the roof)
+_MNV3_MODES = [[10, 1344, 624.75, 2133], [4, 2112, 1032.75, 665.6], [10, 1958.4, 318.75, 204],
+               [4, 1497.6, 1236.75, 204], [6, 268.8, 930.75, 3199]]
+
+
+def test_an_adapted_prior_prices_the_flops_its_modes_leave_unknown():
+    """adapted() fitted the scales and predicted at the fit alone: MobileNetV3 profiled at 5 modes
+    none of which its GPU's compute bounds was predicted at 150 ms at a 115 MHz GPU clock, where
+    the simulator takes 467, and budget picks from 3-5 modes took that clock (eval_prior_fit: a
+    median 38 % from the optimum at 3 modes, 324 % for MobileNetV3 at 5).  The posterior of the
+    scales keeps the FLOPs' as unknown as before the modes, the CPU's and the bytes' known, and
+    the median over it prices a low GPU clock at that chance; at the profiled modes it stays the
+    measurement's.  A model keeps it: its configuration round-trips."""
+    dev = get_device("orin-agx")
+    prior = RooflinePrior(dev, _counts_spec("mobilenetv3"))
+    A = np.array(_MNV3_MODES, float)
+    t, p = _mobilenetv3_at(dev, A)
+    ad = prior.adapted(A, t, p)
+    sd = np.sqrt(np.diag(ad.posterior @ ad.posterior.T))
+    assert sd[0] > 0.9 * roofline.SCALE_SD["gflop"], sd       # the FLOPs: as unknown as before
+    assert sd[1] < 0.05 and sd[2] < 0.1, sd                     # the bytes and the CPU's work: known
+    slow = np.array([[6, 1344, 114.75, 2133]], float)
+    point, median = ad.predict(slow)["time_ms"][0], ad.predictive(slow)["time_ms"][0]
+    assert median > 1.05 * point, (median, point)
+    assert ad.log_predict(slow)["time"][0] == pytest.approx(np.log(median))
+    assert np.allclose(ad.predictive(A)["time_ms"], t, rtol=0.05)
+    back = RooflinePrior.from_config(json.loads(json.dumps(ad.config())))
+    assert np.allclose(back.posterior, ad.posterior)
+    assert back.predictive(slow)["time_ms"][0] == pytest.approx(median)
+    cfg = ad.config()
+    with pytest.raises(SpecError):
+        RooflinePrior.from_config(dict(cfg, posterior=[[1.0, 0.0], [0.0, 1.0]]))
+    with pytest.raises(SpecError):
+        RooflinePrior.from_config(dict(cfg, posterior=[[float("nan")] * 3] * 3))
+    old = {k: v for k, v in cfg.items() if k != "posterior"}     # a model fitted before: the fit
+    assert RooflinePrior.from_config(old).predictive(slow)["time_ms"][0] == pytest.approx(point)

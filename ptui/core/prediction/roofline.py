@@ -635,19 +635,53 @@ def _bounded_ridge(M: np.ndarray, rhs: np.ndarray, lam: float, lo: float, hi: fl
     return np.clip(best, lo, hi)
 
 
+# adapted()'s posterior of the scales: the least log-sd of a profiled mode's time about the fit
+# (measurement noise and what the model's form cannot follow), below the fit's own misfit
+ADAPT_POST_NOISE = 0.03
+
+
+def _scale_posterior(device: Device, roof: BoardRoof, spec: WorkloadSpec, A: np.ndarray,
+                     lt: np.ndarray, prior_sd: tuple[float, float, float]) -> np.ndarray:
+    """A lower-triangular factor of the covariance of the (FLOPs, bytes, CPU work) log scales about
+    the fitted `spec`, given its timed modes A and their log times lt (Laplace's approximation,
+    the scales' spread across workloads as prior).  Each scale's effect on a mode is measured over
+    one prior sd either side, not at the fit: the roofs are kinked, and at a fit where no profiled
+    mode is bound by the GPU's compute, a tangent says its FLOPs do not matter anywhere, where
+    twice the FLOPs would slow a low GPU clock by half.  The noise is the fit's own misfit (its
+    degrees of freedom counted), at least ADAPT_POST_NOISE."""
+    cpu_work = _cpu_work(spec, roof, device)
+    sd = np.asarray(prior_sd, np.float64)
+
+    def log_t(d: np.ndarray) -> np.ndarray:
+        return np.log(_components(device, roof, _scaled_spec(spec, cpu_work, *np.exp(d)), A)["t"])
+    J = np.column_stack([(log_t(e) - log_t(-e)) / (2.0 * s) for s, e in zip(sd, np.diag(sd))])
+    n = len(A)
+    misfit = float(np.sqrt(np.mean((log_t(np.zeros(3)) - lt) ** 2)))
+    noise = max(ADAPT_POST_NOISE, misfit * math.sqrt(n / max(n - 3, 1)))
+    cov = np.linalg.inv(J.T @ J / noise ** 2 + np.diag(1.0 / sd ** 2))
+    return np.linalg.cholesky((cov + cov.T) / 2.0)
+
+
 class RooflinePrior:
     """The prior for one board and one workload spec: predict(modes) like a ptui model."""
 
     kind = "roofline"
 
     def __init__(self, device: Device | str, spec: WorkloadSpec, roof: BoardRoof | None = None,
-                 spread: tuple[float, float] | None = None):
+                 spread: tuple[float, float] | None = None, posterior=None):
         self.device = get_device(device) if isinstance(device, str) else device
         self.spec = spec
         self.roof = roof or BOARDS[self.device.name]
         # (time, power) log-sd kept from the prior this one was adapted from (adapted()): a
         # handful of modes is no calibration of the spread, so it stays the unprofiled prior's
         self.spread = None if spread is None else (float(spread[0]), float(spread[1]))
+        # adapted(): what the profiled modes leave unknown of the fitted (FLOPs, bytes, CPU work)
+        # log scales, a lower-triangular factor of their posterior covariance (None: the scales
+        # are as counted, or an older model's prior, which predicts at the fitted scales alone)
+        self.posterior = None if posterior is None else np.tril(np.asarray(posterior, np.float64))
+        if self.posterior is not None and (self.posterior.shape != (3, 3)
+                                           or not np.all(np.isfinite(self.posterior))):
+            raise ValueError("a roofline prior's posterior is a 3 x 3 factor of its scales")
         self._last: tuple | None = None     # predictive()'s last modes and figures
 
     @property
@@ -682,7 +716,8 @@ class RooflinePrior:
                              **({"published": True} if self.spec.published else {})),
                 "roof": {k: list(v) if isinstance(v, tuple) else v
                          for k, v in roof_constants(self.roof, 17).items()},
-                **({"spread": list(self.spread)} if self.spread is not None else {})}
+                **({"spread": list(self.spread)} if self.spread is not None else {}),
+                **({"posterior": self.posterior.tolist()} if self.posterior is not None else {})}
 
     @classmethod
     def from_config(cls, cfg: dict) -> "RooflinePrior":
@@ -695,7 +730,8 @@ class RooflinePrior:
                 {k: v for k, v in spec.items() if k not in ("bytes_estimated", "cpu_scaled", "published")},
                 "roofline prior"), bytes_estimated=bool(spec.get("bytes_estimated")),
                 cpu_scaled=bool(spec.get("cpu_scaled")), published=bool(spec.get("published"))), roof,
-                spread=tuple(cfg["spread"]) if cfg.get("spread") is not None else None)
+                spread=tuple(cfg["spread"]) if cfg.get("spread") is not None else None,
+                posterior=cfg.get("posterior"))
         except (KeyError, TypeError, ValueError) as e:
             raise SpecError(f"roofline prior: incomplete configuration ({e})") from None
 
@@ -825,9 +861,18 @@ class RooflinePrior:
             spec = replace(spec, serial_ms=(spec.serial_ms or 0.0) + best[4])
         roof = _refit_power(self.roof, _components(self.device, self.roof, spec, A),
                             np.asarray(power_w, float))
+        post = (_scale_posterior(self.device, roof, spec, A[timed], lt[timed], self._scale_prior_sd())
+                if n_timed else None)
         return RooflinePrior(self.device, replace(spec, source=f"{self.spec.source} adapted to "
                                                   f"{len(A)} profiled modes".strip()),
-                             roof, spread=self.log_sd())
+                             roof, spread=self.log_sd(), posterior=post)
+
+    def _scale_prior_sd(self) -> tuple[float, float, float]:
+        """(FLOPs, bytes, CPU work) log-sd of the scales across workloads (SCALE_SD): the CPU's
+        where the spec gives its own work, else the reference's assumed."""
+        cpu = SCALE_SD["cpu_given"] if self.spec.has_host_work and not self.spec.cpu_scaled \
+            else SCALE_SD["cpu_assumed"]
+        return SCALE_SD["gflop"], SCALE_SD["gbytes"], cpu
 
     def scale_sd(self) -> tuple[float, float, float]:
         """(FLOPs, bytes, CPU work) log-sd of the scales this spec leaves unknown (SCALE_SD); 0
@@ -837,9 +882,16 @@ class RooflinePrior:
         published 10.7, 942 and 60 ms; the point prior 10.7, 942 and 67 ms: a review)."""
         if self.spread is not None or self.spec.published:
             return 0.0, 0.0, 0.0
-        cpu = SCALE_SD["cpu_given"] if self.spec.has_host_work and not self.spec.cpu_scaled \
-            else SCALE_SD["cpu_assumed"]
-        return SCALE_SD["gflop"], SCALE_SD["gbytes"], cpu
+        return self._scale_prior_sd()
+
+    def _scale_factor(self) -> np.ndarray | None:
+        """The factor that takes standard normal nodes to the log scales predictive() takes its
+        median over: an adapted prior's posterior, else the scales the spec leaves unknown
+        (scale_sd); None where there are none (predict() is then the median)."""
+        if self.posterior is not None:
+            return self.posterior
+        sd = self.scale_sd()
+        return np.diag(sd) if any(sd) else None
 
     def predictive(self, modes) -> dict[str, np.ndarray]:
         """predict(), but each figure the median over the scales the spec leaves unknown
@@ -852,9 +904,13 @@ class RooflinePrior:
         thread: 0-mode budget decisions a median 72.9 % from the optimum (eval_prior_fit:
         mobilenetv3, yolov8n, bert-base), 44.3 % on the independent generator.  The median over
         the scales prices the chance that the CPU's (or the GPU's) work is larger.  The spread is predict()'s;
-        a prior adapted to modes (scales fitted) predicts as predict()."""
-        sg, sm, sc = self.scale_sd()
-        if not (sg or sm or sc):
+        a prior adapted to modes takes it over the scales its modes leave unknown (posterior):
+        its FLOPs are unknown where no profiled mode ran on the compute roof, and a low GPU clock
+        is then priced at that chance.  Without (the point fit), MobileNetV3 profiled at 5 modes
+        (none bound by the GPU's clock) was predicted at 148 ms at 115 MHz where it takes 467, and
+        budget picks from 3 modes were a median 38 % from the optimum (eval_prior_fit)."""
+        L = self._scale_factor()
+        if L is None:
             return self.predict(modes)
         A = _knobs(self.device, modes)
         key = (A.shape, hash(A.tobytes()))
@@ -867,8 +923,7 @@ class RooflinePrior:
         lt = np.zeros(len(A))
         lp = np.zeros(len(A))
         for (x, wx), (y, wy), (z, wz) in itertools.product(zip(_NODES, _WEIGHTS), repeat=3):
-            spec = _scaled_spec(self.spec, cpu_work, math.exp(sg * x), math.exp(sm * y),
-                                math.exp(sc * z))
+            spec = _scaled_spec(self.spec, cpu_work, *np.exp(L @ (x, y, z)))
             comp = _components(self.device, self.roof, spec, A)
             w = wx * wy * wz
             lt += w * np.log(comp["t"])
@@ -878,8 +933,9 @@ class RooflinePrior:
         return {k: v.copy() for k, v in out.items()}
 
     def log_predict(self, modes) -> dict[str, np.ndarray]:
-        """log time and log power (a GP's prior mean in log units)."""
-        p = self.predict(modes)
+        """log time and log power (a GP's prior mean in log units): an adapted prior's median
+        over its scales' posterior (predictive), else the point prediction."""
+        p = self.predict(modes) if self.posterior is None else self.predictive(modes)
         return {"time": np.log(p["time_ms"]), "power": np.log(p["power_w"])}
 
     def components(self, modes) -> dict:
