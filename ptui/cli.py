@@ -1593,8 +1593,7 @@ def cmd_status(a) -> int:
     if st.board is None:
         print("lock: none (this board lives in each ptui process)")
     else:
-        print(f"lock: cannot be taken: {st.lock_problem}; apply, restore and profile are refused "
-              f"until it is removed" if st.lock_problem else
+        print(f"lock: cannot be taken: {st.lock_problem}" if st.lock_problem else
               f"lock: held by pid {st.lock_holder}" if st.lock_holder else "lock: free")
     if st.restore_problem:
         print(f"restore: refused: {st.restore_problem}")

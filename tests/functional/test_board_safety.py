@@ -397,6 +397,35 @@ def test_status_says_what_stands_at_the_lock_path(tree, cli, tmp_path):
     assert not (tmp_path / "elsewhere").exists()
 
 
+def test_status_says_when_no_lock_file_can_be_made(tree, cli, tmp_path, monkeypatch):
+    """PTUI_LOCK_DIR under a regular file, or a lock directory that cannot be written (immutable,
+    a read-only file system; access() says so): `ptui status` said 'lock: free' (and --json
+    lock_problem null) and the next apply failed on the lock.  Now both name the directory at fault,
+    and apply is refused as before."""
+    import os
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    monkeypatch.setenv("PTUI_LOCK_DIR", str(afile / "locks"))
+    rc, out, err = cli("status", *sysfs)
+    assert rc == 0 and "lock: free" not in out, out
+    assert f"cannot be made: {afile} is not a directory; apply, restore and profile are refused" in out, out
+    rc, out, err = cli("status", *sysfs, "--json")
+    assert rc == 0 and f"{afile} is not a directory" in json.loads(out)["lock_problem"], out
+    rc, out, err = cli("apply", *sysfs, *MODE, "--yes")
+    assert rc == 1 and "cannot take the lock" in err, err
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    monkeypatch.setenv("PTUI_LOCK_DIR", str(shut / "ptui"))
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **k: False if str(p) == str(shut) else real(p, m, **k))
+    rc, out, err = cli("status", *sysfs, "--json")
+    assert rc == 0 and f"{shut} cannot be written" in json.loads(out)["lock_problem"], out
+    monkeypatch.setattr(os, "access", real)
+    rc, out, err = cli("status", *sysfs, "--json")
+    assert rc == 0 and json.loads(out)["lock_problem"] is None and not (shut / "ptui").exists(), out
+
+
 def test_sigterm_at_the_apply_prompt_is_said_on_its_own_line(tree, cli, monkeypatch):
     """SIGTERM at 'apply this mode? [y/N]' printed 'ptui: error: stopped by SIGTERM' on the
     prompt's line (no newline after the prompt); nothing is applied."""

@@ -118,15 +118,46 @@ def _not_ours(st: os.stat_result) -> str | None:
 
 
 def lock_problem(key: str) -> str | None:
-    """What stands at `key`'s lock path in place of a lock file ptui may take (a symbolic link, a
-    device, a file with other names), in words with the path; None when it is a lock file or
-    nothing.  Read only (ptui status): it said 'lock: free' beside a link that apply refused."""
+    """Why `key`'s lock could not be taken, in words with the path and what stays refused until
+    when: what stands at its path in place of a lock file ptui may take (a symbolic link, a device,
+    a file with other names), or, with nothing there, why no lock file can be made there; None when
+    it can be taken.  Read only (ptui status): it said 'lock: free' beside a link that apply
+    refused, and beside a lock directory that could not be written (made immutable, on a read-only
+    file system, a file where a folder of its path should be)."""
     p = lock_path(key)
+    refused = "apply, restore and profile are refused until"
     try:
         why = _not_ours(os.lstat(p))
+    except (FileNotFoundError, NotADirectoryError):
+        unmade = _unmakeable(p.parent)
+        return (f"{p} cannot be made: {unmade}; {refused} it can be, or PTUI_LOCK_DIR names a "
+                f"directory ptui may write" if unmade else None)
     except OSError:
         return None
-    return f"{p}: {why}, not ptui's lock file" if why else None
+    return f"{p}: {why}, not ptui's lock file; {refused} it is removed" if why else None
+
+
+def _unmakeable(d: Path) -> str | None:
+    """Why a file cannot be made in the directory `d` (made first, with the folders it lacks, as
+    `_open_lock_file` does), in words with the path at fault; None when it can.  Writes nothing."""
+    while True:
+        try:
+            st = os.stat(d)
+        except (FileNotFoundError, NotADirectoryError):
+            if d.parent == d:
+                return None
+            d = d.parent                       # made with its folders: the nearest that is counts
+            continue
+        except OSError as e:
+            return f"{d} cannot be read ({e.strerror or e})"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{d} is not a directory"
+        try:
+            # access() asks the kernel: modes, an immutable directory, a read-only file system
+            ok = os.access(d, os.W_OK | os.X_OK)
+        except OSError:
+            ok = True
+        return None if ok else f"{d} cannot be written"
 
 
 def acquire(key: str, what: str) -> None:

@@ -51,8 +51,9 @@ The board's documents:
   ``restore`` (what ``ptui restore`` would undo: ``kind`` profile or last-apply, ``mode``,
   ``session``, ``created``, ``pid``, ``in_progress``: that profile is still running),
   ``restore_problem`` (a saved state restore would refuse, in one line) and ``lock_problem``
-  (what stands at the board's lock path instead of a lock file, a symbolic link say, with the
-  path: apply and profile are refused until it is removed; null when none);
+  (what stands at the board's lock path instead of a lock file, a symbolic link say, or why no
+  lock file can be made there, with the path: apply and profile are refused until it is mended;
+  null when none);
 * ``apply``: ``dry_run``, ``preset``, ``from``/``from_key``, ``to``/``to_key``, ``changed`` (the
   board was not held in the target: an apply writes; a custom ``--persist`` counts unless nvpmodel
   already keeps that very mode: its status file names ptui's mode and nvpmodel.conf holds it),
