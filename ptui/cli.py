@@ -265,6 +265,7 @@ def _tune_profiled(a, sizes: tuple[int, ...] | None, stored: dict | None) -> int
     a.out = str(out)
     a.tune_hint = _tune_hint(a)                 # an interrupted tune resumes as a tune
     a.best_line = False                         # the best measured mode is said with the decision
+    a.tune_from = _start_mode(a)
     rc = cmd_profile(a)
     if rc != EXIT_OK:
         return rc
@@ -394,6 +395,7 @@ def _tune_prior(a) -> int:
         _check_prior_session(a.session)
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
     _info(note)
+    a.tune_from = backend.current_mode() if a.apply and not backend.simulated else None
     dev = backend.device
     name = a.workload or ("spec" if a.workload_spec else "script")
     session = a.session                         # cmd_tune's name, when none was given
@@ -511,17 +513,36 @@ def _corpus_name(corpus: str) -> str:
     return core.corpus_workload(corpus).name
 
 
+def _start_mode(a) -> core.Mode | None:
+    """With --apply, the mode the board is in as tune starts, which tune --apply writes over only
+    if the board is still in it (where no profile touches the board); None for a board of this
+    process or a recording, which nobody else drives."""
+    if not a.apply:
+        return None
+    backend, _ = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    try:
+        return None if backend.simulated else backend.current_mode()
+    finally:
+        backend.close()
+
+
 def _tune_apply(a, dev, mode) -> str:
-    """tune --apply: apply the pick on the board, verified (remembered for ptui restore)."""
+    """tune --apply: apply the pick on the board, verified (remembered for ptui restore), only
+    over the mode the profile left the board in, or, where none touched it (a finished session
+    resumed, --count 0), the mode it was in when tune started: it wrote over a mode selected
+    meanwhile, without a word, where no profile ran."""
     backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
     _info(note)
-    left = getattr(a, "tune_left", None)
+    left, start = getattr(a, "tune_left", None), getattr(a, "tune_from", None)
+    expected, was = ((left, f"the profile left it in {left.key}") if left is not None else
+                     (start, f"it was in {start.key} when tune started") if start is not None else
+                     (None, ""))
     try:
         with core.board_lock(backend):
             now = backend.current_mode()
-            if left is not None and now != left:
+            if expected is not None and now != expected:
                 raise CLIError(f"not applied: the board was changed while tune fitted and decided (it "
-                               f"is in {now.key} now; the profile left it in {left.key}), and tune "
+                               f"is in {now.key} now; {was}), and tune "
                                f"does not write over that change: apply the pick yourself with: "
                                f"ptui apply --cores {mode.cores} --cpu-mhz {mode.cpu_mhz:g} --gpu-mhz "
                                f"{mode.gpu_mhz:g} --mem-mhz {mode.mem_mhz:g}", EXIT_ERR)

@@ -478,3 +478,40 @@ def test_a_fifo_at_the_boards_lock_path_does_not_hang_status_or_apply(tree, cli)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("how", ["resumed", "prior"])
+def test_tune_apply_that_profiled_nothing_does_not_write_over_a_change_made_meanwhile(
+        tree, cli, monkeypatch, how):
+    """tune --apply whose run touched no mode (a finished session resumed, --count 0): the check
+    that the board was not changed while tune fitted and decided compared with the mode a profile
+    left, and with none it was skipped: a mode another user selected meanwhile was written over,
+    without a word.  Now it compares with the mode the board was in when tune started."""
+    import ptui.core as core
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    goal = ["--workload", "resnet18", "--budget-w", "25", "--session", "t"]
+    if how == "resumed":
+        rc, _, err = cli("tune", "--backend", "sim", "--device", "orin-agx", *goal, "--count", "6")
+        assert rc == 0, err
+        run = [*goal, "--resume"]
+        name = "tune_decide"
+    else:
+        run = [*goal, "--count", "0"]
+        name = "tune_prior"
+    real = getattr(core, name)
+
+    def meanwhile(*args, **kw):
+        rc, _, err = cli("apply", *sysfs, *MODE, "--yes")
+        assert rc == 0, err
+        return real(*args, **kw)
+    monkeypatch.setattr(core, name, meanwhile)
+    rc, out, err = cli("tune", *sysfs, *run, "--apply")
+    chosen = fakesys.read_mode(tree)
+    assert rc == 1 and "applied and verified" not in out + err, (out, err)
+    assert err.strip().splitlines()[-1].startswith(
+        "ptui: error: not applied: the board was changed while tune fitted and decided"), err
+    assert "when tune started" in err, err
+    monkeypatch.setattr(core, name, real)
+    rc, out, err = cli("tune", *sysfs, *run, "--apply")
+    assert rc == 0 and "applied and verified" in out + err, (out, err)
+    assert fakesys.read_mode(tree) != chosen
