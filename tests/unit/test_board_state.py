@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -597,3 +598,41 @@ def test_a_records_time_is_when_it_was_written_not_now():
     t = _time.mktime((2026, 1, 2, 3, 4, 5, 0, 0, -1))
     r = Record(PROFILE, Path("/x"), None, "4c/1/2/3", "s", 1, t)
     assert r.when() == "2026-01-02 03:04:05"
+
+
+@pytest.fixture
+def short_tree():
+    """A tree whose path is short enough that an older ptui's key for it held it whole (a
+    pytest tmp_path is not)."""
+    import shutil
+    import tempfile
+    where = tempfile.mkdtemp(prefix="pt", dir="/tmp")
+    yield fakesys.build(Path(where) / "root")
+    shutil.rmtree(where)
+
+
+def test_an_older_ptuis_undo_record_on_an_emulated_tree_is_still_found(short_tree, cli):
+    """An emulated tree's board key gained a digest of its path (two trees whose paths were alike
+    were one board); the last-apply record an older ptui wrote under the key before (its path
+    alone, named so) was then not found: ptui status said 'restore: nothing to undo' and restore
+    refused, the way back lost.  It is found, restored and removed now; a new apply supersedes it."""
+    from ptui.core.board.locks import _safe
+    tree = short_tree
+    old_key = f"ptui-orin-agx-{_safe(os.path.realpath(tree)).strip('_')}"
+    assert len(old_key) < 70
+    rec = _apply(cli, tree)
+    old = rec.with_name(f"last-apply-{old_key}.json")      # as an older ptui wrote it
+    _edit(rec, lambda b: b.update(board=old_key))
+    rec.rename(old)
+    rc, out, err = cli("status", *_sysfs(tree))
+    assert rc == 0 and "the state before the last ptui apply, saved" in out and START.key in out, out
+    rc, out, err = cli("restore", *_sysfs(tree))
+    assert rc == 0 and "restored" in out and fakesys.read_mode(tree) == START, (out, err)
+    assert not old.exists()
+    rec = _apply(cli, tree)                                # no record left: one written anew
+    _edit(rec, lambda b: b.update(board=old_key))
+    rec.rename(old)
+    rec = _apply(cli, tree)                                # the same mode again: the way back kept
+    assert not old.exists() and json.loads(rec.read_text())["board"] != old_key
+    rc, out, err = cli("restore", *_sysfs(tree))
+    assert rc == 0 and fakesys.read_mode(tree) == START, (out, err)

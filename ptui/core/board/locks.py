@@ -279,6 +279,17 @@ def board_key(backend) -> str | None:
     return f"{BOARD_PREFIX}{backend.device.name}{'' if real == '/' else _tree_tag(real)}"
 
 
+def legacy_board_key(backend) -> str | None:
+    """The key an older ptui gave an emulated tree's board (its path alone, cut: ``_tree_tag``
+    says why it changed), where that key held the whole path, so that undo records it wrote are
+    still found (undo.load); None on a board (root '/', whose key did not change) and where the
+    path was cut (then it named other trees too)."""
+    if getattr(backend, "simulated", False) or board_root(backend) == "/":
+        return None
+    tag = _safe(board_root(backend)).strip("_")
+    return f"{BOARD_PREFIX}{backend.device.name}-{tag}" if len(tag) <= 60 else None
+
+
 def _tree_tag(real: str) -> str:
     """A tree's part of its board's key: the end of its path, readable, and a digest of the whole
     path.  The path alone, cut to 120 characters then to its last 60, with '/' and '_' alike, made

@@ -16,6 +16,7 @@ no record.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from ..paths import board_state_dir, board_state_dirs, write_atomic
 from .backends.base import Backend, BackendError, DamagedSnapshot
-from .locks import board_key
+from .locks import board_key, legacy_board_key
 
 FORMAT = 1
 PROFILE, APPLY = "profile", "last-apply"
@@ -55,8 +56,16 @@ def keeps_records(backend: Backend) -> bool:
     return board_key(backend) is not None
 
 
-def _name(backend: Backend, kind: str) -> str:
-    return f"{kind}-{board_key(backend)}.json"
+def _name(kind: str, key: str | None) -> str:
+    return f"{kind}-{key}.json"
+
+
+def _keys(backend: Backend) -> list[str]:
+    """The board's keys its records may be written under: its own, then the one an older ptui gave
+    an emulated tree (locks.legacy_board_key): such a record was not found after the key changed,
+    and status and restore said 'nothing to undo' beside it."""
+    old = legacy_board_key(backend)
+    return [str(board_key(backend))] + ([old] if old else [])
 
 
 def save(backend: Backend, kind: str, snap, session: str | None = None, *, pid: int | None = None,
@@ -66,7 +75,7 @@ def save(backend: Backend, kind: str, snap, session: str | None = None, *, pid: 
     if not keeps_records(backend):
         return None
     place = board_state_dir()
-    path = place.path / _name(backend, kind)
+    path = place.path / _name(kind, board_key(backend))
     body = {"format": FORMAT, "kind": kind, "device": backend.device.name, "board": board_key(backend),
             "state": backend.snapshot_json(snap), "mode": backend.snapshot_mode(snap).key,
             "session": session, "pid": os.getpid() if pid is None else pid,
@@ -79,6 +88,9 @@ def save(backend: Backend, kind: str, snap, session: str | None = None, *, pid: 
                            f"({e.strerror or e}): nothing was written to the board, which ptui "
                            f"could not put back after a kill -9 without it; free or fix "
                            f"{place.path}, or point PTUI_STATE_DIR at another directory") from None
+    for key in _keys(backend)[1:]:            # an older ptui's record is superseded by this one
+        with contextlib.suppress(OSError):
+            _unlink(place.path / _name(kind, key))
     return Record(kind, path, snap, body["mode"], session, body["pid"], body["created"])
 
 
@@ -88,8 +100,8 @@ def load(backend: Backend, kind: str) -> Record | None:
     the file is left as it is."""
     if not keeps_records(backend):
         return None
-    for d in board_state_dirs():
-        path = d / _name(backend, kind)
+    for d, key in ((d, key) for d in board_state_dirs() for key in _keys(backend)):
+        path = d / _name(kind, key)
         try:
             st = path.lstat()
         except FileNotFoundError:
@@ -106,18 +118,18 @@ def load(backend: Backend, kind: str) -> Record | None:
         except (OSError, ValueError) as e:
             raise DamagedSnapshot(_damaged(path, f"is not readable JSON ({str(e)[:60]})")) from None
         try:
-            return _record(backend, kind, path, body)
+            return _record(backend, kind, path, body, key)
         except DamagedSnapshot as e:
             raise DamagedSnapshot(_damaged(path, str(e))) from None
     return None
 
 
-def _record(backend: Backend, kind: str, path: Path, body) -> Record:
+def _record(backend: Backend, kind: str, path: Path, body, key: str) -> Record:
     if not isinstance(body, dict) or body.get("kind") != kind:
         raise DamagedSnapshot(f"it is not a ptui {kind} record")
     if body.get("format") != FORMAT:
         raise DamagedSnapshot(f"its format {body.get('format')!r} is not {FORMAT}")
-    if body.get("device") != backend.device.name or body.get("board") != board_key(backend):
+    if body.get("device") != backend.device.name or body.get("board") != key:
         raise DamagedSnapshot(f"it describes {body.get('device')!r} ({body.get('board')!r}), "
                               f"not this {backend.device.name}")
     snap = backend.snapshot_from_json(body.get("state"))
@@ -138,17 +150,24 @@ def clear(backend: Backend, kind: str, record: Record | None = None) -> None:
     wrote since stays)."""
     if not keeps_records(backend):
         return
-    paths = [record.path] if record is not None else [d / _name(backend, kind) for d in board_state_dirs()]
+    paths = [record.path] if record is not None else [
+        d / _name(kind, key) for d in board_state_dirs() for key in _keys(backend)]
     for p in paths:
         if record is not None and not _same(p, record):
             continue
         try:
-            if stat.S_ISREG(p.lstat().st_mode):
-                p.unlink()
-        except FileNotFoundError:
-            pass
+            _unlink(p)
         except PermissionError:
             pass                      # the system-wide copy, read by an account that cannot remove it
+
+
+def _unlink(p: Path) -> None:
+    """Remove the record `p` where it is a regular file (anything else there is not ptui's)."""
+    try:
+        if stat.S_ISREG(p.lstat().st_mode):
+            p.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def _same(path: Path, record: Record) -> bool:
