@@ -3,7 +3,6 @@ run class: ProfileRun), resumable, and the board goes back to its mode whatever 
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ from ..board.csvio import (
     write_csv,
 )
 from ..board.files import WriteError, write_error
-from ..board.locks import LockError, board_key, board_lock, holder, lock_session, unlock_session
+from ..board.locks import LockError, board_lock, lock_session, unlock_session
 from ..board.physics import fits, footprint_gb, largest_batch, memory_gb, steady_state
 from ..catalogue.devices import get_device
 from ..catalogue.modes import Mode
@@ -161,17 +160,9 @@ def _board_free(backend: Backend) -> None:
     drives this board: the profile would stop at its first mode anyway, after saying it was
     running the script and had restored the board, and leave an interrupted 0/N session (a
     user's trial).  A lock that cannot be taken at all (a lock directory that is not writable, a
-    link at its path) is found here too, by taking it and letting go: the profile started, then
-    failed on it and left a failed 0/N session under the name (a user's trial).  The lock itself
-    is still taken where the board is written."""
-    key = board_key(backend)
-    if key is None:
-        return
-    pid = holder(key)
-    if pid is not None and pid != os.getpid():
-        raise LockError(f"another ptui process (pid {pid}) is changing the power mode of this "
-                        f"{backend.device.name}; wait for it to finish or stop it, then try again "
-                        f"(nothing was started)")
+    link at its path) is found too: the profile started, then failed on it and left a failed 0/N
+    session under the name (a user's trial).  Both by taking the lock and letting go (its refusal
+    names the holder); the lock itself is still taken where the board is written."""
     try:
         with board_lock(backend):
             pass
