@@ -107,7 +107,8 @@ def cmd_profile(a) -> int:
         _info(f"session {res.session} is finished, nothing left to profile: {res.saved}")
         return EXIT_OK
     try:
-        _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus))
+        _info(run.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus,
+                               detected=getattr(a, "detected", None)))
         info = run.prepare()
     except BaseException:
         run.close()
@@ -242,10 +243,12 @@ def _under_tune_name(a, name: str, tune: Callable[[], int]) -> int:
     """tune() under --session, or else under a free tune-BOARD-NAME-TIME, held until it returns:
     named after the board the tune will use, as profile's sessions are (without --device it was
     tune-auto-...); another tune started within the same second had the same name and was refused
-    (--count 0: the same model directory, the first tune's model replaced by the second's)."""
+    (--count 0: the same model directory, the first tune's model replaced by the second's).
+    What was found at --sysfs-root is kept as a.detected for the tune's opens of the board (each
+    looked again)."""
     if a.session is not None:
         return tune()
-    board = core.choose_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)[1]
+    _, board, _, a.detected = core.choose_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
     a.session = core.reserve_session(f"tune-{board.name}-{name}")
     try:
         return tune()
@@ -393,7 +396,8 @@ def _tune_prior(a) -> int:
         core.check_command(a.command_line)    # before a board is opened or a log written for it
     if a.session is not None:
         _check_prior_session(a.session)
-    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root)
+    backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root,
+                                      detected=getattr(a, "detected", None))
     _info(note)
     a.tune_from = backend.current_mode() if a.apply and not backend.simulated else None
     dev = backend.device
@@ -519,7 +523,8 @@ def _start_mode(a) -> core.Mode | None:
     process or a recording, which nobody else drives."""
     if not a.apply:
         return None
-    backend, _ = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
+    backend, _ = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus,
+                                   detected=getattr(a, "detected", None))
     try:
         return None if backend.simulated else backend.current_mode()
     finally:
@@ -531,7 +536,8 @@ def _tune_apply(a, dev, mode) -> str:
     over the mode the profile left the board in, or, where none touched it (a finished session
     resumed, --count 0), the mode it was in when tune started: it wrote over a mode selected
     meanwhile, without a word, where no profile ran."""
-    backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus)
+    backend, note = core.open_backend(a.backend, dev.name, root=a.sysfs_root, corpus=a.corpus,
+                                      detected=getattr(a, "detected", None))
     _info(note)
     left, start = getattr(a, "tune_left", None), getattr(a, "tune_from", None)
     expected, was = ((left, f"the profile left it in {left.key}") if left is not None else

@@ -262,10 +262,10 @@ class ProfileRun:
         return ex
 
     def _open_backend(self, kind: str | None, device: str | None, root: str | None,
-                      corpus: str | None) -> str:
+                      corpus: str | None, detected=None) -> str:
         self.backend, note = backends.open_backend(kind, device, seed=self.seed,
                                           sample_interval=self.req.sample_interval, root=root,
-                                          corpus=corpus)
+                                          corpus=corpus, detected=detected)
         self._own_backend = True
         return note
 
@@ -531,14 +531,15 @@ class ProfileRun:
 
     # -- set-up -------------------------------------------------------------------------------------
     def open_backend(self, kind: str | None, device: str | None, root: str | None = "/",
-                     corpus: str | None = None) -> str:
-        """Open the backend this run needs; returns the note saying which and why."""
+                     corpus: str | None = None, detected=None) -> str:
+        """Open the backend this run needs; returns the note saying which and why.  `detected`:
+        the board found at `root`, where the caller has looked already (backends.choose_backend)."""
         # refused before anything opens
         board = device or self.device_name
         if board and self.memory_checked and self.workload is not None:
             check_memory(get_device(board), self.workload, self.batch_size)
         self._check_spec_batch()
-        return self._open_backend(kind, board, root, corpus or self.req.corpus)
+        return self._open_backend(kind, board, root, corpus or self.req.corpus, detected)
 
     def _check_spec_batch(self) -> None:
         """A --workload-spec counts one step at its batch size: a new profile at another size

@@ -19,10 +19,13 @@ __all__ = ["ApplyError", "Backend", "BackendError", "MinibatchEvent", "Telemetry
 
 
 def choose_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
-                   corpus: str | None = None) -> tuple[str, Device, str, Detection | None]:
+                   corpus: str | None = None,
+                   detected: Detection | None = None) -> tuple[str, Device, str, Detection | None]:
     """What open_backend opens, without opening it: (the backend's kind, its board, one-line note
     on why this backend, the detection; None for the replay device, which needs none).  Commands
-    that name files after the board (tune's session) name the board that will be used."""
+    that name files after the board (tune's session) name the board that will be used, and pass
+    its detection on as `detected` (what detect(root) found) to the opens after, which then do
+    not detect it again."""
     if corpus and kind not in (None, "auto", "replay"):
         raise InputError(f"--corpus is the replay device's recording; it goes with --backend "
                          f"replay, not {kind}")
@@ -30,7 +33,7 @@ def choose_backend(kind: str | None = None, device: str | None = None, *, root: 
         if not corpus:
             raise InputError("the replay backend needs --corpus FILE.csv (a recorded profile)")
         return "replay", get_device(device or "orin-agx"), "", None
-    det = detect(root or "/")
+    det = detected or detect(root or "/")
     if kind in (None, "auto"):
         if det.device is None:
             kind = "sim"
@@ -61,9 +64,9 @@ def choose_backend(kind: str | None = None, device: str | None = None, *, root: 
 
 def open_backend(kind: str | None = None, device: str | None = None, *, root: str | None = "/",
                  clock=None, seed: int = 0, sample_interval: float | None = None,
-                 corpus: str | None = None) -> tuple[Backend, str]:
-    """Return (backend, one-line note on why this backend)."""
-    kind, dev, note, det = choose_backend(kind, device, root=root, corpus=corpus)
+                 corpus: str | None = None, detected: Detection | None = None) -> tuple[Backend, str]:
+    """Return (backend, one-line note on why this backend); `detected`: choose_backend's."""
+    kind, dev, note, det = choose_backend(kind, device, root=root, corpus=corpus, detected=detected)
     # the interval only where one is given (the backends have their own default)
     kw: dict[str, Any] = {"sample_interval": sample_interval} if sample_interval else {}
     if kind == "replay":
