@@ -228,8 +228,8 @@ def cmd_tune(a) -> int:
             raise CLIError("--count 0 decides for one batch size (the roofline prior over batch "
                            "sizes is not there yet); drop --batch-sizes")
         # a spec's model is no script's: its time is a minibatch of the spec (fit_prior's name)
-        return _under_tune_name(a, a.workload or ("spec" if a.workload_spec else "script"),
-                                lambda: _tune_prior(a))
+        name = a.workload or ("spec" if a.workload_spec else "script")
+        return _under_tune_name(a, name, lambda: _tune_prior(a, name))
     sizes = getattr(a, "batch_sizes", None)
     stored = _check_tune(a, sizes)
     a.strategy = "active"
@@ -377,11 +377,11 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
     return EXIT_OK
 
 
-def _tune_prior(a) -> int:
+def _tune_prior(a, name: str) -> int:
     """tune --count 0: no mode profiled.  The spec comes from the probe counting one iteration of
     the user's command (on the board it runs on; the mode is left alone), or --workload-spec, or a
     catalog --workload's published counts; the decision is the roofline prior's, with its spreads
-    at the goal's risk, and says so."""
+    at the goal's risk, and says so.  `name`: the workload's, as cmd_tune named the session."""
     if a.corpus:
         raise CLIError("--count 0 decides from the workload's counts; a replayed corpus is "
                        "measurements: drop --count 0 to tune on them")
@@ -401,7 +401,6 @@ def _tune_prior(a) -> int:
     _info(note)
     a.tune_from = backend.current_mode() if a.apply and not backend.simulated else None
     dev = backend.device
-    name = a.workload or ("spec" if a.workload_spec else "script")
     session = a.session                         # cmd_tune's name, when none was given
     timed, t0, simulated = "", time.monotonic(), backend.not_live
     time_note: str | None = None
@@ -442,7 +441,7 @@ def _tune_prior(a) -> int:
     goal = dict(budget_w=a.budget_w, deadline_ms=a.deadline_ms, objective=a.objective, risk=a.risk)
     model_dir = core.data_dir() / "models" / session
     try:
-        td = core.tune_prior(dev, spec, **goal, workload=a.workload or name, model_dir=model_dir,
+        td = core.tune_prior(dev, spec, **goal, workload=name, model_dir=model_dir,
                              timed=(f"{timed} (of the user's script)" if timed else ""),
                              time_basis=basis)
     except core.InfeasibleError as e:
