@@ -357,33 +357,39 @@ class Driver:
         self.tick = 0
         cpu = self.root / "sys/devices/system/cpu"
         gpu, emc = self.root / self.layout.gpu_dir, self.root / EMC_DIR
-        self._knobs = ([cpu / f"cpu{c}/online" for c in range(1, self.device.max_cores)]
-                       + [cpu / f"cpufreq/policy{cl[0]}" / f for cl in self.device.cpu_clusters
-                          for f in ("scaling_min_freq", "scaling_max_freq")]
+        self._online = [cpu / f"cpu{c}/online" for c in range(1, self.device.max_cores)]
+        self._policies = [cpu / f"cpufreq/policy{cl[0]}" for cl in self.device.cpu_clusters]
+        self._knobs = (self._online + [pol / f for pol in self._policies
+                                       for f in ("scaling_min_freq", "scaling_max_freq")]
                        + [gpu / "min_freq", gpu / "max_freq", emc / "rate", emc / "mrq_rate_locked"])
         self._good: dict[Path, str] = {}             # a knob's last whole value
         self._empty: dict[Path, int] = {}            # steps it has read empty (or not a number)
-        self._heal()
-        self._follow()
+        self._follow(self._heal())
 
-    def _heal(self) -> None:
+    def _heal(self) -> dict[Path, int]:
         """A knob its writer left empty (killed between truncating it and writing it) is written
         back with its last value once it has read so at two steps in a row: a real kernel never
         shows an empty knob, and it stayed empty for good (ptui status could not read the mode, and
         ptui restore failed in the tree's nvpmodel with a traceback).  One step is a writer's
-        moment between its truncate and its write."""
+        moment between its truncate and its write.  Returns the knobs' values as read (a healed one
+        as written back; one caught mid-write left out), which the step follows: each file is read
+        once a step (_follow read them again)."""
+        values: dict[Path, int] = {}
         for k in self._knobs:
             try:
                 text = k.read_text()
-                int(text.split()[0])
+                value = int(text.split()[0])
             except (OSError, ValueError, IndexError):
                 n = self._empty[k] = self._empty.get(k, 0) + 1
                 if n >= 2 and k in self._good and k.exists():
                     write_sensor(k, self._good[k])
                     self._empty.pop(k)
+                    values[k] = int(self._good[k].split()[0])
                 continue
             self._good[k] = text.strip()
             self._empty.pop(k, None)
+            values[k] = value
+        return values
 
     def _tpc(self) -> int:
         try:
@@ -392,12 +398,15 @@ class Driver:
             return self.sim.tpc
         return tpcs_on(self.device, mask)
 
-    def _follow(self) -> Mode:
-        """Put the simulator in the tree's mode; a knob caught mid-write, or set off the board's
-        tables, leaves it where it was until the next step."""
+    def _follow(self, knobs: dict[Path, int]) -> Mode:
+        """Put the simulator in the mode of the tree's `knobs` (_heal's); a knob caught mid-write,
+        or set off the board's tables, leaves it where it was until the next step."""
+        gpu, emc = self.root / self.layout.gpu_dir, self.root / EMC_DIR
         try:
-            mode = read_mode(self.root, self.device, wait_s=0.0)
-        except (ValueError, OSError):
+            mode = self.device.mode(1 + sum(knobs[k] for k in self._online),
+                                    knobs[self._policies[0] / "scaling_max_freq"] / 1000,
+                                    knobs[gpu / "max_freq"] / 1e6, knobs[emc / "rate"] / 1e6)
+        except (KeyError, ValueError):
             return self.sim.current_mode()
         tpc = self._tpc()
         if (mode, tpc) != (self.sim.current_mode(), self.sim.tpc):
@@ -406,8 +415,8 @@ class Driver:
 
     def step(self, dt: float = 0.5) -> None:
         root, lay = self.root, self.layout
-        self._heal()
-        mode = self._follow()
+        knobs = self._heal()
+        mode = self._follow(knobs)
         self.sim.clock.sleep(dt)
         t = self.sim.read()
         for addr, hw, labels in lay.ina:
@@ -416,10 +425,11 @@ class Driver:
                 if label in t.rails:
                     write_sensor(d / f"in{k}_input", RAIL_MV)
                     write_sensor(d / f"curr{k}_input", int(round(t.rails[label] * 1e6 / RAIL_MV)))
-        for cl in self.device.cpu_clusters:         # the clusters run at their cap (min = max)
-            pol = root / f"sys/devices/system/cpu/cpufreq/policy{cl[0]}"
-            _follow_file(pol / "scaling_cur_freq", pol / "scaling_max_freq")
-        _follow_file(root / lay.gpu_dir / "cur_freq", root / lay.gpu_dir / "max_freq")
+        # the clocks run at their knobs' values (the clusters at their cap: min = max); a knob
+        # caught mid-write is followed at the next step
+        for pol in self._policies:
+            _follow_knob(knobs, pol / "scaling_cur_freq", pol / "scaling_max_freq")
+        _follow_knob(knobs, root / lay.gpu_dir / "cur_freq", root / lay.gpu_dir / "max_freq")
         load = int(round((t.gpu_load or 0) * 10))
         for p in (f"{lay.gpu_dev}/load", *lay.gpu_loads):
             write_sensor(root / p, load)
@@ -431,14 +441,9 @@ class Driver:
                 write_sensor(zones / f"thermal_zone{i}/temp", int(t.temps[key] * 1000))
 
 
-def _follow_file(cur: Path, knob: Path) -> None:
-    """A clock runs at its knob's value; a knob caught mid-write (ptui truncates, then writes) is
-    read again at the next step."""
-    try:
-        value = int(knob.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    write_sensor(cur, value)
+def _follow_knob(knobs: dict[Path, int], cur: Path, knob: Path) -> None:
+    if knob in knobs:
+        write_sensor(cur, knobs[knob])
 
 
 # -- the nvpmodel stand-in -----------------------------------------------------------------------------
