@@ -54,8 +54,13 @@ def lock_dir() -> Path:
     return data_dir() / "locks"
 
 
+def _readable(text: str) -> str:
+    """`text` with each run of characters a file name should not hold as one '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
 def _safe(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:120] or "_"
+    return _readable(key)[:120] or "_"
 
 
 _held: dict[str, tuple[int, int]] = {}          # key -> (fd, count)
@@ -296,7 +301,7 @@ def _tree_tag(real: str) -> str:
     two trees one board (one lock, one undo record: one board's restore offered the other's
     apply) when they differed only past those characters or by '/' for '_'."""
     import hashlib
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", real).strip("_")[-40:]
+    readable = _readable(real).strip("_")[-40:]
     return f"-{readable}-{hashlib.sha256(real.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
 
 
