@@ -519,12 +519,15 @@ def _corpus_name(corpus: str) -> str:
 def _start_mode(a) -> core.Mode | None:
     """With --apply, the mode the board is in as tune starts, which tune --apply writes over only
     if the board is still in it (where no profile touches the board); None for a board of this
-    process or a recording, which nobody else drives."""
+    process or a recording, which nobody else drives.  A resumed session profiled on another board
+    or kind of backend is refused here, before anything is profiled or fitted."""
     if not a.apply:
         return None
     backend, _ = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus,
                                    detected=getattr(a, "detected", None))
     try:
+        if a.resume:                            # its pick is set on the board it was profiled on
+            core.check_resumed_board(a.session, backend)
         return None if backend.simulated else backend.current_mode()
     finally:
         backend.close()

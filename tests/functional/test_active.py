@@ -10,7 +10,7 @@ from ptui.core.board.csvio import PROFILE_COLS, profile_tags, read_csv, read_pro
 from ptui.core.catalogue.devices import get_device
 from ptui.core.profiling.active import Goal, acquire, active_profile_offline, make_plan
 from tests.functional.test_profiler import _rows
-from tests.support.cli import PY, kill_9_after_progress_lines, subprocess_env
+from tests.support.cli import PY, ctrl_c_at_mode, kill_9_after_progress_lines, subprocess_env
 
 ORIN = get_device("orin-agx")
 
@@ -315,23 +315,15 @@ def test_tune_gives_one_answer_about_the_best_measured_mode(tmp_path, cli):
 def test_a_replay_session_resumes_only_on_the_replay_device(tmp_path, cli, monkeypatch):
     """The resume command an interrupted replay profile or tune prints names the replay device
     and its corpus (it named neither, and the resume then ran on the simulator)."""
-    import ptui.core.profiling.profiler as P
     from ptui.cli import _tune_hint
     path, _ = corpus(tmp_path, n=40)
-    real, calls = P.Profiler.measure, []
-
-    def ctrl_c_on_third(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-    monkeypatch.setattr(P.Profiler, "measure", ctrl_c_on_third)
+    whole = ctrl_c_at_mode(monkeypatch, 3)
     rc, _, err = cli("profile", "--backend", "replay", "--corpus", path, "--device", "orin-agx",
                      "--workload", "resnet18", "--count", "6", "--session", "r", "--out", tmp_path / "p.csv")
     assert rc == 130, err
     hint = err.split("resume with: ")[1].strip().splitlines()[0]
     assert f"--backend replay --corpus {path}" in hint, hint
-    monkeypatch.setattr(P.Profiler, "measure", real)
+    whole()
     rc, _, err = cli("profile", "--session", "r", "--resume", "--out", tmp_path / "p.csv")
     assert rc == 2 and "profiled on the replay device" in err, err
     rc, _, err = cli(*hint.split()[1:])

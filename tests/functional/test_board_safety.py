@@ -7,6 +7,7 @@ from ptui.core.board.backends.sysfs import SysfsBackend
 from ptui.core.catalogue.devices import get_device
 from tests.support import fakesys
 from tests.support.child import holding_lock
+from tests.support.cli import ctrl_c_at_mode
 
 ORIN = get_device("orin-agx")
 MODE = ["--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6"]
@@ -493,6 +494,7 @@ def test_tune_apply_that_profiled_nothing_does_not_write_over_a_change_made_mean
     if how == "resumed":
         rc, _, err = cli("tune", "--backend", "sim", "--device", "orin-agx", *goal, "--count", "6")
         assert rc == 0, err
+        _profiled_on_the_tree("t", tree)       # a session resumes (and applies) only where it was made
         run = [*goal, "--resume"]
         name = "tune_decide"
     else:
@@ -515,3 +517,96 @@ def test_tune_apply_that_profiled_nothing_does_not_write_over_a_change_made_mean
     rc, out, err = cli("tune", *sysfs, *run, "--apply")
     assert rc == 0 and "applied and verified" in out + err, (out, err)
     assert fakesys.read_mode(tree) != chosen
+
+
+def _profiled_on_the_tree(name, tree):
+    """The session as if profiled on the board at `tree` (a finished profile there, without
+    running one): its backend and board as such a run records them."""
+    import sqlite3
+
+    from ptui.core.board.locks import board_key
+    from ptui.core.profiling.profiler import board_where
+    from ptui.core.profiling.store import Store
+    board = SysfsBackend(ORIN, root=tree)
+    store = Store()
+    try:
+        store.update_params(name, lambda p: p.update(original_board=board_key(board),
+                                                     board_where=board_where(board)))
+        path = store.path
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET backend='sysfs' WHERE name=?", (name,))
+
+
+def _done(name):
+    from ptui.core.profiling.store import Store
+    store = Store()
+    try:
+        return store.get_session(name).n_done
+    finally:
+        store.close()
+
+
+def _older_ptui(name):
+    """The session as an older ptui left it: no board recorded, its backend's kind alone."""
+    from ptui.core.profiling.store import Store
+    store = Store()
+    try:
+        store.update_params(name, lambda p: [p.pop(k, None) for k in ("original_board", "board_where",
+                                                                       "undo_dir")])
+    finally:
+        store.close()
+
+
+def test_tune_apply_of_a_simulated_session_is_refused_on_a_board(tree, cli):
+    """`ptui tune --backend sim ... --session s` then `ptui tune --sysfs-root TREE --session s
+    --resume --apply` said 'board: SIMULATED orin-agx' and then 'applied and verified' on the
+    board: a pick made on simulated rows set on a board.  Refused in one line (exit 2) before
+    anything is fitted or written, naming the simulator and how to resume there, which works."""
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    goal = ["--budget-w", "25", "--session", "t"]
+    rc, _, err = cli("tune", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     *goal, "--count", "6")
+    assert rc == 0, err
+    before = fakesys.read_mode(tree)
+    rc, out, err = cli("tune", *sysfs, *goal, "--resume", "--apply")
+    assert rc == 2 and "applied" not in out + err and fakesys.read_mode(tree) == before, (out, err)
+    line = err.strip().splitlines()[-1]
+    assert line == (f"ptui: error: session 't' was profiled on the simulator, not on the emulated "
+                    f"orin-agx at {tree.resolve()}: resume it with --backend sim --device orin-agx, or "
+                    f"start a new session here (another --session name); nothing was written"), err
+    rc, out, err = cli("tune", "--backend", "sim", "--device", "orin-agx", *goal, "--resume", "--apply")
+    assert rc == 0 and "on the SIMULATED board" in out + err, (out, err)
+
+
+def test_an_unfinished_simulated_session_resumes_only_on_the_simulator(tree, cli, monkeypatch):
+    """An unfinished simulator's session resumed on the replay device (or, from an older ptui
+    that recorded no board, on a board) profiled the rest there: simulated and replayed
+    (measured) rows in one session.  Refused in one line (exit 2) before anything is written,
+    naming the simulator and how to resume there, which still works."""
+    sysfs = ["--backend", "sysfs", "--sysfs-root", tree]
+    before = fakesys.read_mode(tree)
+    whole = ctrl_c_at_mode(monkeypatch, 3)
+    out_csv = tree.parent / "p.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "6", "--session", "u", "--out", out_csv)
+    assert rc == 130, err
+    whole()
+    corpus = tree.parent / "corpus.csv"
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",
+                     "--count", "12", "--out", corpus)
+    assert rc == 0, err
+    replay = ["--backend", "replay", "--corpus", corpus]
+    for where, words in ((replay, "the replay device"), (sysfs, "the emulated orin-agx at")):
+        rc, _, err = cli("profile", *where, "--session", "u", "--resume", "--out", out_csv)
+        assert rc == 2 and f"session 'u' was profiled on the simulator, not on {words}" in err, err
+        assert "resume it with --backend sim --device orin-agx" in err, err
+    _older_ptui("u")                         # no board recorded: its kind still says where
+    for where in (replay, sysfs):
+        rc, _, err = cli("profile", *where, "--session", "u", "--resume", "--out", out_csv)
+        assert rc == 2 and "session 'u' was profiled on the simulator" in err, err
+    assert fakesys.read_mode(tree) == before and _done("u") == 2      # nothing profiled elsewhere
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--session", "u",
+                     "--resume", "--out", out_csv)
+    assert rc == 0 and "6 finished modes saved" in err, err

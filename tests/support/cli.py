@@ -58,3 +58,18 @@ def disturbed_profile(tmp_path):
     with open(tmp_path / "q.csv", "w", newline="") as f:
         csv.writer(f).writerows(rows)
     return tmp_path / "q.csv", victim, true_w, "/".join(victim[:4]).replace("/", "c/", 1)
+
+
+def ctrl_c_at_mode(monkeypatch, n: int):
+    """Ctrl-C as a profile measures its n-th mode, as a user's would (the modes before are saved):
+    an unfinished session to resume.  Returns the function that lets the next profile run whole."""
+    import ptui.core.profiling.profiler as P
+    real, calls = P.Profiler.measure, []
+
+    def measure(self, *a, **k):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+    monkeypatch.setattr(P.Profiler, "measure", measure)
+    return lambda: monkeypatch.setattr(P.Profiler, "measure", real)

@@ -479,7 +479,9 @@ def test_a_resume_on_another_board_does_not_end_in_the_first_boards_state(tmp_pa
 def test_a_resume_on_another_board_is_refused(tmp_path, monkeypatch):
     """kill -9 a profile on emulated board A, then --resume it with --sysfs-root naming B: the
     resume ran on B, one session with two boards' rows.  Refused (exit 2), naming A, before
-    anything is written; a session with no board recorded (an older ptui's) still resumes."""
+    anything is written; a session with no board recorded (an older ptui's) still resumes on a
+    board, but not on the simulator, where it mixed measured and simulated rows."""
+    from ptui.core.board.backends.sim import SimJetson
     from ptui.core.board.locks import unlock_session
     from ptui.core.profiling.profiler import Profiler, SessionError, choose_modes, open_session
     from ptui.core.usecases.profile import ProfileRequest, ProfileRun
@@ -504,6 +506,11 @@ def test_a_resume_on_another_board_is_refused(tmp_path, monkeypatch):
     assert str(tmp_path / "board") in str(e.value) and "resume it there" in str(e.value)
     assert store.get_session("x") == before and undo.load(second, undo.PROFILE) is None
     assert undo.load(first, undo.PROFILE).session == "x"
+    req = ProfileRequest(workload="lstm", session="old", resume=True, out=tmp_path / "p.csv")
+    with pytest.raises(SessionError) as e:                # nor on the simulator: a board's rows
+        ProfileRun(req, store=store).prepare(SimJetson(ORIN))
+    assert str(e.value).startswith("session 'old' was profiled on a board (orin-agx, sysfs backend), "
+                                   "not on the simulator: resume it there"), e.value
     assert resume("old").name == "old"                    # no board recorded: resumes here
     unlock_session("old")
 

@@ -637,23 +637,39 @@ def board_where(backend) -> str:
     return f"the {'emulated ' if getattr(backend, 'emulated', False) else ''}{name} at {real}"
 
 
+def _family(kind: str) -> str:
+    """What a backend's rows are: simulated, replayed, or measured on a board (sysfs and jtop
+    drive the same board)."""
+    return kind if kind in ("sim", "replay") else "board"
+
+
 def check_same_board(info: SessionInfo, backend) -> None:
     """SessionError unless `backend` is the board the session was profiled on: a resume on another
     board (another emulated tree) mixed two boards' rows in one session, and its put-back used one
-    board's start state on the other (a user's trial).  The board is the key a run records when it
-    first touches the board (params['original_board'], per size over several batch sizes); a
-    session without one (made by an older ptui, or stopped before it touched a board) resumes
-    anywhere, as it did."""
+    board's start state on the other (a user's trial); a resume on another kind of backend (a
+    simulator's session on a board, or on the replay device) mixed simulated, replayed and measured
+    rows, and tune --apply of a finished simulator's session set its pick on a board (a user's
+    trial).  The board is the key a run records when it first touches the board
+    (params['original_board'], per size over several batch sizes); a session without one (made by
+    an older ptui, or stopped before it touched a board) is checked by its backend's kind alone,
+    which every session records."""
     here = board_key(backend) or ""
-    parts = [info.params, *(info.params.get("per_size") or {}).values()]
-    for p in parts:
-        key = p.get("original_board") if isinstance(p, dict) else None
-        if key is None or key == here:
-            continue
-        where = p.get("board_where") or (f"the board {key}" if key else "the simulator")
-        raise SessionError(f"session {info.name!r} was profiled on {where}, not on "
-                           f"{board_where(backend)}: resume it there, or start a new session here "
-                           f"(another --session name); nothing was written")
+    parts = [p for p in (info.params, *(info.params.get("per_size") or {}).values())
+             if isinstance(p, dict) and p.get("original_board") is not None]
+    other = next((p for p in parts if p["original_board"] != here), None)
+    family = _family(info.backend)
+    if other is None and family == _family(backend.kind):
+        return
+    said = (other or (parts[0] if parts else {})).get("board_where")    # the run's own words
+    key = other["original_board"] if other else ""
+    where = said or (f"the board {key}" if key else {
+        "sim": "the simulator", "replay": "the replay device"}.get(
+        family, f"a board ({info.device}, {info.backend} backend)"))
+    how = {"sim": f"resume it with --backend sim --device {info.device}",
+           "replay": "resume it with --backend replay --corpus F.csv"}.get(family, "resume it there")
+    raise SessionError(f"session {info.name!r} was profiled on {where}, not on "
+                       f"{board_where(backend)}: {how}, or start a new session here "
+                       f"(another --session name); nothing was written")
 
 
 def reserve_name(store: Store, base: str, busy: Callable[[str], bool] = lambda name: False) -> str:

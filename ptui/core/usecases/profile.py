@@ -629,11 +629,8 @@ class ProfileRun:
         req, wl = self.req, self.workload
         assert wl is not None, "a finished script session is exported, not profiled"
         ex = self.existing
-        if (self.recorded or (req.resume and ex is not None and ex.backend == "replay")) \
-                and be.kind != "replay":
-            raise SessionError(f"session {ex.name} was profiled on the replay device: resume it "
-                               f"with --backend replay --corpus F.csv" if req.resume and ex else
-                               f"{wl.name} is a recorded workload, not a built-in one: replay it "
+        if self.recorded and be.kind != "replay":   # a resumed replay session: check_same_board
+            raise SessionError(f"{wl.name} is a recorded workload, not a built-in one: replay it "
                                f"with --backend replay --corpus F.csv")
         if self.memory_checked:
             check_memory(dev, wl, self.batch_size)
@@ -1308,6 +1305,20 @@ def reserve_session(stem: str) -> str:
         return reserve_name(store, stamped(stem), lambda name: model_dir(name).exists())
     finally:
         store.close()
+
+
+def check_resumed_board(name: str, backend) -> None:
+    """A resumed session's pick is set on `backend` (tune --apply) only if the session was
+    profiled on it (check_same_board): a finished simulator's session, resumed with --sysfs-root
+    and --apply, set its simulated pick on the board (a user's trial).  Checked before anything is
+    profiled or fitted; no session by that name: the profile says so."""
+    store = Store()
+    try:
+        info = store.get_session(name)
+    finally:
+        store.close()
+    if info is not None:
+        check_same_board(info, backend)
 
 
 def release_session(name: str) -> None:
