@@ -334,7 +334,8 @@ class ProfileScreen(Screen):
 
     def refresh_sessions(self) -> None:
         try:
-            found = resumable_sessions(self.app.state.backend.device.name)
+            be = self.app.state.backend
+            found = resumable_sessions(be.device.name, be)      # those that resume on this board
         except Exception as e:  # noqa: BLE001
             self.app.notify_error(str(e))
             return

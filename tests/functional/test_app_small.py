@@ -67,6 +67,25 @@ async def test_resume_choices_fit_on_one_line():
         assert overlay.virtual_size.height == 2, (label, overlay.virtual_size, overlay.region)
 
 
+async def test_resume_choices_are_those_that_resume_on_this_board():
+    """The app's resume list offered every unfinished session of the device, a board's and a
+    replayed one on the simulator too, which Resume then refused (their rows are measured or
+    replayed, not simulated): it lists those that resume on the app's board."""
+    from ptui.core.profiling.store import Store
+    st = Store()
+    for kind in ("sim", "sysfs", "replay"):
+        st.create_session(f"made-on-{kind}", device="orin-agx", workload="resnet18", batch_size=16,
+                          seed=0, backend=kind, plan=ORIN.pt_grid()[:5], params={}, original_mode=None)
+        st.set_status(f"made-on-{kind}", "interrupted")
+    st.close()
+    app, _ = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        values = [o[1] for o in app.screen.query_one("#resume")._options[1:]]
+        assert values == ["made-on-sim"], values
+
+
 @pytest.mark.slow
 async def test_no_toast_repeats_a_status_panel():
     """At 80x24 a toast sits over the bottom right: over the profile table and the Apply plot's

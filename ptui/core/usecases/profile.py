@@ -1326,13 +1326,24 @@ def release_session(name: str) -> None:
     unlock_session(name)
 
 
-def resumable_sessions(device: str) -> list[SessionInfo]:
-    """Unfinished sessions profiled on this device, newest first."""
+def resumable_sessions(device: str, backend=None) -> list[SessionInfo]:
+    """Unfinished sessions profiled on this device, newest first; with `backend`, those that
+    resume on it (check_same_board): the app's list on a board offered a simulator's session
+    (and another board's), which its Resume then refused."""
     store = Store()
     try:
-        return [s for s in store.list_sessions() if s.resumable and s.device == device]
+        return [s for s in store.list_sessions() if s.resumable and s.device == device
+                and (backend is None or _resumes_on(s, backend))]
     finally:
         store.close()
+
+
+def _resumes_on(info: SessionInfo, backend) -> bool:
+    try:
+        check_same_board(info, backend)
+    except SessionError:
+        return False
+    return True
 
 
 def check_memory(device, workload: Workload, batch_size: int) -> None:
