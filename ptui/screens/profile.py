@@ -503,6 +503,9 @@ class ProfileScreen(Screen):
             eta = f"  ETA {hms(per * (p.total - p.done))}"
         paused = "  [b]PAUSED[/b]" if control.paused else ""
         mode = p.mode.describe() if p.mode else "-"
+        # the mode being measured is the (done + 1)-th, the row ptui profile's [k/N] line names:
+        # "38/50 recording M" named M the 38th while the table's row 38 was another mode
+        nth = p.done + 1 if p.mode is not None and p.done < p.total else p.done
         pw = f"{p.live_power_w:.2f} W" if p.live_power_w else "-"
         mb = f"{p.live_minibatch_ms:.1f} ms" if p.live_minibatch_ms else "-"
         best = ""
@@ -513,7 +516,7 @@ class ProfileScreen(Screen):
                     f"P(meets the goal) {b[1]:.0%}" if b else
                     f"\nactive search for '{planner.goal.describe()}': no measured mode meets it yet")
         self.query_one("#status", Static).update(
-            f"[b]{p.done}/{p.total}[/b] {p.phase} {mode}   power {pw}   minibatch {mb}   "
+            f"[b]{nth}/{p.total}[/b] {p.phase} {mode}   power {pw}   minibatch {mb}   "
             f"device time {hms(p.device_time_s)}{eta}{paused}{best}")
 
     def action_pause(self) -> None:

@@ -420,6 +420,27 @@ async def test_eta_does_not_grow_while_paused(slower_profiler, monkeypatch):
             await wait_workers(app, pilot)
 
 
+async def test_the_running_line_numbers_the_mode_it_measures_as_the_cli_does(slower_profiler):
+    """The status line said "38/50 recording M" while M was the 39th mode: the table's row 38 (and
+    ptui profile's [38/50] line) was another mode (a user trial).  It numbers the mode it shows."""
+    app, _ = make_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        scr = await start_profile(app, pilot, 2)
+        await pilot.press("space")
+        try:
+            await pilot.pause(0.5)                       # the worker waits at its next mode
+            p = scr.run.progress
+            assert scr.control.paused and p.mode is not None and p.done < p.total
+            scr.poll()
+            status = str(scr.query_one("#status").render())
+            assert status.startswith(f"{p.done + 1}/{p.total} "), status
+            assert p.mode.describe() in status
+            assert scr.query_one("#results").row_count == p.done
+        finally:
+            scr.shutdown()
+            await wait_workers(app, pilot)
+
+
 async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler):
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
