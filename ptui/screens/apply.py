@@ -128,7 +128,9 @@ class ApplyScreen(Screen):
                   f"{pred.get('power_w', float('nan')):.2f} W{p_sd}{p_wide}")
         if st.selected_prior and st.selected_basis == "predicted":
             expect += "\n(roofline prior alone: no mode profiled, no measurement)"
-        sim = " (simulated device)" if st.backend.simulated else ""
+        # an emulated tree is files the simulator plays: said as on the header (it said nothing)
+        sim = (" (simulated device)" if st.backend.simulated else
+               " (EMULATED board, SIMULATED)" if st.backend.emulated else "")
         if p.noop:
             # the board runs the mode: applied here (y, read back), or it already did
             done = self.result is not None and self.result.ok and self.result.target == p.target
@@ -217,8 +219,11 @@ class ApplyScreen(Screen):
             return
         meas = sum(recent) / len(recent)
         pred = st.selected_pred.get("power_w")
+        # the watts of an emulated board are its emulator's simulator, not a board's rails (they
+        # read as a live measurement: 'measured 20.82 W over 10 s', a user trial)
         who = (f" (simulated {st.backend.workload.name} training)"
-               if st.backend.simulated and st.backend.workload else "")
+               if st.backend.simulated and st.backend.workload else
+               " (SIMULATED: the emulated board's power)" if st.backend.emulated else "")
         txt = (f"[green]{escape(_mode_apart(self.result))}[/green]\n"
                f"measured {meas:.2f} W over {min(el, 10):.0f} s{who}")
         if pred:

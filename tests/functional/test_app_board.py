@@ -28,6 +28,14 @@ async def apply_in_app(app, pilot) -> None:
     await app.workers.wait_for_complete()
 
 
+async def plan_in_app(app, pilot) -> str:
+    """The Apply screen (5) opened on the selected mode; its plan's text."""
+    await pilot.press("5")
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.2)
+    return str(app.screen.query_one("#plan").render())
+
+
 @pytest.mark.slow
 async def test_profile_screen_profiles_on_sysfs_like_the_cli(emulated_board):
     """A real board cannot train a catalog workload itself: the app, like `ptui profile`, runs
@@ -186,10 +194,7 @@ async def test_a_gpu_whose_tpcs_are_gated_is_said_where_a_mode_is_applied(tmp_pa
     assert be.gated_tpcs() == 4
     app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("5")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
-        plan = str(app.screen.query_one("#plan").render())
+        plan = await plan_in_app(app, pilot)
         assert "the GPU has 4 of its 8 TPCs powered" in plan and "press y to apply" in plan, plan
         await pilot.press("1")                   # the dashboard's GPU line says it too
         await pilot.pause(0.7)
@@ -211,3 +216,29 @@ async def test_a_gpu_whose_tpcs_are_gated_is_said_where_a_mode_is_applied(tmp_pa
                            "--cpu-mhz", "729.6", "--gpu-mhz", "318.75", "--mem-mhz", "665.6", "--dry-run")
     assert rc == 0 and "TPCs" not in err and "GPU:" not in run_cli("--backend", "sysfs", "--sysfs-root",
                                                                     maxn, "status")[1]
+
+
+async def test_the_apply_screen_labels_an_emulated_boards_watts_simulated(emulated_board):
+    """On `ptui emulate`'s board the Apply screen said 'press y to apply' and 'measured 20.82 W
+    over 10 s' as on a real board, where the simulated board says it is simulated (a user trial):
+    those watts are the emulator's simulator.  The plan and the measured line say so, at 80x24."""
+    root, _ = emulated_board
+    app, be = board_app(root)
+    assert be.emulated
+    app.state.selected = ORIN.mode(4, 729.6, 318.75, 665.6)
+    async with app.run_test(size=(80, 24)) as pilot:
+        plan = await plan_in_app(app, pilot)
+        assert "press y to apply (EMULATED board, SIMULATED)" in plan, plan
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        said = ""
+        for _ in range(30):
+            await pilot.pause(0.1)
+            said = str(app.screen.query_one("#result").render())
+            if "measured" in said:
+                break
+        assert "applied and verified" in said, said
+        measured = next(ln for ln in said.splitlines() if ln.startswith("measured"))
+        assert "SIMULATED" in measured, said
+        await pilot.press("r")                             # the board as it was
+        await app.workers.wait_for_complete()
