@@ -1594,6 +1594,15 @@ def cmd_restore(a) -> int:
     return EXIT_OK
 
 
+def _key_words(key: str) -> str:
+    """A saved mode's key in the words the CLI's text uses (the key itself where it does not read
+    as a mode: status reads only, and says what it finds)."""
+    try:
+        return core.Mode.from_key(key).describe()
+    except ValueError:
+        return key
+
+
 def cmd_status(a) -> int:
     """The board, its mode, who drives it and what restore would undo (reads only)."""
     backend, note = core.open_backend(a.backend, a.device, root=a.sysfs_root, corpus=a.corpus)
@@ -1630,12 +1639,12 @@ def cmd_status(a) -> int:
         print("restore: nothing to undo")
     elif r.in_progress:
         print(f"restore: a profile (session {r.session}) is under way in pid {r.pid}; it puts the "
-              f"board back in {r.mode} when it ends (ptui restore does so if it is killed)")
+              f"board back in {_key_words(r.mode)} when it ends (ptui restore does so if it is killed)")
     else:
         what = (f"the state before the interrupted profile (session {r.session})"
                 if r.kind == "profile" else "the state before the last ptui apply")
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created))
-        print(f"restore: would put back {what}, saved {when}: {r.mode}")
+        print(f"restore: would put back {what}, saved {when}: {_key_words(r.mode)}")
     return EXIT_OK
 
 

@@ -146,7 +146,7 @@ def test_kill_9_then_restore_from_another_account_returns_to_the_start(tmp_path,
     rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 0, err
     assert "restored the state before the interrupted profile (session s" in out
-    assert f"reads back {start.key}" in out
+    assert f"reads back {start.describe()}" in out
     assert _mode(root) == start
     rc, out, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root)
     assert rc == 2 and "nothing to restore" in err
@@ -285,7 +285,7 @@ def test_a_signal_mid_restore_finishes_it_and_says_it(tmp_path, json_):
     assert r.stderr.rstrip().endswith("stopped by SIGTERM")
     start = ORIN.preset("MODE_30W").mode
     said = json.loads(r.stdout)["message"] if json_ else r.stdout
-    assert f"restored the state before the last ptui apply: the board reads back {start.key}" in said
+    assert f"restored the state before the last ptui apply: the board reads back {start.describe()}" in said
     assert _mode(root) == start
     rc, _, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root, data="data")
     assert rc == 2 and "nothing to restore" in err, err

@@ -108,7 +108,7 @@ def test_restore_reports_what_the_board_reads_back(tree, cli, monkeypatch):
     assert rec.exists()
     monkeypatch.setattr(SysfsBackend, "_write", real)
     rc, out, err = cli("restore", *_sysfs(tree))
-    assert rc == 0 and f"reads back {START.key}" in out
+    assert rc == 0 and f"reads back {START.describe()}" in out
     assert fakesys.read_mode(tree) == START and not rec.exists()
 
 
@@ -165,7 +165,7 @@ def test_an_apply_after_a_killed_profile_undoes_to_the_state_before_that_profile
     assert rc == 0, err
     assert undo.load(be, undo.PROFILE) is None
     rc, out, err = cli("restore", *_sysfs(tree))
-    assert rc == 0 and f"reads back {START.key}" in out, err
+    assert rc == 0 and f"reads back {START.describe()}" in out, err
     assert fakesys.read_mode(tree) == START
 
 
@@ -632,7 +632,7 @@ def test_an_older_ptuis_undo_record_on_an_emulated_tree_is_still_found(short_tre
     _edit(rec, lambda b: b.update(board=old_key))
     rec.rename(old)
     rc, out, err = cli("status", *_sysfs(tree))
-    assert rc == 0 and "the state before the last ptui apply, saved" in out and START.key in out, out
+    assert rc == 0 and "the state before the last ptui apply, saved" in out and START.describe() in out, out
     rc, out, err = cli("restore", *_sysfs(tree))
     assert rc == 0 and "restored" in out and fakesys.read_mode(tree) == START, (out, err)
     assert not old.exists()
@@ -643,3 +643,23 @@ def test_an_older_ptuis_undo_record_on_an_emulated_tree_is_still_found(short_tre
     assert not old.exists() and json.loads(rec.read_text())["board"] != old_key
     rc, out, err = cli("restore", *_sysfs(tree))
     assert rc == 0 and fakesys.read_mode(tree) == START, (out, err)
+
+
+def test_status_and_restore_say_the_mode_in_words(tree, cli):
+    """A field technician read 'restore: would put back ..., saved ...: 8c/1728/624.75/3199' and
+    'the board reads back 8c/1728/624.75/3199' beside status's 'mode: 8 cores · CPU 1.73 GHz ...'
+    (a user trial): the CLI's text says modes in words (README); --json keeps the key."""
+    _apply(cli, tree)
+    rc, out, err = cli("status", *_sysfs(tree))
+    assert rc == 0, err
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("restore:")]
+    assert line.endswith(START.describe()) and START.key not in line, line
+    rc, out, err = cli("restore", *_sysfs(tree))
+    assert rc == 0 and out.strip().endswith(f"reads back {START.describe()}") and START.key not in out, out
+    rc, out, err = cli("restore", *_sysfs(tree))
+    assert rc == 2 and f"stays in {START.describe()};" in err and START.key not in err, err
+    rc, out, err = cli("restore", *_sysfs(tree), "--json")
+    assert rc == 2 and out == ""
+    _apply(cli, tree)
+    rc, out, err = cli("restore", *_sysfs(tree), "--json")
+    assert rc == 0 and json.loads(out)["key"] == START.key

@@ -264,7 +264,7 @@ def restore(backend: Backend) -> str:
     dev = backend.device
     if not undo.keeps_records(backend):
         raise NothingToRestore(f"nothing to restore: a {backend.kind} board starts afresh in "
-                               f"{backend.current_mode().key} with every ptui run, so no apply is "
+                               f"{backend.current_mode().describe()} with every ptui run, so no apply is "
                                f"waiting to be undone (choose a preset with ptui apply --preset NAME)")
     said = None
     try:
@@ -285,7 +285,7 @@ def _restore(backend: Backend, dev) -> str:
     if rec is None:
         raise NothingToRestore(f"nothing to restore: no ptui apply or interrupted profile on this "
                                f"{dev.name} is waiting to be undone (the board stays in "
-                               f"{backend.current_mode().key}; choose a preset with ptui apply "
+                               f"{backend.current_mode().describe()}; choose a preset with ptui apply "
                                f"--preset NAME)")
     now = restore_snapshot(backend, rec.state)
     if now.key != rec.mode:
@@ -301,8 +301,8 @@ def _restore(backend: Backend, dev) -> str:
         tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
                 if more is not None else "")
         return (f"restored the state before the interrupted profile (session {rec.session}, "
-                f"{rec.when()}): the board reads back {now.key}{tail}")
-    return f"restored the state before the last ptui apply: the board reads back {now.key}"
+                f"{rec.when()}): the board reads back {now.describe()}{tail}")
+    return f"restored the state before the last ptui apply: the board reads back {now.describe()}"
 
 
 # -- status: the board, its mode, who drives it, what restore would undo ---------------------------------
