@@ -318,3 +318,21 @@ def test_a_number_is_never_wrapped_away_from_its_word(width):
         assert all(any(w in x for x in lines) for w in ("123 ms", "25.6 W") if w in said)
         seen += any(x.endswith("16") or "16," in x or "16." in x for x in lines)
     assert seen
+
+
+def test_the_panel_says_as_much_not_minus_zero_for_a_preset_within_half_a_per_cent():
+    """The app's details read 'MAXN +35%, MODE_30W -0%' where the CLI said the preset uses 'as
+    much' (a user trial): a figure within half a per cent of the least is 'as much' in both."""
+    from dataclasses import replace
+    tab = _table(seed=3)
+    d = choose(tab, budget_w=55.0, risk=None)
+    presets = presets_table(ORIN, table=tab)
+    got = energy.per_step(tab, d, presets, best_preset(presets, budget_w=55.0, risk=None))
+    bp = got.best_preset
+    assert bp is not None and bp.tag != "MAXN"
+    near = replace(got, best_preset=replace(bp, energy=got.least.energy * 0.997))
+    panel = " ".join(near.panel_lines(80))
+    assert f"{bp.tag} as much" in panel and "-0%" not in panel, panel
+    assert "as much" in near.sentences()[1] and bp.tag in near.sentences()[1]
+    maxn = got.more_pct(got.maxn)
+    assert f"MAXN {maxn:+.0f}%" in panel                  # a real difference keeps its sign

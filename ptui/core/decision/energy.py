@@ -31,6 +31,12 @@ NOT_PICKED = "faster than the pick, but"
 """Said before Energy._not_picked_reason, in the CLI's sentence and the app's panel alike."""
 
 
+def _signed_pct(x: float | None) -> str:
+    """How much more energy, signed, for the narrow panel ('+44%'); under half a per cent either
+    way the CLI's 'as much' (the panel said 'MODE_30W -0%', a user trial)."""
+    return "as much" if x is None or abs(x) < 0.5 else f"{x:+.0f}%"
+
+
 @dataclass(frozen=True)
 class EnergyPoint:
     """One candidate's energy: its mode (and batch size), time per step, power and energy in the
@@ -257,7 +263,7 @@ class Energy:
         if len(first) > width:
             first = f"least energy: {pre}{w[0]} · {w[1]}\n  {w[2]} · {w[3]}{bs}"
         bp = self._other_preset
-        parts = [f"{tag} {x:+.0f}%" for tag, p, x in
+        parts = [f"{tag} {_signed_pct(x)}" for tag, p, x in
                  (("MAXN", self.maxn, self.more_pct(self.maxn)),
                   (bp.tag if bp else "", bp, self.more_pct(bp)))
                  if x is not None and p is not lst]
@@ -267,7 +273,7 @@ class Energy:
         second = amount + ("; " + ", ".join(parts) if parts else "")
         if self.pick is not None and not (self.pick.row is not None and self.pick.row == lst.row):
             x = self.more_pct(self.pick)
-            with_pick = f"{second}{', ' if parts else '; '}pick {x:+.0f}%"
+            with_pick = f"{second}{', ' if parts else '; '}pick {_signed_pct(x)}"
             second = with_pick if len(with_pick) <= width else second
         elif self.pick is not None:
             second += f"{', ' if parts else '; '}the pick"
