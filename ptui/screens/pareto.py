@@ -626,9 +626,9 @@ class ParetoScreen(Screen):
                       f"power {p:.2f} W ± {ps:.2f}",
                       *_wide_line(p, ps, "W", prior=prior),
                       *energy,
-                      f"{self.unit} {float(v.x_s[v.pos(i)]) / 60:.2f} min",
+                      f"{self.unit} {_span(float(v.x_s[v.pos(i)]), hours=False)}",
                       f"{epochs} {'epochs' if self.unit == 'epoch' else 'x 1k steps'}: "
-                      f"{job_s / 3600:.2f} h, {wh:.0f} Wh",
+                      f"{_span(job_s)}, {_wh(wh)} Wh",
                       self.basis()]
         for q in v.baselines:
             if q.missing:
@@ -793,6 +793,18 @@ class ParetoScreen(Screen):
     def row_selected(self, event: DataTable.RowSelected) -> None:
         # the selection follows the cursor (row_moved); a goal mode off the front stays selected
         self.action_pick()
+
+
+def _span(s: float, hours: bool = True) -> str:
+    """A duration in the details: hours from 6 minutes (where `hours`), minutes from one, else
+    seconds (a script's 10 x 1k steps of 4 ms read '0.01 h', its 1k steps '0.07 min')."""
+    return (f"{s / 3600:.2f} h" if hours and s >= 360 else f"{s / 60:.2f} min" if s >= 60
+            else f"{s:.3g} s")
+
+
+def _wh(wh: float) -> str:
+    """Watt-hours: whole from 10, else to three significant digits (it read '0 Wh' for 0.16)."""
+    return f"{wh:.0f}" if wh >= 10 else f"{wh:.3g}"
 
 
 def pct(x: float, base: float) -> str:

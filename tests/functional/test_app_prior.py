@@ -94,3 +94,23 @@ async def test_apply_says_the_priors_time_spread_and_what_it_rests_on(cli, tmp_p
                          plan), plan
         assert re.search(r"W ± [\d.]+ \(90 % within [\d.]+-[\d.]+ W\)", plan), plan
         assert "roofline prior alone" in plan, plan
+
+
+async def test_a_small_jobs_time_and_energy_are_not_rounded_to_nothing(cli, tmp_path):
+    """A small CNN's model (tune --count 0 of docs/examples/train_cnn.py) read '1k steps 0.07 min'
+    and '10 x 1k steps: 0.01 h, 0 Wh' on the Pareto screen (a user trial): the job's energy was
+    rounded to nothing.  Short spans say seconds or minutes, small energies three digits."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 0.4, "gbytes_per_step": 0.04, "batch_size": 32,
+                                "host_ms": 2, "serial_ms": 0.5, "loader_ms": 0.5, "workers": 0}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "m")
+    assert rc == 0, err
+    app, _ = make_app()
+    async with app.run_test(size=(110, 36)) as pilot:
+        scr = await type_path_on_pareto(app, pilot, tmp_path / "m")
+        details = str(scr.query_one("#details").render())
+        (job,) = [ln for ln in details.splitlines() if "x 1k steps:" in ln]
+        m = re.fullmatch(r"10 x 1k steps: ([\d.]+) (s|min|h), ([\d.]+) Wh", job)
+        assert m and float(m.group(1)) > 0 and float(m.group(3)) > 0, job
+        (one,) = [ln for ln in details.splitlines() if ln.startswith("1k steps ")]
+        assert re.fullmatch(r"1k steps [1-9][\d.]* (s|min)", one), one
