@@ -519,10 +519,19 @@ class ProfileScreen(Screen):
             f"[b]{nth}/{p.total}[/b] {p.phase} {mode}   power {pw}   minibatch {mb}   "
             f"device time {hms(p.device_time_s)}{eta}{paused}{best}")
 
+    def _no_run(self) -> bool:
+        """Nothing to pause or abort: said, as Apply's r says 'nothing to roll back' (x and space
+        did nothing at all while the footer offered them)."""
+        if self.control is None:
+            self.app.notify("no profile is running: s starts one", severity="warning")
+            return True
+        return False
+
     def action_pause(self) -> None:
-        control = self.control
-        if control is None:
+        if self._no_run():
             return
+        control = self.control
+        assert control is not None
         if control.paused:
             control.resume()
             if self._paused_at is not None:
@@ -535,9 +544,11 @@ class ProfileScreen(Screen):
             self.app.notify("profile paused (the workload keeps running in the current mode)")
 
     def action_abort(self) -> None:
-        if self.control is not None:
-            self.control.abort()
-            self.query_one("#status", Static).update("aborting — restoring the original mode…")
+        if self._no_run():
+            return
+        assert self.control is not None
+        self.control.abort()
+        self.query_one("#status", Static).update("aborting — restoring the original mode…")
 
     def shutdown(self) -> None:
         if self.control is not None:

@@ -441,6 +441,24 @@ async def test_the_running_line_numbers_the_mode_it_measures_as_the_cli_does(slo
             await wait_workers(app, pilot)
 
 
+async def test_pause_and_abort_with_no_profile_running_say_so():
+    """On the Profile screen, before any profile, x (Abort) and space (Pause/resume), offered by
+    the footer, did nothing at all (a user trial), where Apply's r says 'nothing to roll back'."""
+    app, sim = make_app()
+    before = sim.current_mode()
+    async with app.run_test(size=(80, 24)) as pilot:
+        seen = record_notifications(app)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        for key in ("x", "space"):
+            n = len(seen)
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            assert seen[n:] == ["no profile is running: s starts one"], (key, seen)
+        assert app.screen.control is None and "idle" in str(app.screen.query_one("#status").render())
+    assert sim.current_mode() == before
+
+
 async def test_an_aborted_profile_is_not_offered_for_fine_tuning(slower_profiler):
     app, sim = make_app()
     async with app.run_test(size=(100, 32)) as pilot:
