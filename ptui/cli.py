@@ -1192,8 +1192,12 @@ def _print_batch_decision(r, energy=None, timed: str | None = None) -> None:
 
 
 def _applied(message: str, backend) -> str:
-    """An apply's outcome line: on the simulator it says so (apply and tune --apply alike)."""
-    return message + (_board_words(backend) if backend.simulated else "; undo with: ptui restore")
+    """An apply's outcome line: on the simulator it says so (apply and tune --apply alike), and on
+    ptui emulate's tree (under -q, which hides the line naming the board, it read as a Jetson's)."""
+    if backend.simulated:
+        return message + _board_words(backend)
+    where = " on the EMULATED board (SIMULATED)" if backend.emulated else ""
+    return f"{message}{where}; undo with: ptui restore"
 
 
 def _save_colocate_profiles(a, dev, keep: dict, counted, *, body: dict | None = None,

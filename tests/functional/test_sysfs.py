@@ -287,3 +287,23 @@ def test_nvpmodel_runs_in_a_session_of_its_own(tmp_path):
     SysfsBackend(get_device("orin-agx"), root=root, nvpmodel_cmd=str(fake)).run_nvpmodel(2)
     sid = int(seen.read_text().split()[0])
     assert sid != os.getsid(0) and sid > 0
+
+
+def test_an_apply_on_the_emulated_board_says_emulated_even_under_q(emulated_board, cli):
+    """`ptui -q --backend sysfs --sysfs-root DIR apply ... --yes` on ptui emulate's tree said
+    'applied and verified: ...; undo with: ptui restore' as on a Jetson: -q hides the line naming
+    the emulated board, and the simulator's board says 'on the SIMULATED board' (a user trial).
+    A preset's line too; --json says simulated."""
+    import json
+    root, _ = emulated_board
+    on = ("-q", "--backend", "sysfs", "--sysfs-root", root)
+    rc, out, err = cli(*on, "apply", "--cores", "4", "--cpu-mhz", "729.6", "--gpu-mhz", "318.75",
+                       "--mem-mhz", "665.6", "--yes")
+    assert rc == 0, err
+    said = out.strip().splitlines()[-1]
+    assert said.startswith("applied and verified") and "on the EMULATED board (SIMULATED)" in said, out
+    assert said.endswith("undo with: ptui restore")
+    rc, out, err = cli(*on, "apply", "--preset", "MODE_15W", "--yes")
+    assert rc == 0 and "MODE_15W" in out and "on the EMULATED board (SIMULATED)" in out, out + err
+    rc, out, err = cli(*on, "apply", "--preset", "MODE_30W", "--yes", "--json")
+    assert rc == 0 and json.loads(out)["simulated"] is True
