@@ -285,7 +285,7 @@ def test_a_signal_mid_restore_finishes_it_and_says_it(tmp_path, json_):
     assert r.stderr.rstrip().endswith("stopped by SIGTERM")
     start = ORIN.preset("MODE_30W").mode
     said = json.loads(r.stdout)["message"] if json_ else r.stdout
-    assert f"restored the state before the last ptui apply: the board reads back {start.describe()}" in said
+    assert f"restored the state before the last ptui apply: the EMULATED board reads back {start.describe()}" in said
     assert _mode(root) == start
     rc, _, err = _cli(tmp_path, "restore", "--backend", "sysfs", "--sysfs-root", root, data="data")
     assert rc == 2 and "nothing to restore" in err, err

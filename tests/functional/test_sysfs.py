@@ -307,3 +307,14 @@ def test_an_apply_on_the_emulated_board_says_emulated_even_under_q(emulated_boar
     assert rc == 0 and "MODE_15W" in out and "on the EMULATED board (SIMULATED)" in out, out + err
     rc, out, err = cli(*on, "apply", "--preset", "MODE_30W", "--yes", "--json")
     assert rc == 0 and json.loads(out)["simulated"] is True
+
+
+def test_a_restore_on_the_emulated_board_says_emulated_even_under_q(emulated_board, cli):
+    """restore on ptui emulate's tree said 'the board reads back ...' as on a Jetson (-q hides
+    the line naming the emulated board): it says 'the EMULATED board reads back ...'."""
+    root, _ = emulated_board
+    on = ("-q", "--backend", "sysfs", "--sysfs-root", root)
+    rc, out, err = cli(*on, "apply", "--preset", "MODE_15W", "--yes")
+    assert rc == 0, err
+    rc, out, err = cli(*on, "restore")
+    assert rc == 0 and "the EMULATED board reads back" in out, out + err

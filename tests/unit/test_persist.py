@@ -209,7 +209,7 @@ def test_cli_apply_restore_restore(tmp_path, cli, monkeypatch):
     assert fakesys.read_mode(root) == ORIN.mode(12, 2201.6, 1300.5, 204)
     rc, out, err = cli("restore", *args)
     assert rc == 0, err
-    assert f"restored the state before the last ptui apply: the board reads back {ORIN.preset('MODE_30W').mode.describe()}" in out
+    assert f"restored the state before the last ptui apply: the EMULATED board reads back {ORIN.preset('MODE_30W').mode.describe()}" in out
     assert fakesys.board_files(root) == before and k.rejected == []
     rc, out, err = cli("restore", *args)                     # nothing saved any more: refused
     assert rc == 2 and "nothing to restore" in err

@@ -288,6 +288,7 @@ def _restore(backend: Backend, dev) -> str:
                                f"{backend.current_mode().describe()}; choose a preset with ptui apply "
                                f"--preset NAME)")
     now = restore_snapshot(backend, rec.state)
+    board = backend.labelled("board")        # 'the EMULATED board' on ptui emulate's tree
     if now.key != rec.mode:
         raise BackendError(f"restore wrote the saved state back but the board reads {now.key}, "
                            f"not {rec.mode}; {rec.path} is kept: check the board, then run "
@@ -301,8 +302,8 @@ def _restore(backend: Backend, dev) -> str:
         tail = ("; the last ptui apply before it can be undone too: run ptui restore again"
                 if more is not None else "")
         return (f"restored the state before the interrupted profile (session {rec.session}, "
-                f"{rec.when()}): the board reads back {now.describe()}{tail}")
-    return f"restored the state before the last ptui apply: the board reads back {now.describe()}"
+                f"{rec.when()}): the {board} reads back {now.describe()}{tail}")
+    return f"restored the state before the last ptui apply: the {board} reads back {now.describe()}"
 
 
 # -- status: the board, its mode, who drives it, what restore would undo ---------------------------------
