@@ -401,6 +401,32 @@ def test_profiles_a_script_on_the_emulated_board_and_restores(tmp_path, script, 
 
 
 @pytest.mark.slow
+def test_a_profile_on_the_emulated_board_is_labelled_simulated_in_its_csv(tmp_path, script,
+                                                                          emulated_board, cli,
+                                                                          monkeypatch):
+    """A profile on ptui emulate's board wrote `one optimizer step` in its CSV's timed column, as
+    a Jetson's would, so `ptui pool push` added its rows as a real board's (pool list: 0
+    simulated) and a model of it was decided on without a word (a user trial).  The column says
+    the emulated board's power and clocks are SIMULATED, and the pool counts the rows so."""
+    root, _ = emulated_board
+    out = tmp_path / "s.csv"
+    rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--count", "1",
+                     "--sample-interval", "0.1", "--out", out, "--", sys.executable, script, "100000")
+    assert rc == 0, err
+    from ptui.core.board.csvio import profile_tags
+    timed = profile_tags(out).get("timed", "")
+    assert timed.startswith("one optimizer step") and "emulated board (SIMULATED)" in timed, timed
+    monkeypatch.setenv("PTUI_POOL", f"sqlite:///{tmp_path}/pool.sqlite")
+    rc, _, err = cli("pool", "push", "--device", "orin-agx", "--profile", out, "--workload", "mine",
+                     "--batch-size", "8")
+    assert rc == 0, err
+    rc, doc, err = cli("pool", "list", "--json")
+    import json
+    (g,) = json.loads(doc)["groups"]
+    assert g["rows"] == 1 and g["simulated_rows"] == 1, g
+
+
+@pytest.mark.slow
 def test_builtin_torch_loop_on_a_real_backend(tmp_path, emulated_board, cli):
     root, _ = emulated_board
     rc, _, err = cli("profile", "--backend", "sysfs", "--sysfs-root", root, "--workload", "mobilenetv3",

@@ -51,6 +51,9 @@ from .profiler import ProfileConfig, ProfileError, ScriptUnprofilable, SessionEr
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
 PTUI_ROOT = Path(ptui.__file__).resolve().parent.parent                # where `import ptui` is found
 WHATIF_LABEL = "what-if from the model's measured size (SIMULATED)"
+EMULATED_LABEL = "power and clocks from an emulated board (SIMULATED)"
+"""Said of a profile on ptui emulate's tree, in its CSV's `timed` too: its rows read as a Jetson's
+(`one optimizer step`), so ptui pool push counted them as a real board's measurements."""
 HOST_ITERATIONS = 3            # clean host iterations timed before a what-if profile starts
 HOST_CYCLE_MIN_S = 1.0         # ... over at least this much wall time and 3x the longest iteration
 HOST_CYCLE_MAX_S = 30.0        #     (work between the steps: rollouts, validation), at most this
@@ -763,6 +766,8 @@ class ScriptSource:
                             f"optimizer's work per step (e.g. LBFGS's max_iter and line search) and "
                             f"profile again")
             tail = f" ({self._timed_changed})" if self._timed_changed else ""
+            if getattr(self.backend, "emulated", False):
+                tail += f" ({EMULATED_LABEL})"
             self._timed_unsaved = {"timed": label + "one " + timed + tail}
             if not self._timed_changed:          # once warned, the changes go on unsaid
                 self.notify(f"timing one {timed}: time_ms is the time of one such unit")

@@ -61,6 +61,7 @@ from ..profiling.profiler import (
 )
 from ..profiling.store import SessionInfo, Store, StoreError, check_session_name
 from ..profiling.userscript import (
+    EMULATED_LABEL,
     WHATIF_LABEL,
     ScriptSource,
     check_command,
@@ -949,7 +950,7 @@ class ProfileRun:
         if be.kind == "replay":
             return "replayed from recorded data"
         if be.emulated:
-            return "power and clocks from an emulated board (SIMULATED); step times this machine's"
+            return f"{EMULATED_LABEL}; step times this machine's"
         return "simulated" if be.simulated else ""
 
     def run(self, on_progress: Callable[[Progress], None] | None = None) -> ProfileOutcome:
