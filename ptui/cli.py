@@ -1007,7 +1007,7 @@ def cmd_pareto(a) -> int:
         _info(f"no epoch time: this model's workload ({model.about.workload}) does not say how many "
               "minibatches an epoch has; give --batches-per-epoch N")
     if a.json:
-        print(core.document("pareto", res))
+        print(core.document("pareto", {**res, "simulated": _profile_simulated(res.get("timed"))}))
         return EXIT_OK
     print(f"goal: {d.goal}")
     _say_profile_basis(res.get("timed"))
@@ -1032,6 +1032,13 @@ def cmd_pareto(a) -> int:
 
 
 PRIOR_LINE = "no mode profiled: predicted by the roofline prior of the workload's counts"
+
+
+def _profile_simulated(timed: str | None) -> bool:
+    """pareto --json's `simulated`: the model's profiled figures are the simulator's (an emulated
+    board's too) or a replayed recording's, as its text says on its 'profile:' line (the document
+    said nothing, and its front's points read 'source: measured')."""
+    return any(w in (timed or "") for w in ("SIMULATED", "REPLAYED"))
 
 
 def _say_profile_basis(timed: str | None) -> None:
@@ -1146,8 +1153,8 @@ def _pareto_batches(a) -> int:
     for note in r.notes:
         _info(note)
     if a.json:
-        print(core.document("pareto", core.batch_decision_body(r, model, _joint_goal(a),
-                                                               timed=_timed(model))))
+        body = core.batch_decision_body(r, model, _joint_goal(a), timed=_timed(model))
+        print(core.document("pareto", {**body, "simulated": _profile_simulated(body.get("timed"))}))
         return EXIT_OK
     _print_batch_decision(r, core.batch_decision_energy(r, model, _joint_goal(a)), timed=_timed(model))
     print(f"apply with: ptui apply --cores {r.pick.mode.cores} --cpu-mhz {r.pick.mode.cpu_mhz:g} "

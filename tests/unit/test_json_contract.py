@@ -214,6 +214,25 @@ def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset
     assert all(len(line) <= 80 for line in lines[k:end]) and 2 <= end - k <= (6 if faster else 4) + ranked
 
 
+def test_pareto_json_says_simulated_where_the_models_profile_was(models, cli, tmp_path):
+    """pareto's text says 'profile: SIMULATED (the model's profiled figures are the simulated
+    board's ...)'; its --json said nothing, and its pick and front read 'source: measured' (a user
+    trial).  Both shapes say `simulated`: true for a model of a simulated profile, false for one
+    of the roofline prior alone (no profile)."""
+    import json
+    rc, out, err = cli("pareto", "--model", models["one"], "--budget-w", "25", "--json")
+    rc2, out2, err2 = cli("pareto", "--model", models["two"], "--batch-sizes", "8,32", "--budget-w",
+                          "25", "--json")
+    assert rc == rc2 == 0, err + err2
+    assert _doc(out, "pareto")["simulated"] is True and _doc(out2, "pareto")["simulated"] is True
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"gflop_per_step": 90, "gbytes_per_step": 6, "batch_size": 32}))
+    rc, _, err = cli("fit", "--device", "orin-agx", "--workload-spec", spec, "--out", tmp_path / "p")
+    assert rc == 0, err
+    rc, out, err = cli("pareto", "--model", tmp_path / "p", "--budget-w", "30", "--json")
+    assert rc == 0 and _doc(out, "pareto")["simulated"] is False, err
+
+
 @pytest.mark.parametrize("which", ["one", "two"])
 def test_an_infeasible_goal_prints_a_document_and_exits_3(models, cli, which):
     extra = ["--batch-sizes", "8,32"] if which == "two" else []
