@@ -970,6 +970,9 @@ def cmd_predict(a) -> int:
                            "time_ms_std", "power_w_std"), rows)
     if a.out not in (None, "-"):
         _info(f"predicted {len(tab)} modes of {model.device.name} -> {a.out}")
+    basis = _profile_basis(_timed(model))       # on stderr: stdout is the CSV (pareto says it too)
+    if basis:
+        _info(basis)
     note = _prior_only_note(model, "these predictions rest")
     if note:
         _warn(note)
@@ -1041,15 +1044,23 @@ def _profile_simulated(timed: str | None) -> bool:
     return any(w in (timed or "") for w in ("SIMULATED", "REPLAYED"))
 
 
+def _profile_basis(timed: str | None) -> str:
+    """What a model's profiled figures are where they are not a Jetson's, in one line ('' else)."""
+    text = timed or ""
+    if "SIMULATED" in text:
+        return ("profile: SIMULATED (the model's profiled figures are the simulated board's, not "
+                "measured on a Jetson)")
+    if "REPLAYED" in text:
+        return "profile: REPLAYED (the model's profiled figures are a recorded corpus's, replayed)"
+    return ""
+
+
 def _say_profile_basis(timed: str | None) -> None:
     """pareto on a model of a simulated or replayed profile says so, as tune says its board (its
     figures and 'N profiled modes count with their measurements' read as a Jetson's)."""
-    text = timed or ""
-    if "SIMULATED" in text:
-        print("profile: SIMULATED (the model's profiled figures are the simulated board's, not "
-              "measured on a Jetson)")
-    elif "REPLAYED" in text:
-        print("profile: REPLAYED (the model's profiled figures are a recorded corpus's, replayed)")
+    line = _profile_basis(timed)
+    if line:
+        print(line)
 
 
 def _figures_line(source: str, d, timed: str, *, prior: bool = False) -> str:

@@ -214,6 +214,16 @@ def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset
     assert all(len(line) <= 80 for line in lines[k:end]) and 2 <= end - k <= (6 if faster else 4) + ranked
 
 
+def test_predict_says_the_models_profile_is_simulated_as_pareto_does(models, cli):
+    """ptui predict on a model of a simulated profile wrote its CSV and 'predicted 18096 modes'
+    with no word of the simulator, where pareto on the same model says 'profile: SIMULATED' (a
+    user trial).  It says so on stderr; stdout stays the CSV."""
+    rc, out, err = cli("predict", "--model", models["one"])
+    assert rc == 0, err
+    assert "profile: SIMULATED (the model's profiled figures" in err, err
+    assert out.splitlines()[0].startswith("cores,cpu_mhz") and "SIMULATED" not in out
+
+
 def test_pareto_json_says_simulated_where_the_models_profile_was(models, cli, tmp_path):
     """pareto's text says 'profile: SIMULATED (the model's profiled figures are the simulated
     board's ...)'; its --json said nothing, and its pick and front read 'source: measured' (a user
