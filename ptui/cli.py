@@ -937,6 +937,9 @@ def _predict_table(a):
     model = core.load_model(a.model)
     if getattr(a, "device", None) and core.get_device(a.device) != model.device:
         raise CLIError(f"model {a.model} is for {model.device.name}, not {core.get_device(a.device).name}")
+    # before the note on the modes left out: bad input is one line (--time cycle on a model of the
+    # median step printed that note, then the error)
+    _check_time_basis(a, model)
     if a.modes:
         modes = core.read_modes(a.modes, model.device)
     else:
@@ -987,7 +990,6 @@ def cmd_pareto(a) -> int:
     if a.samples_to_target is not None or a.noise_scale is not None:
         raise CLIError("--samples-to-target and --noise-scale need --batch-sizes (the sizes to compare)")
     model, tab = _predict_table(a)
-    _check_time_basis(a, model)
     wl_mb = a.batches_per_epoch or model.about.batches_per_epoch
     if wl_mb is None:
         w = core.WORKLOADS.get(str(model.about.workload))

@@ -214,6 +214,15 @@ def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset
     assert all(len(line) <= 80 for line in lines[k:end]) and 2 <= end - k <= (6 if faster else 4) + ranked
 
 
+def test_pareto_time_cycle_on_a_step_model_is_one_line(models, cli):
+    """pareto --time cycle on a model of the median step printed the note on the modes it leaves
+    out ('... have a knob value no profiled mode had ...'), then the error: bad input is one line."""
+    rc, out, err = cli("pareto", "--model", models["one"], "--budget-w", "25", "--time", "cycle")
+    assert rc == 2 and out == ""
+    assert err.strip().splitlines() == [ln for ln in err.strip().splitlines() if ln.startswith("ptui: error:")]
+    assert len(err.strip().splitlines()) == 1 and "refit it with: ptui fit ... --time cycle" in err, err
+
+
 def test_predict_says_the_models_profile_is_simulated_as_pareto_does(models, cli):
     """ptui predict on a model of a simulated profile wrote its CSV and 'predicted 18096 modes'
     with no word of the simulator, where pareto on the same model says 'profile: SIMULATED' (a
