@@ -770,6 +770,7 @@ def cmd_fit(a) -> int:
             "method": "scratch" if a.scratch else a.method, "workload": res.workload,
             "batch_sizes": res.sizes, "profiled": res.n_modes, "fitted_on": res.fitted_on,
             "seconds": round(res.seconds, 3), "timed": _timed(res.model),
+            "simulated": _profile_simulated(_timed(res.model)),
             "time_basis": res.model.about.time_basis,
             "metrics": {t: {k: round(v, 4) if isinstance(v, float) else v
                             for k, v in ((k, m[t].get(k)) for k in keep)} for t in ("time", "power")},
@@ -779,6 +780,7 @@ def cmd_fit(a) -> int:
         return EXIT_OK
     how = "trained from scratch" if a.scratch else f"method {a.method}"
     print(f"model for {dev.name} ({how}), {res.fitted_on} -> {a.out} ({res.seconds:.1f} s)")
+    _say_profile_basis(_timed(res.model))          # as pareto and predict say it of the model
     sub = core.subset_note(m, "(mode, batch size) pairs" if len(res.sizes) > 1 else "modes")
     if sub:
         print(f"  {sub}")

@@ -214,6 +214,22 @@ def test_a_decision_says_the_least_energy_mode_and_what_maxn_and_the_best_preset
     assert all(len(line) <= 80 for line in lines[k:end]) and 2 <= end - k <= (6 if faster else 4) + ranked
 
 
+def test_fit_says_its_profile_is_simulated_in_text_and_json(cli, tmp_path):
+    """fit on a simulated profile said 'model for orin-agx (method gp), 20 profiled modes -> M'
+    and its --json had no simulated field, where pareto on the model says 'profile: SIMULATED'
+    (a user trial)."""
+    import json
+    rc, _, err = cli("profile", "--device", "orin-agx", "--workload", "lstm", "--count", "8",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--out",
+                       tmp_path / "m", "--method", "gp")
+    assert rc == 0 and out.splitlines()[1].startswith("profile: SIMULATED"), out
+    rc, out, err = cli("fit", "--device", "orin-agx", "--profile", tmp_path / "p.csv", "--out",
+                       tmp_path / "m2", "--method", "gp", "--json")
+    assert rc == 0 and json.loads(out)["simulated"] is True, err
+
+
 def test_pareto_time_cycle_on_a_step_model_is_one_line(models, cli):
     """pareto --time cycle on a model of the median step printed the note on the modes it leaves
     out ('... have a knob value no profiled mode had ...'), then the error: bad input is one line."""

@@ -6,8 +6,8 @@ Every document is one JSON object on stdout with
   removed or given another meaning changes it;
 * ``command``: the command that printed it (``status``, ``apply``, ``restore``, ``pareto``, ...);
 * ``simulated`` wherever a board is involved: True when the figures come from the simulator (or a
-  replayed recording) and not from a live board; ``pareto`` says it of the model's profile (its
-  ``timed`` says SIMULATED or REPLAYED; False for a model of the roofline prior alone).
+  replayed recording) and not from a live board; ``pareto`` and ``fit`` say it of the model's
+  profile (its ``timed`` says SIMULATED or REPLAYED; False for a model of the roofline prior alone).
 
 A decision (``pareto``, ``tune``) has the same shape for one batch size or several: ``feasible``,
 ``goal``, the pick (``mode``, ``key``, ``batch_size``, ``source``: measured or predicted, time and
