@@ -44,3 +44,23 @@ def test_the_replay_board_is_called_a_replay_not_simulated(tmp_path, cli):
     rp = ReplayJetson(dev, corpus, clock=VirtualClock())
     app = PtuiApp(AppState(rp, rp.label, Sampler(rp, interval=0.05, now=rp.clock.now)))
     assert app.base_sub_title.startswith("[REPLAY] ") and "SIMULATED" not in app.base_sub_title
+
+
+def test_a_replay_board_starting_in_a_presets_clocks_is_that_preset_on_the_dashboard_too(tmp_path, cli):
+    """A replay of a PowerTrain-grid corpus starts in its highest-power recorded mode, MAXN's
+    clocks: `ptui status` said '(MAXN)', the app's dashboard 'Mode a custom mode' (a user trial).
+    The board's nvpmodel reading names the preset whose clocks (and TPCs) it starts in."""
+    dev = get_device("orin-agx")
+    maxn = dev.preset("MAXN")
+    p = tmp_path / "corpus.csv"
+    rows = [",".join(mode_cells(m)) + f",{100 + k},{15 + k}" for k, m in enumerate(dev.pt_grid()[::700])]
+    rows.append(",".join(mode_cells(maxn.mode)) + ",50,55")           # the most power: the start
+    p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n" + "\n".join(rows) + "\n")
+    rp = ReplayJetson(dev, p, clock=VirtualClock())
+    assert rp.current_mode() == maxn.mode and rp.read().nvpmodel == "MAXN"
+    rc, out, err = cli("--backend", "replay", "--corpus", p, "status")
+    assert rc == 0 and "(MAXN)" in out, out + err
+    # a start in clocks no preset has stays a custom mode
+    rows[-1] = ",".join(mode_cells(dev.mode(12, 2201.6, 1300.5, 2133))) + ",50,55"
+    p.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n" + "\n".join(rows) + "\n")
+    assert ReplayJetson(dev, p, clock=VirtualClock()).read().nvpmodel is None

@@ -89,7 +89,12 @@ class SimJetson(Backend):
         default = device.preset(device.default_preset)
         self._mode = start_mode or default.mode
         self._tpc = default.tpc if start_mode is None else device.gpu_tpcs
-        self._nvp = default.name if start_mode is None else None
+        # a start in a preset's clocks (with its TPCs) is that preset, as apply_mode and ptui
+        # status name it: a replay board starting in MAXN's clocks read 'a custom mode' on the
+        # dashboard and '(MAXN)' in ptui status (a user trial)
+        same = device.preset_for(self._mode)
+        self._nvp = (default.name if start_mode is None else
+                     same.name if same is not None and same.tpc == self._tpc else None)
         self._cache: dict[tuple, _Point] = {}
         self._workload: Workload | None = None
         self._mb_index = 0
