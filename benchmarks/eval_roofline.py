@@ -10,7 +10,10 @@ against two noise-free ground truths:
            the generator's functional forms.
 --spec probe gives the prior what ptui's probe counts (FLOPs, bytes, input MB, workers; no CPU
 timing), --spec counts FLOPs, bytes and batch size alone (the issue's SPEC.json): the CPU work it
-lacks is then the reference's.
+lacks is then the reference's.  --spec published: the catalog workloads with a published MAXN
+step, each with the prior a catalog --workload gets (anchored_spec) and predicted as a model of
+that prior alone predicts (RooflinePrior.predictive: `ptui fit --workload W` without a profile,
+`ptui tune --workload W --count 0`); sim only.
 Metrics: time and power MAPE over the grid; budget decisions: for each budget (1 W steps) the
 fastest mode whose predicted power stays within the budget with P(power > budget) <= 0.05
 (pareto.choose, risk 0.05) against the true fastest mode within the budget: penalty = true time of
@@ -40,12 +43,14 @@ from ptui.core.catalogue.devices import get_device  # noqa: E402
 from ptui.core.catalogue.workloads import WORKLOADS, get_workload  # noqa: E402
 from ptui.core.decision.pareto import InfeasibleError, Table, choose  # noqa: E402
 from ptui.core.prediction.gp import raw_modes  # noqa: E402
-from ptui.core.prediction.roofline import RooflinePrior, WorkloadSpec  # noqa: E402
+from ptui.core.prediction.roofline import RooflinePrior, WorkloadSpec, anchored_spec  # noqa: E402
 
 DEVICES = ("orin-agx", "xavier-agx", "orin-nano")
 SPECS = {"full": "FLOPs, bytes, batch, CPU ms at the top clock",
          "probe": "FLOPs, bytes, batch, input MB, workers (what the probe counts)",
-         "counts": "FLOPs, bytes, batch only (the issue's SPEC.json)"}
+         "counts": "FLOPs, bytes, batch only (the issue's SPEC.json)",
+         "published": "a catalog workload's published counts and MAXN step (anchored_spec), as a "
+                      "prior-only model predicts"}
 RISK = 0.05
 
 
@@ -116,8 +121,8 @@ def decisions(dev_name: str, modes, pred: dict, t: np.ndarray, p: np.ndarray,
             "infeasible": infeasible}
 
 
-def score(dev, modes, prior: RooflinePrior, t: np.ndarray, p: np.ndarray) -> dict:
-    pred = prior.predict(modes)
+def score(dev, modes, prior: RooflinePrior, t: np.ndarray, p: np.ndarray, predictive: bool = False) -> dict:
+    pred = prior.predictive(modes) if predictive else prior.predict(modes)
     r = {"time": float(np.mean(np.abs(pred["time_ms"] / t - 1)) * 100),
          "power": float(np.mean(np.abs(pred["power_w"] / p - 1)) * 100)}
     z = 1.6448536269514722
@@ -138,8 +143,16 @@ def rows(dev_names, kind: str):
         A = raw_modes(modes)
         for name in WORKLOADS:
             op = steady_state(dev, get_workload(name), *A.T, tpc=dev.gpu_tpcs)
+            if kind == "published":
+                spec = anchored_spec(get_workload(name))
+                if spec.published:
+                    yield "sim", d, name, score(dev, modes, RooflinePrior(dev, spec), op.time_ms,
+                                                op.power_w, predictive=True)
+                continue
             prior = RooflinePrior(dev, sim_spec(dev, name, kind))
             yield "sim", d, name, score(dev, modes, prior, op.time_ms, op.power_w)
+        if kind == "published":
+            continue
         for name, job in indep_corpus.JOBS.items():
             t, p, _ = indep_corpus.truth(dev, job, A)
             prior = RooflinePrior(dev, indep_spec(dev, job, kind))
