@@ -295,7 +295,8 @@ def _inside_compiled_call() -> bool:
     if _compiled_code is None:
         try:
             import torch
-            _compiled_code = getattr(torch.compile(_no_ref, backend="eager"), "__code__", False)
+            compile = getattr(torch.compile, "__wrapped__", torch.compile)     # not the probe's
+            _compiled_code = getattr(compile(_no_ref, backend="eager"), "__code__", False)
         except Exception:  # noqa: BLE001 - a torch whose compile cannot be asked: none on the stack
             _compiled_code = False
     f = sys._getframe(1)
@@ -524,6 +525,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = 0
         if rebased:
             st.sigs = []                          # the iteration that ended here spans both
+        if _made and st.whatif:
+            _quietly(_watch_made)                 # models made since: an EMA's copy
         try:
             _say_loading(st)
         except Exception:  # noqa: BLE001, S110 - never break the user's script
@@ -788,7 +791,10 @@ def _forward_post(module, args, out, seen: bool = True) -> None:
 
 SEEN_MODELS = 16                  # models watched for forward passes with grad disabled, at most
 _seen_models: list = []           # weak references to the models run before training began
-_compile_called = False           # torch.compile was called before training began
+_compile_called = False           # torch.compile was called (a model it traced takes no new hook)
+_made: list = []                  # weak references to the modules made or copied since the last
+                                  # look (_watch_made), the what-if's only
+_made_room = 4096                 # its length at which the dead ones are dropped
 
 
 def _nograd_pre(module, args) -> None:
@@ -807,23 +813,81 @@ def _grad_enabled() -> bool:
 
 def _watch_models() -> None:
     """Training begins: a forward pre-hook on each model the script ran before (its outermost
-    calls, at most SEEN_MODELS of them) counts its calls with grad disabled per iteration
+    calls) and each it has made but not run yet (an EMA copy evaluated every N steps,
+    _watch_made), at most SEEN_MODELS of them, counts its calls with grad disabled per iteration
     (_typical_window).  One hook per model call, not per module (the global hooks cost every
-    module's call); none on a model a compiled function may have traced already (adding one would
-    recompile it), only on compiled modules' wrappers, whose hooks run outside the compiled code."""
+    module's call)."""
     import torch
     global _grad_enabled
     _grad_enabled = torch.is_grad_enabled
-    wrapper = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
     for ref in _seen_models:
-        m = ref()
-        if m is None or (_compile_called and (wrapper is None or not isinstance(m, wrapper))):
-            continue
-        try:
-            _nograd_hooks.append(m.register_forward_pre_hook(_nograd_pre))
-        except Exception:  # noqa: BLE001, S110 - a module that takes no hooks: not watched
-            pass
+        _watch(ref())
     _seen_models.clear()
+    _watch_made()
+
+
+_watched: list = []               # weak references to the models watched
+
+
+def _watch(m) -> None:
+    """Watch model m (_nograd_pre), unless it is watched already, SEEN_MODELS are, or a compiled
+    function may have traced it (adding a hook would recompile it): only compiled modules'
+    wrappers then, whose hooks run outside the compiled code."""
+    import weakref
+    wrapper = getattr(sys.modules.get("torch._dynamo.eval_frame"), "OptimizedModule", None)
+    if m is None or len(_watched) >= SEEN_MODELS or any(r() is m for r in _watched) or (
+            _compile_called and (wrapper is None or not isinstance(m, wrapper))):
+        return
+    try:
+        _nograd_hooks.append(m.register_forward_pre_hook(_nograd_pre))
+        _watched.append(weakref.ref(m))
+    except Exception:  # noqa: BLE001, S110 - a module that takes no hooks: not watched
+        pass
+
+
+def _watch_made() -> None:
+    """Watch the models made or copied since the last look that no other module made since holds
+    (an EMA's copy of the model, torch.optim.swa_utils.AveragedModel or a deepcopy, first run in a
+    validation pass after training began, was never seen running and its passes went unseen: the
+    what-if priced 8 validation passes into every iteration, 5x, unsaid)."""
+    made = [m for m in (r() for r in _made) if m is not None]
+    _made.clear()
+    inner = {id(c) for m in made for c in m.children()}
+    for m in made:
+        if id(m) not in inner and _is_model(m):
+            _watch(m)
+
+
+def _made_one(module) -> None:
+    import weakref
+    global _made_room
+    if _state is None or not _state.whatif:
+        return
+    _made.append(weakref.ref(module))
+    if len(_made) >= _made_room:      # modules made and dropped (one made in each forward pass)
+        _made[:] = [r for r in _made if r() is not None]
+        _made_room = max(4096, 2 * len(_made))
+
+
+def _patch_module_making() -> None:
+    """Remember each module made (Module.__init__) or copied (Module.__setstate__: copy.deepcopy,
+    a whole model unpickled): _watch_made looks at them when training begins and at each
+    iteration's end after."""
+    from torch.nn import Module
+    init, setstate = Module.__init__, Module.__setstate__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if not _is_compiling():
+            _quietly(_made_one, self)
+
+    def __setstate__(self, state):
+        setstate(self, state)
+        if not _is_compiling():
+            _quietly(_made_one, self)
+
+    __init__.__wrapped__, __setstate__.__wrapped__ = init, setstate
+    Module.__init__, Module.__setstate__ = __init__, __setstate__
 
 
 _nograd_hooks: list = []
@@ -908,7 +972,7 @@ def _stop_counting_at_compile() -> None:
     def compile(*args, **kwargs):
         global _compile_called
         _remove(_forward_hooks)
-        _compile_called = _compile_called or _counting
+        _compile_called = True
         out = orig(*args, **kwargs)
         if not _counting or (not args and kwargs.get("model") is None):
             return out          # training already, or a decorator: its compile comes back here
@@ -993,7 +1057,7 @@ def _remove(hooks: list) -> None:
 
 def _stop_counting_forwards(training: bool = True) -> None:
     """The script trains (backward(), a step), or is a forked worker: stop counting; training:
-    watch the models seen for forward passes with grad disabled from here (_watch_models)."""
+    watch the models seen or made for forward passes with grad disabled from here (_watch_models)."""
     global _counting
     was, _counting = _counting, False
     _remove(_forward_hooks)
@@ -1241,6 +1305,7 @@ def _install_torch() -> None:
     _patch_backward()
     _patch_grad()
     _quietly(_patch_eval)
+    _quietly(_patch_module_making)
     if "torch._dynamo" not in sys.modules:
         try:
             _count_forwards()
