@@ -197,8 +197,9 @@ class _State:
         self.iter_evals = 0                          # ... and model.eval() calls (validation)
         self.iter_nograd = 0                         # ... and a model's forward passes with grad
                                                      # disabled (no_grad, inference_mode)
-        self.sigs: list[tuple[int, int, int, int]] = []   # the last few iterations'
-        self.measured_sig: tuple[int, int, int, int] | None = None   # the measured iteration's
+        self.iter_forward = 0                        # ... and with grad enabled
+        self.sigs: list[tuple[int, ...]] = []        # the last few iterations'
+        self.measured_sig: tuple[int, ...] | None = None   # the measured iteration's
         self.remeasured = 0                          # windows discarded or measured again
         self.others_since = 0                        # steps of the others since the first's last
         self.most_steps = 0                          # the most optimizer steps a whole iteration had
@@ -521,8 +522,9 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.opt0_steps += 1
         st.others_since = 0
         st.most_steps = max(st.most_steps, st.iter_steps)
-        _quietly(_typical_window, st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd), compiled)
-        st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = 0
+        _quietly(_typical_window, st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd,
+                                       st.iter_forward), compiled)
+        st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = st.iter_forward = 0
         if rebased:
             st.sigs = []                          # the iteration that ended here spans both
         if _made and st.whatif:
@@ -608,25 +610,30 @@ def _first_stopped(st: _State, key: int) -> bool:
 
 def _alike(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """Two iterations' signatures do the same work: the same backward() calls, optimizer steps and
-    model.eval() calls, and forward passes with grad disabled either in neither or in both, the
-    one's at most twice the other's (a reinforcement-learning loop's rollouts, of varying length,
-    run in every iteration; a validation pass without model.eval() in one of them only)."""
+    model.eval() calls, and forward passes with grad disabled, and with grad enabled, each either
+    in neither or in both, the one's at most twice the other's (a reinforcement-learning loop's
+    rollouts, of varying length, run in every iteration; a validation pass without model.eval()
+    in one of them only, under torch.no_grad() or not)."""
     if a[:3] != b[:3]:
         return False
-    m, n = sorted((a[3], b[3]))
-    return m == n or (m > 0 and n <= 2 * m)
+    for x, y in zip(a[3:], b[3:]):
+        m, n = sorted((x, y))
+        if not (m == n or (m > 0 and n <= 2 * m)):
+            return False
+    return True
 
 
-def _typical_window(st: _State, sig: tuple[int, int, int, int], compiled: bool) -> None:
+def _typical_window(st: _State, sig: tuple[int, ...], compiled: bool) -> None:
     """An iteration (`sig`: its backward() calls, optimizer steps, model.eval() calls and a
-    model's forward passes with grad disabled) ended at
+    model's forward passes with grad disabled and enabled) ended at
     the first optimizer's step: measure one that does what the others do.  An iteration whose work
     differs from the one before it is measured again at the next (a GradScaler that skipped a step
     on an overflow merges two iterations into one: the window held 2 forward and backward passes
     where every other step has 1, and the what-if priced 2x the FLOPs, said nowhere; a validation
     pass every 10 steps in the iteration measured priced 4.9x, its forward passes in every
     step, though the host's cycle has them once per 10; so did one under torch.no_grad() without
-    model.eval(): its forward passes with grad disabled tell it, _alike); and once the iterations have settled
+    model.eval(): its forward passes with grad disabled tell it, _alike; and one with grad enabled,
+    its forward passes); and once the iterations have settled
     on other work than the one measured (LBFGS: 5 closure evaluations a step in its first few, then
     1), one of them is measured and sent again.  At most REMEASURE times in all; never around
     compiled steps (their window closes at the next backward(), not here)."""
@@ -789,7 +796,7 @@ def _forward_post(module, args, out, seen: bool = True) -> None:
         pass
 
 
-SEEN_MODELS = 16                  # models watched for forward passes with grad disabled, at most
+SEEN_MODELS = 16                  # models watched for forward passes, at most
 _seen_models: list = []           # weak references to the models run before training began
 _compile_called = False           # torch.compile was called (a model it traced takes no new hook)
 _made: list = []                  # weak references to the modules made or copied since the last
@@ -797,14 +804,18 @@ _made: list = []                  # weak references to the modules made or copie
 _made_room = 4096                 # its length at which the dead ones are dropped
 
 
-def _nograd_pre(module, args) -> None:
-    """A watched model's call: one forward pass with grad disabled where it is (a validation pass
-    under torch.no_grad() without model.eval(), a rollout), counted in the running iteration."""
+def _watched_pre(module, args) -> None:
+    """A watched model's call: one forward pass, with grad disabled (a validation pass under
+    torch.no_grad() without model.eval(), a rollout) or enabled (the training's, or a validation
+    pass that forgot torch.no_grad() too), counted in the running iteration."""
     if _is_compiling():
         return
     st = _state
-    if st is not None and st.stepped and not getattr(_loading, "n", 0) and not _grad_enabled():
-        st.iter_nograd += 1
+    if st is not None and st.stepped and not getattr(_loading, "n", 0):
+        if _grad_enabled():
+            st.iter_forward += 1
+        else:
+            st.iter_nograd += 1
 
 
 def _grad_enabled() -> bool:
@@ -814,7 +825,7 @@ def _grad_enabled() -> bool:
 def _watch_models() -> None:
     """Training begins: a forward pre-hook on each model the script ran before (its outermost
     calls) and each it has made but not run yet (an EMA copy evaluated every N steps,
-    _watch_made), at most SEEN_MODELS of them, counts its calls with grad disabled per iteration
+    _watch_made), at most SEEN_MODELS of them, counts its calls (grad disabled, enabled) per iteration
     (_typical_window).  One hook per model call, not per module (the global hooks cost every
     module's call)."""
     import torch
@@ -830,7 +841,7 @@ _watched: list = []               # weak references to the models watched
 
 
 def _watch(m) -> None:
-    """Watch model m (_nograd_pre), unless it is watched already, SEEN_MODELS are, or a compiled
+    """Watch model m (_watched_pre), unless it is watched already, SEEN_MODELS are, or a compiled
     function may have traced it (adding a hook would recompile it): only compiled modules'
     wrappers then, whose hooks run outside the compiled code."""
     import weakref
@@ -839,7 +850,7 @@ def _watch(m) -> None:
             _compile_called and (wrapper is None or not isinstance(m, wrapper))):
         return
     try:
-        _nograd_hooks.append(m.register_forward_pre_hook(_nograd_pre))
+        _watched_hooks.append(m.register_forward_pre_hook(_watched_pre))
         _watched.append(weakref.ref(m))
     except Exception:  # noqa: BLE001, S110 - a module that takes no hooks: not watched
         pass
@@ -890,7 +901,7 @@ def _patch_module_making() -> None:
     Module.__init__, Module.__setstate__ = __init__, __setstate__
 
 
-_nograd_hooks: list = []
+_watched_hooks: list = []
 
 
 def _is_model(module) -> bool:

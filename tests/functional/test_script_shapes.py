@@ -679,6 +679,20 @@ def test_a_validation_pass_without_eval_is_not_measured_as_every_iterations_work
     _trained_alone(src.model_info)                                 # was 5x
 
 
+VALIDATED_WITH_GRAD = VALIDATED_WITHOUT_EVAL.replace(
+    "        with torch.no_grad():\n            for v in val:\n                model(v)\n",
+    "        for v in val:\n            model(v).argmax(1)\n")
+
+
+def test_a_validation_pass_with_grad_enabled_is_not_measured_as_every_iterations_work(tmp_path):
+    """A validation pass with neither model.eval() nor torch.no_grad() (8 forward passes, no
+    backward()) every 10 steps fell in the iteration measured: the what-if priced 175 MFLOP a
+    step where training takes 35.5, unsaid.  The probe counts the watched models' forward passes
+    with grad enabled per iteration too: one with 9 where the one before had 1 is measured again."""
+    assert "no_grad" not in VALIDATED_WITH_GRAD and "argmax" in VALIDATED_WITH_GRAD
+    src, _ = _measured(tmp_path, VALIDATED_WITH_GRAD)
+    _trained_alone(src.model_info)                                 # was 175 MFLOP
+
 
 def test_rollouts_in_every_iteration_stay_in_the_measured_cost(tmp_path):
     """An RL loop runs no_grad forward passes (rollouts, 2 to 12 of them) in every iteration, then
