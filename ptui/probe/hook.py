@@ -36,7 +36,8 @@ global optimizer-step post-hook and writes one line per event:
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
                            size/workers/input bytes, optimizer steps and backward passes per iteration,
-                           and how many of its steps ran compiled (their operators are not seen)
+                           how many of its steps ran compiled (their operators are not seen), and
+                           the first optimizer's parameters that got no gradient (frozen)
 
 On CUDA a step's time is when the GPU finishes the work queued before the step ended: the hook
 records a CUDA event there and reports the step once the GPU has reached it (checked at the next
@@ -137,6 +138,8 @@ class _Window:
         self.step_tensors = 0
         self.step_groups = 0
         self.load_flops = 0                  # FLOPs of a batch's loading (a dataset that computes)
+        self.no_grad_params = 0              # the first optimizer's parameters (elements) with no
+        self.stepped_params = 0              # gradient at its step, of all of them (_no_grad)
 
         class _Bytes(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -273,7 +276,8 @@ def _finish_window(device: str) -> None:
             "batches": w.batches, "samples": w.samples, "input_bytes": w.input_bytes,
             "workers": _state.workers, "batch_size": _state.batch_size, "device": device,
             "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors,
-            "step_groups": w.step_groups,
+            "step_groups": w.step_groups, "no_grad_params": w.no_grad_params,
+            "stepped_params": w.stepped_params,
             # a batch's loading in the script's own process (no workers), outside the window
             "load_ms": _load_ms(_state), "load_flops": w.load_flops}
     _send("W " + json.dumps(info) + "\n")
@@ -516,6 +520,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
                                   if q.grad is not None)
             w.step_groups += len(optimizer.param_groups)
         w.ops_at_pre = None
+        if idx == 0 and optimizer is not None:
+            _quietly(_no_grad, w, optimizer)
     st.iter_bw += nbw + ncl
     st.iter_steps += 1
     if idx == 0:
@@ -547,6 +553,18 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.window_touched = st.window is not None
     _send_step(f"{idx} {nbw} {ncl} c{time.thread_time():.6f}{flag}{' r' if rebased else ''}"
                f"{' s' if changed else ''}\n")
+
+
+def _no_grad(w: _Window, optimizer) -> None:
+    """The first optimizer's parameters (elements) that got no gradient for its step in the window,
+    and all of them: a warm-up that trains the head alone, the backbone frozen, for longer than
+    the measurement was priced as every iteration's work, unsaid (ptui warns of it)."""
+    none = n = 0
+    for g in optimizer.param_groups:
+        for p in g["params"]:
+            n += p.numel()
+            none += p.numel() if p.grad is None else 0
+    w.no_grad_params, w.stepped_params = none, n
 
 
 SAMPLED = 4                  # parameters sampled between backward() calls (_sampled)

@@ -536,6 +536,7 @@ def test_the_iteration_measured_for_the_whatif_does_what_the_others_do(tmp_path,
     assert (info["backward"], info["opt_steps"]) == (1, 1), info      # was 2 (skip), 4-5 (LBFGS)
     assert src.it.typical() == (1, 1)
     assert not any("the iteration ptui measured" in m for m in said), said
+    assert not any("got no gradient" in m for m in said), said
 
 
 def test_a_measured_iteration_unlike_the_recent_ones_is_warned_of(tmp_path):
@@ -798,3 +799,36 @@ def test_validation_of_an_ema_copy_is_not_measured_as_every_iterations_work(tmp_
     training takes 35.5, unsaid.  The models the script makes or copies are watched too."""
     src, _ = _measured(tmp_path, EMA_VALIDATED, kind)
     _trained_alone(src.model_info)                                 # was 175 MFLOP
+
+
+HEAD_WARMED_UP_FIRST = """
+import torch
+torch.manual_seed(0)
+F = torch.nn.functional
+backbone = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+model = torch.nn.Sequential(backbone, torch.nn.Linear(256, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+backbone.requires_grad_(False)               # a warm-up: the head alone, the backbone frozen
+step = 0
+while True:
+    if step == 10000:                        # then the whole model
+        backbone.requires_grad_(True)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+    step += 1
+"""
+
+
+def test_a_warm_up_longer_than_the_measurement_is_warned_of(tmp_path):
+    """A warm-up that trains the head alone (the backbone frozen) for longer than the measurement
+    was priced as every iteration's work, unsaid: 67.8 MFLOP where the whole model trains at 169.
+    ptui cannot know that the script will unfreeze them, but it says that most of the optimizer's
+    parameters got no gradient in the iteration it measured, and what that means for the what-if."""
+    src, said = _measured(tmp_path, HEAD_WARMED_UP_FIRST)
+    assert src.model_info and not src.model_info.get("error"), src.model_info
+    warned = [m for m in said if "got no gradient in the measured iteration" in m]
+    assert len(warned) == 1 and warned[0].startswith("warning: 99.5 % of the optimizer's parameters "
+                                                     "(525,568 of 528,138)"), said
+    assert "if the script trains them later" in warned[0], warned

@@ -77,6 +77,8 @@ PRIOR_CPU_TRAINING_WARNING = (
     "no CUDA for the Jetson's GPU), and a profile (--count N) would time CPU training")
 UNTYPICAL_WAIT = 10            # iterations waited for the probe to measure again one like the
                                # recent ones (_measured_typical), then the what-if goes on, warned
+NO_GRAD_WARN = 0.1             # the share of the optimizer's parameters with no gradient in the
+                               # iteration measured that is warned of (_say_no_grad)
 OUTSIDE_MIN_S = 0.005          # the least excess of an iteration counted as work outside the steps
 COUNT_ITERATIONS = 5           # tune --count 0: host iterations run before the script is stopped
 STARTUP_TIMEOUT_S = 600.0      # default wait for a script's first optimizer step (--startup-timeout)
@@ -976,6 +978,7 @@ class ScriptSource:
             if self.model_info is not None and enough(host) and (
                     self._measured_typical() or self.it.n_iter - w_at >= UNTYPICAL_WAIT):
                 self._say_untypical()
+                self._say_no_grad()
                 break
             if (self.model_info is None and t_first is not None
                     and time.monotonic() - t_first > self.first_step_timeout):
@@ -1014,6 +1017,21 @@ class ScriptSource:
                     f"the script's recent iterations run {tbw} and {tsteps} (a skipped step, a "
                     f"closure evaluated more often): its FLOPs and bytes, and so the simulated "
                     f"times, may not be those of a typical iteration")
+
+    def _say_no_grad(self) -> None:
+        """Warn where many of the optimizer's parameters got no gradient in the iteration measured
+        (a warm-up that trains the head alone, the backbone frozen, for longer than the
+        measurement: the what-if priced that phase's iterations, 67.8 MFLOP where the whole model
+        trains at 169, unsaid)."""
+        info = self.model_info or {}
+        none, n = int(info.get("no_grad_params") or 0), int(info.get("stepped_params") or 0)
+        if n <= 0 or none < NO_GRAD_WARN * n:
+            return
+        self.notify(f"warning: {100.0 * none / n:.3g} % of the optimizer's parameters ({none:,} of "
+                    f"{n:,}) got no gradient in the measured iteration (frozen, or unused in it): "
+                    f"the what-if's FLOPs and bytes, and so the simulated times, are those of training "
+                    f"the rest alone; if the script trains them later (a warm-up that trains part of "
+                    f"the model first), its iterations then do more work than simulated")
 
     def _say_host_cycle(self, host: list[float]) -> None:
         """The host's whole cycle beside its median step, and what the what-if does with it."""
