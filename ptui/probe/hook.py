@@ -32,7 +32,8 @@ global optimizer-step post-hook and writes one line per event:
                            calls (SAM's two passes: no gradient accumulation)
 ``L <ms> <n>``             after the W line: the lower median of n batches' loading in the script's
                            own process (a DataLoader without workers), each iterator's first left out
-``W <json>``               the model's measured size over one whole iteration (PTUI_PROBE_WHATIF=1
+``W <json>``               the model's measured size over one whole iteration, or over the period
+                           of iterations whose work alternates (iterations: how many; PTUI_PROBE_WHATIF=1
                            only): training FLOPs (torch's FlopCounterMode), bytes touched by every
                            operator, operator count, parameters, optimizer state, DataLoader batch
                            size/workers/input bytes, optimizer steps and backward passes per iteration,
@@ -138,6 +139,7 @@ class _Window:
         self.step_tensors = 0
         self.step_groups = 0
         self.load_flops = 0                  # FLOPs of a batch's loading (a dataset that computes)
+        self.iters = 0                       # whole iterations ended in it (a period: _period)
         self.no_grad_params = 0              # the first optimizer's parameters (elements) with no
         self.stepped_params = 0              # gradient at its step, of all of them (_no_grad)
 
@@ -202,7 +204,8 @@ class _State:
                                                      # disabled (no_grad, inference_mode)
         self.iter_forward = 0                        # ... and with grad enabled
         self.sigs: list[tuple[int, ...]] = []        # the last few iterations'
-        self.measured_sig: tuple[int, ...] | None = None   # the measured iteration's
+        self.measured_sig: tuple[tuple[int, ...], ...] | None = None   # the measured iterations'
+        self.span = 1                                # iterations a measurement spans (_period)
         self.remeasured = 0                          # windows discarded or measured again
         self.others_since = 0                        # steps of the others since the first's last
         self.most_steps = 0                          # the most optimizer steps a whole iteration had
@@ -277,6 +280,7 @@ def _finish_window(device: str) -> None:
             "workers": _state.workers, "batch_size": _state.batch_size, "device": device,
             "compiled_steps": w.compiled_steps, "step_ops": w.step_ops, "step_tensors": w.step_tensors,
             "step_groups": w.step_groups, "no_grad_params": w.no_grad_params,
+            "iterations": max(1, w.iters),
             "stepped_params": w.stepped_params,
             # a batch's loading in the script's own process (no workers), outside the window
             "load_ms": _load_ms(_state), "load_flops": w.load_flops}
@@ -528,6 +532,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         st.opt0_steps += 1
         st.others_since = 0
         st.most_steps = max(st.most_steps, st.iter_steps)
+        if st.window is not None and st.pending is None:
+            st.window.iters += 1
         _quietly(_typical_window, st, (st.iter_bw, st.iter_steps, st.iter_evals, st.iter_nograd,
                                        st.iter_forward), compiled)
         st.iter_bw = st.iter_steps = st.iter_evals = st.iter_nograd = st.iter_forward = 0
@@ -542,7 +548,8 @@ def _step_ended(optimizer, key: int, compiled: bool) -> None:
         if st.window is not None or st.window_touched:
             flag = " x"                           # the measurement slowed this iteration
         if st.window is not None:
-            st.pending, st.pending_since = "close", st.opt0_steps
+            if st.window.iters >= st.span:
+                st.pending, st.pending_since = "close", st.opt0_steps
         elif st.whatif and not st.measured and st.pending is None and st.opt0_steps >= 2:
             st.pending, st.pending_since = "open", st.opt0_steps    # measure the next iteration
         if st.pending == "open" and st.opt0_steps - st.pending_since >= GIVE_UP_STEPS:
@@ -622,7 +629,7 @@ def _first_stopped(st: _State, key: int) -> bool:
         w, st.window = st.window, None
         _quietly(w.__exit__, None, None, None)
     # what was measured (a W line of the first's iterations) is not these: measured again
-    st.pending, st.measured, st.measured_sig, st.opt0_steps = None, False, None, 0
+    st.pending, st.measured, st.measured_sig, st.opt0_steps, st.span = None, False, None, 0, 1
     return True
 
 
@@ -651,28 +658,47 @@ def _typical_window(st: _State, sig: tuple[int, ...], compiled: bool) -> None:
     pass every 10 steps in the iteration measured priced 4.9x, its forward passes in every
     step, though the host's cycle has them once per 10; so did one under torch.no_grad() without
     model.eval(): its forward passes with grad disabled tell it, _alike; and one with grad enabled,
-    its forward passes); and once the iterations have settled
+    its forward passes); iterations whose work alternates (a GAN's generator stepping every
+    other iteration, micro-batches accumulated 2 then 1) are measured over their period, which
+    repeats (_period: one of them measured priced every iteration as it, or used up the measures
+    again and was warned of); and once the iterations have settled
     on other work than the one measured (LBFGS: 5 closure evaluations a step in its first few, then
     1), one of them is measured and sent again.  At most REMEASURE times in all; never around
     compiled steps (their window closes at the next backward(), not here)."""
     w = st.window
-    prev = st.sigs[-1] if st.sigs else None
-    st.sigs = (st.sigs + [sig])[-3:]
+    st.sigs = (st.sigs + [sig])[-2 * PERIODS:]
     if compiled or st.remeasured >= REMEASURE or not st.whatif:
         return
     if w is not None and st.pending is None and not w.compiled_steps:
-        if prev is not None and not _alike(sig, prev):  # this one is unlike the one before: again
+        if w.iters < st.span:
+            return                                        # the period measured goes on
+        if not _repeats(st.sigs, st.span):                # unlike the ones before it: again
             st.window = None
             st.remeasured += 1
             _quietly(w.__exit__, None, None, None)
             st.pending, st.pending_since = "open", st.opt0_steps
+            st.span = _period(st.sigs)
         else:
-            st.measured_sig = sig
+            st.measured_sig = tuple(st.sigs[-st.span:])
     elif (st.measured and st.measured_sig is not None and st.pending is None and w is None
-          and len(st.sigs) == 3 and all(_alike(x, sig) for x in st.sigs)
-          and not _alike(sig, st.measured_sig)):
+          and len(st.sigs) >= 3 and all(_alike(x, sig) for x in st.sigs[-3:])
+          and not any(_alike(sig, m) for m in st.measured_sig)):
         st.measured, st.measured_sig = False, None      # the work settled elsewhere: measure again
-        st.remeasured += 1
+        st.remeasured, st.span = st.remeasured + 1, 1
+
+
+PERIODS = 3                  # the most iterations whose work alternates measured as one (_period)
+
+
+def _repeats(sigs: list, p: int) -> bool:
+    """The last p iterations did what the p before them did (as far as there are any)."""
+    return all(_alike(sigs[-i], sigs[-i - p]) for i in range(1, p + 1) if i + p <= len(sigs))
+
+
+def _period(sigs: list) -> int:
+    """The fewest iterations over which the last ones' work repeats (2: a GAN's generator stepping
+    every other iteration); 1 where none does within PERIODS."""
+    return next((p for p in range(1, PERIODS + 1) if len(sigs) >= 2 * p and _repeats(sigs, p)), 1)
 
 
 def _patch_backward() -> None:

@@ -832,3 +832,56 @@ def test_a_warm_up_longer_than_the_measurement_is_warned_of(tmp_path):
     assert len(warned) == 1 and warned[0].startswith("warning: 99.5 % of the optimizer's parameters "
                                                      "(525,568 of 528,138)"), said
     assert "if the script trains them later" in warned[0], warned
+
+
+GENERATOR_EVERY_OTHER = """
+import torch
+torch.manual_seed(0)
+F = torch.nn.functional
+G = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
+D = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+opt_d, opt_g = torch.optim.Adam(D.parameters(), 1e-4), torch.optim.Adam(G.parameters(), 1e-4)
+real = torch.randn(64, 256)
+i = 0
+while True:
+    z = torch.randn(64, 64)
+    opt_d.zero_grad()
+    (F.softplus(-D(real)).mean() + F.softplus(D(G(z).detach())).mean()).backward()
+    opt_d.step()
+    if i % 2:                                # the generator every other iteration
+        opt_g.zero_grad()
+        F.softplus(-D(G(z))).mean().backward()
+        opt_g.step()
+    i += 1
+"""
+
+ACCUMULATED_2_THEN_1 = VALIDATED_EVERY_10.split("val = ")[0] + """i = 0
+while True:
+    F.cross_entropy(model(x), y).backward()
+    if i % 3:                                # a step after 2 micro-batches, then after 1, ...
+        opt.step()
+        opt.zero_grad()
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("text, backward, steps", [(GENERATOR_EVERY_OTHER, 1.5, 1.5),
+                                                   (ACCUMULATED_2_THEN_1, 1.5, 1)],
+                         ids=["gan", "accumulation"])
+def test_iterations_whose_work_alternates_are_measured_over_their_period(tmp_path, text, backward,
+                                                                         steps):
+    """A GAN whose generator steps every other iteration, or micro-batches accumulated 2 then 1:
+    every iteration is unlike the one before it, so the probe measured one, then another, used up
+    its measures again and priced whichever it had last as every iteration's (2 passes where the
+    mean is 1.5: warned of, or not, as the median of the recent ones fell).  A period of
+    iterations that repeats is measured whole, and priced as its mean."""
+    from ptui.core.profiling.userscript import describe_model
+    src, said = _measured(tmp_path, text)
+    info = src.model_info
+    assert info and not info.get("error"), info
+    assert (info["iterations"], info["backward"], info["opt_steps"]) == (2, backward, steps), info
+    assert "the mean of 2 iterations whose work alternates" in describe_model(info)
+    assert not any("ptui measured for the what-if ran" in m for m in said), said
+    if text is ACCUMULATED_2_THEN_1:
+        one = 2 * 64 * (256 * 512 + 512 * 10) * 2 + 2 * 64 * 512 * 10   # a micro-batch: 35.5 MFLOP
+        assert info["flops"] == pytest.approx(1.5 * one, rel=0.05), info  # was 2 or 1 of them

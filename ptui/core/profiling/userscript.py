@@ -252,6 +252,21 @@ def compiled_step_bytes(info: dict) -> float:
     return share * (3.0 * float(info.get("param_bytes") or 0) + 2.0 * float(info.get("state_bytes") or 0))
 
 
+# what a measurement over several iterations (a period of iterations whose work alternates) has
+# summed over them: per_iteration divides it
+PERIOD_SUMS = ("flops", "bytes", "ops", "opt_steps", "backward", "batches", "samples", "input_bytes",
+               "compiled_steps", "step_ops", "step_tensors", "step_groups", "load_flops")
+
+
+def per_iteration(info: dict) -> dict:
+    """The probe's measurement per iteration: a period of iterations whose work alternates (a
+    GAN's generator stepping every other iteration) is measured over all of them, its mean."""
+    n = int(info.get("iterations") or 1)
+    if n <= 1:
+        return info
+    return {**info, **{k: info[k] / n for k in PERIOD_SUMS if isinstance(info.get(k), (int, float))}}
+
+
 def describe_model(info: dict) -> str:
     samples = int(info.get("samples") or 0)
     bs = (f"{samples} samples per iteration" if samples else
@@ -268,9 +283,11 @@ def describe_model(info: dict) -> str:
                      f"at once on CUDA, one by one on this CPU)")
     loading = (f" ({float(info['load_ms']):.1f} ms loading each batch in the script's process, measured "
                f"on this machine)" if _loading_mcycles(info) is not None else "")
+    n = int(info.get("iterations") or 1)
+    mean = f" (the mean of {n} iterations whose work alternates)" if n > 1 else ""
     return (f"{info.get('flops', 0) / 1e9:.3g} GFLOP and "
             f"{(info.get('bytes', 0) + est) / 1e6:.3g} MB touched "
-            f"per iteration, {info.get('params', 0):,} parameters, {ops_said}, "
+            f"per iteration{mean}, {info.get('params', 0):,} parameters, {ops_said}, "
             f"{bs}, {info.get('workers') or 0} DataLoader workers{loading}" + compiled)
 
 
@@ -337,13 +354,16 @@ class _Iterations:
         return self.optimizers > 1 and bool(self.per_iter_steps) and \
             min(self.per_iter_steps[-20:]) < self.optimizers
 
-    def typical(self, last: int = 5) -> tuple[int, int] | None:
-        """(backward passes, optimizer steps) of the recent whole iterations (the median of the
-        last few); None before any."""
-        if not self.per_iter_steps:
+    def typical(self, last: int = 5, period: int = 1) -> tuple[int, int] | None:
+        """(backward passes, optimizer steps) of the recent whole iterations, or of `period`
+        consecutive ones (the median of the last few); None before any."""
+        if len(self.per_iter_steps) < period or not self.per_iter_steps:
             return None
-        return (statistics.median_low(self.per_iter_bw[-last:]),
-                statistics.median_low(self.per_iter_steps[-last:]))
+
+        def sums(per: list[int]) -> list[int]:
+            return [sum(per[i:i + period]) for i in range(len(per) - period + 1)][-last:]
+        return (statistics.median_low(sums(self.per_iter_bw)),
+                statistics.median_low(sums(self.per_iter_steps)))
 
     def timed(self) -> str:
         """What one timed unit is, in words (CSV column `timed`, CLI)."""
@@ -971,7 +991,8 @@ class ScriptSource:
                     # ones' 5 closure evaluations read as 31 % of the wall time outside the steps)
                     host.clear()
                     self.host_cpu.clear()
-                self.model_info = val if val.get("error") else dict(val, host_mhz=host_cpu_mhz())
+                self.model_info = val if val.get("error") else dict(per_iteration(val),
+                                                                    host_mhz=host_cpu_mhz())
                 w_at = self.it.n_iter
             elif kind == "L" and self.model_info is not None and not self.model_info.get("error"):
                 self.model_info["load_ms"] = val      # the loading timed since, over more batches
@@ -994,27 +1015,35 @@ class ScriptSource:
         return self.model_info, host
 
     def _measured_sig(self) -> tuple[int, int] | None:
+        """(backward passes, optimizer steps) of the iterations measured, all of them (a period)."""
         info = self.model_info
         if not info or info.get("error") or "backward" not in info:
             return None
-        return int(info.get("backward") or 0), int(info.get("opt_steps") or 0)
+        n = self._measured_period()
+        return round(float(info.get("backward") or 0) * n), round(float(info.get("opt_steps") or 0) * n)
+
+    def _measured_period(self) -> int:
+        return int((self.model_info or {}).get("iterations") or 1)
 
     def _measured_typical(self) -> bool:
         """The iteration measured did what the recent ones do (backward passes, optimizer steps):
         the probe measures again where it did not (a GradScaler's skipped step merged two
         iterations into the one measured; LBFGS evaluated its closure 5 times a step at first, then
         once), and its FLOPs were priced, unsaid, as every iteration's."""
-        sig, typical = self._measured_sig(), self.it.typical()
+        sig, typical = self._measured_sig(), self.it.typical(period=self._measured_period())
         return sig is None or typical is None or sig == typical
 
     def _say_untypical(self) -> None:
         """Warn where the iteration measured still differs from the recent ones."""
         if self._measured_typical():
             return
-        (bw, steps), (tbw, tsteps) = self._measured_sig(), self.it.typical()  # type: ignore[misc]
-        self.notify(f"warning: the iteration ptui measured for the what-if ran "
+        n = self._measured_period()
+        (bw, steps), (tbw, tsteps) = self._measured_sig(), self.it.typical(period=n)  # type: ignore[misc]
+        what, recent = (("the iteration", "iterations") if n == 1 else
+                        (f"the {n} iterations", f"{n} iterations"))
+        self.notify(f"warning: {what} ptui measured for the what-if ran "
                     f"{_plural(bw, 'backward pass')} and {_plural(steps, 'optimizer step')}, where "
-                    f"the script's recent iterations run {tbw} and {tsteps} (a skipped step, a "
+                    f"the script's recent {recent} run {tbw} and {tsteps} (a skipped step, a "
                     f"closure evaluated more often): its FLOPs and bytes, and so the simulated "
                     f"times, may not be those of a typical iteration")
 
