@@ -12,8 +12,9 @@ global optimizer-step post-hook and writes one line per event:
                            a frozen or loaded TorchScript one, outermost calls only, not a
                            DataLoader's) and has neither called backward() nor stepped (sent at the
                            first, then at most once a second; counted until the first backward()
-                           or step; from torch.compile on, only compiled models' calls, counted
-                           outside the compiled code: dynamo guards on the global module hooks)
+                           or step; from torch.compile on, compiled models' calls, counted
+                           outside the compiled code, and the eager models' run or made before it,
+                           by hooks of their own: dynamo guards on the global module hooks)
 ``B <n> <t> [g]``          backward() (or torch.autograd.grad, g: some of them were, a functional
                            loop) has been called n times and no optimizer has stepped yet (sent at
                            the first call, then at most once a second, until the first step)
@@ -905,18 +906,24 @@ def _watch_made() -> None:
     (an EMA's copy of the model, torch.optim.swa_utils.AveragedModel or a deepcopy, first run in a
     validation pass after training began, was never seen running and its passes went unseen: the
     what-if priced 8 validation passes into every iteration, 5x, unsaid)."""
-    made = [m for m in (r() for r in _made) if m is not None]
+    roots = _made_roots()
     _made.clear()
+    for m in roots:
+        _watch(m)
+
+
+def _made_roots() -> list:
+    """The models (modules with parameters) made or copied since the last look that no other module
+    made since holds."""
+    made = [m for m in (r() for r in _made) if m is not None]
     inner = {id(c) for m in made for c in m.children()}
-    for m in made:
-        if id(m) not in inner and _is_model(m):
-            _watch(m)
+    return [m for m in made if id(m) not in inner and _is_model(m)]
 
 
 def _made_one(module) -> None:
     import weakref
     global _made_room
-    if _state is None or not _state.whatif:
+    if _state is None or not (_state.whatif or _counting):
         return
     _made.append(weakref.ref(module))
     if len(_made) >= _made_room:      # modules made and dropped (one made in each forward pass)
@@ -1026,7 +1033,10 @@ def _stop_counting_at_compile() -> None:
     @functools.wraps(orig)
     def compile(*args, **kwargs):
         global _compile_called
-        _remove(_forward_hooks)
+        if _forward_hooks and _counting:
+            _remove(_forward_hooks)
+            _quietly(_count_eager_models)
+        _quietly(_uncount_eager, args[0] if args else kwargs.get("model"))
         _compile_called = True
         out = orig(*args, **kwargs)
         if not _counting or (not args and kwargs.get("model") is None):
@@ -1053,11 +1063,7 @@ def _counted_compile(out, model):
     if isinstance(out, torch.nn.Module):
         if out is model:              # compiling disabled: the module itself, which dynamo may
             return out                # trace later (its own hooks would be guarded on)
-        _model_hooks.append(out.register_forward_pre_hook(_forward_pre))
-        try:
-            _model_hooks.append(out.register_forward_hook(_forward_post, always_call=True))
-        except TypeError:
-            _model_hooks.append(out.register_forward_hook(_forward_post))
+        _count_calls(out)
         return out
     owner = getattr(model, "__self__", None)
     code = getattr(model, "__code__", None)
@@ -1080,6 +1086,41 @@ def _counted_compile(out, model):
             _forward_post(who, args, None, seen=False)
 
     return counted
+
+
+def _count_calls(module) -> list:
+    """Hooks on `module` that count its calls as forward passes (removed when counting stops)."""
+    hooks = [module.register_forward_pre_hook(_forward_pre)]
+    try:
+        hooks.append(module.register_forward_hook(_forward_post, always_call=True))
+    except TypeError:
+        hooks.append(module.register_forward_hook(_forward_post))
+    _model_hooks.extend(hooks)
+    return hooks
+
+
+_eager: dict = {}                 # id(model) -> the hooks counting an eager model's calls
+
+
+def _count_eager_models() -> None:
+    """The script's first torch.compile call ends the global hooks' counting: the models it has run
+    or made, eager, are counted by hooks of their own from here (an eager model's inference loop
+    after an unrelated compiled function, data preparation, counted nothing and waited out the
+    whole start-up timeout, 600 s)."""
+    for m in [r() for r in _seen_models] + _made_roots():
+        if m is not None and id(m) not in _eager and _is_model(m):
+            _eager[id(m)] = _count_calls(m)
+
+
+def _uncount_eager(target) -> None:
+    """A model about to be compiled (the module, a module's method, or one a compiled function
+    names) loses its eager hooks: dynamo would trace them, and their removal when counting stops
+    would recompile it.  What torch.compile makes of it is counted instead (_counted_compile)."""
+    if not _eager or target is None:
+        return
+    for m in {id(x): x for x in (target, getattr(target, "__self__", None), _model_of(target, ()))
+              if x is not None}.values():
+        _remove(_eager.pop(id(m), []))
 
 
 def _model_of(fn, given):
@@ -1117,6 +1158,7 @@ def _stop_counting_forwards(training: bool = True) -> None:
     was, _counting = _counting, False
     _remove(_forward_hooks)
     _remove(_model_hooks)
+    _eager.clear()
     if was and training:
         _quietly(_watch_models)
 

@@ -233,6 +233,9 @@ MODELS = {
                                "torch.jit.save(torch.jit.freeze(torch.jit.script(net)), f)\n"
                                "model = torch.jit.load(f)",
     "optimize_for_inference": "model = torch.jit.optimize_for_inference(torch.jit.trace(net, torch.randn(4, 8)))",
+    # an eager model after an unrelated compiled function (its calls were not counted)
+    "eager after a compiled function": "norm = torch.compile(lambda x: x / (x.std() + 1e-6), backend='eager')\n"
+                                       "model = lambda x: net(norm(x))",
 }
 
 
@@ -241,9 +244,10 @@ MODELS = {
 def test_a_compiled_or_torchscript_inference_loop_is_named_as_an_eager_one_is(tmp_path, cli, monkeypatch,
                                                                              make):
     """An inference loop over a compiled model (torch.compile stopped the counting of forward
-    passes) or a frozen TorchScript one (its parameters folded into its graph: no module with
-    parameters was called) waited out the whole start-up timeout (600 s); an eager model's was
-    stopped after FORWARD_ONLY_S.  Now they end the same way."""
+    passes), an eager one after an unrelated compiled function (the same), or a frozen
+    TorchScript one (its parameters folded into its graph: no module with parameters was called)
+    waited out the whole start-up timeout (600 s); an eager model's was stopped after
+    FORWARD_ONLY_S.  Now they end the same way."""
     monkeypatch.setattr("ptui.core.profiling.userscript.FORWARD_ONLY_S", 2.0)
     monkeypatch.setattr("ptui.core.profiling.userscript.STARTUP_TIMEOUT_S", 60.0)
     infer = _write(tmp_path, "infer.py", textwrap.dedent("""
