@@ -116,6 +116,21 @@ def _tensor_bytes(obj) -> int:
     return n
 
 
+class _GlobalOnly:
+    """FlopCounterMode's module tracker, which puts every FLOP under 'Global' (all the probe reads)
+    without registering global module hooks: torch's own tracker did, for the whole measured
+    iteration, and a compiled model called in it made torch write "Using `torch.compile(module)`
+    when there are global hooks on modules ..." into the script's log."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 class _Window:
     """Counts one iteration: FLOPs (torch's counter), operators and bytes every operator reads and
     writes (views excluded), backward passes, optimizer steps and DataLoader batches."""
@@ -158,6 +173,8 @@ class _Window:
                 return out
 
         self.flops = FlopCounterMode(display=False)
+        if hasattr(self.flops, "mod_tracker"):
+            self.flops.mod_tracker = _GlobalOnly()
         self.bytes_mode = _Bytes()
 
     def __enter__(self):
@@ -294,19 +311,24 @@ def _window_error(e: BaseException | str) -> None:
 
 
 _compiled_code = None        # the code object of the wrapper torch.compile puts around a callable
+_own_compile = False         # the probe compiles (to find that code object): not the script
 
 
 def _inside_compiled_call() -> bool:
     """True when a torch.compile'd callable is on the stack (its graph, or the eager code run at a
     graph break): a dispatch mode entered or left there is undone by dynamo when the call returns."""
-    global _compiled_code
+    global _compiled_code, _own_compile
     if "torch._dynamo" not in sys.modules:       # nothing was ever compiled
         return False
     if _compiled_code is None:
         try:
             import torch
             compile = getattr(torch.compile, "__wrapped__", torch.compile)     # not the probe's
-            _compiled_code = getattr(compile(_no_ref, backend="eager"), "__code__", False)
+            _own_compile = True
+            try:
+                _compiled_code = getattr(compile(_no_ref, backend="eager"), "__code__", False)
+            finally:
+                _own_compile = False
         except Exception:  # noqa: BLE001 - a torch whose compile cannot be asked: none on the stack
             _compiled_code = False
     f = sys._getframe(1)
@@ -1033,9 +1055,7 @@ def _stop_counting_at_compile() -> None:
     @functools.wraps(orig)
     def compile(*args, **kwargs):
         global _compile_called
-        if _forward_hooks and _counting:
-            _remove(_forward_hooks)
-            _quietly(_count_eager_models)
+        _quietly(_end_global_counting)
         _quietly(_uncount_eager, args[0] if args else kwargs.get("model"))
         _compile_called = True
         out = orig(*args, **kwargs)
@@ -1100,6 +1120,14 @@ def _count_calls(module) -> list:
 
 
 _eager: dict = {}                 # id(model) -> the hooks counting an eager model's calls
+
+
+def _end_global_counting() -> None:
+    """dynamo is about to compile (torch.compile, torch._dynamo.optimize): the global hooks stop
+    counting, and the eager models' own hooks count from here (_count_eager_models)."""
+    if _forward_hooks and _counting:
+        _remove(_forward_hooks)
+        _count_eager_models()
 
 
 def _count_eager_models() -> None:
@@ -1429,3 +1457,26 @@ def _skip_in_dynamo() -> None:
     from torch._dynamo import decorators
     for fn in _UNTRACED:
         decorators.skip(fn)
+    _quietly(_end_counting_at_optimize)
+
+
+def _end_counting_at_optimize() -> None:
+    """torch._dynamo.optimize(backend)(model) makes a compiled model without torch.compile: the
+    global hooks, still counting, made torch warn in the script's log that global hooks would
+    fire an extra time for its OptimizedModule (at each call).  They stop counting there too."""
+    import functools
+
+    import torch._dynamo as dynamo
+    orig = getattr(dynamo, "optimize", None)
+    if not callable(orig):
+        return
+
+    @functools.wraps(orig)
+    def optimize(*args, **kwargs):
+        global _compile_called
+        if not _own_compile:        # torch.compile's own call comes here too
+            _quietly(_end_global_counting)
+            _compile_called = True
+        return orig(*args, **kwargs)
+
+    dynamo.optimize = optimize

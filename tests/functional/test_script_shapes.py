@@ -885,3 +885,27 @@ def test_iterations_whose_work_alternates_are_measured_over_their_period(tmp_pat
     if text is ACCUMULATED_2_THEN_1:
         one = 2 * 64 * (256 * 512 + 512 * 10) * 2 + 2 * 64 * 512 * 10   # a micro-batch: 35.5 MFLOP
         assert info["flops"] == pytest.approx(1.5 * one, rel=0.05), info  # was 2 or 1 of them
+
+
+COMPILED_MODEL = VALIDATED_EVERY_10.split("val = ")[0] + """model(x)
+compiled = torch._dynamo.optimize("eager")(model) if sys.argv[1] == "optimize" else \
+    torch.compile(model, backend="eager")
+while True:
+    opt.zero_grad()
+    F.cross_entropy(compiled(x), y).backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("how", ["compile", "optimize"])
+def test_a_compiled_model_gets_no_global_hooks_warning(tmp_path, how):
+    """torch wrote "Using `torch.compile(module)` when there are global hooks on modules ..." into
+    the log of a script whose compiled model was called while the probe held global module hooks:
+    FlopCounterMode's module tracker, through the iteration measured for the what-if; and the
+    probe's own counting hooks, still counting forward passes, where the model was compiled by
+    torch._dynamo.optimize(backend)(model), not torch.compile.  The FLOP counter tracks no modules
+    now, and dynamo's optimize ends the counting hooks as torch.compile does."""
+    src, _ = _measured(tmp_path, COMPILED_MODEL.replace("import torch\n", "import sys, torch\n", 1), how)
+    assert src.model_info and not src.model_info.get("error"), src.model_info
+    log = (tmp_path / "log").read_text()
+    assert "global hooks" not in log and "Traceback" not in log, log[-3000:]
