@@ -304,7 +304,11 @@ class ParetoScreen(Screen):
     @work(thread=True, exclusive=True, group="pareto", exit_on_error=False)
     def load(self, path: Path) -> None:
         try:
-            pred = core.load_predictions(path, self.app.state.backend.device)
+            be = self.app.state.backend
+            # a replay board is set only to its corpus's recorded modes: only those are offered
+            # (Apply refused a predicted mode 'not in the replay corpus'), as ptui tune keeps to them
+            within = list(be.table) if be.kind == "replay" else None
+            pred = core.load_predictions(path, be.device, within=within)
         except Exception as e:  # noqa: BLE001
             self.post_message(PredictionsFailed(path, str(e)))
             return

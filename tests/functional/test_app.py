@@ -646,11 +646,9 @@ async def test_profile_screen_active_strategy_for_a_budget(tmp_path):
         assert best <= 1.05 * optimum          # the search found a near-optimal mode under 30 W
 
 
-async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
-    """`ptui --backend replay --corpus F.csv`: the app says REPLAY, plans among the recorded modes
-    and measures their recorded values."""
-    from ptui.core.board.backends.replay import ReplayJetson
-    from ptui.core.board.csvio import read_profile
+def replay_corpus(tmp_path):
+    """A replay corpus of every 97th PowerTrain grid mode (time falls, power rises with the GPU's
+    clock): its modes and its path."""
     grid = ORIN.pt_grid()[::97]
     lines = ["cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w"]
     for m in grid:
@@ -658,6 +656,15 @@ async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
         lines.append(f"{c},{f:g},{g:g},{e:g},{20 + 3e4 / g:.3f},{9 + 0.02 * g:.3f}")
     corpus = tmp_path / "corpus.csv"
     corpus.write_text("\n".join(lines) + "\n")
+    return grid, corpus
+
+
+async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
+    """`ptui --backend replay --corpus F.csv`: the app says REPLAY, plans among the recorded modes
+    and measures their recorded values."""
+    from ptui.core.board.backends.replay import ReplayJetson
+    from ptui.core.board.csvio import read_profile
+    grid, corpus = replay_corpus(tmp_path)
     rp = ReplayJetson(ORIN, corpus, clock=VirtualClock())
     state = AppState(rp, rp.label, Sampler(rp, interval=0.05, now=rp.clock.now))
     app = PtuiApp(state)
@@ -677,6 +684,27 @@ async def test_app_on_the_replay_device_profiles_recorded_modes_only(tmp_path):
         assert len(modes) == 6 and set(modes) <= set(grid)
         for m, tt in zip(modes, t):
             assert tt == pytest.approx(20 + 3e4 / m.gpu_mhz, rel=1e-3)
+
+
+async def test_pareto_on_the_replay_device_offers_recorded_modes_only(tmp_path):
+    """A user's trial: on `ptui --backend replay --corpus F.csv` the Pareto screen offered every
+    mode of the model, and Apply then refused its pick ('cannot plan: mode ... is not in the replay
+    corpus'); it offers the corpus's recorded modes alone, as `ptui tune` does."""
+    from ptui.core.board.backends.replay import ReplayJetson
+    from ptui.core.prediction.predictor import bundled_reference
+    grid, corpus = replay_corpus(tmp_path)
+    rp = ReplayJetson(ORIN, corpus, clock=VirtualClock())
+    state = AppState(rp, rp.label, Sampler(rp, interval=0.05, now=rp.clock.now),
+                     model_dir=bundled_reference())
+    app = PtuiApp(state)
+    async with app.run_test(size=(100, 30)) as pilot:
+        scr = await open_pareto(app, pilot)
+        assert scr.table is not None and 0 < len(scr.table.modes) <= len(grid)
+        assert set(scr.table.modes) <= set(grid)
+        assert scr.sel is not None and scr.table.modes[scr.sel] in set(grid)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.state.selected in set(grid)
 
 
 async def test_pareto_details_fit_their_panel_at_80x24():

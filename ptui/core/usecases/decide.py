@@ -55,10 +55,12 @@ class Predictions:
     batch_size: int | None = None         # the source's one batch size, where known
 
 
-def model_predictions(model: Model) -> Predictions:
+def model_predictions(model: Model, within=None) -> Predictions:
     """Every mode of a model's decision space predicted (its profiled modes with their
-    measurements), whether the model was loaded from a directory or is in memory."""
-    modes, note = model.decision_space()
+    measurements), whether the model was loaded from a directory or is in memory.  within: the
+    only modes a decision may choose (a replay board's recorded modes, as tune_decide keeps to
+    them), else the device's whole space."""
+    modes, note = model.decision_space(None if within is None else list(within))
     wl = model.about.workload
     w = WORKLOADS.get(str(wl))
     mb = model.about.batches_per_epoch or (w.minibatches_per_epoch if w else None)
@@ -70,12 +72,15 @@ def model_predictions(model: Model) -> Predictions:
                        batch_size=model.about.batch_size)
 
 
-def load_predictions(path: Path, device, time_basis: str = "auto") -> Predictions:
+def load_predictions(path: Path, device, time_basis: str = "auto", within=None) -> Predictions:
     """Every mode predicted by a model directory, or the measured modes of a profile CSV (with
-    time_ms the median step or the whole cycle: csvio.profile_time)."""
+    time_ms the median step or the whole cycle: csvio.profile_time).  within: the modes a replay
+    board can be set to (its corpus's recorded modes): a model predicts those alone, and a profile
+    keeps only its rows among them (the app's Pareto offered a mode Apply then refused: 'not in
+    the replay corpus')."""
     path = Path(path)
     if path.is_dir():
-        return model_predictions(load_model(path))
+        return model_predictions(load_model(path), within)
     basis = profile_time_choice(path, time_basis)
     if len(profile_batch_sizes(path)) > 1:
         # a profile over (mode, batch size) pairs: the measured pairs; the table is the default size
@@ -98,8 +103,11 @@ def load_predictions(path: Path, device, time_basis: str = "auto") -> Prediction
     # each row with the uncertainty of its figures, as a batch profile's rows and a model's
     # measured modes have: a measurement is not exact; and each row said measured, as a batch
     # profile's are (the decision's lines called a profile's rows 'predicted')
-    return Predictions(Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"],
-                             np.ones(len(modes), bool)), None, mb,
+    table = Table(modes, t, p, ms["time_ms_std"], ms["power_w_std"], np.ones(len(modes), bool))
+    if within is not None:
+        keep = set(within)
+        table = table.subset(np.array([m in keep for m in modes], bool))
+    return Predictions(table, None, mb,
                        tags.get("workload"), tags.get("timed", ""),
                        batch_size=int(bs) if bs.isdigit() and int(bs) > 0 else None)
 
