@@ -80,7 +80,7 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "errors": ("exit_code", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUNTIME", "InputError",
                "Interrupted", "known_errors", "number", "PtuiError",),
     "paths": ("data_dir", "model_meta", "model_of", "script_log", "write_atomic",),
-    "progress": ("SAVING", "STAGE", "Step",),
+    "progress": ("SAVING", "STAGE", "Step", "plural",),
 }
 # modules the faces use whole
 _MODULES = {"logs": "board.logs", "train": "prediction.train"}
@@ -169,7 +169,7 @@ if TYPE_CHECKING:       # for a type checker; at run time each name is imported 
         compiled_step_bytes,
         count_script,
     )
-    from .progress import SAVING, STAGE, Step
+    from .progress import SAVING, STAGE, Step, plural
     from .usecases.board import (
         apply,
         apply_preset,

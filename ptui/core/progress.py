@@ -3,6 +3,12 @@ never parses the words to learn what a step is."""
 from __future__ import annotations
 
 STAGE, NOTE, SAVING = "stage", "note", "saving"
+
+
+def plural(n: int, word: str) -> str:
+    """'1 mode', '2 modes', '3 forward passes': a count with its noun (the last word) in the
+    number it takes."""
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
 KINDS = (STAGE, NOTE, SAVING)
 
 

@@ -296,8 +296,8 @@ class ProfileScreen(Screen):
         if planner is not None:
             self.query_one("#plan", Static).update(
                 f"[b]Plan[/b] {wl.model} bs{wl.batch_size}: active search for "
-                f"'{planner.goal.describe()}' on {dev.name}: up to {n} modes, stopping early once "
-                f"the decision is confident; the first {len(modes)} {est_txt}")
+                f"'{planner.goal.describe()}' on {dev.name}: up to {core.plural(n, 'mode')}, stopping "
+                f"early once the decision is confident; the first {len(modes)} {est_txt}")
             return
         emc = sum(1 for a, b in zip(modes, modes[1:]) if a.mem_mhz != b.mem_mhz)
         self.query_one("#plan", Static).update(

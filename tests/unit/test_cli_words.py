@@ -142,3 +142,18 @@ def test_pareto_over_batch_sizes_says_a_simulated_profile_too(cli, tmp_path):
                        "--extrapolate")
     assert rc == 0, err
     assert out.splitlines()[1].startswith("profile: SIMULATED"), out
+
+
+def test_a_profile_of_one_mode_says_mode_not_modes(cli, tmp_path):
+    """A user's trial: `ptui profile --count 1` said '1 modes, 0 done, 1 to go' and '1 finished
+    modes saved to ...'; a count of one takes the singular (core.plural), others the plural."""
+    rc, out, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "mobilenetv3",
+                       "--count", "1", "--session", "one", "--out", tmp_path / "one.csv")
+    assert rc == 0, err
+    text = out + err
+    assert "1 modes" not in text, text
+    assert "; 1 mode, 0 done, 1 to go" in text and "1 finished mode saved to" in text, text
+    rc, out, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "mobilenetv3",
+                       "--count", "2", "--session", "two", "--out", tmp_path / "two.csv")
+    assert rc == 0, err
+    assert "; 2 modes, 0 done, 2 to go" in out + err and "2 finished modes saved to" in out + err

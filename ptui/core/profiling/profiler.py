@@ -36,6 +36,7 @@ from ..catalogue.modes import Mode, transition_order
 from ..catalogue.workloads import SCRIPT_WORKLOAD, Workload
 from ..errors import RuntimeFailure
 from ..paths import board_state_dir
+from ..progress import plural
 from .store import SessionInfo, Store, StoreError
 
 LOG = _logger(__name__)
@@ -623,7 +624,7 @@ def save_profile(path, store: Store, session: str) -> str:
     moved = keep_aside(path, session)
     write_csv(path, PROFILE_HEADER, rows)
     kept = f" (the file that was there is kept as {moved})" if moved else ""
-    return f"{len(rows)} finished modes saved to {path}{kept}"
+    return f"{plural(len(rows), 'finished mode')} saved to {path}{kept}"
 
 
 def board_where(backend) -> str:

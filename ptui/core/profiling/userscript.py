@@ -46,6 +46,7 @@ from ..board.physics import WorkloadPhysics
 from ..catalogue.workloads import SCRIPT_WORKLOAD, Workload, get_workload
 from ..errors import EXIT_INPUT
 from ..prediction.roofline import HOST_FIXED_MCYCLES, HOST_MCYCLES_PER_OP, launch_ops, loading_ms
+from ..progress import plural
 from .profiler import ProfileConfig, ProfileError, ScriptUnprofilable, SessionError
 
 PROBE_SITE = Path(ptui.__file__).resolve().parent / "probe" / "site"   # holds sitecustomize.py only
@@ -164,7 +165,7 @@ def resume_hint(name: str, out, argv=None, extra=()) -> str:
 def steps_note(min_timed: int, n_modes: int) -> str:
     per = min_timed + 2
     return (f"each mode needs at least {per} training iterations (optimizer steps; 2 dropped after "
-            f"the switch, {min_timed} timed) once power has settled; {n_modes} modes to go")
+            f"the switch, {min_timed} timed) once power has settled; {plural(n_modes, 'mode')} to go")
 
 
 # -- what-if workload ----------------------------------------------------------------------------
@@ -423,10 +424,6 @@ def host_cycle_ms(wall: list[float], cpu: list[float]) -> float | None:
     return (statistics.median(wall) + outside) * 1000.0
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("s") else "s")
-
-
 class ScriptSource:
     """A training command run under the probe; a measurement source for the Profiler."""
 
@@ -663,8 +660,8 @@ class ScriptSource:
         # why: the script ended too soon for ptui, as it will again
         return (ScriptUnprofilable if why else ProfileError)(
             f"the training script {what} (exit code {rc}) after "
-            f"{_plural(self.it.steps, 'optimizer step')} "
-            f"({_plural(self.it.n_iter, 'whole iteration')}){why}{last}")
+            f"{plural(self.it.steps, 'optimizer step')} "
+            f"({plural(self.it.n_iter, 'whole iteration')}){why}{last}")
 
     def _still_starting(self, waited: float) -> None:
         assert self.proc is not None          # asked while the script runs
@@ -674,7 +671,7 @@ class ScriptSource:
             limit = (f"stopped {min(self._no_step_limit(), self.first_step_timeout):.0f} s after its "
                      f"first backward() without a step")
         elif self.forward_passes:
-            bw = f"has run {_plural(self.forward_passes, 'forward pass')} of its model, no backward(), and "
+            bw = f"has run {plural(self.forward_passes, 'forward pass')} of its model, no backward(), and "
             # the start-up timeout counts from the script's start, the forward passes' limit from
             # their run's first: the earlier stops it (--startup-timeout T promised 'after T s of
             # forward passes', and T from the start always came first: the probe trial)
@@ -697,7 +694,7 @@ class ScriptSource:
     def _gradients_said(self) -> str:
         """What the script did before any step, in words: its backward() calls (or gradients
         taken with torch.autograd.grad: a functional loop)."""
-        n = _plural(self.backward_calls, "time")
+        n = plural(self.backward_calls, "time")
         return (f"called backward() {n}" if not self.grad_called else
                 f"computed gradients {n} (backward(), torch.autograd.grad)")
 
@@ -731,7 +728,7 @@ class ScriptSource:
         # read as run in this one's 120 s)
         run = self.forward_passes - self.forwards_before
         return ScriptUnprofilable(
-            f"the training script ran {_plural(run, 'forward pass')} of its model in "
+            f"the training script ran {plural(run, 'forward pass')} of its model in "
             f"{waited:.0f} s but called no backward() and stepped no optimizer: {INFERENCE_ONLY} "
             f"(ptui times optimizer.step() of torch.optim optimizers); if it runs forward passes this "
             f"long before it trains (a validation pass first, a reinforcement-learning warm-up, "
@@ -930,7 +927,7 @@ class ScriptSource:
                                     f"{self.steps_per_mode} iterations ({duration_words(per)}) once "
                                     f"its power has settled, about {duration_words(mode_s)} in all; "
                                     f"about {duration_words(mode_s * self.modes_todo)} for "
-                                    f"{self.modes_todo} modes")
+                                    f"{plural(self.modes_todo, 'mode')}")
                     yield MinibatchEvent(t_end=t + to_clock, ms=dur * 1000.0, index=self.it.n_iter)
             if clock.now() >= next_sample:
                 next_sample += interval
@@ -1005,7 +1002,7 @@ class ScriptSource:
                     and time.monotonic() - t_first > self.first_step_timeout):
                 self._kill()
                 raise ScriptUnprofilable(
-                    f"the script took {_plural(self.it.steps, 'optimizer step')} in "
+                    f"the script took {plural(self.it.steps, 'optimizer step')} in "
                     f"{self.first_step_timeout:.0f} s but ptui needs {need} to measure "
                     f"its model; raise --startup-timeout for slow steps",
                     resume_with=self._longer_resume())
@@ -1042,7 +1039,7 @@ class ScriptSource:
         what, recent = (("the iteration", "iterations") if n == 1 else
                         (f"the {n} iterations", f"{n} iterations"))
         self.notify(f"warning: {what} ptui measured for the what-if ran "
-                    f"{_plural(bw, 'backward pass')} and {_plural(steps, 'optimizer step')}, where "
+                    f"{plural(bw, 'backward pass')} and {plural(steps, 'optimizer step')}, where "
                     f"the script's recent {recent} run {tbw} and {tsteps} (a skipped step, a "
                     f"closure evaluated more often): its FLOPs and bytes, and so the simulated "
                     f"times, may not be those of a typical iteration")

@@ -71,6 +71,7 @@ from ..profiling.userscript import (
     steps_note,
 )
 from ..profiling.userscript import resume_hint as resume_command
+from ..progress import plural
 
 EMULATED_TIMES = ("an emulated board: the training runs on this machine, so each mode's step times "
                   "are this machine's (the emulator sets the clocks and the power, not the speed); "
@@ -643,7 +644,8 @@ class ProfileRun:
                                     self.notes)
         if self.planner is not None:
             self.notes.append(f"active profiling for the goal '{self.planner.goal.describe()}': up to "
-                              f"{self.planner.count} modes, stopping early once the decision is confident")
+                              f"{plural(self.planner.count, 'mode')}, stopping early once the decision "
+                              f"is confident")
         return self.info
 
     def _open_size(self, req: ProfileRequest, store, resumed: dict | None,
@@ -679,8 +681,8 @@ class ProfileRun:
         todo = len(info.plan) - info.n_done
         bs_txt = f" bs{self.batch_size}" if self.bs_stated else ""
         # an active plan grows mode by mode: its first design is not how many it will profile
-        counts = (f"{info.n_done} modes done, the next chosen one by one" if planner is not None
-                  else f"{len(info.plan)} modes, {info.n_done} done, {todo} to go")
+        counts = (f"{plural(info.n_done, 'mode')} done, the next chosen one by one" if planner is not None
+                  else f"{plural(len(info.plan), 'mode')}, {info.n_done} done, {todo} to go")
         notes.append(f"session {self.name}: {wl.model}{bs_txt} on {dev.name} ({be.kind}); {counts}")
         if self.script:
             self.log = script_log(self.name if self.batch_sizes is None
@@ -1126,7 +1128,8 @@ class ProfileRun:
         moved = keep_aside(self.out, self.name)
         write_csv(self.out, header, rows)
         kept = f" (the file that was there is kept as {moved})" if moved else ""
-        return len(rows), f"{len(rows)} finished {self.what} saved to {self.out}{kept}"
+        saved = plural(len(rows), "finished " + self.what.removesuffix("s"))    # '1 finished mode'
+        return len(rows), f"{saved} saved to {self.out}{kept}"
 
     def _pair_rows(self) -> list[list[str]]:
         """Every finished pair as CSV cells, size by size, with its modelled peak memory."""
