@@ -338,6 +338,16 @@ def test_pareto_never_picks_a_pair_that_does_not_fit(tmp_path):
 
 
 # -- profile --batch-sizes (simulator) and the CLI ---------------------------------------------------
+def test_a_batch_size_refused_for_memory_is_not_in_the_sessions_name(cli, tmp_path):
+    """A user's trial: `--batch-sizes 8,16,1000` refused 1000 (it does not fit) and named the
+    session orin-agx-mobilenetv3-bs8-16-1000-...; the made-up name carries the sizes profiled."""
+    rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "mobilenetv3",
+                     "--batch-sizes", "8,16,1000", "--count", "2", "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    assert "not profiled: batch size 1000" in err, err
+    assert "session orin-agx-mobilenetv3-bs8-16-2" in err and "bs8-16-1000" not in err, err
+
+
 def test_profile_batch_sizes_csv_round_trip_fit_and_pareto(cli, tmp_path):
     out = tmp_path / "p.csv"
     rc, _, err = cli("profile", "--backend", "sim", "--device", "orin-agx", "--workload", "resnet18",

@@ -819,7 +819,7 @@ class ProfileRun:
             fresh = self._pairs(dev, sizes)
         else:
             fresh = self._pairs(dev, sizes, self.count)
-        self._name(dev)
+        self._name(dev, sizes)
         self._plan_pairs(dev, sizes, fresh)
         info = self.store.get_session(self.name)
         total, done = len(info.plan), info.n_done
@@ -830,10 +830,11 @@ class ProfileRun:
                           f"{total} (mode, batch size) pairs, {done} done, {total - done} to go")
         return self.info
 
-    def _name(self, dev) -> None:
-        assert self.batch_sizes is not None
+    def _name(self, dev, sizes: list[int]) -> None:
+        """The session's name over the sizes profiled (those that fit: '--batch-sizes 8,16,1000'
+        named it ...-bs8-16-1000-... after refusing 1000, a user's trial)."""
         wl = self.workload_name or SCRIPT_WORKLOAD
-        self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, self.batch_sizes))}")
+        self._name_session(f"{dev.name}-{wl}-bs{'-'.join(map(str, sizes))}")
         assert self.name is not None
         if not self._locked:                    # an automatic name is held already
             lock_session(self.name)             # held by this run until close()
@@ -899,7 +900,7 @@ class ProfileRun:
         self.goal, self.rel_spec = goal, rel_spec
         self.planner = ActivePlanner(dev, Space.joint(dev.pt_grid(), sizes, rel), goal,
                                      count=int(self.count), reference=load_bundled(), seed=self.seed)
-        self._name(dev)
+        self._name(dev, sizes)
         start = self.planner.initial()
         self._plan_pairs(dev, sizes, {b: [m for m, bb in start if bb == b] for b in sizes})
         done = self.store.get_session(self.name).n_done
