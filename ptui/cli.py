@@ -303,7 +303,7 @@ def _tune_profiled(a, sizes: tuple[int, ...] | None, stored: dict | None) -> int
     d = td.decision
     res = core.decision_body(td.table, d, td.model, goal, timed=td.timed or _timed(td.model),
                              batch_size=td.model.about.batch_size,
-                             mb_per_epoch=td.model.about.batches_per_epoch)
+                             mb_per_epoch=td.model.about.batches_per_epoch, cautious=True)
     res.update(simulated=_profiled_simulated(a, first.backend),
                predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=td.n_modes, profile=str(out), model=str(td.model_dir),
@@ -365,7 +365,8 @@ def _tune_report(a, dev, td, goal: dict, res: dict, *, batch_size, prior: bool =
         # in words, as the pick's 'mode:' line above (the JSON keeps its key)
         print(f"best measured mode for the goal: {core.Mode.from_key(bm['key']).describe()} "
               f"({bm['time_ms']:.1f} ms, {bm['power_w']:.2f} W): {bm['why']}")
-    _print_energy(core.decision_energy(td.table, d, td.model, goal, batch_size=batch_size))
+    _print_energy(core.decision_energy(td.table, d, td.model, goal, batch_size=batch_size,
+                                       cautious=True))
     if a.apply:
         print(res["apply_message"])
     else:
@@ -455,7 +456,7 @@ def _tune_prior(a, name: str) -> int:
         raise
     d, model = td.decision, td.model
     res = core.decision_body(td.table, d, model, goal, timed=td.timed or _timed(model),
-                             batch_size=bs_said, mb_per_epoch=model.about.batches_per_epoch)
+                             batch_size=bs_said, mb_per_epoch=model.about.batches_per_epoch, cautious=True)
     res.update(simulated=simulated, predicted={k: round(v, 4) for k, v in td.predicted.items()},
                profiled=0, profile=None, model=str(td.model_dir), best_measured=None,
                prior=_prior_counts(spec.source, spec.as_dict(), bs_said),

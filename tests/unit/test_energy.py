@@ -336,3 +336,30 @@ def test_the_panel_says_as_much_not_minus_zero_for_a_preset_within_half_a_per_ce
     assert "as much" in near.sentences()[1] and bp.tag in near.sentences()[1]
     maxn = got.more_pct(got.maxn)
     assert f"MAXN {maxn:+.0f}%" in panel                  # a real difference keeps its sign
+
+
+def test_a_least_energy_goal_says_which_rule_its_pick_and_the_least_energy_line_follow():
+    """A user's trial: `ptui pareto --objective energy` named one mode as the pick ('mode: ...',
+    its least median energy) and another under 'Least energy:' (ranked by the 95 % upper bound):
+    two least-energy answers.  The line says the rule it ranks by, the pick's sentence says the
+    goal ranks by the median and what the pick may take; --json adds pick_ranked_by 'energy'
+    (tune, ranking cautiously, and other goals: null)."""
+    from ptui.core.usecases.contract import decision_body, decision_energy
+    modes = list(ORIN.full_space()[:3])
+    tab = _measured_table(modes, [84.8, 90.4, 98.9], [19.75, 25.14, 23.43], [4.0, 0.7, 0.7],
+                          [5.77, 0.11, 0.11], [False, True, True])
+    d = choose(tab, objective="energy")               # pareto's ranking: the least median
+    assert d.index == 0
+    goal = {"objective": "energy"}
+    got = decision_energy(tab, d, None, goal)
+    assert got.least.row == 1
+    text = " ".join(got.lines(80))
+    assert "Least energy at the 95 % upper bound: " + modes[1].describe() in text, text
+    assert "The pick has the least median energy, 1.67 J/step, which the goal ranks by" in text, text
+    assert "Ranked by the" not in text, text
+    assert got.as_dict()["pick_ranked_by"] == "energy"
+    assert decision_body(tab, d, None, goal, timed="")["energy"]["pick_ranked_by"] == "energy"
+    # tune's cautious ranking, and a budget goal: the line as before, no rule for the pick
+    for g, cautious in ((goal, True), ({"budget_w": 25.0}, False)):
+        e = decision_energy(tab, d, None, g, cautious=cautious)
+        assert "Least energy: " in " ".join(e.lines(80)) and e.as_dict()["pick_ranked_by"] is None

@@ -78,6 +78,8 @@ class Energy:
     risk: float | None = DEFAULT_RISK     # the level of the upper bounds ranked by (None: default)
     median_least: EnergyPoint | None = None   # the candidate of least median energy, where it is
     #                                           not the least (ranked out for its spread)
+    pick_by_median: bool = False          # the goal is least energy and the decision ranked it by
+    #                                       the median (`ptui pareto`; tune ranks by upper bounds)
 
     def more_pct(self, p: EnergyPoint | None) -> float | None:
         """How much more energy `p` takes than the least-energy candidate, in per cent (negative:
@@ -145,7 +147,10 @@ class Energy:
         lst = self.least
         at = f" at batch {lst.batch_size}" if self.unit == TO_TARGET and lst.batch_size else ""
         preset = f"the {lst.tag} preset, " if lst.row is None else ""
-        where = f"Least energy: {preset}{lst.mode.describe()}{at}"
+        # a least-energy goal's pick ranked by its median, not this mode: the rule said here too
+        rule = f" at the {self.level} upper bound" if self._ranked_out() is self.pick and \
+            self.pick is not None and self.pick_by_median else ""
+        where = f"Least energy{rule}: {preset}{lst.mode.describe()}{at}"
         # its own source (it said 'predicted' of a measured mode, the figures compared' source)
         amount = (f"{self._amount(lst)}{self._spread(lst)} ({lst.source}: {sig3(lst.time_ms)} ms, "
                   f"{lst.power_w:.1f} W).")
@@ -235,6 +240,13 @@ class Energy:
         if out is None:
             return ""
         who = "the pick" if out is self.pick else out.tag if out.row is None else out.mode.describe()
+        if out is self.pick and self.pick_by_median:
+            # the goal's pick and the 'Least energy' line named two least-energy modes (a user's
+            # trial): which rule each follows, so the two read as one answer
+            return (f"The pick has the least median energy, {self._amount(out)}, which the goal "
+                    f"ranks by; it may take {sig3(out.bound)} {SHORT[self.unit]} at its {self.level} "
+                    f"upper bound, which the least-energy mode above is ranked by (at most "
+                    f"{sig3(self.least.bound)} {SHORT[self.unit]}).")
         return (f"Ranked by the {self.level} upper bound: {who} is {out.source} at "
                 f"{self._amount(out)} but may take {sig3(out.bound)} {SHORT[self.unit]}.")
 
@@ -298,6 +310,10 @@ class Energy:
         # it is, where it is one (null: a candidate)
         return {"unit": self.unit, "source": self.source,
                 "ranked_by": "energy_upper", "risk": DEFAULT_RISK if self.risk is None else self.risk,
+                # what the pick was ranked by where the goal is least energy: its median energy
+                # (`pareto`), so it may differ from `least` (null: another goal, or tune's cautious
+                # ranking by upper bounds)
+                "pick_ranked_by": "energy" if self.pick_by_median else None,
                 "least_preset": self.least.tag if self.least.row is None else None,
                 "least": pt(self.least), "pick": pt(self.pick),
                 "maxn": pt(self.maxn, preset="MAXN"),
@@ -361,13 +377,14 @@ def _least(cands: EnergyPoint | None, others, median: EnergyPoint | None) -> tup
 def per_step(table: Table, pick: Decision | None, presets=None,
              best: tuple | None = None, batch_size: int | None = None,
              budget_w: float | None = None, risk: float | None = DEFAULT_RISK,
-             tolerance_w: float = 0.0) -> Energy | None:
+             tolerance_w: float = 0.0, pick_by_median: bool = False) -> Energy | None:
     """The energy per step (J: time per step x power) of a decision of one batch size: the
     least-energy row of `table` among those that fit in memory, or MAXN or the best preset where
     one is less (each at its upper bound at `risk`), the pick (a row of it), MAXN (from `presets`,
     pareto.presets_table's (Table, presets)) and the best preset (`best`, pareto.best_preset's
     (Decision, Preset)); budget_w: the goal's budget, if it is one (risk and tolerance_w as the
-    decision's, to say why the least-energy row was not picked).  None when no row is eligible."""
+    decision's, to say why the least-energy row was not picked); pick_by_median: the goal is least
+    energy, the pick ranked by its median energy.  None when no row is eligible."""
     e = table.time_ms * table.power_w / 1000.0
     sp = _spreads(table)
     up = _upper(e, sp, risk)
@@ -395,7 +412,7 @@ def per_step(table: Table, pick: Decision | None, presets=None,
         exceeds_risk(table, least.row, budget_w, None, risk, tolerance_w)
     return Energy(PER_STEP, least,
                   None if pick is None else row("pick", table, pick.index, pick.index), maxn, bp,
-                  budget_w, risky, risk, med)
+                  budget_w, risky, risk, med, pick_by_median)
 
 
 def to_target(r, presets=None, best: tuple | None = None,

@@ -18,7 +18,9 @@ four names ``best_preset``, ``maxn``, ``best_mode_at_default_batch`` and
 ``largest_batch_fastest_mode``; null where none applies), ``energy`` (decision.energy.Energy.as_dict:
 the least-energy candidate that fits in memory, goal-free, beside the pick, MAXN and the best preset,
 in ``unit`` J per step for one batch size or Wh to target for several, each point with its
-``energy`` and ``more_than_least_pct``; added in version 2), ``default_batch``, and what a decision
+``energy`` and ``more_than_least_pct``; added in version 2; ``pick_ranked_by`` ``energy`` where the
+goal is least energy and the pick was ranked by its median energy, as ``pareto`` ranks it, so it may
+differ from ``least``, ranked by ``energy_upper``; null otherwise), ``default_batch``, and what a decision
 over several batch sizes is made of (``samples_to_target``, ``throughput_only``, ``target_samples``,
 ``target_samples_note``, ``memory``; null for one batch size), and ``profiled``: the profiled
 modes (or (mode, batch size) pairs) the model rests on, 0 for a decision from the roofline prior
@@ -164,13 +166,21 @@ def _body(pick: dict, d, *, timed: str, front: list, baselines: dict, default_ba
                                                "target_samples", "target_samples_note", "memory")}}
 
 
-def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None):
+def _by_median(goal: dict, cautious: bool) -> bool:
+    """The goal is least energy and the decision ranked its pick by the median (pareto; tune's
+    cautious ranking ranks by upper bounds)."""
+    return goal.get("objective") == "energy" and not cautious
+
+
+def decision_energy(tab, d, model, goal: dict, *, batch_size: int | None = None,
+                    cautious: bool = False):
     """The energy side of a decision of one batch size (decision.energy.Energy, per step): the
     least-energy mode of `tab` beside the pick, MAXN and the best preset for `goal` (predicted by
-    `model`); None where no mode is eligible.  The faces print its lines()."""
+    `model`); None where no mode is eligible.  cautious: the decision ranked by upper bounds
+    (tune).  The faces print its lines()."""
     presets, bp = _presets(model, goal)
     return energy.per_step(tab, d, presets, bp, batch_size, goal.get("budget_w"), goal.get("risk"),
-                           goal.get("tolerance_w") or 0.0)
+                           goal.get("tolerance_w") or 0.0, _by_median(goal, cautious))
 
 
 def batch_decision_energy(r, model, goal: dict):
@@ -180,7 +190,7 @@ def batch_decision_energy(r, model, goal: dict):
 
 
 def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | None = None,
-             mb_per_epoch: int | None = None, epochs: int | None = None) -> dict:
+             mb_per_epoch: int | None = None, epochs: int | None = None, cautious: bool = False) -> dict:
     """The body of a decision of one batch size (pareto.choose's `d` in `tab`): the pick as a
     point, then feasible, goal, exceed_prob, timed, the front and the baselines (the NVIDIA preset
     a user would pick for the same goal, and MAXN, each predicted by `model`), and `energy`
@@ -193,7 +203,8 @@ def decision_body(tab, d, model, goal: dict, *, timed: str, batch_size: int | No
                  front=[pt(tab, int(i)) for i in front_indices(tab.time_ms, tab.power_w)],
                  baselines=_preset_baselines(presets, bp, pt), default_batch=batch_size,
                  profiled=profiled_modes(model),
-                 energy=energy.per_step(tab, d, presets, bp, batch_size, risk=goal.get("risk")))
+                 energy=energy.per_step(tab, d, presets, bp, batch_size, risk=goal.get("risk"),
+                                        pick_by_median=_by_median(goal, cautious)))
 
 
 def batch_decision_body(r, model, goal: dict, *, timed: str) -> dict:

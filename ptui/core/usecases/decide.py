@@ -240,7 +240,8 @@ def view(pred: Predictions, *, goal: str | None, budget_w: float | None = None,
             js = b.time_ms * mb_per_epoch / 1000.0 * epochs
             base = (Baseline(pre.name, None, b.time_ms, b.power_w, js, b.power_w * js / 3600.0),)
     en = None if d is None or g is None else \
-        energy.per_step(tab, d, presets, bp, pred.batch_size, g.budget_w, risk)
+        energy.per_step(tab, d, presets, bp, pred.batch_size, g.budget_w, risk,
+                        pick_by_median=g.kind == "energy")
     return View(tab, False, rows, x_s, job_s, job_wh, front, d, error, base, batch_size=pred.batch_size,
                 energy=en)
 
