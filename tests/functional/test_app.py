@@ -707,6 +707,21 @@ async def test_pareto_on_the_replay_device_offers_recorded_modes_only(tmp_path):
         assert app.state.selected in set(grid)
 
 
+def test_a_profile_with_no_mode_of_the_replay_corpus_is_refused_in_words(tmp_path):
+    """On a replay board a profile none of whose modes the corpus recorded left the Pareto screen
+    nothing to choose from, and its view failed on the empty table ('zero-size array'): the load
+    says why instead."""
+    from ptui import core
+    grid, _ = replay_corpus(tmp_path)
+    other = [m for m in ORIN.pt_grid() if m not in set(grid)][:8]
+    prof = tmp_path / "p.csv"
+    prof.write_text("cores,cpu_mhz,gpu_mhz,mem_mhz,time_ms,power_w\n" + "".join(
+        f"{m.cores},{m.cpu_mhz:g},{m.gpu_mhz:g},{m.mem_mhz:g},100,20\n" for m in other))
+    assert len(core.load_predictions(prof, ORIN, within=grid[:3] + other[:2]).table) == 2
+    with pytest.raises(core.InputError, match="none of the 8 modes of p.csv"):
+        core.load_predictions(prof, ORIN, within=grid)
+
+
 async def test_pareto_details_fit_their_panel_at_80x24():
     """No figure wraps away from its unit ('0.67' / 'h') in the details panel at 80x24."""
     from rich.text import Text

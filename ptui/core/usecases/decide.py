@@ -107,6 +107,9 @@ def load_predictions(path: Path, device, time_basis: str = "auto", within=None) 
     if within is not None:
         keep = set(within)
         table = table.subset(np.array([m in keep for m in modes], bool))
+        if not len(table):              # nothing to draw or choose (the view had no minimum)
+            raise InputError(f"none of the {len(modes)} modes of {path.name} is among the "
+                             f"{len(keep)} modes this board can be set to (its replay corpus)")
     return Predictions(table, None, mb,
                        tags.get("workload"), tags.get("timed", ""),
                        batch_size=int(bs) if bs.isdigit() and int(bs) > 0 else None)
