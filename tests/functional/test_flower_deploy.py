@@ -116,7 +116,8 @@ def test_a_node_killed_mid_round_fails_the_run_and_ptui_restore_puts_its_board_b
     try:
         fleet.start()
         node = fleet.nodes[0]
-        start = read_mode(node.root, node.device).key
+        start_mode = read_mode(node.root, node.device)
+        start = start_mode.key
         failed: list = []
 
         def run():
@@ -143,7 +144,7 @@ def test_a_node_killed_mid_round_fails_the_run_and_ptui_restore_puts_its_board_b
                             "--backend", "sysfs", "--sysfs-root", str(node.root)],
                            env=node.env(fleet.base_env), cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
-        assert r.returncode == 0 and start in r.stdout, (r.stdout, r.stderr)
+        assert r.returncode == 0 and start_mode.describe() in r.stdout, (r.stdout, r.stderr)
         assert read_mode(node.root, node.device).key == start
     finally:
         fleet.stop()

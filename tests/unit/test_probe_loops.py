@@ -37,7 +37,7 @@ def test_a_step_whose_work_changes_mid_profile_is_warned_once_and_labelled():
 
     run = ScriptSource.__new__(ScriptSource)
     said, info = [], []
-    run.it, run.steps_per_mode, run.whatif = It(), 42, False
+    run.it, run.steps_per_mode, run.whatif, run.backend = It(), 42, False, None
     run.notify, run.on_info = said.append, info.append
     run._timed_said, run._timed_changed = None, ""
     run._timed_unsaved, run._timed_saved_at = None, float("-inf")
