@@ -338,11 +338,17 @@ def _read_mode(root: str | os.PathLike, device: Device | str | None) -> Mode:
     root = Path(root)
     dev = _tree_device(root, device)
     cpu = root / "sys/devices/system/cpu"
-    cores = 1 + sum(int((cpu / f"cpu{c}/online").read_text()) for c in range(1, dev.max_cores))
+    online = [int((cpu / f"cpu{c}/online").read_text()) for c in range(1, dev.max_cores)]
     khz = int((cpu / "cpu0/cpufreq/scaling_max_freq").read_text())
     gpu = int((root / layout(dev).gpu_dir / "max_freq").read_text())
     emc = int((root / EMC_DIR / "rate").read_text())
-    return dev.mode(cores, khz / 1000, gpu / 1e6, emc / 1e6)
+    return _mode_of(dev, online, khz, gpu, emc)
+
+
+def _mode_of(dev: Device, online, cpu_khz: int, gpu_hz: int, emc_hz: int) -> Mode:
+    """The mode the knobs' values set: the online flags of the CPUs after the first, the CPU's
+    cap in kHz, the GPU's and the EMC's in Hz (a value off the board's tables raises ValueError)."""
+    return dev.mode(1 + sum(online), cpu_khz / 1000, gpu_hz / 1e6, emc_hz / 1e6)
 
 
 class Driver:
@@ -403,9 +409,9 @@ class Driver:
         or set off the board's tables, leaves it where it was until the next step."""
         gpu, emc = self.root / self.layout.gpu_dir, self.root / EMC_DIR
         try:
-            mode = self.device.mode(1 + sum(knobs[k] for k in self._online),
-                                    knobs[self._policies[0] / "scaling_max_freq"] / 1000,
-                                    knobs[gpu / "max_freq"] / 1e6, knobs[emc / "rate"] / 1e6)
+            mode = _mode_of(self.device, [knobs[k] for k in self._online],
+                            knobs[self._policies[0] / "scaling_max_freq"], knobs[gpu / "max_freq"],
+                            knobs[emc / "rate"])
         except (KeyError, ValueError):
             return self.sim.current_mode()
         tpc = self._tpc()
