@@ -289,9 +289,10 @@ def legacy_board_key(backend) -> str | None:
     says why it changed), where that key held the whole path, so that undo records it wrote are
     still found (undo.load); None on a board (root '/', whose key did not change) and where the
     path was cut (then it named other trees too)."""
-    if getattr(backend, "simulated", False) or board_root(backend) == "/":
+    real = None if getattr(backend, "simulated", False) else board_root(backend)
+    if real is None or real == "/":
         return None
-    tag = _safe(board_root(backend)).strip("_")
+    tag = _safe(real).strip("_")
     return f"{BOARD_PREFIX}{backend.device.name}-{tag}" if len(tag) <= 60 else None
 
 

@@ -100,7 +100,8 @@ def load(backend: Backend, kind: str) -> Record | None:
     the file is left as it is."""
     if not keeps_records(backend):
         return None
-    for d, key in ((d, key) for d in board_state_dirs() for key in _keys(backend)):
+    keys = _keys(backend)
+    for d, key in ((d, key) for d in board_state_dirs() for key in keys):
         path = d / _name(kind, key)
         try:
             st = path.lstat()
@@ -150,8 +151,9 @@ def clear(backend: Backend, kind: str, record: Record | None = None) -> None:
     wrote since stays)."""
     if not keeps_records(backend):
         return
+    keys = [] if record is not None else _keys(backend)
     paths = [record.path] if record is not None else [
-        d / _name(kind, key) for d in board_state_dirs() for key in _keys(backend)]
+        d / _name(kind, key) for d in board_state_dirs() for key in keys]
     for p in paths:
         if record is not None and not _same(p, record):
             continue
