@@ -923,9 +923,6 @@ class RooflinePrior:
         is then priced at that chance.  Without (the point fit), MobileNetV3 profiled at 5 modes
         (none bound by the GPU's clock) was predicted at 148 ms at 115 MHz where it takes 467, and
         budget picks from 3 modes were a median 38 % from the optimum (eval_prior_fit)."""
-        L = self._scale_factor()
-        if L is None:
-            return self.predict(modes)
         A = _knobs(self.device, modes)
         key = (A.shape, hash(A.tobytes()))
         # read once: the app predicts in worker threads, and another's call may replace it between
@@ -933,6 +930,9 @@ class RooflinePrior:
         last = self._last
         if last is not None and last[0] == key:   # a model's time, then its power
             return {k: v.copy() for k, v in last[1].items()}
+        L = self._scale_factor()                  # a published step's: worked out here, once
+        if L is None:
+            return self.predict(modes)
         # a published step's level stays that measurement: the median's MAXN step is brought back
         # to the point's (the members' kinks raised ResNet-18's 67 ms to 81), the shape kept
         pin = self.posterior is None and self.spec.published
