@@ -1046,7 +1046,7 @@ def _profile_simulated(timed: str | None) -> bool:
     """pareto --json's `simulated`: the model's profiled figures are the simulator's (an emulated
     board's too) or a replayed recording's, as its text says on its 'profile:' line (the document
     said nothing, and its front's points read 'source: measured')."""
-    return any(w in (timed or "") for w in ("SIMULATED", "REPLAYED"))
+    return bool(_profile_basis(timed))
 
 
 def _profile_basis(timed: str | None) -> str:
